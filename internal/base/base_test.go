@@ -1,0 +1,81 @@
+package base
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func TestBytesRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want Bytes
+		str  string
+	}{
+		{"0", 0, "0B"},
+		{"512", 512, "512B"},
+		{"64KiB", 64 * KiB, "64KiB"},
+		{"64k", 64 * KiB, "64KiB"},
+		{"128MB", 128 * MiB, "128MiB"},
+		{"1.5MiB", 1536 * KiB, "1536KiB"},
+		{"2 GiB", 2 * GiB, "2GiB"},
+		{"3T", 3 * TiB, "3TiB"},
+		{"1000", 1000, "1000B"},
+	} {
+		got, err := ParseBytes(tc.in)
+		if err != nil || got != tc.want {
+			t.Fatalf("ParseBytes(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+		if got.String() != tc.str {
+			t.Fatalf("%d.String() = %q; want %q", int64(got), got.String(), tc.str)
+		}
+		back, err := ParseBytes(got.String())
+		if err != nil || back != got {
+			t.Fatalf("round trip of %q: %v, %v", got.String(), back, err)
+		}
+	}
+	for _, bad := range []string{"", "abc", "-1", "1.5", "0.3K", "99999999T"} {
+		if _, err := ParseBytes(bad); !IsInvalidArgument(err) {
+			t.Fatalf("ParseBytes(%q) err = %v; want invalid argument", bad, err)
+		}
+	}
+}
+
+func TestErrorClasses(t *testing.T) {
+	cause := errors.New("crc mismatch")
+	c := CorruptionErrorf("chunk 3 of obj/1: %w", cause)
+	if !IsCorruption(c) || !errors.Is(c, cause) || IsDataLoss(c) || IsInvalidArgument(c) {
+		t.Fatalf("corruption error classified wrongly: %v", c)
+	}
+	if c.Error() != "corruption: chunk 3 of obj/1: crc mismatch" {
+		t.Fatalf("message %q", c.Error())
+	}
+	d := DataLossErrorf("all replicas differ")
+	if !IsDataLoss(d) || !IsCorruption(d) {
+		t.Fatalf("data loss error classified wrongly: %v", d)
+	}
+	wrapped := fmt.Errorf("read: %w", d)
+	if !IsDataLoss(wrapped) {
+		t.Fatal("wrapping lost the class")
+	}
+	if IsCorruption(InvalidArgumentf("x")) || !IsInvalidArgument(InvalidArgumentf("x")) {
+		t.Fatal("invalid argument misclassified")
+	}
+	if !errors.Is(AssertionFailedf("x"), ErrAssertionFailed) {
+		t.Fatal("assertion misclassified")
+	}
+}
+
+func TestManualClock(t *testing.T) {
+	start := time.Unix(1000, 0)
+	c := NewManualClock(start)
+	if !c.Now().Equal(start) {
+		t.Fatal("start")
+	}
+	c.Advance(time.Second)
+	c.Set(start) // going back is ignored
+	if got := c.Now(); !got.Equal(start.Add(time.Second)) {
+		t.Fatalf("now %v", got)
+	}
+}

@@ -1,0 +1,168 @@
+package flash
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Geometry is the shape of a NAND device: Channels x DiesPerChannel dies, each
+// with BlocksPerDie erase blocks of PagesPerBlock pages. Every page holds
+// PageSize data bytes and OOBSize spare (out-of-band) bytes.
+type Geometry struct {
+	Channels       int
+	DiesPerChannel int
+	BlocksPerDie   int
+	PagesPerBlock  int
+	PageSize       int // bytes of data per page
+	OOBSize        int // bytes of spare area per page
+}
+
+// Validate reports whether every dimension is positive and the device is small
+// enough to address with int offsets.
+func (g Geometry) Validate() error {
+	if g.Channels <= 0 || g.DiesPerChannel <= 0 || g.BlocksPerDie <= 0 ||
+		g.PagesPerBlock <= 0 || g.PageSize <= 0 || g.OOBSize < 0 {
+		return base.InvalidArgumentf("flash: bad geometry %s", g)
+	}
+	if g.PageSize%512 != 0 {
+		return base.InvalidArgumentf("flash: page size %d is not a multiple of 512", g.PageSize)
+	}
+	return nil
+}
+
+// Dies is the number of dies in the device.
+func (g Geometry) Dies() int { return g.Channels * g.DiesPerChannel }
+
+// BlockSize is the data bytes in one erase block.
+func (g Geometry) BlockSize() base.Bytes {
+	return base.Bytes(g.PagesPerBlock) * base.Bytes(g.PageSize)
+}
+
+// RawCapacity is the data bytes of the whole device (spare areas excluded).
+func (g Geometry) RawCapacity() base.Bytes {
+	return base.Bytes(g.Dies()) * base.Bytes(g.BlocksPerDie) * g.BlockSize()
+}
+
+func (g Geometry) String() string {
+	return fmt.Sprintf("%dch x %ddie x %dblk x %dpg x (%d+%d)B",
+		g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize)
+}
+
+// DieAddr names one die: Die is the die's index within its channel.
+type DieAddr struct {
+	Channel, Die int
+}
+
+func (a DieAddr) String() string { return fmt.Sprintf("ch%d/d%d", a.Channel, a.Die) }
+
+// Index is the die's flat index, channel-major: Channel*DiesPerChannel + Die.
+func (a DieAddr) Index(g Geometry) int { return a.Channel*g.DiesPerChannel + a.Die }
+
+// BlockAddr names one erase block.
+type BlockAddr struct {
+	Channel, Die, Block int
+}
+
+func (a BlockAddr) String() string { return fmt.Sprintf("ch%d/d%d/b%d", a.Channel, a.Die, a.Block) }
+
+// DieAddr is the die holding the block.
+func (a BlockAddr) DieAddr() DieAddr { return DieAddr{a.Channel, a.Die} }
+
+// PageAddr names one page.
+type PageAddr struct {
+	Channel, Die, Block, Page int
+}
+
+func (a PageAddr) String() string {
+	return fmt.Sprintf("ch%d/d%d/b%d/p%d", a.Channel, a.Die, a.Block, a.Page)
+}
+
+// BlockAddr is the block holding the page.
+func (a PageAddr) BlockAddr() BlockAddr { return BlockAddr{a.Channel, a.Die, a.Block} }
+
+// DieAddr is the die holding the page.
+func (a PageAddr) DieAddr() DieAddr { return DieAddr{a.Channel, a.Die} }
+
+// Contains reports whether the address lies inside the geometry.
+func (g Geometry) Contains(a PageAddr) bool {
+	return a.Channel >= 0 && a.Channel < g.Channels &&
+		a.Die >= 0 && a.Die < g.DiesPerChannel &&
+		a.Block >= 0 && a.Block < g.BlocksPerDie &&
+		a.Page >= 0 && a.Page < g.PagesPerBlock
+}
+
+// ReadStatus is what the device's ECC engine reports with every page read.
+type ReadStatus struct {
+	// CorrectedBits is the number of raw bit errors ECC found and corrected in
+	// the page (summed over its codewords). The returned data is clean.
+	CorrectedBits int
+	// Uncorrectable is set when at least one codeword had more raw errors than
+	// ECC corrects. Read then also returns ErrUncorrectable.
+	Uncorrectable bool
+}
+
+// Errors returned by Device operations (wrapped in *OpError). ErrUncorrectable
+// and ErrDieFailed on reads are corruptions in the sense of base.ErrCorruption:
+// the data of the page cannot be trusted.
+var (
+	ErrOutOfRange    = fmt.Errorf("flash: address out of range: %w", base.ErrInvalidArgument)
+	ErrBadSize       = fmt.Errorf("flash: buffer size does not match geometry: %w", base.ErrInvalidArgument)
+	ErrNotErased     = errors.New("flash: page already programmed (erase the block first)")
+	ErrProgramOrder  = errors.New("flash: pages of a block must be programmed in order")
+	ErrBadBlock      = errors.New("flash: bad block")
+	ErrDieFailed     = fmt.Errorf("flash: die failed: %w", base.ErrCorruption)
+	ErrUncorrectable = fmt.Errorf("flash: uncorrectable page: %w", base.ErrCorruption)
+	ErrClosed        = errors.New("flash: device closed")
+)
+
+// OpError describes a failed device operation and where it happened.
+type OpError struct {
+	Op   string   // "read", "program" or "erase"
+	Addr PageAddr // for erase, Page is 0
+	Err  error
+}
+
+func (e *OpError) Error() string { return e.Op + " " + e.Addr.String() + ": " + e.Err.Error() }
+func (e *OpError) Unwrap() error { return e.Err }
+
+// Device is a raw NAND device as a host-managed (SDF / open-channel) SSD
+// exposes it: no FTL, no over-provisioning, no parity. The host programs whole
+// pages in order within a block, reads pages, and erases blocks explicitly.
+//
+// Implementations are safe for concurrent use. Operations on different dies
+// may proceed in parallel; with real timing each operation takes the time the
+// timing model gives it.
+type Device interface {
+	// Geometry returns the device's fixed shape.
+	Geometry() Geometry
+
+	// Program writes one page: len(data) == PageSize and len(oob) <= OOBSize
+	// (a shorter oob is zero-padded). The page must be erased and must be the
+	// block's next unwritten page.
+	Program(addr PageAddr, data, oob []byte) error
+
+	// Read reads one page into data (len PageSize) and oob (len OOBSize, or
+	// nil to skip). Reading an erased page returns 0xFF bytes. On an
+	// uncorrectable page the status says so, the error wraps ErrUncorrectable,
+	// and data holds the corrupt content unless the device was configured not
+	// to return it.
+	Read(addr PageAddr, data, oob []byte) (ReadStatus, error)
+
+	// Erase erases a block, making all its pages programmable again.
+	Erase(addr BlockAddr) error
+
+	// Block returns the state of one block.
+	Block(addr BlockAddr) (BlockInfo, error)
+
+	// Close releases the device; persistent backends flush their state.
+	Close() error
+}
+
+// BlockInfo is the host-visible state of one erase block.
+type BlockInfo struct {
+	EraseCount  int  // program/erase cycles so far
+	WrittenPage int  // number of pages programmed since the last erase
+	Bad         bool // retired: every operation fails with ErrBadBlock
+}
