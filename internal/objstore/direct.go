@@ -1,0 +1,331 @@
+package objstore
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/klauspost/reedsolomon"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// ReplicaRead is what one replica (or EC shard) returned for one chunk. The
+// node serving it has already verified it and re-read it once on a mismatch
+// (telling a transient flip from damage on the device); the decision cores
+// verify again end to end.
+type ReplicaRead struct {
+	// Fetched is false while the replica has not been asked.
+	Fetched bool
+	// Err is an operating error: the node is down or the chunk is missing.
+	Err error
+	// Data is the chunk content as stored, corrupt or not: the node returns
+	// corrupt content on request so that a majority vote is possible.
+	Data []byte
+	// Sums are the replica's checksums for the chunk, nil when its sums
+	// record failed its own CRC.
+	Sums []uint32
+}
+
+func (r ReplicaRead) String() string {
+	switch {
+	case !r.Fetched:
+		return "unread"
+	case r.Err != nil:
+		return "unavailable"
+	case r.Sums == nil:
+		return fmt.Sprintf("%dB/no-sums", len(r.Data))
+	default:
+		return fmt.Sprintf("%dB", len(r.Data))
+	}
+}
+
+// Decision is the output of a decision core. Exactly one of these holds:
+// len(Fetch) > 0 (read those replicas and decide again), Err != nil (the
+// read fails; it wraps base.ErrDataLoss), or Data holds verified bytes.
+type Decision struct {
+	Fetch []int
+	Data  []byte
+	Err   error
+	// Repairs lists the replicas (or shards) whose stored chunk is corrupt and
+	// must be rewritten, out of place, with RepairData[i].
+	Repairs    []int
+	RepairData [][]byte
+	// Voted is set when the data came from a bit-by-bit majority vote.
+	Voted bool
+	// Reconstructed is set when EC data came from parity.
+	Reconstructed bool
+}
+
+func (d Decision) String() string {
+	var b strings.Builder
+	switch {
+	case len(d.Fetch) > 0:
+		fmt.Fprintf(&b, "fetch %v", d.Fetch)
+	case d.Err != nil:
+		b.WriteString("error: data loss")
+	default:
+		fmt.Fprintf(&b, "data %dB", len(d.Data))
+		if d.Voted {
+			b.WriteString(" voted")
+		}
+		if d.Reconstructed {
+			b.WriteString(" reconstructed")
+		}
+		if len(d.Repairs) > 0 {
+			fmt.Fprintf(&b, " repair %v", d.Repairs)
+		}
+	}
+	return b.String()
+}
+
+// verdict of one fetched replica.
+type verdict int
+
+const (
+	unread verdict = iota
+	unavailable
+	corrupt
+	good
+)
+
+func judge(id ChunkID, wantLen int, r ReplicaRead) verdict {
+	switch {
+	case !r.Fetched:
+		return unread
+	case r.Err != nil:
+		return unavailable
+	case len(r.Data) != wantLen || r.Sums == nil || len(r.Sums) != SectorCount(wantLen):
+		return corrupt
+	case Verify(id, r.Data, r.Sums) != nil:
+		return corrupt
+	default:
+		return good
+	}
+}
+
+// DecideREP is the DIRECT read decision for one chunk of a replicated object
+// (DIRECT 000 section 4.2.2, Figure 6). reads are the replicas in read order.
+// The first replica that verifies wins, and every replica read before it
+// that returned corrupt content is repaired with its data. When every
+// replica is corrupt the chunk is rebuilt by a bit-by-bit majority vote over
+// the (at least three) corrupt copies, verified against the stored
+// checksums; when that fails too the result is an explicit data-loss error.
+func DecideREP(id ChunkID, wantLen int, reads []ReplicaRead) Decision {
+	var corrupted []int
+	for i, r := range reads {
+		switch judge(id, wantLen, r) {
+		case unread:
+			return Decision{Fetch: []int{i}}
+		case corrupt:
+			corrupted = append(corrupted, i)
+		case good:
+			return withRepairs(Decision{Data: r.Data}, corrupted, r.Data)
+		}
+	}
+	return vote(id, wantLen, reads, corrupted)
+}
+
+func withRepairs(d Decision, replicas []int, data []byte) Decision {
+	d.Repairs = replicas
+	for range replicas {
+		d.RepairData = append(d.RepairData, data)
+	}
+	return d
+}
+
+// vote runs the bit-by-bit majority vote over the corrupt copies.
+func vote(id ChunkID, wantLen int, reads []ReplicaRead, corrupted []int) Decision {
+	var trusted []uint32
+	var copies [][]byte
+	for _, i := range corrupted {
+		r := reads[i]
+		if trusted == nil && len(r.Sums) == SectorCount(wantLen) {
+			trusted = r.Sums
+		}
+		if len(r.Data) == wantLen {
+			copies = append(copies, r.Data)
+		}
+	}
+	if len(copies)%2 == 0 && len(copies) > 0 {
+		copies = copies[:len(copies)-1] // a vote needs an odd number of voters
+	}
+	unavail := len(reads) - len(corrupted)
+	if len(copies) < 3 || trusted == nil {
+		return Decision{Err: base.DataLossErrorf(
+			"chunk %s: %d replicas corrupt, %d unavailable, too few copies for a majority vote",
+			id, len(corrupted), unavail)}
+	}
+	voted := MajorityVote(copies)
+	if err := Verify(id, voted, trusted); err != nil {
+		return Decision{Err: base.DataLossErrorf(
+			"chunk %s: all %d replicas corrupt and the majority vote does not verify: %v",
+			id, len(corrupted), err)}
+	}
+	// Every voter is rewritten: its data or its sums record was wrong.
+	return withRepairs(Decision{Data: voted, Voted: true}, corrupted, voted)
+}
+
+// MajorityVote returns, bit by bit, the value most of copies hold. copies
+// must be an odd number of equal-length byte slices.
+func MajorityVote(copies [][]byte) []byte {
+	out := make([]byte, len(copies[0]))
+	if len(copies) == 3 {
+		a, b, c := copies[0], copies[1], copies[2]
+		for i := range out {
+			out[i] = (a[i] & b[i]) | (a[i] & c[i]) | (b[i] & c[i])
+		}
+		return out
+	}
+	need := len(copies)/2 + 1
+	for i := range out {
+		var v byte
+		for bit := 0; bit < 8; bit++ {
+			n := 0
+			for _, c := range copies {
+				n += int(c[i]>>bit) & 1
+			}
+			if n >= need {
+				v |= 1 << bit
+			}
+		}
+		out[i] = v
+	}
+	return out
+}
+
+// EC geometry: Reed-Solomon 4 data + 2 parity shards.
+const (
+	DataShards   = 4
+	ParityShards = 2
+	TotalShards  = DataShards + ParityShards
+)
+
+// NewEncoder returns the Reed-Solomon 4+2 codec used by EC objects.
+func NewEncoder() reedsolomon.Encoder {
+	enc, err := reedsolomon.New(DataShards, ParityShards)
+	if err != nil {
+		panic(base.AssertionFailedf("reedsolomon.New(4, 2): %v", err))
+	}
+	return enc
+}
+
+// DecideEC is the DIRECT read decision for one 64 KiB row of an EC object:
+// rowLen is the length of every shard's chunk in the row and ids[s] the
+// identity of shard s's chunk. It first reads the data shards; for each one
+// that is corrupt or unavailable it reads one more parity shard, and
+// reconstructs only this row from the other shards' same rows. Corrupt shards
+// that were read (data or parity) are repaired. With more than two corrupt
+// or missing shards in the row the result is an explicit data-loss error.
+// The Data of the decision is the row's data shards concatenated.
+func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, reads [TotalShards]ReplicaRead) Decision {
+	var verdicts [TotalShards]verdict
+	goodCount, lost := 0, 0
+	for s := range reads {
+		verdicts[s] = judge(ids[s], rowLen, reads[s])
+		switch verdicts[s] {
+		case good:
+			goodCount++
+		case corrupt, unavailable:
+			lost++
+		}
+	}
+	if goodCount < DataShards {
+		// Ask for as many unread shards as are still missing, data first.
+		var fetch []int
+		for s := 0; s < TotalShards && goodCount+len(fetch) < DataShards; s++ {
+			if verdicts[s] == unread {
+				fetch = append(fetch, s)
+			}
+		}
+		if len(fetch) > 0 {
+			return Decision{Fetch: fetch}
+		}
+		return Decision{Err: base.DataLossErrorf(
+			"EC row %s: only %d of %d shards verify (need %d)", ids[0], goodCount, TotalShards, DataShards)}
+	}
+	shards := make([][]byte, TotalShards)
+	needRebuild := false
+	var repairs []int
+	for s := range reads {
+		switch verdicts[s] {
+		case good:
+			shards[s] = reads[s].Data
+		case corrupt:
+			repairs = append(repairs, s)
+			needRebuild = true
+		case unavailable:
+			if s < DataShards {
+				needRebuild = true
+			}
+		case unread:
+			if s < DataShards {
+				needRebuild = true
+			}
+		}
+	}
+	d := Decision{}
+	if needRebuild {
+		if err := enc.Reconstruct(shards); err != nil {
+			return Decision{Err: base.DataLossErrorf("EC row %s: reconstruct: %v", ids[0], err)}
+		}
+		d.Reconstructed = true
+		// A rebuilt shard must match its own stored checksums when they
+		// survived: a second, independent check of the reconstruction.
+		for _, s := range repairs {
+			if sums := reads[s].Sums; sums != nil && len(sums) == SectorCount(rowLen) {
+				if err := Verify(ids[s], shards[s], sums); err != nil {
+					return Decision{Err: base.DataLossErrorf(
+						"EC row %s: reconstructed shard %d does not verify: %v", ids[0], s, err)}
+				}
+			}
+		}
+	}
+	data := make([]byte, 0, DataShards*rowLen)
+	for s := 0; s < DataShards; s++ {
+		data = append(data, shards[s]...)
+	}
+	d.Data = data
+	d.Repairs = repairs
+	for _, s := range repairs {
+		d.RepairData = append(d.RepairData, shards[s])
+	}
+	return d
+}
+
+// HDFSState is the per-block state of the hdfs baseline reader (DIRECT 000
+// section 4.2.1): the replica it currently reads from and the replicas that
+// failed once and are never tried again.
+type HDFSState struct {
+	Current int
+	Failed  []bool
+}
+
+// NewHDFSState starts a block read on replica 0 of n.
+func NewHDFSState(n int) *HDFSState { return &HDFSState{Failed: make([]bool, n)} }
+
+func (s *HDFSState) String() string { return fmt.Sprintf("current=%d failed=%v", s.Current, s.Failed) }
+
+// DecideHDFS is the hdfs baseline decision for the next chunk of a block.
+// reads holds what each replica returned for this chunk. A replica that
+// fails verification (or is unavailable) is marked failed; reading continues
+// from the same offset on the next replica that has not failed; when none is
+// left, the block read fails. There is no re-read, no vote and no chunk
+// repair: the caller re-replicates the whole block to the failed replicas.
+func DecideHDFS(st *HDFSState, id ChunkID, wantLen int, reads []ReplicaRead) Decision {
+	for st.Current < len(reads) {
+		if st.Failed[st.Current] {
+			st.Current++
+			continue
+		}
+		switch judge(id, wantLen, reads[st.Current]) {
+		case unread:
+			return Decision{Fetch: []int{st.Current}}
+		case good:
+			return Decision{Data: reads[st.Current].Data}
+		default:
+			st.Failed[st.Current] = true
+			st.Current++
+		}
+	}
+	return Decision{Err: base.DataLossErrorf("block %s: every replica failed (hdfs mode)", id)}
+}
