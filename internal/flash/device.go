@@ -3,6 +3,7 @@ package flash
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -115,6 +116,12 @@ var (
 	ErrDieFailed     = fmt.Errorf("flash: die failed: %w", base.ErrCorruption)
 	ErrUncorrectable = fmt.Errorf("flash: uncorrectable page: %w", base.ErrCorruption)
 	ErrClosed        = errors.New("flash: device closed")
+
+	// ErrProgramFailed and ErrEraseFailed report a program or erase that
+	// failed in the cells (a grown bad block). The device retires the block,
+	// so both wrap ErrBadBlock; a failed program leaves the page unwritten.
+	ErrProgramFailed = fmt.Errorf("flash: program failed, block retired: %w", ErrBadBlock)
+	ErrEraseFailed   = fmt.Errorf("flash: erase failed, block retired: %w", ErrBadBlock)
 )
 
 // OpError describes a failed device operation and where it happened.
@@ -165,4 +172,21 @@ type BlockInfo struct {
 	EraseCount  int  // program/erase cycles so far
 	WrittenPage int  // number of pages programmed since the last erase
 	Bad         bool // retired: every operation fails with ErrBadBlock
+
+	// Reads is the number of page reads of the block over its life.
+	Reads int64
+	// ReadsSinceErase is the number of reads of programmed pages since the
+	// last erase (read disturb grows with it).
+	ReadsSinceErase int64
+	// ProgramTime is when the first page after the last erase was
+	// programmed (retention is measured from it); zero while erased.
+	ProgramTime time.Time
+}
+
+func (b BlockInfo) String() string {
+	s := fmt.Sprintf("pe=%d written=%d reads=%d/%d", b.EraseCount, b.WrittenPage, b.ReadsSinceErase, b.Reads)
+	if b.Bad {
+		s += " bad"
+	}
+	return s
 }

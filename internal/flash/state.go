@@ -1,0 +1,239 @@
+package flash
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// The state record persists what the device itself knows about its cells:
+// per block the P/E count, the write pointer, the bad flag, read counters and
+// the program time; per die the failed flag. Layout (little endian):
+//
+//	magic "FMFLSTAT" | version u32 | length u32 (whole record) | seq u64 |
+//	clean u8 | geometry 6 x u32 | dies u32 |
+//	per die: failed u8, per block: erases u32, written u32, bad u8,
+//	         readsSinceErase u64, reads u64, programUnixNano i64 |
+//	crc32c u32 over everything before it
+//
+// The backend keeps two copies and overwrites the older one, so a torn or
+// corrupted write leaves the other copy (TigerBeetle-style paired
+// superblocks, in miniature).
+const (
+	stateMagic     = "FMFLSTAT"
+	stateVersion   = 1
+	stateHeaderLen = 8 + 4 + 4 + 8 + 1 + 6*4 + 4
+	stateBlockLen  = 4 + 4 + 1 + 8 + 8 + 8
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// deviceState is a decoded state record.
+type deviceState struct {
+	seq    uint64
+	clean  bool
+	failed []bool         // per die
+	blocks [][]blockState // per die, per block
+}
+
+func stateLen(g Geometry) int {
+	return stateHeaderLen + g.Dies()*(1+g.BlocksPerDie*stateBlockLen) + 4
+}
+
+func encodeState(g Geometry, st *deviceState) []byte {
+	buf := make([]byte, 0, stateLen(g))
+	le := binary.LittleEndian
+	buf = append(buf, stateMagic...)
+	buf = le.AppendUint32(buf, stateVersion)
+	buf = le.AppendUint32(buf, uint32(stateLen(g)))
+	buf = le.AppendUint64(buf, st.seq)
+	clean := byte(0)
+	if st.clean {
+		clean = 1
+	}
+	buf = append(buf, clean)
+	for _, v := range []int{g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize} {
+		buf = le.AppendUint32(buf, uint32(v))
+	}
+	buf = le.AppendUint32(buf, uint32(g.Dies()))
+	for d := range st.blocks {
+		f := byte(0)
+		if st.failed[d] {
+			f = 1
+		}
+		buf = append(buf, f)
+		for _, b := range st.blocks[d] {
+			buf = le.AppendUint32(buf, uint32(b.eraseCount))
+			buf = le.AppendUint32(buf, uint32(b.written))
+			bad := byte(0)
+			if b.bad {
+				bad = 1
+			}
+			buf = append(buf, bad)
+			buf = le.AppendUint64(buf, uint64(b.readsSinceErase))
+			buf = le.AppendUint64(buf, uint64(b.reads))
+			buf = le.AppendUint64(buf, uint64(b.programUnixNano))
+		}
+	}
+	return le.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+}
+
+// decodeState verifies and decodes one copy of the state record. A record
+// that does not verify is a corruption; a record for another geometry is an
+// invalid argument (the caller opened the device with the wrong shape).
+func decodeState(g Geometry, rec []byte) (*deviceState, error) {
+	le := binary.LittleEndian
+	if len(rec) < stateHeaderLen+4 || string(rec[:8]) != stateMagic {
+		return nil, base.CorruptionErrorf("flash: state record: bad magic or length %d", len(rec))
+	}
+	n := int(le.Uint32(rec[12:]))
+	if n < stateHeaderLen+4 || n > len(rec) {
+		return nil, base.CorruptionErrorf("flash: state record: length %d of %d bytes", n, len(rec))
+	}
+	rec = rec[:n]
+	if got, want := crc32.Checksum(rec[:n-4], castagnoli), le.Uint32(rec[n-4:]); got != want {
+		return nil, base.CorruptionErrorf("flash: state record: crc32c %08x, stored %08x", got, want)
+	}
+	if v := le.Uint32(rec[8:]); v != stateVersion {
+		return nil, base.CorruptionErrorf("flash: state record: unknown version %d", v)
+	}
+	st := &deviceState{seq: le.Uint64(rec[16:]), clean: rec[24] == 1}
+	var dims [6]int
+	for i := range dims {
+		dims[i] = int(le.Uint32(rec[25+4*i:]))
+	}
+	saved := Geometry{dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]}
+	if saved != g {
+		return nil, base.InvalidArgumentf("flash: device was created as %s, opened as %s", saved, g)
+	}
+	if n != stateLen(g) {
+		return nil, base.CorruptionErrorf("flash: state record: length %d, want %d for %s", n, stateLen(g), g)
+	}
+	off := stateHeaderLen
+	for d := 0; d < g.Dies(); d++ {
+		st.failed = append(st.failed, rec[off] == 1)
+		off++
+		blocks := make([]blockState, g.BlocksPerDie)
+		for i := range blocks {
+			b := &blocks[i]
+			b.eraseCount = int32(le.Uint32(rec[off:]))
+			b.written = int32(le.Uint32(rec[off+4:]))
+			b.bad = rec[off+8] == 1
+			b.readsSinceErase = int64(le.Uint64(rec[off+9:]))
+			b.reads = int64(le.Uint64(rec[off+17:]))
+			b.programUnixNano = int64(le.Uint64(rec[off+25:]))
+			off += stateBlockLen
+			if b.written < 0 || int(b.written) > g.PagesPerBlock || b.eraseCount < 0 {
+				return nil, base.CorruptionErrorf("flash: state record: die %d block %d out of range (written %d, erases %d)",
+					d, i, b.written, b.eraseCount)
+			}
+		}
+		st.blocks = append(st.blocks, blocks)
+	}
+	return st, nil
+}
+
+// pickState decodes every copy and returns the newest one that verifies,
+// nil if there is no copy at all, and an error if copies exist but none
+// verifies. It also reports how many copies were rejected.
+func pickState(g Geometry, copies [][]byte) (best *deviceState, rejected int, err error) {
+	var firstErr error
+	for _, rec := range copies {
+		st, err := decodeState(g, rec)
+		if err != nil {
+			if base.IsInvalidArgument(err) {
+				return nil, 0, err
+			}
+			rejected++
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		if best == nil || st.seq > best.seq {
+			best = st
+		}
+	}
+	if best == nil && firstErr != nil {
+		return nil, rejected, base.CorruptionErrorf("flash: no copy of the device state verifies: %w", firstErr)
+	}
+	return best, rejected, nil
+}
+
+// snapshotState copies the device state under every die's lock in turn
+// (each die is consistent in itself; dies are independent).
+func (e *Emulator) snapshotState(clean bool) *deviceState {
+	st := &deviceState{clean: clean}
+	for _, d := range e.dies {
+		d.mu.Lock()
+		st.failed = append(st.failed, d.failed)
+		st.blocks = append(st.blocks, append([]blockState(nil), d.blocks...))
+		d.mu.Unlock()
+	}
+	return st
+}
+
+// saveState syncs the pages and writes the next state record.
+func (e *Emulator) saveState(clean bool) error {
+	e.stateMu.Lock()
+	defer e.stateMu.Unlock()
+	if err := e.st.sync(); err != nil {
+		return err
+	}
+	st := e.snapshotState(clean)
+	e.stateSeq++
+	st.seq = e.stateSeq
+	return e.st.saveState(encodeState(e.geo, st))
+}
+
+// restore installs a saved state. After an unclean shutdown the write
+// pointers in the record may be stale (pages programmed or blocks erased
+// after the last save), so they are rebuilt from the backend, which knows
+// which pages hold programmed content.
+func (e *Emulator) restore(st *deviceState) error {
+	e.stateSeq = st.seq
+	for i, d := range e.dies {
+		d.failed = st.failed[i]
+		d.failedNow.Store(d.failed)
+		copy(d.blocks, st.blocks[i])
+		for j := range d.blocks {
+			b := &d.blocks[j]
+			if b.bad {
+				d.badBlocks.Add(1)
+			}
+			if !st.clean && !b.bad {
+				w, err := e.scanWritten(BlockAddr{d.addr.Channel, d.addr.Die, j})
+				if err != nil {
+					return err
+				}
+				if w == 0 {
+					b.programUnixNano = 0
+					b.readsSinceErase = 0
+				} else if b.programUnixNano == 0 {
+					b.programUnixNano = e.opts.Clock.Now().UnixNano()
+				}
+				b.written = int32(w)
+			}
+			if err := e.checkBlock(b); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// scanWritten counts the programmed pages at the start of block a.
+func (e *Emulator) scanWritten(a BlockAddr) (int, error) {
+	first := e.flatPage(PageAddr{a.Channel, a.Die, a.Block, 0})
+	for p := 0; p < e.geo.PagesPerBlock; p++ {
+		ok, err := e.st.programmed(first + int64(p))
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			return p, nil
+		}
+	}
+	return e.geo.PagesPerBlock, nil
+}

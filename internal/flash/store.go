@@ -1,0 +1,110 @@
+package flash
+
+import "sync"
+
+// store is the backing medium of an Emulator: it holds the raw cell content
+// of every programmed page (data followed by OOB, PageSize+OOBSize bytes) and
+// the device's state record. It knows nothing about NAND rules; the Emulator
+// enforces them and calls the store only for legal operations.
+//
+// Concurrency: the Emulator serializes calls that touch one die (per-die
+// lock), and pages of different dies never share storage, so a store only
+// has to be safe for concurrent calls on different pages. saveState and
+// loadState are serialized by the Emulator's state lock.
+type store interface {
+	// readPage fills buf (len PageSize+OOBSize) with the stored page. It
+	// returns a corruption error if the medium itself no longer verifies.
+	readPage(page int64, buf []byte) error
+	// writePage stores buf (len PageSize+OOBSize) as the content of page.
+	writePage(page int64, buf []byte) error
+	// eraseBlock forgets the pages [first, first+n).
+	eraseBlock(first int64, n int) error
+	// loadState returns every stored copy of the state record (none if the
+	// device is new); the caller picks the newest copy that verifies.
+	loadState() ([][]byte, error)
+	// saveState durably writes rec over the oldest copy of the state
+	// record, so a crash during the write leaves the other copy intact.
+	saveState(rec []byte) error
+	// programmed reports whether page holds a programmed page (used to
+	// rebuild write pointers after an unclean shutdown).
+	programmed(page int64) (bool, error)
+	// sync makes every completed writePage and eraseBlock durable.
+	sync() error
+	close() error
+}
+
+// memStore keeps pages in memory. A page's buffer is allocated on first
+// program and reused after erase (the Emulator never reads an erased page
+// from the store: it answers 0xFF from the block state).
+type memStore struct {
+	pageBytes int
+	pages     [][]byte // indexed by flat page number; nil until programmed
+
+	mu    sync.Mutex // guards state
+	state []byte
+}
+
+var _ store = (*memStore)(nil)
+
+func newMemStore(g Geometry) *memStore {
+	n := int64(g.Dies()) * int64(g.BlocksPerDie) * int64(g.PagesPerBlock)
+	return &memStore{pageBytes: g.PageSize + g.OOBSize, pages: make([][]byte, n)}
+}
+
+func (s *memStore) readPage(page int64, buf []byte) error {
+	p := s.pages[page]
+	if p == nil {
+		// Never programmed in this process (cannot happen through the
+		// Emulator); behave like erased cells.
+		fill(buf, 0xFF)
+		return nil
+	}
+	copy(buf, p)
+	return nil
+}
+
+func (s *memStore) writePage(page int64, buf []byte) error {
+	p := s.pages[page]
+	if p == nil {
+		p = make([]byte, s.pageBytes)
+		s.pages[page] = p
+	}
+	copy(p, buf)
+	return nil
+}
+
+func (s *memStore) eraseBlock(first int64, n int) error {
+	for i := first; i < first+int64(n); i++ {
+		if p := s.pages[i]; p != nil {
+			fill(p, 0xFF)
+		}
+	}
+	return nil
+}
+
+func (s *memStore) loadState() ([][]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state == nil {
+		return nil, nil
+	}
+	return [][]byte{append([]byte(nil), s.state...)}, nil
+}
+
+func (s *memStore) programmed(page int64) (bool, error) { return s.pages[page] != nil, nil }
+
+func (s *memStore) saveState(rec []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.state = append(s.state[:0], rec...)
+	return nil
+}
+
+func (s *memStore) sync() error  { return nil }
+func (s *memStore) close() error { return nil }
+
+func fill(b []byte, v byte) {
+	for i := range b {
+		b[i] = v
+	}
+}
