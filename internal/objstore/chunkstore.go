@@ -1,0 +1,271 @@
+package objstore
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync/atomic"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// ChunkStore is the object store a node serves: chunks and their sums
+// records (stored apart, under different names) plus the node's local object
+// index, all on one Store (one device).
+type ChunkStore struct {
+	store Store
+	meta  *MetaFiles
+	c     struct {
+		chunksWritten, bytesWritten, chunksRead, bytesRead atomic.Int64
+		transient, persistent, repaired, rejected           atomic.Int64
+		metaRepaired                                        atomic.Int64
+	}
+}
+
+// NewChunkStore serves chunks kept in store.
+func NewChunkStore(store Store) *ChunkStore {
+	return &ChunkStore{store: store, meta: NewMetaFiles(store)}
+}
+
+// Store returns the underlying store.
+func (c *ChunkStore) Store() Store { return c.store }
+
+// Meta returns the triplicated metadata files on this store.
+func (c *ChunkStore) Meta() *MetaFiles { return c.meta }
+
+func blobDir(object, version uint64) string { return fmt.Sprintf("%016x.%d", object, version) }
+
+// DataName is the store file holding a chunk's data.
+func DataName(id ChunkID) string {
+	return fmt.Sprintf("d/%s/%d.%d", blobDir(id.Object, id.Version), id.Shard, id.Index)
+}
+
+// SumsName is the store file holding a chunk's sums record, apart from its
+// data.
+func SumsName(id ChunkID) string {
+	return fmt.Sprintf("k/%s/%d.%d", blobDir(id.Object, id.Version), id.Shard, id.Index)
+}
+
+func infoName(object, version uint64, shard uint32) string {
+	return fmt.Sprintf("i/%s/%d", blobDir(object, version), shard)
+}
+
+// ChunkStats are a node device's counters.
+type ChunkStats struct {
+	Device        string
+	ChunksWritten int64
+	BytesWritten  int64
+	ChunksRead    int64
+	BytesRead     int64
+	// Transient counts reads whose first copy failed verification and whose
+	// re-read verified: a flip on the way out of the device.
+	Transient int64
+	// Persistent counts reads that failed verification twice: damage on the
+	// device, served from another replica and repaired.
+	Persistent int64
+	// Repaired counts chunks rewritten out of place by a repair.
+	Repaired int64
+	// Rejected counts writes refused because the data did not verify.
+	Rejected int64
+	// MetaRepaired counts metadata copies rewritten.
+	MetaRepaired int64
+}
+
+func (s ChunkStats) String() string {
+	return fmt.Sprintf("%s: read %d chunks, transient %d, persistent %d, repaired %d, rejected %d, meta repaired %d",
+		s.Device, s.ChunksRead, s.Transient, s.Persistent, s.Repaired, s.Rejected, s.MetaRepaired)
+}
+
+// Stats returns the counters.
+func (c *ChunkStore) Stats() ChunkStats {
+	return ChunkStats{
+		Device:        c.store.Name(),
+		ChunksWritten: c.c.chunksWritten.Load(),
+		BytesWritten:  c.c.bytesWritten.Load(),
+		ChunksRead:    c.c.chunksRead.Load(),
+		BytesRead:     c.c.bytesRead.Load(),
+		Transient:     c.c.transient.Load(),
+		Persistent:    c.c.persistent.Load(),
+		Repaired:      c.c.repaired.Load(),
+		Rejected:      c.c.rejected.Load(),
+		MetaRepaired:  c.c.metaRepaired.Load(),
+	}
+}
+
+// AddMetaRepairs counts metadata copies rewritten by the caller.
+func (c *ChunkStore) AddMetaRepairs(n int) { c.c.metaRepaired.Add(int64(n)) }
+
+// WriteChunk verifies data against sums and stores both, out of place. A
+// write that does not verify is refused with a corruption error and changes
+// nothing: corruption does not spread by replication. repair marks the
+// rewrite of a chunk found corrupt.
+func (c *ChunkStore) WriteChunk(id ChunkID, data []byte, sums []uint32, repair bool) error {
+	if len(data) > ChunkSize {
+		return base.InvalidArgumentf("chunk %s: %d bytes exceed the chunk size %d", id, len(data), ChunkSize)
+	}
+	if len(data) == 0 {
+		return base.InvalidArgumentf("chunk %s: empty chunk", id)
+	}
+	if len(sums) != SectorCount(len(data)) {
+		return base.InvalidArgumentf("chunk %s: %d checksums for %d bytes", id, len(sums), len(data))
+	}
+	if err := Verify(id, data, sums); err != nil {
+		c.c.rejected.Add(1)
+		return fmt.Errorf("refusing write: %w", err)
+	}
+	if err := c.store.Put(DataName(id), data); err != nil {
+		return err
+	}
+	if err := c.store.Put(SumsName(id), EncodeSums(id, len(data), sums)); err != nil {
+		return err
+	}
+	c.c.chunksWritten.Add(1)
+	c.c.bytesWritten.Add(int64(len(data)))
+	if repair {
+		c.c.repaired.Add(1)
+	}
+	return nil
+}
+
+// ChunkRead is what a node returns for a chunk read.
+type ChunkRead struct {
+	Data []byte
+	// Sums is nil when the sums record failed its own checksum.
+	Sums []uint32
+	// Corrupt is set when the chunk failed verification twice; Data is then
+	// the corrupt content, for a majority vote.
+	Corrupt bool
+	// Transient is set when the first read failed and the re-read verified.
+	Transient bool
+}
+
+func (r ChunkRead) String() string {
+	return fmt.Sprintf("%dB corrupt=%v transient=%v sums=%v", len(r.Data), r.Corrupt, r.Transient, r.Sums != nil)
+}
+
+// ReadChunk reads and verifies a chunk; on a mismatch it re-reads once to
+// tell a transient flip from damage on the device, and counts which it was.
+// A missing chunk is an error wrapping ErrNotFound.
+func (c *ChunkStore) ReadChunk(id ChunkID) (ChunkRead, error) {
+	r, err := c.readOnce(id)
+	if err != nil {
+		return r, err
+	}
+	c.c.chunksRead.Add(1)
+	c.c.bytesRead.Add(int64(len(r.Data)))
+	if !r.Corrupt {
+		return r, nil
+	}
+	again, err := c.readOnce(id)
+	if err != nil {
+		return r, err
+	}
+	if !again.Corrupt {
+		c.c.transient.Add(1)
+		again.Transient = true
+		return again, nil
+	}
+	c.c.persistent.Add(1)
+	return again, nil
+}
+
+func (c *ChunkStore) readOnce(id ChunkID) (ChunkRead, error) {
+	data, err := c.store.Get(DataName(id))
+	if err != nil {
+		return ChunkRead{}, err
+	}
+	var r ChunkRead
+	r.Data = data
+	rec, err := c.store.Get(SumsName(id))
+	if err != nil && !IsNotFound(err) {
+		return ChunkRead{}, err
+	}
+	if err == nil {
+		if n, sums, derr := DecodeSums(id, rec); derr == nil && n == len(data) {
+			r.Sums = sums
+		} else if derr == nil {
+			r.Sums = sums // length mismatch: the data is what is wrong
+		}
+	}
+	r.Corrupt = r.Sums == nil || Verify(id, data, r.Sums) != nil
+	return r, nil
+}
+
+// Corrupt flips bits of a stored chunk's data: bits consecutive bits from
+// byte offset within the chunk (fault injection; persistent damage).
+func (c *ChunkStore) Corrupt(id ChunkID, byteOffset int64, bits int) error {
+	if bits <= 0 || bits > 8*ChunkSize {
+		return base.InvalidArgumentf("corrupt: bits %d outside [1, %d]", bits, 8*ChunkSize)
+	}
+	return c.store.FlipBits(DataName(id), byteOffset*8, bits)
+}
+
+// BlobInfo is one entry of a node's local object index: a replica or shard
+// of an object version this node holds.
+type BlobInfo struct {
+	Key        string `json:"key"`
+	Object     uint64 `json:"object"`
+	Version    uint64 `json:"version"`
+	Shard      uint32 `json:"shard"`
+	Redundancy string `json:"redundancy"`
+	Chunks     uint32 `json:"chunks"`
+}
+
+func (b BlobInfo) String() string {
+	return fmt.Sprintf("%s@%d shard %d (%s, %d chunks)", b.Key, b.Version, b.Shard, b.Redundancy, b.Chunks)
+}
+
+// PutBlobInfo records a blob in the local object index (triplicated).
+func (c *ChunkStore) PutBlobInfo(info BlobInfo) error {
+	b, err := json.Marshal(info)
+	if err != nil {
+		return err
+	}
+	return c.meta.Write(infoName(info.Object, info.Version, info.Shard), b)
+}
+
+// Blobs lists the local object index, repairing corrupt copies on the way.
+func (c *ChunkStore) Blobs() ([]BlobInfo, error) {
+	names, err := c.store.List("i/")
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []BlobInfo
+	for _, n := range names {
+		entry := n[:strings.LastIndex(n, ".m")]
+		if seen[entry] {
+			continue
+		}
+		seen[entry] = true
+		res, err := c.meta.Read(entry)
+		if err != nil {
+			return out, err
+		}
+		c.c.metaRepaired.Add(int64(res.Repaired))
+		var info BlobInfo
+		if err := json.Unmarshal(res.Payload, &info); err != nil {
+			return out, base.CorruptionErrorf("local index entry %s: %v", entry, err)
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// DeleteBlob removes every chunk, sums record and index entry of an object
+// version held here.
+func (c *ChunkStore) DeleteBlob(object, version uint64) error {
+	dir := blobDir(object, version)
+	for _, prefix := range []string{"d/" + dir + "/", "k/" + dir + "/", "i/" + dir + "/"} {
+		names, err := c.store.List(prefix)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			if err := c.store.Delete(n); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,102 @@
+package objstore
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"sync"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// FaultStore wraps a Store and injects bit errors on reads at a configured
+// uncorrectable bit error rate, as in DIRECT's evaluation (000 section 5):
+// every bit read flips with probability UBER. Transient flips change only the
+// returned bytes; persistent flips are also written into the stored file.
+type FaultStore struct {
+	Store
+	mu         sync.Mutex
+	rng        *rand.Rand
+	uber       float64
+	persistent bool
+	flips      int64
+}
+
+var _ Store = (*FaultStore)(nil)
+
+// NewFaultStore wraps inner with fault injection off, drawing flips from a
+// generator seeded with seed.
+func NewFaultStore(inner Store, seed int64) *FaultStore {
+	return &FaultStore{Store: inner, rng: rand.New(rand.NewSource(seed))}
+}
+
+// SetUBER sets the bit error rate (0 turns injection off).
+func (f *FaultStore) SetUBER(rate float64, persistent bool) error {
+	if math.IsNaN(rate) || rate < 0 || rate > 0.01 {
+		return base.InvalidArgumentf("faultstore: UBER %g outside [0, 0.01]", rate)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.uber, f.persistent = rate, persistent
+	return nil
+}
+
+// Flips is the number of bits flipped so far.
+func (f *FaultStore) Flips() int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flips
+}
+
+func (f *FaultStore) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return fmt.Sprintf("uber=%g persistent=%v flips=%d", f.uber, f.persistent, f.flips)
+}
+
+// Get implements Store, flipping bits of what it returns.
+func (f *FaultStore) Get(name string) ([]byte, error) {
+	b, err := f.Store.Get(name)
+	if err != nil || len(b) == 0 {
+		return b, err
+	}
+	positions := f.draw(int64(len(b)) * 8)
+	persistent := f.isPersistent()
+	for _, bit := range positions {
+		b[bit/8] ^= 1 << (bit % 8)
+		if persistent {
+			if err := f.Store.FlipBits(name, bit, 1); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return b, nil
+}
+
+func (f *FaultStore) isPersistent() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.persistent
+}
+
+// draw picks the flipped bit positions among n bits: gaps between flips are
+// geometric with parameter UBER, which is exact for independent flips.
+func (f *FaultStore) draw(n int64) []int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.uber == 0 {
+		return nil
+	}
+	var out []int64
+	pos := int64(-1)
+	for {
+		gap := int64(math.Floor(math.Log(1-f.rng.Float64())/math.Log1p(-f.uber))) + 1
+		if gap <= 0 || pos+gap >= n {
+			break
+		}
+		pos += gap
+		out = append(out, pos)
+	}
+	f.flips += int64(len(out))
+	return out
+}

@@ -1,0 +1,144 @@
+package objstore
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// MetaCopies is how many copies of every local metadata file a node keeps
+// (DIRECT 000 section 4.2.2 duplicates metadata; three copies let a read
+// tell a stale copy from a corrupt one by majority and survive two bad ones).
+const MetaCopies = 3
+
+const metaMagic = 0x464d4d54 // "FMMT"
+
+// MetaFiles stores small metadata files in MetaCopies copies, each with a
+// header carrying a sequence number and a CRC32C. Reading returns the valid
+// copy with the highest sequence number and rewrites any copy that is
+// missing, corrupt or stale. Copies are separate files so that, on flash,
+// they land on separate pages.
+type MetaFiles struct {
+	store Store
+}
+
+// NewMetaFiles returns metadata files kept in store.
+func NewMetaFiles(store Store) *MetaFiles { return &MetaFiles{store: store} }
+
+func metaCopyName(name string, i int) string { return fmt.Sprintf("%s.m%d", name, i) }
+
+func encodeMeta(seq uint64, payload []byte) []byte {
+	b := make([]byte, 0, 20+len(payload))
+	b = binary.LittleEndian.AppendUint32(b, metaMagic)
+	b = binary.LittleEndian.AppendUint64(b, seq)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
+	b = append(b, payload...)
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+}
+
+func decodeMeta(b []byte) (seq uint64, payload []byte, ok bool) {
+	if len(b) < 20 {
+		return 0, nil, false
+	}
+	body := b[:len(b)-4]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+		return 0, nil, false
+	}
+	if binary.LittleEndian.Uint32(body) != metaMagic || int(binary.LittleEndian.Uint32(body[12:])) != len(body)-16 {
+		return 0, nil, false
+	}
+	return binary.LittleEndian.Uint64(body[4:]), body[16:], true
+}
+
+// MetaReadResult reports what a metadata read found.
+type MetaReadResult struct {
+	Payload []byte
+	Seq     uint64
+	// Repaired is the number of copies that were missing, corrupt or stale
+	// and were rewritten.
+	Repaired int
+}
+
+// Read returns the newest valid copy of name and rewrites the others. When
+// no copy exists the error wraps ErrNotFound; when copies exist but none is
+// valid it is a data-loss error.
+func (m *MetaFiles) Read(name string) (MetaReadResult, error) {
+	var res MetaReadResult
+	var copies [MetaCopies][]byte
+	valid := [MetaCopies]bool{}
+	found, best := 0, -1
+	for i := range copies {
+		b, err := m.store.Get(metaCopyName(name, i))
+		if err != nil {
+			if IsNotFound(err) {
+				continue
+			}
+			return res, err
+		}
+		found++
+		copies[i] = b
+		seq, payload, ok := decodeMeta(b)
+		if !ok {
+			continue
+		}
+		valid[i] = true
+		if best < 0 || seq > res.Seq {
+			best, res.Seq, res.Payload = i, seq, payload
+		}
+	}
+	if found == 0 {
+		return res, fmt.Errorf("meta %s: %w", name, ErrNotFound)
+	}
+	if best < 0 {
+		return res, base.DataLossErrorf("meta %s: all %d copies corrupt", name, found)
+	}
+	good := copies[best]
+	for i := range copies {
+		if valid[i] && string(copies[i]) == string(good) {
+			continue
+		}
+		if err := m.store.Put(metaCopyName(name, i), good); err != nil {
+			return res, fmt.Errorf("meta %s: rewrite copy %d: %w", name, i, err)
+		}
+		res.Repaired++
+	}
+	return res, nil
+}
+
+// Write stores payload as the new version of name in all copies.
+func (m *MetaFiles) Write(name string, payload []byte) error {
+	var seq uint64
+	if cur, err := m.Read(name); err == nil {
+		seq = cur.Seq + 1
+	} else if !IsNotFound(err) && !base.IsDataLoss(err) {
+		return err
+	}
+	rec := encodeMeta(seq, payload)
+	for i := 0; i < MetaCopies; i++ {
+		if err := m.store.Put(metaCopyName(name, i), rec); err != nil {
+			return fmt.Errorf("meta %s: write copy %d: %w", name, i, err)
+		}
+	}
+	return nil
+}
+
+// Delete removes every copy of name.
+func (m *MetaFiles) Delete(name string) error {
+	for i := 0; i < MetaCopies; i++ {
+		if err := m.store.Delete(metaCopyName(name, i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CopyNames returns the file names of name's copies (for fault injection).
+func CopyNames(name string) []string {
+	out := make([]string, MetaCopies)
+	for i := range out {
+		out[i] = metaCopyName(name, i)
+	}
+	return out
+}

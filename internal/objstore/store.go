@@ -1,0 +1,84 @@
+package objstore
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Store is the node-local storage a node keeps its chunks, checksums and
+// metadata files on. Names are slash-separated relative paths of printable
+// ASCII. Implementations are safe for concurrent use.
+type Store interface {
+	// Name identifies the device behind the store in repair counters.
+	Name() string
+	// Put stores data under name, replacing any previous file atomically
+	// and out of place (the old bytes are not overwritten), durably when the
+	// store is configured to sync.
+	Put(name string, data []byte) error
+	// Get returns the stored bytes, corrupt or not. A missing file is an
+	// error wrapping fs.ErrNotExist.
+	Get(name string) ([]byte, error)
+	// Delete removes name; deleting a missing file is not an error.
+	Delete(name string) error
+	// List returns the names that start with prefix, sorted.
+	List(prefix string) ([]string, error)
+	// FlipBits inverts count consecutive bits of the stored file, starting
+	// at bit offset bitOffset: persistent damage for fault injection.
+	FlipBits(name string, bitOffset int64, count int) error
+	// Usage reports the store's capacity and the bytes it holds.
+	Usage() (Usage, error)
+	Close() error
+}
+
+// DieFailer is implemented by stores on emulated flash that can fail a die.
+type DieFailer interface {
+	FailDie(die int) error
+}
+
+// Usage is a store's space accounting.
+type Usage struct {
+	CapacityBytes base.Bytes
+	UsedBytes     base.Bytes
+}
+
+func (u Usage) String() string { return fmt.Sprintf("%s/%s", u.UsedBytes, u.CapacityBytes) }
+
+// ErrNotFound is returned (wrapped) for missing files.
+var ErrNotFound = fs.ErrNotExist
+
+// IsNotFound reports whether err means a missing file.
+func IsNotFound(err error) bool { return errors.Is(err, fs.ErrNotExist) }
+
+// ValidName checks a store file name.
+func ValidName(name string) error {
+	if name == "" || len(name) > 512 || strings.HasPrefix(name, "/") || strings.HasSuffix(name, "/") {
+		return base.InvalidArgumentf("store: bad file name %q", name)
+	}
+	for _, part := range strings.Split(name, "/") {
+		if part == "" || part == "." || part == ".." {
+			return base.InvalidArgumentf("store: bad file name %q", name)
+		}
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x21 || name[i] > 0x7e {
+			return base.InvalidArgumentf("store: bad character in file name %q", name)
+		}
+	}
+	return nil
+}
+
+// flipBits inverts count bits of b from bit offset off.
+func flipBits(b []byte, off int64, count int) error {
+	if off < 0 || count <= 0 || off+int64(count) > int64(len(b))*8 {
+		return base.InvalidArgumentf("store: flip of %d bits at bit %d outside a %d-byte file", count, off, len(b))
+	}
+	for i := int64(0); i < int64(count); i++ {
+		bit := off + i
+		b[bit/8] ^= 1 << (bit % 8)
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package objstore
+
+import (
+	"bytes"
+	"math/rand"
+	"testing"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+func stores(t *testing.T) map[string]Store {
+	fs, err := OpenFileStore(t.TempDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string]Store{"file": fs, "mem": NewMemStore()}
+}
+
+func TestStoreBasics(t *testing.T) {
+	for name, s := range stores(t) {
+		t.Run(name, func(t *testing.T) {
+			if err := s.Put("a/b/c", []byte("hello")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Put("a/b/c", []byte("world")); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Put("a/d", nil); err != nil {
+				t.Fatal(err)
+			}
+			got, err := s.Get("a/b/c")
+			if err != nil || string(got) != "world" {
+				t.Fatalf("get %q %v", got, err)
+			}
+			names, err := s.List("a/")
+			if err != nil || len(names) != 2 || names[0] != "a/b/c" || names[1] != "a/d" {
+				t.Fatalf("list %v %v", names, err)
+			}
+			if err := s.FlipBits("a/b/c", 8, 3); err != nil {
+				t.Fatal(err)
+			}
+			got, _ = s.Get("a/b/c")
+			if want := []byte("w" + string(rune('o'^7)) + "rld"); !bytes.Equal(got, want) {
+				t.Fatalf("after flip %q want %q", got, want)
+			}
+			if err := s.FlipBits("a/b/c", 39, 2); !base.IsInvalidArgument(err) {
+				t.Fatalf("flip past the end: %v", err)
+			}
+			if err := s.Delete("a/b/c"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.Get("a/b/c"); !IsNotFound(err) {
+				t.Fatalf("deleted file: %v", err)
+			}
+			if err := s.Delete("a/b/c"); err != nil {
+				t.Fatalf("delete missing: %v", err)
+			}
+			for _, bad := range []string{"", "/x", "x/", "a/../b", "a//b", "a b", "a/./b"} {
+				if err := s.Put(bad, nil); !base.IsInvalidArgument(err) {
+					t.Fatalf("name %q accepted: %v", bad, err)
+				}
+			}
+		})
+	}
+}
+
+func TestMetaFilesSurviveAnyTwoCorruptCopies(t *testing.T) {
+	for mask := 0; mask < 1<<MetaCopies; mask++ {
+		s := NewMemStore()
+		m := NewMetaFiles(s)
+		if err := m.Write("node/identity", []byte("v1")); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Write("node/identity", []byte("identity-v2")); err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i, n := range CopyNames("node/identity") {
+			if mask&(1<<i) != 0 {
+				bad++
+				if i == 1 {
+					s.Delete(n) // a missing copy counts as bad too
+				} else if err := s.FlipBits(n, int64(8*i+3), 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		res, err := m.Read("node/identity")
+		if bad == MetaCopies {
+			if mask == 0b111 && !base.IsDataLoss(err) {
+				t.Fatalf("mask %03b: %v", mask, err)
+			}
+			continue
+		}
+		if err != nil || string(res.Payload) != "identity-v2" || res.Repaired != bad {
+			t.Fatalf("mask %03b: %q repaired %d err %v", mask, res.Payload, res.Repaired, err)
+		}
+		again, err := m.Read("node/identity")
+		if err != nil || again.Repaired != 0 || string(again.Payload) != "identity-v2" {
+			t.Fatalf("mask %03b: second read %+v %v", mask, again, err)
+		}
+	}
+	if _, err := NewMetaFiles(NewMemStore()).Read("x"); !IsNotFound(err) {
+		t.Fatalf("missing meta: %v", err)
+	}
+}
+
+func TestMetaFilesStaleCopy(t *testing.T) {
+	s := NewMemStore()
+	m := NewMetaFiles(s)
+	m.Write("f", []byte("old"))
+	old, _ := s.Get(CopyNames("f")[2])
+	m.Write("f", []byte("new"))
+	s.Put(CopyNames("f")[2], old) // a crash between copy writes
+	res, err := m.Read("f")
+	if err != nil || string(res.Payload) != "new" || res.Repaired != 1 {
+		t.Fatalf("%+v %v", res, err)
+	}
+}
+
+func TestChunkStore(t *testing.T) {
+	seed := int64(11)
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	fault := NewFaultStore(NewMemStore(), seed)
+	cs := NewChunkStore(fault)
+	id := ChunkID{Object: 3, Version: 4, Index: 1}
+	data := make([]byte, 5000)
+	rng.Read(data)
+	sums := Sums(id, data)
+
+	bad := append([]byte(nil), data...)
+	bad[10] ^= 1
+	if err := cs.WriteChunk(id, bad, sums, false); !base.IsCorruption(err) {
+		t.Fatalf("corrupt write accepted: %v", err)
+	}
+	if _, err := cs.ReadChunk(id); !IsNotFound(err) {
+		t.Fatalf("refused write left a chunk: %v", err)
+	}
+	if err := cs.WriteChunk(ChunkID{Object: 3, Version: 4, Index: 2}, data, sums, false); !base.IsCorruption(err) {
+		t.Fatalf("misdirected write accepted: %v", err)
+	}
+	for _, tc := range []struct {
+		data []byte
+		sums []uint32
+	}{{nil, nil}, {make([]byte, ChunkSize+1), make([]uint32, SectorsPerChunk+1)}, {data, sums[:3]}} {
+		if err := cs.WriteChunk(id, tc.data, tc.sums, false); !base.IsInvalidArgument(err) {
+			t.Fatalf("bad write accepted: %v", err)
+		}
+	}
+	if err := cs.WriteChunk(id, data, sums, false); err != nil {
+		t.Fatal(err)
+	}
+	r, err := cs.ReadChunk(id)
+	if err != nil || r.Corrupt || !bytes.Equal(r.Data, data) {
+		t.Fatalf("read %s %v", r, err)
+	}
+
+	// Persistent damage: corrupt after two reads, content returned.
+	if err := cs.Corrupt(id, 100, 2); err != nil {
+		t.Fatal(err)
+	}
+	r, err = cs.ReadChunk(id)
+	if err != nil || !r.Corrupt || r.Transient || bytes.Equal(r.Data, data) || r.Sums == nil {
+		t.Fatalf("damaged read %s %v", r, err)
+	}
+	if err := cs.WriteChunk(id, data, sums, true); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ = cs.ReadChunk(id); r.Corrupt {
+		t.Fatal("repair did not take")
+	}
+
+	// Sums record damage.
+	if err := fault.FlipBits(SumsName(id), 40, 1); err != nil {
+		t.Fatal(err)
+	}
+	if r, _ = cs.ReadChunk(id); !r.Corrupt || r.Sums != nil {
+		t.Fatalf("sums damage not reported: %s", r)
+	}
+	cs.WriteChunk(id, data, sums, true)
+
+	// Transient flips: with a high UBER most reads of 5000 bytes flip, and a
+	// re-read usually comes back clean.
+	if err := fault.SetUBER(1e-5, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 200; i++ {
+		r, err := cs.ReadChunk(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.Corrupt && !bytes.Equal(r.Data, data) {
+			t.Fatal("unverified data passed as clean")
+		}
+	}
+	st := cs.Stats()
+	if st.Transient == 0 || st.Persistent < 2 || st.Transient < st.Persistent-2 || st.Repaired != 2 || st.Rejected != 2 {
+		t.Fatalf("stats %s", st)
+	}
+	fault.SetUBER(0, false)
+	if r, _ = cs.ReadChunk(id); r.Corrupt {
+		t.Fatal("transient flips damaged the store")
+	}
+	if err := fault.SetUBER(2, false); !base.IsInvalidArgument(err) {
+		t.Fatal("bad UBER accepted")
+	}
+
+	// Local index and delete.
+	info := BlobInfo{Key: "k", Object: 3, Version: 4, Redundancy: "rep", Chunks: 2}
+	if err := cs.PutBlobInfo(info); err != nil {
+		t.Fatal(err)
+	}
+	fault.FlipBits(CopyNames(infoName(3, 4, 0))[0], 30, 1)
+	blobs, err := cs.Blobs()
+	if err != nil || len(blobs) != 1 || blobs[0] != info || cs.Stats().MetaRepaired != 1 {
+		t.Fatalf("blobs %v %v %s", blobs, err, cs.Stats())
+	}
+	if err := cs.DeleteBlob(3, 4); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := fault.List(""); len(names) != 0 {
+		t.Fatalf("left after delete: %v", names)
+	}
+}
+
+func TestFaultStorePersistent(t *testing.T) {
+	inner := NewMemStore()
+	f := NewFaultStore(inner, 5)
+	data := make([]byte, 1<<16)
+	inner.Put("x", data)
+	f.SetUBER(1e-4, true)
+	got, _ := f.Get("x")
+	f.SetUBER(0, false)
+	stored, _ := inner.Get("x")
+	if !bytes.Equal(got, stored) || bytes.Equal(stored, data) {
+		t.Fatal("persistent flips not stored")
+	}
+	// Expect about 52 flips for 2^19 bits at 1e-4.
+	if n := f.Flips(); n < 20 || n > 100 {
+		t.Fatalf("%d flips", n)
+	}
+}
