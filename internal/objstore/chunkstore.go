@@ -17,8 +17,8 @@ type ChunkStore struct {
 	meta  *MetaFiles
 	c     struct {
 		chunksWritten, bytesWritten, chunksRead, bytesRead atomic.Int64
-		transient, persistent, repaired, rejected           atomic.Int64
-		metaRepaired                                        atomic.Int64
+		transient, persistent, repaired, rejected          atomic.Int64
+		metaRepaired                                       atomic.Int64
 	}
 }
 
