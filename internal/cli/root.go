@@ -52,7 +52,8 @@ balances wear across servers (Chameleon).`,
 	root.SetErr(stderr)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
-	// Subcommands, one file each in this package.
+		// Subcommands, one file each in this package.
+		newModelCmd(),
 	)
 	return root
 }

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func runCLI(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code = Main(args, &out, &errOut)
+	return out.String(), errOut.String(), code
+}
+
+func TestModelDirect(t *testing.T) {
+	out, errOut, code := runCLI(t, "model", "direct")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"1.055e-03", "2.951e-10", "1.238e-18", "2.951e-25", "note: paper 000/001 Table 1 prints 1e-28"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	out, errOut, code = runCLI(t, "model", "direct", "--sweep", "--format", "csv")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 15 || lines[0] != "uber,block,chunk,chunk_taylor,majority_vote" || !strings.HasPrefix(lines[1], "1e-16,") {
+		t.Fatalf("sweep csv:\n%s", out)
+	}
+
+	out, _, code = runCLI(t, "model", "direct", "--uber", "1e-9", "--block", "1MiB", "--chunk", "4KiB", "--replicas", "2", "--format", "json")
+	var tables []struct {
+		Title string           `json:"title"`
+		Rows  []map[string]any `json:"rows"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &tables) != nil || len(tables) != 1 || len(tables[0].Rows) != 1 {
+		t.Fatalf("json exit %d:\n%s", code, out)
+	}
+	if !strings.Contains(tables[0].Title, "B=1MiB C=4KiB R=2") || tables[0].Rows[0]["uber"] != 1e-9 {
+		t.Fatalf("json table %+v", tables[0])
+	}
+
+	for _, bad := range [][]string{
+		{"model", "direct", "--uber", "2"},
+		{"model", "direct", "--chunk", "1GiB"},
+		{"model", "direct", "--format", "xml"},
+		{"model", "direct", "--block", "12Q"},
+		{"model", "direct", "--sweep", "--from", "1e-3", "--to", "1e-6"},
+	} {
+		if _, _, code := runCLI(t, bad...); code != 2 {
+			t.Errorf("%v: exit %d; want 2", bad, code)
+		}
+	}
+}
