@@ -1,6 +1,7 @@
 package raftlog
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -326,7 +327,9 @@ func (l *Log) rewriteLocked(gen uint64) error {
 			return fmt.Errorf("raftlog: create generation %d: %w", gen, err)
 		}
 		files[i] = f
-		if _, err := f.Write(rec); err != nil {
+		// NB: a vfs.File may scribble over a written buffer (Pebble's
+		// invariants builds do), so each copy gets its own.
+		if _, err := f.Write(bytes.Clone(rec)); err != nil {
 			return fmt.Errorf("raftlog: write generation %d: %w", gen, err)
 		}
 		if err := f.Sync(); err != nil {
@@ -391,7 +394,8 @@ func (l *Log) writeLocked(u *update) error {
 	}
 	rec := encodeRecord(l.gen, l.size, kindUpdate, payload)
 	for i, f := range l.files {
-		if _, err := f.WriteAt(rec, l.size); err != nil {
+		// NB: each copy gets its own buffer; see rewriteLocked.
+		if _, err := f.WriteAt(bytes.Clone(rec), l.size); err != nil {
 			l.failed = fmt.Errorf("raftlog: write copy %d: %w", i, err)
 			return l.failed
 		}
