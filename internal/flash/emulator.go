@@ -28,7 +28,8 @@ type Emulator struct {
 
 	closed atomic.Bool
 
-	inject *Faults
+	inject   *Faults
+	openInfo OpenInfo
 
 	// stateMu serializes state snapshots and saves (Sync, Close).
 	stateMu sync.Mutex

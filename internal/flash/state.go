@@ -184,7 +184,7 @@ func (e *Emulator) saveState(clean bool) error {
 	st := e.snapshotState(clean)
 	e.stateSeq++
 	st.seq = e.stateSeq
-	return e.st.saveState(encodeState(e.geo, st))
+	return e.st.saveState(st.seq, encodeState(e.geo, st))
 }
 
 // restore installs a saved state. After an unclean shutdown the write

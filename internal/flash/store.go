@@ -24,7 +24,7 @@ type store interface {
 	loadState() ([][]byte, error)
 	// saveState durably writes rec over the oldest copy of the state
 	// record, so a crash during the write leaves the other copy intact.
-	saveState(rec []byte) error
+	saveState(seq uint64, rec []byte) error
 	// programmed reports whether page holds a programmed page (used to
 	// rebuild write pointers after an unclean shutdown).
 	programmed(page int64) (bool, error)
@@ -93,7 +93,7 @@ func (s *memStore) loadState() ([][]byte, error) {
 
 func (s *memStore) programmed(page int64) (bool, error) { return s.pages[page] != nil, nil }
 
-func (s *memStore) saveState(rec []byte) error {
+func (s *memStore) saveState(_ uint64, rec []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state = append(s.state[:0], rec...)

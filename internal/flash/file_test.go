@@ -1,0 +1,273 @@
+package flash
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// crash drops the device without saving its state, as a power loss would
+// (pages already written stay in the page file).
+func crash(t *testing.T, e *Emulator) {
+	t.Helper()
+	e.closed.Store(true)
+	if err := e.st.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFilePersistence(t *testing.T) {
+	g := testGeometry()
+	dir := t.TempDir()
+	clock := base.NewManualClock(time.Unix(1e9, 0))
+	e, err := OpenFile(dir, g, Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := e.OpenInfo(); !info.New {
+		t.Fatalf("open info %v", info)
+	}
+	// Block (0,0,0): full; (0,0,1): 3 pages then erased twice and 2 pages;
+	// (1,1,3): bad; die (1,0): failed.
+	prog := func(b BlockAddr, n int, salt byte) {
+		for p := 0; p < n; p++ {
+			pa := PageAddr{b.Channel, b.Die, b.Block, int(e.mustBlock(t, b).WrittenPage)}
+			if err := e.Program(pa, pageData(g, pa, salt), []byte{salt, byte(p)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	prog(BlockAddr{0, 0, 0}, g.PagesPerBlock, 1)
+	prog(BlockAddr{0, 0, 1}, 3, 2)
+	for i := 0; i < 2; i++ {
+		if err := e.Erase(BlockAddr{0, 0, 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clock.Advance(time.Hour)
+	prog(BlockAddr{0, 0, 1}, 2, 3)
+	if err := e.MarkBad(BlockAddr{1, 1, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.FailDie(DieAddr{1, 0}); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, g.PageSize)
+	for i := 0; i < 5; i++ {
+		if _, err := e.Read(PageAddr{0, 0, 0, 4}, buf, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := e.snapshotState(true)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFile(dir, Geometry{2, 2, 4, 8, 1024, 16}, Options{Clock: clock}); !base.IsInvalidArgument(err) {
+		t.Fatalf("open with another geometry: %v", err)
+	}
+
+	check := func(e *Emulator) {
+		t.Helper()
+		after := e.snapshotState(true)
+		for d := range before.blocks {
+			if before.failed[d] != after.failed[d] {
+				t.Fatalf("die %d failed %t -> %t", d, before.failed[d], after.failed[d])
+			}
+			for b := range before.blocks[d] {
+				if before.blocks[d][b] != after.blocks[d][b] {
+					t.Fatalf("die %d block %d: %+v -> %+v", d, b, before.blocks[d][b], after.blocks[d][b])
+				}
+			}
+		}
+		oob := make([]byte, g.OOBSize)
+		for p := 0; p < g.PagesPerBlock; p++ {
+			pa := PageAddr{0, 0, 0, p}
+			if _, err := e.Read(pa, buf, oob); err != nil || !bytes.Equal(buf, pageData(g, pa, 1)) || oob[0] != 1 || oob[1] != byte(p) {
+				t.Fatalf("page %s after reopen: %v", pa, err)
+			}
+		}
+		pa := PageAddr{0, 0, 1, 1}
+		if _, err := e.Read(pa, buf, oob); err != nil || !bytes.Equal(buf, pageData(g, pa, 3)) {
+			t.Fatalf("page %s after reopen: %v", pa, err)
+		}
+		if _, err := e.Read(PageAddr{0, 0, 1, 2}, buf, oob); err != nil || buf[0] != 0xFF {
+			t.Fatalf("erased page after reopen: %v %x", err, buf[0])
+		}
+		_, err := e.Read(PageAddr{1, 0, 0, 0}, buf, nil)
+		wantErr(t, err, ErrDieFailed, "failed die after reopen")
+		wantErr(t, e.Erase(BlockAddr{1, 1, 3}), ErrBadBlock, "bad block after reopen")
+	}
+
+	e, err = OpenFile(dir, g, Options{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := e.OpenInfo(); info.New || !info.Clean || info.RejectedStateCopies != 0 {
+		t.Fatalf("open info %v", info)
+	}
+	check(e)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before = mustReopenSnapshot(t, dir, g, clock)
+
+	// One corrupted copy (the newer one, then the older one): the device
+	// opens from the other and rewrites the bad one.
+	for _, which := range []string{"newer", "older"} {
+		fs := &fileStore{dir: dir}
+		copies, _ := fs.loadState()
+		st0, _ := decodeState(g, copies[0])
+		st1, _ := decodeState(g, copies[1])
+		newer := 0
+		if st1.seq > st0.seq {
+			newer = 1
+		}
+		victim := newer
+		if which == "older" {
+			victim = 1 - newer
+		}
+		if err := fs.corruptStateCopy(victim, 100); err != nil {
+			t.Fatal(err)
+		}
+		e, err = OpenFile(dir, g, Options{Clock: clock})
+		if err != nil {
+			t.Fatalf("%s copy corrupted: %v", which, err)
+		}
+		if info := e.OpenInfo(); info.RejectedStateCopies != 1 {
+			t.Fatalf("%s copy corrupted: open info %v", which, info)
+		}
+		check(e)
+		if err := e.Close(); err != nil {
+			t.Fatal(err)
+		}
+		before = mustReopenSnapshot(t, dir, g, clock)
+	}
+
+	// Both copies corrupted: refuse to open, as a corruption.
+	fs := &fileStore{dir: dir}
+	for i := 0; i < 2; i++ {
+		if err := fs.corruptStateCopy(i, 40); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := OpenFile(dir, g, Options{Clock: clock}); !base.IsCorruption(err) {
+		t.Fatalf("both copies corrupted: %v", err)
+	}
+}
+
+func (e *Emulator) mustBlock(t *testing.T, a BlockAddr) BlockInfo {
+	t.Helper()
+	info, err := e.Block(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// mustReopenSnapshot opens and closes the device and returns its state
+// (reads during check change read counters, so the baseline moves).
+func mustReopenSnapshot(t *testing.T, dir string, g Geometry, c base.Clock) *deviceState {
+	t.Helper()
+	e, err := OpenFile(dir, g, Options{Clock: c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.snapshotState(true)
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestFileCrashRebuildsWritePointers(t *testing.T) {
+	g := testGeometry()
+	dir := t.TempDir()
+	e, err := OpenFile(dir, g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, g.PageSize)
+	for p := 0; p < 5; p++ {
+		pa := PageAddr{0, 1, 2, p}
+		if err := e.Program(pa, pageData(g, pa, 9), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := 0; p < 3; p++ {
+		if err := e.Program(PageAddr{1, 1, 0, p}, buf, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := e.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// After the last save: more pages, and an erase.
+	if err := e.Program(PageAddr{0, 1, 2, 5}, pageData(g, PageAddr{0, 1, 2, 5}, 9), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Erase(BlockAddr{1, 1, 0}); err != nil {
+		t.Fatal(err)
+	}
+	crash(t, e)
+
+	e, err = OpenFile(dir, g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if info := e.OpenInfo(); info.Clean || info.New {
+		t.Fatalf("open info after crash %v", info)
+	}
+	if w := e.mustBlock(t, BlockAddr{0, 1, 2}).WrittenPage; w != 6 {
+		t.Fatalf("write pointer after crash %d, want 6", w)
+	}
+	if w := e.mustBlock(t, BlockAddr{1, 1, 0}).WrittenPage; w != 0 {
+		t.Fatalf("erased block's write pointer after crash %d, want 0", w)
+	}
+	pa := PageAddr{0, 1, 2, 5}
+	if _, err := e.Read(pa, buf, nil); err != nil || !bytes.Equal(buf, pageData(g, pa, 9)) {
+		t.Fatalf("read after crash: %v", err)
+	}
+	wantErr(t, e.Program(PageAddr{0, 1, 2, 5}, buf, nil), ErrNotErased, "program after crash")
+	if err := e.Program(PageAddr{0, 1, 2, 6}, buf, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFileBitRotIsReportedAsUncorrectable(t *testing.T) {
+	g := testGeometry()
+	dir := t.TempDir()
+	e, err := OpenFile(dir, g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	pa := PageAddr{1, 0, 1, 0}
+	if err := e.Program(pa, pageData(g, pa, 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	// Rot one byte of the page's slot in the backing file.
+	f, err := os.OpenFile(filepath.Join(dir, "pages"), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := e.flatPage(pa)*int64(pageHeaderLen+g.PageSize+g.OOBSize) + pageHeaderLen + 17
+	if _, err := f.WriteAt([]byte{0x00}, off); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	buf := make([]byte, g.PageSize)
+	st, err := e.Read(pa, buf, nil)
+	if !errors.Is(err, ErrUncorrectable) || !base.IsCorruption(err) || !st.Uncorrectable {
+		t.Fatalf("rotten page read: %v %v", st, err)
+	}
+	// Second open of the same directory is refused while the first holds it.
+	if _, err := OpenFile(dir, g, Options{}); err == nil {
+		t.Fatal("second open of an open device succeeded")
+	}
+}

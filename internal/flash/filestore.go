@@ -1,0 +1,285 @@
+package flash
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// fileStore keeps the device in a directory:
+//
+//	pages    one sparse file, a slot per page at flat page index * slotSize:
+//	         header (magic u32, crc32c u32) then data and OOB. The CRC covers
+//	         the flat page index and the content, so a page written to the
+//	         wrong slot is caught as well as bit rot of the backing file.
+//	         Erasing a block punches a hole over its slots (zero headers).
+//	state.0  the device state record, two copies; record seq s lives in
+//	state.1  state.<s%2>, so each save overwrites the older copy.
+//	LOCK     held with flock while the device is open.
+type fileStore struct {
+	dir       string
+	pageBytes int
+	slotSize  int64
+	pages     *os.File
+	lock      *os.File
+	bufs      sync.Pool // *[]byte of slotSize
+}
+
+const (
+	pageMagic     = 0x47504d46 // "FMPG" little endian
+	pageHeaderLen = 8
+)
+
+var _ store = (*fileStore)(nil)
+
+// OpenFile opens (or creates) a file-backed emulated device in dir. The
+// device's state is restored from the newer verifying copy of its state
+// record; if the last run did not Close the device, the write pointers are
+// rebuilt from the page file. Opening with a geometry other than the one
+// the device was created with is an invalid argument; a device whose state
+// copies both fail to verify does not open (a corruption error).
+func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.validate(g); err != nil {
+		return nil, err
+	}
+	st, err := openFileStore(dir, g)
+	if err != nil {
+		return nil, err
+	}
+	copies, err := st.loadState()
+	if err != nil {
+		_ = st.close()
+		return nil, err
+	}
+	saved, rejected, err := pickState(g, copies)
+	if err != nil {
+		_ = st.close()
+		return nil, fmt.Errorf("flash: open %s: %w", dir, err)
+	}
+	e, err := newEmulator(g, opts, st, saved)
+	if err != nil {
+		_ = st.close()
+		return nil, err
+	}
+	e.openInfo = OpenInfo{New: saved == nil, RejectedStateCopies: rejected}
+	if saved != nil {
+		e.openInfo.Clean = saved.clean
+	}
+	// Mark the device open: a crash from here on is detected at the next
+	// open by the clean flag being off. This also rewrites a rejected copy.
+	if err := e.saveState(false /* clean */); err != nil {
+		_ = st.close()
+		return nil, err
+	}
+	return e, nil
+}
+
+// OpenInfo tells how a file-backed device was opened.
+type OpenInfo struct {
+	New   bool // no state record existed: a fresh device
+	Clean bool // the previous run closed the device
+	// RejectedStateCopies counts state copies that failed to verify (and
+	// were rewritten from the good one).
+	RejectedStateCopies int
+}
+
+func (o OpenInfo) String() string {
+	return fmt.Sprintf("new=%t clean=%t rejected=%d", o.New, o.Clean, o.RejectedStateCopies)
+}
+
+// OpenInfo reports how the device was opened (zero for memory devices).
+func (e *Emulator) OpenInfo() OpenInfo { return e.openInfo }
+
+func openFileStore(dir string, g Geometry) (*fileStore, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(lock); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("flash: device %s is in use: %w", dir, err)
+	}
+	s := &fileStore{
+		dir:       dir,
+		pageBytes: g.PageSize + g.OOBSize,
+		slotSize:  int64(pageHeaderLen + g.PageSize + g.OOBSize),
+		lock:      lock,
+	}
+	s.bufs.New = func() any { b := make([]byte, s.slotSize); return &b }
+	s.pages, err = os.OpenFile(filepath.Join(dir, "pages"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		_ = s.close()
+		return nil, err
+	}
+	size := int64(g.Dies()) * int64(g.BlocksPerDie) * int64(g.PagesPerBlock) * s.slotSize
+	fi, err := s.pages.Stat()
+	if err != nil {
+		_ = s.close()
+		return nil, err
+	}
+	if fi.Size() < size {
+		// Sparse: unwritten slots cost no disk space.
+		if err := s.pages.Truncate(size); err != nil {
+			_ = s.close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *fileStore) slotCRC(page int64, content []byte) uint32 {
+	var idx [8]byte
+	binary.LittleEndian.PutUint64(idx[:], uint64(page))
+	return crc32.Update(crc32.Checksum(idx[:], castagnoli), castagnoli, content)
+}
+
+func (s *fileStore) readPage(page int64, buf []byte) error {
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	slot := *bp
+	if _, err := s.pages.ReadAt(slot, page*s.slotSize); err != nil {
+		return err
+	}
+	le := binary.LittleEndian
+	if m := le.Uint32(slot); m != pageMagic {
+		return base.CorruptionErrorf("flash: page slot %d: no programmed page (magic %08x)", page, m)
+	}
+	if got, want := s.slotCRC(page, slot[pageHeaderLen:]), le.Uint32(slot[4:]); got != want {
+		return base.CorruptionErrorf("flash: page slot %d: crc32c %08x, stored %08x", page, got, want)
+	}
+	copy(buf, slot[pageHeaderLen:])
+	return nil
+}
+
+func (s *fileStore) writePage(page int64, buf []byte) error {
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	slot := *bp
+	le := binary.LittleEndian
+	le.PutUint32(slot, pageMagic)
+	le.PutUint32(slot[4:], s.slotCRC(page, buf))
+	copy(slot[pageHeaderLen:], buf)
+	_, err := s.pages.WriteAt(slot, page*s.slotSize)
+	return err
+}
+
+func (s *fileStore) eraseBlock(first int64, n int) error {
+	off, length := first*s.slotSize, int64(n)*s.slotSize
+	if err := punchHole(s.pages, off, length); err == nil {
+		return nil
+	}
+	// No hole punching here: zero the headers, which is what marks a
+	// slot erased.
+	var zero [pageHeaderLen]byte
+	for i := int64(0); i < int64(n); i++ {
+		if _, err := s.pages.WriteAt(zero[:], off+i*s.slotSize); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *fileStore) programmed(page int64) (bool, error) {
+	var hdr [4]byte
+	if _, err := s.pages.ReadAt(hdr[:], page*s.slotSize); err != nil {
+		return false, err
+	}
+	return binary.LittleEndian.Uint32(hdr[:]) == pageMagic, nil
+}
+
+func (s *fileStore) statePath(i int) string {
+	return filepath.Join(s.dir, fmt.Sprintf("state.%d", i))
+}
+
+func (s *fileStore) loadState() ([][]byte, error) {
+	var copies [][]byte
+	for i := 0; i < 2; i++ {
+		b, err := os.ReadFile(s.statePath(i))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		copies = append(copies, b)
+	}
+	return copies, nil
+}
+
+func (s *fileStore) saveState(seq uint64, rec []byte) error {
+	path := s.statePath(int(seq % 2))
+	_, statErr := os.Stat(path)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(rec); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if errors.Is(statErr, fs.ErrNotExist) {
+		return syncDir(s.dir)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+func (s *fileStore) sync() error { return s.pages.Sync() }
+
+func (s *fileStore) close() error {
+	var err error
+	if s.pages != nil {
+		err = s.pages.Close()
+	}
+	if s.lock != nil {
+		if cerr := s.lock.Close(); err == nil { // closing releases the flock
+			err = cerr
+		}
+	}
+	return err
+}
+
+// corruptStateCopy is for tests: it overwrites one byte of state copy i.
+func (s *fileStore) corruptStateCopy(i int, off int64) error {
+	f, err := os.OpenFile(s.statePath(i), os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], off); err != nil && err != io.EOF {
+		return err
+	}
+	b[0] ^= 0x5A
+	_, err = f.WriteAt(b[:], off)
+	return err
+}
