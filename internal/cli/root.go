@@ -53,6 +53,7 @@ balances wear across servers (Chameleon).`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(
 		// Subcommands, one file each in this package.
+		newExperimentsCmd(),
 		newModelCmd(),
 	)
 	return root

@@ -1,0 +1,81 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/experiments"
+	"github.com/flashmend/flashmend/internal/report"
+)
+
+func newExperimentsCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "experiments",
+		Short: "Run the registered experiments and write their reports under docs/results",
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:   "list",
+		Short: "List the registered experiments",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, e := range experiments.All() {
+				fmt.Fprintf(cmd.OutOrStdout(), "%-24s %s\n", e.Name, e.Description)
+			}
+			return nil
+		},
+	})
+
+	var (
+		all   bool
+		out   string
+		cfg              = experiments.Config{Seed: experiments.DefaultSeed}
+		clock base.Clock = base.SystemClock{}
+	)
+	run := &cobra.Command{
+		Use:   "run [NAME...]",
+		Short: "Run experiments by name (or --all) and write their reports",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var todo []experiments.Experiment
+			switch {
+			case all && len(args) > 0:
+				return usageError{fmt.Errorf("give experiment names or --all, not both")}
+			case all:
+				todo = experiments.All()
+			case len(args) == 0:
+				return usageError{fmt.Errorf("name an experiment (see `flashmend experiments list`) or pass --all")}
+			default:
+				for _, name := range args {
+					e, err := experiments.Lookup(name)
+					if err != nil {
+						return base.InvalidArgumentf("%v", err)
+					}
+					todo = append(todo, e)
+				}
+			}
+			for _, e := range todo {
+				start := clock.Now()
+				fmt.Fprintf(cmd.ErrOrStderr(), "experiment %s: running\n", e.Name)
+				r, err := e.Run(cmd.Context(), cfg)
+				if err != nil {
+					return fmt.Errorf("experiment %s: %w", e.Name, err)
+				}
+				env := report.CaptureEnv(experiments.Command(e.Name, cfg), clock.Now())
+				if err := r.Write(out, env); err != nil {
+					return fmt.Errorf("experiment %s: %w", e.Name, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "experiment %s: wrote %s/%s.md in %s\n",
+					e.Name, out, r.Name(), clock.Now().Sub(start).Round(time.Millisecond))
+			}
+			return nil
+		},
+	}
+	run.Flags().BoolVar(&all, "all", false, "run every registered experiment")
+	run.Flags().StringVar(&out, "out", "docs/results", "directory for the reports")
+	run.Flags().Int64Var(&cfg.Seed, "seed", experiments.DefaultSeed, "seed for every random choice")
+	run.Flags().BoolVar(&cfg.Quick, "quick", false, "a seconds-long version of each experiment")
+	cmd.AddCommand(run)
+	return cmd
+}
