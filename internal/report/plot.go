@@ -47,14 +47,17 @@ func (lp LinePlot) Build() (*plot.Plot, error) {
 	p.Y.Label.Text = lp.YLabel
 	if lp.LogX {
 		p.X.Scale = plot.LogScale{}
-		p.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.X.Tick.Marker = decadeTicks{}
 	}
 	if lp.LogY {
 		p.Y.Scale = plot.LogScale{}
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		p.Y.Tick.Marker = decadeTicks{}
 	}
 	p.Legend.Top = true
 	p.Legend.Left = true
+	p.Legend.XOffs = vg.Points(8)
+	p.Legend.YOffs = -vg.Points(8)
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	p.Add(plotter.NewGrid())
 	floor := lp.YFloor
 	if floor == 0 {
@@ -107,4 +110,32 @@ func (lp LinePlot) Build() (*plot.Plot, error) {
 		p.Legend.Add(s.Name, l)
 	}
 	return p, nil
+}
+
+// decadeTicks marks every power of ten of a log axis and labels at most about
+// eight of them ("1e-9"), so that axes spanning 30 decades stay readable.
+type decadeTicks struct{}
+
+func (decadeTicks) Ticks(min, max float64) []plot.Tick {
+	if min <= 0 || max <= min {
+		return nil
+	}
+	lo, hi := int(math.Floor(math.Log10(min))), int(math.Ceil(math.Log10(max)))
+	step := (hi - lo + 7) / 8
+	if step < 1 {
+		step = 1
+	}
+	var ticks []plot.Tick
+	for e := lo; e <= hi; e++ {
+		v := math.Pow(10, float64(e))
+		if v < min || v > max {
+			continue
+		}
+		label := ""
+		if e%step == 0 {
+			label = fmt.Sprintf("1e%d", e)
+		}
+		ticks = append(ticks, plot.Tick{Value: v, Label: label})
+	}
+	return ticks
 }
