@@ -26,7 +26,7 @@ with its own formula, the formula is printed and a "note:" line says so.`,
 		}
 		return model.WriteTables(cmd.OutOrStdout(), f, tables)
 	}
-	cmd.AddCommand(newModelDirectCmd(print))
+	cmd.AddCommand(newModelDirectCmd(print), newModelECCCmd(print))
 	return cmd
 }
 
@@ -87,5 +87,51 @@ bytes (units such as 64KiB accepted); UBER is per bit read.`,
 	f.Float64Var(&sweepFrom, "from", 1e-16, "first UBER of --sweep")
 	f.Float64Var(&sweepTo, "to", 1e-3, "last UBER of --sweep")
 	f.IntVar(&pointsPerDecade, "points-per-decade", 1, "UBER points per factor of ten in --sweep")
+	return cmd
+}
+
+// Default ECC codeword: 1 KiB of data protected by a BCH code over GF(2^14)
+// correcting 40 bits (40*14 = 560 parity bits), a common NAND configuration.
+const (
+	defaultCodewordBits    = 1024*8 + 560
+	defaultCorrectableBits = 40
+)
+
+func newModelECCCmd(print printTables) *cobra.Command {
+	var (
+		nBits, tBits    int
+		rber            float64
+		from, to        float64
+		pointsPerDecade int
+		targets         []float64
+	)
+	cmd := &cobra.Command{
+		Use:   "ecc",
+		Short: "UBER from raw bit error rate for a t-correcting ECC codeword, and its inverse",
+		Long: `ecc prints the probability that a codeword of n bits has more than t bits in
+error (binomial tail, computed in log space), the resulting UBER (one
+uncorrectable event per failed codeword, per bit read), over a sweep of raw
+bit error rates (or one --rber), and the largest RBER that meets each
+--target UBER.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("rber") {
+				from, to = rber, rber
+			}
+			tables, err := model.ECCTables(nBits, tBits, from, to, pointsPerDecade, targets)
+			if err != nil {
+				return err
+			}
+			return print(cmd, tables...)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&nBits, "codeword-bits", defaultCodewordBits, "codeword length n in bits (data plus parity)")
+	f.IntVar(&tBits, "correctable-bits", defaultCorrectableBits, "bit errors t the ECC corrects per codeword")
+	f.Float64Var(&rber, "rber", 1e-3, "one raw bit error rate to evaluate (instead of the sweep)")
+	f.Float64Var(&from, "from", 1e-5, "first RBER of the sweep")
+	f.Float64Var(&to, "to", 1e-2, "last RBER of the sweep")
+	f.IntVar(&pointsPerDecade, "points-per-decade", 2, "RBER points per factor of ten")
+	f.Float64SliceVar(&targets, "target", []float64{1e-15, 1e-16}, "target UBERs for the inverse table (repeat or comma-separate)")
 	return cmd
 }

@@ -58,3 +58,26 @@ func TestModelDirect(t *testing.T) {
 		}
 	}
 }
+
+func TestModelECC(t *testing.T) {
+	out, errOut, code := runCLI(t, "model", "ecc", "--codeword-bits", "64", "--correctable-bits", "2", "--rber", "0.02", "--target", "1e-6")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	// P(Binomial(64, 0.02) > 2) = 0.1366 (checked in internal/model).
+	for _, want := range []string{"0.02  1.366e-01         2.135e-03", "1e-06        1.1747e-03"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range [][]string{
+		{"model", "ecc", "--codeword-bits", "0"},
+		{"model", "ecc", "--correctable-bits", "100000"},
+		{"model", "ecc", "--from", "0.1", "--to", "0.01"},
+		{"model", "ecc", "--target", "-1"},
+	} {
+		if _, _, code := runCLI(t, bad...); code != 2 {
+			t.Errorf("%v: exit %d; want 2", bad, code)
+		}
+	}
+}
