@@ -1,0 +1,29 @@
+// Package node is a flashmend storage node: a gRPC server (service
+// flashmend.node.Node) over an objstore.ChunkStore on one local Store, plus
+// its membership in the cluster (join through the coordinator, a lease and
+// heartbeats with statistics in etcd).
+//
+// # What it owns
+//
+//   - The node's identity file (cluster ID, node ID, format version), kept as
+//     triplicated checksummed metadata (objstore.MetaFiles, DIRECT 000 section
+//     4.2.2): a node starts with any one copy of any metadata file corrupted
+//     and rewrites it.
+//   - The chunk service: verify every write before acknowledging (so
+//     corruption does not spread by replication), verify every read and
+//     re-read once on a mismatch, return corrupt content on request for
+//     majority votes, out-of-place repair writes, and per-device counters
+//     (transient vs persistent).
+//   - Fault injection behind the same API: UBER flips on read, transient or
+//     persistent (objstore.FaultStore); bit flips at an offset; die failures
+//     when the store is on emulated flash.
+//   - A hook, Config.RegisterServices, for other services (the KV store) to
+//     register on the node's gRPC server.
+//
+// # Failure model
+//
+// The node may be killed at any time; every chunk file is written out of
+// place, so a restart sees either the old or the new file. A missing lease
+// (crash, partition) makes the coordinator treat the node as down; the node
+// re-grants a lease when it can reach etcd again.
+package node

@@ -1,0 +1,361 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// LivePrefix is the etcd prefix of the nodes' leased liveness keys; the
+// value is a coordpb.NodeInfo with the node's address and statistics.
+const LivePrefix = "/flashmend/live/"
+
+// LiveKey is the liveness key of node id.
+func LiveKey(id base.NodeID) string { return LivePrefix + strconv.FormatUint(uint64(id), 10) }
+
+// Config configures a node. Zero values take the defaults noted.
+type Config struct {
+	// Dir holds the node's store (unless Store is given) and nothing else.
+	Dir string
+	// ListenAddr defaults to 127.0.0.1:0 (a port chosen at run time).
+	ListenAddr string
+	// CoordinatorAddr is the coordinator's gRPC address; empty runs the node
+	// standalone (then NodeID must be set).
+	CoordinatorAddr string
+	// NodeID, when non-zero, must match the identity file if one exists.
+	NodeID base.NodeID
+	// Store overrides the default plain-file store under Dir/store.
+	Store objstore.Store
+	// SyncWrites fsyncs every chunk write (the default store only).
+	SyncWrites bool
+	// HeartbeatInterval defaults to 1s; the lease TTL comes from the
+	// coordinator.
+	HeartbeatInterval time.Duration
+	// FaultSeed seeds the fault injector's generator.
+	FaultSeed int64
+	// RegisterServices, when set, registers more gRPC services (for
+	// example the KV store) on the node's server before it starts serving.
+	RegisterServices func(*grpc.Server)
+	// Logf receives operational messages; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// identity is the node's identity and version file.
+type identity struct {
+	ClusterID     string `json:"cluster_id"`
+	NodeID        uint64 `json:"node_id"`
+	FormatVersion int    `json:"format_version"`
+}
+
+const formatVersion = 1
+const identityFile = "node/identity"
+
+// Node is a running storage node.
+type Node struct {
+	cfg    Config
+	id     base.NodeID
+	lis    net.Listener
+	srv    *grpc.Server
+	chunks *objstore.ChunkStore
+	fault  *objstore.FaultStore
+	inner  objstore.Store
+
+	etcd    *clientv3.Client
+	leaseID clientv3.LeaseID
+	ttl     int64
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	closeOnce sync.Once
+}
+
+// Start opens the node's store, checks (and repairs) its identity file,
+// starts serving, and joins the cluster when a coordinator is configured.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Store == nil && cfg.Dir == "" {
+		return nil, base.InvalidArgumentf("node: a data directory or a store is required")
+	}
+	if cfg.CoordinatorAddr == "" && cfg.NodeID == 0 {
+		return nil, base.InvalidArgumentf("node: standalone node needs a node ID")
+	}
+	if cfg.ListenAddr == "" {
+		cfg.ListenAddr = "127.0.0.1:0"
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	inner := cfg.Store
+	if inner == nil {
+		fs, err := objstore.OpenFileStore(filepath.Join(cfg.Dir, "store"), cfg.SyncWrites)
+		if err != nil {
+			return nil, err
+		}
+		inner = fs
+	}
+	n := &Node{cfg: cfg, inner: inner}
+	n.fault = objstore.NewFaultStore(inner, cfg.FaultSeed)
+	n.chunks = objstore.NewChunkStore(n.fault)
+
+	ident, err := n.loadIdentity()
+	if err != nil {
+		inner.Close()
+		return nil, err
+	}
+	lis, err := net.Listen("tcp", cfg.ListenAddr)
+	if err != nil {
+		inner.Close()
+		return nil, fmt.Errorf("node: listen: %w", err)
+	}
+	n.lis = lis
+	if cfg.CoordinatorAddr != "" {
+		if err := n.join(ctx, &ident); err != nil {
+			lis.Close()
+			inner.Close()
+			return nil, err
+		}
+	} else {
+		if ident.NodeID == 0 {
+			ident.NodeID = uint64(cfg.NodeID)
+			if err := n.saveIdentity(ident); err != nil {
+				lis.Close()
+				inner.Close()
+				return nil, err
+			}
+		}
+		n.id = base.NodeID(ident.NodeID)
+	}
+	n.srv = grpc.NewServer()
+	nodepb.RegisterNodeServer(n.srv, &service{n: n})
+	if cfg.RegisterServices != nil {
+		cfg.RegisterServices(n.srv)
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.srv.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			cfg.Logf("node %s: serve: %v", n.id, err)
+		}
+	}()
+	if n.etcd != nil {
+		hbCtx, cancel := context.WithCancel(context.Background())
+		n.cancel = cancel
+		if err := n.heartbeat(ctx); err != nil {
+			n.Close()
+			return nil, err
+		}
+		n.wg.Add(1)
+		go n.heartbeatLoop(hbCtx)
+	}
+	return n, nil
+}
+
+func (n *Node) loadIdentity() (identity, error) {
+	var ident identity
+	res, err := n.chunks.Meta().Read(identityFile)
+	if objstore.IsNotFound(err) {
+		return ident, nil
+	}
+	if err != nil {
+		return ident, fmt.Errorf("node: identity file: %w", err)
+	}
+	if res.Repaired > 0 {
+		n.chunks.AddMetaRepairs(res.Repaired)
+		n.cfg.Logf("node: rewrote %d corrupt copies of the identity file", res.Repaired)
+	}
+	if err := json.Unmarshal(res.Payload, &ident); err != nil {
+		return ident, base.CorruptionErrorf("node: identity file: %v", err)
+	}
+	if ident.FormatVersion != formatVersion {
+		return ident, fmt.Errorf("node: store format %d, this binary reads %d", ident.FormatVersion, formatVersion)
+	}
+	if n.cfg.NodeID != 0 && ident.NodeID != 0 && base.NodeID(ident.NodeID) != n.cfg.NodeID {
+		return ident, base.InvalidArgumentf("node: store belongs to node %d, not %d", ident.NodeID, n.cfg.NodeID)
+	}
+	return ident, nil
+}
+
+func (n *Node) saveIdentity(ident identity) error {
+	ident.FormatVersion = formatVersion
+	b, err := json.Marshal(ident)
+	if err != nil {
+		return err
+	}
+	return n.chunks.Meta().Write(identityFile, b)
+}
+
+// join asks the coordinator for (or confirms) the node ID and the etcd
+// endpoints, then opens the etcd client.
+func (n *Node) join(ctx context.Context, ident *identity) error {
+	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return fmt.Errorf("node: coordinator: %w", err)
+	}
+	defer conn.Close()
+	want := ident.NodeID
+	if want == 0 {
+		want = uint64(n.cfg.NodeID)
+	}
+	resp, err := coordpb.NewCoordinatorClient(conn).Join(ctx, &coordpb.JoinRequest{NodeId: want, Addr: n.lis.Addr().String()})
+	if err != nil {
+		return fmt.Errorf("node: join: %w", FromStatus(err))
+	}
+	if ident.ClusterID != "" && ident.ClusterID != resp.ClusterId {
+		return base.InvalidArgumentf("node: store belongs to cluster %s, coordinator runs %s", ident.ClusterID, resp.ClusterId)
+	}
+	if ident.NodeID != resp.NodeId || ident.ClusterID != resp.ClusterId {
+		ident.NodeID, ident.ClusterID = resp.NodeId, resp.ClusterId
+		if err := n.saveIdentity(*ident); err != nil {
+			return err
+		}
+	}
+	n.id = base.NodeID(resp.NodeId)
+	n.ttl = resp.LeaseTtlSeconds
+	n.etcd, err = clientv3.New(clientv3.Config{
+		Endpoints:   resp.EtcdEndpoints,
+		DialTimeout: 5 * time.Second,
+		Logger:      nopLogger(),
+	})
+	if err != nil {
+		return fmt.Errorf("node: etcd: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) heartbeatLoop(ctx context.Context) {
+	defer n.wg.Done()
+	t := time.NewTicker(n.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if err := n.heartbeat(ctx); err != nil && ctx.Err() == nil {
+				n.cfg.Logf("node %s: heartbeat: %v", n.id, err)
+			}
+		}
+	}
+}
+
+// heartbeat renews the lease (granting a new one if it expired) and
+// publishes the node's address and statistics under it.
+func (n *Node) heartbeat(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if n.leaseID != 0 {
+		if _, err := n.etcd.KeepAliveOnce(ctx, n.leaseID); err != nil {
+			n.leaseID = 0
+		}
+	}
+	if n.leaseID == 0 {
+		g, err := n.etcd.Grant(ctx, n.ttl)
+		if err != nil {
+			return err
+		}
+		n.leaseID = g.ID
+	}
+	st := n.Stats()
+	info := &coordpb.NodeInfo{
+		Id: uint64(n.id), Addr: n.Addr(), Live: true,
+		CapacityBytes: st.CapacityBytes, UsedBytes: st.UsedBytes,
+		HeartbeatUnixMs: time.Now().UnixMilli(),
+	}
+	for _, d := range st.Devices {
+		info.ChunksRead += d.ChunksRead
+		info.Transient += d.Transient
+		info.Persistent += d.Persistent
+		info.Repaired += d.Repaired
+	}
+	b, err := proto.Marshal(info)
+	if err != nil {
+		return err
+	}
+	_, err = n.etcd.Put(ctx, LiveKey(n.id), string(b), clientv3.WithLease(n.leaseID))
+	return err
+}
+
+// ID is the node's ID.
+func (n *Node) ID() base.NodeID { return n.id }
+
+// Addr is the node's gRPC address.
+func (n *Node) Addr() string { return n.lis.Addr().String() }
+
+// Chunks is the node's chunk store.
+func (n *Node) Chunks() *objstore.ChunkStore { return n.chunks }
+
+// Stats returns the node's statistics.
+func (n *Node) Stats() *nodepb.StatsResponse {
+	cs := n.chunks.Stats()
+	resp := &nodepb.StatsResponse{NodeId: uint64(n.id), Addr: n.Addr()}
+	if u, err := n.inner.Usage(); err == nil {
+		resp.CapacityBytes, resp.UsedBytes = int64(u.CapacityBytes), int64(u.UsedBytes)
+	}
+	resp.Devices = []*nodepb.DeviceStats{{
+		Device: cs.Device, ChunksWritten: cs.ChunksWritten, BytesWritten: cs.BytesWritten,
+		ChunksRead: cs.ChunksRead, BytesRead: cs.BytesRead, Transient: cs.Transient,
+		Persistent: cs.Persistent, Repaired: cs.Repaired, Rejected: cs.Rejected,
+		MetaRepaired: cs.MetaRepaired, InjectedFlips: n.fault.Flips(),
+	}}
+	return resp
+}
+
+// Close stops the node cleanly: it stops serving, revokes its lease (so the
+// coordinator sees it leave at once) and closes its store.
+func (n *Node) Close() error { return n.stop(true) }
+
+// Kill stops the node as a crash would: connections drop, the lease is left
+// to expire.
+func (n *Node) Kill() error { return n.stop(false) }
+
+func (n *Node) stop(graceful bool) error {
+	var err error
+	n.closeOnce.Do(func() {
+		if n.cancel != nil {
+			n.cancel()
+		}
+		if n.srv != nil {
+			if graceful {
+				done := make(chan struct{})
+				go func() { n.srv.GracefulStop(); close(done) }()
+				select {
+				case <-done:
+				case <-time.After(5 * time.Second):
+					n.srv.Stop()
+				}
+			} else {
+				n.srv.Stop()
+			}
+		}
+		n.lis.Close()
+		n.wg.Wait()
+		if n.etcd != nil {
+			if graceful && n.leaseID != 0 {
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				n.etcd.Revoke(ctx, n.leaseID)
+				cancel()
+			}
+			n.etcd.Close()
+		}
+		err = n.inner.Close()
+	})
+	return err
+}

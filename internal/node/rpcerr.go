@@ -1,0 +1,66 @@
+package node
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// ToStatus maps flashmend's error classes onto gRPC status codes so they
+// survive the wire: invalid argument, not found, corruption (DataLoss code,
+// with data loss distinguished by message prefix), and the rest.
+func ToStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok && !base.IsCorruption(err) && !base.IsInvalidArgument(err) {
+		return err
+	}
+	switch {
+	case base.IsInvalidArgument(err):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case base.IsDataLoss(err):
+		return status.Error(codes.DataLoss, err.Error())
+	case base.IsCorruption(err):
+		return status.Error(codes.Aborted, err.Error())
+	case objstore.IsNotFound(err):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, err.Error())
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+// FromStatus maps a gRPC error back to flashmend's error classes.
+func FromStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.InvalidArgument:
+		return base.InvalidArgumentf("%s", st.Message())
+	case codes.DataLoss:
+		return base.DataLossErrorf("%s", st.Message())
+	case codes.Aborted:
+		return base.CorruptionErrorf("%s", st.Message())
+	case codes.NotFound:
+		return &notFound{msg: st.Message()}
+	}
+	return err
+}
+
+type notFound struct{ msg string }
+
+func (e *notFound) Error() string { return e.msg }
+func (e *notFound) Unwrap() error { return objstore.ErrNotFound }

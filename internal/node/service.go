@@ -1,0 +1,113 @@
+package node
+
+import (
+	"context"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// service implements nodepb.NodeServer over the node's chunk store.
+type service struct {
+	nodepb.UnimplementedNodeServer
+	n *Node
+}
+
+func chunkID(ref *nodepb.ChunkRef) (objstore.ChunkID, error) {
+	if ref == nil {
+		return objstore.ChunkID{}, base.InvalidArgumentf("missing chunk reference")
+	}
+	if ref.Version == 0 {
+		return objstore.ChunkID{}, base.InvalidArgumentf("chunk reference with version 0")
+	}
+	if ref.Shard >= objstore.TotalShards {
+		return objstore.ChunkID{}, base.InvalidArgumentf("shard %d out of range", ref.Shard)
+	}
+	return objstore.ChunkID{Object: ref.Object, Version: ref.Version, Shard: ref.Shard, Index: ref.Index}, nil
+}
+
+func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest) (*nodepb.WriteChunkResponse, error) {
+	id, err := chunkID(req.Chunk)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	if err := s.n.chunks.WriteChunk(id, req.Data, req.Sums, req.Repair); err != nil {
+		return nil, ToStatus(err)
+	}
+	if info := req.Info; info != nil {
+		if info.Object != id.Object || info.Version != id.Version || info.Shard != id.Shard || info.Key == "" {
+			return nil, ToStatus(base.InvalidArgumentf("blob info %v does not match chunk %s", info, id))
+		}
+		err := s.n.chunks.PutBlobInfo(objstore.BlobInfo{
+			Key: info.Key, Object: info.Object, Version: info.Version, Shard: info.Shard,
+			Redundancy: info.Redundancy, Chunks: info.Chunks,
+		})
+		if err != nil {
+			return nil, ToStatus(err)
+		}
+	}
+	return &nodepb.WriteChunkResponse{}, nil
+}
+
+func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (*nodepb.ReadChunkResponse, error) {
+	id, err := chunkID(req.Chunk)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	r, err := s.n.chunks.ReadChunk(id)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	return &nodepb.ReadChunkResponse{
+		Data: r.Data, Sums: r.Sums, SumsValid: r.Sums != nil, Corrupt: r.Corrupt, Transient: r.Transient,
+	}, nil
+}
+
+func (s *service) DeleteBlob(ctx context.Context, req *nodepb.DeleteBlobRequest) (*nodepb.DeleteBlobResponse, error) {
+	if req.Version == 0 {
+		return nil, ToStatus(base.InvalidArgumentf("delete of version 0"))
+	}
+	return &nodepb.DeleteBlobResponse{}, ToStatus(s.n.chunks.DeleteBlob(req.Object, req.Version))
+}
+
+func (s *service) CorruptChunk(ctx context.Context, req *nodepb.CorruptChunkRequest) (*nodepb.CorruptChunkResponse, error) {
+	id, err := chunkID(req.Chunk)
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	if req.OffsetBytes < 0 || req.OffsetBytes >= objstore.ChunkSize {
+		return nil, ToStatus(base.InvalidArgumentf("offset %d outside the chunk", req.OffsetBytes))
+	}
+	return &nodepb.CorruptChunkResponse{}, ToStatus(s.n.chunks.Corrupt(id, req.OffsetBytes, int(req.Bits)))
+}
+
+func (s *service) InjectUBER(ctx context.Context, req *nodepb.InjectUBERRequest) (*nodepb.InjectUBERResponse, error) {
+	return &nodepb.InjectUBERResponse{}, ToStatus(s.n.fault.SetUBER(req.Rate, req.Persistent))
+}
+
+func (s *service) FailDie(ctx context.Context, req *nodepb.FailDieRequest) (*nodepb.FailDieResponse, error) {
+	df, ok := s.n.inner.(objstore.DieFailer)
+	if !ok {
+		return nil, ToStatus(base.InvalidArgumentf("node %s: store %s has no dies (not on emulated flash)", s.n.id, s.n.inner.Name()))
+	}
+	return &nodepb.FailDieResponse{}, ToStatus(df.FailDie(int(req.Die)))
+}
+
+func (s *service) Stats(ctx context.Context, req *nodepb.StatsRequest) (*nodepb.StatsResponse, error) {
+	return s.n.Stats(), nil
+}
+
+func (s *service) ListBlobs(ctx context.Context, req *nodepb.ListBlobsRequest) (*nodepb.ListBlobsResponse, error) {
+	blobs, err := s.n.chunks.Blobs()
+	if err != nil {
+		return nil, ToStatus(err)
+	}
+	resp := &nodepb.ListBlobsResponse{}
+	for _, b := range blobs {
+		resp.Blobs = append(resp.Blobs, &nodepb.BlobInfo{
+			Key: b.Key, Object: b.Object, Version: b.Version, Shard: b.Shard, Redundancy: b.Redundancy, Chunks: b.Chunks,
+		})
+	}
+	return resp, nil
+}
