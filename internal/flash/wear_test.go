@@ -1,0 +1,127 @@
+package flash
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+func TestEraseLimitRetiresWornBlocks(t *testing.T) {
+	g := testGeometry()
+	e := mustMemory(t, g, Options{Wear: WearOptions{RatedEndurance: 10, EraseLimitFactor: 2}})
+	a := BlockAddr{1, 0, 2}
+	for i := 0; i < 20; i++ {
+		if err := e.Erase(a); err != nil {
+			t.Fatalf("erase %d: %v", i, err)
+		}
+	}
+	wantErr(t, e.Erase(a), ErrEraseFailed, "erase at the limit")
+	if info := e.mustBlock(t, a); !info.Bad || info.EraseCount != 20 {
+		t.Fatalf("worn block %v", info)
+	}
+}
+
+// TestWearFailuresGrowWithWear cycles every block of a device and checks
+// that grown bad blocks appear, and only once blocks are worn: with
+// p(pe) = 0.5*(pe/100)^3 the chance of any failure in the first 20 cycles of
+// 128 blocks is about 128*sum(0.5*(i/100)^3, i<20) = 0.0026.
+func TestWearFailuresGrowWithWear(t *testing.T) {
+	const seed = 8
+	t.Logf("seed %d", seed)
+	g := testGeometry()
+	e := mustMemory(t, g, Options{Seed: seed, Wear: WearOptions{RatedEndurance: 100, EraseFailureAtRated: 0.5, ProgramFailureAtRated: 0.05}})
+	buf := make([]byte, g.PageSize)
+	retiredAt := map[BlockAddr]int{}
+	for cycle := 0; cycle < 100; cycle++ {
+		for _, pa := range allPages(g) {
+			if pa.Page != 0 {
+				continue
+			}
+			ba := pa.BlockAddr()
+			if _, dead := retiredAt[ba]; dead {
+				continue
+			}
+			err := e.Program(pa, buf, nil)
+			if err == nil {
+				err = e.Erase(ba)
+			}
+			if errors.Is(err, ErrBadBlock) {
+				retiredAt[ba] = cycle
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	early := 0
+	for _, c := range retiredAt {
+		if c < 20 {
+			early++
+		}
+	}
+	if len(retiredAt) < 16 || early > 0 {
+		t.Fatalf("%d blocks retired (%d in the first 20 cycles)", len(retiredAt), early)
+	}
+	if s := e.Stats(); s.BadBlocks != len(retiredAt) || s.Total.EraseFailures+s.Total.ProgramFailures != int64(len(retiredAt)) {
+		t.Fatalf("stats %v, retired %d", s, len(retiredAt))
+	}
+}
+
+func TestRandomDieFailures(t *testing.T) {
+	g := testGeometry()
+	t0 := time.Unix(0, 0)
+	open := func() (*Emulator, *base.ManualClock) {
+		c := base.NewManualClock(t0)
+		return mustMemory(t, g, Options{Seed: 5, Clock: c, DieFailure: DieFailureOptions{MeanTimeToFailure: 1000 * time.Hour}}), c
+	}
+	e, clock := open()
+	e2, _ := open()
+	for i, d := range e.dies {
+		if d.failAt.IsZero() || !d.failAt.Equal(e2.dies[i].failAt) {
+			t.Fatal("die lifetimes are not seeded")
+		}
+	}
+	buf := make([]byte, g.PageSize)
+	if err := e.Program(PageAddr{0, 0, 0, 0}, buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	// After 20 MTTFs every die has failed (each survives with e^-20).
+	clock.Advance(20 * 1000 * time.Hour)
+	for _, d := range []DieAddr{{0, 0}, {0, 1}, {1, 0}, {1, 1}} {
+		_, err := e.Read(PageAddr{d.Channel, d.Die, 0, 0}, buf, nil)
+		wantErr(t, err, ErrDieFailed, "read of an expired die")
+		if failed, _ := e.DieFailed(d); !failed {
+			t.Fatalf("die %s not failed", d)
+		}
+	}
+	if s := e.Stats(); s.FailedDies != 4 {
+		t.Fatalf("stats %v", s)
+	}
+}
+
+func TestPresetsAreValid(t *testing.T) {
+	for _, name := range PresetNames() {
+		p, err := LookupPreset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Geometry.Validate(); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		g := p.Geometry
+		g.BlocksPerDie = 1 // keep the memory device small
+		e, err := NewMemory(g, p.Options(TimingVirtual, p.PhysicalModel(1), 1))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		_ = e.Close()
+		t.Logf("%s", p)
+	}
+	if _, err := LookupPreset("plc"); !base.IsInvalidArgument(err) {
+		t.Fatal(err)
+	}
+	if g := SDFGeometry(4096); g.Channels*g.DiesPerChannel != 88 || g.BlockSize() != 2<<20 || g.RawCapacity()/44 != 16<<30 {
+		t.Fatalf("SDF geometry %s does not match SDF 002 Table 3", g)
+	}
+}
