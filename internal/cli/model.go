@@ -26,7 +26,7 @@ with its own formula, the formula is printed and a "note:" line says so.`,
 		}
 		return model.WriteTables(cmd.OutOrStdout(), f, tables)
 	}
-	cmd.AddCommand(newModelDirectCmd(print), newModelECCCmd(print))
+	cmd.AddCommand(newModelDirectCmd(print), newModelReparoCmd(print), newModelECCCmd(print))
 	return cmd
 }
 
@@ -133,5 +133,48 @@ bit error rates (or one --rber), and the largest RBER that meets each
 	f.Float64Var(&to, "to", 1e-2, "last RBER of the sweep")
 	f.IntVar(&pointsPerDecade, "points-per-decade", 2, "RBER points per factor of ten")
 	f.Float64SliceVar(&targets, "target", []float64{1e-15, 1e-16}, "target UBERs for the inverse table (repeat or comma-separate)")
+	return cmd
+}
+
+func newModelReparoCmd(print printTables) *cobra.Command {
+	p := model.PaperReparoParams()
+	var (
+		small   = base.Bytes(p.RAID.CapacitiesBytes[0])
+		large   = base.Bytes(p.RAID.CapacitiesBytes[1])
+		rebuild = base.Bytes(p.RAID.RebuildBytesPerSecond)
+	)
+	cmd := &cobra.Command{
+		Use:   "reparo",
+		Short: "Reparo: die-failure binomials, eq. 1-2, Tables 1-2 and the Figure 8 example",
+		Long: `reparo prints paper 003's models: the probability of die failures among the
+dies of an SSD (binomial), the double-failure probability P2 (eq. 1) and the
+rebuild read-failure probability P_rf (eq. 2) for a RAID-5 group of small and
+ultra-large SSDs, the space utilization increase of reparo_IDR (Table 1) and of
+reparo_CDR after logical space adjustment (Table 2, eq. 3-4), and the Figure 8
+worked example.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			p.RAID.CapacitiesBytes = []int64{int64(small), int64(large)}
+			p.RAID.RebuildBytesPerSecond = int64(rebuild)
+			tables, err := model.ReparoTables(p)
+			if err != nil {
+				return err
+			}
+			return print(cmd, tables...)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&p.Cores, "cores", p.Cores, "flash cores per SSD (Tables 1-2 and the die-failure table)")
+	f.Float64Var(&p.DieFailureProb, "die-failure-prob", p.DieFailureProb, "probability that one die fails over the period considered")
+	f.IntVar(&p.RAID.SSDs, "ssds", p.RAID.SSDs, "SSDs n in the RAID-5 group (eq. 1-2)")
+	f.Var(&small, "small-capacity", "capacity of the conventional SSD compared in eq. 1-2")
+	f.Var(&large, "large-capacity", "capacity of the ultra-large SSD compared in eq. 1-2")
+	f.Float64Var(&p.RAID.UBER, "uber", p.RAID.UBER, "UBER of the SSDs, per bit read (eq. 2)")
+	f.Float64Var(&p.RAID.MTTFHours, "mttf-hours", p.RAID.MTTFHours, "SSD mean time to failure in hours (eq. 1)")
+	f.Var(&rebuild, "rebuild-rate", "rebuild bandwidth in bytes per second; MTTR = capacity / rate (eq. 1)")
+	f.IntVar(&p.Layout.Cores, "example-cores", p.Layout.Cores, "flash cores N of the worked example (Figure 8)")
+	f.IntVar(&p.Layout.DiesPerCore, "example-dies-per-core", p.Layout.DiesPerCore, "dies per core of the worked example")
+	f.Float64Var(&p.Layout.LogicalSpace, "example-logical", p.Layout.LogicalSpace, "logical space |LS| of the worked example, in LBAs")
+	f.Float64Var(&p.Layout.DieCapacity, "example-die-capacity", p.Layout.DieCapacity, "physical capacity of one die in the worked example, in LBAs")
 	return cmd
 }

@@ -81,3 +81,35 @@ func TestModelECC(t *testing.T) {
 		}
 	}
 }
+
+func TestModelReparo(t *testing.T) {
+	out, errOut, code := runCLI(t, "model", "reparo")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		"33.33   14.29   6.67     3.23     1.59     0.79",
+		"6.67    3.23    1.59     0.79     0.39     0.20",
+		"3->core0 as _60, 7->core1 as _61, 11->core2 as _62",
+		"P2 grows 64.0x", "P_rf grows 52.4x",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, code = runCLI(t, "model", "reparo", "--format", "csv", "--example-cores", "2", "--example-dies-per-core", "2", "--example-logical", "6", "--example-die-capacity", "3")
+	if code != 0 || !strings.Contains(out, "redirected in unit 0,1->core0 as _6") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	for _, bad := range [][]string{
+		{"model", "reparo", "--cores", "0"},
+		{"model", "reparo", "--die-failure-prob", "2"},
+		{"model", "reparo", "--ssds", "1"},
+		{"model", "reparo", "--rebuild-rate", "0"},
+		{"model", "reparo", "--example-logical", "1000"},
+	} {
+		if _, _, code := runCLI(t, bad...); code != 2 {
+			t.Errorf("%v: exit %d; want 2", bad, code)
+		}
+	}
+}
