@@ -1,0 +1,163 @@
+package kv
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+// Limits on client input. They bound raft entries and patch sizes.
+const (
+	// MaxKeyBytes bounds a key.
+	MaxKeyBytes = 4 << 10
+	// MaxValueBytes bounds a value.
+	MaxValueBytes = 1 << 20
+	// MaxBatchOps bounds the operations (and conditions) of one write.
+	MaxBatchOps = 1000
+	// MaxScanRows bounds one scan; a larger limit is an error.
+	MaxScanRows = 10000
+)
+
+// Pebble key layout of a replica's state machine: user keys live under
+// userPrefix so that the replica's own metadata (appliedKey) sorts before
+// them and excise spans never touch it.
+var (
+	appliedKey = []byte("\x00applied")
+	userPrefix = []byte("u")
+	userEnd    = []byte("v") // exclusive end of the user key space
+)
+
+func userKey(k []byte) []byte {
+	out := make([]byte, 0, len(userPrefix)+len(k))
+	return append(append(out, userPrefix...), k...)
+}
+
+// fromUserKey strips the prefix; ok is false for metadata keys.
+func fromUserKey(k []byte) ([]byte, bool) {
+	if !bytes.HasPrefix(k, userPrefix) {
+		return nil, false
+	}
+	return k[len(userPrefix):], true
+}
+
+// pebbleSpan maps a user range [start, end) (end empty = unbounded) to the
+// Pebble key space.
+func pebbleSpan(start, end []byte) ([]byte, []byte) {
+	s := userKey(start)
+	if len(end) == 0 {
+		return s, append([]byte(nil), userEnd...)
+	}
+	return s, userKey(end)
+}
+
+func validateKey(k []byte) error {
+	if len(k) == 0 {
+		return base.InvalidArgumentf("kv: empty key")
+	}
+	if len(k) > MaxKeyBytes {
+		return base.InvalidArgumentf("kv: key of %d bytes exceeds %d", len(k), MaxKeyBytes)
+	}
+	return nil
+}
+
+func validateValue(v []byte) error {
+	if len(v) > MaxValueBytes {
+		return base.InvalidArgumentf("kv: value of %d bytes exceeds %d", len(v), MaxValueBytes)
+	}
+	return nil
+}
+
+func validateBatch(b *kvpb.WriteBatch) error {
+	if b == nil || len(b.Ops) == 0 {
+		return base.InvalidArgumentf("kv: empty write batch")
+	}
+	if len(b.Ops)+len(b.Conditions)+len(b.Scans) > MaxBatchOps {
+		return base.InvalidArgumentf("kv: batch of %d operations exceeds %d", len(b.Ops)+len(b.Conditions), MaxBatchOps)
+	}
+	for _, op := range b.Ops {
+		if err := validateKey(op.Key); err != nil {
+			return err
+		}
+		switch op.Kind {
+		case kvpb.Op_PUT:
+			if err := validateValue(op.Value); err != nil {
+				return err
+			}
+		case kvpb.Op_DELETE:
+		default:
+			return base.InvalidArgumentf("kv: unknown op kind %d", op.Kind)
+		}
+	}
+	for _, c := range b.Conditions {
+		if err := validateKey(c.Key); err != nil {
+			return err
+		}
+	}
+	for _, s := range b.Scans {
+		if err := validateRange(s.Start, s.End); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func validateRange(start, end []byte) error {
+	if len(start) > MaxKeyBytes || len(end) > MaxKeyBytes {
+		return base.InvalidArgumentf("kv: range bound exceeds %d bytes", MaxKeyBytes)
+	}
+	if len(end) > 0 && bytes.Compare(start, end) >= 0 {
+		return base.InvalidArgumentf("kv: empty range [%q, %q)", start, end)
+	}
+	return nil
+}
+
+func validateLimit(limit uint32) (int, error) {
+	if limit == 0 {
+		return MaxScanRows, nil
+	}
+	if limit > MaxScanRows {
+		return 0, base.InvalidArgumentf("kv: scan limit %d exceeds %d", limit, MaxScanRows)
+	}
+	return int(limit), nil
+}
+
+// Range is a user key range [Start, End); an empty End is unbounded.
+type Range struct {
+	Start, End []byte
+}
+
+func (r Range) String() string {
+	if len(r.End) == 0 {
+		return fmt.Sprintf("[%q, +inf)", r.Start)
+	}
+	return fmt.Sprintf("[%q, %q)", r.Start, r.End)
+}
+
+// Contains reports whether k is in r.
+func (r Range) Contains(k []byte) bool {
+	return bytes.Compare(k, r.Start) >= 0 && (len(r.End) == 0 || bytes.Compare(k, r.End) < 0)
+}
+
+// Overlaps reports whether r and o share a key.
+func (r Range) Overlaps(o Range) bool {
+	return (len(o.End) == 0 || bytes.Compare(r.Start, o.End) < 0) &&
+		(len(r.End) == 0 || bytes.Compare(o.Start, r.End) < 0)
+}
+
+func rangesToProto(rs []Range) []*kvpb.KeyRange {
+	out := make([]*kvpb.KeyRange, len(rs))
+	for i, r := range rs {
+		out[i] = &kvpb.KeyRange{Start: r.Start, End: r.End}
+	}
+	return out
+}
+
+func rangesFromProto(rs []*kvpb.KeyRange) []Range {
+	out := make([]Range, len(rs))
+	for i, r := range rs {
+		out[i] = Range{Start: r.Start, End: r.End}
+	}
+	return out
+}

@@ -1,0 +1,97 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+func put(k, v string) *kvpb.Op { return &kvpb.Op{Kind: kvpb.Op_PUT, Key: []byte(k), Value: []byte(v)} }
+
+func fillSM(t *testing.T, sm *stateMachine, n int) {
+	t.Helper()
+	for i := 0; i < n; i += 50 {
+		b := &kvpb.WriteBatch{}
+		for j := i; j < i+50 && j < n; j++ {
+			b.Ops = append(b.Ops, put(fmt.Sprintf("key-%05d", j), fmt.Sprintf("value-%05d-%0100d", j, j)))
+		}
+		if err := sm.applyWrite(uint64(i+2), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
+	fs := vfs.NewMem()
+	var reports []pebble.DataCorruptionInfo
+	sm, err := openStateMachine(fs, "sm", 0, func(i pebble.DataCorruptionInfo) { reports = append(reports, i) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.close()
+	fillSM(t, sm, 2000)
+	want, n, err := sm.contentCRC()
+	if err != nil || n != 2000 {
+		t.Fatalf("crc %v n %d", err, n)
+	}
+	if err := sm.db.Compact(context.Background(), []byte("u"), []byte("v"), false); err != nil {
+		t.Fatal(err)
+	}
+	path, off, err := sm.corruptBlock([]byte("key-01000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("corrupted block at %d of %s", off, path)
+	_, _, err = get(sm.db, []byte("key-01000"))
+	if !base.IsCorruption(err) {
+		t.Fatalf("read of corrupt block: %v", err)
+	}
+	if len(reports) == 0 || reports[0].Path != path {
+		t.Fatalf("reports %v", reports)
+	}
+	// Keys far away still read.
+	if _, found, err := get(sm.db, []byte("key-00001")); err != nil || !found {
+		t.Fatalf("healthy key: %v %v", found, err)
+	}
+	iso, err := isolateCorruption(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("isolated %v", iso)
+	if iso.WholeFile || iso.Blocks < 10 {
+		t.Fatalf("isolation %v", iso)
+	}
+	lo, _ := fromUserKey(iso.Start)
+	hi, _ := fromUserKey(iso.End)
+	r := Range{Start: lo, End: hi}
+	// The patch: the range's true content, minus one key (implicit delete).
+	var rows []*kvpb.KeyValue
+	for i := 0; i < 2000; i++ {
+		k := fmt.Sprintf("key-%05d", i)
+		if r.Contains([]byte(k)) && k != "key-01000" {
+			rows = append(rows, &kvpb.KeyValue{Key: []byte(k), Value: []byte(fmt.Sprintf("value-%05d-%0100d", i, i))})
+		}
+	}
+	if len(rows) > 60 {
+		t.Fatalf("range %v holds %d rows: more than a block", r, len(rows))
+	}
+	if err := sm.ingestRanges([]Range{r}, rows, 100); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := get(sm.db, []byte("key-01000")); err != nil || found {
+		t.Fatalf("implicit delete: found=%v err=%v", found, err)
+	}
+	got, n, err := sm.contentCRC()
+	if err != nil || n != 1999 || got == want {
+		t.Fatalf("after patch n=%d err=%v", n, err)
+	}
+	if idx, _ := sm.appliedIndex(); idx != 100 {
+		t.Fatalf("applied %d", idx)
+	}
+}
