@@ -184,6 +184,13 @@ func (e *Emulator) lockDie(op string, a PageAddr, now time.Time) (*die, error) {
 	}
 	d := e.dies[DieAddr{a.Channel, a.Die}.Index(e.geo)]
 	d.mu.Lock()
+	// NB: check again under the lock: Close sets closed and then takes
+	// every die lock once, so an operation that gets the lock after that
+	// barrier must not touch the (closed) backend.
+	if e.closed.Load() {
+		d.mu.Unlock()
+		return nil, opErr(op, a, ErrClosed)
+	}
 	if !d.failed && !d.failAt.IsZero() && !now.Before(d.failAt) {
 		d.setFailed()
 	}
@@ -314,7 +321,11 @@ func (e *Emulator) ReadAt(issue time.Time, a PageAddr, data, oob []byte) (ReadSt
 		}
 		return ReadStatus{}, time.Time{}, opErr(op, a, err)
 	}
-	status, err := e.applyErrorModel(d, b, a, issue, buf)
+	hostBytes := e.geo.PageSize
+	if oob != nil {
+		hostBytes += e.geo.OOBSize
+	}
+	status, err := e.applyErrorModel(d, b, a, issue, buf, hostBytes)
 	if err != nil {
 		return ReadStatus{}, time.Time{}, opErr(op, a, err)
 	}

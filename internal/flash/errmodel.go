@@ -37,6 +37,11 @@ type PageCondition struct {
 	ReadsSinceErase int64
 	// Retention is the time since the block was programmed.
 	Retention time.Duration
+	// HostBytes is how many leading bytes of the page the host receives:
+	// PageSize, plus OOBSize when it asked for the spare area. The cells
+	// and the ECC always cover the whole page; a bus-level model (UBER)
+	// acts on the returned bytes only.
+	HostBytes int
 }
 
 // ReadEffect is what an error model did to one read.
@@ -109,9 +114,12 @@ type uberDie struct {
 	gap int64 // good bits left before the next flip; -1: not sampled yet
 }
 
-func (u *uberDie) ApplyRead(_ PageCondition, rng *rand.Rand, buf []byte) ReadEffect {
+func (u *uberDie) ApplyRead(c PageCondition, rng *rand.Rand, buf []byte) ReadEffect {
 	if u.m.UBER == 0 {
 		return ReadEffect{}
+	}
+	if c.HostBytes > 0 && c.HostBytes < len(buf) {
+		buf = buf[:c.HostBytes]
 	}
 	nbits := int64(len(buf)) * 8
 	var eff ReadEffect
@@ -297,13 +305,14 @@ func (f RBERFit) RBER(pe int, retention time.Duration, reads int64) float64 {
 // applyErrorModel runs the die's error model on a read of a programmed page
 // (buf holds its stored content), applies injected faults, writes persistent
 // flips back, and counts. The caller holds d.mu.
-func (e *Emulator) applyErrorModel(d *die, b *blockState, a PageAddr, now time.Time, buf []byte) (ReadStatus, error) {
+func (e *Emulator) applyErrorModel(d *die, b *blockState, a PageAddr, now time.Time, buf []byte, hostBytes int) (ReadStatus, error) {
 	var eff ReadEffect
 	if d.model != nil {
 		c := PageCondition{
 			Addr:            a,
 			EraseCount:      int(b.eraseCount),
 			ReadsSinceErase: b.readsSinceErase,
+			HostBytes:       hostBytes,
 		}
 		if b.programUnixNano != 0 {
 			c.Retention = max(0, now.Sub(time.Unix(0, b.programUnixNano)))
@@ -318,7 +327,8 @@ func (e *Emulator) applyErrorModel(d *die, b *blockState, a PageAddr, now time.T
 			return ReadStatus{}, err
 		}
 	}
-	d.ctr.bitsRead.Add(int64(len(buf)) * 8)
+	d.ctr.bitsRead.Add(int64(hostBytes) * 8)
+	d.ctr.bitsSensed.Add(int64(len(buf)) * 8)
 	d.ctr.rawBitErrors.Add(int64(eff.RawBitErrors))
 	d.ctr.correctedBits.Add(int64(eff.Status.CorrectedBits))
 	d.ctr.flippedBits.Add(int64(eff.FlippedBits))

@@ -152,6 +152,11 @@ func TestUBERModelPersistent(t *testing.T) {
 	if grew == 0 {
 		t.Fatal("persistent flips never accumulated")
 	}
+	// Reads without OOB: UBER acts on (and counts) the returned bits only.
+	reads := int64(20 * len(allPages(g)))
+	if s := e.Stats().Total; s.BitsRead != reads*int64(g.PageSize)*8 || s.BitsSensed != reads*int64(g.PageSize+g.OOBSize)*8 {
+		t.Fatalf("bits read %d sensed %d after %d data-only reads", s.BitsRead, s.BitsSensed, reads)
+	}
 }
 
 func TestUBERModelDeterministic(t *testing.T) {
@@ -216,7 +221,7 @@ func TestPhysicalModelUncorrectableRate(t *testing.T) {
 		t.Fatalf("stats %v", s)
 	}
 	// Raw errors are Binomial(bits read, RBER).
-	nb := float64(s.BitsRead)
+	nb := float64(s.BitsSensed)
 	withinCI(t, "raw bit errors", float64(s.RawBitErrors), nb*rber, nb*rber*(1-rber))
 }
 

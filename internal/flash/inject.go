@@ -117,8 +117,8 @@ func (f *Faults) eraseFails(a BlockAddr) bool {
 }
 
 // applyRead applies the flips and read failures injected for a to buf and
-// eff. Bits outside the page are ignored (validated at FlipBit time would
-// need the geometry; the read path bounds-checks instead).
+// eff. Bits outside the page are ignored (FlipBit does not know the
+// geometry; the read path bounds-checks instead).
 func (f *Faults) applyRead(a PageAddr, buf []byte, eff *ReadEffect) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -12,7 +12,8 @@ import (
 type dieCounters struct {
 	reads, programs, erases        atomic.Int64
 	bytesRead, bytesProgrammed     atomic.Int64
-	bitsRead                       atomic.Int64 // bits of programmed pages read (data+OOB)
+	bitsRead                       atomic.Int64 // bits of programmed pages returned to the host
+	bitsSensed                     atomic.Int64 // bits of programmed pages sensed (whole pages)
 	rawBitErrors                   atomic.Int64
 	correctedBits                  atomic.Int64
 	flippedBits                    atomic.Int64 // bits returned wrong to the host
@@ -26,9 +27,12 @@ type dieCounters struct {
 type OpStats struct {
 	Reads, Programs, Erases    int64
 	BytesRead, BytesProgrammed int64
-	// BitsRead counts the bits (data and OOB) of programmed pages read:
-	// the denominator of the observed error rates.
+	// BitsRead counts the bits of programmed pages returned to the host
+	// (data, and OOB when asked for): the denominator of ObservedUBER.
 	BitsRead int64
+	// BitsSensed counts the bits of programmed pages the cells delivered
+	// to ECC (whole pages): the denominator of ObservedRBER.
+	BitsSensed int64
 	// RawBitErrors are bit errors sampled in the cells before ECC (or the
 	// flips of the UBER model, which has no ECC).
 	RawBitErrors int64
@@ -56,12 +60,12 @@ func (s OpStats) ObservedUBER() float64 {
 	return float64(s.FlippedBits) / float64(s.BitsRead)
 }
 
-// ObservedRBER is RawBitErrors / BitsRead.
+// ObservedRBER is RawBitErrors / BitsSensed.
 func (s OpStats) ObservedRBER() float64 {
-	if s.BitsRead == 0 {
+	if s.BitsSensed == 0 {
 		return 0
 	}
-	return float64(s.RawBitErrors) / float64(s.BitsRead)
+	return float64(s.RawBitErrors) / float64(s.BitsSensed)
 }
 
 func (s OpStats) String() string {
@@ -76,6 +80,7 @@ func (s *OpStats) add(o OpStats) {
 	s.BytesRead += o.BytesRead
 	s.BytesProgrammed += o.BytesProgrammed
 	s.BitsRead += o.BitsRead
+	s.BitsSensed += o.BitsSensed
 	s.RawBitErrors += o.RawBitErrors
 	s.CorrectedBits += o.CorrectedBits
 	s.FlippedBits += o.FlippedBits
@@ -94,6 +99,7 @@ func (c *dieCounters) snapshot() OpStats {
 		BytesRead:          c.bytesRead.Load(),
 		BytesProgrammed:    c.bytesProgrammed.Load(),
 		BitsRead:           c.bitsRead.Load(),
+		BitsSensed:         c.bitsSensed.Load(),
 		RawBitErrors:       c.rawBitErrors.Load(),
 		CorrectedBits:      c.correctedBits.Load(),
 		FlippedBits:        c.flippedBits.Load(),
@@ -157,4 +163,11 @@ func (e *Emulator) EraseCounts() []int {
 		d.mu.Unlock()
 	}
 	return out
+}
+
+func (s ReadStatus) String() string {
+	if s.Uncorrectable {
+		return fmt.Sprintf("uncorrectable(corrected=%d)", s.CorrectedBits)
+	}
+	return fmt.Sprintf("ok(corrected=%d)", s.CorrectedBits)
 }
