@@ -26,7 +26,7 @@ with its own formula, the formula is printed and a "note:" line says so.`,
 		}
 		return model.WriteTables(cmd.OutOrStdout(), f, tables)
 	}
-	cmd.AddCommand(newModelDirectCmd(print), newModelReparoCmd(print), newModelECCCmd(print))
+	cmd.AddCommand(newModelDirectCmd(print), newModelReparoCmd(print), newModelChameleonCmd(print), newModelECCCmd(print))
 	return cmd
 }
 
@@ -176,5 +176,31 @@ worked example.`,
 	f.IntVar(&p.Layout.DiesPerCore, "example-dies-per-core", p.Layout.DiesPerCore, "dies per core of the worked example")
 	f.Float64Var(&p.Layout.LogicalSpace, "example-logical", p.Layout.LogicalSpace, "logical space |LS| of the worked example, in LBAs")
 	f.Float64Var(&p.Layout.DieCapacity, "example-die-capacity", p.Layout.DieCapacity, "physical capacity of one die in the worked example, in LBAs")
+	return cmd
+}
+
+func newModelChameleonCmd(print printTables) *cobra.Command {
+	p := model.PaperChameleonParams()
+	cmd := &cobra.Command{
+		Use:   "chameleon",
+		Short: "Chameleon: popularity with exponential decay (eq. 1), erase estimate (eq. 2), write amplification",
+		Long: `chameleon prints paper 004's models: an object's popularity after each epoch of
+the --writes history (eq. 1, halving per epoch), and for each victim block
+utilization mu the write amplification 1/(1-mu) and the erases
+E_t = W_t / (B_p (1 - mu)) caused by --page-writes page writes (eq. 2).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			tables, err := model.ChameleonTables(p)
+			if err != nil {
+				return err
+			}
+			return print(cmd, tables...)
+		},
+	}
+	f := cmd.Flags()
+	f.Float64SliceVar(&p.WritesPerEpoch, "writes", p.WritesPerEpoch, "one object's writes per epoch, oldest first (eq. 1)")
+	f.Float64Var(&p.PageWrites, "page-writes", p.PageWrites, "page writes W_t in the epoch (eq. 2)")
+	f.IntVar(&p.PagesPerBlock, "pages-per-block", p.PagesPerBlock, "pages per erase block B_p (eq. 2)")
+	f.Float64SliceVar(&p.Utilizations, "utilization", p.Utilizations, "victim block utilizations mu in [0, 1) to tabulate")
 	return cmd
 }

@@ -113,3 +113,25 @@ func TestModelReparo(t *testing.T) {
 		}
 	}
 }
+
+func TestModelChameleon(t *testing.T) {
+	out, errOut, code := runCLI(t, "model", "chameleon", "--writes", "8,0,4,2", "--page-writes", "6400", "--utilization", "0.5,0.75")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"3      2       5\n", "0.5                 2                    200\n", "0.75                4                    400\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	for _, bad := range [][]string{
+		{"model", "chameleon", "--writes", "1,-2"},
+		{"model", "chameleon", "--utilization", "1"},
+		{"model", "chameleon", "--pages-per-block", "0"},
+		{"model", "chameleon", "--page-writes", "-5"},
+	} {
+		if _, _, code := runCLI(t, bad...); code != 2 {
+			t.Errorf("%v: exit %d; want 2", bad, code)
+		}
+	}
+}
