@@ -1,0 +1,97 @@
+// Package sdf is flashmend's host-managed flash layer: the host is the flash
+// translation layer, as in Baidu's Software-Defined Flash (SDF 002 sections
+// 2-4), with the NVMe ZNS zone model as its interface and ZenFS-style extent
+// files on top for the storage engines (internal/sdfvfs puts Pebble on them).
+//
+// # What it owns
+//
+//   - Zones. Zone z is block z/Channels on every die of channel
+//     z%Channels: SDF's write unit (one erase block per chip of a channel,
+//     section 2.3). A zone is appended at its write pointer, striped page by
+//     page over its dies so one zone uses the channel's die parallelism, and
+//     reset (erased) explicitly. States: empty, open, full, read-only,
+//     offline; at most Options.MaxOpenZones are open.
+//   - One worker goroutine and one bounded queue per channel (section 2.4).
+//     New zones are handed out round-robin over the channels (section 2.4's
+//     placement by ID) and, on a channel, least worn first (dynamic wear
+//     leveling). No over-provisioning and no parity: redundancy is the
+//     cluster's job (section 2.3), so usable capacity is every good data page.
+//   - Extent files: create, append, sync, read at offset, rename, delete,
+//     list, stat. An extent maps consecutive file pages to consecutive data
+//     pages of one zone; extents never cross a zone. Lifetime hints put files
+//     of similar lifetime in the same zones. A zone is reset as soon as no
+//     file maps a page in it; host GC (greedy or cost-benefit) relocates live
+//     extents out of victim zones when empty zones run low. Write
+//     amplification = flash bytes programmed (data incl. padding and GC
+//     copies, P2L pages, metadata pages) / user bytes appended, in Stats.
+//   - The metadata journal (superblock, file table, zone table) in the
+//     first five zones (DIRECT 000 section 4.2.2, policy 2: duplicate and
+//     checksum local metadata).
+//   - Per-page integrity and block-level P2L entrustment (Reparo 003 section
+//     6.2), the die-failure Detector and the lost-data Identifier
+//     (LostRanges, and LostRangesScan as the CDR-style reference).
+//   - Typed corruption (*CorruptionError) and the repair hooks ReadRaw and
+//     RewriteRange.
+//
+// # Layout on flash
+//
+// Data page (OOB): kind, valid bytes, file ID, file page, write sequence
+// number, CRC32C over data and identity. The last page of every block of a
+// data zone is the P2L page: the block on stripe die i stores the owners
+// (file ID, file page) of every data page of the block on stripe die i+1
+// (mod the stripe width), so the owners of a
+// failed die's block are read from one page of a surviving die. Zones that
+// are not full keep that list in memory.
+//
+// Metadata pages: magic, epoch, stream sequence number, payload length,
+// CRC32C, then a slice of the record stream; each record has its own length,
+// type and CRC32C. Every page is programmed twice, in two metadata zones on
+// different channels (or, on a one-channel device, shifted by one page so
+// the copies sit on different dies). An epoch begins with a checkpoint:
+// superblock (format version, geometry), failed dies, non-default zone die
+// sets and states, every file and its extents, then a "checkpoint done"
+// record; incremental records follow (create, rename, delete, extents, zone
+// reset, zone state, failed die). When the active pair is full, or a
+// metadata program fails, a new epoch is written to two other freshly erased
+// metadata zones (the fifth is the spare); Open always starts a new epoch.
+// On open, every programmed page of the five metadata zones is read, the
+// newest epoch whose checkpoint is complete is assembled from whichever copy
+// of each page verifies, and replayed up to the first torn record.
+//
+// Zone write pointers are not journaled: they are rebuilt from the device's
+// per-block written-page counts (a stripe row any die has started is
+// skipped), and the owners of pages written before a reopen are read back
+// from their OOB when the zone fills.
+//
+// # Invariants
+//
+//   - Every record reaches the journal in the order its effect was applied
+//     in memory (records are queued under FS.mu and flushed in order).
+//   - A zone is erased only after the records that unmapped its last live
+//     page are durable.
+//   - The programs of a zone are issued in write-pointer order (zone.wmu),
+//     so every block is programmed sequentially.
+//   - A file page maps to at most one physical page; a physical page's OOB
+//     names exactly the file page and sequence number the map expects.
+//   - Data appended but not synced may be lost on a crash; synced data,
+//     creates, renames and removes are durable when the call returns.
+//
+// # Failure model
+//
+// Reads verify every page (device ECC status, CRC32C, identity). A failure
+// is never returned as data: ReadAt returns a *CorruptionError (wrapping
+// base.ErrCorruption) with the physical page and the owning file range, and
+// the layer above repairs that range from remote redundancy with
+// RewriteRange, or votes on ReadRaw copies. A read racing with GC or a
+// rewrite is retried against the new mapping before it is reported. A
+// failed program marks the zone read-only and writes the pages elsewhere; a
+// failed erase retires the block and the zone continues on fewer dies. A
+// device-reported die failure, or 16 uncorrectable reads in a row on a die
+// (the Detector), marks the die failed: its zones stop taking writes,
+// LostRanges lists exactly the file ranges to rebuild. Metadata survives the
+// loss of any one metadata page (or whole metadata zone); losing both copies
+// of a page loses the records after it (the newest complete epoch before
+// that point is used). P2L entrustment assumes two neighbouring dies of a
+// zone do not fail together (Reparo 6.3); a zone whose P2L page is
+// unreadable falls back to the scan.
+package sdf

@@ -1,0 +1,642 @@
+package sdf
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
+)
+
+// FS is the SDF host layer over one raw flash device: zones, channel
+// workers, extent files, the metadata journal, host GC and P2L entrustment.
+// It is safe for concurrent use. The device stays owned by the caller: Close
+// does not close it.
+type FS struct {
+	dev   flash.Device
+	opts  Options
+	l     layout
+	chans []*channel
+
+	// mu guards the zone table, the file table, the pending journal records,
+	// writers' buffers and the counters below it.
+	mu         sync.Mutex
+	zones      []*zone
+	files      map[string]*inode
+	byID       map[uint64]*inode
+	nextFileID uint64
+	nextSeq    uint64
+	created    int64 // unix ns of Format
+	rr         int   // next channel for round-robin zone allocation
+	failed     map[flash.DieAddr]bool
+	infos      []flash.BlockInfo // block state read at open, by flat block index
+	closed     bool
+	gcActive   bool
+
+	jr   journal
+	ctr  counters
+	gcMu sync.Mutex // one garbage collection at a time
+	det  detector
+}
+
+// inode is a file. Guarded by FS.mu.
+type inode struct {
+	id    uint64
+	name  string
+	hint  Lifetime
+	size  int64
+	mtime int64 // unix ns
+	m     extentMap
+
+	unlinked bool // removed from the namespace; freed when opens drops to 0
+	opens    int
+	writing  bool // a writable handle exists
+	// buf holds the bytes from file page bufPage to size that are not yet
+	// programmed, or programmed only as a padded partial page (which the
+	// next flush programs again, out of place).
+	// Invariant: int64(bufPage)*PageSize + len(buf) == size.
+	buf     []byte
+	bufPage uint64
+	last    *zone // zone of the last write, preferred for the next one
+}
+
+func (ino *inode) String() string {
+	return fmt.Sprintf("file %d %q size=%d extents=%d", ino.id, ino.name, ino.size, len(ino.m.exts))
+}
+
+// counters are the layer's statistics (atomics, read without locks).
+type counters struct {
+	userBytes      atomic.Int64 // bytes appended by files
+	rewriteBytes   atomic.Int64 // bytes written by RewriteRange
+	dataPages      atomic.Int64 // data pages programmed (user, padding, GC, rewrites)
+	padBytes       atomic.Int64 // zero padding programmed on syncs
+	tailRewrites   atomic.Int64 // partial pages programmed again after a padded sync
+	gcPages        atomic.Int64 // data pages copied by GC
+	gcRuns         atomic.Int64
+	p2lPages       atomic.Int64
+	metaPages      atomic.Int64
+	checkpoints    atomic.Int64
+	resets         atomic.Int64
+	corruptions    atomic.Int64 // reads that returned a CorruptionError
+	checksumErrs   atomic.Int64
+	uncorrectables atomic.Int64
+	dieFailedReads atomic.Int64
+	programErrs    atomic.Int64
+	readBytes      atomic.Int64
+}
+
+func newFS(dev flash.Device, opts Options) (*FS, error) {
+	if dev == nil {
+		return nil, base.InvalidArgumentf("sdf: nil device")
+	}
+	l := layout{g: dev.Geometry()}
+	if err := l.validate(); err != nil {
+		return nil, err
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if opts.GCFreeZonesMin > l.zones()/4 {
+		opts.GCFreeZonesMin = max(2, l.zones()/4)
+	}
+	fs := &FS{
+		dev: dev, opts: opts, l: l,
+		files: map[string]*inode{}, byID: map[uint64]*inode{},
+		nextFileID: 1, nextSeq: 1,
+		failed: map[flash.DieAddr]bool{},
+	}
+	fs.det.init(l.g)
+	g := l.g
+	fs.infos = make([]flash.BlockInfo, g.Dies()*g.BlocksPerDie)
+	for c := 0; c < g.Channels; c++ {
+		for d := 0; d < g.DiesPerChannel; d++ {
+			for b := 0; b < g.BlocksPerDie; b++ {
+				a := flash.BlockAddr{Channel: c, Die: d, Block: b}
+				info, err := dev.Block(a)
+				if err != nil {
+					return nil, fmt.Errorf("sdf: reading block state of %s: %w", a, err)
+				}
+				fs.infos[fs.blockIndex(a)] = info
+			}
+		}
+	}
+	for z := 0; z < l.zones(); z++ {
+		zn := &zone{id: z, channel: l.zoneChannel(z), block: l.zoneBlock(z), meta: l.isMeta(z)}
+		zn.dies = diesOf(l.fullDieMask())
+		for d := 0; d < g.DiesPerChannel; d++ {
+			zn.erases = max(zn.erases, fs.infos[fs.blockIndex(l.zoneBlockAddr(z, d))].EraseCount)
+		}
+		fs.zones = append(fs.zones, zn)
+	}
+	for c := 0; c < g.Channels; c++ {
+		fs.chans = append(fs.chans, startChannel(c, dev, opts.QueueDepth))
+	}
+	return fs, nil
+}
+
+func (fs *FS) blockIndex(a flash.BlockAddr) int {
+	g := fs.l.g
+	return (a.Channel*g.DiesPerChannel+a.Die)*g.BlocksPerDie + a.Block
+}
+
+func (fs *FS) blockInfo(a flash.BlockAddr) flash.BlockInfo { return fs.infos[fs.blockIndex(a)] }
+
+// goodDies lists the dies of zone z whose block was not bad at open and whose
+// die is not known failed.
+func (fs *FS) goodDies(z *zone) []int {
+	var dies []int
+	for d := 0; d < fs.l.g.DiesPerChannel; d++ {
+		if fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).Bad || fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] {
+			continue
+		}
+		dies = append(dies, d)
+	}
+	return dies
+}
+
+// Format erases the device and writes an empty file system on it.
+func Format(dev flash.Device, opts Options) (*FS, error) {
+	fs, err := newFS(dev, opts)
+	if err != nil {
+		return nil, err
+	}
+	fs.created = fs.opts.Clock.Now().UnixNano()
+	// Erase every written block, each channel's blocks in one request (its
+	// dies in parallel), all channels at once.
+	perChan := make([][]*pageOp, fs.l.g.Channels)
+	for _, z := range fs.zones {
+		z.dies = fs.goodDies(z)
+		for _, d := range z.dies {
+			if fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).WrittenPage > 0 {
+				perChan[z.channel] = append(perChan[z.channel], &pageOp{kind: opErase,
+					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
+			}
+		}
+	}
+	var all []*pageOp
+	for _, ops := range perChan {
+		all = append(all, ops...)
+	}
+	fs.doParallel(all)
+	for _, op := range all {
+		if op.err != nil {
+			if !errors.Is(op.err, flash.ErrBadBlock) && !errors.Is(op.err, flash.ErrDieFailed) {
+				fs.stopChannels()
+				return nil, fmt.Errorf("sdf: format: %w", op.err)
+			}
+			z := fs.zones[op.addr.Block*fs.l.g.Channels+op.addr.Channel]
+			z.dies = removeDie(z.dies, op.addr.Die)
+		}
+	}
+	for _, z := range fs.zones {
+		if len(z.dies) == 0 {
+			z.state = ZoneOffline
+		}
+	}
+	fs.jr.mu.Lock()
+	err = fs.checkpointLocked(nil)
+	fs.jr.mu.Unlock()
+	if err != nil {
+		fs.stopChannels()
+		return nil, fmt.Errorf("sdf: format: %w", err)
+	}
+	return fs, nil
+}
+
+func removeDie(dies []int, d int) []int {
+	var out []int
+	for _, x := range dies {
+		if x != d {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// Open mounts the file system on dev: it replays the newest complete
+// metadata epoch, rebuilds the zone table from the device's block state,
+// and writes a fresh checkpoint to two other metadata zones.
+func Open(dev flash.Device, opts Options) (*FS, error) {
+	fs, err := newFS(dev, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := fs.load(); err != nil {
+		fs.stopChannels()
+		return nil, err
+	}
+	return fs, nil
+}
+
+func (fs *FS) load() error {
+	pages := fs.scanMeta()
+	epoch, stream, holders, err := latestEpoch(pages)
+	if err != nil {
+		return err
+	}
+	masks := map[int]uint64{}
+	states := map[int]ZoneState{}
+	sawSuper := false
+	for {
+		typ, body, rest, ok := nextRecord(stream)
+		if !ok {
+			break
+		}
+		stream = rest
+		if typ == recSuper {
+			sawSuper = true
+		}
+		if err := fs.applyRecord(typ, body, masks, states); err != nil {
+			return err
+		}
+	}
+	if !sawSuper {
+		return base.CorruptionErrorf("sdf: metadata epoch %d has no superblock", epoch)
+	}
+	fs.jr.epoch = epoch
+	fs.rebuildZones(masks, states)
+	var keep []*zone
+	for _, z := range holders {
+		keep = append(keep, fs.zones[z])
+	}
+	fs.jr.mu.Lock()
+	defer fs.jr.mu.Unlock()
+	return fs.checkpointLocked(keep)
+}
+
+// applyRecord replays one journal record into the in-memory tables.
+func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states map[int]ZoneState) error {
+	r := recReader{b: body}
+	switch typ {
+	case recSuper:
+		version := r.u()
+		var dims [6]int
+		for i := range dims {
+			dims[i] = int(r.u())
+		}
+		fs.created = r.i()
+		if r.err != nil {
+			return base.CorruptionErrorf("sdf: superblock: %v", r.err)
+		}
+		if version != formatVersion {
+			return base.InvalidArgumentf("sdf: on-flash format version %d, this build reads %d", version, formatVersion)
+		}
+		g := fs.l.g
+		if dims != [6]int{g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize} {
+			return base.InvalidArgumentf("sdf: device geometry %s differs from the formatted one %v", g, dims)
+		}
+	case recCreate:
+		id, name, hint, mtime := r.u(), r.s(), Lifetime(r.u()), r.i()
+		if r.err != nil {
+			return nil
+		}
+		if old := fs.files[name]; old != nil {
+			fs.unlinkLocked(old)
+		}
+		ino := &inode{id: id, name: name, hint: hint, mtime: mtime}
+		fs.files[name], fs.byID[id] = ino, ino
+		fs.nextFileID = max(fs.nextFileID, id+1)
+	case recRename:
+		id, name := r.u(), r.s()
+		ino := fs.byID[id]
+		if r.err != nil || ino == nil {
+			return nil
+		}
+		if old := fs.files[name]; old != nil && old != ino {
+			fs.unlinkLocked(old)
+		}
+		delete(fs.files, ino.name)
+		ino.name = name
+		fs.files[name] = ino
+	case recDelete:
+		if ino := fs.byID[r.u()]; r.err == nil && ino != nil {
+			fs.unlinkLocked(ino)
+		}
+	case recExtents:
+		id, size, mtime, n := r.u(), int64(r.u()), r.i(), int(r.u())
+		ino := fs.byID[id]
+		if r.err != nil || ino == nil {
+			return nil
+		}
+		for i := 0; i < n; i++ {
+			e := extent{filePage: r.u(), zone: int(r.u()), zonePage: int(r.u()), n: int(r.u()), seq: r.u()}
+			if r.err != nil || e.zone < metaZoneCount || e.zone >= len(fs.zones) || e.n <= 0 {
+				return base.CorruptionErrorf("sdf: bad extent record for file %d", id)
+			}
+			ino.m.put(e, nil)
+			fs.nextSeq = max(fs.nextSeq, e.seq+uint64(e.n))
+		}
+		ino.size, ino.mtime = size, mtime
+		ino.bufPage = uint64(size / int64(fs.l.g.PageSize))
+	case recZoneReset:
+		z, mask := int(r.u()), r.u()
+		if r.err == nil && z < len(fs.zones) {
+			masks[z] = mask
+			delete(states, z)
+		}
+	case recZoneState:
+		z, s := int(r.u()), ZoneState(r.u())
+		if r.err == nil && z < len(fs.zones) {
+			states[z] = s
+		}
+	case recFailedDie:
+		c, d := int(r.u()), int(r.u())
+		if r.err == nil {
+			fs.failed[flash.DieAddr{Channel: c, Die: d}] = true
+		}
+	case recCheckpointDone:
+		fid, seq := r.u(), r.u()
+		if r.err == nil {
+			fs.nextFileID = max(fs.nextFileID, fid)
+			fs.nextSeq = max(fs.nextSeq, seq)
+		}
+	}
+	return nil
+}
+
+// rebuildZones derives every data zone's die set, write pointer and state
+// from the journal's zone records and the device's block state.
+func (fs *FS) rebuildZones(masks map[int]uint64, states map[int]ZoneState) {
+	P := fs.l.g.PagesPerBlock
+	for _, z := range fs.zones[metaZoneCount:] {
+		mask, ok := masks[z.id]
+		if !ok {
+			mask = fs.l.fullDieMask()
+		}
+		z.dies = diesOf(mask)
+		row, p2l := 0, false
+		for _, d := range z.dies {
+			w := fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).WrittenPage
+			row = max(row, min(w, P-1))
+			if w == P {
+				p2l = true
+			}
+		}
+		if row == 0 {
+			z.dies = fs.goodDies(z)
+			z.state = ZoneEmpty
+			if len(z.dies) == 0 || states[z.id] == ZoneOffline {
+				z.state = ZoneOffline
+			}
+			continue
+		}
+		z.wp = row * len(z.dies)
+		z.owners = make([]owner, z.capacity(fs.l))
+		z.ownersKnown = make([]bool, z.capacity(fs.l))
+		z.p2l = p2l
+		switch {
+		case states[z.id] == ZoneReadOnly || states[z.id] == ZoneOffline:
+			z.state = states[z.id]
+		case z.wp >= z.capacity(fs.l):
+			z.wp = z.capacity(fs.l)
+			z.state = ZoneFull
+		default:
+			z.state = ZoneOpen
+		}
+		for _, d := range z.dies {
+			if fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] && z.state == ZoneOpen {
+				z.state = ZoneReadOnly
+			}
+		}
+	}
+	for _, ino := range fs.byID {
+		for _, e := range ino.m.exts {
+			fs.zones[e.zone].live += e.n
+		}
+	}
+}
+
+// unlinkLocked removes ino from the namespace and, if no handle has it
+// open, frees its pages.
+func (fs *FS) unlinkLocked(ino *inode) {
+	if fs.files[ino.name] == ino {
+		delete(fs.files, ino.name)
+	}
+	ino.unlinked = true
+	if ino.opens == 0 {
+		fs.freeLocked(ino)
+	}
+}
+
+// freeLocked drops every page of ino.
+func (fs *FS) freeLocked(ino *inode) {
+	ino.m.truncate(0, fs.dropLocked)
+	ino.buf = nil
+	delete(fs.byID, ino.id)
+}
+
+// dropLocked accounts for pages that no file maps any more.
+func (fs *FS) dropLocked(e extent) {
+	z := fs.zones[e.zone]
+	z.live -= e.n
+	if z.live < 0 {
+		z.live = 0
+	}
+}
+
+func (fs *FS) failedDieList() []flash.DieAddr {
+	var out []flash.DieAddr
+	for d := range fs.failed {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Index(fs.l.g) < out[b].Index(fs.l.g) })
+	return out
+}
+
+// doParallel runs ops on their channels, every channel at once.
+func (fs *FS) doParallel(ops []*pageOp) {
+	perChan := map[int][]*pageOp{}
+	for _, op := range ops {
+		perChan[op.addr.Channel] = append(perChan[op.addr.Channel], op)
+	}
+	if len(perChan) == 1 {
+		for c, list := range perChan {
+			fs.chans[c].do(list...)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	for c, list := range perChan {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fs.chans[c].do(list...)
+		}()
+	}
+	wg.Wait()
+}
+
+func (fs *FS) stopChannels() {
+	for _, c := range fs.chans {
+		c.stop()
+	}
+}
+
+// Sync makes every namespace change and every synced file durable.
+func (fs *FS) Sync() error {
+	if err := fs.checkOpen(); err != nil {
+		return err
+	}
+	return fs.flushJournal()
+}
+
+func (fs *FS) checkOpen() error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close flushes every file that is open for writing, makes the metadata
+// durable and stops the channel workers. The device is left open.
+func (fs *FS) Close() error {
+	fs.mu.Lock()
+	if fs.closed {
+		fs.mu.Unlock()
+		return ErrClosed
+	}
+	var writers []*inode
+	for _, ino := range fs.byID {
+		if ino.writing {
+			writers = append(writers, ino)
+		}
+	}
+	fs.mu.Unlock()
+	var errs []error
+	for _, ino := range writers {
+		errs = append(errs, fs.flushFile(ino, true))
+	}
+	errs = append(errs, fs.flushJournal())
+	fs.gcMu.Lock()
+	fs.mu.Lock()
+	fs.closed = true
+	fs.mu.Unlock()
+	fs.gcMu.Unlock()
+	fs.stopChannels()
+	return errors.Join(errs...)
+}
+
+// resetZone erases every usable block of z and makes it empty, excluding dies
+// whose erase fails (grown bad block or failed die). The caller guarantees
+// no file maps a page of z any more and that this is durable.
+func (fs *FS) resetZone(z *zone) error {
+	z.wmu.Lock()
+	defer z.wmu.Unlock()
+	fs.mu.Lock()
+	var ops []*pageOp
+	for _, d := range fs.goodDies(z) {
+		ops = append(ops, &pageOp{kind: opErase, addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
+	}
+	fs.mu.Unlock()
+	fs.chans[z.channel].do(ops...)
+	var dies []int
+	var errs []error
+	for _, op := range ops {
+		switch {
+		case op.err == nil:
+			dies = append(dies, op.addr.Die)
+		case errors.Is(op.err, flash.ErrBadBlock), errors.Is(op.err, flash.ErrDieFailed):
+			fs.mu.Lock()
+			fs.infos[fs.blockIndex(op.addr.BlockAddr())].Bad = true
+			if errors.Is(op.err, flash.ErrDieFailed) {
+				fs.noteDieFailedLocked(op.addr.DieAddr())
+			}
+			fs.mu.Unlock()
+		default:
+			errs = append(errs, op.err)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("sdf: reset of zone %d: %w", z.id, errors.Join(errs...))
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	z.dies = dies
+	z.wp, z.live, z.p2l, z.gcStuck = 0, 0, false, false
+	z.owners, z.ownersKnown = nil, nil
+	z.erases++
+	z.gen++
+	z.state = ZoneEmpty
+	if len(dies) == 0 {
+		z.state = ZoneOffline
+	}
+	if !z.meta {
+		fs.ctr.resets.Add(1)
+		if m := maskOf(dies); m != fs.l.fullDieMask() {
+			fs.logLocked(zoneResetRecord(z.id, m))
+		}
+		if z.state == ZoneOffline {
+			fs.logLocked(zoneStateRecord(z.id, ZoneOffline))
+		}
+	}
+	return nil
+}
+
+// reclaim resets every data zone that no file maps any more and that takes
+// no more writes. The journal is flushed first so that the records that
+// unmapped the zones are durable before their pages are erased.
+func (fs *FS) reclaim() error {
+	fs.mu.Lock()
+	var dead []*zone
+	for _, z := range fs.zones[metaZoneCount:] {
+		if z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly) {
+			dead = append(dead, z)
+		}
+	}
+	fs.mu.Unlock()
+	if len(dead) == 0 {
+		return nil
+	}
+	if err := fs.flushJournal(); err != nil {
+		return err
+	}
+	var errs []error
+	for _, z := range dead {
+		fs.mu.Lock()
+		still := z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly)
+		fs.mu.Unlock()
+		if still {
+			errs = append(errs, fs.resetZone(z))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// noteDieFailedLocked records a failed die (Reparo's Detector): the host
+// stops writing to every zone on it. The caller holds fs.mu.
+func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
+	if fs.failed[d] {
+		return
+	}
+	fs.failed[d] = true
+	var w recWriter
+	w.u(uint64(d.Channel))
+	w.u(uint64(d.Die))
+	fs.logLocked(w.frame(recFailedDie))
+	for _, z := range fs.zones {
+		if z.channel != d.Channel || z.dieIndex(d.Die) < 0 {
+			continue
+		}
+		if z.state == ZoneOpen {
+			z.state = ZoneReadOnly
+			if !z.meta {
+				fs.logLocked(zoneStateRecord(z.id, ZoneReadOnly))
+			}
+		}
+		if z.state == ZoneEmpty {
+			z.dies = removeDie(z.dies, d.Die)
+			if len(z.dies) == 0 {
+				z.state = ZoneOffline
+			}
+			if !z.meta {
+				fs.logLocked(zoneResetRecord(z.id, maskOf(z.dies)))
+			}
+		}
+	}
+}

@@ -1,0 +1,178 @@
+package sdf
+
+import (
+	"errors"
+	"math"
+)
+
+// gcChunkPages bounds the pages one relocation step reads and programs.
+const gcChunkPages = 64
+
+// GC runs host garbage collection until the empty zones exceed
+// GCFreeZonesMin or no victim is left, and returns the zones it reclaimed.
+func (fs *FS) GC() (int, error) {
+	n := 0
+	for {
+		fs.mu.Lock()
+		enough := fs.countStateLocked(ZoneEmpty) > fs.opts.GCFreeZonesMin
+		fs.mu.Unlock()
+		if enough {
+			return n, nil
+		}
+		ok, err := fs.gcOnce()
+		if err != nil || !ok {
+			return n, err
+		}
+		n++
+	}
+}
+
+// gcOnce relocates the live pages of one victim zone and resets it. It
+// reports whether it made progress.
+func (fs *FS) gcOnce() (bool, error) {
+	if !fs.gcMu.TryLock() {
+		// Another GC is running: wait for it, then let the caller retry.
+		fs.gcMu.Lock()
+		fs.gcMu.Unlock()
+		return true, nil
+	}
+	defer fs.gcMu.Unlock()
+	fs.mu.Lock()
+	if fs.closed {
+		fs.mu.Unlock()
+		return false, ErrClosed
+	}
+	victim := fs.pickVictimLocked()
+	if victim == nil {
+		fs.mu.Unlock()
+		return false, nil
+	}
+	fs.gcActive = true
+	victim.writers++ // keeps reclaim from resetting it under us
+	type piece struct {
+		ino *inode
+		e   extent
+	}
+	var pieces []piece
+	for _, ino := range fs.byID {
+		for _, e := range ino.m.exts {
+			if e.zone == victim.id {
+				pieces = append(pieces, piece{ino, e})
+			}
+		}
+	}
+	fs.mu.Unlock()
+	fs.ctr.gcRuns.Add(1)
+	stuck := false
+	var errs []error
+	for _, p := range pieces {
+		for from := 0; from < p.e.n; from += gcChunkPages {
+			sub := p.e.slice(p.e.filePage+uint64(from), p.e.filePage+uint64(min(from+gcChunkPages, p.e.n)))
+			ok, err := fs.relocate(p.ino, sub, victim.hint)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			stuck = stuck || !ok
+		}
+	}
+	fs.mu.Lock()
+	fs.gcActive = false
+	victim.writers--
+	if stuck {
+		victim.gcStuck = true
+	}
+	fs.mu.Unlock()
+	if err := errors.Join(errs...); err != nil {
+		return false, err
+	}
+	return !stuck, fs.reclaim()
+}
+
+// relocate copies the pages of e (all in the victim zone) to another zone.
+// ok is false if some page could not be read intact (it stays where it is
+// and the victim cannot be reset).
+func (fs *FS) relocate(ino *inode, e extent, hint Lifetime) (bool, error) {
+	ps := fs.l.g.PageSize
+	fs.mu.Lock()
+	z := fs.zones[e.zone]
+	ops := make([]*pageOp, e.n)
+	data := make([]byte, e.n*ps)
+	for k := 0; k < e.n; k++ {
+		ops[k] = &pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, z.dies, e.zonePage+k),
+			data: data[k*ps : (k+1)*ps], oob: make([]byte, fs.l.g.OOBSize)}
+	}
+	fs.mu.Unlock()
+	fs.chans[z.channel].do(ops...)
+	// Relocate the longest runs of pages that verify.
+	ok := true
+	expect := make([]uint64, e.n)
+	lastValid := ps
+	good := make([]bool, e.n)
+	for k, op := range ops {
+		expect[k] = e.seq + uint64(k)
+		if op.err != nil {
+			fs.det.observe(fs, op.addr, op.status, op.err)
+			ok = false
+			continue
+		}
+		id, verified := decodeOOB(op.oob, op.data)
+		if !verified || id.fileID != ino.id || id.page != e.filePage+uint64(k) || id.seq != expect[k] {
+			ok = false
+			continue
+		}
+		good[k] = true
+		if k == e.n-1 {
+			lastValid = int(id.valid)
+		}
+	}
+	for k := 0; k < e.n; {
+		if !good[k] {
+			k++
+			continue
+		}
+		j := k
+		for j < e.n && good[j] {
+			j++
+		}
+		lv := ps
+		if j == e.n {
+			lv = lastValid
+		}
+		if err := fs.writePages(ino, hint, e.filePage+uint64(k), data[k*ps:j*ps], lv, writeGC, expect[k:j]); err != nil {
+			return false, err
+		}
+		fs.ctr.gcPages.Add(int64(j - k))
+		k = j
+	}
+	return ok, nil
+}
+
+// pickVictimLocked chooses the zone to collect (Options.GCPolicy) among full
+// and read-only data zones that hold dead pages.
+func (fs *FS) pickVictimLocked() *zone {
+	now := fs.opts.Clock.Now()
+	var best *zone
+	bestScore := math.Inf(-1)
+	for _, z := range fs.zones[metaZoneCount:] {
+		if (z.state != ZoneFull && z.state != ZoneReadOnly) || z.writers > 0 || z.gcStuck {
+			continue
+		}
+		c := z.capacity(fs.l)
+		if c == 0 || z.live >= c {
+			continue
+		}
+		u := float64(z.live) / float64(c)
+		var score float64
+		switch fs.opts.GCPolicy {
+		case GCCostBenefit:
+			age := now.Sub(z.lastWrite).Seconds() + 1
+			score = (1 - u) * age / (2*u + 1e-9)
+		default:
+			score = -u
+		}
+		if score > bestScore {
+			best, bestScore = z, score
+		}
+	}
+	return best
+}

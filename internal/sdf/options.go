@@ -1,0 +1,133 @@
+package sdf
+
+import (
+	"fmt"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Lifetime is a write-lifetime hint (like RocksDB's WriteLifeTimeHint and
+// ZenFS): files with the same hint are placed in the same zones so that they
+// tend to die together and zones empty without garbage collection.
+type Lifetime uint8
+
+// Lifetime hints, shortest first.
+const (
+	LifetimeNone Lifetime = iota
+	LifetimeShort
+	LifetimeMedium
+	LifetimeLong
+	LifetimeExtreme
+	numLifetimes
+)
+
+func (l Lifetime) String() string {
+	switch l {
+	case LifetimeNone:
+		return "none"
+	case LifetimeShort:
+		return "short"
+	case LifetimeMedium:
+		return "medium"
+	case LifetimeLong:
+		return "long"
+	case LifetimeExtreme:
+		return "extreme"
+	}
+	return fmt.Sprintf("lifetime(%d)", uint8(l))
+}
+
+// GCPolicy chooses the victim zone of host garbage collection.
+type GCPolicy uint8
+
+const (
+	// GCGreedy picks the full zone with the fewest live pages (least copy
+	// work now).
+	GCGreedy GCPolicy = iota
+	// GCCostBenefit picks the zone maximising age*(1-u)/(2u) (Rosenblum and
+	// Ousterhout's LFS cleaner, u = live fraction, age = time since the
+	// zone's last write from the injected clock): cold, mostly dead zones
+	// first, which keeps hot data from being copied again and again.
+	GCCostBenefit
+)
+
+func (p GCPolicy) String() string {
+	switch p {
+	case GCGreedy:
+		return "greedy"
+	case GCCostBenefit:
+		return "cost-benefit"
+	}
+	return fmt.Sprintf("gcpolicy(%d)", uint8(p))
+}
+
+// Options configures an FS. The zero value of every field means "default";
+// every field is bounded (Validate).
+type Options struct {
+	// Clock stamps modification times and zone ages (cost-benefit GC).
+	Clock base.Clock
+	// MaxOpenZones bounds zones that are partially written and accept writes
+	// (NVMe ZNS max open resources). Default 8, range [1, 1024].
+	MaxOpenZones int
+	// QueueDepth bounds the requests queued on one channel worker. Default
+	// 32, range [1, 4096].
+	QueueDepth int
+	// WriteBufferBytes is how much a file buffers before programming full
+	// pages. Default 256KiB; rounded up to whole pages; at most 64MiB.
+	WriteBufferBytes base.Bytes
+	// GCFreeZonesMin: when allocating a zone leaves fewer empty zones than
+	// this, host GC runs first. Default 4, range [2, 1<<20]. GC itself may
+	// consume the last free zones.
+	GCFreeZonesMin int
+	// GCPolicy picks victims (default greedy).
+	GCPolicy GCPolicy
+	// ScanWorkers is the parallelism of the CDR-style parallel scan of the
+	// file table (LostRangesScan). Default 4, range [1, 256].
+	ScanWorkers int
+}
+
+const (
+	defaultMaxOpenZones     = 8
+	defaultQueueDepth       = 32
+	defaultWriteBufferBytes = 256 * base.KiB
+	defaultGCFreeZonesMin   = 4
+	defaultScanWorkers      = 4
+)
+
+// withDefaults returns o with zero fields replaced by defaults, or an error
+// naming the first field out of bounds.
+func (o Options) withDefaults() (Options, error) {
+	if o.Clock == nil {
+		o.Clock = base.SystemClock{}
+	}
+	if o.MaxOpenZones == 0 {
+		o.MaxOpenZones = defaultMaxOpenZones
+	}
+	if o.QueueDepth == 0 {
+		o.QueueDepth = defaultQueueDepth
+	}
+	if o.WriteBufferBytes == 0 {
+		o.WriteBufferBytes = defaultWriteBufferBytes
+	}
+	if o.GCFreeZonesMin == 0 {
+		o.GCFreeZonesMin = defaultGCFreeZonesMin
+	}
+	if o.ScanWorkers == 0 {
+		o.ScanWorkers = defaultScanWorkers
+	}
+	switch {
+	case o.MaxOpenZones < 1 || o.MaxOpenZones > 1024:
+		return o, base.InvalidArgumentf("sdf: MaxOpenZones %d not in [1, 1024]", o.MaxOpenZones)
+	case o.QueueDepth < 1 || o.QueueDepth > 4096:
+		return o, base.InvalidArgumentf("sdf: QueueDepth %d not in [1, 4096]", o.QueueDepth)
+	case o.WriteBufferBytes < 0 || o.WriteBufferBytes > 64*base.MiB:
+		return o, base.InvalidArgumentf("sdf: WriteBufferBytes %s not in [1B, 64MiB]", o.WriteBufferBytes)
+	case o.GCFreeZonesMin < 2 || o.GCFreeZonesMin > 1<<20:
+		return o, base.InvalidArgumentf("sdf: GCFreeZonesMin %d not in [2, 1<<20]", o.GCFreeZonesMin)
+	case o.GCPolicy > GCCostBenefit:
+		return o, base.InvalidArgumentf("sdf: unknown GC policy %d", o.GCPolicy)
+	case o.ScanWorkers < 1 || o.ScanWorkers > 256:
+		return o, base.InvalidArgumentf("sdf: ScanWorkers %d not in [1, 256]", o.ScanWorkers)
+	}
+	return o, nil
+}

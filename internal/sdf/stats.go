@@ -1,0 +1,161 @@
+package sdf
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Stats is a snapshot of the layer's state and counters.
+type Stats struct {
+	// Capacity.
+	Raw          base.Bytes // data bytes of every block of the device
+	Usable       base.Bytes // data pages of good blocks in data zones (P2L pages and metadata zones excluded)
+	MetaReserved base.Bytes // the metadata zones
+	BadBytes     base.Bytes // blocks that are bad or on failed dies
+	Used         base.Bytes // programmed data pages in data zones (live or dead)
+	Live         base.Bytes // data pages some file maps
+	// Zones by state (data zones only).
+	Zones [numZoneStates]int
+	// Write amplification: flash bytes programmed per user byte appended.
+	UserBytes    int64
+	RewriteBytes int64
+	FlashBytes   int64 // data, P2L and metadata pages programmed
+	DataPages    int64
+	PadBytes     int64
+	TailRewrites int64
+	P2LPages     int64
+	MetaPages    int64
+	Checkpoints  int64
+	// GC work.
+	GCRuns  int64
+	GCPages int64
+	Resets  int64
+	// Per-channel device operations.
+	ChannelReads, ChannelPrograms, ChannelErases, ChannelErrors []int64
+	// Corruption.
+	Corruptions    int64 // reads that returned a CorruptionError
+	ChecksumErrors int64 // pages whose checksum or identity did not verify
+	Uncorrectable  int64
+	DieFailedReads int64
+	ProgramErrors  int64
+	FailedDies     int
+	ReadBytes      int64
+	Files          int
+}
+
+// WriteAmplification is FlashBytes / UserBytes (0 before any write).
+func (s Stats) WriteAmplification() float64 {
+	if s.UserBytes == 0 {
+		return 0
+	}
+	return float64(s.FlashBytes) / float64(s.UserBytes)
+}
+
+// UsableFraction is Usable / Raw.
+func (s Stats) UsableFraction() float64 {
+	if s.Raw == 0 {
+		return 0
+	}
+	return float64(s.Usable) / float64(s.Raw)
+}
+
+func (s Stats) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "capacity: raw %s, usable %s (%.2f%% of raw), metadata %s, bad %s, used %s, live %s\n",
+		s.Raw, s.Usable, 100*s.UsableFraction(), s.MetaReserved, s.BadBytes, s.Used, s.Live)
+	fmt.Fprintf(&b, "zones:")
+	for st := ZoneState(0); st < numZoneStates; st++ {
+		fmt.Fprintf(&b, " %s=%d", st, s.Zones[st])
+	}
+	fmt.Fprintf(&b, "\nwrites: user %d B, flash %d B, write amplification %.3f (padding %d B, tail rewrites %d, P2L pages %d, metadata pages %d, checkpoints %d)\n",
+		s.UserBytes, s.FlashBytes, s.WriteAmplification(), s.PadBytes, s.TailRewrites, s.P2LPages, s.MetaPages, s.Checkpoints)
+	fmt.Fprintf(&b, "gc: runs %d, pages copied %d, zone resets %d\n", s.GCRuns, s.GCPages, s.Resets)
+	fmt.Fprintf(&b, "corruption: reads %d, checksum %d, uncorrectable %d, failed-die reads %d, program errors %d, failed dies %d\n",
+		s.Corruptions, s.ChecksumErrors, s.Uncorrectable, s.DieFailedReads, s.ProgramErrors, s.FailedDies)
+	return b.String()
+}
+
+// Stats returns a snapshot.
+func (fs *FS) Stats() Stats {
+	g := fs.l.g
+	ps := base.Bytes(g.PageSize)
+	blockBytes := g.BlockSize()
+	var s Stats
+	s.Raw = g.RawCapacity()
+	fs.mu.Lock()
+	for _, z := range fs.zones {
+		if z.meta {
+			s.MetaReserved += blockBytes * base.Bytes(g.DiesPerChannel)
+			continue
+		}
+		s.Zones[z.state]++
+		if z.state != ZoneOffline {
+			s.Usable += base.Bytes(z.capacity(fs.l)) * ps
+		}
+		s.BadBytes += base.Bytes(g.DiesPerChannel-len(z.dies)) * blockBytes
+		s.Used += base.Bytes(z.wp) * ps
+		s.Live += base.Bytes(z.live) * ps
+	}
+	s.FailedDies = len(fs.failed)
+	s.Files = len(fs.files)
+	fs.mu.Unlock()
+	c := &fs.ctr
+	s.UserBytes = c.userBytes.Load()
+	s.RewriteBytes = c.rewriteBytes.Load()
+	s.DataPages = c.dataPages.Load()
+	s.PadBytes = c.padBytes.Load()
+	s.TailRewrites = c.tailRewrites.Load()
+	s.P2LPages = c.p2lPages.Load()
+	s.MetaPages = c.metaPages.Load()
+	s.Checkpoints = c.checkpoints.Load()
+	s.FlashBytes = (s.DataPages + s.P2LPages + s.MetaPages) * int64(g.PageSize)
+	s.GCRuns = c.gcRuns.Load()
+	s.GCPages = c.gcPages.Load()
+	s.Resets = c.resets.Load()
+	s.Corruptions = c.corruptions.Load()
+	s.ChecksumErrors = c.checksumErrs.Load()
+	s.Uncorrectable = c.uncorrectables.Load()
+	s.DieFailedReads = c.dieFailedReads.Load()
+	s.ProgramErrors = c.programErrs.Load()
+	s.ReadBytes = c.readBytes.Load()
+	for _, ch := range fs.chans {
+		s.ChannelReads = append(s.ChannelReads, ch.stats.reads.Load())
+		s.ChannelPrograms = append(s.ChannelPrograms, ch.stats.programs.Load())
+		s.ChannelErases = append(s.ChannelErases, ch.stats.erases.Load())
+		s.ChannelErrors = append(s.ChannelErrors, ch.stats.errors.Load())
+	}
+	return s
+}
+
+// ZoneInfo describes one zone (for tools and tests).
+type ZoneInfo struct {
+	ID, Channel, Block int
+	Meta               bool
+	State              ZoneState
+	Dies               []int
+	WritePointer       int // data pages written
+	Capacity           int // data pages
+	Live               int // pages mapped by files
+	EraseCount         int
+	Hint               Lifetime
+}
+
+func (z ZoneInfo) String() string {
+	return fmt.Sprintf("zone %d ch%d/b%d %s wp=%d/%d live=%d pe=%d", z.ID, z.Channel, z.Block, z.State,
+		z.WritePointer, z.Capacity, z.Live, z.EraseCount)
+}
+
+// Zones describes every zone.
+func (fs *FS) Zones() []ZoneInfo {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make([]ZoneInfo, 0, len(fs.zones))
+	for _, z := range fs.zones {
+		out = append(out, ZoneInfo{ID: z.id, Channel: z.channel, Block: z.block, Meta: z.meta, State: z.state,
+			Dies: append([]int(nil), z.dies...), WritePointer: z.wp, Capacity: z.capacity(fs.l), Live: z.live,
+			EraseCount: z.erases, Hint: z.hint})
+	}
+	return out
+}
