@@ -238,3 +238,9 @@ func RedirectUnit(l SpaceLayout, victim int, unit int64, logicalLBAs int64) ([]R
 	}
 	return out, nil
 }
+
+// String prints the adjustment.
+func (a SpaceAdjustment) String() string {
+	return fmt.Sprintf("alpha=%.4g U: %.4g -> helper %.4g victim %.4g (IDR victim %.4g)",
+		a.Alpha, a.UtilizationBefore, a.HelperUtilization, a.VictimUtilization, a.VictimUtilizationIDR)
+}
