@@ -276,3 +276,59 @@ func TestDirectSweep(t *testing.T) {
 		t.Fatalf("zero start: %v", err)
 	}
 }
+
+// TestVoteChunkFailureEnumeration checks the inclusion-exclusion formula of
+// DirectMajorityVote against brute force: every flip pattern of R copies of
+// a chunk of c bits, weighted by its probability, judged by the read path
+// (lost when every copy is corrupt and some bit is flipped on >= ceil(R/2)
+// copies).
+func TestVoteChunkFailureEnumeration(t *testing.T) {
+	for replicas := 1; replicas <= 4; replicas++ {
+		for c := 1; c*replicas <= 16; c++ {
+			for _, e := range []float64{0.3, 0.01, 1e-6} {
+				n := c * replicas
+				var want float64
+				for pattern := 0; pattern < 1<<n; pattern++ {
+					flips := 0
+					allCorrupt, voteFails := true, false
+					for r := 0; r < replicas; r++ {
+						copyFlipped := (pattern>>(r*c))&(1<<c-1) != 0
+						allCorrupt = allCorrupt && copyFlipped
+					}
+					for b := 0; b < c; b++ {
+						count := 0
+						for r := 0; r < replicas; r++ {
+							if pattern>>(r*c+b)&1 == 1 {
+								count++
+							}
+						}
+						voteFails = voteFails || count >= voteThreshold(replicas)
+					}
+					for x := pattern; x > 0; x &= x - 1 {
+						flips++
+					}
+					if allCorrupt && voteFails {
+						want += math.Pow(e, float64(flips)) * math.Pow(1-e, float64(n-flips))
+					}
+				}
+				got := voteChunkFailure(e, int64(c), replicas)
+				if math.Abs(got-want) > 1e-12*want+1e-300 {
+					t.Errorf("R=%d c=%d E=%g: formula %.15g, enumeration %.15g", replicas, c, e, got, want)
+				}
+			}
+		}
+	}
+}
+
+func BenchmarkDirectSweep(b *testing.B) {
+	p := DirectPaperParams()
+	for i := 0; i < b.N; i++ {
+		DirectSweep(p, 1e-16, 1e-3, 10)
+	}
+}
+
+func BenchmarkCodewordFailure(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		CodewordFailureProbability(1e-4, 8752, 40)
+	}
+}
