@@ -188,7 +188,7 @@ func TestPhysicalModelUncorrectableRate(t *testing.T) {
 	fillDevice(t, e)
 	n := cwBytes * 8
 	cws := (g.PageSize + g.OOBSize) / cwBytes
-	pcw := model.BinomialTail(n, tBits+1, rber) // P[X > t]
+	pcw := model.CodewordFailureProbability(rber, n, tBits) // P[X > t]
 	ppage := 1 - math.Pow(1-pcw, float64(cws))
 
 	data, oob := make([]byte, g.PageSize), make([]byte, g.OOBSize)

@@ -108,3 +108,16 @@ func fill(b []byte, v byte) {
 		b[i] = v
 	}
 }
+
+// discardStore keeps no page content: it is the backend of NewDiscard, for
+// simulations that need the device's rules, state, wear, failures and
+// timing but not its data (the fleet simulator, throughput models). Reads
+// of programmed pages return zeros; the state record lives in memory.
+type discardStore struct{ memStore }
+
+var _ store = (*discardStore)(nil)
+
+func (s *discardStore) readPage(_ int64, buf []byte) error { fill(buf, 0); return nil }
+func (s *discardStore) writePage(_ int64, _ []byte) error  { return nil }
+func (s *discardStore) eraseBlock(_ int64, _ int) error    { return nil }
+func (s *discardStore) programmed(_ int64) (bool, error)   { return false, nil }
