@@ -79,7 +79,7 @@ bytes (units such as 64KiB accepted); UBER is per bit read.`,
 		},
 	}
 	f := cmd.Flags()
-	f.Float64Var(&uber, "uber", 1e-10, "uncorrectable bit error rate, per bit read (default: Table 1's 1e-10 and 1e-15)")
+	f.Float64Var(&uber, "uber", 0, "uncorrectable bit error rate, per bit read (default: Table 1's 1e-10 and 1e-15)")
 	f.Var(&block, "block", "block size B, the unit of HDFS recovery (bytes, units accepted)")
 	f.Var(&chunk, "chunk", "chunk size C, the unit of DIRECT recovery (bytes, units accepted)")
 	f.IntVar(&replicas, "replicas", replicas, "replication factor R")
