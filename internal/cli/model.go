@@ -19,21 +19,21 @@ tables (--format text, csv or json). Where a paper's printed table disagrees
 with its own formula, the formula is printed and a "note:" line says so.`,
 	}
 	cmd.PersistentFlags().StringVar(&format, "format", string(model.FormatText), "output format: text, csv or json")
-	print := func(cmd *cobra.Command, tables ...model.Table) error {
+	render := func(cmd *cobra.Command, tables ...model.Table) error {
 		f, err := model.ParseFormat(format)
 		if err != nil {
 			return usageError{err}
 		}
 		return model.WriteTables(cmd.OutOrStdout(), f, tables)
 	}
-	cmd.AddCommand(newModelDirectCmd(print), newModelReparoCmd(print), newModelChameleonCmd(print), newModelECCCmd(print))
+	cmd.AddCommand(newModelDirectCmd(render), newModelReparoCmd(render), newModelChameleonCmd(render), newModelECCCmd(render))
 	return cmd
 }
 
 // printTables renders tables in the format chosen by --format.
 type printTables func(cmd *cobra.Command, tables ...model.Table) error
 
-func newModelDirectCmd(print printTables) *cobra.Command {
+func newModelDirectCmd(render printTables) *cobra.Command {
 	paper := model.DirectPaperParams()
 	var (
 		uber            float64
@@ -65,7 +65,7 @@ bytes (units such as 64KiB accepted); UBER is per bit read.`,
 				if err != nil {
 					return err
 				}
-				return print(cmd, t)
+				return render(cmd, t)
 			}
 			ubers := []float64{1e-10, 1e-15}
 			if cmd.Flags().Changed("uber") {
@@ -75,7 +75,7 @@ bytes (units such as 64KiB accepted); UBER is per bit read.`,
 			if err != nil {
 				return err
 			}
-			return print(cmd, t)
+			return render(cmd, t)
 		},
 	}
 	f := cmd.Flags()
@@ -97,7 +97,7 @@ const (
 	defaultCorrectableBits = 40
 )
 
-func newModelECCCmd(print printTables) *cobra.Command {
+func newModelECCCmd(render printTables) *cobra.Command {
 	var (
 		nBits, tBits    int
 		rber            float64
@@ -122,7 +122,7 @@ bit error rates (or one --rber), and the largest RBER that meets each
 			if err != nil {
 				return err
 			}
-			return print(cmd, tables...)
+			return render(cmd, tables...)
 		},
 	}
 	f := cmd.Flags()
@@ -136,7 +136,7 @@ bit error rates (or one --rber), and the largest RBER that meets each
 	return cmd
 }
 
-func newModelReparoCmd(print printTables) *cobra.Command {
+func newModelReparoCmd(render printTables) *cobra.Command {
 	p := model.PaperReparoParams()
 	var (
 		small   = base.Bytes(p.RAID.CapacitiesBytes[0])
@@ -160,7 +160,7 @@ worked example.`,
 			if err != nil {
 				return err
 			}
-			return print(cmd, tables...)
+			return render(cmd, tables...)
 		},
 	}
 	f := cmd.Flags()
@@ -179,7 +179,7 @@ worked example.`,
 	return cmd
 }
 
-func newModelChameleonCmd(print printTables) *cobra.Command {
+func newModelChameleonCmd(render printTables) *cobra.Command {
 	p := model.PaperChameleonParams()
 	cmd := &cobra.Command{
 		Use:   "chameleon",
@@ -194,7 +194,7 @@ E_t = W_t / (B_p (1 - mu)) caused by --page-writes page writes (eq. 2).`,
 			if err != nil {
 				return err
 			}
-			return print(cmd, tables...)
+			return render(cmd, tables...)
 		},
 	}
 	f := cmd.Flags()
