@@ -1,0 +1,84 @@
+package coord
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// ports are the embedded etcd's ports, kept in the coordinator's directory
+// so that a restart reuses them when they are still free.
+type ports struct {
+	Client int `json:"client"`
+	Peer   int `json:"peer"`
+}
+
+func freePort(want int) (int, error) {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", want))
+	if err != nil && want != 0 {
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// startEmbeddedEtcd starts a single-member etcd with its data in dir, on
+// loopback ports chosen at run time. It returns the client endpoints.
+func startEmbeddedEtcd(dir string, noFsync bool, logLevel string) (*embed.Etcd, []string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, nil, err
+	}
+	var p ports
+	portsFile := filepath.Join(dir, "ports.json")
+	if b, err := os.ReadFile(portsFile); err == nil {
+		json.Unmarshal(b, &p) // a bad file only means new ports
+	}
+	var err error
+	if p.Client, err = freePort(p.Client); err != nil {
+		return nil, nil, err
+	}
+	if p.Peer, err = freePort(p.Peer); err != nil || p.Peer == p.Client {
+		if p.Peer, err = freePort(0); err != nil {
+			return nil, nil, err
+		}
+	}
+	if b, err := json.Marshal(p); err == nil {
+		os.WriteFile(portsFile, b, 0o644)
+	}
+	cfg := embed.NewConfig()
+	cfg.Dir = filepath.Join(dir, "data")
+	cu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", p.Client))
+	pu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", p.Peer))
+	cfg.ListenClientUrls = []url.URL{*cu}
+	cfg.AdvertiseClientUrls = []url.URL{*cu}
+	cfg.ListenPeerUrls = []url.URL{*pu}
+	cfg.AdvertisePeerUrls = []url.URL{*pu}
+	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cfg.UnsafeNoFsync = noFsync
+	cfg.LogLevel = logLevel
+	cfg.AutoCompactionMode = embed.CompactorModeRevision
+	cfg.AutoCompactionRetention = "10000"
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("coord: embedded etcd: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(60 * time.Second):
+		e.Close()
+		return nil, nil, fmt.Errorf("coord: embedded etcd did not become ready in 60s")
+	case err := <-e.Err():
+		e.Close()
+		return nil, nil, fmt.Errorf("coord: embedded etcd: %w", err)
+	}
+	return e, []string{cu.String()}, nil
+}
