@@ -368,15 +368,17 @@ func (fs *FS) rebuildZones(masks map[int]uint64, states map[int]ZoneState) {
 			mask = fs.l.fullDieMask()
 		}
 		z.dies = diesOf(mask)
-		row, p2l := 0, false
-		for _, d := range z.dies {
+		counts := make([]int, len(z.dies))
+		sum, p2l := 0, false
+		for i, d := range z.dies {
 			w := fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).WrittenPage
-			row = max(row, min(w, P-1))
+			counts[i] = min(w, P-1)
+			sum += counts[i]
 			if w == P {
 				p2l = true
 			}
 		}
-		if row == 0 {
+		if sum == 0 {
 			z.dies = fs.goodDies(z)
 			z.state = ZoneEmpty
 			if len(z.dies) == 0 || states[z.id] == ZoneOffline {
@@ -384,7 +386,17 @@ func (fs *FS) rebuildZones(masks map[int]uint64, states map[int]ZoneState) {
 			}
 			continue
 		}
-		z.wp = row * len(z.dies)
+		// The write pointer is the programmed prefix of the stripe. A crash
+		// in the middle of a striped batch can leave a die ahead of the
+		// prefix; such a zone cannot continue in stripe order and takes no
+		// more writes.
+		w := len(z.dies)
+		k := 0
+		for k < w*(P-1) && counts[k%w] > k/w {
+			k++
+		}
+		z.wp = k
+		ragged := k != sum
 		z.owners = make([]owner, z.capacity(fs.l))
 		z.ownersKnown = make([]bool, z.capacity(fs.l))
 		z.p2l = p2l
@@ -394,6 +406,9 @@ func (fs *FS) rebuildZones(masks map[int]uint64, states map[int]ZoneState) {
 		case z.wp >= z.capacity(fs.l):
 			z.wp = z.capacity(fs.l)
 			z.state = ZoneFull
+		case ragged:
+			z.wp = sum
+			z.state = ZoneReadOnly
 		default:
 			z.state = ZoneOpen
 		}
