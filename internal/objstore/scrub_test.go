@@ -18,7 +18,7 @@ func TestScrubREPRepairsEveryCorruptReplica(t *testing.T) {
 		{[]replicaState{stGood, stGood, stGood}, nil},
 		{[]replicaState{stGood, stFlipA, stSumsBad}, []int{1, 2}},
 		{[]replicaState{stFlipB, stGood, stFlipA}, []int{0, 2}},
-		{[]replicaState{stFlipA, stFlipB, stFlipA2}, []int{0, 1, 2}},
+		{[]replicaState{stFlipA, stFlipB, stSumsBad}, []int{0, 1, 2}},
 		{[]replicaState{stUnavailable, stGood, stFlipA}, []int{2}},
 	} {
 		reads := make([]ReplicaRead, 3)
