@@ -55,6 +55,7 @@ balances wear across servers (Chameleon).`,
 		// Subcommands, one file each in this package.
 		newExperimentsCmd(),
 		newModelCmd(),
+		newFlashCmd(),
 	)
 	return root
 }

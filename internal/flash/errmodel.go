@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/model"
 )
 
 // ErrorModel decides the bit errors of page reads. The device asks it once
@@ -336,4 +337,21 @@ func (e *Emulator) applyErrorModel(d *die, b *blockState, a PageAddr, now time.T
 		d.ctr.uncorrectable.Add(1)
 	}
 	return eff.Status, nil
+}
+
+// UncorrectablePageProbability is the closed form for one read of a page of
+// pageBytes (data and OOB) at raw bit error rate rber: the page is
+// uncorrectable when any of its codewords has more than CorrectableBits
+// errors, each codeword failing with the binomial tail
+// model.CodewordFailureProbability.
+func (m PhysicalModel) UncorrectablePageProbability(pageBytes int, rber float64) float64 {
+	ok := 1.0
+	for start := 0; start < pageBytes; start += m.CodewordBytes {
+		n := min(m.CodewordBytes, pageBytes-start) * 8
+		if m.CorrectableBits >= n {
+			continue
+		}
+		ok *= 1 - model.CodewordFailureProbability(rber, n, m.CorrectableBits)
+	}
+	return 1 - ok
 }

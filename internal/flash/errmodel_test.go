@@ -190,6 +190,9 @@ func TestPhysicalModelUncorrectableRate(t *testing.T) {
 	cws := (g.PageSize + g.OOBSize) / cwBytes
 	pcw := model.CodewordFailureProbability(rber, n, tBits) // P[X > t]
 	ppage := 1 - math.Pow(1-pcw, float64(cws))
+	if got := m.UncorrectablePageProbability(g.PageSize+g.OOBSize, rber); math.Abs(got-ppage) > 1e-12 {
+		t.Fatalf("UncorrectablePageProbability %g, want %g", got, ppage)
+	}
 
 	data, oob := make([]byte, g.PageSize), make([]byte, g.OOBSize)
 	var uncorr, reads int

@@ -11,11 +11,11 @@ import (
 // used (Figure 7). Virtual time, so exact and deterministic.
 func TestSDFThroughput(t *testing.T) {
 	p := Presets()["sdf"]
-	one, err := SequentialThroughput(p.Geometry, p.Timing, 1, 2, 8<<20)
+	one, err := SequentialThroughput(p.Geometry, p.Timing, 1, 2, 2<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all, err := SequentialThroughput(p.Geometry, p.Timing, 44, 2, 8<<20)
+	all, err := SequentialThroughput(p.Geometry, p.Timing, 44, 2, 2<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
