@@ -14,10 +14,18 @@
 //     (ErrOutOfRange, ErrBadSize, ErrNotErased, ErrProgramOrder, ErrBadBlock,
 //     ErrProgramFailed, ErrEraseFailed, ErrDieFailed, ErrUncorrectable,
 //     ErrClosed).
-//   - Backends: memory (NewMemory) and sparse files (OpenFile) that survive
-//     a restart. The device's own state (per block P/E count, write pointer,
-//     bad flag, reads, program time; per die failed flag) is a CRC32C
-//     checksummed record kept in two copies.
+//   - Backends: memory (NewMemory), sparse files (OpenFile) that survive a
+//     restart, and discard (NewDiscard: rules, state and timing without page
+//     content, for simulations). The device's own state (per block P/E
+//     count, write pointer, bad flag, reads, program time; per die failed
+//     flag) is a CRC32C-checksummed record kept in two copies (state.0,
+//     state.1; each save overwrites the older), so one torn or corrupted
+//     copy is survived (OpenInfo reports it). The state is saved on Sync and
+//     Close, at once when a block is retired or a die fails, and every
+//     Options.SaveStateEveryErases erases. Every page slot of the file
+//     carries a CRC32C over its flat index and content; after a crash the
+//     write pointers are rebuilt from the slots, and a slot that no longer
+//     verifies reads as an uncorrectable page.
 //   - Error models behind ErrorModel: UBERModel (DIRECT 000 section 5: every
 //     bit read flips with probability UBER, transiently or persistently, and
 //     the device reports nothing) and PhysicalModel (RBER from wear, retention
@@ -28,9 +36,17 @@
 //     limit past rated endurance) and die failures (FailDie, or a random
 //     exponential lifetime per die): every operation on a failed die fails.
 //   - Timing: per-die busy timelines and per-channel bus timelines; modes
-//     none, real (operations sleep for their modelled time) and virtual
-//     (ReadAt/ProgramAt/EraseAt return the simulated completion time).
-//   - Statistics (Stats, EraseCounts) and fault injection (Faults).
+//     none, real (operations sleep for their modelled time; Timing.RealSlack
+//     absorbs OS sleep overshoot so sustained throughput follows the model)
+//     and virtual (ReadAt/ProgramAt/EraseAt take an issue time and return
+//     the simulated completion time; no sleeping, deterministic).
+//     SequentialThroughput replays SDF 002 Figure 7 in virtual time; the
+//     sdf preset gives SDF's 1.67 GB/s read and 1.01 GB/s write.
+//   - Statistics (Stats: per die, per channel and total operations, bytes,
+//     raw / corrected / uncorrectable errors, flipped bits, observed UBER
+//     and RBER, busy time; Blocks and EraseCounts per block) and fault
+//     injection (Faults: a failing program or erase, a flipped bit at a
+//     chosen position, transient or persistent, an uncorrectable read).
 //
 // # Invariants
 //
@@ -44,7 +60,8 @@
 //     Options.Seed, and is consumed under the die's lock: for a given seed
 //     and per-die operation order a run is deterministic. Time comes only
 //     from Options.Clock (and from the issue times given to the ...At
-//     methods).
+//     methods). The random die-failure process draws each die's lifetime
+//     at open; it is memoryless, so a reopened device draws afresh.
 //
 // # Failure model
 //

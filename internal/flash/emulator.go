@@ -35,6 +35,12 @@ type Emulator struct {
 	stateMu sync.Mutex
 	// stateSeq is the sequence number of the last saved state record.
 	stateSeq uint64
+	// erasesSinceSave counts erases since the last state save.
+	erasesSinceSave atomic.Int64
+	// saveErr is the first error of an automatic state save, returned by
+	// the next Sync or Close.
+	saveErrMu sync.Mutex
+	saveErr   error
 }
 
 var _ Device = (*Emulator)(nil)
@@ -62,6 +68,9 @@ type die struct {
 	// failedNow mirrors failed and badBlocks counts bad blocks, for Stats.
 	failedNow atomic.Bool
 	badBlocks atomic.Int64
+	// persist is set when the die's state changed in a way that must reach
+	// the state record soon (a retired block, a failed die).
+	persist atomic.Bool
 }
 
 // markBad retires b. The caller holds d.mu.
@@ -69,13 +78,17 @@ func (d *die) markBad(b *blockState) {
 	if !b.bad {
 		b.bad = true
 		d.badBlocks.Add(1)
+		d.persist.Store(true)
 	}
 }
 
 // setFailed fails the die. The caller holds d.mu.
 func (d *die) setFailed() {
-	d.failed = true
-	d.failedNow.Store(true)
+	if !d.failed {
+		d.failed = true
+		d.failedNow.Store(true)
+		d.persist.Store(true)
+	}
 }
 
 // channel is one channel's bus timeline.
@@ -212,6 +225,12 @@ func (e *Emulator) Program(a PageAddr, data, oob []byte) error {
 // returns when the operation completes on the device's timeline; with virtual
 // timing that is the simulated completion time.
 func (e *Emulator) ProgramAt(issue time.Time, a PageAddr, data, oob []byte) (time.Time, error) {
+	done, err := e.programAt(issue, a, data, oob)
+	e.persistIfDue()
+	return done, err
+}
+
+func (e *Emulator) programAt(issue time.Time, a PageAddr, data, oob []byte) (time.Time, error) {
 	const op = "program"
 	if !e.geo.Contains(a) {
 		return time.Time{}, opErr(op, a, ErrOutOfRange)
@@ -352,6 +371,12 @@ func (e *Emulator) Erase(a BlockAddr) error {
 // EraseAt is Erase issued at the given time (zero: the clock's now); it also
 // returns the completion time on the device's timeline.
 func (e *Emulator) EraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
+	done, err := e.eraseAt(issue, a)
+	e.persistIfDue()
+	return done, err
+}
+
+func (e *Emulator) eraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 	const op = "erase"
 	pa := PageAddr{a.Channel, a.Die, a.Block, 0}
 	if !e.checkBlockAddr(a) {
@@ -383,6 +408,7 @@ func (e *Emulator) EraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 		return time.Time{}, opErr(op, pa, err)
 	}
 	b.eraseCount++
+	e.erasesSinceSave.Add(1)
 	b.written = 0
 	b.readsSinceErase = 0
 	b.programUnixNano = 0
@@ -399,7 +425,10 @@ func (e *Emulator) Block(a BlockAddr) (BlockInfo, error) {
 	d := e.dies[a.DieAddr().Index(e.geo)]
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := d.blocks[a.Block]
+	return d.blocks[a.Block].info(), nil
+}
+
+func (b *blockState) info() BlockInfo {
 	info := BlockInfo{
 		EraseCount:      int(b.eraseCount),
 		WrittenPage:     int(b.written),
@@ -410,7 +439,7 @@ func (e *Emulator) Block(a BlockAddr) (BlockInfo, error) {
 	if b.programUnixNano != 0 {
 		info.ProgramTime = time.Unix(0, b.programUnixNano)
 	}
-	return info, nil
+	return info
 }
 
 // FailDie makes every later operation on the die fail with ErrDieFailed, as
@@ -424,6 +453,7 @@ func (e *Emulator) FailDie(a DieAddr) error {
 	d.mu.Lock()
 	d.setFailed()
 	d.mu.Unlock()
+	e.persistIfDue()
 	return nil
 }
 
@@ -453,6 +483,7 @@ func (e *Emulator) MarkBad(a BlockAddr) error {
 	d.mu.Lock()
 	d.markBad(&d.blocks[a.Block])
 	d.mu.Unlock()
+	e.persistIfDue()
 	return nil
 }
 
@@ -460,6 +491,9 @@ func (e *Emulator) MarkBad(a BlockAddr) error {
 func (e *Emulator) Sync() error {
 	if e.closed.Load() {
 		return ErrClosed
+	}
+	if err := e.takeSaveErr(); err != nil {
+		return err
 	}
 	return e.saveState(false /* clean */)
 }
@@ -475,7 +509,10 @@ func (e *Emulator) Close() error {
 		d.mu.Lock()
 		d.mu.Unlock() //nolint:staticcheck // empty critical section is a barrier
 	}
-	err := e.saveState(true /* clean */)
+	err := e.takeSaveErr()
+	if serr := e.saveState(true /* clean */); err == nil {
+		err = serr
+	}
 	if cerr := e.st.close(); err == nil {
 		err = cerr
 	}

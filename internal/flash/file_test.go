@@ -271,3 +271,45 @@ func TestFileBitRotIsReportedAsUncorrectable(t *testing.T) {
 		t.Fatal("second open of an open device succeeded")
 	}
 }
+
+// TestFileFailuresPersistWithoutClose checks that a retired block and a
+// failed die reach the state record at once, and erase counts every
+// SaveStateEveryErases erases, so a crash does not lose them.
+func TestFileFailuresPersistWithoutClose(t *testing.T) {
+	g := testGeometry()
+	dir := t.TempDir()
+	opts := Options{SaveStateEveryErases: 2}
+	e, err := OpenFile(dir, g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, g.PageSize)
+	e.Faults().FailProgram(PageAddr{0, 1, 1, 0})
+	wantErr(t, e.Program(PageAddr{0, 1, 1, 0}, buf, nil), ErrProgramFailed, "injected program failure")
+	if err := e.FailDie(DieAddr{1, 1}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		if err := e.Erase(BlockAddr{1, 0, 0}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash(t, e)
+	e, err = OpenFile(dir, g, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	if !e.mustBlock(t, BlockAddr{0, 1, 1}).Bad {
+		t.Fatal("grown bad block lost in a crash")
+	}
+	if failed, _ := e.DieFailed(DieAddr{1, 1}); !failed {
+		t.Fatal("failed die lost in a crash")
+	}
+	if n := e.mustBlock(t, BlockAddr{1, 0, 0}).EraseCount; n != 2 {
+		t.Fatalf("erase count after crash %d, want 2 (saved every 2 erases)", n)
+	}
+	if s := e.Stats(); s.BadBlocks != 1 || s.FailedDies != 1 {
+		t.Fatalf("stats after reopen %v", s)
+	}
+}

@@ -255,6 +255,8 @@ func syncDir(dir string) error {
 
 func (s *fileStore) sync() error { return s.pages.Sync() }
 
+func (s *fileStore) persistent() bool { return true }
+
 func (s *fileStore) close() error {
 	var err error
 	if s.pages != nil {

@@ -34,6 +34,13 @@ type Options struct {
 	DieFailure DieFailureOptions
 	// Timing configures latencies and the timing mode.
 	Timing Timing
+
+	// SaveStateEveryErases makes a file-backed device save its state record
+	// after this many erases (0: only when a block is retired, a die fails,
+	// and on Sync and Close). Write pointers survive a crash regardless
+	// (they are rebuilt from the page file); erase and read counters since
+	// the last save do not.
+	SaveStateEveryErases int
 }
 
 // WearOptions is the grown-bad-block model: a program or erase fails (and the
@@ -85,6 +92,9 @@ func (o Options) validate(g Geometry) error {
 	if w.RatedEndurance < 0 || !isProb(w.ProgramFailureAtRated) || !isProb(w.EraseFailureAtRated) ||
 		w.FailureExponent < 0 || w.EraseLimitFactor < 0 || math.IsNaN(w.FailureExponent) || math.IsNaN(w.EraseLimitFactor) {
 		return base.InvalidArgumentf("flash: bad wear options %+v", w)
+	}
+	if o.SaveStateEveryErases < 0 {
+		return base.InvalidArgumentf("flash: negative SaveStateEveryErases %d", o.SaveStateEveryErases)
 	}
 	if o.DieFailure.MeanTimeToFailure < 0 {
 		return base.InvalidArgumentf("flash: negative die MTTF %v", o.DieFailure.MeanTimeToFailure)

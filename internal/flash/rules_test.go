@@ -99,6 +99,13 @@ func TestNANDRules(t *testing.T) {
 	if err := e.Program(PageAddr{1, 1, 2, 0}, pageData(g, a, 1), nil); err != nil {
 		t.Fatal(err)
 	}
+	all := e.Blocks()
+	if len(all) != g.Dies()*g.BlocksPerDie || all[DieAddr{1, 1}.Index(g)*g.BlocksPerDie+2].EraseCount != 1 {
+		t.Fatalf("Blocks() snapshot %v", all)
+	}
+	if ec := e.EraseCounts(); ec[DieAddr{1, 1}.Index(g)*g.BlocksPerDie+2] != 1 || ec[0] != 0 {
+		t.Fatalf("EraseCounts %v", ec)
+	}
 	// Other blocks are untouched by all of this.
 	if info, _ := e.Block(BlockAddr{1, 1, 1}); info != (BlockInfo{}) {
 		t.Fatalf("neighbour block changed: %v", info)

@@ -174,6 +174,45 @@ func (e *Emulator) snapshotState(clean bool) *deviceState {
 	return st
 }
 
+// persistIfDue saves the state record of a persistent backend when a block
+// was retired, a die failed, or Options.SaveStateEveryErases erases happened
+// since the last save. It runs after the operation released its die lock
+// (saving takes every die's lock in turn). An error is kept for the next
+// Sync or Close: the operation itself succeeded.
+func (e *Emulator) persistIfDue() {
+	if !e.st.persistent() || e.closed.Load() {
+		return
+	}
+	due := false
+	for _, d := range e.dies {
+		if d.persist.Load() {
+			due = true
+			break
+		}
+	}
+	if n := e.opts.SaveStateEveryErases; n > 0 && e.erasesSinceSave.Load() >= int64(n) {
+		due = true
+	}
+	if !due {
+		return
+	}
+	if err := e.saveState(false /* clean */); err != nil {
+		e.saveErrMu.Lock()
+		if e.saveErr == nil {
+			e.saveErr = err
+		}
+		e.saveErrMu.Unlock()
+	}
+}
+
+func (e *Emulator) takeSaveErr() error {
+	e.saveErrMu.Lock()
+	defer e.saveErrMu.Unlock()
+	err := e.saveErr
+	e.saveErr = nil
+	return err
+}
+
 // saveState syncs the pages and writes the next state record.
 func (e *Emulator) saveState(clean bool) error {
 	e.stateMu.Lock()
@@ -181,6 +220,12 @@ func (e *Emulator) saveState(clean bool) error {
 	if err := e.st.sync(); err != nil {
 		return err
 	}
+	// Clear the triggers before the snapshot: a change racing with this
+	// save sets them again and is saved next time.
+	for _, d := range e.dies {
+		d.persist.Store(false)
+	}
+	e.erasesSinceSave.Store(0)
 	st := e.snapshotState(clean)
 	e.stateSeq++
 	st.seq = e.stateSeq

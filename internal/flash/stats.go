@@ -171,3 +171,17 @@ func (s ReadStatus) String() string {
 	}
 	return fmt.Sprintf("ok(corrected=%d)", s.CorrectedBits)
 }
+
+// Blocks returns every block's BlockInfo (erase and read counts, write
+// pointer, bad flag, program time), indexed die-major like EraseCounts.
+func (e *Emulator) Blocks() []BlockInfo {
+	out := make([]BlockInfo, 0, len(e.dies)*e.geo.BlocksPerDie)
+	for _, d := range e.dies {
+		d.mu.Lock()
+		for i := range d.blocks {
+			out = append(out, d.blocks[i].info())
+		}
+		d.mu.Unlock()
+	}
+	return out
+}

@@ -30,6 +30,9 @@ type store interface {
 	programmed(page int64) (bool, error)
 	// sync makes every completed writePage and eraseBlock durable.
 	sync() error
+	// persistent reports whether the store survives the process (so that
+	// saving the state record is worth its cost).
+	persistent() bool
 	close() error
 }
 
@@ -100,8 +103,9 @@ func (s *memStore) saveState(_ uint64, rec []byte) error {
 	return nil
 }
 
-func (s *memStore) sync() error  { return nil }
-func (s *memStore) close() error { return nil }
+func (s *memStore) sync() error      { return nil }
+func (s *memStore) persistent() bool { return false }
+func (s *memStore) close() error     { return nil }
 
 func fill(b []byte, v byte) {
 	for i := range b {
