@@ -55,6 +55,17 @@ func validName(name string) error {
 // name, like vfs.FS.Create) with a lifetime hint, and makes the creation
 // durable.
 func (fs *FS) Create(name string, hint Lifetime) (*File, error) {
+	return fs.CreateOn(name, hint, -1)
+}
+
+// CreateOn is Create with the file's zones confined to one channel
+// (channel < 0: any). SDF exposes every channel as a device of its own
+// (section 2.3) so that software can match its threads to the channels;
+// this is that interface.
+func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
+	if channel >= fs.l.g.Channels {
+		return nil, base.InvalidArgumentf("sdf: channel %d of %d", channel, fs.l.g.Channels)
+	}
 	if err := validName(name); err != nil {
 		return nil, err
 	}
@@ -71,7 +82,7 @@ func (fs *FS) Create(name string, hint Lifetime) (*File, error) {
 		fs.unlinkLocked(old)
 	}
 	ino := &inode{id: fs.nextFileID, name: name, hint: hint, mtime: fs.opts.Clock.Now().UnixNano(),
-		opens: 1, writing: true}
+		opens: 1, writing: true, channel: max(channel, -1)}
 	fs.nextFileID++
 	fs.files[name], fs.byID[ino.id] = ino, ino
 	fs.logLocked(createRecord(ino))
@@ -542,7 +553,8 @@ func (fs *FS) releaseZone(z *zone) {
 // pickZoneLocked implements acquireZone's preference. needGC is set when the
 // caller should collect garbage before a new zone is handed out.
 func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, needGC bool) {
-	if p := ino.last; p != nil && p.state == ZoneOpen && p.hint == hint && p.writable(fs.l) && p.writers == 0 {
+	if p := ino.last; p != nil && p.state == ZoneOpen && p.hint == hint && p.writable(fs.l) && p.writers == 0 &&
+		(ino.channel < 0 || p.channel == ino.channel) {
 		return p, false
 	}
 	open := 0
@@ -552,7 +564,7 @@ func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, ne
 			continue
 		}
 		open++
-		if !c.writable(fs.l) {
+		if !c.writable(fs.l) || (ino.channel >= 0 && c.channel != ino.channel) {
 			continue
 		}
 		if c.writers == 0 && c.hint == hint && sameHint == nil {
@@ -571,7 +583,7 @@ func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, ne
 	if open < fs.opts.MaxOpenZones {
 		empty := fs.countStateLocked(ZoneEmpty)
 		if empty > fs.opts.GCFreeZonesMin || forGC {
-			if e := fs.allocEmptyLocked(); e != nil {
+			if e := fs.allocEmptyLocked(ino.channel); e != nil {
 				return e, false
 			}
 		} else if anyIdle == nil && anyOpen == nil {
@@ -585,7 +597,9 @@ func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, ne
 		return anyOpen, false
 	}
 	if forGC && fs.countStateLocked(ZoneEmpty) > 0 {
-		return fs.allocEmptyLocked(), false
+		if e := fs.allocEmptyLocked(ino.channel); e != nil {
+			return e, false
+		}
 	}
 	return nil, true
 }
@@ -611,10 +625,13 @@ func (fs *FS) countStateLocked(s ZoneState) int {
 // (SDF places consecutive writes on consecutive channels), and on the
 // channel the least-worn empty zone (dynamic wear leveling; ties to the
 // lowest ID).
-func (fs *FS) allocEmptyLocked() *zone {
+func (fs *FS) allocEmptyLocked(only int) *zone {
 	C := fs.l.g.Channels
 	for i := 0; i < C; i++ {
 		ch := (fs.rr + i) % C
+		if only >= 0 && ch != only {
+			continue
+		}
 		var best *zone
 		for b := 0; b < fs.l.g.BlocksPerDie; b++ {
 			z := fs.zones[b*C+ch]
@@ -626,7 +643,9 @@ func (fs *FS) allocEmptyLocked() *zone {
 			}
 		}
 		if best != nil {
-			fs.rr = ch + 1
+			if only < 0 {
+				fs.rr = ch + 1
+			}
 			return best
 		}
 	}
@@ -787,6 +806,16 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 			if cerr != nil && retry < 2 && fs.mappingChanged(ino, r) {
 				stale = true
 				break
+			}
+			if cerr != nil && r.op.err == nil {
+				// A checksum failure with a clean device status may be a
+				// transient flip on the way out: read once more before
+				// reporting (DIRECT: tell transient flips from damage).
+				fs.ctr.rereads.Add(1)
+				fs.chans[r.op.addr.Channel].do(r.op)
+				if cerr = fs.verify(ino, name, r, ps); cerr == nil {
+					fs.ctr.transients.Add(1)
+				}
 			}
 			if len(r.op.data) != len(r.dst) || &r.op.data[0] != &r.dst[0] {
 				copy(r.dst, r.op.data[r.skip:])

@@ -61,6 +61,7 @@ type inode struct {
 	buf     []byte
 	bufPage uint64
 	last    *zone // zone of the last write, preferred for the next one
+	channel int   // the only channel the file's zones may be on; -1: any
 }
 
 func (ino *inode) String() string {
@@ -86,6 +87,8 @@ type counters struct {
 	dieFailedReads atomic.Int64
 	programErrs    atomic.Int64
 	readBytes      atomic.Int64
+	rereads        atomic.Int64 // pages read again after a checksum failure
+	transients     atomic.Int64 // ... that verified on the second read
 }
 
 func newFS(dev flash.Device, opts Options) (*FS, error) {
@@ -297,7 +300,7 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		if old := fs.files[name]; old != nil {
 			fs.unlinkLocked(old)
 		}
-		ino := &inode{id: id, name: name, hint: hint, mtime: mtime}
+		ino := &inode{id: id, name: name, hint: hint, mtime: mtime, channel: -1}
 		fs.files[name], fs.byID[id] = ino, ino
 		fs.nextFileID = max(fs.nextFileID, id+1)
 	case recRename:

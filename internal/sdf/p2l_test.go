@@ -245,3 +245,41 @@ func TestCorruptPageTypedErrorAndRepair(t *testing.T) {
 		t.Fatalf("misdirected page: %v", err)
 	}
 }
+
+func TestTransientFlipIsReread(t *testing.T) {
+	dev, fs := newMem(t, small(), Options{})
+	defer fs.Close()
+	data := randBytes(rand.New(rand.NewSource(11)), 20_000)
+	writeFile(t, fs, "x", LifetimeNone, data)
+	ino := fs.files["x"]
+	e, _ := ino.m.find(2)
+	z := fs.zones[e.zone]
+	dev.Faults().FlipBit(fs.l.dataPageAddr(z.id, z.dies, e.zonePage+2-int(e.filePage)), 5, false /* transient */)
+	mustEqual(t, "x", readFile(t, fs, "x"), data)
+	if st := fs.Stats(); st.Transients != 1 || st.Rereads != 1 || st.Corruptions != 0 {
+		t.Fatalf("transient flip: %s", st)
+	}
+}
+
+func TestCreateOnChannel(t *testing.T) {
+	_, fs := newMem(t, small(), Options{})
+	defer fs.Close()
+	rng := rand.New(rand.NewSource(12))
+	for ch := 0; ch < 2; ch++ {
+		f, err := fs.CreateOn(fmt.Sprintf("c%d", ch), LifetimeNone, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(randBytes(rng, 300_000))
+		f.Close()
+		fi, _ := fs.Stat(fmt.Sprintf("c%d", ch))
+		for _, z := range fi.Zones {
+			if fs.Zones()[z].Channel != ch {
+				t.Fatalf("file pinned to channel %d has zone %d on channel %d", ch, z, fs.Zones()[z].Channel)
+			}
+		}
+	}
+	if _, err := fs.CreateOn("bad", LifetimeNone, 2); !base.IsInvalidArgument(err) {
+		t.Fatalf("channel out of range: %v", err)
+	}
+}

@@ -42,6 +42,8 @@ type Stats struct {
 	ProgramErrors  int64
 	FailedDies     int
 	ReadBytes      int64
+	Rereads        int64 // pages read again after a checksum failure
+	Transients     int64 // re-reads that verified (a transient flip)
 	Files          int
 }
 
@@ -72,8 +74,8 @@ func (s Stats) String() string {
 	fmt.Fprintf(&b, "\nwrites: user %d B, flash %d B, write amplification %.3f (padding %d B, tail rewrites %d, P2L pages %d, metadata pages %d, checkpoints %d)\n",
 		s.UserBytes, s.FlashBytes, s.WriteAmplification(), s.PadBytes, s.TailRewrites, s.P2LPages, s.MetaPages, s.Checkpoints)
 	fmt.Fprintf(&b, "gc: runs %d, pages copied %d, zone resets %d\n", s.GCRuns, s.GCPages, s.Resets)
-	fmt.Fprintf(&b, "corruption: reads %d, checksum %d, uncorrectable %d, failed-die reads %d, program errors %d, failed dies %d\n",
-		s.Corruptions, s.ChecksumErrors, s.Uncorrectable, s.DieFailedReads, s.ProgramErrors, s.FailedDies)
+	fmt.Fprintf(&b, "corruption: reads %d, checksum %d (re-read %d, transient %d), uncorrectable %d, failed-die reads %d, program errors %d, failed dies %d\n",
+		s.Corruptions, s.ChecksumErrors, s.Rereads, s.Transients, s.Uncorrectable, s.DieFailedReads, s.ProgramErrors, s.FailedDies)
 	return b.String()
 }
 
@@ -120,6 +122,8 @@ func (fs *FS) Stats() Stats {
 	s.DieFailedReads = c.dieFailedReads.Load()
 	s.ProgramErrors = c.programErrs.Load()
 	s.ReadBytes = c.readBytes.Load()
+	s.Rereads = c.rereads.Load()
+	s.Transients = c.transients.Load()
 	for _, ch := range fs.chans {
 		s.ChannelReads = append(s.ChannelReads, ch.stats.reads.Load())
 		s.ChannelPrograms = append(s.ChannelPrograms, ch.stats.programs.Load())
