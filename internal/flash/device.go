@@ -20,8 +20,8 @@ type Geometry struct {
 	OOBSize        int // bytes of spare area per page
 }
 
-// Validate reports whether every dimension is positive and the device is small
-// enough to address with int offsets.
+// Validate reports whether every dimension is positive and within the limits
+// below, so that every byte offset of the device fits an int64.
 func (g Geometry) Validate() error {
 	if g.Channels <= 0 || g.DiesPerChannel <= 0 || g.BlocksPerDie <= 0 ||
 		g.PagesPerBlock <= 0 || g.PageSize <= 0 || g.OOBSize < 0 {
@@ -30,8 +30,31 @@ func (g Geometry) Validate() error {
 	if g.PageSize%512 != 0 {
 		return base.InvalidArgumentf("flash: page size %d is not a multiple of 512", g.PageSize)
 	}
+	if g.Channels > maxChannels || g.DiesPerChannel > maxDiesPerChannel || g.BlocksPerDie > maxBlocksPerDie ||
+		g.PagesPerBlock > maxPagesPerBlock || g.PageSize > maxPageSize || g.OOBSize > g.PageSize {
+		return base.InvalidArgumentf("flash: geometry %s exceeds the limits (%d channels, %d dies per channel, "+
+			"%d blocks per die, %d pages per block, %d-byte pages, OOB at most the page size)", g,
+			maxChannels, maxDiesPerChannel, maxBlocksPerDie, maxPagesPerBlock, maxPageSize)
+	}
+	if pages := int64(g.Dies()) * int64(g.BlocksPerDie) * int64(g.PagesPerBlock); pages > maxPages {
+		return base.InvalidArgumentf("flash: geometry %s has %d pages, more than %d", g, pages, int64(maxPages))
+	}
 	return nil
 }
+
+// Geometry limits: generous for real devices (a 128 TB drive has well under
+// 2^36 pages), and small enough that every byte offset of the device,
+// spare areas and backend headers included, fits an int64: at most 2^36
+// pages of at most 2^21 bytes. The per-dimension limits keep the product
+// itself from overflowing before it is compared.
+const (
+	maxChannels       = 1 << 10
+	maxDiesPerChannel = 1 << 8
+	maxBlocksPerDie   = 1 << 20
+	maxPagesPerBlock  = 1 << 12
+	maxPageSize       = 1 << 20
+	maxPages          = 1 << 36
+)
 
 // Dies is the number of dies in the device.
 func (g Geometry) Dies() int { return g.Channels * g.DiesPerChannel }

@@ -217,3 +217,30 @@ func TestBadBlock(t *testing.T) {
 		t.Fatalf("stats %v pending %d", s, e.Faults().Pending())
 	}
 }
+
+func TestGeometryLimits(t *testing.T) {
+	full := SDFGeometry(4096) // the real SDF: 44 x 2 x 4096 blocks of 2 MiB
+	if err := full.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A memory device of the full SDF geometry costs only what is written.
+	e := mustMemory(t, full, Options{})
+	last := PageAddr{43, 1, 4095, 0}
+	data := pageData(full, last, 0)
+	if err := e.Program(last, data, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, full.PageSize)
+	if _, err := e.Read(last, got, nil); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("last page of the full SDF: %v", err)
+	}
+	for _, g := range []Geometry{
+		{Channels: 1 << 11, DiesPerChannel: 1, BlocksPerDie: 1, PagesPerBlock: 1, PageSize: 512},
+		{Channels: 1, DiesPerChannel: 1, BlocksPerDie: 1, PagesPerBlock: 1, PageSize: 512, OOBSize: 513},
+		{Channels: 1 << 10, DiesPerChannel: 1 << 8, BlocksPerDie: 1 << 20, PagesPerBlock: 1 << 12, PageSize: 512},
+	} {
+		if err := g.Validate(); !base.IsInvalidArgument(err) {
+			t.Fatalf("%s: %v", g, err)
+		}
+	}
+}

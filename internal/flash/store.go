@@ -36,12 +36,14 @@ type store interface {
 	close() error
 }
 
-// memStore keeps pages in memory. A page's buffer is allocated on first
-// program and reused after erase (the Emulator never reads an erased page
-// from the store: it answers 0xFF from the block state).
+// memStore keeps pages in memory, allocated per block on the block's first
+// program (so a large, mostly empty geometry costs little) and reused after
+// erase. The Emulator never reads an erased page from the store: it answers
+// 0xFF from the block state.
 type memStore struct {
-	pageBytes int
-	pages     [][]byte // indexed by flat page number; nil until programmed
+	pageBytes     int
+	pagesPerBlock int
+	blocks        [][][]byte // [flat block][page]; nil until first programmed
 
 	mu    sync.Mutex // guards state
 	state []byte
@@ -50,12 +52,23 @@ type memStore struct {
 var _ store = (*memStore)(nil)
 
 func newMemStore(g Geometry) *memStore {
-	n := int64(g.Dies()) * int64(g.BlocksPerDie) * int64(g.PagesPerBlock)
-	return &memStore{pageBytes: g.PageSize + g.OOBSize, pages: make([][]byte, n)}
+	return &memStore{
+		pageBytes:     g.PageSize + g.OOBSize,
+		pagesPerBlock: g.PagesPerBlock,
+		blocks:        make([][][]byte, int64(g.Dies())*int64(g.BlocksPerDie)),
+	}
+}
+
+func (s *memStore) page(page int64) []byte {
+	b := s.blocks[page/int64(s.pagesPerBlock)]
+	if b == nil {
+		return nil
+	}
+	return b[page%int64(s.pagesPerBlock)]
 }
 
 func (s *memStore) readPage(page int64, buf []byte) error {
-	p := s.pages[page]
+	p := s.page(page)
 	if p == nil {
 		// Never programmed in this process (cannot happen through the
 		// Emulator); behave like erased cells.
@@ -67,10 +80,14 @@ func (s *memStore) readPage(page int64, buf []byte) error {
 }
 
 func (s *memStore) writePage(page int64, buf []byte) error {
-	p := s.pages[page]
+	fb, i := page/int64(s.pagesPerBlock), page%int64(s.pagesPerBlock)
+	if s.blocks[fb] == nil {
+		s.blocks[fb] = make([][]byte, s.pagesPerBlock)
+	}
+	p := s.blocks[fb][i]
 	if p == nil {
 		p = make([]byte, s.pageBytes)
-		s.pages[page] = p
+		s.blocks[fb][i] = p
 	}
 	copy(p, buf)
 	return nil
@@ -78,7 +95,7 @@ func (s *memStore) writePage(page int64, buf []byte) error {
 
 func (s *memStore) eraseBlock(first int64, n int) error {
 	for i := first; i < first+int64(n); i++ {
-		if p := s.pages[i]; p != nil {
+		if p := s.page(i); p != nil {
 			fill(p, 0xFF)
 		}
 	}
@@ -94,7 +111,7 @@ func (s *memStore) loadState() ([][]byte, error) {
 	return [][]byte{append([]byte(nil), s.state...)}, nil
 }
 
-func (s *memStore) programmed(page int64) (bool, error) { return s.pages[page] != nil, nil }
+func (s *memStore) programmed(page int64) (bool, error) { return s.page(page) != nil, nil }
 
 func (s *memStore) saveState(_ uint64, rec []byte) error {
 	s.mu.Lock()
