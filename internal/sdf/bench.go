@@ -1,0 +1,352 @@
+package sdf
+
+import (
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
+)
+
+// BenchOptions configures Bench: SDF's microbenchmarks (SDF 002 section
+// 3.2, Table 4 and Figure 7) run through this layer, with a raw-device read
+// of the same pages in the same run as the reference.
+type BenchOptions struct {
+	// Channels lists the channel counts to measure (default 1, 2, 4, ...,
+	// all).
+	Channels []int
+	// BytesPerChannel is the file size per channel (default: a quarter of a
+	// channel's usable bytes, at most 16MiB).
+	BytesPerChannel base.Bytes
+	// RequestBytes is the size of one sequential read or write (default one
+	// zone's data bytes, SDF's write unit).
+	RequestBytes base.Bytes
+	// RandomReadBytes are the random-read request sizes (default 8KiB,
+	// 16KiB, 64KiB as Table 4).
+	RandomReadBytes []base.Bytes
+	// RandomReads is the random reads per channel per size (default 200).
+	RandomReads int
+	Seed        int64
+}
+
+// BenchRow is one measurement.
+type BenchRow struct {
+	Test     string // "seq-write", "seq-read", "raw-read", "rand-read"
+	Channels int
+	Request  base.Bytes
+	Bytes    int64
+	Elapsed  time.Duration
+	Errors   int64 // reads that returned a corruption (counted, not fatal)
+}
+
+// MBps is the throughput in 10^6 bytes per second.
+func (r BenchRow) MBps() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6
+}
+
+func (r BenchRow) String() string {
+	return fmt.Sprintf("%-9s ch=%-3d req=%-6s %8.1f MB/s errors=%d", r.Test, r.Channels, r.Request, r.MBps(), r.Errors)
+}
+
+// Bench runs the throughput benchmarks on fs (which must be on dev and
+// should be empty; the files it writes are removed at the end).
+func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
+	g := fs.l.g
+	if len(o.Channels) == 0 {
+		for c := 1; c < g.Channels; c *= 2 {
+			o.Channels = append(o.Channels, c)
+		}
+		o.Channels = append(o.Channels, g.Channels)
+	}
+	for _, c := range o.Channels {
+		if c < 1 || c > g.Channels {
+			return nil, base.InvalidArgumentf("sdf: bench channel count %d of %d", c, g.Channels)
+		}
+	}
+	zoneBytes := base.Bytes(g.DiesPerChannel * fs.l.dataPagesPerBlock() * g.PageSize)
+	perChannel := base.Bytes(g.BlocksPerDie) * zoneBytes
+	if o.BytesPerChannel == 0 {
+		o.BytesPerChannel = min(perChannel/4, 16*base.MiB)
+	}
+	if o.BytesPerChannel > perChannel/2 {
+		return nil, base.InvalidArgumentf("sdf: bench needs %s per channel, a channel holds %s", o.BytesPerChannel, perChannel)
+	}
+	if o.RequestBytes == 0 {
+		o.RequestBytes = zoneBytes
+	}
+	if len(o.RandomReadBytes) == 0 {
+		o.RandomReadBytes = []base.Bytes{8 * base.KiB, 16 * base.KiB, 64 * base.KiB}
+	}
+	if o.RandomReads == 0 {
+		o.RandomReads = 200
+	}
+	rng := rand.New(rand.NewSource(o.Seed))
+	payload := make([]byte, o.RequestBytes)
+	rng.Read(payload)
+	var rows []BenchRow
+	size := int64(o.BytesPerChannel)
+
+	writeAll := func(prefix string, k int) (time.Duration, error) {
+		var wg sync.WaitGroup
+		errs := make([]error, k)
+		start := time.Now()
+		for c := 0; c < k; c++ {
+			wg.Add(1)
+			go func(c int) {
+				defer wg.Done()
+				f, err := fs.CreateOn(fmt.Sprintf("%s/c%d", prefix, c), LifetimeShort, c)
+				if err != nil {
+					errs[c] = err
+					return
+				}
+				for off := int64(0); off < size; off += int64(len(payload)) {
+					n := min(int64(len(payload)), size-off)
+					if _, err := f.Write(payload[:n]); err != nil {
+						errs[c] = err
+						return
+					}
+				}
+				errs[c] = f.Close()
+			}(c)
+		}
+		wg.Wait()
+		el := time.Since(start)
+		for _, err := range errs {
+			if err != nil {
+				return 0, err
+			}
+		}
+		return el, nil
+	}
+	removeAll := func(prefix string, k int) {
+		for c := 0; c < k; c++ {
+			_ = fs.Remove(fmt.Sprintf("%s/c%d", prefix, c))
+		}
+	}
+	// Sequential writes against channels.
+	for _, k := range o.Channels {
+		el, err := writeAll("bench/w", k)
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, BenchRow{Test: "seq-write", Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size, Elapsed: el})
+		removeAll("bench/w", k)
+	}
+	// One file per channel for the reads.
+	if _, err := writeAll("bench/r", g.Channels); err != nil {
+		return rows, err
+	}
+	defer removeAll("bench/r", g.Channels)
+	files := make([]*File, g.Channels)
+	for c := range files {
+		f, err := fs.OpenFile(fmt.Sprintf("bench/r/c%d", c))
+		if err != nil {
+			return rows, err
+		}
+		defer f.Close()
+		files[c] = f
+	}
+	// Layer reads against channels, each followed by a raw device read of
+	// the same pages. A corruption is counted and the read goes on.
+	var corrupt atomic.Int64
+	readAt := func(f *File, buf []byte, off int64) error {
+		_, err := f.ReadAt(buf, off)
+		if base.IsCorruption(err) {
+			corrupt.Add(1)
+			return nil
+		}
+		return err
+	}
+	for _, k := range o.Channels {
+		corrupt.Store(0)
+		el, err := parallelReads(k, func(c int, buf []byte) error {
+			for off := int64(0); off < size; off += int64(len(buf)) {
+				n := min(int64(len(buf)), size-off)
+				if err := readAt(files[c], buf[:n], off); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, int(o.RequestBytes))
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, BenchRow{Test: "seq-read", Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size,
+			Elapsed: el, Errors: corrupt.Load()})
+		rel, err := fs.rawRead(dev, files[:k])
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, BenchRow{Test: "raw-read", Channels: k, Request: base.Bytes(g.PageSize), Bytes: int64(k) * size, Elapsed: rel})
+	}
+	// Random reads on every channel (Table 4).
+	for _, rs := range o.RandomReadBytes {
+		req := int64(rs)
+		if req > size {
+			continue
+		}
+		seeds := make([]int64, g.Channels)
+		for c := range seeds {
+			seeds[c] = rng.Int63()
+		}
+		corrupt.Store(0)
+		el, err := parallelReads(g.Channels, func(c int, buf []byte) error {
+			r := rand.New(rand.NewSource(seeds[c]))
+			for i := 0; i < o.RandomReads; i++ {
+				off := r.Int63n(size/req) * req
+				if err := readAt(files[c], buf, off); err != nil {
+					return err
+				}
+			}
+			return nil
+		}, int(req))
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, BenchRow{Test: "rand-read", Channels: g.Channels, Request: rs,
+			Bytes: int64(g.Channels) * int64(o.RandomReads) * req, Elapsed: el, Errors: corrupt.Load()})
+	}
+	return rows, nil
+}
+
+func parallelReads(k int, fn func(c int, buf []byte) error, bufBytes int) (time.Duration, error) {
+	var wg sync.WaitGroup
+	errs := make([]error, k)
+	bufs := make([][]byte, k)
+	for c := range bufs {
+		bufs[c] = make([]byte, bufBytes)
+	}
+	start := time.Now()
+	for c := 0; c < k; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			errs[c] = fn(c, bufs[c])
+		}(c)
+	}
+	wg.Wait()
+	el := time.Since(start)
+	for _, err := range errs {
+		if err != nil {
+			return el, err
+		}
+	}
+	return el, nil
+}
+
+// rawRead reads the physical pages of files straight from the device, one
+// goroutine per die (the device's full parallelism, no verification), and
+// returns the time taken: the reference for the layer's read throughput.
+func (fs *FS) rawRead(dev flash.Device, files []*File) (time.Duration, error) {
+	g := fs.l.g
+	perDie := map[flash.DieAddr][]flash.PageAddr{}
+	fs.mu.Lock()
+	for _, f := range files {
+		for _, e := range f.ino.m.exts {
+			z := fs.zones[e.zone]
+			for k := 0; k < e.n; k++ {
+				a := fs.l.dataPageAddr(z.id, z.dies, e.zonePage+k)
+				perDie[a.DieAddr()] = append(perDie[a.DieAddr()], a)
+			}
+		}
+	}
+	fs.mu.Unlock()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	for _, list := range perDie {
+		wg.Add(1)
+		go func(list []flash.PageAddr) {
+			defer wg.Done()
+			data := make([]byte, g.PageSize)
+			oob := make([]byte, g.OOBSize)
+			for _, a := range list {
+				if _, err := dev.Read(a, data, oob); err != nil && !isMediaError(err) {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+				}
+			}
+		}(list)
+	}
+	wg.Wait()
+	return time.Since(start), firstErr
+}
+
+// OverwriteResult is the outcome of BenchOverwrite.
+type OverwriteResult struct {
+	Fill          float64 // live data / usable capacity
+	UserBytes     int64   // bytes rewritten by the workload
+	FlashBytes    int64   // bytes programmed meanwhile (data, GC, P2L, metadata)
+	GCPages       int64
+	Resets        int64
+	Amplification float64 // all programmed bytes / user bytes
+	// DataAmplification counts data pages only (user, padding, GC copies).
+	DataAmplification float64
+}
+
+func (r OverwriteResult) String() string {
+	return fmt.Sprintf("fill %.0f%%: write amplification %.3f, data only %.3f (user %d B, flash %d B, GC pages %d, resets %d)",
+		100*r.Fill, r.Amplification, r.DataAmplification, r.UserBytes, r.FlashBytes, r.GCPages, r.Resets)
+}
+
+// BenchOverwrite fills fs with files up to fill (a fraction of usable
+// capacity), then rewrites uniformly random chunkBytes-aligned ranges of
+// them out of place (RewriteRange) until `rounds` times the live data was
+// rewritten, and reports the write amplification of that phase.
+func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64, seed int64) (OverwriteResult, error) {
+	if fill <= 0 || fill >= 1 || chunkBytes < base.Bytes(fs.l.g.PageSize) || rounds <= 0 {
+		return OverwriteResult{}, base.InvalidArgumentf("sdf: overwrite bench fill %g chunk %s rounds %g", fill, chunkBytes, rounds)
+	}
+	rng := rand.New(rand.NewSource(seed))
+	st0 := fs.Stats()
+	fileBytes := int64(64 * chunkBytes)
+	nfiles := int(float64(st0.Usable) * fill / float64(fileBytes))
+	buf := make([]byte, fileBytes)
+	for i := 0; i < nfiles; i++ {
+		rng.Read(buf)
+		f, err := fs.Create(fmt.Sprintf("ow/%d", i), LifetimeNone)
+		if err != nil {
+			return OverwriteResult{}, err
+		}
+		if _, err := f.Write(buf); err != nil {
+			return OverwriteResult{}, err
+		}
+		if err := f.Close(); err != nil {
+			return OverwriteResult{}, err
+		}
+	}
+	st1 := fs.Stats()
+	chunk := make([]byte, chunkBytes)
+	total := int64(rounds * float64(int64(nfiles)*fileBytes))
+	var user int64
+	for user < total {
+		rng.Read(chunk)
+		name := fmt.Sprintf("ow/%d", rng.Intn(nfiles))
+		off := rng.Int63n(fileBytes/int64(chunkBytes)) * int64(chunkBytes)
+		if err := fs.RewriteRange(name, off, chunk); err != nil {
+			return OverwriteResult{}, err
+		}
+		user += int64(chunkBytes)
+	}
+	st2 := fs.Stats()
+	r := OverwriteResult{
+		Fill:       float64(int64(nfiles)*fileBytes) / float64(st0.Usable),
+		UserBytes:  user,
+		FlashBytes: st2.FlashBytes - st1.FlashBytes,
+		GCPages:    st2.GCPages - st1.GCPages,
+		Resets:     st2.Resets - st1.Resets,
+	}
+	r.Amplification = float64(r.FlashBytes) / float64(r.UserBytes)
+	r.DataAmplification = float64((st2.DataPages-st1.DataPages)*int64(fs.l.g.PageSize)) / float64(r.UserBytes)
+	return r, nil
+}

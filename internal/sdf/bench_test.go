@@ -1,0 +1,54 @@
+package sdf
+
+import (
+	"testing"
+
+	"github.com/flashmend/flashmend/internal/flash"
+)
+
+func TestBenchRuns(t *testing.T) {
+	dev, fs := newMem(t, small(), Options{})
+	defer fs.Close()
+	rows, err := Bench(dev, fs, BenchOptions{Seed: 1, RandomReads: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, r := range rows {
+		seen[r.Test]++
+		if r.Bytes <= 0 || r.Elapsed <= 0 {
+			t.Fatalf("row %s", r)
+		}
+	}
+	if seen["seq-write"] != 2 || seen["seq-read"] != 2 || seen["raw-read"] != 2 || seen["rand-read"] != 3 {
+		t.Fatalf("rows %v", rows)
+	}
+	if n := len(fs.List()); n != 0 {
+		t.Fatalf("bench left %d files", n)
+	}
+}
+
+func TestBenchOverwriteAmplification(t *testing.T) {
+	g := small()
+	g.BlocksPerDie = 48
+	dev, err := flash.NewMemory(g, flash.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := Format(dev, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fs.Close()
+	r, err := BenchOverwrite(fs, 0.6, 16*1024, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(r)
+	// Random overwrites at 60% fill need GC: amplification above 1, and
+	// bounded (greedy GC at utilisation u copies about u/(1-u) pages per
+	// page freed in the worst case).
+	if r.GCPages == 0 || r.Amplification <= 1 || r.Amplification > 6 {
+		t.Fatalf("%s", r)
+	}
+}
