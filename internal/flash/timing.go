@@ -166,3 +166,16 @@ func (e *Emulator) wait(done time.Time) {
 		time.Sleep(d)
 	}
 }
+
+// DieBusyUntil is when the die finishes its last scheduled operation on the
+// device's timeline (zero before its first operation, and always with
+// TimingNone). A simulator uses it to issue work to idle dies first.
+func (e *Emulator) DieBusyUntil(a DieAddr) (time.Time, error) {
+	if !e.checkDieAddr(a) {
+		return time.Time{}, base.InvalidArgumentf("flash: die %s out of range for %s", a, e.geo)
+	}
+	d := e.dies[a.Index(e.geo)]
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.busyUntil, nil
+}

@@ -61,6 +61,9 @@ func TestVirtualTiming(t *testing.T) {
 			t.Fatalf("%s: done at +%v, want +%v", s.name, got.Sub(t0), s.want.Sub(t0))
 		}
 	}
+	if bu, err := e.DieBusyUntil(DieAddr{0, 0}); err != nil || !bu.Equal(us(3570)) {
+		t.Fatalf("die busy until %v, %v", bu, err)
+	}
 	st := e.Stats()
 	if st.Channels[0].Busy != 30*time.Microsecond || st.Dies[0].Busy != (510+60+3000)*time.Microsecond {
 		t.Fatalf("busy: channel0 %v die0 %v", st.Channels[0].Busy, st.Dies[0].Busy)
