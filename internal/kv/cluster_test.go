@@ -1,0 +1,159 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+func startCluster(t *testing.T, opts Options, splits ...string) (*LocalCluster, *Client) {
+	t.Helper()
+	if opts.CacheBytes == 0 {
+		opts.CacheBytes = -1 // no block cache: injected damage is always seen
+	}
+	c, err := StartLocalCluster(LocalClusterConfig{Splits: splits, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl, err := c.NewClient(ClientOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range c.Layout.Shards {
+		if _, err := c.WaitLeader(ctx, s.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c, cl
+}
+
+// checksums returns each running replica's content checksum once all have
+// applied the same index.
+func checksums(t *testing.T, c *LocalCluster, shard base.ShardID) map[base.NodeID]string {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		out := map[base.NodeID]string{}
+		indexes := map[uint64]bool{}
+		for _, id := range c.NodeIDs() {
+			n := c.Node(id)
+			if n == nil {
+				continue
+			}
+			crc, rows, applied, err := n.Replica(shard).ContentChecksum()
+			if err != nil {
+				out[id] = "error: " + err.Error()
+				continue
+			}
+			out[id] = fmt.Sprintf("crc=%08x rows=%d", crc, rows)
+			indexes[applied] = true
+		}
+		same := len(indexes) == 1
+		for _, v := range out {
+			for _, w := range out {
+				same = same && v == w
+			}
+		}
+		if same || time.Now().After(deadline) {
+			return out
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func assertSame(t *testing.T, sums map[base.NodeID]string) {
+	t.Helper()
+	var first string
+	for _, v := range sums {
+		if first == "" {
+			first = v
+		}
+		if v != first {
+			t.Fatalf("replicas differ: %v", sums)
+		}
+	}
+}
+
+func TestClusterBasicOps(t *testing.T) {
+	c, cl := startCluster(t, Options{}, "m")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for i := 0; i < 50; i++ {
+		if _, err := cl.Put(ctx, []byte(fmt.Sprintf("k%02d", i)), []byte(fmt.Sprintf("v%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	idx, err := cl.Put(ctx, []byte("zz"), []byte("last"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, opt := range []ReadOption{Strong(), AfterIndex(idx)} {
+		v, found, err := cl.Get(ctx, []byte("zz"), opt)
+		if err != nil || !found || string(v) != "last" {
+			t.Fatalf("get zz: %q %v %v", v, found, err)
+		}
+	}
+	if _, err := cl.Delete(ctx, []byte("k03")); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, err := cl.Get(ctx, []byte("k03")); err != nil || found {
+		t.Fatalf("deleted key: %v %v", found, err)
+	}
+	rows, err := cl.Scan(ctx, []byte("k00"), []byte("k10"), 0)
+	if err != nil || len(rows) != 9 {
+		t.Fatalf("scan: %v %v", rows, err)
+	}
+	rows, err = cl.Scan(ctx, []byte("k"), nil, 5)
+	if err != nil || len(rows) != 5 || string(rows[0].Key) != "k00" {
+		t.Fatalf("limited scan: %v %v", rows, err)
+	}
+	// Compare-and-set.
+	ok, err := cl.CompareAndSet(ctx, []byte("k01"), []byte("v1"), []byte("v1b"))
+	if err != nil || !ok {
+		t.Fatalf("cas: %v %v", ok, err)
+	}
+	ok, err = cl.CompareAndSet(ctx, []byte("k01"), []byte("v1"), []byte("v1c"))
+	if err != nil || ok {
+		t.Fatalf("stale cas: %v %v", ok, err)
+	}
+	ok, err = cl.CompareAndSet(ctx, []byte("new"), nil, []byte("x"))
+	if err != nil || !ok {
+		t.Fatalf("cas absent: %v %v", ok, err)
+	}
+	// Atomic batch with a failing condition applies nothing.
+	_, err = cl.Batch(ctx, []Op{{Key: []byte("b1"), Value: []byte("1")}, {Key: []byte("b2"), Value: []byte("2")}},
+		[]Condition{{Key: []byte("b1"), Exists: true, Value: []byte("nope")}})
+	if err != ErrConditionFailed && !isReason(err, ErrConditionFailed) {
+		t.Fatalf("batch condition: %v", err)
+	}
+	if _, found, _ := cl.Get(ctx, []byte("b2")); found {
+		t.Fatal("failed batch applied")
+	}
+	// Bad input.
+	for name, err := range map[string]error{
+		"empty key":   func() error { _, err := cl.Put(ctx, nil, []byte("x")); return err }(),
+		"big key":     func() error { _, err := cl.Put(ctx, make([]byte, MaxKeyBytes+1), nil); return err }(),
+		"big value":   func() error { _, err := cl.Put(ctx, []byte("a"), make([]byte, MaxValueBytes+1)); return err }(),
+		"cross shard": func() error { _, err := cl.Batch(ctx, []Op{{Key: []byte("a")}, {Key: []byte("z")}}, nil); return err }(),
+		"bad range":   func() error { _, err := cl.Scan(ctx, []byte("z"), []byte("a"), 0); return err }(),
+	} {
+		if !base.IsInvalidArgument(err) {
+			t.Errorf("%s: err = %v; want invalid argument", name, err)
+		}
+	}
+	for _, s := range c.Layout.Shards {
+		assertSame(t, checksums(t, c, s.ID))
+	}
+}
+
+func isReason(err error, target *Error) bool {
+	e, ok := err.(*Error)
+	return ok && e.Reason == target.Reason
+}

@@ -1,0 +1,96 @@
+package kv
+
+import (
+	"bytes"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+// onCorruption is Pebble's EventListener.DataCorruption. It runs in read
+// paths and must not block: it queues the report for detectLoop.
+func (r *Replica) onCorruption(info pebble.DataCorruptionInfo) {
+	select {
+	case r.corruptc <- info:
+	default: // a burst of reports of the same damage; one is enough
+	}
+}
+
+// detectLoop turns corruption reports into repairs (DIRECT 4.1.3 detect and
+// isolate, 4.1.4 recovery through the log).
+func (r *Replica) detectLoop() {
+	defer r.wg.Done()
+	for {
+		select {
+		case info := <-r.corruptc:
+			r.handleCorruption(info)
+		case <-r.stopc:
+			return
+		}
+	}
+}
+
+func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
+	r.mu.Lock()
+	if r.handled[info.Path] || r.down || r.needRebuild {
+		r.mu.Unlock()
+		return
+	}
+	r.handled[info.Path] = true
+	r.stats.CorruptionsDetected++
+	r.detectedAt = r.opts.Clock.Now()
+	r.mu.Unlock()
+
+	if r.opts.Mode == RepairCrash {
+		r.mu.Lock()
+		r.down = true
+		r.needRebuild = true
+		r.mu.Unlock()
+		r.enqueue(applyTask{})
+		return
+	}
+	rg := r.isolate(info)
+	r.mu.Lock()
+	r.recovering = append(r.recovering, rg)
+	r.mu.Unlock()
+	r.proposeAsync(&kvpb.Command{Patch: &kvpb.PatchRequest{
+		PatchId:          r.nextID.Add(1),
+		CorruptedReplica: uint64(r.id),
+		Ranges:           rangesToProto([]Range{rg}),
+	}})
+}
+
+// isolate maps a corrupt file to the user key range to repair: the corrupt
+// data block's range if the sstable reader can find it, else the file's
+// bounds, clipped to the shard.
+func (r *Replica) isolate(info pebble.DataCorruptionInfo) Range {
+	fileStart, fileEnd := info.Bounds.Start, []byte(nil)
+	if info.Bounds.End.Key != nil {
+		fileEnd = append(bytes.Clone(info.Bounds.End.Key), 0) // inclusive either way: one past
+	}
+	r.smMu.RLock()
+	readerOpts := r.sm.opts.MakeReaderOptions()
+	r.smMu.RUnlock()
+	iso, err := isolateCorruption(r.fs, info.Path, readerOpts, fileStart, fileEnd)
+	lo, hi := fileStart, fileEnd
+	if err == nil {
+		lo, hi = iso.Start, iso.End
+	}
+	return r.toUserRange(lo, hi)
+}
+
+// toUserRange converts a Pebble span to a user range within the shard.
+func (r *Replica) toUserRange(lo, hi []byte) Range {
+	out := r.shard.Range
+	if k, ok := fromUserKey(lo); ok && bytes.Compare(k, out.Start) > 0 {
+		out.Start = bytes.Clone(k)
+	}
+	if hi != nil && bytes.Compare(hi, userPrefix) > 0 && bytes.Compare(hi, userEnd) < 0 {
+		k, _ := fromUserKey(hi)
+		if len(out.End) == 0 || bytes.Compare(k, out.End) < 0 {
+			out.End = bytes.Clone(k)
+		}
+	}
+	return out
+}

@@ -1,0 +1,330 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+// NodeConfig configures the KV part of one storage node.
+type NodeConfig struct {
+	ID     base.NodeID
+	Layout Layout
+	// Addrs gives every node's gRPC address (loopback in tests).
+	Addrs map[base.NodeID]string
+	// FS and Dir hold the node's replicas: Dir/shard-N/{raft,pebble}. Any
+	// vfs.FS works (vfs.Default, vfs.NewMem(), later sdfvfs).
+	FS  vfs.FS
+	Dir string
+	Options
+}
+
+// Node hosts this node's replicas of every shard (multi-raft), batches
+// their raft messages per destination node, and serves the KV,
+// Replication and KVAdmin gRPC services.
+type Node struct {
+	cfg      NodeConfig
+	replicas map[base.ShardID]*Replica
+
+	mu    sync.Mutex
+	peers map[base.NodeID]*peer
+	conns map[base.NodeID]*grpc.ClientConn
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+var _ replicaEnv = (*Node)(nil)
+
+// NewNode opens (or creates) the node's replicas and starts them.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	if cfg.ID == 0 {
+		return nil, base.InvalidArgumentf("kv: node id 0")
+	}
+	if cfg.FS == nil || cfg.Dir == "" {
+		return nil, base.InvalidArgumentf("kv: node needs FS and Dir")
+	}
+	if err := cfg.Layout.Validate(); err != nil {
+		return nil, err
+	}
+	opts, err := cfg.Options.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cfg.Options = opts
+	n := &Node{
+		cfg: cfg, replicas: map[base.ShardID]*Replica{},
+		peers: map[base.NodeID]*peer{}, conns: map[base.NodeID]*grpc.ClientConn{},
+		stop: make(chan struct{}),
+	}
+	for _, s := range cfg.Layout.Shards {
+		rid, ok := s.ReplicaOn(cfg.ID)
+		if !ok {
+			continue
+		}
+		dir := cfg.FS.PathJoin(cfg.Dir, fmt.Sprintf("shard-%d", uint64(s.ID)))
+		r, err := newReplica(n, cfg.ID, s, rid, cfg.FS, dir, opts)
+		if err != nil {
+			n.Close()
+			return nil, fmt.Errorf("kv: %s: open replica of %s: %w", cfg.ID, s.ID, err)
+		}
+		n.replicas[s.ID] = r
+	}
+	return n, nil
+}
+
+// ID returns the node's ID.
+func (n *Node) ID() base.NodeID { return n.cfg.ID }
+
+// Replica returns this node's replica of shard, or nil.
+func (n *Node) Replica(shard base.ShardID) *Replica { return n.replicas[shard] }
+
+// RegisterServices registers the KV, Replication and KVAdmin services; it
+// fits internal/node's Config.RegisterServices hook.
+func (n *Node) RegisterServices(s *grpc.Server) {
+	kvpb.RegisterKVServer(s, &kvServer{n: n})
+	kvpb.RegisterReplicationServer(s, &replicationServer{n: n})
+	kvpb.RegisterKVAdminServer(s, &adminServer{n: n})
+}
+
+// Close stops the replicas and the transport.
+func (n *Node) Close() error {
+	n.mu.Lock()
+	select {
+	case <-n.stop:
+		n.mu.Unlock()
+		return nil
+	default:
+	}
+	close(n.stop)
+	n.mu.Unlock()
+	var first error
+	for _, r := range n.replicas {
+		if err := r.close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	n.wg.Wait()
+	n.mu.Lock()
+	for _, c := range n.conns {
+		c.Close()
+	}
+	n.mu.Unlock()
+	return first
+}
+
+func (n *Node) conn(to base.NodeID) (*grpc.ClientConn, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if c, ok := n.conns[to]; ok {
+		return c, nil
+	}
+	addr, ok := n.cfg.Addrs[to]
+	if !ok {
+		return nil, base.InvalidArgumentf("kv: no address for node %s", to)
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	n.conns[to] = c
+	return c, nil
+}
+
+// ---- transport: batched raft messages ----------------------------------------
+
+// maxPeerQueue bounds the raft messages queued for one node; more are
+// dropped (raft retransmits).
+const maxPeerQueue = 8192
+
+type peer struct {
+	to    base.NodeID
+	mu    sync.Mutex
+	queue []*kvpb.RaftMessage
+	sig   chan struct{}
+}
+
+func (n *Node) peerFor(to base.NodeID) *peer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if p, ok := n.peers[to]; ok {
+		return p
+	}
+	p := &peer{to: to, sig: make(chan struct{}, 1)}
+	n.peers[to] = p
+	select {
+	case <-n.stop:
+	default:
+		n.wg.Add(1)
+		go n.sendLoop(p)
+	}
+	return p
+}
+
+// sendRaft routes a replica's outgoing messages to their nodes' queues.
+func (n *Node) sendRaft(shard base.ShardID, msgs []*pb.Message) {
+	spec, ok := n.cfg.Layout.Shard(shard)
+	if !ok {
+		return
+	}
+	for _, m := range msgs {
+		to, ok := spec.Replicas[base.ReplicaID(m.GetTo())]
+		if !ok {
+			continue
+		}
+		data, err := proto.Marshal(m)
+		if err != nil {
+			continue
+		}
+		p := n.peerFor(to)
+		p.mu.Lock()
+		if len(p.queue) < maxPeerQueue {
+			p.queue = append(p.queue, &kvpb.RaftMessage{Shard: uint64(shard), Message: data})
+		}
+		p.mu.Unlock()
+		select {
+		case p.sig <- struct{}{}:
+		default:
+		}
+	}
+}
+
+func (n *Node) sendLoop(p *peer) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-p.sig:
+		case <-n.stop:
+			return
+		}
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		p.mu.Unlock()
+		if len(batch) == 0 {
+			continue
+		}
+		c, err := n.conn(p.to)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, _ = kvpb.NewReplicationClient(c).Send(ctx, &kvpb.RaftBatch{FromNode: uint64(n.cfg.ID), Messages: batch})
+		cancel()
+	}
+}
+
+func (n *Node) sendPatch(to base.NodeID, p *kvpb.Patch) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		c, err := n.conn(to)
+		if err != nil {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = kvpb.NewReplicationClient(c).SendPatch(ctx, p)
+	}()
+}
+
+func (n *Node) fetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error) {
+	c, err := n.conn(from)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := kvpb.NewReplicationClient(c).FetchState(ctx, &kvpb.FetchStateRequest{Shard: uint64(shard)}, grpc.MaxCallRecvMsgSize(1<<30))
+	return resp, fromStatus(err)
+}
+
+func (n *Node) replica(shard uint64) (*Replica, error) {
+	r, ok := n.replicas[base.ShardID(shard)]
+	if !ok {
+		if _, known := n.cfg.Layout.Shard(base.ShardID(shard)); known {
+			return nil, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "node %s holds no replica of %s", n.cfg.ID, base.ShardID(shard))
+		}
+		return nil, base.InvalidArgumentf("kv: unknown shard %d", shard)
+	}
+	return r, nil
+}
+
+// ---- Replication service -------------------------------------------------------
+
+type replicationServer struct {
+	kvpb.UnimplementedReplicationServer
+	n *Node
+}
+
+func (s *replicationServer) Send(_ context.Context, b *kvpb.RaftBatch) (*kvpb.RaftAck, error) {
+	for _, rm := range b.Messages {
+		r, ok := s.n.replicas[base.ShardID(rm.Shard)]
+		if !ok {
+			continue
+		}
+		m := &pb.Message{}
+		if err := proto.Unmarshal(rm.Message, m); err != nil {
+			continue
+		}
+		r.step(m)
+	}
+	return &kvpb.RaftAck{}, nil
+}
+
+func (s *replicationServer) SendPatch(_ context.Context, p *kvpb.Patch) (*kvpb.PatchAck, error) {
+	r, err := s.n.replica(p.Shard)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if base.ReplicaID(p.ToReplica) != r.id {
+		return nil, toStatus(base.InvalidArgumentf("kv: patch for r%d delivered to %s", p.ToReplica, r))
+	}
+	return &kvpb.PatchAck{}, toStatus(r.deliverPatch(p))
+}
+
+func (s *replicationServer) FetchState(_ context.Context, req *kvpb.FetchStateRequest) (*kvpb.FetchStateResponse, error) {
+	r, err := s.n.replica(req.Shard)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp, err := r.fetchState()
+	return resp, toStatus(err)
+}
+
+// ---- Admin service -------------------------------------------------------------
+
+type adminServer struct {
+	kvpb.UnimplementedKVAdminServer
+	n *Node
+}
+
+func (s *adminServer) CorruptBlock(_ context.Context, req *kvpb.CorruptBlockRequest) (*kvpb.CorruptBlockResponse, error) {
+	r, err := s.n.replica(req.Shard)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := validateKey(req.Key); err != nil {
+		return nil, toStatus(err)
+	}
+	file, off, err := r.CorruptBlock(req.Key)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &kvpb.CorruptBlockResponse{File: file, BlockOffset: off}, nil
+}
+
+func (s *adminServer) ReplicaStatus(_ context.Context, req *kvpb.ReplicaStatusRequest) (*kvpb.ReplicaStatusResponse, error) {
+	r, err := s.n.replica(req.Shard)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return r.Status()
+}

@@ -1,0 +1,114 @@
+package kv
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// RepairMode selects what a replica does when it finds corruption.
+type RepairMode int
+
+const (
+	// RepairDirect isolates the corrupt data blocks and repairs their key
+	// ranges with a patch serialized through the raft log (DIRECT 4.1.4).
+	RepairDirect RepairMode = iota
+	// RepairCrash is the baseline: the replica goes down, drops its state and
+	// is re-replicated whole from a healthy peer.
+	RepairCrash
+)
+
+func (m RepairMode) String() string {
+	switch m {
+	case RepairDirect:
+		return "direct"
+	case RepairCrash:
+		return "crash"
+	}
+	return fmt.Sprintf("RepairMode(%d)", int(m))
+}
+
+// ParseRepairMode parses "direct" or "crash".
+func ParseRepairMode(s string) (RepairMode, error) {
+	switch s {
+	case "direct":
+		return RepairDirect, nil
+	case "crash":
+		return RepairCrash, nil
+	}
+	return 0, base.InvalidArgumentf("kv: unknown repair mode %q (want direct or crash)", s)
+}
+
+// Options tunes a node's replicas. Zero values take the defaults.
+type Options struct {
+	// TickInterval is one raft tick. Default 10ms.
+	TickInterval time.Duration
+	// ElectionTicks and HeartbeatTicks are raft's timeouts in ticks.
+	// Defaults 10 and 1.
+	ElectionTicks, HeartbeatTicks int
+	// ProposalTimeout bounds the wait for a write to apply. Default 5s.
+	ProposalTimeout time.Duration
+	// ReadTimeout bounds the wait for a read index or a log index. Default 5s.
+	ReadTimeout time.Duration
+	// PatchTimeout is how long a corrupted replica, at its patch entry, waits
+	// for the first patch before it rebuilds from a peer. Default 3s.
+	PatchTimeout time.Duration
+	// CacheBytes is each replica's Pebble block cache. Default 8 MiB; 0 in
+	// Options means the default, a negative value means no cache.
+	CacheBytes int64
+	// Mode is the corruption repair mode. Default RepairDirect.
+	Mode RepairMode
+	// MaxOpenTxns bounds open transactions per replica. Default 1024.
+	MaxOpenTxns int
+	// Clock stamps events (durations measured for reports). Default the
+	// system clock.
+	Clock base.Clock
+}
+
+func (o *Options) withDefaults() (Options, error) {
+	out := *o
+	if out.TickInterval == 0 {
+		out.TickInterval = 10 * time.Millisecond
+	}
+	if out.ElectionTicks == 0 {
+		out.ElectionTicks = 10
+	}
+	if out.HeartbeatTicks == 0 {
+		out.HeartbeatTicks = 1
+	}
+	if out.ProposalTimeout == 0 {
+		out.ProposalTimeout = 5 * time.Second
+	}
+	if out.ReadTimeout == 0 {
+		out.ReadTimeout = 5 * time.Second
+	}
+	if out.PatchTimeout == 0 {
+		out.PatchTimeout = 3 * time.Second
+	}
+	if out.CacheBytes == 0 {
+		out.CacheBytes = int64(8 * base.MiB)
+	}
+	if out.CacheBytes < 0 {
+		out.CacheBytes = 0
+	}
+	if out.MaxOpenTxns == 0 {
+		out.MaxOpenTxns = 1024
+	}
+	if out.Clock == nil {
+		out.Clock = base.SystemClock{}
+	}
+	switch {
+	case out.TickInterval < time.Millisecond || out.TickInterval > time.Second:
+		return out, base.InvalidArgumentf("kv: TickInterval %v outside [1ms, 1s]", out.TickInterval)
+	case out.HeartbeatTicks < 1 || out.ElectionTicks <= out.HeartbeatTicks || out.ElectionTicks > 1000:
+		return out, base.InvalidArgumentf("kv: need 1 <= HeartbeatTicks (%d) < ElectionTicks (%d) <= 1000", out.HeartbeatTicks, out.ElectionTicks)
+	case out.ProposalTimeout < 0 || out.ReadTimeout < 0 || out.PatchTimeout < 0:
+		return out, base.InvalidArgumentf("kv: negative timeout")
+	case out.Mode != RepairDirect && out.Mode != RepairCrash:
+		return out, base.InvalidArgumentf("kv: unknown repair mode %d", out.Mode)
+	case out.MaxOpenTxns < 1 || out.MaxOpenTxns > 1<<20:
+		return out, base.InvalidArgumentf("kv: MaxOpenTxns %d outside [1, 2^20]", out.MaxOpenTxns)
+	}
+	return out, nil
+}

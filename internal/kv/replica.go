@@ -1,0 +1,579 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/raftlog"
+)
+
+// ReplicaStats counts what a replica detected and repaired.
+type ReplicaStats struct {
+	CorruptionsDetected uint64
+	PatchesApplied      uint64
+	PatchesSent         uint64
+	PatchBytesReceived  uint64
+	Rebuilds            uint64
+	RebuildBytes        uint64
+	TxnsInvalidated     uint64
+	// LastRepair is detection-to-patch-applied time of the last repair.
+	LastRepair time.Duration
+}
+
+func (s ReplicaStats) String() string {
+	return fmt.Sprintf("detected=%d patches=%d sent=%d patchBytes=%d rebuilds=%d rebuildBytes=%d txnsInvalidated=%d",
+		s.CorruptionsDetected, s.PatchesApplied, s.PatchesSent, s.PatchBytesReceived, s.Rebuilds, s.RebuildBytes, s.TxnsInvalidated)
+}
+
+// replicaEnv is what a replica needs from its node.
+type replicaEnv interface {
+	sendRaft(shard base.ShardID, msgs []*pb.Message)
+	sendPatch(to base.NodeID, p *kvpb.Patch)
+	fetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error)
+}
+
+type proposal struct {
+	id   uint64
+	data []byte
+}
+
+type proposalResult struct {
+	index uint64
+	err   error
+}
+
+type readIndexRequest struct {
+	ctx []byte
+	ch  chan uint64
+}
+
+// applyTask is one unit of the apply worker's queue.
+type applyTask struct {
+	entries []*pb.Entry
+}
+
+// Replica is one replica of a shard: a raft RawNode driven by one loop
+// goroutine, and an apply worker that applies committed entries to the
+// Pebble state machine in log order.
+type Replica struct {
+	env   replicaEnv
+	shard ShardSpec
+	id    base.ReplicaID
+	node  base.NodeID
+	opts  Options
+	fs    vfs.FS
+	dir   string
+	log   *raftlog.Log
+
+	rn       *raft.RawNode // owned by the raft loop
+	propc    chan proposal
+	recvc    chan *pb.Message
+	readc    chan readIndexRequest
+	corruptc chan pebble.DataCorruptionInfo
+	stopc    chan struct{}
+	wg       sync.WaitGroup
+
+	leader   atomic.Uint64 // raft ID of the leader, 0 if unknown
+	nextID   atomic.Uint64
+	queueMu  sync.Mutex
+	queue    []applyTask
+	queueSig chan struct{}
+
+	// smMu guards sm: readers hold it shared, the crash baseline replaces
+	// the state machine under the exclusive lock.
+	smMu sync.RWMutex
+	sm   *stateMachine
+
+	mu        sync.Mutex
+	applied   uint64
+	appliedCh chan struct{} // closed when applied advances
+	waiters   map[uint64]chan proposalResult
+	reads     map[string]chan uint64 // read index requests by context
+	// recovering lists ranges whose data this replica lost and is repairing;
+	// reads in them are refused (CORRUPTION) until the patch is in.
+	recovering  []Range
+	detectedAt  time.Time
+	handled     map[string]bool // corrupt files already isolated
+	patches     map[uint64]*kvpb.Patch
+	patchSig    chan struct{}
+	down        bool // crash baseline: no reads until rebuilt
+	needRebuild bool
+	epoch       uint64 // snapshot epoch; a repair bumps it
+	txns        map[uint64]*txn
+	stats       ReplicaStats
+}
+
+func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.ReplicaID, fs vfs.FS, dir string, opts Options) (*Replica, error) {
+	r := &Replica{
+		env: env, shard: shard, id: id, node: node, opts: opts, fs: fs, dir: dir,
+		propc:     make(chan proposal, 256),
+		recvc:     make(chan *pb.Message, 4096),
+		readc:     make(chan readIndexRequest, 256),
+		corruptc:  make(chan pebble.DataCorruptionInfo, 64),
+		stopc:     make(chan struct{}),
+		queueSig:  make(chan struct{}, 1),
+		appliedCh: make(chan struct{}),
+		waiters:   map[uint64]chan proposalResult{},
+		handled:   map[string]bool{},
+		patches:   map[uint64]*kvpb.Patch{},
+		patchSig:  make(chan struct{}),
+		txns:      map[uint64]*txn{},
+	}
+	r.nextID.Store(uint64(time.Now().UnixNano()) << 8)
+	lg, err := raftlog.Open(raftlog.Options{FS: fs, Dir: fs.PathJoin(dir, "raft")})
+	if err != nil {
+		return nil, err
+	}
+	r.log = lg
+	if lg.IsEmpty() {
+		var voters []uint64
+		for rid := range shard.Replicas {
+			voters = append(voters, uint64(rid))
+		}
+		if err := lg.Bootstrap(voters); err != nil {
+			lg.Close()
+			return nil, err
+		}
+	}
+	sm, err := openStateMachine(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, r.onCorruption)
+	if err != nil {
+		lg.Close()
+		return nil, err
+	}
+	r.sm = sm
+	applied, err := sm.appliedIndex()
+	if err != nil {
+		sm.close()
+		lg.Close()
+		return nil, err
+	}
+	snap, _ := lg.Snapshot()
+	applied = max(applied, snap.GetMetadata().GetIndex())
+	r.applied = applied
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:              uint64(id),
+		ElectionTick:    opts.ElectionTicks,
+		HeartbeatTick:   opts.HeartbeatTicks,
+		Storage:         lg,
+		Applied:         applied,
+		MaxSizePerMsg:   1 << 20,
+		MaxInflightMsgs: 256,
+		CheckQuorum:     true,
+		PreVote:         true,
+		Logger:          &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)},
+	})
+	if err != nil {
+		sm.close()
+		lg.Close()
+		return nil, fmt.Errorf("kv: raft node for %s/%s: %w", shard.ID, id, err)
+	}
+	r.rn = rn
+	r.wg.Add(3)
+	go r.raftLoop()
+	go r.applyLoop()
+	go r.detectLoop()
+	return r, nil
+}
+
+func (r *Replica) String() string { return fmt.Sprintf("%s/%s@%s", r.shard.ID, r.id, r.node) }
+
+// close stops the loops and closes the log and the state machine.
+func (r *Replica) close() error {
+	close(r.stopc)
+	r.wg.Wait()
+	r.mu.Lock()
+	for id, t := range r.txns {
+		t.release()
+		delete(r.txns, id)
+	}
+	r.mu.Unlock()
+	err := r.log.Close()
+	r.smMu.Lock()
+	defer r.smMu.Unlock()
+	if cerr := r.sm.close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// ---- raft loop -------------------------------------------------------------
+
+func (r *Replica) raftLoop() {
+	defer r.wg.Done()
+	ticker := time.NewTicker(r.opts.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			r.rn.Tick()
+		case p := <-r.propc:
+			if err := r.rn.Propose(p.data); err != nil {
+				r.finish(p.id, 0, newError(kvpb.ErrorDetail_NOT_LEADER, "proposal dropped: %v", err))
+			}
+		case m := <-r.recvc:
+			_ = r.rn.Step(m)
+		case req := <-r.readc:
+			r.rn.ReadIndex(req.ctx)
+			r.mu.Lock()
+			r.readWaiters()[string(req.ctx)] = req.ch
+			r.mu.Unlock()
+		case <-r.stopc:
+			return
+		}
+		if err := r.handleReady(); err != nil {
+			// The raft log cannot persist: stop participating (raft must
+			// never send what it did not persist).
+			return
+		}
+	}
+}
+
+// readWaiters is created lazily; callers hold r.mu.
+func (r *Replica) readWaiters() map[string]chan uint64 {
+	if r.reads == nil {
+		r.reads = map[string]chan uint64{}
+	}
+	return r.reads
+}
+
+func (r *Replica) handleReady() error {
+	for r.rn.HasReady() {
+		rd := r.rn.Ready()
+		if rd.SoftState != nil {
+			r.leader.Store(rd.SoftState.Lead)
+		}
+		if err := r.log.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+			return err
+		}
+		r.env.sendRaft(r.shard.ID, rd.Messages)
+		if len(rd.CommittedEntries) > 0 {
+			r.enqueue(applyTask{entries: rd.CommittedEntries})
+		}
+		if len(rd.ReadStates) > 0 {
+			r.mu.Lock()
+			for _, rs := range rd.ReadStates {
+				if ch, ok := r.readWaiters()[string(rs.RequestCtx)]; ok {
+					ch <- rs.Index
+					delete(r.reads, string(rs.RequestCtx))
+				}
+			}
+			r.mu.Unlock()
+		}
+		r.rn.Advance(rd)
+	}
+	return nil
+}
+
+func (r *Replica) enqueue(t applyTask) {
+	r.queueMu.Lock()
+	r.queue = append(r.queue, t)
+	r.queueMu.Unlock()
+	select {
+	case r.queueSig <- struct{}{}:
+	default:
+	}
+}
+
+// step hands a received raft message to the loop; a full queue drops it
+// (raft tolerates lost messages).
+func (r *Replica) step(m *pb.Message) {
+	select {
+	case r.recvc <- m:
+	default:
+	}
+}
+
+// isLeader reports whether this replica leads its shard.
+func (r *Replica) isLeader() bool { return r.leader.Load() == uint64(r.id) }
+
+// leaderNode is the node of the current leader, or 0.
+func (r *Replica) leaderNode() base.NodeID {
+	return r.shard.Replicas[base.ReplicaID(r.leader.Load())]
+}
+
+// ---- proposals ---------------------------------------------------------------
+
+func (r *Replica) finish(id, index uint64, err error) {
+	r.mu.Lock()
+	ch, ok := r.waiters[id]
+	delete(r.waiters, id)
+	r.mu.Unlock()
+	if ok {
+		ch <- proposalResult{index: index, err: err}
+	}
+}
+
+// propose submits cmd and waits until it is applied here; it returns the
+// entry's log index.
+func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error) {
+	id := r.nextID.Add(1)
+	cmd.ProposalId = id
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return 0, err
+	}
+	ch := make(chan proposalResult, 1)
+	r.mu.Lock()
+	r.waiters[id] = ch
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.waiters, id)
+		r.mu.Unlock()
+	}()
+	timer := time.NewTimer(r.opts.ProposalTimeout)
+	defer timer.Stop()
+	select {
+	case r.propc <- proposal{id: id, data: data}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-r.stopc:
+		return 0, ErrReplicaUnavailable
+	}
+	select {
+	case res := <-ch:
+		return res.index, res.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-timer.C:
+		return 0, fmt.Errorf("kv: %s: proposal not applied within %v: %w", r, r.opts.ProposalTimeout, context.DeadlineExceeded)
+	case <-r.stopc:
+		return 0, ErrReplicaUnavailable
+	}
+}
+
+// proposeAsync submits cmd without waiting (patch requests).
+func (r *Replica) proposeAsync(cmd *kvpb.Command) {
+	cmd.ProposalId = r.nextID.Add(1)
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return
+	}
+	select {
+	case r.propc <- proposal{id: cmd.ProposalId, data: data}:
+	case <-r.stopc:
+	}
+}
+
+// ---- reads -------------------------------------------------------------------
+
+// appliedIndex returns the applied index and a channel closed when it moves.
+func (r *Replica) appliedIndex() (uint64, <-chan struct{}) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.applied, r.appliedCh
+}
+
+func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
+	timer := time.NewTimer(r.opts.ReadTimeout)
+	defer timer.Stop()
+	for {
+		applied, ch := r.appliedIndex()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return fmt.Errorf("kv: %s: index %d not applied within %v (at %d): %w", r, index, r.opts.ReadTimeout, applied, context.DeadlineExceeded)
+		case <-r.stopc:
+			return ErrReplicaUnavailable
+		}
+	}
+}
+
+// readIndex runs raft's read index protocol and returns the index a
+// linearizable read must wait for.
+func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
+	reqCtx := make([]byte, 8)
+	id := r.nextID.Add(1)
+	for i := range reqCtx {
+		reqCtx[i] = byte(id >> (8 * i))
+	}
+	ch := make(chan uint64, 1)
+	select {
+	case r.readc <- readIndexRequest{ctx: reqCtx, ch: ch}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-r.stopc:
+		return 0, ErrReplicaUnavailable
+	}
+	defer func() {
+		r.mu.Lock()
+		delete(r.readWaiters(), string(reqCtx))
+		r.mu.Unlock()
+	}()
+	// A read index that raft drops (no leader, leadership lost) never
+	// answers; bound the wait well below the client's deadline.
+	timer := time.NewTimer(min(r.opts.ReadTimeout, 20*r.opts.TickInterval*time.Duration(r.opts.ElectionTicks)))
+	defer timer.Stop()
+	select {
+	case idx := <-ch:
+		return idx, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-timer.C:
+		return 0, newError(kvpb.ErrorDetail_NOT_LEADER, "%s: read index not confirmed", r)
+	case <-r.stopc:
+		return 0, ErrReplicaUnavailable
+	}
+}
+
+// prepareRead waits until this replica may serve a read with opts.
+func (r *Replica) prepareRead(ctx context.Context, opts *kvpb.ReadOptions) error {
+	switch opts.GetConsistency() {
+	case kvpb.Consistency_STRONG:
+		idx, err := r.readIndex(ctx)
+		if err != nil {
+			return err
+		}
+		return r.waitApplied(ctx, idx)
+	case kvpb.Consistency_READ_AFTER_WRITE:
+		return r.waitApplied(ctx, opts.GetMinIndex())
+	case kvpb.Consistency_EVENTUAL:
+		return nil
+	}
+	return base.InvalidArgumentf("kv: unknown consistency %d", opts.GetConsistency())
+}
+
+// readable refuses reads of ranges this replica is repairing, and all reads
+// while it is down.
+func (r *Replica) readable(rg Range) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.down || r.needRebuild {
+		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
+	}
+	for _, rec := range r.recovering {
+		if rec.Overlaps(rg) {
+			return base.CorruptionErrorf("kv: %s: range %s is under repair", r, rec)
+		}
+	}
+	return nil
+}
+
+// Get reads key with the given consistency.
+func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) ([]byte, bool, uint64, error) {
+	if err := r.prepareRead(ctx, opts); err != nil {
+		return nil, false, 0, err
+	}
+	if err := r.readable(Range{Start: key, End: append(append([]byte(nil), key...), 0)}); err != nil {
+		return nil, false, 0, err
+	}
+	applied, _ := r.appliedIndex()
+	r.smMu.RLock()
+	v, found, err := get(r.sm.db, key)
+	r.smMu.RUnlock()
+	return v, found, applied, err
+}
+
+// Scan reads up to limit rows of [start, end) with the given consistency.
+func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts *kvpb.ReadOptions) ([]*kvpb.KeyValue, bool, uint64, error) {
+	if err := r.prepareRead(ctx, opts); err != nil {
+		return nil, false, 0, err
+	}
+	if err := r.readable(Range{Start: start, End: end}); err != nil {
+		return nil, false, 0, err
+	}
+	applied, _ := r.appliedIndex()
+	r.smMu.RLock()
+	rows, more, err := scan(r.sm.db, start, end, limit)
+	r.smMu.RUnlock()
+	return rows, more, applied, err
+}
+
+// Write proposes a batch; this replica must lead the shard.
+func (r *Replica) Write(ctx context.Context, b *kvpb.WriteBatch) (uint64, error) {
+	if !r.isLeader() {
+		return 0, &Error{Reason: kvpb.ErrorDetail_NOT_LEADER, Leader: r.leaderNode(), Msg: r.String() + " is not the leader"}
+	}
+	return r.propose(ctx, &kvpb.Command{Write: b})
+}
+
+// Stats returns the replica's counters.
+func (r *Replica) Stats() ReplicaStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stats
+}
+
+// ContentChecksum is the CRC32C over every user row and the applied index
+// it reflects.
+func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err error) {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	snap := r.sm.db.NewSnapshot()
+	defer snap.Close()
+	applied, err = readApplied(snap)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	all, _, err := scan(snap, nil, nil, 0)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	return rowsCRC(nil, all), len(all), applied, nil
+}
+
+func readApplied(rd pebble.Reader) (uint64, error) {
+	v, closer, err := rd.Get(appliedKey)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, classify(err)
+	}
+	defer closer.Close()
+	if len(v) != 8 {
+		return 0, base.CorruptionErrorf("kv: applied index of %d bytes", len(v))
+	}
+	return uint64(v[0])<<56 | uint64(v[1])<<48 | uint64(v[2])<<40 | uint64(v[3])<<32 |
+		uint64(v[4])<<24 | uint64(v[5])<<16 | uint64(v[6])<<8 | uint64(v[7]), nil
+}
+
+// CorruptBlock damages the sstable data block holding key (tests, `ctl kv
+// corrupt`).
+func (r *Replica) CorruptBlock(key []byte) (string, uint64, error) {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	return r.sm.corruptBlock(key)
+}
+
+// Status reports the replica's state for operators and tests.
+func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
+	crc, rows, applied, err := r.ContentChecksum()
+	state := "healthy"
+	r.mu.Lock()
+	st := r.stats
+	switch {
+	case r.down || r.needRebuild:
+		state = "rebuilding"
+	case len(r.recovering) > 0:
+		state = fmt.Sprintf("repairing %v", r.recovering)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		state = "unreadable: " + err.Error()
+	}
+	return &kvpb.ReplicaStatusResponse{
+		Replica: uint64(r.id), AppliedIndex: applied, Leader: r.isLeader(),
+		ContentCrc: crc, Keys: uint64(rows), PatchesApplied: st.PatchesApplied,
+		CorruptionsDetected: st.CorruptionsDetected, Rebuilds: st.Rebuilds, State: state,
+	}, nil
+}
