@@ -298,3 +298,49 @@ func TestGeometricGap(t *testing.T) {
 	mean, variance := (1-p)/p, (1-p)/(p*p)
 	withinCI(t, "sum of gaps", sum, n*mean, n*variance)
 }
+
+// TestPhysicalModelConditions checks that the device feeds the page's wear,
+// retention and reads into the model: the observed raw bit error rate of
+// each phase agrees with the fit's RBER for that condition.
+func TestPhysicalModelConditions(t *testing.T) {
+	const seed = 31
+	t.Logf("seed %d", seed)
+	g := testGeometry()
+	fit := RBERFit{Fresh: 1e-5, AtRated: 1e-3, RatedEndurance: 100, WearExponent: 1, RetentionPerDecade: 1}
+	clock := base.NewManualClock(time.Unix(1e9, 0))
+	m := PhysicalModel{Fit: fit, CodewordBytes: 528, CorrectableBits: 400}
+	e := mustMemory(t, g, Options{Seed: seed, Clock: clock, ErrorModel: m})
+	worn := BlockAddr{1, 1, 3}
+	for i := 0; i < 50; i++ {
+		if err := e.Erase(worn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := make([]byte, g.PageSize)
+	for _, b := range []BlockAddr{{0, 0, 0}, worn} {
+		for p := 0; p < g.PagesPerBlock; p++ {
+			if err := e.Program(PageAddr{b.Channel, b.Die, b.Block, p}, data, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	phase := func(name string, b BlockAddr, pe int, age time.Duration) {
+		before := e.Stats().Total
+		const rounds = 300
+		for r := 0; r < rounds; r++ {
+			for p := 0; p < g.PagesPerBlock; p++ {
+				if _, err := e.Read(PageAddr{b.Channel, b.Die, b.Block, p}, data, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		after := e.Stats().Total
+		rber := fit.RBER(pe, age, 0)
+		n := float64(after.BitsSensed - before.BitsSensed)
+		withinCI(t, name, float64(after.RawBitErrors-before.RawBitErrors), n*rber, n*rber*(1-rber))
+	}
+	phase("fresh block, just programmed", BlockAddr{0, 0, 0}, 0, 0)
+	phase("block at 50 P/E, just programmed", worn, 50, 0)
+	clock.Advance(999 * time.Hour) // log10(1 + 999) = 3 decades
+	phase("block at 50 P/E, 999 h retention", worn, 50, 999*time.Hour)
+}
