@@ -1,0 +1,269 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/klauspost/reedsolomon"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/node"
+)
+
+// Read modes.
+const (
+	ModeDefault = ""       // the cluster's configured mode
+	ModeDirect  = "direct" // DIRECT chunk repair
+	ModeHDFS    = "hdfs"   // baseline: fail over, re-replicate whole objects
+)
+
+// Options configures a client. Zero values take the defaults noted.
+type Options struct {
+	// ReadMode overrides the cluster's read mode for this client.
+	ReadMode string
+	// ChunksInFlight bounds concurrent chunk RPCs per operation (default 16).
+	ChunksInFlight int
+	// RPCTimeout bounds each chunk RPC (default 30s).
+	RPCTimeout time.Duration
+	// WriteAttempts is how many placements a write tries (default 3).
+	WriteAttempts int
+	// Logf receives operational messages; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Client is a flashmend client. It is safe for concurrent use.
+type Client struct {
+	opts    Options
+	conn    *grpc.ClientConn
+	coord   coordpb.CoordinatorClient
+	info    *coordpb.ClusterInfoResponse
+	enc     reedsolomon.Encoder
+	bg      sync.WaitGroup
+	bgCtx   context.Context
+	bgStop  context.CancelFunc
+	connMu  sync.Mutex
+	conns   map[string]*grpc.ClientConn
+	nodesMu sync.Mutex
+	nodes   map[uint64]*coordpb.NodeInfo
+	nodesAt time.Time
+}
+
+// Dial connects to the cluster whose coordinator listens at endpoint.
+func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
+	if endpoint == "" {
+		return nil, base.InvalidArgumentf("client: empty endpoint (use --endpoint or FLASHMEND_ENDPOINT)")
+	}
+	if opts.ReadMode != ModeDefault && opts.ReadMode != ModeDirect && opts.ReadMode != ModeHDFS {
+		return nil, base.InvalidArgumentf("client: unknown read mode %q", opts.ReadMode)
+	}
+	if opts.ChunksInFlight <= 0 {
+		opts.ChunksInFlight = 16
+	}
+	if opts.RPCTimeout <= 0 {
+		opts.RPCTimeout = 30 * time.Second
+	}
+	if opts.WriteAttempts <= 0 {
+		opts.WriteAttempts = 3
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	c := &Client{opts: opts, conn: conn, coord: coordpb.NewCoordinatorClient(conn), conns: map[string]*grpc.ClientConn{}}
+	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
+	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c.info, err = c.coord.ClusterInfo(ictx, &coordpb.ClusterInfoRequest{}, grpc.WaitForReady(true))
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("client: coordinator at %s: %w", endpoint, node.FromStatus(err))
+	}
+	enc, err := reedsolomon.New(4, 2)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	c.enc = enc
+	return c, nil
+}
+
+// Close waits for background re-replications and closes connections.
+func (c *Client) Close() error {
+	c.bg.Wait()
+	c.bgStop()
+	c.connMu.Lock()
+	for _, conn := range c.conns {
+		conn.Close()
+	}
+	c.connMu.Unlock()
+	return c.conn.Close()
+}
+
+// ClusterInfo returns what the coordinator said at Dial.
+func (c *Client) ClusterInfo() *coordpb.ClusterInfoResponse { return c.info }
+
+// readMode resolves the mode of a read.
+func (c *Client) readMode(mode string) (string, error) {
+	switch mode {
+	case ModeDirect, ModeHDFS:
+		return mode, nil
+	case ModeDefault:
+		if c.opts.ReadMode != ModeDefault {
+			return c.opts.ReadMode, nil
+		}
+		return c.info.ReadMode, nil
+	}
+	return "", base.InvalidArgumentf("unknown read mode %q", mode)
+}
+
+// Nodes lists the cluster's members with liveness and statistics.
+func (c *Client) Nodes(ctx context.Context) ([]*coordpb.NodeInfo, error) {
+	resp, err := c.coord.ListNodes(ctx, &coordpb.ListNodesRequest{})
+	if err != nil {
+		return nil, node.FromStatus(err)
+	}
+	c.nodesMu.Lock()
+	c.nodes = map[uint64]*coordpb.NodeInfo{}
+	for _, n := range resp.Nodes {
+		c.nodes[n.Id] = n
+	}
+	c.nodesAt = time.Now()
+	c.nodesMu.Unlock()
+	return resp.Nodes, nil
+}
+
+// nodeInfo returns a member, refreshing the membership view when it is
+// older than a second or the node is unknown.
+func (c *Client) nodeInfo(ctx context.Context, id uint64) (*coordpb.NodeInfo, error) {
+	c.nodesMu.Lock()
+	n, ok := c.nodes[id]
+	fresh := time.Since(c.nodesAt) < time.Second
+	c.nodesMu.Unlock()
+	if ok && fresh {
+		return n, nil
+	}
+	if _, err := c.Nodes(ctx); err != nil {
+		return nil, err
+	}
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	if n, ok := c.nodes[id]; ok {
+		return n, nil
+	}
+	return nil, base.InvalidArgumentf("unknown node %d", id)
+}
+
+// errNodeDown marks a node the coordinator does not see as live.
+var errNodeDown = errors.New("node is down")
+
+// nodeClient returns a client for a live member.
+func (c *Client) nodeClient(ctx context.Context, id uint64) (nodepb.NodeClient, error) {
+	n, err := c.nodeInfo(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !n.Live {
+		return nil, fmt.Errorf("node %d: %w", id, errNodeDown)
+	}
+	c.connMu.Lock()
+	defer c.connMu.Unlock()
+	conn, ok := c.conns[n.Addr]
+	if !ok {
+		conn, err = grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return nil, err
+		}
+		c.conns[n.Addr] = conn
+	}
+	return nodepb.NewNodeClient(conn), nil
+}
+
+// Stat returns a key's current version record.
+func (c *Client) Stat(ctx context.Context, key string) (*objectpb.ObjectRecord, error) {
+	resp, err := c.coord.Lookup(ctx, &coordpb.LookupRequest{Key: key})
+	if err != nil {
+		return nil, node.FromStatus(err)
+	}
+	return resp.Record, nil
+}
+
+// Delete removes a key. Its chunks are collected by the coordinator.
+func (c *Client) Delete(ctx context.Context, key string) error {
+	_, err := c.coord.Delete(ctx, &coordpb.DeleteRequest{Key: key})
+	return node.FromStatus(err)
+}
+
+// List returns every record whose key starts with prefix, in key order.
+func (c *Client) List(ctx context.Context, prefix string) ([]*objectpb.ObjectRecord, error) {
+	var out []*objectpb.ObjectRecord
+	after := ""
+	for {
+		resp, err := c.coord.List(ctx, &coordpb.ListRequest{Prefix: prefix, StartAfter: after, Limit: 1000})
+		if err != nil {
+			return out, node.FromStatus(err)
+		}
+		out = append(out, resp.Records...)
+		if len(resp.Records) < 1000 {
+			return out, nil
+		}
+		after = resp.Records[len(resp.Records)-1].Key
+	}
+}
+
+// NodeStats returns every live node's device statistics.
+func (c *Client) NodeStats(ctx context.Context) ([]*nodepb.StatsResponse, error) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []*nodepb.StatsResponse
+	for _, n := range nodes {
+		if !n.Live {
+			continue
+		}
+		nc, err := c.nodeClient(ctx, n.Id)
+		if err != nil {
+			return out, err
+		}
+		st, err := nc.Stats(ctx, &nodepb.StatsRequest{})
+		if err != nil {
+			return out, fmt.Errorf("node %d: %w", n.Id, node.FromStatus(err))
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// InjectUBER sets a node's injected bit error rate on reads.
+func (c *Client) InjectUBER(ctx context.Context, id uint64, rate float64, persistent bool) error {
+	nc, err := c.nodeClient(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = nc.InjectUBER(ctx, &nodepb.InjectUBERRequest{Rate: rate, Persistent: persistent})
+	return node.FromStatus(err)
+}
+
+// FailDie fails one die of a node's emulated flash device.
+func (c *Client) FailDie(ctx context.Context, id uint64, die int) error {
+	if die < 0 {
+		return base.InvalidArgumentf("die %d is negative", die)
+	}
+	nc, err := c.nodeClient(ctx, id)
+	if err != nil {
+		return err
+	}
+	_, err = nc.FailDie(ctx, &nodepb.FailDieRequest{Die: int32(die)})
+	return node.FromStatus(err)
+}

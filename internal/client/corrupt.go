@@ -1,0 +1,50 @@
+package client
+
+import (
+	"context"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/node"
+)
+
+// Corrupt flips bits consecutive bits of the bytes stored for replica (REP)
+// or shard (EC) of key's current version, at byte offset of that replica's
+// or shard's data: persistent damage, as DIRECT's fault-injection script.
+func (c *Client) Corrupt(ctx context.Context, key string, replica int, offset int64, bits int) error {
+	rec, err := c.Stat(ctx, key)
+	if err != nil {
+		return err
+	}
+	l, err := newLayout(rec)
+	if err != nil {
+		return err
+	}
+	if replica < 0 || replica >= l.copies {
+		return base.InvalidArgumentf("replica %d outside [0, %d)", replica, l.copies)
+	}
+	if bits <= 0 || bits > 64 {
+		return base.InvalidArgumentf("bits %d outside [1, 64]", bits)
+	}
+	chunk, within, err := l.locate(offset)
+	if err != nil {
+		return err
+	}
+	if within*8+int64(bits) > int64(l.chunkLen(chunk))*8 {
+		return base.InvalidArgumentf("%d bits at offset %d cross the end of chunk %d", bits, offset, chunk)
+	}
+	shard := 0
+	if l.ec {
+		shard = replica
+	}
+	id := l.id(shard, chunk)
+	nc, err := c.nodeClient(ctx, l.placement[replica])
+	if err != nil {
+		return err
+	}
+	_, err = nc.CorruptChunk(ctx, &nodepb.CorruptChunkRequest{
+		Chunk:       &nodepb.ChunkRef{Object: id.Object, Version: id.Version, Shard: id.Shard, Index: id.Index},
+		OffsetBytes: within, Bits: int32(bits),
+	})
+	return node.FromStatus(err)
+}

@@ -1,0 +1,199 @@
+// Package devcluster runs a whole flashmend cluster in one process: a
+// coordinator (with embedded etcd) and N storage nodes on 127.0.0.1 ports
+// chosen at run time, each node with its own store under one directory. It
+// backs `flashmend dev` and the integration tests. Starting again on the
+// same directory keeps the data (node identities live in each node's
+// triplicated identity file, the index in etcd).
+package devcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/coord"
+	"github.com/flashmend/flashmend/internal/node"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// Options configures a dev cluster. Zero values take the defaults noted.
+type Options struct {
+	Dir   string
+	Nodes int // default 6
+	// NodeStore opens node i's store in dir; nil uses plain files.
+	NodeStore func(dir string, i int) (objstore.Store, error)
+	// SyncWrites fsyncs chunk writes on the default store.
+	SyncWrites        bool
+	LeaseTTLSeconds   int64         // default 2
+	HeartbeatInterval time.Duration // default 500ms
+	MaxObjectBytes    base.Bytes
+	ReadMode          string
+	// UnsafeNoFsync disables etcd's fsyncs (tests).
+	UnsafeNoFsync bool
+	// Scrub, when set, runs a scrubber in the background.
+	Scrub *client.ScrubberOptions
+	Logf  func(format string, args ...any)
+}
+
+// Cluster is a running dev cluster.
+type Cluster struct {
+	opts  Options
+	Coord *coord.Coordinator
+	mu    sync.Mutex
+	Nodes []*node.Node // nil entries are stopped nodes
+
+	scrubber *client.Scrubber
+	scrubCli *client.Client
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// Start starts the coordinator and the nodes.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
+	if opts.Dir == "" {
+		return nil, base.InvalidArgumentf("devcluster: a directory is required")
+	}
+	if opts.Nodes == 0 {
+		opts.Nodes = 6
+	}
+	if opts.Nodes < 1 || opts.Nodes > 64 {
+		return nil, base.InvalidArgumentf("devcluster: %d nodes outside [1, 64]", opts.Nodes)
+	}
+	if opts.LeaseTTLSeconds == 0 {
+		opts.LeaseTTLSeconds = 2
+	}
+	if opts.HeartbeatInterval == 0 {
+		opts.HeartbeatInterval = 500 * time.Millisecond
+	}
+	if opts.Logf == nil {
+		opts.Logf = func(string, ...any) {}
+	}
+	co, err := coord.Start(ctx, coord.Config{
+		Dir: filepath.Join(opts.Dir, "coordinator"), LeaseTTLSeconds: opts.LeaseTTLSeconds,
+		MaxObjectBytes: opts.MaxObjectBytes, ReadMode: opts.ReadMode, UnsafeNoFsync: opts.UnsafeNoFsync,
+		Logf: opts.Logf,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, Coord: co, Nodes: make([]*node.Node, opts.Nodes)}
+	for i := range c.Nodes {
+		if err := c.StartNode(ctx, i); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	if opts.Scrub != nil {
+		if err := c.startScrubber(ctx, *opts.Scrub); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) nodeDir(i int) string { return filepath.Join(c.opts.Dir, fmt.Sprintf("node-%d", i+1)) }
+
+// StartNode starts (or restarts) node i (its ID is i+1).
+func (c *Cluster) StartNode(ctx context.Context, i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.Nodes[i] != nil {
+		return fmt.Errorf("devcluster: node %d is running", i+1)
+	}
+	dir := c.nodeDir(i)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var store objstore.Store
+	if c.opts.NodeStore != nil {
+		var err error
+		if store, err = c.opts.NodeStore(dir, i); err != nil {
+			return err
+		}
+	}
+	n, err := node.Start(ctx, node.Config{
+		Dir: dir, CoordinatorAddr: c.Coord.Addr(), NodeID: base.NodeID(i + 1), Store: store,
+		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
+		FaultSeed: int64(i + 1), Logf: c.opts.Logf,
+	})
+	if err != nil {
+		return err
+	}
+	c.Nodes[i] = n
+	return nil
+}
+
+// KillNode stops node i as a crash would (its lease expires later).
+func (c *Cluster) KillNode(i int) error {
+	c.mu.Lock()
+	n := c.Nodes[i]
+	c.Nodes[i] = nil
+	c.mu.Unlock()
+	if n == nil {
+		return fmt.Errorf("devcluster: node %d is not running", i+1)
+	}
+	return n.Kill()
+}
+
+// Node returns node i, nil when stopped.
+func (c *Cluster) Node(i int) *node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Nodes[i]
+}
+
+// Endpoint is the address clients dial.
+func (c *Cluster) Endpoint() string { return c.Coord.Addr() }
+
+// Scrubber returns the background scrubber, nil when not running.
+func (c *Cluster) Scrubber() *client.Scrubber { return c.scrubber }
+
+func (c *Cluster) startScrubber(ctx context.Context, opts client.ScrubberOptions) error {
+	cli, err := client.Dial(ctx, c.Endpoint(), client.Options{Logf: c.opts.Logf})
+	if err != nil {
+		return err
+	}
+	s, err := client.NewScrubber(cli, opts)
+	if err != nil {
+		cli.Close()
+		return err
+	}
+	c.scrubber, c.scrubCli = s, cli
+	runCtx, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		if err := s.Run(runCtx); err != nil && !errors.Is(err, context.Canceled) {
+			c.opts.Logf("devcluster: scrubber: %v", err)
+		}
+	}()
+	return nil
+}
+
+// Close stops everything cleanly.
+func (c *Cluster) Close() error {
+	if c.cancel != nil {
+		c.cancel()
+		c.wg.Wait()
+		c.scrubCli.Close()
+	}
+	var errs []error
+	c.mu.Lock()
+	for i, n := range c.Nodes {
+		if n != nil {
+			errs = append(errs, n.Close())
+			c.Nodes[i] = nil
+		}
+	}
+	c.mu.Unlock()
+	errs = append(errs, c.Coord.Close())
+	return errors.Join(errs...)
+}

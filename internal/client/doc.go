@@ -1,0 +1,28 @@
+// Package client is flashmend's Go client and the I/O edge of the DIRECT
+// read path. It talks to the coordinator (index, placement, membership) and
+// to the nodes (chunks).
+//
+// # What it owns
+//
+//   - Writes: checksums are computed once here, per 512 B sector with the
+//     chunk's identity, and travel with the data; a version is written to all
+//     its replicas (REP) or shards (EC 4+2) and only then committed in the
+//     index, so a writer that disconnects leaves no visible partial object.
+//     A node that fails mid-write is excluded and the write is placed again
+//     (the substitutes land in the coordinator's mapping table).
+//   - Reads: the loops around objstore.DecideREP / DecideEC (DIRECT) and
+//     objstore.DecideHDFS (the hdfs baseline); repairs rewrite the bad chunks
+//     out of place on the nodes that had them wrong.
+//   - Scrubbing: ScrubObject reads every replica and shard (parity included)
+//     and repairs through the same path; Scrubber runs it over the whole
+//     index under a byte budget, with repairs queued behind their own budget.
+//   - Fault injection and statistics commands for flashmend ctl.
+//
+// # Failure model
+//
+// Nodes may be down or return corrupt bytes; the coordinator may be briefly
+// unreachable (operations fail and can be retried). A read returns verified
+// bytes or an error; a corruption no copy can repair is a base.ErrDataLoss
+// error. Repair writes that fail are reported in the ReadReport and left to
+// the scrubber.
+package client

@@ -1,0 +1,391 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// ReadReport says what a read (or scrub) found and repaired.
+type ReadReport struct {
+	Mode   string
+	Chunks int // chunks (REP) or rows (EC) read
+	// Repaired counts chunks rewritten on the nodes that had them wrong;
+	// RepairsByNode breaks it down.
+	Repaired      int
+	RepairsByNode map[uint64]int
+	RepairFailed  int
+	Voted         int // chunks rebuilt by majority vote
+	Reconstructed int // EC rows rebuilt from parity
+	// Failovers counts hdfs-mode switches to another replica; Rereplicated
+	// the nodes the whole object is re-replicated to.
+	Failovers    int
+	Rereplicated []uint64
+	BytesRead    int64
+}
+
+func (r *ReadReport) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mode=%s chunks=%d repaired=%d", r.Mode, r.Chunks, r.Repaired)
+	if r.Voted > 0 {
+		fmt.Fprintf(&b, " voted=%d", r.Voted)
+	}
+	if r.Reconstructed > 0 {
+		fmt.Fprintf(&b, " reconstructed=%d", r.Reconstructed)
+	}
+	if r.RepairFailed > 0 {
+		fmt.Fprintf(&b, " repair-failed=%d", r.RepairFailed)
+	}
+	if r.Failovers > 0 {
+		fmt.Fprintf(&b, " failovers=%d rereplicated=%v", r.Failovers, r.Rereplicated)
+	}
+	if len(r.RepairsByNode) > 0 {
+		ids := make([]uint64, 0, len(r.RepairsByNode))
+		for id := range r.RepairsByNode {
+			ids = append(ids, id)
+		}
+		slices.Sort(ids)
+		b.WriteString(" by-node=")
+		for i, id := range ids {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			fmt.Fprintf(&b, "n%d:%d", id, r.RepairsByNode[id])
+		}
+	}
+	return b.String()
+}
+
+// reportMu guards a ReadReport filled by concurrent chunk readers.
+type report struct {
+	mu sync.Mutex
+	ReadReport
+	// queue, when set, takes repairs instead of writing them at once (the
+	// scrubber's budgeted repair queue).
+	queue func(RepairJob)
+}
+
+// RepairJob is one chunk rewrite.
+type RepairJob struct {
+	Node uint64
+	ID   objstore.ChunkID
+	Data []byte
+}
+
+func (r *report) add(f func(*ReadReport)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f(&r.ReadReport)
+}
+
+// Get reads a key's current version in the client's read mode.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
+	data, _, err := c.GetWithReport(ctx, key, ModeDefault)
+	return data, err
+}
+
+// GetWithReport reads a key in the given mode (ModeDefault for the
+// client's) and says what was repaired.
+func (c *Client) GetWithReport(ctx context.Context, key, mode string) ([]byte, *ReadReport, error) {
+	rec, err := c.Stat(ctx, key)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, rep, err := c.ReadVersion(ctx, rec, mode)
+	return data, rep, err
+}
+
+// ReadVersion reads the version rec describes.
+func (c *Client) ReadVersion(ctx context.Context, rec *objectpb.ObjectRecord, mode string) ([]byte, *ReadReport, error) {
+	mode, err := c.readMode(mode)
+	if err != nil {
+		return nil, nil, err
+	}
+	l, err := newLayout(rec)
+	if err != nil {
+		return nil, nil, err
+	}
+	rep := &report{ReadReport: ReadReport{Mode: mode, Chunks: l.chunks, RepairsByNode: map[uint64]int{}}}
+	out := make([]byte, rec.SizeBytes)
+	switch {
+	case l.ec:
+		err = c.forEachChunk(ctx, l.chunks, func(ctx context.Context, i int) error {
+			return c.readRowEC(ctx, l, i, out, rep, false)
+		})
+	case mode == ModeHDFS:
+		err = c.readHDFS(ctx, rec, l, out, rep)
+	default:
+		err = c.forEachChunk(ctx, l.chunks, func(ctx context.Context, i int) error {
+			return c.readChunkREP(ctx, l, i, out, rep, false)
+		})
+	}
+	if err != nil {
+		return nil, &rep.ReadReport, fmt.Errorf("get %q v%d: %w", rec.Key, rec.Version, err)
+	}
+	return out, &rep.ReadReport, nil
+}
+
+// forEachChunk runs f over chunk indexes with bounded parallelism and
+// returns the error of the lowest failing index.
+func (c *Client) forEachChunk(ctx context.Context, n int, f func(context.Context, int) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, n)
+	sem := make(chan struct{}, c.opts.ChunksInFlight)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+			errs[i] = ctx.Err()
+			continue
+		}
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := f(ctx, i); err != nil {
+				errs[i] = err
+				cancel()
+			}
+		}(i)
+	}
+	wg.Wait()
+	// Prefer a real failure over the cancellations it caused.
+	for _, err := range errs {
+		if err != nil && ctx.Err() != nil && err != context.Canceled && !strings.Contains(err.Error(), "context canceled") {
+			return err
+		}
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// readChunkREP runs DIRECT for REP chunk i (DIRECT 000 section 4.2.2).
+// Replicas are read starting at i mod 3 to spread load; when scrub is set
+// every replica is read and every corrupt one repaired.
+func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, rep *report, scrub bool) error {
+	id := l.id(0, i)
+	n := l.chunkLen(i)
+	order := make([]int, l.copies)
+	for k := range order {
+		order[k] = (i + k) % l.copies
+	}
+	reads := make([]objstore.ReplicaRead, l.copies)
+	var d objstore.Decision
+	if scrub {
+		c.fetchAll(ctx, l, i, order, reads)
+		d = objstore.ScrubREP(id, n, reads)
+	} else {
+		for {
+			d = objstore.DecideREP(id, n, reads)
+			if len(d.Fetch) == 0 {
+				break
+			}
+			for _, k := range d.Fetch {
+				reads[k] = c.readChunk(ctx, l.placement[order[k]], id)
+			}
+		}
+	}
+	if d.Err != nil {
+		return d.Err
+	}
+	repairs := make([]int, len(d.Repairs))
+	for k, r := range d.Repairs {
+		repairs[k] = order[r]
+	}
+	c.applyRepairs(ctx, l, i, repairs, d.RepairData, rep, true)
+	rep.add(func(r *ReadReport) {
+		r.BytesRead += int64(n)
+		if d.Voted {
+			r.Voted++
+		}
+	})
+	if out != nil {
+		copy(out[l.offset(i):], d.Data)
+	}
+	return nil
+}
+
+// fetchAll reads chunk i from every replica in parallel (order maps read
+// slots to replicas; for EC slot k reads shard order[k]).
+func (c *Client) fetchAll(ctx context.Context, l layout, i int, order []int, reads []objstore.ReplicaRead) {
+	var wg sync.WaitGroup
+	for k := range reads {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			shard := 0
+			if l.ec {
+				shard = order[k]
+			}
+			reads[k] = c.readChunk(ctx, l.placement[order[k]], l.id(shard, i))
+		}(k)
+	}
+	wg.Wait()
+}
+
+// applyRepairs rewrites corrupt chunks out of place on the nodes that had
+// them wrong (or queues them for the scrubber). rep0 is set for REP, where
+// every replica stores shard 0.
+func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []int, data [][]byte, rep *report, rep0 bool) {
+	for k, r := range replicas {
+		shard := r
+		if rep0 {
+			shard = 0
+		}
+		nodeID := l.placement[r]
+		if rep.queue != nil {
+			rep.queue(RepairJob{Node: nodeID, ID: l.id(shard, i), Data: data[k]})
+			continue
+		}
+		err := c.writeChunk(ctx, nodeID, l.id(shard, i), data[k], true, nil)
+		rep.add(func(rr *ReadReport) {
+			if err != nil {
+				rr.RepairFailed++
+				return
+			}
+			rr.Repaired++
+			rr.RepairsByNode[nodeID]++
+		})
+		if err != nil {
+			c.opts.Logf("client: repair of %s on node %d: %v", l.id(shard, i), nodeID, err)
+		}
+	}
+}
+
+// readRowEC runs DIRECT for EC row i: only this row is reconstructed from
+// the other shards' same rows; with scrub every shard, parity included, is
+// read and verified.
+func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep *report, scrub bool) error {
+	var ids [objstore.TotalShards]objstore.ChunkID
+	for s := range ids {
+		ids[s] = l.id(s, i)
+	}
+	n := l.chunkLen(i)
+	var reads [objstore.TotalShards]objstore.ReplicaRead
+	if scrub {
+		order := []int{0, 1, 2, 3, 4, 5}
+		c.fetchAll(ctx, l, i, order, reads[:])
+	}
+	var d objstore.Decision
+	for {
+		d = objstore.DecideEC(c.enc, ids, n, reads)
+		if len(d.Fetch) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, s := range d.Fetch {
+			wg.Add(1)
+			go func(s int) {
+				defer wg.Done()
+				reads[s] = c.readChunk(ctx, l.placement[s], ids[s])
+			}(s)
+		}
+		wg.Wait()
+	}
+	if d.Err != nil {
+		return d.Err
+	}
+	c.applyRepairs(ctx, l, i, d.Repairs, d.RepairData, rep, false)
+	rep.add(func(r *ReadReport) {
+		r.BytesRead += int64(l.dataLen(i))
+		if d.Reconstructed {
+			r.Reconstructed++
+		}
+	})
+	if out != nil {
+		copy(out[l.offset(i):], d.Data[:l.dataLen(i)])
+	}
+	return nil
+}
+
+// readHDFS is the hdfs baseline (DIRECT 000 section 4.2.1): stream the
+// block from one replica; at the first chunk that fails verification switch
+// to the next replica from that offset and never go back; the read fails
+// when every replica has failed. Failed replicas are reported and the whole
+// object is re-replicated to them in the background.
+func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l layout, out []byte, rep *report) error {
+	st := objstore.NewHDFSState(l.copies)
+	next := 0
+	var readErr error
+	for next < l.chunks && readErr == nil {
+		replica := st.Current
+		if replica >= l.copies {
+			break
+		}
+		// Stream the rest of the block from the current replica.
+		reads := make([]objstore.ReplicaRead, l.chunks)
+		c.forEachChunk(ctx, l.chunks-next, func(ctx context.Context, k int) error {
+			reads[next+k] = c.readChunk(ctx, l.placement[replica], l.id(0, next+k))
+			return nil
+		})
+		for ; next < l.chunks; next++ {
+			slot := make([]objstore.ReplicaRead, l.copies)
+			slot[replica] = reads[next]
+			d := objstore.DecideHDFS(st, l.id(0, next), l.chunkLen(next), slot)
+			if d.Err != nil {
+				readErr = d.Err
+				break
+			}
+			if len(d.Fetch) > 0 {
+				rep.add(func(r *ReadReport) { r.Failovers++ })
+				break // failed over: stream from the new replica at this offset
+			}
+			copy(out[l.offset(next):], d.Data)
+			rep.add(func(r *ReadReport) { r.BytesRead += int64(len(d.Data)) })
+		}
+	}
+	if readErr == nil && next < l.chunks {
+		readErr = base.DataLossErrorf("object %q: every replica failed (hdfs mode)", rec.Key)
+	}
+	var bad []uint64
+	for r, failed := range st.Failed {
+		if failed {
+			bad = append(bad, l.placement[r])
+			c.coord.ReportBadReplica(ctx, &coordpb.ReportBadReplicaRequest{Key: rec.Key, Version: rec.Version, NodeId: l.placement[r]})
+		}
+	}
+	if readErr != nil {
+		return readErr
+	}
+	sort.Slice(bad, func(a, b int) bool { return bad[a] < bad[b] })
+	rep.add(func(r *ReadReport) { r.Rereplicated = bad })
+	for r, failed := range st.Failed {
+		if failed {
+			c.rereplicate(l, r, append([]byte(nil), out...))
+		}
+	}
+	return nil
+}
+
+// rereplicate rewrites every chunk of the object on replica r, in the
+// background: HDFS recovers at block granularity.
+func (c *Client) rereplicate(l layout, r int, data []byte) {
+	c.bg.Add(1)
+	go func() {
+		defer c.bg.Done()
+		for i := 0; i < l.chunks; i++ {
+			chunk := data[l.offset(i) : l.offset(i)+int64(l.chunkLen(i))]
+			if err := c.writeChunk(c.bgCtx, l.placement[r], l.id(0, i), chunk, true, nil); err != nil {
+				c.opts.Logf("client: hdfs re-replication to node %d: %v", l.placement[r], err)
+				return
+			}
+		}
+	}()
+}
+
+// WaitBackground waits for background re-replications to finish.
+func (c *Client) WaitBackground() { c.bg.Wait() }

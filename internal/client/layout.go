@@ -1,0 +1,121 @@
+package client
+
+import (
+	"fmt"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// layout is how an object version is cut into chunks.
+//
+// REP: chunk i holds bytes [i*64KiB, (i+1)*64KiB) and every replica stores
+// the same chunks. EC: row r holds bytes [r*256KiB, (r+1)*256KiB), split
+// into four data shard chunks of rowLen bytes (the last row's chunks are
+// zero-padded to equal length) and two parity chunks of the same length.
+type layout struct {
+	size      int64
+	ec        bool
+	object    uint64
+	version   uint64
+	copies    int
+	chunks    int // REP chunks or EC rows
+	placement []uint64
+}
+
+const rowBytes = objstore.DataShards * objstore.ChunkSize
+
+func newLayout(rec *objectpb.ObjectRecord) (layout, error) {
+	l := layout{size: rec.SizeBytes, object: rec.Object, version: rec.Version, placement: rec.Placement}
+	switch rec.Redundancy {
+	case objectpb.Redundancy_REP:
+		l.copies = 3
+		l.chunks = int((rec.SizeBytes + objstore.ChunkSize - 1) / objstore.ChunkSize)
+	case objectpb.Redundancy_EC:
+		l.ec = true
+		l.copies = objstore.TotalShards
+		l.chunks = int((rec.SizeBytes + rowBytes - 1) / rowBytes)
+	default:
+		return l, base.CorruptionErrorf("object %q: unknown redundancy %v in index", rec.Key, rec.Redundancy)
+	}
+	if len(rec.Placement) != l.copies {
+		return l, base.CorruptionErrorf("object %q: %d placements for %d copies", rec.Key, len(rec.Placement), l.copies)
+	}
+	return l, nil
+}
+
+func (l layout) String() string {
+	kind := "rep"
+	if l.ec {
+		kind = "ec"
+	}
+	return fmt.Sprintf("%s %dB in %d chunks on %v", kind, l.size, l.chunks, l.placement)
+}
+
+// chunkLen is the length of REP chunk i, or of every shard chunk of EC row i.
+func (l layout) chunkLen(i int) int {
+	if !l.ec {
+		return int(min(objstore.ChunkSize, l.size-int64(i)*objstore.ChunkSize))
+	}
+	rem := min(rowBytes, l.size-int64(i)*rowBytes)
+	return int((rem + objstore.DataShards - 1) / objstore.DataShards)
+}
+
+// dataLen is the number of object bytes chunk (or row) i carries.
+func (l layout) dataLen(i int) int {
+	if !l.ec {
+		return l.chunkLen(i)
+	}
+	return int(min(rowBytes, l.size-int64(i)*rowBytes))
+}
+
+// offset is the object offset where chunk (or row) i starts.
+func (l layout) offset(i int) int64 {
+	if !l.ec {
+		return int64(i) * objstore.ChunkSize
+	}
+	return int64(i) * rowBytes
+}
+
+func (l layout) id(shard, index int) objstore.ChunkID {
+	return objstore.ChunkID{Object: l.object, Version: l.version, Shard: uint32(shard), Index: uint32(index)}
+}
+
+// replicaBytes is the number of bytes replica or shard r stores.
+func (l layout) replicaBytes() int64 {
+	var n int64
+	for i := 0; i < l.chunks; i++ {
+		n += int64(l.chunkLen(i))
+	}
+	return n
+}
+
+// locate maps an offset in a replica's (or shard's) stored bytes to the
+// chunk and the offset within it.
+func (l layout) locate(offset int64) (chunk int, within int64, err error) {
+	if offset < 0 || offset >= l.replicaBytes() {
+		return 0, 0, base.InvalidArgumentf("offset %d outside the %d bytes stored per replica", offset, l.replicaBytes())
+	}
+	// Every chunk but the last is full.
+	return int(offset / objstore.ChunkSize), offset % objstore.ChunkSize, nil
+}
+
+// rowShards splits EC row i of data into zero-padded data shards and
+// encodes the parity.
+func (c *Client) rowShards(l layout, data []byte, i int) ([][]byte, error) {
+	n := l.chunkLen(i)
+	start := l.offset(i)
+	row := data[start : start+int64(l.dataLen(i))]
+	shards := make([][]byte, objstore.TotalShards)
+	for s := range shards {
+		shards[s] = make([]byte, n)
+		if s < objstore.DataShards && s*n < len(row) {
+			copy(shards[s], row[s*n:min(len(row), (s+1)*n)])
+		}
+	}
+	if err := c.enc.Encode(shards); err != nil {
+		return nil, base.AssertionFailedf("encode row %d: %v", i, err)
+	}
+	return shards, nil
+}

@@ -1,0 +1,252 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// ScrubObject verifies every replica (REP) or every shard including parity
+// (EC) of every chunk of a version and repairs what is corrupt, through the
+// same decision cores as reads. wait, when set, is called before each chunk
+// with the bytes about to be read (the scrubber's budget); queue, when set,
+// takes the repairs.
+func (c *Client) ScrubObject(ctx context.Context, rec *objectpb.ObjectRecord, wait func(ctx context.Context, bytes int64) error, queue func(RepairJob)) (*ReadReport, error) {
+	l, err := newLayout(rec)
+	if err != nil {
+		return nil, err
+	}
+	rep := &report{ReadReport: ReadReport{Mode: "scrub", Chunks: l.chunks, RepairsByNode: map[uint64]int{}}, queue: queue}
+	for i := 0; i < l.chunks; i++ {
+		if wait != nil {
+			if err := wait(ctx, int64(l.chunkLen(i))*int64(l.copies)); err != nil {
+				return &rep.ReadReport, err
+			}
+		}
+		if l.ec {
+			err = c.readRowEC(ctx, l, i, nil, rep, true)
+		} else {
+			err = c.readChunkREP(ctx, l, i, nil, rep, true)
+		}
+		if err != nil {
+			return &rep.ReadReport, fmt.Errorf("scrub %q v%d chunk %d: %w", rec.Key, rec.Version, i, err)
+		}
+	}
+	return &rep.ReadReport, nil
+}
+
+// ScrubberOptions configures a Scrubber.
+type ScrubberOptions struct {
+	// ScrubBytesPerSecond bounds verification reads (default 64 MiB/s).
+	ScrubBytesPerSecond base.Bytes
+	// RepairBytesPerSecond bounds repair writes (default 16 MiB/s).
+	RepairBytesPerSecond base.Bytes
+	// RepairQueue bounds queued repairs; a full queue stalls the scan
+	// (default 1024).
+	RepairQueue int
+	// Pause between full passes (default 1 minute).
+	PassInterval time.Duration
+	Clock        base.Clock
+	// Sleep waits (injected for tests; default time.Sleep honoring ctx).
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+// ScrubStats are a scrubber's counters.
+type ScrubStats struct {
+	Passes, Objects, Chunks int64
+	BytesVerified           int64
+	RepairsQueued           int64
+	Repaired, RepairFailed  int64
+	Errors                  int64
+}
+
+func (s ScrubStats) String() string {
+	return fmt.Sprintf("passes=%d objects=%d chunks=%d verified=%dB repaired=%d/%d failed=%d errors=%d",
+		s.Passes, s.Objects, s.Chunks, s.BytesVerified, s.Repaired, s.RepairsQueued, s.RepairFailed, s.Errors)
+}
+
+// Scrubber verifies the whole index in the background at a bounded rate and
+// repairs through a queue drained at its own bounded rate, so a burst of
+// failures (a power loss, a failing device) queues instead of becoming a
+// repair storm.
+type Scrubber struct {
+	c      *Client
+	opts   ScrubberOptions
+	scrub  *objstore.TokenBucket
+	repair *objstore.TokenBucket
+	jobs   chan RepairJob
+	mu     sync.Mutex
+	stats  ScrubStats
+}
+
+// NewScrubber returns a scrubber over c's cluster.
+func NewScrubber(c *Client, opts ScrubberOptions) (*Scrubber, error) {
+	if opts.ScrubBytesPerSecond == 0 {
+		opts.ScrubBytesPerSecond = 64 * base.MiB
+	}
+	if opts.RepairBytesPerSecond == 0 {
+		opts.RepairBytesPerSecond = 16 * base.MiB
+	}
+	if opts.RepairQueue == 0 {
+		opts.RepairQueue = 1024
+	}
+	if opts.RepairQueue < 0 || opts.ScrubBytesPerSecond < 0 || opts.RepairBytesPerSecond < 0 {
+		return nil, base.InvalidArgumentf("scrubber: negative option")
+	}
+	if opts.PassInterval <= 0 {
+		opts.PassInterval = time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = base.SystemClock{}
+	}
+	if opts.Sleep == nil {
+		opts.Sleep = func(ctx context.Context, d time.Duration) error {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	now := opts.Clock.Now()
+	// Bursts of one EC row (6 x 64 KiB) or a few repairs.
+	sb, err := objstore.NewTokenBucket(opts.ScrubBytesPerSecond, 6*objstore.ChunkSize, now)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := objstore.NewTokenBucket(opts.RepairBytesPerSecond, 4*objstore.ChunkSize, now)
+	if err != nil {
+		return nil, err
+	}
+	return &Scrubber{c: c, opts: opts, scrub: sb, repair: rb, jobs: make(chan RepairJob, opts.RepairQueue)}, nil
+}
+
+// Stats returns the counters.
+func (s *Scrubber) Stats() ScrubStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stats
+}
+
+func (s *Scrubber) count(f func(*ScrubStats)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.stats)
+}
+
+// Run scrubs pass after pass until ctx ends.
+func (s *Scrubber) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.drain(ctx)
+	}()
+	defer wg.Wait()
+	for {
+		if err := s.Pass(ctx); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err := s.opts.Sleep(ctx, s.opts.PassInterval); err != nil {
+			return err
+		}
+	}
+}
+
+// Pass scrubs every object once. Repairs are queued; run Drain (or Run) to
+// apply them.
+func (s *Scrubber) Pass(ctx context.Context) error {
+	recs, err := s.c.List(ctx, "")
+	if err != nil {
+		return err
+	}
+	for _, rec := range recs {
+		rep, err := s.c.ScrubObject(ctx, rec, s.wait, s.enqueue(ctx))
+		s.count(func(st *ScrubStats) {
+			st.Objects++
+			if rep != nil {
+				st.Chunks += int64(rep.Chunks)
+				st.BytesVerified += rep.BytesRead
+			}
+			if err != nil {
+				st.Errors++
+			}
+		})
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	s.count(func(st *ScrubStats) { st.Passes++ })
+	return nil
+}
+
+func (s *Scrubber) wait(ctx context.Context, n int64) error {
+	s.mu.Lock()
+	d := s.scrub.Reserve(n, s.opts.Clock.Now())
+	s.mu.Unlock()
+	if d > 0 {
+		return s.opts.Sleep(ctx, d)
+	}
+	return nil
+}
+
+func (s *Scrubber) enqueue(ctx context.Context) func(RepairJob) {
+	return func(j RepairJob) {
+		s.count(func(st *ScrubStats) { st.RepairsQueued++ })
+		select {
+		case s.jobs <- j:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// Drain applies queued repairs within the repair budget until the queue is
+// empty.
+func (s *Scrubber) Drain(ctx context.Context) {
+	for {
+		select {
+		case j := <-s.jobs:
+			s.apply(ctx, j)
+		default:
+			return
+		}
+	}
+}
+
+func (s *Scrubber) drain(ctx context.Context) {
+	for {
+		select {
+		case j := <-s.jobs:
+			s.apply(ctx, j)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Scrubber) apply(ctx context.Context, j RepairJob) {
+	s.mu.Lock()
+	d := s.repair.Reserve(int64(len(j.Data)), s.opts.Clock.Now())
+	s.mu.Unlock()
+	if d > 0 {
+		if err := s.opts.Sleep(ctx, d); err != nil {
+			return
+		}
+	}
+	err := s.c.writeChunk(ctx, j.Node, j.ID, j.Data, true, nil)
+	s.count(func(st *ScrubStats) {
+		if err != nil {
+			st.RepairFailed++
+		} else {
+			st.Repaired++
+		}
+	})
+}
