@@ -98,7 +98,9 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) nodeDir(i int) string { return filepath.Join(c.opts.Dir, fmt.Sprintf("node-%d", i+1)) }
+func (c *Cluster) nodeDir(i int) string {
+	return filepath.Join(c.opts.Dir, fmt.Sprintf("node-%d", i+1))
+}
 
 // StartNode starts (or restarts) node i (its ID is i+1).
 func (c *Cluster) StartNode(ctx context.Context, i int) error {
