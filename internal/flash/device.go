@@ -154,7 +154,12 @@ type OpError struct {
 	Err  error
 }
 
-func (e *OpError) Error() string { return e.Op + " " + e.Addr.String() + ": " + e.Err.Error() }
+func (e *OpError) Error() string {
+	if e.Op == "erase" {
+		return e.Op + " " + e.Addr.BlockAddr().String() + ": " + e.Err.Error()
+	}
+	return e.Op + " " + e.Addr.String() + ": " + e.Err.Error()
+}
 func (e *OpError) Unwrap() error { return e.Err }
 
 // Device is a raw NAND device as a host-managed (SDF / open-channel) SSD
@@ -207,7 +212,7 @@ type BlockInfo struct {
 }
 
 func (b BlockInfo) String() string {
-	s := fmt.Sprintf("pe=%d written=%d reads=%d/%d", b.EraseCount, b.WrittenPage, b.ReadsSinceErase, b.Reads)
+	s := fmt.Sprintf("pe=%d written=%d reads=%d sinceErase=%d", b.EraseCount, b.WrittenPage, b.Reads, b.ReadsSinceErase)
 	if b.Bad {
 		s += " bad"
 	}
