@@ -244,3 +244,23 @@ func TestGeometryLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAddr(t *testing.T) {
+	pa := PageAddr{3, 1, 4095, 255}
+	if got, err := ParsePageAddr(pa.String()); err != nil || got != pa {
+		t.Fatalf("page %v %v", got, err)
+	}
+	ba := pa.BlockAddr()
+	if got, err := ParseBlockAddr(ba.String()); err != nil || got != ba {
+		t.Fatalf("block %v %v", got, err)
+	}
+	da := pa.DieAddr()
+	if got, err := ParseDieAddr(da.String()); err != nil || got != da {
+		t.Fatalf("die %v %v", got, err)
+	}
+	for _, bad := range []string{"", "ch1/d0/b2", "ch1/d0/b2/p", "ch1/d0/b2/x3", "ch-1/d0/b2/p3", "ch1/d0/b2/p3/q4"} {
+		if _, err := ParsePageAddr(bad); !base.IsInvalidArgument(err) {
+			t.Fatalf("ParsePageAddr(%q): %v", bad, err)
+		}
+	}
+}
