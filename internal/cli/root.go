@@ -57,6 +57,7 @@ balances wear across servers (Chameleon).`,
 		newModelCmd(),
 		newFlashCmd(),
 	)
+	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	return root
 }
 

@@ -309,7 +309,7 @@ func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64,
 	}
 	rng := rand.New(rand.NewSource(seed))
 	st0 := fs.Stats()
-	fileBytes := int64(64 * chunkBytes)
+	fileBytes := int64(16 * chunkBytes)
 	nfiles := int(float64(st0.Usable) * fill / float64(fileBytes))
 	buf := make([]byte, fileBytes)
 	for i := 0; i < nfiles; i++ {

@@ -1,0 +1,388 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/report"
+	"github.com/flashmend/flashmend/internal/sdf"
+)
+
+type benchKey struct {
+	test     string
+	channels int
+	request  base.Bytes
+}
+
+// benchSamples collects one throughput sample per run for every row.
+type benchSamples struct {
+	mbps   map[benchKey][]float64
+	errors map[benchKey]int64
+	order  []benchKey
+}
+
+func newBenchSamples() *benchSamples {
+	return &benchSamples{mbps: map[benchKey][]float64{}, errors: map[benchKey]int64{}}
+}
+
+func (b *benchSamples) add(rows []sdf.BenchRow) {
+	for _, r := range rows {
+		k := benchKey{r.Test, r.Channels, r.Request}
+		if _, ok := b.mbps[k]; !ok {
+			b.order = append(b.order, k)
+		}
+		b.mbps[k] = append(b.mbps[k], r.MBps())
+		b.errors[k] += r.Errors
+	}
+}
+
+func (b *benchSamples) median(test string, ch int, req base.Bytes) float64 {
+	return median(b.mbps[benchKey{test, ch, req}])
+}
+
+type benchConfig struct {
+	dir             string
+	runs            int
+	reportPath      string
+	bytesPerChannel base.Bytes
+	channels        string
+	uber            float64
+	fills           string
+	randomReads     int
+	timing          string
+}
+
+func newFlashBenchCmd() *cobra.Command {
+	bc := benchConfig{runs: 3, uber: 1e-7, fills: "0.5,0.7,0.85", randomReads: 200, timing: "real"}
+	cmd := &cobra.Command{
+		Use:   "bench --dir DIR",
+		Short: "Measure the SDF layer: throughput against channels, raw-read ratio, capacity, write amplification, UBER cost",
+		Long: `bench reformats the device in DIR and runs SDF's microbenchmarks (paper 002,
+section 3.2: Figure 7's sequential throughput against the number of channels
+used, one writer/reader per channel, and Table 4's random reads) through the
+SDF layer, each followed by a raw device read of the same pages in the same
+run. It repeats everything --runs times and reports medians. It then repeats
+the reads on the same device with a transient UBER (default 1e-7) to measure
+the cost of the error model, and measures write amplification under random
+overwrites at several fills on an in-memory device of the same block shape.
+With --report it writes a Markdown report (and an SVG plot beside it).`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if bc.dir == "" {
+				return usageError{errors.New("--dir is required")}
+			}
+			return runFlashBench(cmd, bc)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&bc.dir, "dir", "", "device directory (formatted by flash format; bench erases it)")
+	f.IntVar(&bc.runs, "runs", bc.runs, "repetitions (medians are reported)")
+	f.StringVar(&bc.reportPath, "report", "", "write a Markdown report to this path (e.g. docs/results/sdf.md)")
+	f.Var(&bc.bytesPerChannel, "bytes-per-channel", "file size per channel (default: min(8MiB, a quarter of a channel))")
+	f.StringVar(&bc.channels, "channels", "", "channel counts to measure, e.g. 1,2,4 (default 1,2,4,...,all)")
+	f.Float64Var(&bc.uber, "uber", bc.uber, "UBER for the error-model cost measurement (0 skips it)")
+	f.StringVar(&bc.fills, "fills", bc.fills, "fills for the write-amplification measurement")
+	f.IntVar(&bc.randomReads, "random-reads", bc.randomReads, "random reads per channel per request size")
+	f.StringVar(&bc.timing, "timing", bc.timing, "device timing: real (the preset's latencies on the wall clock) or none")
+	return cmd
+}
+
+func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
+	out := cmd.OutOrStdout()
+	cfg, err := loadDeviceConfig(bc.dir)
+	if err != nil {
+		return err
+	}
+	mode, err := flash.ParseTimingMode(bc.timing)
+	if err != nil || mode == flash.TimingVirtual {
+		return base.InvalidArgumentf("--timing %q: want real or none", bc.timing)
+	}
+	if bc.runs < 1 || bc.runs > 100 {
+		return base.InvalidArgumentf("--runs %d not in [1, 100]", bc.runs)
+	}
+	chans, err := parseInts(bc.channels)
+	if err != nil {
+		return err
+	}
+	fills, err := parseFloats(bc.fills)
+	if err != nil {
+		return err
+	}
+	preset, err := flash.LookupPreset(cfg.Preset)
+	if err != nil {
+		return err
+	}
+	g := cfg.Geometry
+	opts := sdf.BenchOptions{Channels: chans, BytesPerChannel: bc.bytesPerChannel, RandomReads: bc.randomReads}
+	if opts.BytesPerChannel == 0 {
+		zone := base.Bytes(g.DiesPerChannel*(g.PagesPerBlock-1)) * base.Bytes(g.PageSize)
+		opts.BytesPerChannel = min(8*base.MiB, base.Bytes(g.BlocksPerDie)*zone/4)
+		opts.BytesPerChannel -= opts.BytesPerChannel % base.Bytes(g.PageSize)
+	}
+	fsOpts := sdf.Options{MaxOpenZones: min(1024, max(8, 2*g.Channels))}
+	clean, noisy := newBenchSamples(), newBenchSamples()
+	var capacity sdf.Stats
+	var noisyStats []sdf.Stats
+	for run := 0; run < bc.runs; run++ {
+		opts.Seed = int64(run)
+		rows, st, err := benchOnce(bc.dir, cfg.Geometry, preset.Options(mode, nil, cfg.Seed), fsOpts, opts)
+		if err != nil {
+			return err
+		}
+		capacity = st
+		clean.add(rows)
+		fmt.Fprintf(out, "run %d/%d done\n", run+1, bc.runs)
+		if bc.uber > 0 {
+			uopts := opts
+			uopts.Channels = []int{g.Channels}
+			rows, st, err := benchOnce(bc.dir, cfg.Geometry,
+				preset.Options(mode, flash.UBERModel{UBER: bc.uber}, cfg.Seed+int64(run)), fsOpts, uopts)
+			if err != nil {
+				return err
+			}
+			noisy.add(rows)
+			noisyStats = append(noisyStats, st)
+		}
+	}
+	var was []sdf.OverwriteResult
+	for _, fill := range fills {
+		r, err := overwriteOnce(cfg.Geometry, fill)
+		if err != nil {
+			return err
+		}
+		was = append(was, r)
+	}
+	rep, err := buildBenchReport(cfg, g, preset, mode, bc, opts, clean, noisy, noisyStats, capacity, was)
+	if err != nil {
+		return err
+	}
+	fmt.Fprint(out, rep.text)
+	if bc.reportPath != "" {
+		name := strings.TrimSuffix(filepath.Base(bc.reportPath), ".md")
+		r, err := report.New(name, "SDF host layer: throughput, capacity, write amplification, error cost")
+		if err != nil {
+			return err
+		}
+		for _, b := range rep.blocks {
+			switch {
+			case b.table != nil:
+				if err := r.Table(*b.table); err != nil {
+					return err
+				}
+			case b.plot != nil:
+				p, err := b.plot.Build()
+				if err != nil {
+					return err
+				}
+				if err := r.Plot(b.stem, b.plot.Title, p); err != nil {
+					return err
+				}
+			default:
+				r.Text("%s", b.text)
+			}
+		}
+		env := report.CaptureEnv(commandLine(cmd), time.Now())
+		if err := r.Write(filepath.Dir(bc.reportPath), env); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "report written to %s\n", bc.reportPath)
+	}
+	return nil
+}
+
+// commandLine reconstructs the command with the flags that were set.
+func commandLine(cmd *cobra.Command) string {
+	parts := []string{cmd.CommandPath()}
+	cmd.Flags().Visit(func(f *pflag.Flag) { parts = append(parts, "--"+f.Name+"="+f.Value.String()) })
+	return strings.Join(parts, " ")
+}
+
+// benchOnce opens the device with devOpts, formats it and runs sdf.Bench.
+func benchOnce(dir string, g flash.Geometry, devOpts flash.Options, fsOpts sdf.Options, o sdf.BenchOptions) ([]sdf.BenchRow, sdf.Stats, error) {
+	dev, err := flash.OpenFile(dir, g, devOpts)
+	if err != nil {
+		return nil, sdf.Stats{}, err
+	}
+	fs, err := sdf.Format(dev, fsOpts)
+	if err != nil {
+		dev.Close()
+		return nil, sdf.Stats{}, err
+	}
+	rows, err := sdf.Bench(dev, fs, o)
+	st := fs.Stats()
+	return rows, st, errors.Join(err, fs.Close(), dev.Close())
+}
+
+// overwriteOnce measures write amplification on an in-memory device with
+// the block shape of g, at most 4 channels and 32 blocks per die (so the
+// measurement stays a few seconds).
+func overwriteOnce(g flash.Geometry, fill float64) (sdf.OverwriteResult, error) {
+	g.Channels = min(g.Channels, 4)
+	g.BlocksPerDie = min(g.BlocksPerDie, 32)
+	dev, err := flash.NewMemory(g, flash.Options{})
+	if err != nil {
+		return sdf.OverwriteResult{}, err
+	}
+	defer dev.Close()
+	fs, err := sdf.Format(dev, sdf.Options{})
+	if err != nil {
+		return sdf.OverwriteResult{}, err
+	}
+	r, err := sdf.BenchOverwrite(fs, fill, 4*base.Bytes(g.PageSize), 1, 1)
+	return r, errors.Join(err, fs.Close())
+}
+
+type benchBlock struct {
+	text  string
+	table *report.Table
+	plot  *report.LinePlot
+	stem  string
+}
+
+type benchReport struct {
+	text   string
+	blocks []benchBlock
+}
+
+func (r *benchReport) add(b benchBlock) {
+	r.blocks = append(r.blocks, b)
+	switch {
+	case b.table != nil:
+		writeTextTable(&r.text, *b.table)
+	case b.plot != nil:
+	default:
+		r.text += b.text + "\n\n"
+	}
+}
+
+func writeTextTable(s *string, t report.Table) {
+	var b strings.Builder
+	if t.Caption != "" {
+		b.WriteString(t.Caption + "\n")
+	}
+	widths := make([]int, len(t.Header))
+	for i, h := range t.Header {
+		widths[i] = len(h)
+	}
+	for _, row := range t.Rows {
+		for i, c := range row {
+			widths[i] = max(widths[i], len(c))
+		}
+	}
+	line := func(cells []string) {
+		for i, c := range cells {
+			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
+		}
+		b.WriteString("\n")
+	}
+	line(t.Header)
+	for _, row := range t.Rows {
+		line(row)
+	}
+	b.WriteString("\n")
+	*s += b.String()
+}
+
+func buildBenchReport(cfg deviceConfig, g flash.Geometry, preset flash.Preset, mode flash.TimingMode, bc benchConfig,
+	o sdf.BenchOptions, clean, noisy *benchSamples, noisyStats []sdf.Stats, capacity sdf.Stats, was []sdf.OverwriteResult) (*benchReport, error) {
+	r := &benchReport{}
+	f1 := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	r.add(benchBlock{text: fmt.Sprintf("Device: file-backed emulator, preset `%s` (%s), geometry %s, timing %s. "+
+		"Every number is the median of %d runs. Sequential tests: one goroutine per channel, each on its own file pinned "+
+		"to its channel (`sdf.FS.CreateOn`), %s per channel in %s requests (one zone, SDF's write unit). "+
+		"`raw` reads the same physical pages straight from the device in the same run, one goroutine per die, without "+
+		"verification: the device's own read bandwidth over this backing store.",
+		cfg.Preset, preset.Timing, g, mode, bc.runs, o.BytesPerChannel, base.Bytes(g.DiesPerChannel*(g.PagesPerBlock-1)*g.PageSize))})
+	var chans []int
+	seen := map[int]bool{}
+	for _, k := range clean.order {
+		if k.test == "seq-read" && !seen[k.channels] {
+			chans = append(chans, k.channels)
+			seen[k.channels] = true
+		}
+	}
+	sort.Ints(chans)
+	t := report.Table{Caption: "Sequential throughput against channels used (SDF Figure 7), MB/s (10^6 B/s)",
+		Header: []string{"channels", "write", "read", "raw read", "read / raw"}}
+	var xs, w, rd, raw []float64
+	for _, c := range chans {
+		var req base.Bytes
+		for _, k := range clean.order {
+			if k.test == "seq-read" && k.channels == c {
+				req = k.request
+			}
+		}
+		sw := clean.median("seq-write", c, req)
+		sr := clean.median("seq-read", c, req)
+		rr := clean.median("raw-read", c, base.Bytes(g.PageSize))
+		t.Rows = append(t.Rows, []string{fmt.Sprint(c), f1(sw), f1(sr), f1(rr), fmt.Sprintf("%.1f%%", 100*sr/rr)})
+		xs, w, rd, raw = append(xs, float64(c)), append(w, sw), append(rd, sr), append(raw, rr)
+	}
+	r.add(benchBlock{table: &t})
+	r.add(benchBlock{stem: "throughput", plot: &report.LinePlot{Title: "SDF layer throughput against channels used",
+		XLabel: "channels", YLabel: "MB/s", Series: []report.Series{
+			{Name: "write", X: xs, Y: w, Points: true}, {Name: "read", X: xs, Y: rd, Points: true},
+			{Name: "raw read", X: xs, Y: raw, Dashed: true}}}})
+	t4 := report.Table{Caption: fmt.Sprintf("Random reads on all %d channels (SDF Table 4 style), MB/s", g.Channels),
+		Header: []string{"request", "read", fmt.Sprintf("read at UBER %g", bc.uber), "ratio", "reads failed at UBER"}}
+	for _, k := range clean.order {
+		if k.test != "rand-read" {
+			continue
+		}
+		c := median(clean.mbps[k])
+		n := median(noisy.mbps[k])
+		ratio := "-"
+		if n > 0 {
+			ratio = fmt.Sprintf("%.1f%%", 100*n/c)
+		}
+		t4.Rows = append(t4.Rows, []string{k.request.String(), f1(c), f1(n), ratio, fmt.Sprint(noisy.errors[k])})
+	}
+	r.add(benchBlock{table: &t4})
+	net := capacity.Raw - capacity.BadBytes - capacity.MetaReserved
+	r.add(benchBlock{text: fmt.Sprintf("Usable capacity: %s of %s raw = %.2f%% of raw; %.2f%% of raw excluding bad blocks (%s) and the "+
+		"metadata zones (%s). The only other reservation is the last page of every block (P2L entrustment); "+
+		"there is no over-provisioning and no parity.",
+		capacity.Usable, capacity.Raw, 100*capacity.UsableFraction(), 100*float64(capacity.Usable)/float64(net),
+		capacity.BadBytes, capacity.MetaReserved)})
+	if bc.uber > 0 {
+		var seqKey benchKey
+		for _, k := range noisy.order {
+			if k.test == "seq-read" {
+				seqKey = k
+			}
+		}
+		c := clean.median("seq-read", g.Channels, seqKey.request)
+		n := median(noisy.mbps[seqKey])
+		var rereads, transients, visible int64
+		for _, s := range noisyStats {
+			rereads += s.Rereads
+			transients += s.Transients
+			visible += s.Corruptions
+		}
+		r.add(benchBlock{text: fmt.Sprintf("Cost of the error model at UBER %g (transient flips, DIRECT's injection): sequential read on "+
+			"all %d channels %.1f MB/s against %.1f MB/s without errors (%.1f%%). Over %d runs %d pages failed their checksum "+
+			"and were re-read, %d verified on the re-read (transient flips absorbed by the layer), and %d reads returned a "+
+			"CorruptionError to the caller (to be repaired from a replica by the layers above).",
+			bc.uber, g.Channels, n, c, 100*n/c, bc.runs, rereads, transients, visible)})
+	}
+	tw := report.Table{Caption: "Write amplification under random overwrites (RewriteRange of random 4-page chunks, one full " +
+		"pass over the live data, greedy GC), in-memory device with the same block shape",
+		Header: []string{"fill", "total WA", "data-only WA", "GC pages copied", "zone resets"}}
+	for _, a := range was {
+		tw.Rows = append(tw.Rows, []string{fmt.Sprintf("%.0f%%", 100*a.Fill), fmt.Sprintf("%.3f", a.Amplification),
+			fmt.Sprintf("%.3f", a.DataAmplification), fmt.Sprint(a.GCPages), fmt.Sprint(a.Resets)})
+	}
+	r.add(benchBlock{table: &tw})
+	r.add(benchBlock{text: "Total WA counts every page programmed (data, padding, GC copies, P2L pages, and both copies " +
+		"of the metadata journal page each durable RewriteRange writes); data-only WA counts data pages."})
+	return r, nil
+}
