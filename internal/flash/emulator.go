@@ -332,9 +332,10 @@ func (e *Emulator) ReadAt(issue time.Time, a PageAddr, data, oob []byte) (ReadSt
 	if err := e.st.readPage(e.flatPage(a), buf); err != nil {
 		d.ctr.failedOps.Add(1)
 		if base.IsCorruption(err) {
-			// The backing medium itself failed its checksum: the device
-			// cannot return this page; report it like an ECC failure.
+			// The backing medium itself failed its checksum: report it
+			// like an ECC failure, content (as read) included.
 			d.ctr.uncorrectable.Add(1)
+			e.returnContent(buf, data, oob, true)
 			e.wait(done)
 			return ReadStatus{Uncorrectable: true}, done, opErr(op, a, fmt.Errorf("%w: %w", ErrUncorrectable, err))
 		}
@@ -348,18 +349,25 @@ func (e *Emulator) ReadAt(issue time.Time, a PageAddr, data, oob []byte) (ReadSt
 	if err != nil {
 		return ReadStatus{}, time.Time{}, opErr(op, a, err)
 	}
-	if status.Uncorrectable && e.opts.HideUncorrectableContent {
-		fill(data, 0)
-		fill(oob, 0)
-	} else {
-		copy(data, buf[:e.geo.PageSize])
-		copy(oob, buf[e.geo.PageSize:])
-	}
+	e.returnContent(buf, data, oob, status.Uncorrectable)
 	e.wait(done)
 	if status.Uncorrectable {
+		d.ctr.failedOps.Add(1)
 		return status, done, opErr(op, a, ErrUncorrectable)
 	}
 	return status, done, nil
+}
+
+// returnContent copies the page read (buf) to the caller's buffers, or
+// zeros for an uncorrectable page when the device hides such content.
+func (e *Emulator) returnContent(buf, data, oob []byte, uncorrectable bool) {
+	if uncorrectable && e.opts.HideUncorrectableContent {
+		fill(data, 0)
+		fill(oob, 0)
+		return
+	}
+	copy(data, buf[:e.geo.PageSize])
+	copy(oob, buf[e.geo.PageSize:])
 }
 
 // Erase implements Device.

@@ -266,6 +266,11 @@ func TestFileBitRotIsReportedAsUncorrectable(t *testing.T) {
 	if !errors.Is(err, ErrUncorrectable) || !base.IsCorruption(err) || !st.Uncorrectable {
 		t.Fatalf("rotten page read: %v %v", st, err)
 	}
+	// The corrupt content is returned: one byte differs.
+	want := pageData(g, pa, 4)
+	if diff := diffBits(buf, want); diff == 0 || buf[17] != 0 || !bytes.Equal(buf[18:], want[18:]) {
+		t.Fatalf("rotten page content: %d bits differ", diff)
+	}
 	// Second open of the same directory is refused while the first holds it.
 	if _, err := OpenFile(dir, g, Options{}); err == nil {
 		t.Fatal("second open of an open device succeeded")

@@ -154,6 +154,9 @@ func (s *fileStore) readPage(page int64, buf []byte) error {
 	if _, err := s.pages.ReadAt(slot, page*s.slotSize); err != nil {
 		return err
 	}
+	// NB: the content is copied out even when it does not verify: the
+	// device returns an uncorrectable page's corrupt content.
+	copy(buf, slot[pageHeaderLen:])
 	le := binary.LittleEndian
 	if m := le.Uint32(slot); m != pageMagic {
 		return base.CorruptionErrorf("flash: page slot %d: no programmed page (magic %08x)", page, m)
@@ -161,7 +164,6 @@ func (s *fileStore) readPage(page int64, buf []byte) error {
 	if got, want := s.slotCRC(page, slot[pageHeaderLen:]), le.Uint32(slot[4:]); got != want {
 		return base.CorruptionErrorf("flash: page slot %d: crc32c %08x, stored %08x", page, got, want)
 	}
-	copy(buf, slot[pageHeaderLen:])
 	return nil
 }
 
