@@ -55,6 +55,9 @@ type ReadEffect struct {
 	// FlippedBits is the number of bits of buf flipped, that is returned
 	// wrong to the host.
 	FlippedBits int
+	// InjectedFlips is the part of FlippedBits injected by an evaluation
+	// method (UBERModel, Faults) rather than sampled as cell errors.
+	InjectedFlips int
 	// Persist asks the device to write buf back into the stored page: the
 	// flips are in the cells, not only on the bus.
 	Persist bool
@@ -140,6 +143,7 @@ func (u *uberDie) ApplyRead(c PageCondition, rng *rand.Rand, buf []byte) ReadEff
 		u.gap = -1
 	}
 	eff.RawBitErrors = eff.FlippedBits
+	eff.InjectedFlips = eff.FlippedBits
 	eff.Persist = u.m.Persistent && eff.FlippedBits > 0
 	return eff
 }
@@ -333,6 +337,7 @@ func (e *Emulator) applyErrorModel(d *die, b *blockState, a PageAddr, now time.T
 	d.ctr.rawBitErrors.Add(int64(eff.RawBitErrors))
 	d.ctr.correctedBits.Add(int64(eff.Status.CorrectedBits))
 	d.ctr.flippedBits.Add(int64(eff.FlippedBits))
+	d.ctr.injectedFlips.Add(int64(eff.InjectedFlips))
 	if eff.Status.Uncorrectable {
 		d.ctr.uncorrectable.Add(1)
 	}

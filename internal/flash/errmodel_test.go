@@ -105,7 +105,7 @@ func TestUBERModelRate(t *testing.T) {
 	p0 := math.Pow(1-uber, float64(pageBits))
 	withinCI(t, "clean page reads", float64(cleanReads), float64(reads)*p0, float64(reads)*p0*(1-p0))
 	s := e.Stats().Total
-	if s.FlippedBits != int64(flips) || s.BitsRead != int64(nBits) || s.RawBitErrors != int64(flips) {
+	if s.FlippedBits != int64(flips) || s.InjectedFlips != int64(flips) || s.BitsRead != int64(nBits) || s.RawBitErrors != int64(flips) {
 		t.Fatalf("stats %v disagree with the observed flips %d over %d bits", s, flips, int64(nBits))
 	}
 	if got := s.ObservedUBER(); math.Abs(got-uber)/uber > 0.1 {
@@ -220,7 +220,7 @@ func TestPhysicalModelUncorrectableRate(t *testing.T) {
 	}
 	withinCI(t, "uncorrectable pages", float64(uncorr), float64(reads)*ppage, float64(reads)*ppage*(1-ppage))
 	s := e.Stats().Total
-	if s.UncorrectableReads != int64(uncorr) || s.CorrectedBits != corrected {
+	if s.UncorrectableReads != int64(uncorr) || s.CorrectedBits != corrected || s.InjectedFlips != 0 || s.FailedOps != int64(uncorr) {
 		t.Fatalf("stats %v", s)
 	}
 	// Raw errors are Binomial(bits read, RBER).

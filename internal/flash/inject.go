@@ -136,6 +136,7 @@ func (f *Faults) applyRead(a PageAddr, buf []byte, eff *ReadEffect) {
 		}
 		flipBit(buf, fl.bit)
 		eff.FlippedBits++
+		eff.InjectedFlips++
 		eff.RawBitErrors++
 		if fl.persistent {
 			eff.Persist = true

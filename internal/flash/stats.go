@@ -17,6 +17,7 @@ type dieCounters struct {
 	rawBitErrors                   atomic.Int64
 	correctedBits                  atomic.Int64
 	flippedBits                    atomic.Int64 // bits returned wrong to the host
+	injectedFlips                  atomic.Int64 // of which injected (UBER model, Faults)
 	uncorrectable                  atomic.Int64 // uncorrectable page reads
 	failedOps                      atomic.Int64
 	programFailures, eraseFailures atomic.Int64
@@ -41,6 +42,9 @@ type OpStats struct {
 	// FlippedBits were returned wrong to the host: UBER-mode flips,
 	// injected flips, and the raw errors of uncorrectable codewords.
 	FlippedBits int64
+	// InjectedFlips is the part of FlippedBits injected by the UBER model
+	// or by Faults.FlipBit.
+	InjectedFlips int64
 	// UncorrectableReads counts reads that reported an uncorrectable page.
 	UncorrectableReads int64
 	// FailedOps counts operations that returned an error.
@@ -84,6 +88,7 @@ func (s *OpStats) add(o OpStats) {
 	s.RawBitErrors += o.RawBitErrors
 	s.CorrectedBits += o.CorrectedBits
 	s.FlippedBits += o.FlippedBits
+	s.InjectedFlips += o.InjectedFlips
 	s.UncorrectableReads += o.UncorrectableReads
 	s.FailedOps += o.FailedOps
 	s.ProgramFailures += o.ProgramFailures
@@ -103,6 +108,7 @@ func (c *dieCounters) snapshot() OpStats {
 		RawBitErrors:       c.rawBitErrors.Load(),
 		CorrectedBits:      c.correctedBits.Load(),
 		FlippedBits:        c.flippedBits.Load(),
+		InjectedFlips:      c.injectedFlips.Load(),
 		UncorrectableReads: c.uncorrectable.Load(),
 		FailedOps:          c.failedOps.Load(),
 		ProgramFailures:    c.programFailures.Load(),
