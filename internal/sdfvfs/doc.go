@@ -1,0 +1,67 @@
+// Package sdfvfs runs Pebble on emulated flash: FS is a Pebble vfs.FS over
+// the extent files of internal/sdf (SDF 002 section 3: the storage engine
+// drives host-managed flash through a thin file layer), with DIRECT's local
+// metadata duplication (DIRECT 000 section 4.1, policy 2, as ZippyDB does
+// for RocksDB) built in.
+//
+// # What it owns
+//
+//   - The mapping of Pebble's paths onto sdf file names: slash-separated,
+//     cleaned, no leading slash ("/db/000001.log" and "db/000001.log" are
+//     the same file). Directories are emulated: a directory exists when it
+//     is the root, holds a file, or has a marker (an empty sdf file named
+//     "<dir>/", written by MkdirAll so empty directories survive a
+//     reopen). List, Remove, RemoveAll and Stat work on that view.
+//   - Lifetime hints (Options.Lifetime, DefaultLifetime): WALs short,
+//     MANIFEST/OPTIONS/markers and flushed sstables medium, compaction
+//     outputs long, so files that die together share zones and zones empty
+//     without garbage collection.
+//   - Whole-file duplication (Options.DuplicateFile, by default MANIFEST,
+//     OPTIONS, CURRENT and marker files): every byte written to such a file
+//     is also appended to a shadow copy ".sdfvfs/dup/<path>" with its own
+//     lifetime class, so the copy fills other zones than its primary. Sync,
+//     rename and remove act on both.
+//   - Range duplication (FS.DuplicateRanges, or Options.MetadataRanges when
+//     a writer closes its file; SSTMetadataRanges selects an sstable's
+//     index, filter, properties, meta-index and footer blocks): the ranges
+//     are read back verified and written, each with a CRC32C, to
+//     ".sdfvfs/ranges/<path>".
+//   - The conversion of sdf corruption into Pebble corruption: a read that
+//     fails sdf's page verification and has no intact copy returns an error
+//     marked with pebble.ErrCorruption (cockroachdb/errors.Mark), which also
+//     keeps the *sdf.CorruptionError and base.ErrCorruption in its chain, so
+//     Pebble's EventListener.DataCorruption and BackgroundError fire and
+//     the read fails.
+//
+// ".sdfvfs" is reserved: hidden from List and refused as a user path.
+//
+// # Invariants
+//
+//   - A read returns only bytes that verified: either sdf's page checksum
+//     and identity of the primary, or of the shadow, or a range-copy record
+//     whose CRC32C matches. Never unverified bytes (there is no raw read).
+//   - A file and its copies change together: Create, Rename and Remove hold
+//     FS.mu across the primary and its copies, and a copy of a replaced or
+//     recreated file is dropped before the new file exists.
+//   - A damaged primary range served from a copy is rewritten from that
+//     copy (sdf.RewriteRange, whole pages, out of place) unless
+//     Options.NoRepair, so the next read finds the primary intact.
+//
+// # Failure model
+//
+// Operating errors (missing files, bad paths, closed sdf) come back as
+// *os.PathError, missing files wrapping os.ErrNotExist as Pebble expects.
+// Corruption is served from a copy or returned marked as corruption; never
+// as data. A crash between writing a primary and its shadow leaves them of
+// different lengths: reads fall back only for bytes the shadow holds. Both
+// copies damaged on the same bytes is a corruption error (DIRECT: report,
+// never guess). sdf has no hard links: Link fails with an error that makes
+// vfs.LinkOrCopy copy instead. Files are append-only: WriteAt fails and
+// ReuseForWrite creates a fresh file. Lock is an in-process lock (one
+// process owns an emulated device).
+//
+// Placement is by lifetime class, not pinned: sdf hands out zones round
+// robin over channels, so a copy and its primary normally sit on different
+// channels (hence different dies), but sdf offers no hard guarantee; Apart
+// reports, per file, whether the copy shares a channel with its primary.
+package sdfvfs

@@ -1,0 +1,241 @@
+package sdfvfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+
+	crerrors "github.com/cockroachdb/errors"
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/sdf"
+)
+
+// file is a vfs.File over one sdf extent file and, for a duplicated file
+// being written, its shadow copy.
+type file struct {
+	fs       *FS
+	path     string // as opened (the file may be renamed since)
+	f        *sdf.File
+	shadow   *sdf.File // writer of the whole-file copy, nil if none
+	writable bool
+	hook     bool // run Options.MetadataRanges on Close
+
+	mu  sync.Mutex // guards pos
+	pos int64      // Read's position
+}
+
+var _ vfs.File = (*file)(nil)
+
+func (h *file) String() string { return "sdfvfs.file(" + h.f.Name() + ")" }
+
+// Write appends p (to the shadow as well).
+func (h *file) Write(p []byte) (int, error) {
+	if !h.writable {
+		return 0, pathErr("write", h.path, sdf.ErrReadOnly)
+	}
+	n, err := h.f.Write(p)
+	if err != nil {
+		return n, pathErr("write", h.path, err)
+	}
+	if h.shadow != nil {
+		if _, err := h.shadow.Write(p); err != nil {
+			return n, pathErr("write", h.path, fmt.Errorf("sdfvfs: shadow copy: %w", err))
+		}
+		h.fs.ctr.shadowBytes.Add(int64(len(p)))
+	}
+	return n, nil
+}
+
+// WriteAt is not supported: extent files are appended only (Pebble needs
+// it only for its shared cache).
+func (h *file) WriteAt(p []byte, off int64) (int, error) {
+	return 0, pathErr("writeat", h.path, errors.New("sdfvfs: files are append-only"))
+}
+
+// ReadAt reads at off; damaged pages are served from a good copy if the
+// file has one, and otherwise fail with an error Pebble classifies as
+// corruption. Never returns unverified bytes.
+func (h *file) ReadAt(p []byte, off int64) (int, error) {
+	return h.fs.readAt(h.f, p, off)
+}
+
+// Read reads at the handle's position (Pebble reads WALs and the MANIFEST
+// sequentially).
+func (h *file) Read(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, err := h.fs.readAt(h.f, p, h.pos)
+	h.pos += int64(n)
+	if n > 0 && err == io.EOF {
+		err = nil
+	}
+	return n, err
+}
+
+// Preallocate is a no-op: zones are allocated as the file grows.
+func (h *file) Preallocate(offset, length int64) error { return nil }
+
+// Stat describes the file (under its current name).
+func (h *file) Stat() (vfs.FileInfo, error) {
+	fi := h.f.Stat()
+	return fileInfo{name: baseName(fi.Name), size: fi.Size, mtime: fi.ModTime}, nil
+}
+
+// Sync makes the file (and its shadow) durable.
+func (h *file) Sync() error {
+	if err := h.f.Sync(); err != nil {
+		return pathErr("sync", h.path, err)
+	}
+	if h.shadow != nil {
+		if err := h.shadow.Sync(); err != nil {
+			return pathErr("sync", h.path, fmt.Errorf("sdfvfs: shadow copy: %w", err))
+		}
+	}
+	return nil
+}
+
+// SyncTo syncs the whole file: sdf has no partial sync.
+func (h *file) SyncTo(length int64) (fullSync bool, err error) {
+	if err := h.Sync(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// SyncData is Sync.
+func (h *file) SyncData() error { return h.Sync() }
+
+// Prefetch is a no-op.
+func (h *file) Prefetch(offset, length int64) error { return nil }
+
+// Fd returns vfs.InvalidFd: there is no OS file.
+func (h *file) Fd() uintptr { return vfs.InvalidFd }
+
+// Close closes the file and its shadow; a writable file selected by
+// Options.MetadataRanges gets its range copy written.
+func (h *file) Close() error {
+	var name string
+	if h.hook {
+		name = h.f.Name()
+	}
+	err := h.f.Close()
+	if h.shadow != nil {
+		err = errors.Join(err, h.shadow.Close())
+	}
+	if err != nil {
+		return pathErr("close", h.path, err)
+	}
+	if h.hook {
+		if err := h.fs.runRangesHook(name); err != nil {
+			return pathErr("close", h.path, err)
+		}
+	}
+	return nil
+}
+
+// dirFile is an open directory: Sync makes the namespace durable.
+type dirFile struct {
+	fs   *FS
+	path string
+}
+
+var _ vfs.File = (*dirFile)(nil)
+
+func (d *dirFile) errDir(op string) error {
+	return pathErr(op, d.path, errors.New("sdfvfs: is a directory"))
+}
+
+func (d *dirFile) Close() error                       { return nil }
+func (d *dirFile) Read([]byte) (int, error)           { return 0, d.errDir("read") }
+func (d *dirFile) ReadAt([]byte, int64) (int, error)  { return 0, d.errDir("read") }
+func (d *dirFile) Write([]byte) (int, error)          { return 0, d.errDir("write") }
+func (d *dirFile) WriteAt([]byte, int64) (int, error) { return 0, d.errDir("write") }
+func (d *dirFile) Preallocate(int64, int64) error     { return nil }
+func (d *dirFile) SyncTo(int64) (bool, error)         { return false, nil }
+func (d *dirFile) SyncData() error                    { return d.Sync() }
+func (d *dirFile) Prefetch(int64, int64) error        { return nil }
+func (d *dirFile) Fd() uintptr                        { return vfs.InvalidFd }
+func (d *dirFile) Stat() (vfs.FileInfo, error)        { return d.fs.Stat(d.path) }
+func (d *dirFile) String() string                     { return "sdfvfs.dir(" + d.path + ")" }
+func (d *dirFile) Sync() error {
+	if err := d.fs.sfs.Sync(); err != nil {
+		return pathErr("sync", d.path, err)
+	}
+	return nil
+}
+
+// markCorruption makes err a corruption for Pebble (errors.Is(err,
+// pebble.ErrCorruption), so DataCorruption and BackgroundError fire) while
+// keeping base.ErrCorruption and the *sdf.CorruptionError in its chain.
+func markCorruption(err error) error { return crerrors.Mark(err, pebble.ErrCorruption) }
+
+// readAt reads f at off, serving damaged pages from a second copy when the
+// file has one (and repairing the primary from it), else returning a
+// corruption.
+func (fs *FS) readAt(f *sdf.File, p []byte, off int64) (int, error) {
+	n, err := f.ReadAt(p, off)
+	for err != nil && err != io.EOF {
+		if !base.IsCorruption(err) {
+			return n, pathErr("read", f.Name(), err)
+		}
+		var ce *sdf.CorruptionError
+		name := f.Name()
+		if fs.opts.NoDuplication || !errors.As(err, &ce) || ce.Len <= 0 || ce.Off+ce.Len <= off+int64(n) {
+			fs.ctr.corruptions.Add(1)
+			return n, markCorruption(pathErr("read", name, err))
+		}
+		// Bytes [off+n, badEnd) of p lie in the damaged page.
+		badEnd := min(ce.Off+ce.Len, off+int64(len(p)))
+		if !fs.fillFromCopy(name, p[n:badEnd-off], off+int64(n)) {
+			fs.ctr.corruptions.Add(1)
+			return n, markCorruption(pathErr("read", name, fmt.Errorf("%w (no good copy)", err)))
+		}
+		fs.ctr.copyReads.Add(1)
+		if !fs.opts.NoRepair {
+			fs.repair(name, ce)
+		}
+		n = int(badEnd - off)
+		if n == len(p) {
+			return n, nil
+		}
+		var m int
+		m, err = f.ReadAt(p[n:], off+int64(n))
+		n += m
+	}
+	return n, err
+}
+
+// repair rewrites the damaged range of the primary from a good copy if a
+// copy holds all of it (sdf rewrites whole pages out of place).
+func (fs *FS) repair(name string, ce *sdf.CorruptionError) {
+	buf := make([]byte, ce.Len)
+	if !fs.fillFromCopy(name, buf, ce.Off) {
+		return
+	}
+	if err := fs.sfs.RewriteRange(name, ce.Off, buf); err != nil {
+		fs.ctr.repairErrors.Add(1)
+		return
+	}
+	fs.ctr.repairs.Add(1)
+}
+
+// fillFromCopy fills dst with bytes [off, off+len(dst)) of the file at name
+// from its shadow or its range copy, reporting whether a copy held all of
+// them intact.
+func (fs *FS) fillFromCopy(name string, dst []byte, off int64) bool {
+	if s, err := fs.sfs.OpenFile(shadowName(name)); err == nil {
+		n, rerr := s.ReadAt(dst, off)
+		_ = s.Close()
+		if n == len(dst) && (rerr == nil || rerr == io.EOF) {
+			return true
+		}
+	}
+	return fs.fillFromRanges(name, dst, off)
+}
+
+// isNotExist reports a missing file.
+func isNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }

@@ -1,0 +1,563 @@
+package sdfvfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/sdf"
+)
+
+// reservedDir holds this layer's own files (shadow copies, range copies). It
+// is hidden from List of the root and refused as a user path.
+const reservedDir = ".sdfvfs"
+
+const (
+	shadowPrefix = reservedDir + "/dup/"
+	rangesPrefix = reservedDir + "/ranges/"
+)
+
+// copyLifetime is the hint of shadow and range copies: no Pebble file uses
+// it, so copies fill zones of their own, apart from the zones of their
+// primaries.
+const copyLifetime = sdf.LifetimeExtreme
+
+// FS is a Pebble vfs.FS over the extent files of an sdf.FS. Paths are
+// slash-separated; a leading slash, "." and ".." are cleaned away, so "/db",
+// "db" and "./db/" name the same directory. Safe for concurrent use.
+type FS struct {
+	sfs  *sdf.FS
+	opts Options
+
+	// mu serializes namespace changes so a file and its copies change
+	// together (a shadow never outlives or misses its primary's rename).
+	mu sync.Mutex
+
+	lockMu sync.Mutex
+	locks  map[string]bool // paths locked by Lock, in this process
+
+	ctr counters
+}
+
+var _ vfs.FS = (*FS)(nil)
+
+type counters struct {
+	copyReads      atomic.Int64
+	repairs        atomic.Int64
+	repairErrors   atomic.Int64
+	corruptions    atomic.Int64
+	shadowBytes    atomic.Int64
+	rangeCopyBytes atomic.Int64
+	rangeCopies    atomic.Int64
+}
+
+// Stats counts what the layer did about corruption and duplication.
+type Stats struct {
+	CopyReads      int64 // damaged ranges served from a second copy
+	Repairs        int64 // damaged primary ranges rewritten from a good copy
+	RepairErrors   int64 // rewrites that failed (the read still succeeded)
+	Corruptions    int64 // corruption errors returned (no good copy)
+	ShadowBytes    int64 // bytes appended to whole-file shadow copies
+	RangeCopyBytes int64 // bytes kept by range duplication
+	RangeCopies    int64 // range-copy files written
+}
+
+func (s Stats) String() string {
+	return fmt.Sprintf("copy reads %d, repairs %d (failed %d), corruptions returned %d, shadow bytes %d, range copies %d (%d B)",
+		s.CopyReads, s.Repairs, s.RepairErrors, s.Corruptions, s.ShadowBytes, s.RangeCopies, s.RangeCopyBytes)
+}
+
+// New returns a vfs.FS over sfs. The sdf.FS stays owned by the caller.
+func New(sfs *sdf.FS, opts Options) (*FS, error) {
+	if sfs == nil {
+		return nil, base.InvalidArgumentf("sdfvfs: nil sdf.FS")
+	}
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &FS{sfs: sfs, opts: opts, locks: map[string]bool{}}, nil
+}
+
+// SDF returns the underlying sdf.FS.
+func (fs *FS) SDF() *sdf.FS { return fs.sfs }
+
+// Stats returns a snapshot of the counters.
+func (fs *FS) Stats() Stats {
+	c := &fs.ctr
+	return Stats{CopyReads: c.copyReads.Load(), Repairs: c.repairs.Load(), RepairErrors: c.repairErrors.Load(),
+		Corruptions: c.corruptions.Load(), ShadowBytes: c.shadowBytes.Load(),
+		RangeCopyBytes: c.rangeCopyBytes.Load(), RangeCopies: c.rangeCopies.Load()}
+}
+
+func (fs *FS) String() string { return "sdfvfs" }
+
+// clean maps a path onto the sdf namespace: slash-separated, no leading
+// slash, the root is "".
+func clean(name string) string {
+	p := path.Clean("/" + strings.ReplaceAll(name, "\\", "/"))
+	return strings.TrimPrefix(p, "/")
+}
+
+func isReserved(p string) bool { return p == reservedDir || strings.HasPrefix(p, reservedDir+"/") }
+
+func dirMarker(p string) string  { return p + "/" }
+func shadowName(p string) string { return shadowPrefix + p }
+func rangesName(p string) string { return rangesPrefix + p }
+
+func pathErr(op, name string, err error) error { return &os.PathError{Op: op, Path: name, Err: err} }
+
+// filePath validates a path that names a file.
+func (fs *FS) filePath(op, name string) (string, error) {
+	p := clean(name)
+	if p == "" {
+		return "", pathErr(op, name, base.InvalidArgumentf("sdfvfs: the root is a directory"))
+	}
+	if isReserved(p) {
+		return "", pathErr(op, name, base.InvalidArgumentf("sdfvfs: %q is reserved", reservedDir))
+	}
+	return p, nil
+}
+
+// entry is what a path names.
+type entry uint8
+
+const (
+	entryNone entry = iota
+	entryFile
+	entryDir
+)
+
+// lookup says whether p is a file, a directory (the root, a marker, or the
+// prefix of some file) or nothing.
+func (fs *FS) lookup(p string) entry {
+	if p == "" {
+		return entryDir
+	}
+	if _, err := fs.sfs.Stat(p); err == nil {
+		return entryFile
+	}
+	pre := dirMarker(p)
+	for _, n := range fs.sfs.List() {
+		if strings.HasPrefix(n, pre) {
+			return entryDir
+		}
+	}
+	return entryNone
+}
+
+func (fs *FS) checkParent(op, name, p string) error {
+	dir := path.Dir(p)
+	if dir == "." {
+		return nil
+	}
+	if fs.lookup(dir) != entryDir {
+		return pathErr(op, name, os.ErrNotExist)
+	}
+	return nil
+}
+
+// Create implements vfs.FS: it creates (or replaces) the file at name, with
+// the lifetime hint of opts.Lifetime, and its shadow copy if
+// opts.DuplicateFile selects it.
+func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	p, err := fs.filePath("create", name)
+	if err != nil {
+		return nil, err
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.checkParent("create", name, p); err != nil {
+		return nil, err
+	}
+	if fs.lookup(p) == entryDir {
+		return nil, pathErr("create", name, base.InvalidArgumentf("sdfvfs: is a directory"))
+	}
+	dup := !fs.opts.NoDuplication && fs.opts.DuplicateFile(p)
+	// Copies of a previous file of that name describe other bytes.
+	if err := fs.removeCopies(p, !dup); err != nil {
+		return nil, err
+	}
+	f, err := fs.sfs.Create(p, fs.opts.Lifetime(p, category))
+	if err != nil {
+		return nil, pathErr("create", name, err)
+	}
+	h := &file{fs: fs, path: p, f: f, writable: true, hook: !fs.opts.NoDuplication && fs.opts.MetadataRanges != nil && !dup}
+	if dup {
+		if h.shadow, err = fs.sfs.Create(shadowName(p), copyLifetime); err != nil {
+			_ = f.Close()
+			return nil, pathErr("create", name, fmt.Errorf("sdfvfs: shadow copy: %w", err))
+		}
+	}
+	return h, nil
+}
+
+// removeCopies removes the range copy of p and, with shadowToo, its shadow.
+func (fs *FS) removeCopies(p string, shadowToo bool) error {
+	names := []string{rangesName(p)}
+	if shadowToo {
+		names = append(names, shadowName(p))
+	}
+	for _, n := range names {
+		if err := fs.sfs.Remove(n); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// Link implements vfs.FS. sdf has no hard links; the error is neither
+// "exists", "not exist" nor "permission", so vfs.LinkOrCopy (ingestion,
+// checkpoints) falls back to a copy.
+func (fs *FS) Link(oldname, newname string) error {
+	return &os.LinkError{Op: "link", Old: oldname, New: newname, Err: errors.New("sdfvfs: hard links are not supported")}
+}
+
+// Open implements vfs.FS: the file opens for reading (a directory opens as
+// with OpenDir).
+func (fs *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	p := clean(name)
+	if isReserved(p) {
+		return nil, pathErr("open", name, base.InvalidArgumentf("sdfvfs: %q is reserved", reservedDir))
+	}
+	var h vfs.File
+	switch fs.lookup(p) {
+	case entryNone:
+		return nil, pathErr("open", name, os.ErrNotExist)
+	case entryDir:
+		h = &dirFile{fs: fs, path: p}
+	case entryFile:
+		f, err := fs.sfs.OpenFile(p)
+		if err != nil {
+			return nil, pathErr("open", name, err)
+		}
+		h = &file{fs: fs, path: p, f: f}
+	}
+	for _, o := range opts {
+		o.Apply(h)
+	}
+	return h, nil
+}
+
+// OpenReadWrite implements vfs.FS. sdf files are append-only and written
+// once, so an existing file opens readable (WriteAt and Write fail) and a
+// missing one is created for appending. Pebble uses it only for its shared
+// cache, which flashmend does not configure.
+func (fs *FS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
+	p, err := fs.filePath("open", name)
+	if err != nil {
+		return nil, err
+	}
+	if fs.lookup(p) == entryFile {
+		return fs.Open(name, opts...)
+	}
+	h, err := fs.Create(name, category)
+	if err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o.Apply(h)
+	}
+	return h, nil
+}
+
+// OpenDir implements vfs.FS; syncing the directory makes the sdf journal
+// (every create, rename and remove) durable.
+func (fs *FS) OpenDir(name string) (vfs.File, error) {
+	p := clean(name)
+	if isReserved(p) || fs.lookup(p) != entryDir {
+		return nil, pathErr("open", name, os.ErrNotExist)
+	}
+	return &dirFile{fs: fs, path: p}, nil
+}
+
+// Remove implements vfs.FS: a file (with its copies) or an empty directory.
+func (fs *FS) Remove(name string) error {
+	p, err := fs.filePath("remove", name)
+	if err != nil {
+		return err
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	switch fs.lookup(p) {
+	case entryNone:
+		return pathErr("remove", name, os.ErrNotExist)
+	case entryFile:
+		if err := fs.sfs.Remove(p); err != nil {
+			return pathErr("remove", name, err)
+		}
+		return fs.removeCopies(p, true)
+	}
+	pre := dirMarker(p)
+	for _, n := range fs.sfs.List() {
+		if strings.HasPrefix(n, pre) && n != pre {
+			return pathErr("remove", name, errors.New("sdfvfs: directory not empty"))
+		}
+	}
+	if err := fs.sfs.Remove(pre); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return pathErr("remove", name, err)
+	}
+	return nil
+}
+
+// RemoveAll implements vfs.FS: the path and everything under it; a missing
+// path is not an error.
+func (fs *FS) RemoveAll(name string) error {
+	p := clean(name)
+	if isReserved(p) {
+		return pathErr("removeall", name, base.InvalidArgumentf("sdfvfs: %q is reserved", reservedDir))
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var first error
+	for _, n := range fs.sfs.List() {
+		under := p == "" || n == p || strings.HasPrefix(n, dirMarker(p))
+		if !under || isReserved(n) {
+			continue
+		}
+		err := fs.sfs.Remove(n)
+		if err == nil && !strings.HasSuffix(n, "/") {
+			err = fs.removeCopies(n, true)
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) && first == nil {
+			first = pathErr("removeall", n, err)
+		}
+	}
+	return first
+}
+
+// Rename implements vfs.FS for files (Pebble never renames directories); it
+// replaces newname, and the file's copies follow it.
+func (fs *FS) Rename(oldname, newname string) error {
+	op, err := fs.filePath("rename", oldname)
+	if err != nil {
+		return err
+	}
+	np, err := fs.filePath("rename", newname)
+	if err != nil {
+		return err
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	switch fs.lookup(op) {
+	case entryNone:
+		return pathErr("rename", oldname, os.ErrNotExist)
+	case entryDir:
+		return pathErr("rename", oldname, base.InvalidArgumentf("sdfvfs: renaming directories is not supported"))
+	}
+	if err := fs.checkParent("rename", newname, np); err != nil {
+		return err
+	}
+	if fs.lookup(np) == entryDir {
+		return pathErr("rename", newname, base.InvalidArgumentf("sdfvfs: is a directory"))
+	}
+	if op == np {
+		return nil
+	}
+	if err := fs.sfs.Rename(op, np); err != nil {
+		return pathErr("rename", oldname, err)
+	}
+	for _, cp := range []func(string) string{shadowName, rangesName} {
+		err := fs.sfs.Rename(cp(op), cp(np))
+		if errors.Is(err, os.ErrNotExist) {
+			// The old file had no such copy: drop the replaced file's.
+			err = fs.sfs.Remove(cp(np))
+		}
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return pathErr("rename", oldname, err)
+		}
+	}
+	return nil
+}
+
+// ReuseForWrite implements vfs.FS. Extent files are never overwritten in
+// place, so the old file is removed and a new one created (which the vfs.FS
+// contract allows); Pebble's recycled-WAL reader handles either.
+func (fs *FS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	if err := fs.Remove(oldname); err != nil {
+		return nil, err
+	}
+	return fs.Create(newname, category)
+}
+
+// MkdirAll implements vfs.FS. Directories are emulated: a directory exists
+// when it is the root, has a marker file (its path with a trailing slash,
+// written here so an empty directory survives a reopen), or holds a file.
+func (fs *FS) MkdirAll(dir string, perm os.FileMode) error {
+	p := clean(dir)
+	if isReserved(p) {
+		return pathErr("mkdir", dir, base.InvalidArgumentf("sdfvfs: %q is reserved", reservedDir))
+	}
+	if p == "" {
+		return nil
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	parts := strings.Split(p, "/")
+	for i := range parts {
+		q := strings.Join(parts[:i+1], "/")
+		switch fs.lookup(q) {
+		case entryFile:
+			return pathErr("mkdir", q, errors.New("sdfvfs: not a directory"))
+		case entryDir:
+			if _, err := fs.sfs.Stat(dirMarker(q)); err == nil {
+				continue
+			}
+		}
+		f, err := fs.sfs.Create(dirMarker(q), sdf.LifetimeLong)
+		if err != nil {
+			return pathErr("mkdir", q, err)
+		}
+		if err := f.Close(); err != nil {
+			return pathErr("mkdir", q, err)
+		}
+	}
+	return nil
+}
+
+// Lock implements vfs.FS with an in-process lock: the emulated device
+// belongs to one process, so there is no other process to exclude. The file
+// is created if missing.
+func (fs *FS) Lock(name string) (io.Closer, error) {
+	p, err := fs.filePath("lock", name)
+	if err != nil {
+		return nil, err
+	}
+	fs.lockMu.Lock()
+	defer fs.lockMu.Unlock()
+	if fs.locks[p] {
+		return nil, pathErr("lock", name, errors.New("sdfvfs: already locked by this process"))
+	}
+	if fs.lookup(p) != entryFile {
+		f, err := fs.Create(name, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			return nil, err
+		}
+		if err := f.Close(); err != nil {
+			return nil, err
+		}
+	}
+	fs.locks[p] = true
+	return &lockCloser{fs: fs, path: p}, nil
+}
+
+type lockCloser struct {
+	fs     *FS
+	path   string
+	closed atomic.Bool
+}
+
+func (l *lockCloser) Close() error {
+	if l.closed.Swap(true) {
+		return errors.New("sdfvfs: lock already released")
+	}
+	l.fs.lockMu.Lock()
+	defer l.fs.lockMu.Unlock()
+	delete(l.fs.locks, l.path)
+	return nil
+}
+
+// List implements vfs.FS: the names of the files and directories in dir.
+func (fs *FS) List(dir string) ([]string, error) {
+	p := clean(dir)
+	if isReserved(p) || fs.lookup(p) != entryDir {
+		return nil, pathErr("list", dir, os.ErrNotExist)
+	}
+	pre := ""
+	if p != "" {
+		pre = dirMarker(p)
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, n := range fs.sfs.List() {
+		if !strings.HasPrefix(n, pre) || n == pre || isReserved(n) {
+			continue
+		}
+		child := n[len(pre):]
+		if i := strings.IndexByte(child, '/'); i >= 0 {
+			child = child[:i]
+		}
+		if !seen[child] {
+			seen[child] = true
+			out = append(out, child)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Stat implements vfs.FS.
+func (fs *FS) Stat(name string) (vfs.FileInfo, error) {
+	p := clean(name)
+	if isReserved(p) {
+		return nil, pathErr("stat", name, os.ErrNotExist)
+	}
+	if p != "" {
+		if fi, err := fs.sfs.Stat(p); err == nil {
+			return fileInfo{name: path.Base(p), size: fi.Size, mtime: fi.ModTime}, nil
+		}
+	}
+	if fs.lookup(p) == entryDir {
+		return fileInfo{name: path.Base("/" + p), dir: true}, nil
+	}
+	return nil, pathErr("stat", name, os.ErrNotExist)
+}
+
+// PathBase implements vfs.FS.
+func (fs *FS) PathBase(p string) string { return path.Base(p) }
+
+// PathJoin implements vfs.FS.
+func (fs *FS) PathJoin(elem ...string) string { return path.Join(elem...) }
+
+// PathDir implements vfs.FS.
+func (fs *FS) PathDir(p string) string { return path.Dir(p) }
+
+// GetDiskUsage implements vfs.FS from the sdf capacity: total is the usable
+// data capacity, used the pages files map; pages that are written but dead
+// count as available, since host GC reclaims them.
+func (fs *FS) GetDiskUsage(string) (vfs.DiskUsage, error) {
+	s := fs.sfs.Stats()
+	total, used := uint64(max(s.Usable, 0)), uint64(max(s.Live, 0))
+	return vfs.DiskUsage{TotalBytes: total, UsedBytes: used, AvailBytes: total - min(used, total)}, nil
+}
+
+// Unwrap implements vfs.FS: FS wraps no other vfs.FS.
+func (fs *FS) Unwrap() vfs.FS { return nil }
+
+// fileInfo is a vfs.FileInfo.
+type fileInfo struct {
+	name  string
+	size  int64
+	mtime time.Time
+	dir   bool
+}
+
+var _ vfs.FileInfo = fileInfo{}
+
+func (fi fileInfo) Name() string       { return fi.name }
+func (fi fileInfo) Size() int64        { return fi.size }
+func (fi fileInfo) ModTime() time.Time { return fi.mtime }
+func (fi fileInfo) IsDir() bool        { return fi.dir }
+func (fi fileInfo) Sys() any           { return nil }
+func (fi fileInfo) Mode() os.FileMode {
+	if fi.dir {
+		return os.ModeDir | 0o755
+	}
+	return 0o644
+}
+func (fi fileInfo) DeviceID() vfs.DeviceID { return vfs.DeviceID{} }
+func (fi fileInfo) String() string {
+	if fi.dir {
+		return fi.name + "/"
+	}
+	return fmt.Sprintf("%s (%d B)", fi.name, fi.size)
+}

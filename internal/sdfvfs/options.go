@@ -1,0 +1,115 @@
+package sdfvfs
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/sdf"
+)
+
+// Range is a byte range [Off, Off+Len) of a file.
+type Range struct {
+	Off int64
+	Len int64
+}
+
+func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Off, r.Off+r.Len) }
+
+// End is the first byte after the range.
+func (r Range) End() int64 { return r.Off + r.Len }
+
+// LifetimeFunc picks the sdf lifetime hint of a file from its path and
+// Pebble's write category.
+type LifetimeFunc func(path string, category vfs.DiskWriteCategory) sdf.Lifetime
+
+// RangesFunc returns the byte ranges of a just-written file that are
+// metadata to keep in a second copy (DIRECT 000 section 4.1: local metadata
+// duplication). It is called when a writable handle is closed, with the
+// file's content readable through r. ok=false means "not a file this hook
+// handles". SSTMetadataRanges is the hook for Pebble sstables.
+type RangesFunc func(path string, r io.ReaderAt, size int64) (ranges []Range, ok bool, err error)
+
+// Options configures an FS. The zero value is usable.
+type Options struct {
+	// Lifetime picks the lifetime hint of created files (nil:
+	// DefaultLifetime).
+	Lifetime LifetimeFunc
+	// DuplicateFile reports whether every byte of the file at path is kept
+	// in a shadow copy (nil: DefaultDuplicateFile, which selects MANIFEST,
+	// OPTIONS, CURRENT and marker files). Decided when the file is created.
+	DuplicateFile func(path string) bool
+	// NoDuplication turns whole-file and range duplication off (the
+	// "crash" baseline of DIRECT: a corrupt MANIFEST takes the store down).
+	NoDuplication bool
+	// MetadataRanges, if set, marks ranges of files as metadata when their
+	// writer closes them (typically SSTMetadataRanges).
+	MetadataRanges RangesFunc
+	// MaxRangeCopyBytes bounds the bytes of one file kept by range
+	// duplication (default 16MiB, at most 1GiB); ranges beyond it are
+	// refused with an invalid-argument error.
+	MaxRangeCopyBytes base.Bytes
+	// NoRepair stops the FS from rewriting a damaged primary range from
+	// its good copy after serving a read from that copy.
+	NoRepair bool
+}
+
+const (
+	defaultMaxRangeCopyBytes = 16 * base.MiB
+	maxMaxRangeCopyBytes     = base.GiB
+)
+
+func (o Options) withDefaults() (Options, error) {
+	if o.Lifetime == nil {
+		o.Lifetime = DefaultLifetime
+	}
+	if o.DuplicateFile == nil {
+		o.DuplicateFile = DefaultDuplicateFile
+	}
+	if o.MaxRangeCopyBytes == 0 {
+		o.MaxRangeCopyBytes = defaultMaxRangeCopyBytes
+	}
+	if o.MaxRangeCopyBytes < 0 || o.MaxRangeCopyBytes > maxMaxRangeCopyBytes {
+		return o, base.InvalidArgumentf("sdfvfs: MaxRangeCopyBytes %s not in [1B, 1GiB]", o.MaxRangeCopyBytes)
+	}
+	return o, nil
+}
+
+// DefaultLifetime maps Pebble's files onto sdf lifetime hints (SDF 002
+// section 3: the storage engine tells the device how long data lives). WALs
+// die at the next flush (short); MANIFEST, OPTIONS and markers are rewritten
+// at manifest rotation (medium); flushed sstables sit in L0 until the next
+// compaction (medium); compaction outputs live longest (long). The level of
+// a compaction output is not visible at the vfs boundary; a KV layer that
+// knows it can pass its own LifetimeFunc.
+func DefaultLifetime(path string, category vfs.DiskWriteCategory) sdf.Lifetime {
+	name := baseName(path)
+	switch {
+	case strings.HasSuffix(name, ".log"), category == "pebble-wal":
+		return sdf.LifetimeShort
+	case strings.HasSuffix(name, ".sst"), strings.HasSuffix(name, ".blob"):
+		if category == "pebble-compaction" || category == "pebble-blob-file-rewrite" {
+			return sdf.LifetimeLong
+		}
+		return sdf.LifetimeMedium
+	}
+	return sdf.LifetimeMedium
+}
+
+// DefaultDuplicateFile selects the files whose loss loses the whole store:
+// MANIFEST-*, OPTIONS-* (also while named *.dbtmp), CURRENT and the
+// marker.* files that point at the current MANIFEST.
+func DefaultDuplicateFile(path string) bool {
+	name := baseName(path)
+	return strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "OPTIONS-") ||
+		name == "CURRENT" || strings.HasPrefix(name, "marker.")
+}
+
+func baseName(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}
