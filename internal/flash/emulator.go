@@ -147,8 +147,7 @@ func newEmulator(g Geometry, opts Options, st store, saved *deviceState) (*Emula
 			}
 			if opts.DieFailure.MeanTimeToFailure > 0 {
 				// Exponential lifetime: a memoryless failure process whose
-				// rate is 1/MTTF per die (Reparo 003, section 2: dies fail
-				// independently).
+				// rate is 1/MTTF per die (see DieFailureOptions).
 				life := time.Duration(di.rng.ExpFloat64() * float64(opts.DieFailure.MeanTimeToFailure))
 				di.failAt = now.Add(life)
 			}

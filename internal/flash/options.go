@@ -69,9 +69,10 @@ type WearOptions struct {
 
 // DieFailureOptions configure the random die-failure process: every die
 // fails after an exponentially distributed lifetime drawn at open from the
-// die's seeded random source and measured on the Clock (Reparo 003 section 2:
-// die failures are independent; its eq. 1 models them with a per-die
-// probability).
+// die's seeded random source and measured on the Clock. Dies fail
+// independently, each by time T with probability p = 1 - exp(-T/MTTF), so
+// the number of failed dies of an n-die device is Binomial(n, p): the model
+// of Reparo 003 (section 1, footnote 2; section 2.2 on sudden die failures).
 type DieFailureOptions struct {
 	// MeanTimeToFailure of one die (0: dies fail only through FailDie).
 	MeanTimeToFailure time.Duration

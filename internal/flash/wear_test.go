@@ -2,6 +2,7 @@ package flash
 
 import (
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -124,4 +125,39 @@ func TestPresetsAreValid(t *testing.T) {
 	if g := SDFGeometry(4096); g.Channels*g.DiesPerChannel != 88 || g.BlockSize() != 2<<20 || g.RawCapacity()/44 != 16<<30 {
 		t.Fatalf("SDF geometry %s does not match SDF 002 Table 3", g)
 	}
+}
+
+// TestDieFailureCountIsBinomial checks the random die-failure process
+// against Reparo's model (003, footnote 2): on a device of 512 dies (a 32 TB
+// SSD of 512-Gib dies), the number of dies failed by time T is
+// Binomial(512, 1 - exp(-T/MTTF)).
+func TestDieFailureCountIsBinomial(t *testing.T) {
+	g := Geometry{Channels: 64, DiesPerChannel: 8, BlocksPerDie: 1, PagesPerBlock: 1, PageSize: 512}
+	const mttf = 1000 * time.Hour
+	var failed, n int
+	var p float64
+	for seed := int64(1); seed <= 10; seed++ {
+		clock := base.NewManualClock(time.Unix(0, 0))
+		e, err := NewDiscard(g, Options{Seed: seed, Clock: clock, DieFailure: DieFailureOptions{MeanTimeToFailure: mttf}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		T := 100 * time.Hour
+		clock.Advance(T)
+		p = -math.Expm1(-float64(T) / float64(mttf))
+		for c := 0; c < g.Channels; c++ {
+			for d := 0; d < g.DiesPerChannel; d++ {
+				f, err := e.DieFailed(DieAddr{c, d})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if f {
+					failed++
+				}
+				n++
+			}
+		}
+	}
+	t.Logf("seeds 1-10")
+	withinCI(t, "failed dies", float64(failed), float64(n)*p, float64(n)*p*(1-p))
 }
