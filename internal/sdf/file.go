@@ -391,6 +391,9 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 		fs.nextSeq += uint64(n)
 		fs.mu.Unlock()
 		ops := make([]*pageOp, n)
+		opSlab := make([]pageOp, n)
+		o := fs.l.g.OOBSize
+		oobSlab := make([]byte, n*o)
 		for k := 0; k < n; k++ {
 			i := done + k
 			pd := data[i*ps : (i+1)*ps]
@@ -398,9 +401,10 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			if i == total-1 {
 				valid = lastValid
 			}
-			oob := make([]byte, fs.l.g.OOBSize)
+			oob := oobSlab[k*o : (k+1)*o : (k+1)*o]
 			encodeOOB(oob, pd, pageID{valid: uint32(valid), fileID: ino.id, page: startPage + uint64(i), seq: seq + uint64(k)})
-			ops[k] = &pageOp{kind: opProgram, addr: fs.l.dataPageAddr(z.id, z.dies, first+k), data: pd, oob: oob}
+			opSlab[k] = pageOp{kind: opProgram, addr: fs.l.dataPageAddr(z.id, z.dies, first+k), data: pd, oob: oob}
+			ops[k] = &opSlab[k]
 		}
 		fs.chans[z.channel].do(ops...)
 		fs.ctr.dataPages.Add(int64(n))
@@ -761,13 +765,20 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 			return 0, io.EOF
 		}
 		want := min(int64(len(p)), size-off)
-		var reads []*pageRead
-		var ops []*pageOp
+		npages := int((off+want-1)/ps - off/ps + 1)
+		// One allocation each for the page records, ops and OOB buffers.
+		slab := make([]pageRead, npages)
+		opSlab := make([]pageOp, npages)
+		oobSlab := make([]byte, npages*fs.l.g.OOBSize)
+		reads := make([]*pageRead, 0, npages)
+		ops := make([]*pageOp, 0, npages)
 		for pos := off; pos < off+want; {
 			pg := uint64(pos / ps)
 			skip := int(pos % ps)
 			n := min(ps-int64(skip), off+want-pos)
-			r := &pageRead{page: pg, dst: p[pos-off : pos-off+n], skip: skip}
+			i := len(reads)
+			r := &slab[i]
+			*r = pageRead{page: pg, dst: p[pos-off : pos-off+n], skip: skip}
 			if pg >= ino.bufPage && len(ino.buf) > 0 {
 				bo := int64(pg-ino.bufPage)*ps + int64(skip)
 				copy(r.dst, ino.buf[bo:])
@@ -786,8 +797,10 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					if skip != 0 || n != ps {
 						data = make([]byte, ps)
 					}
-					r.op = &pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, z.dies, e.zonePage+d),
-						data: data, oob: make([]byte, fs.l.g.OOBSize)}
+					o := fs.l.g.OOBSize
+					r.op = &opSlab[i]
+					*r.op = pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, z.dies, e.zonePage+d),
+						data: data, oob: oobSlab[i*o : (i+1)*o : (i+1)*o]}
 					ops = append(ops, r.op)
 				}
 			}
