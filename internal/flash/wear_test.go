@@ -161,3 +161,44 @@ func TestDieFailureCountIsBinomial(t *testing.T) {
 	t.Logf("seeds 1-10")
 	withinCI(t, "failed dies", float64(failed), float64(n)*p, float64(n)*p*(1-p))
 }
+
+// TestEraseFailuresMatchWearModel cycles 1024 blocks by erasing them 100
+// times and compares the number retired with the closed form of the wear
+// model: a block survives cycle k with 1 - p(k), p(k) = pAtRated *
+// (k/RatedEndurance)^FailureExponent.
+func TestEraseFailuresMatchWearModel(t *testing.T) {
+	const seed = 12
+	t.Logf("seed %d", seed)
+	w := WearOptions{RatedEndurance: 100, EraseFailureAtRated: 0.05, FailureExponent: 2}
+	g := Geometry{Channels: 2, DiesPerChannel: 2, BlocksPerDie: 256, PagesPerBlock: 1, PageSize: 512}
+	e, err := NewDiscard(g, Options{Seed: seed, Wear: w})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const cycles = 100
+	retired := 0
+	for c := 0; c < g.Channels; c++ {
+		for d := 0; d < g.DiesPerChannel; d++ {
+			for b := 0; b < g.BlocksPerDie; b++ {
+				for k := 0; k < cycles; k++ {
+					err := e.Erase(BlockAddr{c, d, b})
+					if errors.Is(err, ErrEraseFailed) {
+						retired++
+						break
+					} else if err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+	}
+	survive := 1.0
+	for k := 0; k < cycles; k++ {
+		survive *= 1 - 0.05*math.Pow(float64(k)/100, 2)
+	}
+	n, p := float64(g.Dies()*g.BlocksPerDie), 1-survive
+	withinCI(t, "blocks retired", float64(retired), n*p, n*p*(1-p))
+	if s := e.Stats(); s.BadBlocks != retired || s.Total.EraseFailures != int64(retired) {
+		t.Fatalf("stats %v", s)
+	}
+}
