@@ -49,8 +49,8 @@ func memDevice(t testing.TB, opts flash.Options) *flash.Emulator {
 // quietLogger drops Pebble's info logs (its fatal logs still fail the test).
 type quietLogger struct{ t testing.TB }
 
-func (quietLogger) Infof(string, ...any)            {}
-func (quietLogger) Errorf(string, ...any)           {}
+func (quietLogger) Infof(string, ...any)           {}
+func (quietLogger) Errorf(string, ...any)          {}
 func (l quietLogger) Fatalf(f string, args ...any) { l.t.Fatalf(f, args...) }
 
 func pebbleOptions(t testing.TB, fs *FS) *pebble.Options {
