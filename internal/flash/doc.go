@@ -57,8 +57,9 @@
 //   - Erased pages read as 0xFF with a clean status, whatever the error
 //     model.
 //   - Randomness comes only from per-die *rand.Rand seeded from
-//     Options.Seed, and is consumed under the die's lock: for a given seed
-//     and per-die operation order a run is deterministic. Time comes only
+//     Options.Seed, consumed under the die's lock, and from PhysicalModel's
+//     per-page factors, a hash of its own Seed: for a given seed and
+//     per-die operation order a run is deterministic. Time comes only
 //     from Options.Clock (and from the issue times given to the ...At
 //     methods). The random die-failure process draws each die's lifetime
 //     at open; it is memoryless, so a reopened device draws afresh.
