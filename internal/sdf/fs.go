@@ -542,11 +542,18 @@ func (fs *FS) Close() error {
 
 // resetZone erases every usable block of z and makes it empty, excluding dies
 // whose erase fails (grown bad block or failed die). The caller guarantees
-// no file maps a page of z any more and that this is durable.
+// that the records that unmapped z's pages are durable; a data zone is
+// reset only if, once its program lock is held, it is still full or
+// read-only with no live page and no writer (two reclaims may race for it).
 func (fs *FS) resetZone(z *zone) error {
 	z.wmu.Lock()
 	defer z.wmu.Unlock()
 	fs.mu.Lock()
+	if !z.meta && !(z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly)) {
+		// Someone reset and reused the zone while we waited for it.
+		fs.mu.Unlock()
+		return nil
+	}
 	var ops []*pageOp
 	for _, d := range fs.goodDies(z) {
 		ops = append(ops, &pageOp{kind: opErase, addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
