@@ -296,6 +296,9 @@ func buildBenchReport(cfg deviceConfig, g flash.Geometry, preset flash.Preset, m
 	o sdf.BenchOptions, clean, noisy *benchSamples, noisyStats []sdf.Stats, capacity sdf.Stats, was []sdf.OverwriteResult) (*benchReport, error) {
 	r := &benchReport{}
 	f1 := func(v float64) string { return fmt.Sprintf("%.1f", v) }
+	r.add(benchBlock{text: fmt.Sprintf("The device was created with `flashmend flash format --dir DIR --preset %s --channels %d "+
+		"--dies %d --blocks %d --pages %d --page-size %d --oob %d --seed %d`; bench reformats it.",
+		cfg.Preset, g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize, cfg.Seed)})
 	r.add(benchBlock{text: fmt.Sprintf("Device: file-backed emulator, preset `%s` (%s), geometry %s, timing %s. "+
 		"Every number is the median of %d runs. Sequential tests: one goroutine per channel, each on its own file pinned "+
 		"to its channel (`sdf.FS.CreateOn`), %s per channel in %s requests (one zone, SDF's write unit). "+
