@@ -181,3 +181,53 @@ func TestMetadataCheckpointRollover(t *testing.T) {
 	mustEqual(t, "wal", readFile(t, fs, "wal"), want)
 	t.Logf("checkpoints %d, write amplification %.1f for 400 tiny synced appends", st.Checkpoints, st.WriteAmplification())
 }
+
+// TestMetadataBothCopiesLost is the control for TestMetadataPageLoss: when
+// both copies of the first page of the newest epoch are damaged, the layer
+// must not silently serve that epoch (it falls back to an older complete
+// epoch or refuses to open).
+func TestMetadataBothCopiesLost(t *testing.T) {
+	dev, want := buildMetaDevice(t)
+	g := small()
+	l := layout{g: g}
+	type copyAt struct {
+		a     flash.PageAddr
+		epoch uint64
+		seq   uint32
+	}
+	var copies []copyAt
+	var newest uint64
+	for z := 0; z < metaZoneCount; z++ {
+		for d := 0; d < g.DiesPerChannel; d++ {
+			info, _ := dev.Block(l.zoneBlockAddr(z, d))
+			for p := 0; p < info.WrittenPage; p++ {
+				a := flash.PageAddr{Channel: l.zoneChannel(z), Die: d, Block: l.zoneBlock(z), Page: p}
+				data := make([]byte, g.PageSize)
+				if _, err := dev.Read(a, data, nil); err != nil {
+					t.Fatal(err)
+				}
+				if epoch, seq, _, ok := parseMetaPage(data); ok && seq != fillerSeq {
+					copies = append(copies, copyAt{a, epoch, seq})
+					newest = max(newest, epoch)
+				}
+			}
+		}
+	}
+	n := 0
+	for _, c := range copies {
+		if c.epoch == newest && c.seq == 0 {
+			dev.Faults().FlipBit(c.a, 8*40, true)
+			n++
+		}
+	}
+	if n != 2 {
+		t.Fatalf("%d copies of the newest epoch's first page, want 2", n)
+	}
+	fs, err := Open(dev, Options{})
+	if err == nil {
+		defer fs.Close()
+		if len(fs.List()) == len(want) {
+			t.Fatalf("both copies lost, yet the newest epoch's %d files were served", len(want))
+		}
+	}
+}
