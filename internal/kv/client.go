@@ -148,7 +148,7 @@ func (c *Client) order(shard ShardSpec, preferLeader bool) []base.NodeID {
 
 // retryable classifies an error: whether another replica (or the same one
 // later) may succeed, and whether the request certainly did not take effect.
-func retryable(err error) (retry bool, leader base.NodeID) {
+func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 	var kerr *Error
 	if errors.As(err, &kerr) {
 		switch kerr.Reason {
@@ -161,14 +161,19 @@ func retryable(err error) (retry bool, leader base.NodeID) {
 		return true, 0
 	}
 	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable {
-		return true, 0 // the node is unreachable: nothing was proposed
+		// The node is unreachable. A read can go elsewhere; a write may
+		// already be in the log, so re-sending it could apply it twice.
+		return idempotent, 0
 	}
 	return false, 0
 }
 
 // do runs call against the shard's replicas until one succeeds, a
 // non-retryable error comes back, or attempts run out.
-func (c *Client) do(ctx context.Context, shard ShardSpec, preferLeader bool, call func(kvpb.KVClient) error) error {
+//
+// A write (preferLeader and not a read) is re-sent only on errors that prove
+// it was not proposed.
+func (c *Client) do(ctx context.Context, shard ShardSpec, preferLeader, idempotent bool, call func(kvpb.KVClient) error) error {
 	var last error
 	var queue []base.NodeID
 	for attempt := 0; attempt < c.opts.MaxAttempts; attempt++ {
@@ -198,7 +203,7 @@ func (c *Client) do(ctx context.Context, shard ShardSpec, preferLeader bool, cal
 			return nil
 		}
 		last = err
-		retry, leader := retryable(err)
+		retry, leader := retryable(err, idempotent)
 		if !retry {
 			return err
 		}
@@ -262,7 +267,7 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value
 	shard := c.layout.ShardFor(key)
 	ro := readOptions(opts)
 	var resp *kvpb.GetResponse
-	err = c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, func(kc kvpb.KVClient) error {
+	err = c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(kc kvpb.KVClient) error {
 		var err error
 		resp, err = kc.Get(ctx, &kvpb.GetRequest{Shard: uint64(shard.ID), Key: key, Read: ro})
 		return err
@@ -299,7 +304,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 			continue
 		}
 		var resp *kvpb.ScanResponse
-		err := c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, func(kc kvpb.KVClient) error {
+		err := c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(kc kvpb.KVClient) error {
 			var err error
 			resp, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: uint64(shard.ID), Start: start, End: end, Limit: uint32(limit - len(out)), Read: ro})
 			return err
@@ -360,7 +365,7 @@ func (c *Client) Batch(ctx context.Context, ops []Op, conds []Condition) (uint64
 		}
 	}
 	var resp *kvpb.WriteResponse
-	err := c.do(ctx, shard, true, func(kc kvpb.KVClient) error {
+	err := c.do(ctx, shard, true, false, func(kc kvpb.KVClient) error {
 		var err error
 		resp, err = kc.Write(ctx, &kvpb.WriteRequest{Shard: uint64(shard.ID), Batch: b})
 		return err
@@ -481,7 +486,7 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 	shard := c.layout.ShardFor(shardKey)
 	for attempt := 1; attempt <= c.opts.TxnRetries; attempt++ {
 		t := &Txn{c: c, shard: shard, seen: map[string][]byte{}}
-		err := c.do(ctx, shard, true, func(kc kvpb.KVClient) error {
+		err := c.do(ctx, shard, true, true, func(kc kvpb.KVClient) error {
 			resp, err := kc.TxnBegin(ctx, &kvpb.TxnBeginRequest{Shard: uint64(shard.ID)})
 			if err != nil {
 				return err
@@ -509,7 +514,7 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 		} else if kc, kerr := c.kvClient(t.node); kerr == nil {
 			_, _ = kc.TxnAbort(ctx, &kvpb.TxnAbortRequest{Shard: uint64(shard.ID), TxnId: t.id})
 		}
-		if retry, _ := retryable(err); !errors.Is(err, ErrTxnAborted) && !retry {
+		if retry, _ := retryable(err, false); !errors.Is(err, ErrTxnAborted) && !retry {
 			return attempt, err
 		}
 		select {
