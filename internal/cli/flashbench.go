@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -129,6 +130,7 @@ func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
 		opts.BytesPerChannel -= opts.BytesPerChannel % base.Bytes(g.PageSize)
 	}
 	fsOpts := sdf.Options{MaxOpenZones: min(1024, max(8, 2*g.Channels))}
+	loadBefore := loadAverage()
 	clean, noisy := newBenchSamples(), newBenchSamples()
 	var capacity sdf.Stats
 	var noisyStats []sdf.Stats
@@ -165,6 +167,9 @@ func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
 	if err != nil {
 		return err
 	}
+	rep.add(benchBlock{text: fmt.Sprintf("Load average (1, 5, 15 min) at the start: %s; at the end: %s. The machine is shared: "+
+		"with real timing every page operation sleeps on the wall clock, so when the CPUs are saturated the throughput at many "+
+		"channels is limited by the CPU, for the layer and the raw reads alike.", loadBefore, loadAverage())})
 	fmt.Fprint(out, rep.text)
 	if bc.reportPath != "" {
 		name := strings.TrimSuffix(filepath.Base(bc.reportPath), ".md")
@@ -197,6 +202,20 @@ func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
 		fmt.Fprintf(out, "report written to %s\n", bc.reportPath)
 	}
 	return nil
+}
+
+// loadAverage reads the first three fields of /proc/loadavg ("unknown"
+// elsewhere).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // commandLine reconstructs the command with the flags that were set.
