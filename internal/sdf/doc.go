@@ -14,7 +14,8 @@
 //   - One worker goroutine and one bounded queue per channel (section 2.4).
 //     New zones are handed out round-robin over the channels (section 2.4's
 //     placement by ID) and, on a channel, least worn first (dynamic wear
-//     leveling). No over-provisioning and no parity: redundancy is the
+//     leveling); CreateOn confines a file to one channel, SDF's per-channel
+//     device. No over-provisioning and no parity: redundancy is the
 //     cluster's job (section 2.3), so usable capacity is every good data page.
 //   - Extent files: create, append, sync, read at offset, rename, delete,
 //     list, stat. An extent maps consecutive file pages to consecutive data
@@ -78,8 +79,10 @@
 //
 // # Failure model
 //
-// Reads verify every page (device ECC status, CRC32C, identity). A failure
-// is never returned as data: ReadAt returns a *CorruptionError (wrapping
+// Reads verify every page (device ECC status, CRC32C, identity); a page
+// that fails its checksum with a clean device status is read once more, so a
+// transient flip on the way out costs one read and is counted
+// (Stats.Transients). A failure is never returned as data: ReadAt returns a *CorruptionError (wrapping
 // base.ErrCorruption) with the physical page and the owning file range, and
 // the layer above repairs that range from remote redundancy with
 // RewriteRange, or votes on ReadRaw copies. A read racing with GC or a
