@@ -252,8 +252,8 @@ func TestSSTBitFlipsReportCorruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every 20th key: the damaged table fails to open on each Get.
-	ok, corrupt := getAll(t, db, n, 20, 1)
+	// Every 50th key: the damaged table fails to open on each Get.
+	ok, corrupt := getAll(t, db, n, 50, 1)
 	t.Logf("gets: %d correct, %d corruption errors; DataCorruption events %d; vfs %s; sdf checksum errors %d",
 		ok, corrupt, cl.dataCorruption.Load(), fs.Stats(), fs.SDF().Stats().ChecksumErrors)
 	if corrupt == 0 || cl.dataCorruption.Load() == 0 {

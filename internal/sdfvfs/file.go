@@ -209,9 +209,29 @@ func (fs *FS) readAt(f *sdf.File, p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// repairKey names a damaged range being repaired.
+type repairKey struct {
+	name string
+	off  int64
+}
+
 // repair rewrites the damaged range of the primary from a good copy if a
-// copy holds all of it (sdf rewrites whole pages out of place).
+// copy holds all of it (sdf rewrites whole pages out of place). Readers that
+// hit the same damage while it is being rewritten do not rewrite it again.
 func (fs *FS) repair(name string, ce *sdf.CorruptionError) {
+	k := repairKey{name: name, off: ce.Off}
+	fs.repairMu.Lock()
+	busy := fs.repairing[k]
+	fs.repairing[k] = true
+	fs.repairMu.Unlock()
+	if busy {
+		return
+	}
+	defer func() {
+		fs.repairMu.Lock()
+		delete(fs.repairing, k)
+		fs.repairMu.Unlock()
+	}()
 	buf := make([]byte, ce.Len)
 	if !fs.fillFromCopy(name, buf, ce.Off) {
 		return

@@ -45,6 +45,9 @@ type FS struct {
 	lockMu sync.Mutex
 	locks  map[string]bool // paths locked by Lock, in this process
 
+	repairMu  sync.Mutex
+	repairing map[repairKey]bool // damaged ranges being rewritten now
+
 	ctr counters
 }
 
@@ -85,7 +88,7 @@ func New(sfs *sdf.FS, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FS{sfs: sfs, opts: opts, locks: map[string]bool{}}, nil
+	return &FS{sfs: sfs, opts: opts, locks: map[string]bool{}, repairing: map[repairKey]bool{}}, nil
 }
 
 // SDF returns the underlying sdf.FS.
@@ -185,7 +188,7 @@ func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, err
 	dup := !fs.opts.NoDuplication && fs.opts.DuplicateFile(p)
 	// Copies of a previous file of that name describe other bytes.
 	if err := fs.removeCopies(p, !dup); err != nil {
-		return nil, err
+		return nil, pathErr("create", name, err)
 	}
 	f, err := fs.sfs.Create(p, fs.opts.Lifetime(p, category))
 	if err != nil {
@@ -295,7 +298,10 @@ func (fs *FS) Remove(name string) error {
 		if err := fs.sfs.Remove(p); err != nil {
 			return pathErr("remove", name, err)
 		}
-		return fs.removeCopies(p, true)
+		if err := fs.removeCopies(p, true); err != nil {
+			return pathErr("remove", name, err)
+		}
+		return nil
 	}
 	pre := dirMarker(p)
 	for _, n := range fs.sfs.List() {

@@ -124,3 +124,5 @@ func readAll(t testing.TB, fs *FS, name string) []byte {
 	}
 	return b
 }
+
+func isPebbleCorruption(err error) bool { return pebble.IsCorruptionError(err) }
