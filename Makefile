@@ -9,12 +9,9 @@ BIN       := bin/flashmend
 # Packages whose code runs concurrently (device workers, cluster, raft, repair)
 # are tested under the race detector; pure policy and model packages are not,
 # which keeps `make test` well inside CI's budget on 2 cores.
-RACE_PATTERNS := ./internal/flash/... ./internal/sdf/... ./internal/sdfvfs/... \
-                 ./internal/cluster/... ./internal/node/... ./internal/coord/... \
-                 ./internal/objstore/... ./internal/kv/... ./internal/raftlog/... \
-                 ./internal/repair/... ./internal/transport/... ./internal/client/...
+RACE_DIRS  := flash|sdf|sdfvfs|node|coord|objstore|kv|raftlog|client|repair
 ALL_PKGS   := $(shell $(GO) list ./... 2>/dev/null)
-RACE_PKGS  := $(shell $(GO) list $(RACE_PATTERNS) 2>/dev/null)
+RACE_PKGS  := $(shell $(GO) list ./... 2>/dev/null | grep -E '/internal/($(RACE_DIRS))(/|$$)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 
 .PHONY: all build run test vet fmtcheck unit race experiments proto clean
