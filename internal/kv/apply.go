@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -114,7 +115,9 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 			// This replica could not evaluate the entry (its conditions hit
 			// corruption): the outcome must not be guessed. A cascading error
 			// (DIRECT 001 4.2): rebuild from a peer that applied it.
-			r.finish(cmd.ProposalId, 0, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: apply failed: %v", r, err))
+			// NB: the entry is committed and other replicas apply it, so
+			// the proposer's outcome is unknown, never "retry".
+			r.finish(cmd.ProposalId, 0, fmt.Errorf("kv: %s: outcome of entry %d unknown here (apply failed: %v)", r, idx, err))
 			return r.failApply(idx, err)
 		}
 	default:

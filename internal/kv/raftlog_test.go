@@ -57,8 +57,9 @@ func TestCorruptRaftLogRecordLosesNothing(t *testing.T) {
 			c, cl := startCluster(t, Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			const n = 500
-			for i := 0; i < n; i++ {
+			const n = 1000
+			loadKeys(t, cl, n)
+			for i := 0; i < 100; i++ { // and single-entry records
 				if _, err := cl.Put(ctx, testKey(i), testValue(i)); err != nil {
 					t.Fatal(err)
 				}

@@ -344,6 +344,7 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 	case <-r.stopc:
 		return 0, ErrReplicaUnavailable
 	}
+	// From here on the entry may be in the log: every failure is ambiguous.
 	select {
 	case res := <-ch:
 		return res.index, res.err
@@ -352,7 +353,7 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 	case <-timer.C:
 		return 0, fmt.Errorf("kv: %s: proposal not applied within %v: %w", r, r.opts.ProposalTimeout, context.DeadlineExceeded)
 	case <-r.stopc:
-		return 0, ErrReplicaUnavailable
+		return 0, fmt.Errorf("kv: %s stopped with a proposal in flight (outcome unknown)", r)
 	}
 }
 
