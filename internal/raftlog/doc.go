@@ -11,9 +11,11 @@
 // duplication DIRECT adds to each Paxos entry (DIRECT 000 section 4.1.2, 001
 // section 4.2: "an additional entry per Paxos entry"). A generation starts
 // with a state record (snapshot, log base, entries, HardState); later records
-// are updates. When the files grow past Options.RewriteThresholdBytes, or after
-// a repair, the whole state is written into generation G+1, synced, and older
-// generations are removed.
+// are updates. At every Open, and when the files grow past
+// Options.RewriteThresholdBytes, the whole state is written into generation
+// G+1, synced, and older generations are removed. Files are only created and
+// appended to (never rewritten in place), so the log runs on append-only
+// file systems such as internal/sdfvfs.
 //
 // # Record format (per copy)
 //

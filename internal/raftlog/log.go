@@ -145,12 +145,10 @@ func Open(opts Options) (*Log, error) {
 		maxGen = gens[0]
 	}
 	loaded := false
-	needRewrite := false
 	for _, g := range gens {
 		res, err := l.load(g)
 		if err == errIncompleteGeneration {
-			needRewrite = true // a rewrite crashed; its files are dropped below
-			continue
+			continue // a rewrite crashed; its files are dropped below
 		}
 		if err != nil {
 			return nil, err
@@ -158,22 +156,18 @@ func Open(opts Options) (*Log, error) {
 		l.st, l.gen, l.size = res.st, g, res.size
 		l.stats.RecordsRepaired = res.repaired
 		l.stats.TornTailBytes = res.tornBytes
-		needRewrite = needRewrite || res.repaired > 0 || res.tornBytes > 0
 		loaded = true
 		break
 	}
 	if !loaded {
 		l.st = newState()
-		needRewrite = true
 	}
-	if needRewrite || l.gen != maxGen {
-		if err := l.rewriteLocked(maxGen + 1); err != nil {
-			return nil, err
-		}
-	} else if err := l.openFilesLocked(); err != nil {
+	// Every Open starts a new generation, whole or repaired: appends then
+	// only ever go to files this Log created, so an append-only vfs.FS
+	// (internal/sdfvfs: no WriteAt, no reopen for writing) works too.
+	if err := l.rewriteLocked(maxGen + 1); err != nil {
 		return nil, err
 	}
-	l.removeOldGenerations()
 	return l, nil
 }
 
@@ -288,18 +282,6 @@ func (l *Log) validRecordAfter(gen uint64, data []byte, off int64) bool {
 	return false
 }
 
-func (l *Log) openFilesLocked() error {
-	for i := range l.files {
-		f, err := l.opts.FS.OpenReadWrite(l.opts.FS.PathJoin(l.opts.Dir, fileName(l.gen, i)), vfs.WriteCategoryUnspecified)
-		if err != nil {
-			return fmt.Errorf("raftlog: open copy %d of generation %d: %w", i, l.gen, err)
-		}
-		l.files[i] = f
-	}
-	l.stats.Generation = l.gen
-	return nil
-}
-
 func (l *Log) closeFilesLocked() error {
 	var first error
 	for i, f := range l.files {
@@ -394,8 +376,9 @@ func (l *Log) writeLocked(u *update) error {
 	}
 	rec := encodeRecord(l.gen, l.size, kindUpdate, payload)
 	for i, f := range l.files {
-		// NB: each copy gets its own buffer; see rewriteLocked.
-		if _, err := f.WriteAt(bytes.Clone(rec), l.size); err != nil {
+		// NB: each copy gets its own buffer; see rewriteLocked. The files
+		// are only appended to (their offset is l.size).
+		if _, err := f.Write(bytes.Clone(rec)); err != nil {
 			l.failed = fmt.Errorf("raftlog: write copy %d: %w", i, err)
 			return l.failed
 		}
