@@ -11,6 +11,13 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/invariants"
+)
+
+var (
+	_ io.ReaderAt = (*File)(nil)
+	_ io.Writer   = (*File)(nil)
+	_ io.Closer   = (*File)(nil)
 )
 
 // maxNameBytes bounds file names.
@@ -492,7 +499,9 @@ func (fs *FS) installLocked(ino *inode, e extent, kind writeKind, expect []uint6
 	}
 	for _, p := range pieces {
 		ino.m.put(p, fs.dropLocked)
-		fs.zones[p.zone].live += p.n
+		z := fs.zones[p.zone]
+		z.live += p.n
+		_ = invariants.Check(z.live <= z.wp, "sdf: zone %d has %d live pages above its write pointer %d", z.id, z.live, z.wp)
 	}
 	if len(pieces) > 0 && !ino.unlinked {
 		fs.logLocked(extentsRecord(ino, pieces))

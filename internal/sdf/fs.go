@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/invariants"
 )
 
 // FS is the SDF host layer over one raw flash device: zones, channel
@@ -35,6 +36,7 @@ type FS struct {
 	infos      []flash.BlockInfo // block state read at open, by flat block index
 	closed     bool
 	gcActive   bool
+	replaying  bool // live page counts are computed after replay
 
 	jr   journal
 	ctr  counters
@@ -244,6 +246,7 @@ func (fs *FS) load() error {
 	masks := map[int]uint64{}
 	states := map[int]ZoneState{}
 	sawSuper := false
+	fs.replaying = true
 	for {
 		typ, body, rest, ok := nextRecord(stream)
 		if !ok {
@@ -261,6 +264,7 @@ func (fs *FS) load() error {
 		return base.CorruptionErrorf("sdf: metadata epoch %d has no superblock", epoch)
 	}
 	fs.jr.epoch = epoch
+	fs.replaying = false
 	fs.rebuildZones(masks, states)
 	var keep []*zone
 	for _, z := range holders {
@@ -449,9 +453,13 @@ func (fs *FS) freeLocked(ino *inode) {
 
 // dropLocked accounts for pages that no file maps any more.
 func (fs *FS) dropLocked(e extent) {
+	if fs.replaying {
+		return
+	}
 	z := fs.zones[e.zone]
 	z.live -= e.n
 	if z.live < 0 {
+		_ = invariants.Check(false, "sdf: zone %d live pages went negative dropping %s", z.id, e)
 		z.live = 0
 	}
 }

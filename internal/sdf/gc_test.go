@@ -55,7 +55,9 @@ func runGCWorkload(t *testing.T, seed int64, policy GCPolicy, steps int) {
 		sort.Strings(out)
 		return out
 	}
-	for step := 0; step < steps; step++ {
+	// Run at least `steps` steps, and on until GC has run a few times (the
+	// need for it depends on the seed), up to 5x as many.
+	for step := 0; step < steps || (gcRuns+fs.Stats().GCRuns < 3 && step < 5*steps); step++ {
 		clock.Advance(time.Second)
 		op := rng.Intn(10)
 		switch {
