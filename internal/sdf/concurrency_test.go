@@ -119,6 +119,24 @@ func TestConcurrentWorkload(t *testing.T) {
 			}
 		}(r)
 	}
+	// A collector runs GC on whatever zone is the best victim, whether or
+	// not space is short, so GC always races with the readers and writers.
+	rwg.Add(1)
+	go func() {
+		defer rwg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := fs.gcOnce(); err != nil {
+				errc <- fmt.Errorf("gc: %w", err)
+				return
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	wg.Wait()
 	close(stop)
 	rwg.Wait()
