@@ -56,6 +56,7 @@ balances wear across servers (Chameleon).`,
 		newExperimentsCmd(),
 		newModelCmd(),
 		newFlashCmd(),
+		newKVCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	return root

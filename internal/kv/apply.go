@@ -326,6 +326,9 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 	r.mu.Lock()
 	r.stats.Rebuilds++
 	r.stats.RebuildBytes += uint64(proto.Size(resp))
+	if !r.detectedAt.IsZero() {
+		r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
+	}
 	r.recovering = nil
 	r.needRebuild = false
 	r.down = false

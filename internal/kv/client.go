@@ -69,6 +69,9 @@ func NewClient(layout Layout, addrs map[base.NodeID]string, opts ClientOptions) 
 	}, nil
 }
 
+// Layout returns the shard map the client routes by.
+func (c *Client) Layout() *Layout { return &c.layout }
+
 // Close closes the connections.
 func (c *Client) Close() error {
 	c.mu.Lock()

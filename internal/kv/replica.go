@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -570,7 +571,7 @@ func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
 	}
 	r.mu.Unlock()
 	if err != nil {
-		state = "unreadable: " + err.Error()
+		state = "unreadable: " + strings.ReplaceAll(err.Error(), "\n", " ")
 	}
 	return &kvpb.ReplicaStatusResponse{
 		Replica: uint64(r.id), AppliedIndex: applied, Leader: r.isLeader(),

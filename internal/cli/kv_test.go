@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/flashmend/flashmend/internal/kv"
+)
+
+func runKVCLI(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := Main(args, &out, &errOut)
+	return out.String() + errOut.String(), code
+}
+
+func TestKVCommandsAgainstLocalCluster(t *testing.T) {
+	c, err := kv.StartLocalCluster(kv.LocalClusterConfig{Splits: []string{"m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var parts []string
+	for _, id := range c.NodeIDs() {
+		parts = append(parts, id.String()[1:]+"="+c.Addrs[id])
+	}
+	flags := []string{"--addrs", strings.Join(parts, ","), "--splits", "m"}
+	kvRun := func(args ...string) (string, int) {
+		return runKVCLI(t, append(append([]string{"kv"}, args...), flags...)...)
+	}
+	for _, kvs := range [][2]string{{"apple", "red"}, {"banana", "yellow"}, {"zucchini", "green"}} {
+		if out, code := kvRun("put", kvs[0], kvs[1]); code != 0 || !strings.HasPrefix(out, "ok index=") {
+			t.Fatalf("put: %d %s", code, out)
+		}
+	}
+	if out, code := kvRun("get", "zucchini"); code != 0 || out != "green\n" {
+		t.Fatalf("get: %d %q", code, out)
+	}
+	if out, code := kvRun("get", "banana", "--consistency", "eventual"); code != 0 || out != "yellow\n" {
+		t.Fatalf("eventual get: %d %q", code, out)
+	}
+	if out, code := kvRun("del", "apple"); code != 0 {
+		t.Fatalf("del: %d %s", code, out)
+	}
+	if out, code := kvRun("scan", "a", ""); code != 0 || out != "banana\tyellow\nzucchini\tgreen\n" {
+		t.Fatalf("scan: %d %q", code, out)
+	}
+	if out, code := kvRun("get", "apple"); code != 1 || !strings.Contains(out, "not found") {
+		t.Fatalf("get deleted: %d %q", code, out)
+	}
+	if out, code := kvRun("put", "", "x"); code != 2 {
+		t.Fatalf("empty key: exit %d, want 2: %s", code, out)
+	}
+	if out, code := kvRun("get", "x", "--consistency", "bogus"); code != 2 {
+		t.Fatalf("bad consistency: exit %d, want 2: %s", code, out)
+	}
+	if out, code := kvRun("corrupt", "banana", "--node", "2"); code != 0 || !strings.Contains(out, "damaged the data block") {
+		t.Fatalf("corrupt: %d %s", code, out)
+	}
+	if out, code := kvRun("status"); code != 0 || strings.Count(out, "\n") != 7 {
+		t.Fatalf("status: %d %s", code, out)
+	}
+	if out, code := runKVCLI(t, "kv", "get", "x", "--addrs", "nonsense"); code != 2 {
+		t.Fatalf("bad addrs: exit %d: %s", code, out)
+	}
+}
+
+func TestKVDemo(t *testing.T) {
+	out, code := runKVCLI(t, "kv", "demo", "--keys", "2000")
+	if code != 0 || !strings.Contains(out, "patches 1, rebuilds 0") || !strings.Contains(out, "replicas identical   true") ||
+		!strings.Contains(out, "errors seen by the application 0, wrong data 0") {
+		t.Fatalf("demo: %d\n%s", code, out)
+	}
+}
