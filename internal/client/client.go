@@ -169,11 +169,19 @@ var errNodeDown = errors.New("node is down")
 
 // nodeClient returns a client for a live member.
 func (c *Client) nodeClient(ctx context.Context, id uint64) (nodepb.NodeClient, error) {
+	return c.memberClient(ctx, id, true)
+}
+
+// memberClient returns a client for a member; with requireLive a member
+// whose lease has expired is refused. Reads do not require a lease: a
+// loaded node that missed a heartbeat can still serve its chunks, and a
+// dead one fails fast.
+func (c *Client) memberClient(ctx context.Context, id uint64, requireLive bool) (nodepb.NodeClient, error) {
 	n, err := c.nodeInfo(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	if !n.Live {
+	if requireLive && !n.Live {
 		return nil, fmt.Errorf("node %d: %w", id, errNodeDown)
 	}
 	c.connMu.Lock()

@@ -208,7 +208,7 @@ func (c *Client) writeChunk(ctx context.Context, nodeID uint64, id objstore.Chun
 
 // readChunk asks a node for a chunk; the node verifies and re-reads once.
 func (c *Client) readChunk(ctx context.Context, nodeID uint64, id objstore.ChunkID) objstore.ReplicaRead {
-	nc, err := c.nodeClient(ctx, nodeID)
+	nc, err := c.memberClient(ctx, nodeID, false)
 	if err != nil {
 		return objstore.ReplicaRead{Fetched: true, Err: err}
 	}

@@ -30,7 +30,7 @@ type Options struct {
 	NodeStore func(dir string, i int) (objstore.Store, error)
 	// SyncWrites fsyncs chunk writes on the default store.
 	SyncWrites        bool
-	LeaseTTLSeconds   int64         // default 2
+	LeaseTTLSeconds   int64         // default 5
 	HeartbeatInterval time.Duration // default 500ms
 	MaxObjectBytes    base.Bytes
 	ReadMode          string
@@ -66,7 +66,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, base.InvalidArgumentf("devcluster: %d nodes outside [1, 64]", opts.Nodes)
 	}
 	if opts.LeaseTTLSeconds == 0 {
-		opts.LeaseTTLSeconds = 2
+		opts.LeaseTTLSeconds = 5
 	}
 	if opts.HeartbeatInterval == 0 {
 		opts.HeartbeatInterval = 500 * time.Millisecond
