@@ -350,3 +350,43 @@ func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64,
 	r.DataAmplification = float64((st2.DataPages-st1.DataPages)*int64(fs.l.g.PageSize)) / float64(r.UserBytes)
 	return r, nil
 }
+
+// IdentifyResult compares the lost-data identifiers on one die.
+type IdentifyResult struct {
+	Die                flash.DieAddr
+	Ranges             int
+	Entrustment        IdentifyStats // CDR*: block-level P2L entrustment
+	ScanOne, ScanAll   IdentifyStats // IDR (one worker) and CDR (ScanWorkers) scans
+	AgreeEntrustScan   bool
+	ScanWorkersAllUsed int
+}
+
+func (r IdentifyResult) String() string {
+	return fmt.Sprintf("%s: %d ranges; %s; IDR %s; CDR %s; agree=%t", r.Die, r.Ranges, r.Entrustment, r.ScanOne, r.ScanAll, r.AgreeEntrustScan)
+}
+
+// BenchIdentify runs the three identifiers on die d of fs (the die need not
+// have failed: they list what would be lost) and checks they agree.
+func BenchIdentify(fs *FS, d flash.DieAddr) (IdentifyResult, error) {
+	r := IdentifyResult{Die: d, ScanWorkersAllUsed: fs.opts.ScanWorkers}
+	ent, st, err := fs.LostRanges(d)
+	if err != nil {
+		return r, err
+	}
+	r.Entrustment, r.Ranges = st, len(ent)
+	fs.mu.Lock()
+	var one IdentifyStats
+	start := time.Now()
+	pages := fs.scanLocked(d, nil, 1, &one)
+	idr := fs.rangesLocked(pages)
+	fs.mu.Unlock()
+	one.Method, one.Elapsed = "scan", time.Since(start)
+	r.ScanOne = one
+	all, st, err := fs.LostRangesScan(d)
+	if err != nil {
+		return r, err
+	}
+	r.ScanAll = st
+	r.AgreeEntrustScan = fmt.Sprint(ent) == fmt.Sprint(all) && fmt.Sprint(idr) == fmt.Sprint(all)
+	return r, nil
+}

@@ -35,7 +35,6 @@ type FS struct {
 	failed     map[flash.DieAddr]bool
 	infos      []flash.BlockInfo // block state read at open, by flat block index
 	closed     bool
-	gcActive   bool
 	replaying  bool // live page counts are computed after replay
 
 	jr   journal

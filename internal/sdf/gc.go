@@ -47,7 +47,6 @@ func (fs *FS) gcOnce() (bool, error) {
 		fs.mu.Unlock()
 		return false, nil
 	}
-	fs.gcActive = true
 	victim.writers++ // keeps reclaim from resetting it under us
 	type piece struct {
 		ino *inode
@@ -76,7 +75,6 @@ func (fs *FS) gcOnce() (bool, error) {
 		}
 	}
 	fs.mu.Lock()
-	fs.gcActive = false
 	victim.writers--
 	if stuck {
 		victim.gcStuck = true
