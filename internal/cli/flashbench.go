@@ -99,7 +99,7 @@ With --report it writes a Markdown report (and an SVG plot beside it).`,
 	f.StringVar(&bc.reportPath, "report", "", "write a Markdown report to this path (e.g. docs/results/sdf.md)")
 	f.Var(&bc.bytesPerChannel, "bytes-per-channel", "file size per channel (default: min(8MiB, a quarter of a channel))")
 	f.StringVar(&bc.channels, "channels", "", "channel counts to measure, e.g. 1,2,4 (default 1,2,4,...,all)")
-	f.Float64Var(&bc.uber, "uber", bc.uber, "UBER for the error-model cost measurement (0 skips it)")
+	f.Float64Var(&bc.uber, "uber", bc.uber, "UBER for the error-model cost measurement (0 skips it; default: the rate set with flash inject, else 1e-7)")
 	f.StringVar(&bc.fills, "fills", bc.fills, "fills for the write-amplification measurement")
 	f.IntVar(&bc.randomReads, "random-reads", bc.randomReads, "random reads per channel per request size")
 	f.StringVar(&bc.timing, "timing", bc.timing, "device timing: real (the preset's latencies on the wall clock) or none")
@@ -111,6 +111,9 @@ func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
 	cfg, err := loadDeviceConfig(bc.dir)
 	if err != nil {
 		return err
+	}
+	if !cmd.Flags().Changed("uber") && cfg.UBER > 0 {
+		bc.uber = cfg.UBER // the rate set with flash inject
 	}
 	mode, err := flash.ParseTimingMode(bc.timing)
 	if err != nil || mode == flash.TimingVirtual {
