@@ -60,9 +60,17 @@
 // of each page verifies, and replayed up to the first torn record.
 //
 // Zone write pointers are not journaled: they are rebuilt from the device's
-// per-block written-page counts (a stripe row any die has started is
-// skipped), and the owners of pages written before a reopen are read back
-// from their OOB when the zone fills.
+// per-block written-page counts as the programmed prefix of the stripe (a
+// zone where some die is ahead of that prefix, after a crash in the middle
+// of a striped batch, takes no more writes), and the owners of pages written
+// before a reopen are read back from their OOB when the zone fills.
+//
+// A sync programs the partial last page padded with zeros; the next flush
+// programs that page again, out of place, with the bytes appended since, so
+// every extent starts at a page boundary of its file. Every sync, create,
+// rename and remove also programs one metadata page twice. Both costs are in
+// the write amplification. A channel pinned with CreateOn is not persisted:
+// after a reopen the file's new zones may be on any channel.
 //
 // # Invariants
 //
