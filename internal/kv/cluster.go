@@ -27,6 +27,10 @@ type LocalClusterConfig struct {
 	// FS holds every node's files under Dir/nN (default vfs.NewMem()).
 	FS  vfs.FS
 	Dir string
+	// NodeFS, if set, gives each node its own file system (for example
+	// internal/sdfvfs over the node's emulated flash); FS is then unused.
+	// It is called once per node; restarts reuse the result.
+	NodeFS func(base.NodeID) (vfs.FS, error)
 	Options
 }
 
@@ -38,6 +42,7 @@ type LocalCluster struct {
 
 	mu    sync.Mutex
 	nodes map[base.NodeID]*localNode
+	fss   map[base.NodeID]vfs.FS
 }
 
 type localNode struct {
@@ -61,7 +66,7 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		cfg.Dir = "cluster"
 	}
 	var ids []base.NodeID
-	c := &LocalCluster{cfg: cfg, Addrs: map[base.NodeID]string{}, nodes: map[base.NodeID]*localNode{}}
+	c := &LocalCluster{cfg: cfg, Addrs: map[base.NodeID]string{}, nodes: map[base.NodeID]*localNode{}, fss: map[base.NodeID]vfs.FS{}}
 	listeners := map[base.NodeID]net.Listener{}
 	for i := 1; i <= cfg.Nodes; i++ {
 		id := base.NodeID(i)
@@ -92,10 +97,32 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 	return c, nil
 }
 
+// NodeFS returns the file system of node id.
+func (c *LocalCluster) NodeFS(id base.NodeID) (vfs.FS, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fs, ok := c.fss[id]; ok {
+		return fs, nil
+	}
+	fs := c.cfg.FS
+	if c.cfg.NodeFS != nil {
+		var err error
+		if fs, err = c.cfg.NodeFS(id); err != nil {
+			return nil, err
+		}
+	}
+	c.fss[id] = fs
+	return fs, nil
+}
+
 func (c *LocalCluster) startNode(id base.NodeID, lis net.Listener) error {
+	fs, err := c.NodeFS(id)
+	if err != nil {
+		return err
+	}
 	n, err := NewNode(NodeConfig{
-		ID: id, Layout: c.Layout, Addrs: c.Addrs, FS: c.cfg.FS,
-		Dir: c.cfg.FS.PathJoin(c.cfg.Dir, fmt.Sprintf("n%d", uint64(id))), Options: c.cfg.Options,
+		ID: id, Layout: c.Layout, Addrs: c.Addrs, FS: fs,
+		Dir: fs.PathJoin(c.cfg.Dir, fmt.Sprintf("n%d", uint64(id))), Options: c.cfg.Options,
 	})
 	if err != nil {
 		return err

@@ -57,6 +57,9 @@ type Options struct {
 	// CacheBytes is each replica's Pebble block cache. Default 8 MiB; 0 in
 	// Options means the default, a negative value means no cache.
 	CacheBytes int64
+	// MemTableBytes is each replica's Pebble memtable size. Default 4 MiB,
+	// at least 256 KiB.
+	MemTableBytes int64
 	// Mode is the corruption repair mode. Default RepairDirect.
 	Mode RepairMode
 	// MaxOpenTxns bounds open transactions per replica. Default 1024.
@@ -92,6 +95,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.CacheBytes < 0 {
 		out.CacheBytes = 0
 	}
+	if out.MemTableBytes == 0 {
+		out.MemTableBytes = int64(4 * base.MiB)
+	}
 	if out.MaxOpenTxns == 0 {
 		out.MaxOpenTxns = 1024
 	}
@@ -107,6 +113,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return out, base.InvalidArgumentf("kv: negative timeout")
 	case out.Mode != RepairDirect && out.Mode != RepairCrash:
 		return out, base.InvalidArgumentf("kv: unknown repair mode %d", out.Mode)
+	case out.MemTableBytes < int64(256*base.KiB) || out.MemTableBytes > int64(base.GiB):
+		return out, base.InvalidArgumentf("kv: MemTableBytes %d outside [256KiB, 1GiB]", out.MemTableBytes)
 	case out.MaxOpenTxns < 1 || out.MaxOpenTxns > 1<<20:
 		return out, base.InvalidArgumentf("kv: MaxOpenTxns %d outside [1, 2^20]", out.MaxOpenTxns)
 	}

@@ -150,7 +150,7 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 			return nil, err
 		}
 	}
-	sm, err := openStateMachine(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, r.onCorruption)
+	sm, err := openStateMachine(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.onCorruption)
 	if err != nil {
 		lg.Close()
 		return nil, err

@@ -41,11 +41,15 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf("pebble fatal: "+format, args...))
 }
 
-func openStateMachine(fs vfs.FS, dir string, cacheBytes int64, onCorruption func(pebble.DataCorruptionInfo)) (*stateMachine, error) {
-	cache := pebble.NewCache(cacheBytes)
-	defer cache.Unref()
+// pebbleOptions is the configuration of every replica's Pebble.
+// The caller owns cache (may be nil) and unrefs it after pebble.Open.
+func pebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo)) *pebble.Options {
+	if onCorruption == nil {
+		onCorruption = func(pebble.DataCorruptionInfo) {}
+	}
 	opts := &pebble.Options{
 		FS:                 fs,
+		MemTableSize:       uint64(memTableBytes),
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
 		Logger:             quietLogger{},
@@ -55,6 +59,19 @@ func openStateMachine(fs vfs.FS, dir string, cacheBytes int64, onCorruption func
 		},
 	}
 	opts.EnsureDefaults()
+	return opts
+}
+
+// SSTReaderOptions are the sstable reader options matching the replicas'
+// Pebble configuration (for internal/sdfvfs.SSTMetadataRanges).
+func SSTReaderOptions() sstable.ReaderOptions {
+	return pebbleOptions(vfs.NewMem(), nil, int64(4*base.MiB), nil).MakeReaderOptions()
+}
+
+func openStateMachine(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo)) (*stateMachine, error) {
+	cache := pebble.NewCache(cacheBytes)
+	defer cache.Unref()
+	opts := pebbleOptions(fs, cache, memTableBytes, onCorruption)
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
 		return nil, classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))

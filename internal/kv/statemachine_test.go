@@ -30,7 +30,7 @@ func fillSM(t *testing.T, sm *stateMachine, n int) {
 func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	fs := vfs.NewMem()
 	var reports []pebble.DataCorruptionInfo
-	sm, err := openStateMachine(fs, "sm", 0, func(i pebble.DataCorruptionInfo) { reports = append(reports, i) })
+	sm, err := openStateMachine(fs, "sm", 0, 4<<20, func(i pebble.DataCorruptionInfo) { reports = append(reports, i) })
 	if err != nil {
 		t.Fatal(err)
 	}
