@@ -3,6 +3,7 @@ package sdfvfs
 import (
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"os"
 	"path"
@@ -35,8 +36,9 @@ const copyLifetime = sdf.LifetimeExtreme
 // slash-separated; a leading slash, "." and ".." are cleaned away, so "/db",
 // "db" and "./db/" name the same directory. Safe for concurrent use.
 type FS struct {
-	sfs  *sdf.FS
-	opts Options
+	sfs      *sdf.FS
+	opts     Options
+	channels int // channels of the device (from sdf's zone table)
 
 	// mu serializes namespace changes so a file and its copies change
 	// together (a shadow never outlives or misses its primary's rename).
@@ -88,7 +90,11 @@ func New(sfs *sdf.FS, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &FS{sfs: sfs, opts: opts, locks: map[string]bool{}, repairing: map[repairKey]bool{}}, nil
+	fs := &FS{sfs: sfs, opts: opts, locks: map[string]bool{}, repairing: map[repairKey]bool{}}
+	for _, z := range sfs.Zones() {
+		fs.channels = max(fs.channels, z.Channel+1)
+	}
+	return fs, nil
 }
 
 // SDF returns the underlying sdf.FS.
@@ -190,18 +196,35 @@ func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, err
 	if err := fs.removeCopies(p, !dup); err != nil {
 		return nil, pathErr("create", name, err)
 	}
-	f, err := fs.sfs.Create(p, fs.opts.Lifetime(p, category))
+	primaryCh, shadowCh := -1, -1
+	if dup && !fs.opts.UnpinnedCopies {
+		primaryCh, shadowCh = fs.channelPair(p)
+	}
+	f, err := fs.sfs.CreateOn(p, fs.opts.Lifetime(p, category), primaryCh)
 	if err != nil {
 		return nil, pathErr("create", name, err)
 	}
 	h := &file{fs: fs, path: p, f: f, writable: true, hook: !fs.opts.NoDuplication && fs.opts.MetadataRanges != nil && !dup}
 	if dup {
-		if h.shadow, err = fs.sfs.Create(shadowName(p), copyLifetime); err != nil {
+		if h.shadow, err = fs.sfs.CreateOn(shadowName(p), copyLifetime, shadowCh); err != nil {
 			_ = f.Close()
 			return nil, pathErr("create", name, fmt.Errorf("sdfvfs: shadow copy: %w", err))
 		}
 	}
 	return h, nil
+}
+
+// channelPair picks the channels of a duplicated file and its shadow: the
+// file's by a hash of its path (so MANIFEST, OPTIONS and markers spread over
+// the channels), the shadow's half the device away. A zone spans every die
+// of its channel, so different channels mean different dies. On a
+// one-channel device both are on channel 0 (Placement reports it).
+func (fs *FS) channelPair(p string) (primary, shadow int) {
+	if fs.channels <= 1 {
+		return 0, 0
+	}
+	primary = int(crc32.Checksum([]byte(p), castagnoli) % uint32(fs.channels))
+	return primary, (primary + max(1, fs.channels/2)) % fs.channels
 }
 
 // removeCopies removes the range copy of p and, with shadowToo, its shadow.
@@ -382,6 +405,50 @@ func (fs *FS) Rename(oldname, newname string) error {
 			return pathErr("rename", oldname, err)
 		}
 	}
+	// Pebble writes OPTIONS as a temporary file and renames it: a file
+	// renamed to a duplicated name gets its shadow now.
+	if !fs.opts.NoDuplication && fs.opts.DuplicateFile(np) {
+		if _, err := fs.sfs.Stat(shadowName(np)); isNotExist(err) {
+			if err := fs.copyToShadowLocked(np); err != nil {
+				return pathErr("rename", newname, err)
+			}
+		}
+	}
+	return nil
+}
+
+// copyToShadowLocked writes the shadow of the (complete) file at p from its
+// verified content, on a channel the file does not use. Files larger than
+// MaxRangeCopyBytes are left without one. The caller holds fs.mu.
+func (fs *FS) copyToShadowLocked(p string) error {
+	f, err := fs.sfs.OpenFile(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if f.Size() > int64(fs.opts.MaxRangeCopyBytes) {
+		return nil
+	}
+	data := make([]byte, f.Size())
+	if n, err := fs.readAt(f, data, 0); n != len(data) {
+		return fmt.Errorf("sdfvfs: reading %q to copy it: %w", p, err)
+	}
+	ch := -1
+	if !fs.opts.UnpinnedCopies {
+		ch = fs.channelApart(f.Stat().Zones)
+	}
+	w, err := fs.sfs.CreateOn(shadowName(p), copyLifetime, ch)
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(data); err != nil {
+		_ = w.Close()
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	fs.ctr.shadowBytes.Add(int64(len(data)))
 	return nil
 }
 

@@ -315,12 +315,31 @@ func TestShadowFollowsFile(t *testing.T) {
 	if b, ok := shadowOf("OPTIONS-000003"); !ok || string(b) != "options" {
 		t.Fatalf("renamed shadow: %q %t", b, ok)
 	}
-	// A plain file renamed over a duplicated one takes its shadow away.
-	mustCreate(t, fs, "plain", []byte("plain"))
-	if err := fs.Rename("plain", "OPTIONS-000003"); err != nil {
+	// A plain file renamed to a duplicated name (Pebble's temporary OPTIONS
+	// file) gets a shadow of its own content, not the replaced file's.
+	mustCreate(t, fs, "temporary.000004.dbtmp", []byte("plain"))
+	if _, ok := shadowOf("temporary.000004.dbtmp"); ok {
+		t.Fatal("shadow of a temporary file")
+	}
+	if err := fs.Rename("temporary.000004.dbtmp", "OPTIONS-000003"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := shadowOf("OPTIONS-000003"); ok {
+	if b, ok := shadowOf("OPTIONS-000003"); !ok || string(b) != "plain" {
+		t.Fatalf("shadow after replacing rename: %q %t", b, ok)
+	}
+	// A duplicated file renamed to a plain name keeps its shadow; one
+	// renamed over it by a plain file loses the replaced file's shadow.
+	if err := fs.Rename("OPTIONS-000003", "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if b, ok := shadowOf("kept"); !ok || string(b) != "plain" {
+		t.Fatalf("shadow after rename to a plain name: %q %t", b, ok)
+	}
+	mustCreate(t, fs, "other", []byte("other"))
+	if err := fs.Rename("other", "kept"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := shadowOf("kept"); ok {
 		t.Fatal("stale shadow of a replaced file")
 	}
 	mustCreate(t, fs, "MANIFEST-000001", []byte("m1"))
@@ -330,7 +349,7 @@ func TestShadowFollowsFile(t *testing.T) {
 	if _, ok := shadowOf("MANIFEST-000001"); ok {
 		t.Fatal("shadow outlived its file")
 	}
-	if got := mustList(t, fs, ""); got != "OPTIONS-000003" {
+	if got := mustList(t, fs, ""); got != "kept" {
 		t.Fatalf("list: %s", got)
 	}
 	// With duplication off, nothing is shadowed.

@@ -51,6 +51,15 @@ type Options struct {
 	// duplication (default 16MiB, at most 1GiB); ranges beyond it are
 	// refused with an invalid-argument error.
 	MaxRangeCopyBytes base.Bytes
+	// UnpinnedCopies lets sdf place shadow and range copies in any zone of
+	// their lifetime class instead of pinning each copy to a channel its
+	// primary does not use (sdf.CreateOn). Pinning guarantees the copies
+	// sit on other dies at creation; sdf does not persist the pin, so zones
+	// written after a reopen (GC relocation, further appends) may share a
+	// channel (Placement reports it). A pinned file can only use open zones
+	// of its channel, which under heavy space pressure may make sdf collect
+	// garbage first.
+	UnpinnedCopies bool
 	// NoRepair stops the FS from rewriting a damaged primary range from
 	// its good copy after serving a read from that copy.
 	NoRepair bool

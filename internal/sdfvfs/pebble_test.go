@@ -4,8 +4,31 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/flashmend/flashmend/internal/flash"
 )
+
+// checkCopiesApart requires every file in dir that has a copy to have it on
+// channels the file does not use, and returns how many files have copies.
+func checkCopiesApart(t *testing.T, fs *FS, dir string) int {
+	t.Helper()
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, name := range names {
+		pl, err := fs.Placement(fs.PathJoin(dir, name))
+		if err != nil || pl.CopyZones == nil {
+			continue
+		}
+		n++
+		if !pl.Apart() {
+			t.Errorf("copy not apart: %s", pl)
+		}
+	}
+	return n
+}
 
 const (
 	testKeys  = 100_000
@@ -23,6 +46,9 @@ func TestPebbleMemoryReopen(t *testing.T) {
 	}
 	writeKeys(t, db, testKeys, testBatch, 1)
 	checkKeys(t, db, testKeys, 1)
+	if n := checkCopiesApart(t, fs, "db"); n < 2 {
+		t.Fatalf("%d files with copies, want MANIFEST and OPTIONS at least", n)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +72,8 @@ func TestPebbleMemoryReopen(t *testing.T) {
 }
 
 // TestPebbleFileReopen is the same on the file backend, with new device,
-// sdf and vfs objects over the same directory.
+// sdf and vfs objects over the same directory, and with range copies of
+// every sstable's metadata.
 func TestPebbleFileReopen(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *flash.Emulator {
@@ -56,8 +83,9 @@ func TestPebbleFileReopen(t *testing.T) {
 		}
 		return dev
 	}
+	opts := Options{MetadataRanges: SSTMetadataRanges(sstable.ReaderOptions{})}
 	dev := open()
-	fs := mount(t, dev, false, Options{})
+	fs := mount(t, dev, false, opts)
 	db, err := pebble.Open("/data/db", pebbleOptions(t, fs))
 	if err != nil {
 		t.Fatal(err)
@@ -74,13 +102,16 @@ func TestPebbleFileReopen(t *testing.T) {
 	}
 
 	dev = open()
-	fs = mount(t, dev, true, Options{})
+	fs = mount(t, dev, true, opts)
 	db, err = pebble.Open("/data/db", pebbleOptions(t, fs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkKeys(t, db, testKeys, 1)
-	// Overwrite half and reopen once more: the second generation wins.
+	ssts, copies := len(listWithPrefix(t, fs, "data/db", ".sst")), checkCopiesApart(t, fs, "data/db")
+	if ssts == 0 || copies < ssts+2 {
+		t.Fatalf("%d files with copies for %d sstables", copies, ssts)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,11 @@ func (fs *FS) DuplicateRanges(name string, ranges []Range) error {
 		binary.LittleEndian.PutUint32(head[12:], recordCRC(r.Off, data))
 		buf = append(append(buf, head[:]...), data...)
 	}
-	w, err := fs.sfs.Create(rangesName(p), copyLifetime)
+	ch := -1
+	if !fs.opts.UnpinnedCopies {
+		ch = fs.channelApart(f.Stat().Zones)
+	}
+	w, err := fs.sfs.CreateOn(rangesName(p), copyLifetime, ch)
 	if err != nil {
 		return pathErr("duplicate", name, err)
 	}
@@ -127,6 +131,26 @@ func (fs *FS) DuplicateRanges(name string, ranges []Range) error {
 	fs.ctr.rangeCopies.Add(1)
 	fs.ctr.rangeCopyBytes.Add(total)
 	return nil
+}
+
+// channelApart picks the channel holding the fewest of the given zones
+// (none, when the file does not cover every channel). Zone z is on channel
+// z mod channels (sdf's layout).
+func (fs *FS) channelApart(zones []int) int {
+	if fs.channels <= 1 {
+		return 0
+	}
+	count := make([]int, fs.channels)
+	for _, z := range zones {
+		count[z%fs.channels]++
+	}
+	best := 0
+	for c := range count {
+		if count[c] < count[best] {
+			best = c
+		}
+	}
+	return best
 }
 
 // DuplicatedRanges returns the ranges of the file at name that have a
