@@ -57,6 +57,10 @@ balances wear across servers (Chameleon).`,
 		newModelCmd(),
 		newFlashCmd(),
 		newKVCmd(),
+		newNodeCmd(),
+		newCoordinatorCmd(),
+		newDevCmd(),
+		newCtlCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	return root

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
 )
 
 // ports are the embedded etcd's ports, kept in the coordinator's directory
@@ -65,6 +66,9 @@ func startEmbeddedEtcd(dir string, noFsync bool, logLevel string) (*embed.Etcd, 
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.UnsafeNoFsync = noFsync
 	cfg.LogLevel = logLevel
+	// NB: even at level error, etcd logs expected errors on every clean
+	// shutdown; the coordinator reports through its own Logf instead.
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.AutoCompactionMode = embed.CompactorModeRevision
 	cfg.AutoCompactionRetention = "10000"
 	e, err := embed.StartEtcd(cfg)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -49,11 +50,11 @@ func FromStatus(err error) error {
 	}
 	switch st.Code() {
 	case codes.InvalidArgument:
-		return base.InvalidArgumentf("%s", st.Message())
+		return base.InvalidArgumentf("%s", strings.TrimPrefix(st.Message(), base.ErrInvalidArgument.Error()+": "))
 	case codes.DataLoss:
-		return base.DataLossErrorf("%s", st.Message())
+		return base.DataLossErrorf("%s", strings.TrimPrefix(st.Message(), base.ErrDataLoss.Error()+": "))
 	case codes.Aborted:
-		return base.CorruptionErrorf("%s", st.Message())
+		return base.CorruptionErrorf("%s", strings.TrimPrefix(st.Message(), base.ErrCorruption.Error()+": "))
 	case codes.NotFound:
 		return &notFound{msg: st.Message()}
 	}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/coord"
+)
+
+// newCoordinatorCmd is `flashmend coordinator`: membership, placement and
+// the object index on etcd (internal/coord), plus the background scrubber.
+func newCoordinatorCmd() *cobra.Command {
+	var cfg coord.Config
+	var etcd string
+	var maxObject = base.GiB
+	var scrub scrubFlags
+	cmd := &cobra.Command{
+		Use:   "coordinator --dir DIR",
+		Short: "Run the coordinator (embedded etcd by default)",
+		Long: `Runs the coordinator: membership and liveness (node leases in etcd), placement
+by FNV-1a consistent hashing, the object index and the mapping table. etcd is
+embedded (single member, data in DIR/etcd, ports chosen at run time) unless
+--etcd names an external cluster. Writes its address to DIR/endpoint.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.Dir == "" {
+				return base.InvalidArgumentf("--dir is required")
+			}
+			if etcd != "" {
+				cfg.EtcdEndpoints = strings.Split(etcd, ",")
+			}
+			cfg.MaxObjectBytes = maxObject
+			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			c, err := coord.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			if err := writeEndpoint(cfg.Dir, c.Addr()); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s (etcd %s)\n",
+				c.ClusterID(), c.Addr(), strings.Join(c.EtcdEndpoints(), ","))
+			if scrub.off {
+				<-ctx.Done()
+				return nil
+			}
+			cli, err := client.Dial(ctx, c.Addr(), client.Options{Logf: cfg.Logf})
+			if err != nil {
+				return err
+			}
+			defer cli.Close()
+			s, err := client.NewScrubber(cli, scrub.options())
+			if err != nil {
+				return err
+			}
+			if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				return err
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Dir, "dir", "", "data directory (embedded etcd)")
+	f.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:0", "gRPC listen address")
+	f.StringVar(&etcd, "etcd", "", "external etcd endpoints, comma-separated (default: embedded)")
+	f.Int64Var(&cfg.LeaseTTLSeconds, "lease-ttl-seconds", 5, "node liveness lease")
+	f.Var(&maxObject, "max-object", "largest object accepted")
+	f.StringVar(&cfg.ReadMode, "read-mode", coord.ReadModeDirect, "cluster read mode: direct or hdfs (baseline)")
+	scrub.register(cmd)
+	return cmd
+}
+
+// scrubFlags are the background scrubber's flags.
+type scrubFlags struct {
+	off                bool
+	scrubRate, repRate base.Bytes
+}
+
+func (s *scrubFlags) register(cmd *cobra.Command) {
+	s.scrubRate, s.repRate = 16*base.MiB, 4*base.MiB
+	cmd.Flags().BoolVar(&s.off, "no-scrub", false, "do not run the background scrubber")
+	cmd.Flags().Var(&s.scrubRate, "scrub-rate", "scrubber verification budget per second")
+	cmd.Flags().Var(&s.repRate, "repair-rate", "scrubber repair budget per second")
+}
+
+func (s *scrubFlags) options() client.ScrubberOptions {
+	return client.ScrubberOptions{ScrubBytesPerSecond: s.scrubRate, RepairBytesPerSecond: s.repRate}
+}
+
+// writeEndpoint records the cluster endpoint in DIR/endpoint.
+func writeEndpoint(dir, addr string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, "endpoint.tmp")
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "endpoint"))
+}

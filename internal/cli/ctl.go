@@ -1,0 +1,336 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+)
+
+// EndpointEnv names the environment variable ctl reads the endpoint from.
+const EndpointEnv = "FLASHMEND_ENDPOINT"
+
+// ctlFlags are the flags every ctl subcommand shares.
+type ctlFlags struct {
+	endpoint string
+	readMode string
+	timeout  time.Duration
+}
+
+// dial connects to the cluster named by --endpoint or FLASHMEND_ENDPOINT.
+func (f *ctlFlags) dial(ctx context.Context) (*client.Client, error) {
+	ep := f.endpoint
+	if ep == "" {
+		ep = os.Getenv(EndpointEnv)
+	}
+	if ep == "" {
+		return nil, base.InvalidArgumentf("no endpoint: use --endpoint or %s", EndpointEnv)
+	}
+	return client.Dial(ctx, ep, client.Options{ReadMode: f.readMode})
+}
+
+// run dials, runs f with a deadline, and closes the client.
+func (f *ctlFlags) run(fn func(ctx context.Context, c *client.Client) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	c, err := f.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+// newCtlCmd is `flashmend ctl`: the client tool (internal/client).
+func newCtlCmd() *cobra.Command {
+	f := &ctlFlags{}
+	cmd := &cobra.Command{
+		Use:   "ctl",
+		Short: "Client tool: objects, nodes, repairs and fault injection",
+	}
+	cmd.PersistentFlags().StringVar(&f.endpoint, "endpoint", "", "cluster endpoint (default $"+EndpointEnv+")")
+	cmd.PersistentFlags().StringVar(&f.readMode, "read-mode", "", "read mode: direct or hdfs (default: the cluster's)")
+	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the command")
+	inject := &cobra.Command{Use: "inject", Short: "Inject faults into a node"}
+	inject.AddCommand(ctlInjectUBER(f))
+	cmd.AddCommand(ctlPut(f), ctlGet(f), ctlStat(f), ctlRm(f), ctlLs(f), ctlNodes(f), ctlRepairs(f),
+		inject, ctlCorrupt(f), ctlFailDie(f))
+	return cmd
+}
+
+func ctlPut(f *ctlFlags) *cobra.Command {
+	var red string
+	cmd := &cobra.Command{
+		Use:   "put KEY FILE",
+		Short: "Store FILE (- for standard input) as a new version of KEY",
+		Args:  exactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			r, err := client.ParseRedundancy(red)
+			if err != nil {
+				return err
+			}
+			var data []byte
+			if args[1] == "-" {
+				data, err = io.ReadAll(cmd.InOrStdin())
+			} else {
+				data, err = os.ReadFile(args[1])
+			}
+			if err != nil {
+				return err
+			}
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				rec, err := c.Put(ctx, args[0], data, r)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), formatRecord(rec))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVar(&red, "redundancy", "rep", "rep (3 copies) or ec (Reed-Solomon 4+2)")
+	return cmd
+}
+
+func ctlGet(f *ctlFlags) *cobra.Command {
+	var report bool
+	cmd := &cobra.Command{
+		Use:   "get KEY [FILE]",
+		Short: "Read KEY to FILE (standard output when FILE is - or absent)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 1 || len(args) > 2 {
+				return usageError{fmt.Errorf("accepts 1 or 2 args, received %d", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				data, rep, err := c.GetWithReport(ctx, args[0], f.readMode)
+				if err != nil {
+					return err
+				}
+				if len(args) == 2 && args[1] != "-" {
+					if err := os.WriteFile(args[1], data, 0o644); err != nil {
+						return err
+					}
+				} else if _, err := cmd.OutOrStdout().Write(data); err != nil {
+					return err
+				}
+				if report || rep.Repaired > 0 || rep.Failovers > 0 {
+					fmt.Fprintln(cmd.ErrOrStderr(), "read:", rep)
+				}
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&report, "report", false, "print what the read verified and repaired (standard error)")
+	return cmd
+}
+
+func formatRecord(r *objectpb.ObjectRecord) string {
+	return fmt.Sprintf("%s version %d %dB %s on nodes %v created %s", r.Key, r.Version, r.SizeBytes,
+		redName(r.Redundancy), r.Placement, time.UnixMilli(r.CreatedUnixMs).UTC().Format(time.RFC3339))
+}
+
+func redName(r objectpb.Redundancy) string {
+	switch r {
+	case objectpb.Redundancy_REP:
+		return "rep"
+	case objectpb.Redundancy_EC:
+		return "ec"
+	}
+	return r.String()
+}
+
+func ctlStat(f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "stat KEY",
+		Short: "Show KEY's current version, size, redundancy and placement",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				rec, err := c.Stat(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), formatRecord(rec))
+				return nil
+			})
+		},
+	}
+}
+
+func ctlRm(f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "rm KEY",
+		Short: "Delete KEY",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(func(ctx context.Context, c *client.Client) error { return c.Delete(ctx, args[0]) })
+		},
+	}
+}
+
+func ctlLs(f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls [PREFIX]",
+		Short: "List keys (with size, redundancy and version)",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("accepts at most 1 arg, received %d", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			prefix := ""
+			if len(args) == 1 {
+				prefix = args[0]
+			}
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				recs, err := c.List(ctx, prefix)
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				for _, r := range recs {
+					fmt.Fprintf(w, "%s\t%d\t%s\tv%d\n", r.Key, r.SizeBytes, redName(r.Redundancy), r.Version)
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+func ctlNodes(f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "nodes",
+		Short: "List the nodes with liveness, capacity and repair counters",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				nodes, err := c.Nodes(ctx)
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tUSED\tCAPACITY\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED")
+				for _, n := range nodes {
+					state := "down"
+					if n.Live {
+						state = "up"
+					}
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Id, n.Addr, state,
+						base.Bytes(n.UsedBytes), base.Bytes(n.CapacityBytes), n.ChunksRead, n.Transient, n.Persistent, n.Repaired)
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+func ctlRepairs(f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "repairs",
+		Short: "Per node and device: transient and persistent corruptions, chunks repaired",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				stats, err := c.NodeStats(ctx)
+				if err != nil {
+					return err
+				}
+				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				fmt.Fprintln(w, "NODE\tDEVICE\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED\tREJECTED WRITES\tMETA REPAIRED\tINJECTED FLIPS")
+				for _, s := range stats {
+					for _, d := range s.Devices {
+						fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.NodeId, d.Device, d.ChunksRead,
+							d.Transient, d.Persistent, d.Repaired, d.Rejected, d.MetaRepaired, d.InjectedFlips)
+					}
+				}
+				return w.Flush()
+			})
+		},
+	}
+}
+
+func parseNode(s uint64) (uint64, error) {
+	if s == 0 {
+		return 0, base.InvalidArgumentf("--node is required")
+	}
+	return s, nil
+}
+
+func ctlInjectUBER(f *ctlFlags) *cobra.Command {
+	var nodeID uint64
+	var persistent bool
+	cmd := &cobra.Command{
+		Use:   "uber --node N RATE",
+		Short: "Flip each bit a node reads with probability RATE (0 stops)",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseNode(nodeID)
+			if err != nil {
+				return err
+			}
+			rate, err := strconv.ParseFloat(args[0], 64)
+			if err != nil {
+				return base.InvalidArgumentf("rate %q: %v", args[0], err)
+			}
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				return c.InjectUBER(ctx, id, rate, persistent)
+			})
+		},
+	}
+	cmd.Flags().Uint64Var(&nodeID, "node", 0, "node ID")
+	cmd.Flags().BoolVar(&persistent, "persistent", false, "write the flips into the stored data")
+	return cmd
+}
+
+func ctlCorrupt(f *ctlFlags) *cobra.Command {
+	var replica int
+	var offset int64
+	var bits int
+	cmd := &cobra.Command{
+		Use:   "corrupt KEY --replica I --offset O [--bits K]",
+		Short: "Flip K bits of replica (or EC shard) I's stored data at byte offset O",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				return c.Corrupt(ctx, args[0], replica, offset, bits)
+			})
+		},
+	}
+	cmd.Flags().IntVar(&replica, "replica", 0, "replica index (REP) or shard index (EC)")
+	cmd.Flags().Int64Var(&offset, "offset", 0, "byte offset in the replica's or shard's data")
+	cmd.Flags().IntVar(&bits, "bits", 1, "number of consecutive bits to flip")
+	return cmd
+}
+
+func ctlFailDie(f *ctlFlags) *cobra.Command {
+	var nodeID uint64
+	var die int
+	cmd := &cobra.Command{
+		Use:   "fail-die --node N --die D",
+		Short: "Fail one die of a node's emulated flash device",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseNode(nodeID)
+			if err != nil {
+				return err
+			}
+			return f.run(func(ctx context.Context, c *client.Client) error { return c.FailDie(ctx, id, die) })
+		},
+	}
+	cmd.Flags().Uint64Var(&nodeID, "node", 0, "node ID")
+	cmd.Flags().IntVar(&die, "die", 0, "die index (flat, channel-major)")
+	return cmd
+}
