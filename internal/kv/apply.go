@@ -31,7 +31,10 @@ func (r *Replica) applyLoop() {
 				if r.opts.Mode == RepairCrash && !r.wipe() {
 					return
 				}
-				if !r.rebuild(applied) {
+				r.mu.Lock()
+				target := max(applied, r.rebuildTarget)
+				r.mu.Unlock()
+				if !r.rebuild(target) {
 					return
 				}
 				continue
@@ -44,6 +47,9 @@ func (r *Replica) applyLoop() {
 			}
 		}
 		for _, t := range tasks {
+			if t.snapshotIndex > 0 && !r.installSnapshot(t.snapshotIndex) {
+				return
+			}
 			for _, e := range t.entries {
 				if !r.applyEntry(e) {
 					return
@@ -72,7 +78,10 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 		if r.opts.Mode == RepairCrash && !r.wipe() {
 			return false
 		}
-		if !r.rebuild(idx - 1) {
+		r.mu.Lock()
+		target := max(idx-1, r.rebuildTarget)
+		r.mu.Unlock()
+		if !r.rebuild(target) {
 			return false
 		}
 		r.mu.Lock()
@@ -142,7 +151,46 @@ func (r *Replica) advance(idx uint64) {
 		close(r.appliedCh)
 		r.appliedCh = make(chan struct{})
 	}
+	compact := idx >= r.lastCompact+r.opts.LogCompactEntries
+	if compact {
+		r.lastCompact = idx
+	}
 	r.mu.Unlock()
+	if compact {
+		r.compactLog(idx)
+	}
+}
+
+// compactLog records applied index idx as the raft snapshot point and drops
+// older entries but the last LogKeepEntries. Failures only leave the log
+// longer (an entry not in the log, a snapshot already newer).
+func (r *Replica) compactLog(idx uint64) {
+	var voters []uint64
+	for rid := range r.shard.Replicas {
+		voters = append(voters, uint64(rid))
+	}
+	if _, err := r.log.CreateSnapshot(idx, &pb.ConfState{Voters: voters}, nil); err != nil {
+		return
+	}
+	if idx > r.opts.LogKeepEntries {
+		_ = r.log.Compact(idx - r.opts.LogKeepEntries)
+	}
+}
+
+// installSnapshot handles a raft snapshot from the leader: the log now
+// starts at index; the state is fetched from a peer that applied at least
+// that much.
+func (r *Replica) installSnapshot(index uint64) bool {
+	r.mu.Lock()
+	applied := r.applied
+	r.mu.Unlock()
+	if index <= applied {
+		return true
+	}
+	r.mu.Lock()
+	r.needRebuild, r.rebuildTarget = true, index
+	r.mu.Unlock()
+	return r.rebuild(index)
 }
 
 // applyPatchEntry is Figure 5 of DIRECT 001: every replica reaches the
@@ -195,9 +243,15 @@ func (r *Replica) applyPatchEntry(idx uint64, req *kvpb.PatchRequest) bool {
 	}
 	r.recovering = still
 	delete(r.patches, req.PatchId)
+	detected := r.patchDetect[req.PatchId]
+	delete(r.patchDetect, req.PatchId)
 	r.mu.Unlock()
 	r.invalidateSnapshots()
 	r.advance(idx)
+	if r.opts.OnRepair != nil {
+		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: detected, Applied: r.opts.Clock.Now(),
+			Bytes: uint64(proto.Size(p)), Rows: len(p.Rows), Ranges: ranges})
+	}
 	return true
 }
 
@@ -331,10 +385,16 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 	}
 	r.recovering = nil
 	r.needRebuild = false
+	r.rebuildTarget = 0
 	r.down = false
+	detected := r.detectedAt
 	r.mu.Unlock()
 	r.invalidateSnapshots()
 	r.advance(resp.AppliedIndex)
+	if r.opts.OnRepair != nil {
+		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Rebuild: true, Detected: detected,
+			Applied: r.opts.Clock.Now(), Bytes: uint64(proto.Size(resp)), Rows: len(resp.Rows)})
+	}
 	return nil
 }
 

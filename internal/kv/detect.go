@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -33,7 +34,9 @@ func (r *Replica) detectLoop() {
 
 func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 	r.mu.Lock()
-	if r.handled[info.Path] || r.down || r.needRebuild {
+	// NB: the crash baseline wipes Pebble, which then reuses file names:
+	// a damaged file there is new damage, not one already handled.
+	if (r.opts.Mode == RepairDirect && r.handled[info.Path]) || r.down || r.needRebuild {
 		r.mu.Unlock()
 		return
 	}
@@ -51,11 +54,16 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		return
 	}
 	rg := r.isolate(info)
+	patchID := r.nextID.Add(1)
 	r.mu.Lock()
 	r.recovering = append(r.recovering, rg)
+	if r.patchDetect == nil {
+		r.patchDetect = map[uint64]time.Time{}
+	}
+	r.patchDetect[patchID] = r.detectedAt
 	r.mu.Unlock()
 	r.proposeAsync(&kvpb.Command{Patch: &kvpb.PatchRequest{
-		PatchId:          r.nextID.Add(1),
+		PatchId:          patchID,
 		CorruptedReplica: uint64(r.id),
 		Ranges:           rangesToProto([]Range{rg}),
 	}})

@@ -60,6 +60,12 @@ type Options struct {
 	// MemTableBytes is each replica's Pebble memtable size. Default 4 MiB,
 	// at least 256 KiB.
 	MemTableBytes int64
+	// LogCompactEntries: every this many applied entries a replica records
+	// a raft snapshot point and compacts its raft log, keeping
+	// LogKeepEntries entries for slow followers. A follower that needs
+	// compacted entries is sent the snapshot point and rebuilds from a peer's
+	// state (FetchState). Defaults 10000 and 1000.
+	LogCompactEntries, LogKeepEntries uint64
 	// Mode is the corruption repair mode. Default RepairDirect.
 	Mode RepairMode
 	// MaxOpenTxns bounds open transactions per replica. Default 1024.
@@ -67,6 +73,9 @@ type Options struct {
 	// Clock stamps events (durations measured for reports). Default the
 	// system clock.
 	Clock base.Clock
+	// OnRepair, if set, is called after each completed repair (experiments,
+	// metrics). It runs on the replica's apply worker: it must not block.
+	OnRepair func(RepairEvent)
 }
 
 func (o *Options) withDefaults() (Options, error) {
@@ -98,6 +107,12 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.MemTableBytes == 0 {
 		out.MemTableBytes = int64(4 * base.MiB)
 	}
+	if out.LogCompactEntries == 0 {
+		out.LogCompactEntries = 10000
+	}
+	if out.LogKeepEntries == 0 {
+		out.LogKeepEntries = 1000
+	}
 	if out.MaxOpenTxns == 0 {
 		out.MaxOpenTxns = 1024
 	}
@@ -115,6 +130,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return out, base.InvalidArgumentf("kv: unknown repair mode %d", out.Mode)
 	case out.MemTableBytes < int64(256*base.KiB) || out.MemTableBytes > int64(base.GiB):
 		return out, base.InvalidArgumentf("kv: MemTableBytes %d outside [256KiB, 1GiB]", out.MemTableBytes)
+	case out.LogKeepEntries >= out.LogCompactEntries || out.LogCompactEntries > 1<<30:
+		return out, base.InvalidArgumentf("kv: need LogKeepEntries (%d) < LogCompactEntries (%d) <= 2^30", out.LogKeepEntries, out.LogCompactEntries)
 	case out.MaxOpenTxns < 1 || out.MaxOpenTxns > 1<<20:
 		return out, base.InvalidArgumentf("kv: MaxOpenTxns %d outside [1, 2^20]", out.MaxOpenTxns)
 	}

@@ -62,9 +62,12 @@ type readIndexRequest struct {
 	ch  chan uint64
 }
 
-// applyTask is one unit of the apply worker's queue.
+// applyTask is one unit of the apply worker's queue: a raft snapshot to
+// install (only its index matters: the state comes from a peer) or
+// committed entries.
 type applyTask struct {
-	entries []*pb.Entry
+	snapshotIndex uint64
+	entries       []*pb.Entry
 }
 
 // Replica is one replica of a shard: a raft RawNode driven by one loop
@@ -108,11 +111,16 @@ type Replica struct {
 	// reads in them are refused (CORRUPTION) until the patch is in.
 	recovering  []Range
 	detectedAt  time.Time
-	handled     map[string]bool // corrupt files already isolated
+	patchDetect map[uint64]time.Time // detection time by patch id (OnRepair)
+	handled     map[string]bool      // corrupt files already isolated
 	patches     map[uint64]*kvpb.Patch
 	patchSig    chan struct{}
 	down        bool // crash baseline: no reads until rebuilt
 	needRebuild bool
+	// rebuildTarget is the least applied index a rebuild must reach (a raft
+	// snapshot's index).
+	rebuildTarget uint64
+	lastCompact   uint64 // applied index of the last log compaction
 	epoch       uint64 // snapshot epoch; a repair bumps it
 	txns        map[uint64]*txn
 	stats       ReplicaStats
@@ -163,8 +171,14 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 		return nil, err
 	}
 	snap, _ := lg.Snapshot()
-	applied = max(applied, snap.GetMetadata().GetIndex())
 	r.applied = applied
+	r.lastCompact = applied
+	if snapIndex := snap.GetMetadata().GetIndex(); snapIndex > applied && snapIndex > 1 {
+		// The log was reset to a snapshot from the leader but the state was
+		// not fetched before the stop: fetch it before applying anything.
+		r.needRebuild, r.rebuildTarget = true, snapIndex
+	}
+	applied = max(applied, snap.GetMetadata().GetIndex())
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:              uint64(id),
 		ElectionTick:    opts.ElectionTicks,
@@ -261,6 +275,9 @@ func (r *Replica) handleReady() error {
 			return err
 		}
 		r.env.sendRaft(r.shard.ID, rd.Messages)
+		if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+			r.enqueue(applyTask{snapshotIndex: rd.Snapshot.GetMetadata().GetIndex()})
+		}
 		if len(rd.CommittedEntries) > 0 {
 			r.enqueue(applyTask{entries: rd.CommittedEntries})
 		}
@@ -275,6 +292,13 @@ func (r *Replica) handleReady() error {
 			r.mu.Unlock()
 		}
 		r.rn.Advance(rd)
+		// A snapshot message carries only the snapshot point; the follower
+		// fetches the state itself, so the send is as good as done.
+		for _, m := range rd.Messages {
+			if m.GetType() == pb.MessageType_MsgSnap {
+				r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+			}
+		}
 	}
 	return nil
 }

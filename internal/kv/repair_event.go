@@ -1,0 +1,44 @@
+package kv
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// RepairEvent describes one completed repair of a replica, for experiments
+// and metrics (Options.OnRepair).
+type RepairEvent struct {
+	Node  base.NodeID
+	Shard base.ShardID
+	// Rebuild is set when the replica's whole state was replaced (crash
+	// baseline, no patch in time, cascading error); otherwise a patch of
+	// Ranges was ingested.
+	Rebuild bool
+	// Detected is when the corruption was reported (zero if the repair had
+	// no detection, e.g. a cascading apply failure); Applied is when the
+	// repaired state was installed.
+	Detected, Applied time.Time
+	// Bytes is the encoded size of the patch or of the transferred state;
+	// Rows is the number of key-value rows in it.
+	Bytes  uint64
+	Rows   int
+	Ranges []Range
+}
+
+// Latency is detection to repaired state installed (0 without detection).
+func (e RepairEvent) Latency() time.Duration {
+	if e.Detected.IsZero() {
+		return 0
+	}
+	return e.Applied.Sub(e.Detected)
+}
+
+func (e RepairEvent) String() string {
+	kind := "patch"
+	if e.Rebuild {
+		kind = "rebuild"
+	}
+	return fmt.Sprintf("%s %s@%s %v bytes=%d rows=%d ranges=%v", kind, e.Shard, e.Node, e.Latency(), e.Bytes, e.Rows, e.Ranges)
+}
