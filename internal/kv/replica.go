@@ -121,9 +121,9 @@ type Replica struct {
 	// snapshot's index).
 	rebuildTarget uint64
 	lastCompact   uint64 // applied index of the last log compaction
-	epoch       uint64 // snapshot epoch; a repair bumps it
-	txns        map[uint64]*txn
-	stats       ReplicaStats
+	epoch         uint64 // snapshot epoch; a repair bumps it
+	txns          map[uint64]*txn
+	stats         ReplicaStats
 }
 
 func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.ReplicaID, fs vfs.FS, dir string, opts Options) (*Replica, error) {
