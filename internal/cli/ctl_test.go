@@ -24,7 +24,7 @@ func TestDevAndCtl(t *testing.T) {
 		done := make(chan error, 1)
 		var out bytes.Buffer
 		go func() {
-			o := devOptions{dir: dir, nodes: 6, store: "file", readMode: "direct", maxObject: base.MiB}
+			o := devOptions{dir: dir, nodes: 6, store: "sdf", readMode: "direct", maxObject: base.MiB}
 			o.scrub.off = true
 			done <- runDev(ctx, o, &out, io.Discard, func(c *devcluster.Cluster) { ready <- c })
 		}()
@@ -83,7 +83,8 @@ func TestDevAndCtl(t *testing.T) {
 	ctl(2, "inject", "uber", "--node", "42", "1e-7")
 	ctl(2, "inject", "uber", "1e-7")
 	ctl(2, "corrupt", "docs/a", "--replica", "5")
-	ctl(2, "fail-die", "--node", "1", "--die", "0")
+	ctl(2, "fail-die", "--node", "1", "--die", "99")
+	ctl(0, "fail-die", "--node", "1", "--die", "0")
 	ctl(1, "get", "nothere")
 	ctl(0, "inject", "uber", "--node", "1", "0")
 	ctl(0, "rm", "docs/a")

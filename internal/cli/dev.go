@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -46,7 +47,7 @@ cleanly; starting again on the same DIR keeps the data.`,
 	f := cmd.Flags()
 	f.StringVar(&o.dir, "dir", "", "data directory")
 	f.IntVar(&o.nodes, "nodes", 6, "number of storage nodes")
-	f.StringVar(&o.store, "store", "file", "node store: file (plain files)")
+	f.StringVar(&o.store, "store", "sdf", "node store: sdf (SDF extent files on an emulated flash device in each node's directory) or file (plain files)")
 	f.StringVar(&o.readMode, "read-mode", "direct", "cluster read mode: direct or hdfs (baseline)")
 	f.Var(&o.maxObject, "max-object", "largest object accepted")
 	o.scrub.register(cmd)
@@ -97,6 +98,10 @@ func devStore(kind string) (func(dir string, i int) (objstore.Store, error), err
 	switch kind {
 	case "file":
 		return nil, nil
+	case "sdf":
+		return func(dir string, i int) (objstore.Store, error) {
+			return objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Seed: int64(i + 1)})
+		}, nil
 	}
-	return nil, base.InvalidArgumentf("unknown store %q (want file)", kind)
+	return nil, base.InvalidArgumentf("unknown store %q (want sdf or file)", kind)
 }

@@ -241,3 +241,66 @@ func TestFaultStorePersistent(t *testing.T) {
 		t.Fatalf("%d flips", n)
 	}
 }
+
+func TestSDFStore(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenSDFStore(dir, SDFStoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := NewChunkStore(s)
+	rng := rand.New(rand.NewSource(9))
+	ids := []ChunkID{}
+	datas := [][]byte{}
+	for i := 0; i < 20; i++ {
+		id := ChunkID{Object: 1, Version: 1, Index: uint32(i)}
+		data := make([]byte, 1+rng.Intn(ChunkSize))
+		rng.Read(data)
+		if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+			t.Fatal(err)
+		}
+		ids, datas = append(ids, id), append(datas, data)
+	}
+	if err := cs.Corrupt(ids[3], 10, 3); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cs.ReadChunk(ids[3]); err != nil || !r.Corrupt {
+		t.Fatalf("corrupt chunk: %s %v", r, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopen: data kept.
+	s, err = OpenSDFStore(dir, SDFStoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cs = NewChunkStore(s)
+	for i, id := range ids {
+		r, err := cs.ReadChunk(id)
+		if err != nil || r.Corrupt != (i == 3) || (i != 3 && !bytes.Equal(r.Data, datas[i])) {
+			t.Fatalf("chunk %d after reopen: %s %v", i, r, err)
+		}
+	}
+	// A failed die: some chunks come back corrupt (never as good data).
+	if err := s.FailDie(1); err != nil {
+		t.Fatal(err)
+	}
+	lost := 0
+	for i, id := range ids {
+		r, err := cs.ReadChunk(id)
+		if err != nil {
+			t.Fatalf("chunk %d: %v", i, err)
+		}
+		if r.Corrupt {
+			lost++
+		} else if !bytes.Equal(r.Data, datas[i]) {
+			t.Fatalf("chunk %d: wrong data passed verification", i)
+		}
+	}
+	t.Logf("%d of %d chunks hit by the failed die", lost, len(ids))
+	if err := s.FailDie(99); !base.IsInvalidArgument(err) {
+		t.Fatal(err)
+	}
+}
