@@ -24,6 +24,12 @@ type pageOp struct {
 	oob    []byte
 	status flash.ReadStatus
 	err    error
+	// decode asks the worker to check a data page's OOB right after the
+	// read, while the page is still in the CPU cache; id and idOK hold the
+	// result.
+	decode bool
+	id     pageID
+	idOK   bool
 }
 
 // request is a batch of operations on one channel. The worker runs the ops of
@@ -124,6 +130,9 @@ func (c *channel) one(op *pageOp) {
 	case opRead:
 		op.status, op.err = c.dev.Read(op.addr, op.data, op.oob)
 		c.stats.reads.Add(1)
+		if op.decode && op.err == nil {
+			op.id, op.idOK = decodeOOB(op.oob, op.data)
+		}
 	case opProgram:
 		op.err = c.dev.Program(op.addr, op.data, op.oob)
 		c.stats.programs.Add(1)

@@ -778,7 +778,7 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 		// One allocation each for the page records, ops and OOB buffers.
 		slab := make([]pageRead, npages)
 		opSlab := make([]pageOp, npages)
-		oobSlab := make([]byte, npages*fs.l.g.OOBSize)
+		oobSlab := fs.getOOB(npages * fs.l.g.OOBSize)
 		reads := make([]*pageRead, 0, npages)
 		ops := make([]*pageOp, 0, npages)
 		for pos := off; pos < off+want; {
@@ -809,7 +809,7 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					o := fs.l.g.OOBSize
 					r.op = &opSlab[i]
 					*r.op = pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, z.dies, e.zonePage+d),
-						data: data, oob: oobSlab[i*o : (i+1)*o : (i+1)*o]}
+						data: data, oob: oobSlab[i*o : (i+1)*o : (i+1)*o], decode: true}
 					ops = append(ops, r.op)
 				}
 			}
@@ -819,6 +819,7 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 		name := ino.name
 		fs.mu.Unlock()
 		fs.doParallel(ops)
+		defer fs.putOOB(oobSlab)
 		stale := false
 		for i, r := range reads {
 			if r.buffered {
@@ -867,6 +868,21 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 	}
 }
 
+// getOOB returns a scratch buffer of n bytes for OOB areas (the device
+// overwrites them, so they need no clearing); putOOB recycles it.
+func (fs *FS) getOOB(n int) []byte {
+	if b, ok := fs.oobPool.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]byte, n)
+}
+
+func (fs *FS) putOOB(b []byte) {
+	if cap(b) <= 4<<20 {
+		fs.oobPool.Put(&b)
+	}
+}
+
 // mappingChanged reports whether r's page is now mapped elsewhere (a
 // concurrent GC, rewrite or reset made the read stale).
 func (fs *FS) mappingChanged(ino *inode, r *pageRead) bool {
@@ -892,7 +908,10 @@ func (fs *FS) verify(ino *inode, name string, r *pageRead, ps int64) *Corruption
 		}
 	} else {
 		fs.det.observe(fs, op.addr, op.status, nil)
-		id, ok := decodeOOB(op.oob, op.data)
+		id, ok := op.id, op.idOK
+		if !op.decode {
+			id, ok = decodeOOB(op.oob, op.data)
+		}
 		switch {
 		case !ok:
 			cause = errChecksum

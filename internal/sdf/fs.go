@@ -37,10 +37,11 @@ type FS struct {
 	closed     bool
 	replaying  bool // live page counts are computed after replay
 
-	jr   journal
-	ctr  counters
-	gcMu sync.Mutex // one garbage collection at a time
-	det  detector
+	jr      journal
+	ctr     counters
+	oobPool sync.Pool  // *[]byte scratch OOB buffers for reads
+	gcMu    sync.Mutex // one garbage collection at a time
+	det     detector
 }
 
 // inode is a file. Guarded by FS.mu.
