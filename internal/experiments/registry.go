@@ -42,6 +42,7 @@ const DefaultSeed = 1
 func All() []Experiment {
 	all := []Experiment{
 		modelDirect(),
+		directReadErrors(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all

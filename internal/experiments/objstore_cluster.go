@@ -1,0 +1,176 @@
+package experiments
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"os"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// The object-store experiments (DIRECT 000 section 5, HDFS part) run on an
+// in-process cluster (internal/client/devcluster: a coordinator with
+// embedded etcd and storage nodes on 127.0.0.1), through the Go client, as
+// a user would. This file is their shared harness.
+
+// objClusterOptions configure an experiment cluster.
+type objClusterOptions struct {
+	Nodes int
+	// MemoryStores keeps every node's chunks in memory (objstore.MemStore)
+	// instead of files: the fault injector's persistent flips then cost a
+	// memory write instead of a file rewrite, so that high UBERs measure the
+	// read path and not the injector.
+	MemoryStores bool
+}
+
+// objCluster is a running experiment cluster and its temporary directory.
+type objCluster struct {
+	dir string
+	cl  *devcluster.Cluster
+}
+
+// Bounds of the harness.
+const (
+	objMaxNodes       = 16
+	objMaxObjectBytes = 64 * base.MiB
+)
+
+func startObjCluster(ctx context.Context, opts objClusterOptions) (*objCluster, error) {
+	if opts.Nodes < 3 || opts.Nodes > objMaxNodes {
+		return nil, base.InvalidArgumentf("experiment cluster of %d nodes outside [3, %d]", opts.Nodes, objMaxNodes)
+	}
+	dir, err := os.MkdirTemp("", "flashmend-experiment-")
+	if err != nil {
+		return nil, err
+	}
+	dcOpts := devcluster.Options{
+		Dir: dir, Nodes: opts.Nodes, MaxObjectBytes: objMaxObjectBytes,
+		// The coordinator's etcd holds only the index; its fsyncs would
+		// time the disk, not the read path.
+		UnsafeNoFsync: true,
+	}
+	if opts.MemoryStores {
+		dcOpts.NodeStore = func(string, int) (objstore.Store, error) { return objstore.NewMemStore(), nil }
+	}
+	cl, err := devcluster.Start(ctx, dcOpts)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("experiment cluster: %w", err)
+	}
+	return &objCluster{dir: dir, cl: cl}, nil
+}
+
+// dial returns a new client. Readers each get their own, so that one
+// reader's background hdfs re-replication (Client.WaitBackground) does not
+// wait for another's.
+func (c *objCluster) dial(ctx context.Context) (*client.Client, error) {
+	return client.Dial(ctx, c.cl.Endpoint(), client.Options{})
+}
+
+// setUBER sets every node's injected bit error rate, persistent: a flip
+// drawn on a read is also written into the stored file (DIRECT 000 section
+// 5: one flip per 1/UBER bits read, damage on the device).
+func (c *objCluster) setUBER(ctx context.Context, cli *client.Client, uber float64) error {
+	for i := range c.cl.Nodes {
+		n := c.cl.Node(i)
+		if n == nil {
+			return fmt.Errorf("experiment cluster: node %d is down", i+1)
+		}
+		if err := cli.InjectUBER(ctx, uint64(n.ID()), uber, true); err != nil {
+			return fmt.Errorf("experiment cluster: inject UBER %g on node %d: %w", uber, n.ID(), err)
+		}
+	}
+	return nil
+}
+
+func (c *objCluster) Close() error {
+	err := c.cl.Close()
+	if rmErr := os.RemoveAll(c.dir); rmErr != nil && err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+// testObject is one object a reader owns: its content and current record.
+type testObject struct {
+	key  string
+	data []byte
+	rec  *objectpb.ObjectRecord
+}
+
+// putObjects writes count REP objects of size bytes under prefix, with
+// content drawn from rng.
+func putObjects(ctx context.Context, cli *client.Client, rng *rand.Rand, prefix string, count, size int) ([]*testObject, error) {
+	objs := make([]*testObject, 0, count)
+	for i := 0; i < count; i++ {
+		o := &testObject{key: fmt.Sprintf("%s/%04d", prefix, i), data: make([]byte, size)}
+		rng.Read(o.data)
+		if err := o.restore(ctx, cli); err != nil {
+			return nil, err
+		}
+		objs = append(objs, o)
+	}
+	return objs, nil
+}
+
+// restore writes the object again as a new version: after a read that
+// failed, its replicas hold damage no read repaired.
+func (o *testObject) restore(ctx context.Context, cli *client.Client) error {
+	rec, err := cli.Put(ctx, o.key, o.data, objectpb.Redundancy_REP)
+	if err != nil {
+		return fmt.Errorf("put %s: %w", o.key, err)
+	}
+	o.rec = rec
+	return nil
+}
+
+// readOutcome is what one object read saw.
+type readOutcome struct {
+	Failed   bool // an explicit data-loss error reached the application
+	Voted    int  // chunks rebuilt by a majority vote (DIRECT)
+	Repaired int
+	Bytes    int64 // bytes returned (0 on failure)
+}
+
+// errWrongData marks a read that returned bytes different from what was
+// written: the one outcome the system must never produce.
+var errWrongData = errors.New("read returned wrong data")
+
+// readObject reads o once in mode. A data-loss error is an outcome, not an
+// error; any other error (operating failures) is returned. For hdfs it
+// waits for the background re-replication the read started, so that the
+// next read of o starts from clean replicas.
+func readObject(ctx context.Context, cli *client.Client, o *testObject, mode string) (readOutcome, error) {
+	data, rep, err := cli.ReadVersion(ctx, o.rec, mode)
+	if mode == client.ModeHDFS {
+		cli.WaitBackground()
+	}
+	if err != nil {
+		if base.IsDataLoss(err) {
+			return readOutcome{Failed: true}, nil
+		}
+		return readOutcome{}, err
+	}
+	if !bytes.Equal(data, o.data) {
+		return readOutcome{}, base.AssertionFailedf("%s (%s): %w", o.key, mode, errWrongData)
+	}
+	if rep.RepairFailed > 0 {
+		return readOutcome{}, fmt.Errorf("%s (%s): %d repairs failed", o.key, mode, rep.RepairFailed)
+	}
+	return readOutcome{Voted: rep.Voted, Repaired: rep.Repaired, Bytes: int64(len(data))}, nil
+}
+
+// sumsRecordBits is the size, in bits, of the sums record stored apart from
+// a chunk of chunkBytes bytes (the format's own encoder says how long it is).
+func sumsRecordBits(chunkBytes int) int64 {
+	id := objstore.ChunkID{}
+	data := make([]byte, chunkBytes)
+	return int64(len(objstore.EncodeSums(id, chunkBytes, objstore.Sums(id, data)))) * 8
+}

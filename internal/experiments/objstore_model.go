@@ -1,0 +1,280 @@
+package experiments
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// This file models what the object store's UBER injection path actually
+// does, so that the direct-read-errors experiment can compare its
+// measurements with a prediction of the same process. The paper's closed
+// forms (internal/model, DIRECT 000 section 3.1) assume that each replica of
+// a block holds independent flips at rate E per data bit and that a read
+// sees exactly those. The node's fault store (objstore.FaultStore, persistent
+// mode) differs in three ways, each modelled here:
+//
+//  1. Flips are drawn per bit *read* and written back into the stored file,
+//     for every file a node reads: the chunk's data (Cb bits) and its sums
+//     record (Sb bits, stored apart). A sums record that fails its own CRC
+//     makes the chunk count as corrupt, so a replica's chunk is corrupt on
+//     the first read with probability q = 1 - (1-E)^(Cb+Sb).
+//  2. A node re-reads a chunk that fails verification (to tell a transient
+//     flip from damage). With persistent injection the re-read draws fresh
+//     flips on top of the first ones, so the corrupt copy a node returns for
+//     a majority vote carries about 2E flips per bit (exactly 2E(1-E): two
+//     flips of one bit cancel), and its sums record is valid only when both
+//     reads left it intact (per bit (1-E)^2 + E^2).
+//  3. The hdfs baseline fails over at the offset of the first bad chunk and
+//     never goes back (DIRECT 000 section 4.2.1): the next replica only has
+//     to be clean from that offset on. A read fails when the first failure
+//     offsets of the R replicas are non-decreasing, which is less likely than
+//     the paper's "every replica has an error somewhere in the block".
+//
+// Chunk recovery without a vote fails when some chunk is corrupt on all R
+// replicas; DIRECT's vote then fails when some bit is flipped on two or more
+// of the three returned copies, or when none of the three returned sums
+// records is valid (the vote has no checksum to verify against).
+
+// injectionParams describe one object read under the node's persistent
+// flip-on-read injection: Chunks chunks of ChunkBits data bits, each with a
+// sums record of SumsBits bits, on Replicas replicas.
+type injectionParams struct {
+	UBER      float64
+	Chunks    int
+	ChunkBits int64
+	SumsBits  int64
+	Replicas  int
+}
+
+func (p injectionParams) String() string {
+	return fmt.Sprintf("UBER=%g chunks=%d chunk=%db sums=%db R=%d", p.UBER, p.Chunks, p.ChunkBits, p.SumsBits, p.Replicas)
+}
+
+// Bounds of injectionParams.
+const (
+	maxInjectionChunks = 1 << 20
+	maxInjectionBits   = 1 << 30
+)
+
+func (p injectionParams) validate() error {
+	switch {
+	case !(p.UBER >= 0 && p.UBER < 1):
+		return base.InvalidArgumentf("injection model: UBER %g outside [0, 1)", p.UBER)
+	case p.Chunks < 1 || p.Chunks > maxInjectionChunks:
+		return base.InvalidArgumentf("injection model: %d chunks outside [1, %d]", p.Chunks, maxInjectionChunks)
+	case p.ChunkBits < 1 || p.ChunkBits > maxInjectionBits:
+		return base.InvalidArgumentf("injection model: chunk of %d bits outside [1, %d]", p.ChunkBits, maxInjectionBits)
+	case p.SumsBits < 0 || p.SumsBits > maxInjectionBits:
+		return base.InvalidArgumentf("injection model: sums record of %d bits outside [0, %d]", p.SumsBits, maxInjectionBits)
+	case p.Replicas != 3:
+		// The vote below is derived for three copies (two flips of one bit
+		// defeat it); REP is 3-way.
+		return base.InvalidArgumentf("injection model: %d replicas (only 3 is modelled)", p.Replicas)
+	}
+	return nil
+}
+
+// replicaChunkCorrupt is q: the probability that one replica's chunk fails
+// verification on its first read.
+func (p injectionParams) replicaChunkCorrupt() float64 {
+	return -math.Expm1(float64(p.ChunkBits+p.SumsBits) * math.Log1p(-p.UBER))
+}
+
+// injectedHDFSFailure is the probability that an hdfs-mode object read
+// fails: replica 1 fails first at chunk f1, replica 2 fails at some chunk
+// f2 >= f1, ..., replica R at fR >= f(R-1). Computed by a forward pass over
+// the distribution of the current failure offset (sums of positive terms,
+// so tiny probabilities keep their digits).
+func injectedHDFSFailure(p injectionParams) (float64, error) {
+	if err := p.validate(); err != nil {
+		return math.NaN(), err
+	}
+	q := p.replicaChunkCorrupt()
+	if q == 0 {
+		return 0, nil
+	}
+	n := p.Chunks
+	// dist[j] = P(the current replica is the k-th to fail and fails first at j).
+	dist := make([]float64, n)
+	for j := range dist {
+		dist[j] = math.Exp(float64(j)*math.Log1p(-q)) * q
+	}
+	for k := 1; k < p.Replicas; k++ {
+		next := make([]float64, n)
+		// next[j] = sum_{i<=j} dist[i] (1-q)^(j-i) q, accumulated as a running
+		// sum: acc(j) = acc(j-1)(1-q) + dist[j].
+		acc := 0.0
+		for j := 0; j < n; j++ {
+			acc = acc*(1-q) + dist[j]
+			next[j] = acc * q
+		}
+		dist = next
+	}
+	total := 0.0
+	for _, v := range dist {
+		total += v
+	}
+	return math.Min(total, 1), nil
+}
+
+// injectedChunkFailure is the probability that an object read fails under
+// chunk recovery alone: some chunk is corrupt on every replica.
+func injectedChunkFailure(p injectionParams) (float64, error) {
+	if err := p.validate(); err != nil {
+		return math.NaN(), err
+	}
+	perChunk := math.Pow(p.replicaChunkCorrupt(), float64(p.Replicas))
+	return objectFailure(p.Chunks, perChunk), nil
+}
+
+// objectFailure is 1 - (1 - perChunk)^chunks, accurate for tiny perChunk.
+func objectFailure(chunks int, perChunk float64) float64 {
+	if perChunk >= 1 {
+		return 1
+	}
+	return -math.Expm1(float64(chunks) * math.Log1p(-perChunk))
+}
+
+// injectedVoteFailure is the probability that an object read fails under
+// DIRECT's full path (chunk recovery, then a bit-by-bit vote over the three
+// corrupt copies the nodes return after their re-read).
+//
+// Per chunk, with X_i "replica i corrupt on the first read", F_i the flips
+// in the copy replica i returns (the XOR of both reads' flips), V "some bit
+// is flipped in two or more F_i" and W "no returned sums record is valid":
+//
+//	P(lost) = P(all X) - P(all X, not V, not W)
+//	P(all X, not V, not W) = T1 - T2
+//	T1 = sum_S (-1)^|S| (1-E)^(|S| Sb) g(S)^Cb
+//	T2 = sum_S (-1)^|S| a^|S| b^(R-|S|) g(S)^Cb
+//
+// by inclusion-exclusion over the set S of replicas that are clean on the
+// first read (X_i = 0: no data and no sums flip in read 1, so F_i is the
+// second read's flips alone, rate E; for the others F_i has rate
+// e2 = 2E(1-E)). g(S) is the per-data-bit probability that the replicas in S
+// had no flip in read 1 and fewer than two F_i flip the bit; a = (1-E)^Sb
+// (1 - (1-E)^Sb) is "clean sums on read 1, invalid sums after read 2" and
+// b = 1 - ((1-E)^2 + E^2)^Sb "invalid sums after two reads". The
+// alternating sums cancel almost completely at small E, so they are
+// evaluated in math/big at a precision raised until the result keeps
+// voteGuardBits significant bits.
+func injectedVoteFailure(p injectionParams) (float64, error) {
+	if err := p.validate(); err != nil {
+		return math.NaN(), err
+	}
+	if p.UBER == 0 {
+		return 0, nil
+	}
+	var perChunk float64
+	for prec := uint(256); prec <= 1<<14; prec *= 2 {
+		v := injectedVoteChunkBig(p, prec)
+		perChunk, _ = v.Float64()
+		// Every term is at most 1 in magnitude with a relative error of
+		// about (4 log2(bits) + 16) 2^-prec; the result is trustworthy when
+		// it stands well above 2^-(prec-16).
+		if v.Sign() > 0 && v.MantExp(nil) > -int(prec)+16+64 {
+			break
+		}
+	}
+	if perChunk < 0 {
+		perChunk = 0 // below 2^-16000: zero in float64
+	}
+	return objectFailure(p.Chunks, perChunk), nil
+}
+
+func injectedVoteChunkBig(p injectionParams, prec uint) *big.Float {
+	f := func(x float64) *big.Float { return new(big.Float).SetPrec(prec).SetFloat64(x) }
+	one := f(1)
+	e := f(p.UBER)
+	u := new(big.Float).SetPrec(prec).Sub(one, e) // 1-E
+	e2 := new(big.Float).SetPrec(prec).Mul(f(2), e)
+	e2.Mul(e2, u) // 2E(1-E)
+	uSb := bigPow(u, p.SumsBits, prec)
+	// a = (1-E)^Sb (1 - (1-E)^Sb)
+	a := new(big.Float).SetPrec(prec).Sub(one, uSb)
+	a.Mul(a, uSb)
+	// b = 1 - ((1-E)^2 + E^2)^Sb
+	same := new(big.Float).SetPrec(prec).Mul(u, u)
+	same.Add(same, new(big.Float).SetPrec(prec).Mul(e, e))
+	b := new(big.Float).SetPrec(prec).Sub(one, bigPow(same, p.SumsBits, prec))
+
+	r := p.Replicas
+	allX := new(big.Float).SetPrec(prec)
+	t1 := new(big.Float).SetPrec(prec)
+	t2 := new(big.Float).SetPrec(prec)
+	uAll := bigPow(u, p.ChunkBits+p.SumsBits, prec)
+	for s := 0; s <= r; s++ {
+		choose := f(float64(new(big.Int).Binomial(int64(r), int64(s)).Int64()))
+		// g(S): s replicas at rate E (and no read-1 flip: factor (1-E)^s),
+		// r-s at rate e2; fewer than two flips among them.
+		rates := make([]*big.Float, 0, r)
+		for i := 0; i < r; i++ {
+			if i < s {
+				rates = append(rates, e)
+			} else {
+				rates = append(rates, e2)
+			}
+		}
+		g := new(big.Float).SetPrec(prec).Mul(bigPow(u, int64(s), prec), fewerThanTwo(rates, prec))
+		gC := bigPow(g, p.ChunkBits, prec)
+
+		termX := new(big.Float).SetPrec(prec).Mul(choose, bigPow(uAll, int64(s), prec))
+		term1 := new(big.Float).SetPrec(prec).Mul(choose, bigPow(uSb, int64(s), prec))
+		term1.Mul(term1, gC)
+		term2 := new(big.Float).SetPrec(prec).Mul(choose, bigPow(a, int64(s), prec))
+		term2.Mul(term2, bigPow(b, int64(r-s), prec))
+		term2.Mul(term2, gC)
+		if s%2 == 0 {
+			allX.Add(allX, termX)
+			t1.Add(t1, term1)
+			t2.Add(t2, term2)
+		} else {
+			allX.Sub(allX, termX)
+			t1.Sub(t1, term1)
+			t2.Sub(t2, term2)
+		}
+	}
+	// P(lost) = allX - (t1 - t2)
+	out := new(big.Float).SetPrec(prec).Sub(allX, t1)
+	return out.Add(out, t2)
+}
+
+// fewerThanTwo is the probability that fewer than two of independent
+// Bernoulli variables with the given rates are 1.
+func fewerThanTwo(rates []*big.Float, prec uint) *big.Float {
+	one := new(big.Float).SetPrec(prec).SetInt64(1)
+	none := new(big.Float).SetPrec(prec).SetInt64(1)
+	for _, r := range rates {
+		none.Mul(none, new(big.Float).SetPrec(prec).Sub(one, r))
+	}
+	sum := new(big.Float).SetPrec(prec).Set(none)
+	for j, rj := range rates {
+		t := new(big.Float).SetPrec(prec).Set(rj)
+		for i, ri := range rates {
+			if i != j {
+				t.Mul(t, new(big.Float).SetPrec(prec).Sub(one, ri))
+			}
+		}
+		sum.Add(sum, t)
+	}
+	return sum
+}
+
+// bigPow is x^n for n >= 0, by repeated squaring.
+func bigPow(x *big.Float, n int64, prec uint) *big.Float {
+	result := new(big.Float).SetPrec(prec).SetInt64(1)
+	sq := new(big.Float).SetPrec(prec).Set(x)
+	for n > 0 {
+		if n&1 == 1 {
+			result.Mul(result, sq)
+		}
+		n >>= 1
+		if n > 0 {
+			sq.Mul(sq, sq)
+		}
+	}
+	return result
+}

@@ -1,0 +1,268 @@
+package experiments
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/model"
+)
+
+// drawFlips returns the positions, among n bits, that flip at rate e
+// (geometric gaps, as the fault store draws them).
+func drawFlips(rng *rand.Rand, n int64, e float64) map[int64]bool {
+	out := map[int64]bool{}
+	pos := int64(-1)
+	for {
+		gap := int64(math.Floor(math.Log(1-rng.Float64())/math.Log1p(-e))) + 1
+		if gap <= 0 || pos+gap >= n {
+			return out
+		}
+		pos += gap
+		out[pos] = true
+	}
+}
+
+// simReplicaChunk simulates one node's read of one chunk under persistent
+// flip-on-read injection: the first read, and when it fails verification the
+// re-read, whose flips land on top of the first's.
+type simReplicaChunk struct {
+	corrupt    bool           // failed verification on the first read
+	flips      map[int64]bool // data flips of the copy returned (after the re-read)
+	sumsIntact bool           // the returned sums record verifies
+}
+
+func simulateReplicaChunk(rng *rand.Rand, p injectionParams) simReplicaChunk {
+	d1 := drawFlips(rng, p.ChunkBits, p.UBER)
+	k1 := drawFlips(rng, p.SumsBits, p.UBER)
+	if len(d1) == 0 && len(k1) == 0 {
+		return simReplicaChunk{sumsIntact: true}
+	}
+	xor := func(a, b map[int64]bool) map[int64]bool {
+		out := map[int64]bool{}
+		for k := range a {
+			if !b[k] {
+				out[k] = true
+			}
+		}
+		for k := range b {
+			if !a[k] {
+				out[k] = true
+			}
+		}
+		return out
+	}
+	d2 := drawFlips(rng, p.ChunkBits, p.UBER)
+	k2 := drawFlips(rng, p.SumsBits, p.UBER)
+	return simReplicaChunk{corrupt: true, flips: xor(d1, d2), sumsIntact: len(xor(k1, k2)) == 0}
+}
+
+// simulateRead runs one object read of every scheme over the same
+// simulated replicas: hdfs (fail over at the offset, never go back), chunk
+// recovery, and chunk recovery with a vote.
+func simulateRead(rng *rand.Rand, p injectionParams) (hdfsFail, chunkFail, voteFail bool) {
+	reps := make([][]simReplicaChunk, p.Replicas)
+	for r := range reps {
+		reps[r] = make([]simReplicaChunk, p.Chunks)
+		for c := range reps[r] {
+			reps[r][c] = simulateReplicaChunk(rng, p)
+		}
+	}
+	// hdfs.
+	offset := 0
+	hdfsFail = true
+	for r := 0; r < p.Replicas && hdfsFail; r++ {
+		for offset < p.Chunks && !reps[r][offset].corrupt {
+			offset++
+		}
+		if offset == p.Chunks {
+			hdfsFail = false
+		}
+	}
+	// DIRECT.
+	for c := 0; c < p.Chunks; c++ {
+		all := true
+		for r := range reps {
+			all = all && reps[r][c].corrupt
+		}
+		if !all {
+			continue
+		}
+		chunkFail = true
+		count := map[int64]int{}
+		intact := false
+		for r := range reps {
+			intact = intact || reps[r][c].sumsIntact
+			for bit := range reps[r][c].flips {
+				count[bit]++
+			}
+		}
+		shared := false
+		for _, n := range count {
+			shared = shared || n >= 2
+		}
+		if shared || !intact {
+			voteFail = true
+		}
+	}
+	return hdfsFail, chunkFail, voteFail
+}
+
+// TestInjectionModelMonteCarlo checks the three injection-path formulas
+// against a bit-level simulation of the read path at sizes where every
+// scheme fails often enough to measure.
+func TestInjectionModelMonteCarlo(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for _, p := range []injectionParams{
+		{UBER: 2e-3, Chunks: 4, ChunkBits: 400, SumsBits: 40, Replicas: 3},
+		{UBER: 8e-3, Chunks: 3, ChunkBits: 200, SumsBits: 60, Replicas: 3},
+		{UBER: 3e-4, Chunks: 8, ChunkBits: 1000, SumsBits: 0, Replicas: 3},
+	} {
+		const trials = 20000
+		var fails [3]int
+		for i := 0; i < trials; i++ {
+			h, c, v := simulateRead(rng, p)
+			for k, f := range []bool{h, c, v} {
+				if f {
+					fails[k]++
+				}
+			}
+		}
+		h, err := injectedHDFSFailure(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := injectedChunkFailure(p)
+		v, _ := injectedVoteFailure(p)
+		for k, want := range []float64{h, c, v} {
+			got := float64(fails[k]) / trials
+			sigma := math.Sqrt(want * (1 - want) / trials)
+			t.Logf("%s scheme %d: simulated %.4f model %.4f", p, k, got, want)
+			if math.Abs(got-want) > 5*sigma+1e-4 {
+				t.Errorf("%s scheme %d: simulated %.4f, model %.4f (sigma %.4f)", p, k, got, want, sigma)
+			}
+		}
+	}
+}
+
+// TestInjectionModelLimits checks the injection model against the paper's
+// closed forms where the two must agree: no sums record and one chunk
+// (hdfs is then the block formula), no sums record (chunk recovery is then
+// the paper's chunk formula), and the vote at small E, where it must sit
+// between the paper's vote (rate E per copy) and the paper's vote at twice
+// the rate (the re-read's doubled damage), and below chunk recovery.
+func TestInjectionModelLimits(t *testing.T) {
+	const chunkBytes = 64 << 10
+	for _, e := range []float64{1e-9, 1e-7, 1e-5} {
+		one := injectionParams{UBER: e, Chunks: 1, ChunkBits: 8 * chunkBytes, Replicas: 3}
+		h, err := injectedHDFSFailure(one)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := model.DirectBlockRecovery(model.DirectParams{UBER: e, BlockBytes: chunkBytes, ChunkBytes: chunkBytes, Replicas: 3})
+		if math.Abs(h-want) > 1e-9*want {
+			t.Errorf("E=%g one chunk: hdfs %g, block formula %g", e, h, want)
+		}
+		obj := injectionParams{UBER: e, Chunks: 16, ChunkBits: 8 * chunkBytes, Replicas: 3}
+		mp := model.DirectParams{UBER: e, BlockBytes: 16 * chunkBytes, ChunkBytes: chunkBytes, Replicas: 3}
+		c, _ := injectedChunkFailure(obj)
+		if want := model.DirectChunkRecovery(mp); math.Abs(c-want) > 1e-9*want {
+			t.Errorf("E=%g: chunk %g, paper %g", e, c, want)
+		}
+		if hb := model.DirectBlockRecovery(mp); !(h <= hb) {
+			t.Errorf("E=%g: offset failover %g above the block formula %g", e, h, hb)
+		}
+		v, _ := injectedVoteFailure(obj)
+		lo := model.DirectMajorityVote(mp)
+		mp2 := mp
+		mp2.UBER = 2 * e
+		hi := model.DirectMajorityVote(mp2)
+		if !(v >= lo*0.999 && v <= hi && v < c) {
+			t.Errorf("E=%g: vote %g outside [paper %g, paper at 2E %g] or above chunk %g", e, v, lo, hi, c)
+		}
+		t.Logf("E=%g: hdfs %.3g chunk %.3g vote %.3g (paper vote %.3g, at 2E %.3g)", e, h, c, v, lo, hi)
+	}
+	if _, err := injectedVoteFailure(injectionParams{UBER: 1e-6, Chunks: 1, ChunkBits: 8, Replicas: 2}); err == nil {
+		t.Error("two replicas accepted")
+	}
+	if _, err := injectedHDFSFailure(injectionParams{UBER: -1, Chunks: 1, ChunkBits: 8, Replicas: 3}); err == nil {
+		t.Error("negative UBER accepted")
+	}
+	if v, err := injectedVoteFailure(injectionParams{UBER: 0, Chunks: 1, ChunkBits: 8, Replicas: 3}); err != nil || v != 0 {
+		t.Errorf("UBER 0: %g, %v", v, err)
+	}
+}
+
+func TestWilsonInterval(t *testing.T) {
+	for _, tc := range []struct {
+		k, n   int
+		lo, hi float64
+	}{
+		{0, 10, 0, 0.27753},
+		{5, 10, 0.23659, 0.76341},
+		{10, 10, 0.72247, 1},
+		{1, 100, 0.0017674, 0.054497},
+	} {
+		lo, hi, err := wilsonInterval(tc.k, tc.n, wilsonZ95)
+		if err != nil || math.Abs(lo-tc.lo) > 1e-4 || math.Abs(hi-tc.hi) > 1e-4 {
+			t.Errorf("wilson(%d/%d) = [%.5f, %.5f] %v; want [%.5f, %.5f]", tc.k, tc.n, lo, hi, err, tc.lo, tc.hi)
+		}
+	}
+	for _, bad := range [][2]int{{1, 0}, {-1, 5}, {6, 5}} {
+		if _, _, err := wilsonInterval(bad[0], bad[1], wilsonZ95); err == nil {
+			t.Errorf("wilson(%d/%d) accepted", bad[0], bad[1])
+		}
+	}
+	// Coverage: the interval holds the true rate in about 95% of seeded
+	// binomial samples.
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	const p, n, samples = 0.03, 200, 4000
+	covered := 0
+	for i := 0; i < samples; i++ {
+		k := 0
+		for j := 0; j < n; j++ {
+			if rng.Float64() < p {
+				k++
+			}
+		}
+		est, err := newRateEstimate(k, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if est.Contains(p) {
+			covered++
+		}
+	}
+	if frac := float64(covered) / samples; frac < 0.92 || frac > 0.99 {
+		t.Errorf("coverage %.3f, want about 0.95", frac)
+	}
+}
+
+func TestLatencySummary(t *testing.T) {
+	var xs []time.Duration
+	for i := 100; i >= 1; i-- {
+		xs = append(xs, time.Duration(i)*time.Millisecond)
+	}
+	s, err := summarizeLatencies(xs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := latencySummary{N: 100, P50: 50 * time.Millisecond, P90: 90 * time.Millisecond, P99: 99 * time.Millisecond, Max: 100 * time.Millisecond}
+	if s != want {
+		t.Fatalf("got %s, want %s", s, want)
+	}
+	if _, err := summarizeLatencies(nil); err == nil {
+		t.Fatal("empty summary accepted")
+	}
+	if m := median([]float64{3, 1, 2, 10}); m != 2.5 {
+		t.Fatalf("median %g", m)
+	}
+	if !math.IsNaN(median(nil)) {
+		t.Fatal("median of nothing is not NaN")
+	}
+}
