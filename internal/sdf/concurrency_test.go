@@ -15,8 +15,7 @@ import (
 // return the bytes written (a file's content is derived from its name and
 // generation) or a clean not-exist error. Run it with -race.
 func TestConcurrentWorkload(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testSeed(t)
 	_, fs := newMem(t, small(), Options{MaxOpenZones: 4, GCFreeZonesMin: 8})
 	defer fs.Close()
 	content := func(name string, gen, size int) []byte {

@@ -18,8 +18,7 @@ import (
 func TestGCRandomWorkload(t *testing.T) {
 	for _, policy := range []GCPolicy{GCGreedy, GCCostBenefit} {
 		t.Run(policy.String(), func(t *testing.T) {
-			seed := time.Now().UnixNano()
-			t.Logf("seed %d", seed)
+			seed := testSeed(t)
 			runGCWorkload(t, seed, policy, 600)
 		})
 	}

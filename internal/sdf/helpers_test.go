@@ -3,7 +3,10 @@ package sdf
 import (
 	"bytes"
 	"math/rand"
+	"os"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/flashmend/flashmend/internal/flash"
 )
@@ -67,4 +70,19 @@ func mustEqual(t testing.TB, what string, got, want []byte) {
 		}
 		t.Fatalf("%s: content differs at byte %d (len got %d, want %d)", what, i, len(got), len(want))
 	}
+}
+
+// testSeed returns the seed of a randomized test: $SDF_SEED if set (to
+// replay a failure), else the clock. The test logs it.
+func testSeed(t testing.TB) int64 {
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("SDF_SEED"); s != "" {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SDF_SEED=%q: %v", s, err)
+		}
+		seed = v
+	}
+	t.Logf("seed %d (replay with SDF_SEED=%d)", seed, seed)
+	return seed
 }
