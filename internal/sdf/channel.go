@@ -56,6 +56,11 @@ type channel struct {
 	queue chan *request
 	stats channelStats
 	wg    sync.WaitGroup
+	// mu orders do against stop: requests hold it shared until they
+	// complete, stop takes it exclusively, so no request is sent on a
+	// closed queue. Guarded by mu: stopped.
+	mu      sync.RWMutex
+	stopped bool
 }
 
 func startChannel(id int, dev flash.Device, depth int) *channel {
@@ -73,15 +78,29 @@ func (c *channel) run() {
 	}
 }
 
-// stop drains the queue and ends the worker. No do may run concurrently or after.
+// stop ends the worker once the requests in flight are done; later
+// requests fail with ErrClosed.
 func (c *channel) stop() {
-	close(c.queue)
+	c.mu.Lock()
+	if !c.stopped {
+		c.stopped = true
+		close(c.queue)
+	}
+	c.mu.Unlock()
 	c.wg.Wait()
 }
 
 // do queues ops and waits until they ran. Ops must all be on this channel.
 func (c *channel) do(ops ...*pageOp) {
 	if len(ops) == 0 {
+		return
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.stopped {
+		for _, op := range ops {
+			op.err = ErrClosed
+		}
 		return
 	}
 	req := &request{ops: ops, done: make(chan struct{})}

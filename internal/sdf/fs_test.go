@@ -86,3 +86,28 @@ func TestBasicFileOps(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestUseAfterClose(t *testing.T) {
+	_, fs := newMem(t, small(), Options{})
+	w, _ := fs.Create("w", LifetimeNone)
+	w.Write(make([]byte, 10_000))
+	r, _ := fs.OpenFile("w")
+	if err := fs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Close(); !errors.Is(err, ErrClosed) {
+		t.Fatalf("second close: %v", err)
+	}
+	if _, err := w.Write([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("write after close: %v", err)
+	}
+	if _, err := r.ReadAt(make([]byte, 10), 0); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after close: %v", err)
+	}
+	if _, err := fs.Create("x", LifetimeNone); !errors.Is(err, ErrClosed) {
+		t.Fatalf("create after close: %v", err)
+	}
+	// Closing handles after the FS is harmless.
+	w.Close()
+	r.Close()
+}
