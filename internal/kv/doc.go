@@ -9,8 +9,9 @@
 //   - Node: one node's replicas of every shard it holds (multi-raft), the
 //     raft transport (messages of all shards batched per destination node in
 //     one Replication.Send RPC), and the KV, Replication and KVAdmin gRPC
-//     services (proto/flashmend/kv). Node.RegisterServices fits
-//     internal/node's Config.RegisterServices hook.
+//     services (proto/flashmend/kv). Service registers them on a gRPC
+//     server before the Node exists (internal/node's
+//     Config.RegisterServices hook) and serves it once attached.
 //   - Replica: a raft loop goroutine (the pure RawNode; it persists each
 //     Ready to internal/raftlog before sending) and an apply worker that
 //     applies committed entries to Pebble in log order. The apply worker is
@@ -79,7 +80,8 @@
 // writes are in a quorum's raft logs. Sstable corruption is repaired as
 // above; raft log corruption of one copy of a record is repaired by
 // internal/raftlog; both copies lost is data loss at that replica (it must
-// be rebuilt). Membership is static (Layout); the coordinator's placement
-// and raft snapshots for lagging replicas after log compaction are not yet
-// used (logs are not compacted).
+// be rebuilt). Membership is static (Layout); the coordinator's placement is
+// not used yet. Raft logs are compacted every Options.LogCompactEntries at a
+// snapshot point; a follower behind the compaction receives the point and
+// fetches the state from a peer.
 package kv

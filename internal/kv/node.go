@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -88,12 +89,38 @@ func (n *Node) ID() base.NodeID { return n.cfg.ID }
 // Replica returns this node's replica of shard, or nil.
 func (n *Node) Replica(shard base.ShardID) *Replica { return n.replicas[shard] }
 
-// RegisterServices registers the KV, Replication and KVAdmin services; it
-// fits internal/node's Config.RegisterServices hook.
+// RegisterServices registers the KV, Replication and KVAdmin services for
+// this node.
 func (n *Node) RegisterServices(s *grpc.Server) {
-	kvpb.RegisterKVServer(s, &kvServer{n: n})
-	kvpb.RegisterReplicationServer(s, &replicationServer{n: n})
-	kvpb.RegisterKVAdminServer(s, &adminServer{n: n})
+	svc := &Service{}
+	svc.Attach(n)
+	svc.RegisterServices(s)
+}
+
+// Service holds the gRPC services of a Node that may not exist yet:
+// internal/node registers services (Config.RegisterServices) before it
+// serves, while a KV Node needs every peer's address, known only once the
+// storage nodes listen. Until Attach, requests fail as unavailable.
+type Service struct {
+	n atomic.Pointer[Node]
+}
+
+// RegisterServices fits internal/node's Config.RegisterServices hook.
+func (svc *Service) RegisterServices(s *grpc.Server) {
+	kvpb.RegisterKVServer(s, &kvServer{svc: svc})
+	kvpb.RegisterReplicationServer(s, &replicationServer{svc: svc})
+	kvpb.RegisterKVAdminServer(s, &adminServer{svc: svc})
+}
+
+// Attach makes the services serve node n.
+func (svc *Service) Attach(n *Node) { svc.n.Store(n) }
+
+func (svc *Service) replica(shard uint64) (*Replica, error) {
+	n := svc.n.Load()
+	if n == nil {
+		return nil, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "kv service not attached to a node yet")
+	}
+	return n.replica(shard)
 }
 
 // Close stops the replicas and the transport.
@@ -261,13 +288,13 @@ func (n *Node) replica(shard uint64) (*Replica, error) {
 
 type replicationServer struct {
 	kvpb.UnimplementedReplicationServer
-	n *Node
+	svc *Service
 }
 
 func (s *replicationServer) Send(_ context.Context, b *kvpb.RaftBatch) (*kvpb.RaftAck, error) {
 	for _, rm := range b.Messages {
-		r, ok := s.n.replicas[base.ShardID(rm.Shard)]
-		if !ok {
+		r, err := s.svc.replica(rm.Shard)
+		if err != nil {
 			continue
 		}
 		m := &pb.Message{}
@@ -280,7 +307,7 @@ func (s *replicationServer) Send(_ context.Context, b *kvpb.RaftBatch) (*kvpb.Ra
 }
 
 func (s *replicationServer) SendPatch(_ context.Context, p *kvpb.Patch) (*kvpb.PatchAck, error) {
-	r, err := s.n.replica(p.Shard)
+	r, err := s.svc.replica(p.Shard)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -291,7 +318,7 @@ func (s *replicationServer) SendPatch(_ context.Context, p *kvpb.Patch) (*kvpb.P
 }
 
 func (s *replicationServer) FetchState(_ context.Context, req *kvpb.FetchStateRequest) (*kvpb.FetchStateResponse, error) {
-	r, err := s.n.replica(req.Shard)
+	r, err := s.svc.replica(req.Shard)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -303,11 +330,11 @@ func (s *replicationServer) FetchState(_ context.Context, req *kvpb.FetchStateRe
 
 type adminServer struct {
 	kvpb.UnimplementedKVAdminServer
-	n *Node
+	svc *Service
 }
 
 func (s *adminServer) CorruptBlock(_ context.Context, req *kvpb.CorruptBlockRequest) (*kvpb.CorruptBlockResponse, error) {
-	r, err := s.n.replica(req.Shard)
+	r, err := s.svc.replica(req.Shard)
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -322,7 +349,7 @@ func (s *adminServer) CorruptBlock(_ context.Context, req *kvpb.CorruptBlockRequ
 }
 
 func (s *adminServer) ReplicaStatus(_ context.Context, req *kvpb.ReplicaStatusRequest) (*kvpb.ReplicaStatusResponse, error) {
-	r, err := s.n.replica(req.Shard)
+	r, err := s.svc.replica(req.Shard)
 	if err != nil {
 		return nil, toStatus(err)
 	}

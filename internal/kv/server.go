@@ -10,11 +10,11 @@ import (
 // kvServer is the client API. Every handler validates its input first.
 type kvServer struct {
 	kvpb.UnimplementedKVServer
-	n *Node
+	svc *Service
 }
 
 func (s *kvServer) shardReplica(shard uint64, keys ...[]byte) (*Replica, error) {
-	r, err := s.n.replica(shard)
+	r, err := s.svc.replica(shard)
 	if err != nil {
 		return nil, err
 	}
