@@ -7,7 +7,9 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 )
 
-// Stats is a snapshot of the layer's state and counters.
+// Stats is a snapshot of the layer's state and counters. Capacity and zone
+// counts describe the device now; the counters start at zero when the FS is
+// formatted or opened.
 type Stats struct {
 	// Capacity.
 	Raw          base.Bytes // data bytes of every block of the device
