@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -21,7 +22,15 @@ type FileStore struct {
 	sync bool
 	seq  atomic.Uint64
 	mu   sync.Mutex // serializes FlipBits read-modify-write with Put
+
+	usageMu sync.Mutex
+	usage   Usage
+	usageAt time.Time
 }
+
+// usageRefresh bounds how often Usage walks the directory tree: heartbeats
+// ask every second, and a walk of a full store is not free.
+const usageRefresh = 10 * time.Second
 
 var _ Store = (*FileStore)(nil)
 
@@ -173,8 +182,14 @@ func (s *FileStore) FlipBits(name string, bitOffset int64, count int) error {
 	return os.WriteFile(p, b, 0o644)
 }
 
-// Usage implements Store.
+// Usage implements Store. The used bytes are recounted at most every
+// usageRefresh.
 func (s *FileStore) Usage() (Usage, error) {
+	s.usageMu.Lock()
+	defer s.usageMu.Unlock()
+	if !s.usageAt.IsZero() && time.Since(s.usageAt) < usageRefresh {
+		return s.usage, nil
+	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(s.root, &st); err != nil {
 		return Usage{}, fmt.Errorf("filestore: statfs: %w", err)
@@ -188,10 +203,9 @@ func (s *FileStore) Usage() (Usage, error) {
 		}
 		return nil
 	})
-	return Usage{
-		CapacityBytes: base.Bytes(int64(st.Blocks)*st.Bsize) + 0,
-		UsedBytes:     base.Bytes(used),
-	}, nil
+	s.usage = Usage{CapacityBytes: base.Bytes(int64(st.Blocks) * st.Bsize), UsedBytes: base.Bytes(used)}
+	s.usageAt = time.Now()
+	return s.usage, nil
 }
 
 // Close implements Store.

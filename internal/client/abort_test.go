@@ -1,0 +1,58 @@
+package client_test
+
+import (
+	"bytes"
+	"context"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/objstore"
+)
+
+// TestInterruptedWriteIsInvisible cancels writes at many points: the key
+// keeps showing its previous version, never a partial one.
+func TestInterruptedWriteIsInvisible(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	_, c := startCluster(t, 6, devcluster.Options{})
+	ctx := context.Background()
+	old := randomBytes(rng, 1000)
+	if _, err := c.Put(ctx, "w/key", old, rep); err != nil {
+		t.Fatal(err)
+	}
+	big := randomBytes(rng, 64*objstore.ChunkSize)
+	interrupted := 0
+	for i := 0; i < 8; i++ {
+		wctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		red := rep
+		if i%2 == 1 {
+			red = ec
+		}
+		go func() {
+			_, err := c.Put(wctx, "w/key", big, red)
+			done <- err
+		}()
+		time.Sleep(time.Duration(rng.Intn(20)) * time.Millisecond)
+		cancel()
+		err := <-done
+		got, gerr := c.Get(ctx, "w/key")
+		if gerr != nil {
+			t.Fatalf("get after interrupted put: %v", gerr)
+		}
+		if err != nil {
+			interrupted++
+			if !bytes.Equal(got, old) {
+				t.Fatalf("interrupted put (%v) changed the object: %d bytes", err, len(got))
+			}
+		} else if !bytes.Equal(got, big) {
+			t.Fatalf("completed put reads back %d bytes", len(got))
+		} else {
+			old = big
+		}
+	}
+	t.Logf("%d of 8 puts interrupted", interrupted)
+}
