@@ -90,12 +90,19 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 	if err := fs.Delete(objstore.CopyNames(identityFile)[2]); err != nil {
 		t.Fatal(err)
 	}
+	blobNames, _ := fs.List("i/")
+	if len(blobNames) != objstore.MetaCopies {
+		t.Fatalf("index entry files %v", blobNames)
+	}
+	if err := fs.FlipBits(blobNames[0], 20, 1); err != nil {
+		t.Fatal(err)
+	}
 	n, err = Start(ctx, Config{Dir: dir, NodeID: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer n.Close()
-	if n.ID() != 7 || n.Stats().Devices[0].MetaRepaired != 2 {
+	if n.ID() != 7 || n.Stats().Devices[0].MetaRepaired != 3 {
 		t.Fatalf("restart: id %s stats %v", n.ID(), n.Stats())
 	}
 	if _, err := Start(ctx, Config{Dir: t.TempDir()}); !base.IsInvalidArgument(err) {
