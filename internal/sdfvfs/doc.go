@@ -18,14 +18,18 @@
 //     without garbage collection.
 //   - Whole-file duplication (Options.DuplicateFile, by default MANIFEST,
 //     OPTIONS, CURRENT and marker files): every byte written to such a file
-//     is also appended to a shadow copy ".sdfvfs/dup/<path>" with its own
-//     lifetime class, so the copy fills other zones than its primary. Sync,
-//     rename and remove act on both.
+//     is also appended to a shadow copy ".sdfvfs/dup/<path>". Sync, rename
+//     and remove act on both; a file renamed to a duplicated name (Pebble
+//     writes OPTIONS as a temporary file first) gets its shadow copied then.
+//     The file and its shadow are pinned (sdf.CreateOn) to channels half the
+//     device apart, and a zone spans every die of its channel, so one die
+//     (or channel) failure cannot take both.
 //   - Range duplication (FS.DuplicateRanges, or Options.MetadataRanges when
 //     a writer closes its file; SSTMetadataRanges selects an sstable's
-//     index, filter, properties, meta-index and footer blocks): the ranges
-//     are read back verified and written, each with a CRC32C, to
-//     ".sdfvfs/ranges/<path>".
+//     index, filter, range-deletion/range-key, properties, meta-index and
+//     footer blocks): the ranges are read back verified and written, each
+//     with a CRC32C, to ".sdfvfs/ranges/<path>", pinned to the channel that
+//     holds the fewest of the file's zones.
 //   - The conversion of sdf corruption into Pebble corruption: a read that
 //     fails sdf's page verification and has no intact copy returns an error
 //     marked with pebble.ErrCorruption (cockroachdb/errors.Mark), which also
@@ -60,8 +64,21 @@
 // ReuseForWrite creates a fresh file. Lock is an in-process lock (one
 // process owns an emulated device).
 //
-// Placement is by lifetime class, not pinned: sdf hands out zones round
-// robin over channels, so a copy and its primary normally sit on different
-// channels (hence different dies), but sdf offers no hard guarantee; Apart
-// reports, per file, whether the copy shares a channel with its primary.
+// Copies also get a lifetime class of their own (sdf.LifetimeExtreme), so
+// they normally fill zones of their own. sdf does not persist a
+// channel pin: zones a pinned file gets after a reopen (GC relocation) may
+// be anywhere; Placement reports, per file, whether a copy shares a channel
+// with its primary. On a one-channel device copies share their primary's
+// dies and protect against bit errors only, not against a die failure.
+// Options.UnpinnedCopies leaves placement to sdf's round robin.
+//
+// # Measured
+//
+// BenchmarkPebbleWrite (64 MiB emulated device, 50,000 keys of 16 B with
+// 100 B values, random order): sdf write amplification 1.41 with a synced
+// batch per 100 keys (zero padding of synced partial pages, their rewrite,
+// one metadata page per sync) and 1.11 with unsynced batches of 1,000;
+// Pebble's own amplification (WAL, flushes, compactions, copies) 3.2-3.6;
+// host GC copies no pages, since Pebble deletes whole files and lifetime
+// classes keep them in zones of their own.
 package sdfvfs

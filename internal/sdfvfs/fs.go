@@ -63,6 +63,7 @@ type counters struct {
 	shadowBytes    atomic.Int64
 	rangeCopyBytes atomic.Int64
 	rangeCopies    atomic.Int64
+	copyErrors     atomic.Int64
 }
 
 // Stats counts what the layer did about corruption and duplication.
@@ -74,11 +75,12 @@ type Stats struct {
 	ShadowBytes    int64 // bytes appended to whole-file shadow copies
 	RangeCopyBytes int64 // bytes kept by range duplication
 	RangeCopies    int64 // range-copy files written
+	CopyErrors     int64 // copies that could not be made (source did not verify)
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("copy reads %d, repairs %d (failed %d), corruptions returned %d, shadow bytes %d, range copies %d (%d B)",
-		s.CopyReads, s.Repairs, s.RepairErrors, s.Corruptions, s.ShadowBytes, s.RangeCopies, s.RangeCopyBytes)
+	return fmt.Sprintf("copy reads %d, repairs %d (failed %d), corruptions returned %d, shadow bytes %d, range copies %d (%d B), copy errors %d",
+		s.CopyReads, s.Repairs, s.RepairErrors, s.Corruptions, s.ShadowBytes, s.RangeCopies, s.RangeCopyBytes, s.CopyErrors)
 }
 
 // New returns a vfs.FS over sfs. The sdf.FS stays owned by the caller.
@@ -105,7 +107,7 @@ func (fs *FS) Stats() Stats {
 	c := &fs.ctr
 	return Stats{CopyReads: c.copyReads.Load(), Repairs: c.repairs.Load(), RepairErrors: c.repairErrors.Load(),
 		Corruptions: c.corruptions.Load(), ShadowBytes: c.shadowBytes.Load(),
-		RangeCopyBytes: c.rangeCopyBytes.Load(), RangeCopies: c.rangeCopies.Load()}
+		RangeCopyBytes: c.rangeCopyBytes.Load(), RangeCopies: c.rangeCopies.Load(), CopyErrors: c.copyErrors.Load()}
 }
 
 func (fs *FS) String() string { return "sdfvfs" }
@@ -405,12 +407,13 @@ func (fs *FS) Rename(oldname, newname string) error {
 			return pathErr("rename", oldname, err)
 		}
 	}
-	// Pebble writes OPTIONS as a temporary file and renames it: a file
-	// renamed to a duplicated name gets its shadow now.
+	// A file renamed to a duplicated name gets its shadow now. The rename
+	// is done and durable either way, so a failed copy (its content no
+	// longer verifies) is counted, not returned.
 	if !fs.opts.NoDuplication && fs.opts.DuplicateFile(np) {
 		if _, err := fs.sfs.Stat(shadowName(np)); isNotExist(err) {
 			if err := fs.copyToShadowLocked(np); err != nil {
-				return pathErr("rename", newname, err)
+				fs.ctr.copyErrors.Add(1)
 			}
 		}
 	}

@@ -315,13 +315,13 @@ func TestShadowFollowsFile(t *testing.T) {
 	if b, ok := shadowOf("OPTIONS-000003"); !ok || string(b) != "options" {
 		t.Fatalf("renamed shadow: %q %t", b, ok)
 	}
-	// A plain file renamed to a duplicated name (Pebble's temporary OPTIONS
-	// file) gets a shadow of its own content, not the replaced file's.
-	mustCreate(t, fs, "temporary.000004.dbtmp", []byte("plain"))
-	if _, ok := shadowOf("temporary.000004.dbtmp"); ok {
-		t.Fatal("shadow of a temporary file")
+	// A plain file renamed to a duplicated name gets a shadow of its own
+	// content, not the replaced file's.
+	mustCreate(t, fs, "staging", []byte("plain"))
+	if _, ok := shadowOf("staging"); ok {
+		t.Fatal("shadow of a plain file")
 	}
-	if err := fs.Rename("temporary.000004.dbtmp", "OPTIONS-000003"); err != nil {
+	if err := fs.Rename("staging", "OPTIONS-000003"); err != nil {
 		t.Fatal(err)
 	}
 	if b, ok := shadowOf("OPTIONS-000003"); !ok || string(b) != "plain" {
@@ -442,5 +442,30 @@ func TestErrorsAreClassified(t *testing.T) {
 	var pe *os.PathError
 	if !errors.As(err, &pe) {
 		t.Fatalf("not a path error: %T", err)
+	}
+}
+
+func TestDefaultLifetime(t *testing.T) {
+	for _, c := range []struct {
+		path     string
+		category vfs.DiskWriteCategory
+		want     sdf.Lifetime
+	}{
+		{"db/000004.log", "pebble-wal", sdf.LifetimeShort},
+		{"db/000005.sst", "pebble-memtable-flush", sdf.LifetimeMedium},
+		{"db/000006.sst", "pebble-compaction", sdf.LifetimeLong},
+		{"db/000007.blob", "pebble-blob-file-rewrite", sdf.LifetimeLong},
+		{"db/MANIFEST-000001", "pebble-manifest", sdf.LifetimeMedium},
+		{"db/OPTIONS-000003", vfs.WriteCategoryUnspecified, sdf.LifetimeMedium},
+	} {
+		if got := DefaultLifetime(c.path, c.category); got != c.want {
+			t.Errorf("%s (%s): %s, want %s", c.path, c.category, got, c.want)
+		}
+	}
+	for path, want := range map[string]bool{"db/MANIFEST-000001": true, "OPTIONS-000003": true, "db/CURRENT": true,
+		"db/marker.manifest.000001.MANIFEST-000001": true, "db/000005.sst": false, "db/temporary.000003.dbtmp": true, "db/000002.log": false} {
+		if got := DefaultDuplicateFile(path); got != want {
+			t.Errorf("DefaultDuplicateFile(%s) = %t", path, got)
+		}
 	}
 }

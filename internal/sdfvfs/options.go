@@ -108,12 +108,14 @@ func DefaultLifetime(path string, category vfs.DiskWriteCategory) sdf.Lifetime {
 }
 
 // DefaultDuplicateFile selects the files whose loss loses the whole store:
-// MANIFEST-*, OPTIONS-* (also while named *.dbtmp), CURRENT and the
-// marker.* files that point at the current MANIFEST.
+// MANIFEST-*, OPTIONS-*, CURRENT and the marker.* files that point at the
+// current MANIFEST, and Pebble's *.dbtmp files, which it writes and then
+// renames to OPTIONS or CURRENT (copying them at the rename instead would
+// read them back from flash).
 func DefaultDuplicateFile(path string) bool {
 	name := baseName(path)
 	return strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "OPTIONS-") ||
-		name == "CURRENT" || strings.HasPrefix(name, "marker.")
+		name == "CURRENT" || strings.HasPrefix(name, "marker.") || strings.HasSuffix(name, ".dbtmp")
 }
 
 func baseName(p string) string {
