@@ -43,6 +43,8 @@ func All() []Experiment {
 	all := []Experiment{
 		modelDirect(),
 		directReadErrors(),
+		directThroughput(),
+		directRepairLatency(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
