@@ -245,6 +245,7 @@ func (r *Replica) applyPatchEntry(idx uint64, req *kvpb.PatchRequest) bool {
 	delete(r.patches, req.PatchId)
 	detected := r.patchDetect[req.PatchId]
 	delete(r.patchDetect, req.PatchId)
+	delete(r.pending, req.PatchId)
 	r.mu.Unlock()
 	r.invalidateSnapshots()
 	r.advance(idx)
@@ -384,6 +385,8 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 		r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
 	}
 	r.recovering = nil
+	r.pending = nil
+	r.patchDetect = nil
 	r.needRebuild = false
 	r.rebuildTarget = 0
 	r.down = false

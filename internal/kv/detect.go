@@ -22,25 +22,44 @@ func (r *Replica) onCorruption(info pebble.DataCorruptionInfo) {
 // isolate, 4.1.4 recovery through the log).
 func (r *Replica) detectLoop() {
 	defer r.wg.Done()
+	ticker := time.NewTicker(r.opts.PatchTimeout)
+	defer ticker.Stop()
 	for {
 		select {
 		case info := <-r.corruptc:
 			r.handleCorruption(info)
+		case <-ticker.C:
+			r.reproposeStale()
 		case <-r.stopc:
 			return
 		}
 	}
 }
 
+// pendingRepair is a patch request proposed and not yet applied.
+type pendingRepair struct {
+	path       string
+	rg         Range
+	proposedAt time.Time
+	detected   time.Time
+}
+
 func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 	r.mu.Lock()
-	// NB: the crash baseline wipes Pebble, which then reuses file names:
-	// a damaged file there is new damage, not one already handled.
-	if (r.opts.Mode == RepairDirect && r.handled[info.Path]) || r.down || r.needRebuild {
+	if r.down || r.needRebuild {
 		r.mu.Unlock()
 		return
 	}
-	r.handled[info.Path] = true
+	if r.opts.Mode == RepairDirect {
+		for _, p := range r.pending {
+			if p.path == info.Path {
+				// A repair of this file is under way. Damage found in it
+				// after that repair is applied is new damage, repaired anew.
+				r.mu.Unlock()
+				return
+			}
+		}
+	}
 	r.stats.CorruptionsDetected++
 	r.detectedAt = r.opts.Clock.Now()
 	r.mu.Unlock()
@@ -54,19 +73,52 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		return
 	}
 	rg := r.isolate(info)
-	patchID := r.nextID.Add(1)
 	r.mu.Lock()
 	r.recovering = append(r.recovering, rg)
+	p := &pendingRepair{path: info.Path, rg: rg, detected: r.detectedAt}
+	r.mu.Unlock()
+	r.proposeRepair(p)
+}
+
+// proposeRepair proposes the patch request of p under a new patch id.
+func (r *Replica) proposeRepair(p *pendingRepair) {
+	patchID := r.nextID.Add(1)
+	r.mu.Lock()
+	if r.pending == nil {
+		r.pending = map[uint64]*pendingRepair{}
+	}
 	if r.patchDetect == nil {
 		r.patchDetect = map[uint64]time.Time{}
 	}
-	r.patchDetect[patchID] = r.detectedAt
+	p.proposedAt = r.opts.Clock.Now()
+	r.pending[patchID] = p
+	r.patchDetect[patchID] = p.detected
 	r.mu.Unlock()
 	r.proposeAsync(&kvpb.Command{Patch: &kvpb.PatchRequest{
 		PatchId:          patchID,
 		CorruptedReplica: uint64(r.id),
-		Ranges:           rangesToProto([]Range{rg}),
+		Ranges:           rangesToProto([]Range{p.rg}),
 	}})
+}
+
+// reproposeStale proposes again the patch requests that raft dropped (a
+// leader change loses uncommitted proposals): those not applied within
+// three patch timeouts.
+func (r *Replica) reproposeStale() {
+	now := r.opts.Clock.Now()
+	var stale []*pendingRepair
+	r.mu.Lock()
+	for id, p := range r.pending {
+		if now.Sub(p.proposedAt) > 3*r.opts.PatchTimeout {
+			delete(r.pending, id)
+			delete(r.patchDetect, id)
+			stale = append(stale, p)
+		}
+	}
+	r.mu.Unlock()
+	for _, p := range stale {
+		r.proposeRepair(p)
+	}
 }
 
 // isolate maps a corrupt file to the user key range to repair: the corrupt

@@ -111,8 +111,8 @@ type Replica struct {
 	// reads in them are refused (CORRUPTION) until the patch is in.
 	recovering  []Range
 	detectedAt  time.Time
-	patchDetect map[uint64]time.Time // detection time by patch id (OnRepair)
-	handled     map[string]bool      // corrupt files already isolated
+	patchDetect map[uint64]time.Time      // detection time by patch id (OnRepair)
+	pending     map[uint64]*pendingRepair // proposed patch requests by id
 	patches     map[uint64]*kvpb.Patch
 	patchSig    chan struct{}
 	down        bool // crash baseline: no reads until rebuilt
@@ -137,7 +137,6 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 		queueSig:  make(chan struct{}, 1),
 		appliedCh: make(chan struct{}),
 		waiters:   map[uint64]chan proposalResult{},
-		handled:   map[string]bool{},
 		patches:   map[uint64]*kvpb.Patch{},
 		patchSig:  make(chan struct{}),
 		txns:      map[uint64]*txn{},
