@@ -12,7 +12,10 @@
 //     (the substitutes land in the coordinator's mapping table).
 //   - Reads: the loops around objstore.DecideREP / DecideEC (DIRECT) and
 //     objstore.DecideHDFS (the hdfs baseline); repairs rewrite the bad chunks
-//     out of place on the nodes that had them wrong.
+//     out of place on the nodes that had them wrong. The hdfs mode applies
+//     to REP objects (HDFS blocks); EC objects are always read with DIRECT
+//     row reconstruction. REP chunk i is read from replica i mod 3 first, to
+//     spread reads over the replicas.
 //   - Scrubbing: ScrubObject reads every replica and shard (parity included)
 //     and repairs through the same path; Scrubber runs it over the whole
 //     index under a byte budget, with repairs queued behind their own budget.
