@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
 func startCluster(t *testing.T, opts Options, splits ...string) (*LocalCluster, *Client) {
@@ -145,6 +146,45 @@ func TestClusterBasicOps(t *testing.T) {
 		"bad range":   func() error { _, err := cl.Scan(ctx, []byte("z"), []byte("a"), 0); return err }(),
 	} {
 		if !base.IsInvalidArgument(err) {
+			t.Errorf("%s: err = %v; want invalid argument", name, err)
+		}
+	}
+	// Malformed requests straight to the gRPC service.
+	kc, err := cl.kvClient(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, call := range map[string]func() error{
+		"unknown shard": func() error {
+			_, err := kc.Get(ctx, &kvpb.GetRequest{Shard: 99, Key: []byte("a")})
+			return err
+		},
+		"key outside shard": func() error {
+			_, err := kc.Get(ctx, &kvpb.GetRequest{Shard: 1, Key: []byte("z")})
+			return err
+		},
+		"nil batch": func() error {
+			_, err := kc.Write(ctx, &kvpb.WriteRequest{Shard: 1})
+			return err
+		},
+		"bad op kind": func() error {
+			_, err := kc.Write(ctx, &kvpb.WriteRequest{Shard: 1, Batch: &kvpb.WriteBatch{Ops: []*kvpb.Op{{Kind: 7, Key: []byte("a")}}}})
+			return err
+		},
+		"scan limit": func() error {
+			_, err := kc.Scan(ctx, &kvpb.ScanRequest{Shard: 1, Limit: MaxScanRows + 1})
+			return err
+		},
+		"unknown txn": func() error {
+			_, err := kc.Get(ctx, &kvpb.GetRequest{Shard: 1, Key: []byte("a"), TxnId: 12345})
+			return err
+		},
+		"bad consistency": func() error {
+			_, err := kc.Get(ctx, &kvpb.GetRequest{Shard: 1, Key: []byte("a"), Read: &kvpb.ReadOptions{Consistency: 9}})
+			return err
+		},
+	} {
+		if err := fromStatus(call()); !base.IsInvalidArgument(err) {
 			t.Errorf("%s: err = %v; want invalid argument", name, err)
 		}
 	}
