@@ -24,9 +24,12 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/flashmend
 
-# The README's first command: flashmend's main job on its embedded defaults.
+# The README's first command: flashmend's main job on its embedded defaults, a
+# local cluster (embedded etcd coordinator + 6 storage nodes, each on its own
+# emulated flash device under .flashmend/dev). Ctrl-C stops it; running it
+# again keeps the data.
 run:
-	$(GO) run ./cmd/flashmend model direct
+	$(GO) run ./cmd/flashmend dev --dir .flashmend/dev
 
 test: vet fmtcheck unit race
 
