@@ -339,10 +339,11 @@ func (r *Replica) waitPatch(id uint64) *kvpb.Patch {
 }
 
 // rebuild replaces this replica's whole state with a peer's, taken at an
-// applied index of at least idx-1... and at least idx when idx is the entry
-// it cannot apply. It is the fallback when no patch comes, the repair of a
-// cascading error, and the crash baseline's re-replication. It returns false
-// if the replica stopped first.
+// applied index of at least idx (callers pass the entry they cannot apply,
+// or the index the state must reach). It is the fallback when no patch
+// comes, the repair of a cascading error, the install of a raft snapshot
+// point, and the crash baseline's re-replication. It returns false if the
+// replica stopped first.
 func (r *Replica) rebuild(idx uint64) bool {
 	for attempt := 0; ; attempt++ {
 		if r.stopped() {

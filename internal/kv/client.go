@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"sync"
 	"time"
 
@@ -164,9 +165,12 @@ func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 		return true, 0
 	}
 	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable {
-		// The node is unreachable. A read can go elsewhere; a write may
-		// already be in the log, so re-sending it could apply it twice.
-		return idempotent, 0
+		// The node is unreachable. A read can go elsewhere. A write may
+		// already be in the log if the connection broke after sending, so
+		// it is re-sent only if it never left: the dial itself failed.
+		// NB: gRPC marks those failures only in the message.
+		neverSent := strings.Contains(st.Message(), "while dialing")
+		return idempotent || neverSent, 0
 	}
 	return false, 0
 }

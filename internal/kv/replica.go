@@ -2,6 +2,7 @@ package kv
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -141,6 +142,9 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 		patchSig:  make(chan struct{}),
 		txns:      map[uint64]*txn{},
 	}
+	// NB: proposal, read and patch ids must not repeat across restarts (a
+	// replayed entry must not answer a new waiter), hence a time base
+	// rather than a seeded generator.
 	r.nextID.Store(uint64(time.Now().UnixNano()) << 8)
 	lg, err := raftlog.Open(raftlog.Options{FS: fs, Dir: fs.PathJoin(dir, "raft")})
 	if err != nil {
@@ -568,8 +572,7 @@ func readApplied(rd pebble.Reader) (uint64, error) {
 	if len(v) != 8 {
 		return 0, base.CorruptionErrorf("kv: applied index of %d bytes", len(v))
 	}
-	return uint64(v[0])<<56 | uint64(v[1])<<48 | uint64(v[2])<<40 | uint64(v[3])<<32 |
-		uint64(v[4])<<24 | uint64(v[5])<<16 | uint64(v[6])<<8 | uint64(v[7]), nil
+	return binary.BigEndian.Uint64(v), nil
 }
 
 // CorruptBlock damages the sstable data block holding key (tests, `ctl kv

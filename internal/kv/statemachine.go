@@ -89,20 +89,7 @@ func classify(err error) error {
 
 func (sm *stateMachine) close() error { return sm.db.Close() }
 
-func (sm *stateMachine) appliedIndex() (uint64, error) {
-	v, closer, err := sm.db.Get(appliedKey)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, classify(err)
-	}
-	defer closer.Close()
-	if len(v) != 8 {
-		return 0, base.CorruptionErrorf("kv: applied index of %d bytes", len(v))
-	}
-	return binary.BigEndian.Uint64(v), nil
-}
+func (sm *stateMachine) appliedIndex() (uint64, error) { return readApplied(sm.db) }
 
 func appliedValue(index uint64) []byte {
 	var b [8]byte
