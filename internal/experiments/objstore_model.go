@@ -93,8 +93,11 @@ func injectedHDFSFailure(p injectionParams) (float64, error) {
 		return math.NaN(), err
 	}
 	q := p.replicaChunkCorrupt()
-	if q == 0 {
+	switch {
+	case q == 0:
 		return 0, nil
+	case q >= 1:
+		return 1, nil // every chunk of every replica fails (0 * log(0) is NaN below)
 	}
 	n := p.Chunks
 	// dist[j] = P(the current replica is the k-th to fail and fails first at j).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -59,15 +60,17 @@ func readErrorsPlanFor(cfg Config) readErrorsPlan {
 	}
 	return readErrorsPlan{
 		ObjectBytes: 16 * objstore.ChunkSize, UBERs: ubers,
-		Readers: 4, ObjectsPerReader: 4, MinReads: 200, MaxReads: 2400, BoundReads: 400, TargetFailures: 30,
+		Readers: 4, ObjectsPerReader: 4, MinReads: 100, MaxReads: 2000, BoundReads: 200, TargetFailures: 20,
 	}
 }
 
 // roundUBER keeps three significant digits (3.16e-8, not 3.1622776601683795e-08).
 func roundUBER(x float64) float64 {
-	exp := math.Floor(math.Log10(x))
-	scale := math.Pow(10, exp-2)
-	return math.Round(x/scale) * scale
+	r, err := strconv.ParseFloat(strconv.FormatFloat(x, 'g', 3, 64), 64)
+	if err != nil {
+		panic(base.AssertionFailedf("round %g: %v", x, err))
+	}
+	return r
 }
 
 // errorSeries names the three schemes of Figure 10.
