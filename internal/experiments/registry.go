@@ -42,6 +42,9 @@ const DefaultSeed = 1
 func All() []Experiment {
 	all := []Experiment{
 		modelDirect(),
+		kvYCSBCorruption(),
+		kvRecoveryLatency(),
+		kvPatchSize(),
 		directReadErrors(),
 		directThroughput(),
 		directRepairLatency(),
