@@ -67,9 +67,15 @@
 //
 // A sync programs the partial last page padded with zeros; the next flush
 // programs that page again, out of place, with the bytes appended since, so
-// every extent starts at a page boundary of its file. Every sync, create,
-// rename and remove also programs one metadata page twice. Both costs are in
-// the write amplification. A channel pinned with CreateOn is not persisted:
+// every extent starts at a page boundary of its file. A file sync does not
+// write the journal: every zone's opening is journaled (recZoneOpen, made
+// durable by the first sync that follows) and its sealing when it fills
+// (recZoneSealed, after its extents); on open, the programmed pages of the
+// zones left unsealed are read and every verified page newer than its
+// file's mapping is mapped again if it replaces a page or extends the file
+// without a hole (recoverUnsealed). Creates, renames, removes and rewrites
+// program one metadata page twice. These costs are in the write
+// amplification. A channel pinned with CreateOn is not persisted:
 // after a reopen the file's new zones may be on any channel.
 //
 // # Invariants
@@ -82,8 +88,11 @@
 //     so every block is programmed sequentially.
 //   - A file page maps to at most one physical page; a physical page's OOB
 //     names exactly the file page and sequence number the map expects.
-//   - Data appended but not synced may be lost on a crash; synced data,
-//     creates, renames and removes are durable when the call returns.
+//   - Data appended but not synced may be lost on a crash (or survive, as a
+//     prefix of what was appended); synced data, creates, renames, removes
+//     and rewrites are durable when the call returns.
+//   - Every zone that may hold pages whose extents are not journaled is
+//     unsealed in the journal, so replay scans it.
 //
 // # Failure model
 //

@@ -286,8 +286,16 @@ func (f *File) Sync() error {
 	if err := f.fs.flushFile(f.ino, true); err != nil {
 		return err
 	}
-	if err := f.fs.flushJournal(); err != nil {
-		return err
+	// The pages are durable now. Their extents are found again on open by
+	// scanning the unsealed zones' OOB (recoverUnsealed), so the journal
+	// is flushed only if a zone was opened since its last flush.
+	f.fs.mu.Lock()
+	urgent := f.fs.jr.urgent
+	f.fs.mu.Unlock()
+	if urgent {
+		if err := f.fs.flushJournal(); err != nil {
+			return err
+		}
 	}
 	return f.fs.reclaim()
 }
@@ -527,6 +535,9 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zone, error) 
 			if z.state == ZoneEmpty {
 				z.state = ZoneOpen
 				z.hint = hint
+				z.unsealed = true
+				fs.logLocked(zoneRecord(recZoneOpen, z.id))
+				fs.jr.urgent = true
 			}
 			fs.mu.Unlock()
 			z.wmu.Lock()
@@ -724,6 +735,13 @@ func (fs *FS) finishZone(z *zone) {
 	z.p2l = ok
 	if z.state == ZoneOpen {
 		z.state = ZoneFull
+	}
+	if z.unsealed {
+		// Every page of the zone is installed and its extents record
+		// queued before this one, so once this is durable replay need not
+		// scan the zone.
+		z.unsealed = false
+		fs.logLocked(zoneRecord(recZoneSealed, z.id))
 	}
 }
 

@@ -74,6 +74,8 @@ func (ino *inode) String() string {
 type counters struct {
 	userBytes      atomic.Int64 // bytes appended by files
 	rewriteBytes   atomic.Int64 // bytes written by RewriteRange
+	recoveryReads  atomic.Int64 // pages read on open to recover unsealed zones
+	recoveredPages atomic.Int64 // pages mapped by that recovery
 	dataPages      atomic.Int64 // data pages programmed (user, padding, GC, rewrites)
 	padBytes       atomic.Int64 // zero padding programmed on syncs
 	tailRewrites   atomic.Int64 // partial pages programmed again after a padded sync
@@ -264,8 +266,10 @@ func (fs *FS) load() error {
 		return base.CorruptionErrorf("sdf: metadata epoch %d has no superblock", epoch)
 	}
 	fs.jr.epoch = epoch
+	fs.rebuildZonesLayout(masks, states)
+	fs.recoverUnsealed()
 	fs.replaying = false
-	fs.rebuildZones(masks, states)
+	fs.countLive()
 	var keep []*zone
 	for _, z := range holders {
 		keep = append(keep, fs.zones[z])
@@ -344,6 +348,12 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		if r.err == nil && z < len(fs.zones) {
 			masks[z] = mask
 			delete(states, z)
+			fs.zones[z].unsealed = false
+		}
+	case recZoneOpen, recZoneSealed:
+		z := int(r.u())
+		if r.err == nil && z >= metaZoneCount && z < len(fs.zones) {
+			fs.zones[z].unsealed = typ == recZoneOpen
 		}
 	case recZoneState:
 		z, s := int(r.u()), ZoneState(r.u())
@@ -365,9 +375,9 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 	return nil
 }
 
-// rebuildZones derives every data zone's die set, write pointer and state
-// from the journal's zone records and the device's block state.
-func (fs *FS) rebuildZones(masks map[int]uint64, states map[int]ZoneState) {
+// rebuildZonesLayout derives every data zone's die set, write pointer and
+// state from the journal's zone records and the device's block state.
+func (fs *FS) rebuildZonesLayout(masks map[int]uint64, states map[int]ZoneState) {
 	P := fs.l.g.PagesPerBlock
 	for _, z := range fs.zones[metaZoneCount:] {
 		mask, ok := masks[z.id]
@@ -425,9 +435,87 @@ func (fs *FS) rebuildZones(masks map[int]uint64, states map[int]ZoneState) {
 			}
 		}
 	}
+}
+
+// countLive computes every zone's live pages from the file table.
+func (fs *FS) countLive() {
 	for _, ino := range fs.byID {
 		for _, e := range ino.m.exts {
 			fs.zones[e.zone].live += e.n
+		}
+	}
+}
+
+// recoverUnsealed reads every programmed page of the zones that were open
+// at the crash (unsealed) and maps the synced pages whose extents never
+// reached the journal: a page is taken if its file exists and its sequence
+// number is newer than the page's mapping, and it either replaces a page
+// within the file or extends the file contiguously (a crash in the middle
+// of a batch can leave later pages without earlier ones; those are not
+// taken, so no hole is ever read as data). nextSeq moves past every
+// sequence number seen, taken or not.
+func (fs *FS) recoverUnsealed() {
+	g := fs.l.g
+	type cand struct {
+		id   pageID
+		zone int
+		zp   int
+	}
+	perFile := map[uint64][]cand{}
+	for _, z := range fs.zones[metaZoneCount:] {
+		if !z.unsealed || z.wp == 0 || len(z.dies) == 0 {
+			continue
+		}
+		w := len(z.dies)
+		var ops []*pageOp
+		var zps []int
+		for di, d := range z.dies {
+			n := min(fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).WrittenPage, g.PagesPerBlock-1)
+			for p := 0; p < n; p++ {
+				ops = append(ops, &pageOp{kind: opRead, decode: true,
+					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
+					data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)})
+				zps = append(zps, p*w+di)
+			}
+		}
+		fs.chans[z.channel].do(ops...)
+		fs.ctr.recoveryReads.Add(int64(len(ops)))
+		for i, op := range ops {
+			if op.err != nil || !op.idOK {
+				continue
+			}
+			fs.nextSeq = max(fs.nextSeq, op.id.seq+1)
+			perFile[op.id.fileID] = append(perFile[op.id.fileID], cand{op.id, z.id, zps[i]})
+		}
+	}
+	ps := int64(g.PageSize)
+	for id, cs := range perFile {
+		ino := fs.byID[id]
+		if ino == nil {
+			continue
+		}
+		sort.Slice(cs, func(a, b int) bool {
+			if cs[a].id.page != cs[b].id.page {
+				return cs[a].id.page < cs[b].id.page
+			}
+			return cs[a].id.seq < cs[b].id.seq
+		})
+		for _, c := range cs {
+			endPage := uint64((ino.size + ps - 1) / ps)
+			if c.id.page > endPage || (c.id.page == endPage && ino.size%ps != 0) {
+				break // a hole, or an extension after a partial page
+			}
+			if cur, ok := ino.m.find(c.id.page); ok && cur.seq+(c.id.page-cur.filePage) >= c.id.seq {
+				continue
+			}
+			ino.m.put(extent{filePage: c.id.page, zone: c.zone, zonePage: c.zp, n: 1, seq: c.id.seq}, nil)
+			if c.id.page+1 >= endPage {
+				// A newer version of the last page, or the next page: it
+				// decides the size (appends only grow a page's valid bytes).
+				ino.size = int64(c.id.page)*ps + int64(c.id.valid)
+			}
+			ino.bufPage = uint64(ino.size / ps)
+			fs.ctr.recoveredPages.Add(1)
 		}
 	}
 }
@@ -591,7 +679,7 @@ func (fs *FS) resetZone(z *zone) error {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	z.dies = dies
-	z.wp, z.live, z.p2l, z.gcStuck = 0, 0, false, false
+	z.wp, z.live, z.p2l, z.gcStuck, z.unsealed = 0, 0, false, false, false
 	z.owners, z.ownersKnown = nil, nil
 	z.erases++
 	z.gen++

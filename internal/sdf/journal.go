@@ -38,6 +38,9 @@ type journal struct {
 	// applied in memory.
 	mu      sync.Mutex
 	pending []byte
+	// urgent: pending holds a record a Sync must make durable before it
+	// returns (a zone open). Guarded by FS.mu.
+	urgent bool
 
 	epoch  uint64
 	active [2]*zone // primary, mirror; nil before the first checkpoint
@@ -63,6 +66,7 @@ func (fs *FS) flushJournal() error {
 	fs.mu.Lock()
 	buf := j.pending
 	j.pending = nil
+	j.urgent = false
 	fs.mu.Unlock()
 	if len(buf) == 0 {
 		return nil
@@ -170,6 +174,7 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		fs.mu.Lock()
 		stream := fs.snapshotLocked()
 		j.pending = nil
+		j.urgent = false
 		fs.mu.Unlock()
 		j.epoch++
 		j.active = pair
@@ -281,6 +286,9 @@ func (fs *FS) snapshotLocked() []byte {
 		if z.state == ZoneReadOnly || z.state == ZoneOffline {
 			out = append(out, zoneStateRecord(z.id, z.state)...)
 		}
+		if z.unsealed {
+			out = append(out, zoneRecord(recZoneOpen, z.id)...)
+		}
 	}
 	ids := make([]uint64, 0, len(fs.byID))
 	for id, ino := range fs.byID {
@@ -311,6 +319,12 @@ func zoneResetRecord(z int, mask uint64) []byte {
 	w.u(uint64(z))
 	w.u(mask)
 	return w.frame(recZoneReset)
+}
+
+func zoneRecord(typ byte, z int) []byte {
+	var w recWriter
+	w.u(uint64(z))
+	return w.frame(typ)
 }
 
 func zoneStateRecord(z int, s ZoneState) []byte {

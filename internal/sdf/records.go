@@ -21,6 +21,11 @@ const (
 	recZoneState      byte = 7 // zone, state (read-only or offline)
 	recCheckpointDone byte = 8 // nextFileID, nextSeq: the checkpoint before it is complete
 	recFailedDie      byte = 9 // channel, die
+	// recZoneOpen: the zone takes appends; its pages may hold synced data
+	// whose extents are not journaled yet, so replay reads their OOB.
+	recZoneOpen byte = 10 // zone
+	// recZoneSealed: every extent in the zone is in the journal before it.
+	recZoneSealed byte = 11 // zone
 )
 
 const formatVersion = 1

@@ -44,6 +44,8 @@ type Stats struct {
 	ProgramErrors  int64
 	FailedDies     int
 	ReadBytes      int64
+	RecoveryReads  int64 // pages read on open to recover synced pages of unsealed zones
+	RecoveredPages int64 // pages that recovery mapped
 	Rereads        int64 // pages read again after a checksum failure
 	Transients     int64 // re-reads that verified (a transient flip)
 	Files          int
@@ -125,6 +127,8 @@ func (fs *FS) Stats() Stats {
 	s.ProgramErrors = c.programErrs.Load()
 	s.ReadBytes = c.readBytes.Load()
 	s.Rereads = c.rereads.Load()
+	s.RecoveryReads = c.recoveryReads.Load()
+	s.RecoveredPages = c.recoveredPages.Load()
 	s.Transients = c.transients.Load()
 	for _, ch := range fs.chans {
 		s.ChannelReads = append(s.ChannelReads, ch.stats.reads.Load())

@@ -73,6 +73,10 @@ type zone struct {
 	writers int
 	// gcStuck: the zone holds live pages that cannot be read, so GC skips it.
 	gcStuck bool
+	// unsealed: opened since its last reset and not yet sealed (a
+	// recZoneOpen without a later recZoneSealed): replay must scan its
+	// pages for synced data whose extents were not journaled.
+	unsealed bool
 
 	wmu sync.Mutex
 }
