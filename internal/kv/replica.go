@@ -116,7 +116,8 @@ type Replica struct {
 	pending     map[uint64]*pendingRepair // proposed patch requests by id
 	patches     map[uint64]*kvpb.Patch
 	patchSig    chan struct{}
-	down        bool // crash baseline: no reads until rebuilt
+	down        bool  // crash baseline: no reads until rebuilt
+	logFailed   error // the raft log failed to persist; the replica is out
 	needRebuild bool
 	// rebuildTarget is the least applied index a rebuild must reach (a raft
 	// snapshot's index).
@@ -254,7 +255,10 @@ func (r *Replica) raftLoop() {
 		}
 		if err := r.handleReady(); err != nil {
 			// The raft log cannot persist: stop participating (raft must
-			// never send what it did not persist).
+			// never send what it did not persist) and refuse requests.
+			r.mu.Lock()
+			r.logFailed = err
+			r.mu.Unlock()
 			return
 		}
 	}
@@ -486,6 +490,9 @@ func (r *Replica) prepareRead(ctx context.Context, opts *kvpb.ReadOptions) error
 func (r *Replica) readable(rg Range) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.logFailed != nil {
+		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft log failed: %v", r, r.logFailed)
+	}
 	if r.down || r.needRebuild {
 		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
 	}
