@@ -81,7 +81,18 @@ type Coordinator struct {
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
+
+	// A short-lived cache of the membership view: every put places its
+	// object on it, and leases last seconds.
+	nodesMu    sync.Mutex
+	nodesCache map[uint64]*coordpb.NodeInfo
+	nodesAt    time.Time
 }
+
+// nodesCacheTTL bounds the staleness of the membership view used for
+// placement (leases last seconds; a write to a node that just died fails
+// and is placed again).
+const nodesCacheTTL = 250 * time.Millisecond
 
 // Start starts the coordinator: etcd (embedded unless external endpoints
 // are given), the cluster identity, the gRPC service and the sweeper.
@@ -154,6 +165,8 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	sweepCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.sweepLoop(sweepCtx)
+	c.wg.Add(1)
+	go c.watchLiveness(sweepCtx)
 	return c, nil
 }
 
@@ -259,6 +272,7 @@ func (c *Coordinator) Join(ctx context.Context, req *coordpb.JoinRequest) (*coor
 			break
 		}
 	}
+	c.invalidateNodes()
 	c.cfg.Logf("coordinator: node %d joined at %s", id, req.Addr)
 	return &coordpb.JoinResponse{NodeId: id, ClusterId: c.clusterID, EtcdEndpoints: c.endpoints, LeaseTtlSeconds: c.cfg.LeaseTTLSeconds}, nil
 }
@@ -311,8 +325,43 @@ func (c *Coordinator) ClusterInfo(ctx context.Context, req *coordpb.ClusterInfoR
 	}, nil
 }
 
-// nodes returns every member with its liveness and latest statistics.
+// nodes returns every member with its liveness and latest statistics, at
+// most nodesCacheTTL old. Callers must not modify the result.
 func (c *Coordinator) nodes(ctx context.Context) (map[uint64]*coordpb.NodeInfo, error) {
+	c.nodesMu.Lock()
+	defer c.nodesMu.Unlock()
+	if c.nodesCache != nil && time.Since(c.nodesAt) < nodesCacheTTL {
+		return c.nodesCache, nil
+	}
+	nodes, err := c.readNodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.nodesCache, c.nodesAt = nodes, time.Now()
+	return nodes, nil
+}
+
+// watchLiveness drops the membership cache as soon as a node's lease key
+// appears or disappears (heartbeats that only refresh statistics do not).
+func (c *Coordinator) watchLiveness(ctx context.Context) {
+	defer c.wg.Done()
+	for resp := range c.cli.Watch(clientv3.WithRequireLeader(ctx), node.LivePrefix, clientv3.WithPrefix()) {
+		for _, ev := range resp.Events {
+			if ev.Type == clientv3.EventTypeDelete || ev.IsCreate() {
+				c.invalidateNodes()
+			}
+		}
+	}
+}
+
+// invalidateNodes drops the cached membership view.
+func (c *Coordinator) invalidateNodes() {
+	c.nodesMu.Lock()
+	c.nodesCache = nil
+	c.nodesMu.Unlock()
+}
+
+func (c *Coordinator) readNodes(ctx context.Context) (map[uint64]*coordpb.NodeInfo, error) {
 	resp, err := c.cli.Get(ctx, membersPrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
@@ -345,7 +394,7 @@ func (c *Coordinator) nodes(ctx context.Context) (map[uint64]*coordpb.NodeInfo, 
 
 // ListNodes lists the members, live or not.
 func (c *Coordinator) ListNodes(ctx context.Context, req *coordpb.ListNodesRequest) (*coordpb.ListNodesResponse, error) {
-	nodes, err := c.nodes(ctx)
+	nodes, err := c.readNodes(ctx)
 	if err != nil {
 		return nil, rpcErr(err)
 	}

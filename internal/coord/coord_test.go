@@ -107,13 +107,22 @@ func TestCoordinatorLifecycle(t *testing.T) {
 	// table.
 	down := nodes[placement[0]-1]
 	down.Close()
-	bp2, err := cc.BeginPut(ctx, &coordpb.BeginPutRequest{Key: "k", SizeBytes: 0, Redundancy: objectpb.Redundancy_REP})
-	if err != nil {
-		t.Fatal(err)
-	}
+	var bp2 *coordpb.BeginPutResponse
 	var p2 []uint64
-	for _, p := range bp2.Placement {
-		p2 = append(p2, p.Id)
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		// The membership view follows the lease within moments.
+		bp2, err = cc.BeginPut(ctx, &coordpb.BeginPutRequest{Key: "k", SizeBytes: 0, Redundancy: objectpb.Redundancy_REP})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2 = p2[:0]
+		for _, p := range bp2.Placement {
+			p2 = append(p2, p.Id)
+		}
+		if p2[0] != placement[0] || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	if p2[0] == placement[0] || p2[1] != placement[1] || p2[2] != placement[2] {
 		t.Fatalf("substitution: %v then %v", placement, p2)
