@@ -1,0 +1,64 @@
+package kv
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+// TestSilentPatchBuildersLeadToRebuild damages the same block on two
+// replicas while the third is down: each patch builder hits the damage
+// itself and stays silent, no patch comes within the timeout, and once the
+// third replica is back both damaged replicas rebuild from it.
+func TestSilentPatchBuildersLeadToRebuild(t *testing.T) {
+	c, cl := startCluster(t, Options{PatchTimeout: 300 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	loadKeys(t, cl, 2000)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b, down := leader, leader%3+1, (leader+1)%3+1
+	waitFor(t, "replicas caught up", func() bool {
+		x, _ := c.Node(a).Replica(1).appliedIndex()
+		y, _ := c.Node(b).Replica(1).appliedIndex()
+		z, _ := c.Node(down).Replica(1).appliedIndex()
+		return x == y && y == z
+	})
+	if err := c.StopNode(down); err != nil {
+		t.Fatal(err)
+	}
+	target := testKey(1000)
+	ra, rb := c.Node(a).Replica(1), c.Node(b).Replica(1)
+	corruptReplica(t, ra, target)
+	corruptReplica(t, rb, target)
+	for _, r := range []*Replica{ra, rb} {
+		if _, _, _, err := r.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL}); !base.IsCorruption(err) {
+			t.Fatalf("%s: read of damaged block: %v", r, err)
+		}
+	}
+	// Every copy reachable is damaged: an explicit error, never wrong data.
+	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, _, err = cl.Get(short, target, Eventual())
+	cancelShort()
+	if err == nil {
+		t.Fatal("read with every reachable copy damaged succeeded")
+	}
+	time.Sleep(time.Second) // well past the patch timeout
+	if ra.Stats().PatchesApplied+rb.Stats().PatchesApplied != 0 {
+		t.Fatal("a patch was built from a damaged copy")
+	}
+	if err := c.RestartNode(down); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "rebuilds", func() bool { return ra.Stats().Rebuilds > 0 && rb.Stats().Rebuilds > 0 })
+	v, found, err := cl.Get(ctx, target, Strong())
+	if err != nil || !found || string(v) != string(testValue(1000)) {
+		t.Fatalf("read after rebuild: %q %v %v", v, found, err)
+	}
+	assertSame(t, checksums(t, c, 1))
+}
