@@ -318,13 +318,13 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		pl.Readers*pl.ObjectsPerReader, base.Bytes(pl.ObjectBytes), pl.ObjectBytes/objstore.ChunkSize,
 		pl.Readers, pl.ObjectsPerReader)
 	r.Text("**Scale.** The paper reads 128 MB HDFS blocks; this machine (2 shared cores) reads %s objects, "+
-		"so every curve sits about %.0fx (hdfs: B E fixed) to the right of the paper's: hdfs needs UBER near "+
-		"1e-7 to fail where the paper's blocks fail at 1e-9 to 1e-8. The chunk is the paper's 64 KiB. The "+
+		"%.0fx smaller, so the hdfs curve sits %.0fx to the right of the paper's (the same B E) and the "+
+		"DIRECT curves, whose chunk is the paper's 64 KiB, sit lower by the ratio of chunk counts. The "+
 		"number of reads per point is chosen from the model before measuring (to expect %.0f failures of "+
 		"the rarest measurable series, between %d and %d reads; %d where nothing is expected), so the choice "+
 		"does not bias the estimate. Intervals are 95%% Wilson score intervals. Total measuring time %s; "+
 		"%d reads ended in an operating error (a timeout, not a verdict) and were retried unscored.",
-		base.Bytes(pl.ObjectBytes), float64(128<<20)/float64(pl.ObjectBytes), pl.TargetFailures,
+		base.Bytes(pl.ObjectBytes), float64(128<<20)/float64(pl.ObjectBytes), float64(128<<20)/float64(pl.ObjectBytes), pl.TargetFailures,
 		pl.MinReads, pl.MaxReads, pl.BoundReads, elapsed.Round(time.Second), opErrors)
 	r.Text("**Two models.** *Paper* is the closed form of DIRECT 000 section 3.1 (`internal/model`: "+
 		"`DirectBlockRecovery`, `DirectChunkRecovery`, `DirectMajorityVote`) for B = %s, C = 64 KiB, R = 3: "+
@@ -501,8 +501,10 @@ func readErrorsDiscussion(pl readErrorsPlan, points []readErrorPoint) string {
 		"sufficient reason), and the vote fails more often at high UBER because, under persistent " +
 		"flip-on-read injection, the node's re-read (meant to tell a transient flip from damage) doubles the " +
 		"damage in the copies it returns, and because a vote needs one intact sums record among three that " +
-		"were each read twice. The first effect is an artefact of injecting on read (a real device does not " +
-		"damage a page by reading it twice); the second would hold on real flash and suggests keeping the sums " +
+		"were each read twice. The offset failover and the sums record hold on real flash too; the doubled " +
+		"damage is an artefact of injecting on read (a real device does not damage a page by reading it " +
+		"twice). The sums-record effect suggests an improvement: when all three sums records fail their CRC, " +
+		"vote over the three records as well (bit by bit, then check the voted record's CRC), or keep the " +
 		"record duplicated like other metadata. On this 2-core machine the measurements are limited by reads " +
 		"per second: rates below about 1e-3 per read are only bounded, not measured.")
 	return b.String()
