@@ -171,6 +171,10 @@ func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
 	if err != nil {
 		return err
 	}
+	walWA, err := syncedAppendsOnce(cfg.Geometry)
+	if err != nil {
+		return err
+	}
 	ident, err := identifyOnce(cfg.Geometry)
 	if err != nil {
 		return err
@@ -187,6 +191,14 @@ func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
 	if err != nil {
 		return err
 	}
+	tl := report.Table{Caption: "Write amplification of synced appends (a write-ahead log: append one record, sync, repeat; " +
+		"up to 1000 records each), same in-memory device", Header: []string{"record", "write amplification"}}
+	for _, w := range walWA {
+		tl.Rows = append(tl.Rows, []string{w.record.String(), fmt.Sprintf("%.2f", w.wa)})
+	}
+	rep.add(benchBlock{table: &tl})
+	rep.add(benchBlock{text: "A sync programs the padded partial page (programmed again, out of place, by the next " +
+		"sync); it writes no metadata, because open recovers synced pages of open zones from their OOB."})
 	ti := report.Table{Caption: fmt.Sprintf("Identifying the data on die %s (Reparo section 6): in-memory device with the block "+
 		"shape above (%d channels, %d blocks per die) filled to about 60%% with files of 8KiB-256KiB, a third of them "+
 		"removed; all three agree: %t", ident.Die, min(g.Channels, 4), min(g.BlocksPerDie, 32), ident.AgreeEntrustScan),
@@ -273,6 +285,38 @@ func cpuCost(g flash.Geometry) (layer, raw float64, err error) {
 		}
 	}
 	return median(ls), median(rs), nil
+}
+
+type walPoint struct {
+	record base.Bytes
+	wa     float64
+}
+
+// syncedAppendsOnce measures sdf.BenchSyncedAppends for a few record sizes
+// on an in-memory device with g's page shape.
+func syncedAppendsOnce(g flash.Geometry) ([]walPoint, error) {
+	g.Channels = min(g.Channels, 4)
+	g.BlocksPerDie = min(g.BlocksPerDie, 32)
+	var out []walPoint
+	for _, rec := range []base.Bytes{128, 1 * base.KiB, 4 * base.KiB, 64 * base.KiB} {
+		dev, err := flash.NewMemory(g, flash.Options{})
+		if err != nil {
+			return nil, err
+		}
+		fs, err := sdf.Format(dev, sdf.Options{})
+		if err != nil {
+			return nil, errors.Join(err, dev.Close())
+		}
+		// Up to 1000 records, bounded so the log fits in a quarter of
+		// the device even before GC reclaims the superseded tail pages.
+		n := int(min(1000, int64(fs.Stats().Usable)/(4*int64(max(rec, base.Bytes(g.PageSize))))))
+		wa, err := sdf.BenchSyncedAppends(fs, rec, max(n, 1))
+		if err = errors.Join(err, fs.Close(), dev.Close()); err != nil {
+			return nil, err
+		}
+		out = append(out, walPoint{rec, wa})
+	}
+	return out, nil
 }
 
 // identifyOnce fills an in-memory device with g's block shape and compares

@@ -390,3 +390,33 @@ func BenchIdentify(fs *FS, d flash.DieAddr) (IdentifyResult, error) {
 	r.AgreeEntrustScan = fmt.Sprint(ent) == fmt.Sprint(all) && fmt.Sprint(idr) == fmt.Sprint(all)
 	return r, nil
 }
+
+// BenchSyncedAppends appends n records of recordBytes to one file, syncing
+// after each (a write-ahead log), and returns the write amplification of
+// the run (all programmed bytes / appended bytes).
+func BenchSyncedAppends(fs *FS, recordBytes base.Bytes, n int) (float64, error) {
+	if recordBytes <= 0 || n <= 0 {
+		return 0, base.InvalidArgumentf("sdf: synced-append bench of %d x %s", n, recordBytes)
+	}
+	st0 := fs.Stats()
+	f, err := fs.Create("bench/wal", LifetimeShort)
+	if err != nil {
+		return 0, err
+	}
+	rec := make([]byte, recordBytes)
+	for i := 0; i < n; i++ {
+		rec[0] = byte(i)
+		if _, err := f.Write(rec); err != nil {
+			return 0, err
+		}
+		if err := f.Sync(); err != nil {
+			return 0, err
+		}
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	st1 := fs.Stats()
+	err = fs.Remove("bench/wal")
+	return float64(st1.FlashBytes-st0.FlashBytes) / float64(int64(n)*int64(recordBytes)), err
+}

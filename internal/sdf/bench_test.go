@@ -52,3 +52,19 @@ func TestBenchOverwriteAmplification(t *testing.T) {
 		t.Fatalf("%s", r)
 	}
 }
+
+// TestSyncedAppendsWriteNoMetadata: a page-sized record per sync costs about
+// one page (no metadata page per sync, only per zone opened and sealed).
+func TestSyncedAppendsWriteNoMetadata(t *testing.T) {
+	_, fs := newMem(t, small(), Options{})
+	defer fs.Close()
+	before := fs.Stats().MetaPages
+	wa, err := BenchSyncedAppends(fs, 4096, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := fs.Stats().MetaPages - before
+	if wa > 1.3 || meta > 40 {
+		t.Fatalf("write amplification %.2f with %d metadata pages for 200 synced 4KiB appends", wa, meta)
+	}
+}
