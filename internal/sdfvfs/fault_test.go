@@ -19,22 +19,38 @@ import (
 // It returns, per file page, the matching physical pages.
 func filePages(t testing.TB, dev flash.Device, fs *FS, path string) map[int][]flash.PageAddr {
 	t.Helper()
-	content := readAll(t, fs, path)
 	pl, err := fs.Placement(path)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return pagesIn(t, dev, readAll(t, fs, path), pl.PrimaryZones, pl.CopyZones)
+}
+
+// copyPages is filePages for the shadow copy of the file at path.
+func copyPages(t testing.TB, dev flash.Device, fs *FS, path string) map[int][]flash.PageAddr {
+	t.Helper()
+	pl, err := fs.Placement(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pagesIn(t, dev, readAll(t, fs, path), pl.CopyZones, pl.PrimaryZones)
+}
+
+// pagesIn finds the pages of zones (none of which may be in avoid) whose
+// content is a page of content.
+func pagesIn(t testing.TB, dev flash.Device, content []byte, zones, avoid []int) map[int][]flash.PageAddr {
+	t.Helper()
 	copyZone := map[int]bool{}
-	for _, z := range pl.CopyZones {
+	for _, z := range avoid {
 		copyZone[z] = true
 	}
 	g := dev.Geometry()
 	ps := g.PageSize
 	out := map[int][]flash.PageAddr{}
 	data, oob := make([]byte, ps), make([]byte, g.OOBSize)
-	for _, z := range pl.PrimaryZones {
+	for _, z := range zones {
 		if copyZone[z] {
-			t.Fatalf("file and copy share zone %d: %s", z, pl)
+			t.Fatalf("file and copy share zone %d", z)
 		}
 		ch, blk := z%g.Channels, z/g.Channels
 		for d := 0; d < g.DiesPerChannel; d++ {
@@ -53,7 +69,7 @@ func filePages(t testing.TB, dev flash.Device, fs *FS, path string) map[int][]fl
 		}
 	}
 	if len(out) != (len(content)+ps-1)/ps {
-		t.Fatalf("found pages for %d of the %d pages of %s", len(out), (len(content)+ps-1)/ps, path)
+		t.Fatalf("found pages for %d of the %d pages in zones %v", len(out), (len(content)+ps-1)/ps, zones)
 	}
 	return out
 }

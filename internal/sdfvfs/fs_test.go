@@ -469,3 +469,49 @@ func TestDefaultLifetime(t *testing.T) {
 		}
 	}
 }
+
+// TestBothCopiesDamaged: a page damaged in the file and in its shadow is a
+// corruption error (DIRECT: report, never guess); a page damaged in only
+// one of them reads correctly.
+func TestBothCopiesDamaged(t *testing.T) {
+	const seed = 7
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	dev := memDevice(t, flash.Options{Seed: seed})
+	fs := mount(t, dev, false, Options{NoRepair: true})
+	content := make([]byte, 5*4096)
+	rng.Read(content)
+	mustCreate(t, fs, "MANIFEST-000005", content)
+	fs = remount(t, nil, fs, dev, Options{NoRepair: true})
+	primary, shadow := filePages(t, dev, fs, "MANIFEST-000005"), copyPages(t, dev, fs, "MANIFEST-000005")
+	// Page 1 in both copies, page 3 in the primary only, page 4 in the
+	// shadow only.
+	flipPages(dev, rng, map[int][]flash.PageAddr{1: primary[1], 3: primary[3]})
+	flipPages(dev, rng, map[int][]flash.PageAddr{1: shadow[1], 4: shadow[4]})
+	f, err := fs.Open("MANIFEST-000005")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 4096)
+	for pg, wantErr := range map[int]bool{0: false, 1: true, 2: false, 3: false, 4: false} {
+		n, err := f.ReadAt(buf, int64(pg*4096))
+		if wantErr {
+			if !isPebbleCorruption(err) || !strings.Contains(err.Error(), "no good copy") {
+				t.Fatalf("page %d: n=%d err=%v, want corruption", pg, n, err)
+			}
+			continue
+		}
+		if err != nil || !bytes.Equal(buf, content[pg*4096:(pg+1)*4096]) {
+			t.Fatalf("page %d: n=%d err=%v", pg, n, err)
+		}
+	}
+	// A read across the bad page returns the bytes before it and the error.
+	n, err := f.ReadAt(make([]byte, 3*4096), 0)
+	if n != 4096 || !isPebbleCorruption(err) {
+		t.Fatalf("spanning read: n=%d err=%v", n, err)
+	}
+	if st := fs.Stats(); st.CopyReads != 1 || st.Repairs != 0 || st.Corruptions != 2 {
+		t.Fatalf("stats: %s", st)
+	}
+}
