@@ -56,3 +56,48 @@ func TestInterruptedWriteIsInvisible(t *testing.T) {
 	}
 	t.Logf("%d of 8 puts interrupted", interrupted)
 }
+
+// TestReadsDuringOverwrites reads a key while it is overwritten and its old
+// versions collected: every read returns one whole version.
+func TestReadsDuringOverwrites(t *testing.T) {
+	_, c := startCluster(t, 4, devcluster.Options{})
+	ctx := context.Background()
+	versions := [][]byte{}
+	for i := 0; i < 4; i++ {
+		versions = append(versions, bytes.Repeat([]byte{byte('a' + i)}, 3*objstore.ChunkSize))
+	}
+	if _, err := c.Put(ctx, "ow", versions[0], rep); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := 1; i < 30; i++ {
+			if _, err := c.Put(ctx, "ow", versions[i%4], rep); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	reads := 0
+	for {
+		select {
+		case <-done:
+			t.Logf("%d reads during 30 overwrites", reads)
+			return
+		default:
+		}
+		got, err := c.Get(ctx, "ow")
+		if err != nil {
+			t.Fatalf("read during overwrite: %v", err)
+		}
+		ok := false
+		for _, v := range versions {
+			ok = ok || bytes.Equal(got, v)
+		}
+		if !ok {
+			t.Fatalf("read returned a mix of versions")
+		}
+		reads++
+	}
+}

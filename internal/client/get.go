@@ -94,13 +94,34 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 
 // GetWithReport reads a key in the given mode (ModeDefault for the
 // client's) and says what was repaired.
+//
+// A version is immutable, but a concurrent overwrite or delete lets the
+// coordinator collect it while it is being read (DIRECT 000 section 4.2.2:
+// reads need not see a deletion instantly). When a read fails and the key
+// has meanwhile moved to another version, the new version is read; when
+// the key is gone, the result is not found.
 func (c *Client) GetWithReport(ctx context.Context, key, mode string) ([]byte, *ReadReport, error) {
 	rec, err := c.Stat(ctx, key)
 	if err != nil {
 		return nil, nil, err
 	}
-	data, rep, err := c.ReadVersion(ctx, rec, mode)
-	return data, rep, err
+	for attempt := 0; ; attempt++ {
+		data, rep, err := c.ReadVersion(ctx, rec, mode)
+		if err == nil || attempt == 2 || base.IsInvalidArgument(err) || ctx.Err() != nil {
+			return data, rep, err
+		}
+		now, serr := c.Stat(ctx, key)
+		if serr != nil {
+			if objstore.IsNotFound(serr) {
+				return nil, rep, serr
+			}
+			return nil, rep, err
+		}
+		if now.Version == rec.Version {
+			return nil, rep, err
+		}
+		rec = now
+	}
 }
 
 // ReadVersion reads the version rec describes.

@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -103,6 +104,21 @@ func judge(id ChunkID, wantLen int, r ReplicaRead) verdict {
 	}
 }
 
+// ErrUnavailable marks a read that found no good copy while some copies
+// could not be read at all (nodes down, chunks missing): an operating error,
+// not data loss, since the missing copies may come back.
+var ErrUnavailable = errors.New("not enough replicas available")
+
+func countCorrupt(v [TotalShards]verdict) int {
+	n := 0
+	for _, x := range v {
+		if x == corrupt {
+			n++
+		}
+	}
+	return n
+}
+
 // DecideREP is the DIRECT read decision for one chunk of a replicated object
 // (DIRECT 000 section 4.2.2, Figure 6). reads are the replicas in read order.
 // The first replica that verifies wins, and every replica read before it
@@ -150,6 +166,11 @@ func vote(id ChunkID, wantLen int, reads []ReplicaRead, corrupted []int) Decisio
 		copies = copies[:len(copies)-1] // a vote needs an odd number of voters
 	}
 	unavail := len(reads) - len(corrupted)
+	if unavail > 0 {
+		// Not data loss yet: the missing replicas may come back.
+		return Decision{Err: fmt.Errorf("chunk %s: %d replicas corrupt, %d unavailable: %w",
+			id, len(corrupted), unavail, ErrUnavailable)}
+	}
 	if len(copies) < 3 || trusted == nil {
 		return Decision{Err: base.DataLossErrorf(
 			"chunk %s: %d replicas corrupt, %d unavailable, too few copies for a majority vote",
@@ -239,6 +260,10 @@ func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, rea
 		}
 		if len(fetch) > 0 {
 			return Decision{Fetch: fetch}
+		}
+		if unavailable := lost - countCorrupt(verdicts); unavailable > 0 {
+			return Decision{Err: fmt.Errorf("EC row %s: only %d of %d shards verify, %d unavailable: %w",
+				ids[0], goodCount, TotalShards, unavailable, ErrUnavailable)}
 		}
 		return Decision{Err: base.DataLossErrorf(
 			"EC row %s: only %d of %d shards verify (need %d)", ids[0], goodCount, TotalShards, DataShards)}

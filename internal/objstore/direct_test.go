@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
@@ -126,8 +127,9 @@ func TestDecideREPExhaustive(t *testing.T) {
 					t.Fatalf("%v: got %s (%v); want ok=%v", states, d, d.Err, ok)
 				}
 				if !ok {
-					if !base.IsDataLoss(d.Err) {
-						t.Fatalf("%v: error is not data loss: %v", states, d.Err)
+					down := slices.Contains(states, stUnavailable)
+					if down != errors.Is(d.Err, ErrUnavailable) || down == base.IsDataLoss(d.Err) {
+						t.Fatalf("%v: error class: %v", states, d.Err)
 					}
 					if d.Data != nil {
 						t.Fatalf("%v: error with data", states)
@@ -205,8 +207,13 @@ func TestDecideECExhaustive(t *testing.T) {
 				t.Fatalf("%v: got %s %v", states, d, d.Err)
 			}
 			if d.Err != nil {
-				if !base.IsDataLoss(d.Err) {
-					t.Fatalf("%v: not data loss: %v", states, d.Err)
+				// Data loss only when every shard answered.
+				down := false
+				for s := range reads {
+					down = down || (reads[s].Fetched && states[s] == stUnavailable)
+				}
+				if down != errors.Is(d.Err, ErrUnavailable) || down == base.IsDataLoss(d.Err) {
+					t.Fatalf("%v: error class: %v", states, d.Err)
 				}
 				continue
 			}
