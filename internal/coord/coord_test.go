@@ -189,3 +189,36 @@ func nodeClient(t *testing.T, addr string) nodepb.NodeClient {
 	t.Cleanup(func() { conn.Close() })
 	return nodepb.NewNodeClient(conn)
 }
+
+// TestExternalEtcd runs a coordinator on another coordinator's etcd, as
+// with an external etcd cluster: same cluster identity, shared index.
+func TestExternalEtcd(t *testing.T) {
+	ctx := context.Background()
+	a, err := Start(ctx, Config{Dir: t.TempDir(), UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	b, err := Start(ctx, Config{EtcdEndpoints: a.EtcdEndpoints()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if a.ClusterID() != b.ClusterID() {
+		t.Fatalf("cluster ids %s and %s", a.ClusterID(), b.ClusterID())
+	}
+	resp, err := b.Join(ctx, &coordpb.JoinRequest{Addr: "127.0.0.1:1"})
+	if err != nil || resp.NodeId != 1 {
+		t.Fatalf("join through b: %v %v", resp, err)
+	}
+	nodes, err := a.ListNodes(ctx, &coordpb.ListNodesRequest{})
+	if err != nil || len(nodes.Nodes) != 1 || nodes.Nodes[0].Live {
+		t.Fatalf("a sees %v %v", nodes, err)
+	}
+	if _, err := Start(ctx, Config{}); !base.IsInvalidArgument(err) {
+		t.Fatalf("no dir, no etcd: %v", err)
+	}
+	if _, err := Start(ctx, Config{Dir: t.TempDir(), ReadMode: "raid"}); !base.IsInvalidArgument(err) {
+		t.Fatalf("bad read mode: %v", err)
+	}
+}
