@@ -509,13 +509,16 @@ func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) (
 	if err := r.prepareRead(ctx, opts); err != nil {
 		return nil, false, 0, err
 	}
+	// NB: readable and the read happen under one smMu read lock: the crash
+	// baseline's wipe (exclusive lock) must not slip in between and let
+	// the read see the emptied state machine.
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
 	if err := r.readable(Range{Start: key, End: append(append([]byte(nil), key...), 0)}); err != nil {
 		return nil, false, 0, err
 	}
 	applied, _ := r.appliedIndex()
-	r.smMu.RLock()
 	v, found, err := get(r.sm.db, key)
-	r.smMu.RUnlock()
 	return v, found, applied, err
 }
 
@@ -524,13 +527,13 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts *
 	if err := r.prepareRead(ctx, opts); err != nil {
 		return nil, false, 0, err
 	}
+	r.smMu.RLock() // see Get
+	defer r.smMu.RUnlock()
 	if err := r.readable(Range{Start: start, End: end}); err != nil {
 		return nil, false, 0, err
 	}
 	applied, _ := r.appliedIndex()
-	r.smMu.RLock()
 	rows, more, err := scan(r.sm.db, start, end, limit)
-	r.smMu.RUnlock()
 	return rows, more, applied, err
 }
 
