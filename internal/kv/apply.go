@@ -428,6 +428,18 @@ func (r *Replica) fetchState() (*kvpb.FetchStateResponse, error) {
 func (r *Replica) wipe() bool {
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
+	// Open transactions read snapshots of the Pebble being closed: abort
+	// them and release the snapshots first (release waits for a read in
+	// progress).
+	r.mu.Lock()
+	for _, t := range r.txns {
+		if !t.invalid {
+			t.invalid = true
+			r.stats.TxnsInvalidated++
+		}
+		t.release()
+	}
+	r.mu.Unlock()
 	_ = r.sm.close()
 	dir := r.fs.PathJoin(r.dir, "pebble")
 	_ = r.fs.RemoveAll(dir)

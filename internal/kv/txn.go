@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -14,7 +15,10 @@ import (
 // snapshot; commit proposes the writes with every read as a condition
 // (optimistic validation at apply time, on every replica alike).
 type txn struct {
-	id    uint64
+	id uint64
+	// mu guards snap: reads of the snapshot and its release exclude each
+	// other. Lock order: never take Replica.mu while holding it.
+	mu    sync.Mutex
 	snap  *pebble.Snapshot
 	epoch uint64
 	conds []*kvpb.Condition
@@ -24,6 +28,8 @@ type txn struct {
 }
 
 func (t *txn) release() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.snap != nil {
 		_ = t.snap.Close()
 		t.snap = nil
@@ -93,7 +99,15 @@ func (r *Replica) TxnGet(id uint64, key []byte) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	v, found, err := get(t.snap, key)
+	var v []byte
+	var found bool
+	t.mu.Lock()
+	if t.snap == nil {
+		err = newError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
+	} else {
+		v, found, err = get(t.snap, key)
+	}
+	t.mu.Unlock()
 	if err != nil {
 		r.TxnAbort(id)
 		return nil, false, err
@@ -110,7 +124,15 @@ func (r *Replica) TxnScan(id uint64, start, end []byte, limit int) ([]*kvpb.KeyV
 	if err != nil {
 		return nil, false, err
 	}
-	rows, more, err := scan(t.snap, start, end, limit)
+	var rows []*kvpb.KeyValue
+	var more bool
+	t.mu.Lock()
+	if t.snap == nil {
+		err = newError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
+	} else {
+		rows, more, err = scan(t.snap, start, end, limit)
+	}
+	t.mu.Unlock()
 	if err != nil {
 		r.TxnAbort(id)
 		return nil, false, err
