@@ -234,20 +234,46 @@ func (n *Node) sendLoop(p *peer) {
 			return
 		}
 		p.mu.Lock()
-		batch := p.queue
+		queued := p.queue
 		p.queue = nil
 		p.mu.Unlock()
-		if len(batch) == 0 {
+		if len(queued) == 0 {
 			continue
 		}
 		c, err := n.conn(p.to)
 		if err != nil {
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, _ = kvpb.NewReplicationClient(c).Send(ctx, &kvpb.RaftBatch{FromNode: uint64(n.cfg.ID), Messages: batch})
-		cancel()
+		for _, batch := range splitBatch(queued, maxBatchBytes) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, _ = kvpb.NewReplicationClient(c).Send(ctx, &kvpb.RaftBatch{FromNode: uint64(n.cfg.ID), Messages: batch})
+			cancel()
+		}
 	}
+}
+
+// maxBatchBytes keeps one RaftBatch well under gRPC's default 4 MiB receive
+// limit (raft messages are at most 1 MiB of entries each).
+const maxBatchBytes = 2 << 20
+
+// splitBatch cuts msgs into batches of at most maxBytes of message data (a
+// single larger message goes alone).
+func splitBatch(msgs []*kvpb.RaftMessage, maxBytes int) [][]*kvpb.RaftMessage {
+	var out [][]*kvpb.RaftMessage
+	var cur []*kvpb.RaftMessage
+	size := 0
+	for _, m := range msgs {
+		if len(cur) > 0 && size+len(m.Message) > maxBytes {
+			out = append(out, cur)
+			cur, size = nil, 0
+		}
+		cur = append(cur, m)
+		size += len(m.Message)
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 func (n *Node) sendPatch(to base.NodeID, p *kvpb.Patch) {
