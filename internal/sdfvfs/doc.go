@@ -75,10 +75,11 @@
 // # Measured
 //
 // BenchmarkPebbleWrite (64 MiB emulated device, 50,000 keys of 16 B with
-// 100 B values, random order): sdf write amplification 1.41 with a synced
-// batch per 100 keys (zero padding of synced partial pages, their rewrite,
-// one metadata page per sync) and 1.11 with unsynced batches of 1,000;
-// Pebble's own amplification (WAL, flushes, compactions, copies) 3.2-3.6;
-// host GC copies no pages, since Pebble deletes whole files and lifetime
-// classes keep them in zones of their own.
+// 100 B values, random order): sdf write amplification 1.21-1.26 with a
+// synced batch per 100 keys (zero padding of synced partial pages, their
+// rewrite, one metadata page per sync) and 1.09-1.11 with unsynced batches
+// of 1,000; Pebble's own amplification (WAL, flushes, compactions, copies)
+// 2.6-3.4, varying with compaction timing; host GC copies almost no pages
+// (0-1), since Pebble deletes whole files and lifetime classes keep them in
+// zones of their own.
 package sdfvfs

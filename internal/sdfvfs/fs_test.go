@@ -187,7 +187,7 @@ func TestFileHandles(t *testing.T) {
 	if n, err := f.ReadAt(buf, 29_950); n != 50 || err != io.EOF || !bytes.Equal(buf[:50], content[29_950:]) {
 		t.Fatalf("read at the end: n=%d err=%v", n, err)
 	}
-	if full, err := f.SyncTo(10); !full || err != nil {
+	if full, err := f.SyncTo(10); full || err != nil {
 		t.Fatalf("SyncTo: %t %v", full, err)
 	}
 	if _, err := f.WriteAt([]byte("x"), 0); err == nil {
