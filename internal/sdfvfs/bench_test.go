@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
@@ -19,6 +20,8 @@ import (
 //	pebble-WA  bytes Pebble appended (WAL, sstables, MANIFEST, shadows) /
 //	           application key+value bytes
 //	total-WA   flash bytes / application bytes
+//	copy-bytes/app-byte  bytes kept in shadow and range copies per
+//	           application byte (the cost of DIRECT policy 2)
 //
 // Variants: one synced batch per 100 keys or an unsynced batch per 1000
 // keys; a fill of 50,000 keys or three overwrite generations of them; a
@@ -33,16 +36,23 @@ func BenchmarkPebbleWrite(b *testing.B) {
 				g := testGeometry()
 				g.BlocksPerDie = blocks
 				name := fmt.Sprintf("device=%s/batch=%d/sync=%t/generations=%d", g.RawCapacity(), batch.keys, batch.sync, gens)
-				b.Run(name, func(b *testing.B) { benchWrite(b, g, 50_000, batch.keys, batch.sync, gens) })
+				b.Run(name, func(b *testing.B) { benchWrite(b, g, Options{}, 50_000, batch.keys, batch.sync, gens) })
 			}
 		}
 	}
+	// The cost of DIRECT policy 2 for sstables: range copies of every
+	// table's metadata (the MANIFEST and OPTIONS shadows are always on).
+	for _, sync := range []bool{true, false} {
+		opts := Options{MetadataRanges: SSTMetadataRanges(sstable.ReaderOptions{})}
+		name := fmt.Sprintf("device=64MiB/batch=1000/sync=%t/generations=3/sst-metadata-copies", sync)
+		b.Run(name, func(b *testing.B) { benchWrite(b, testGeometry(), opts, 50_000, 1000, sync, 3) })
+	}
 }
 
-func benchWrite(b *testing.B, g flash.Geometry, n, batch int, sync bool, gens int) {
+func benchWrite(b *testing.B, g flash.Geometry, opts Options, n, batch int, sync bool, gens int) {
 	const seed = 1
 	var last sdf.Stats
-	var appBytes int64
+	var appBytes, copyBytes int64
 	b.ReportAllocs()
 	for it := 0; it < b.N; it++ {
 		b.StopTimer()
@@ -51,7 +61,7 @@ func benchWrite(b *testing.B, g flash.Geometry, n, batch int, sync bool, gens in
 		if err != nil {
 			b.Fatal(err)
 		}
-		fs := mount(b, dev, false, Options{})
+		fs := mount(b, dev, false, opts)
 		db, err := pebble.Open("db", pebbleOptions(b, fs))
 		if err != nil {
 			b.Fatal(err)
@@ -85,6 +95,8 @@ func benchWrite(b *testing.B, g flash.Geometry, n, batch int, sync bool, gens in
 		}
 		b.StopTimer()
 		last = fs.SDF().Stats()
+		st := fs.Stats()
+		copyBytes = st.ShadowBytes + st.RangeCopyBytes
 		if err := fs.SDF().Close(); err != nil {
 			b.Fatal(err)
 		}
@@ -95,5 +107,6 @@ func benchWrite(b *testing.B, g flash.Geometry, n, batch int, sync bool, gens in
 	b.ReportMetric(float64(last.UserBytes)/float64(appBytes), "pebble-WA")
 	b.ReportMetric(float64(last.FlashBytes)/float64(appBytes), "total-WA")
 	b.ReportMetric(float64(last.GCPages), "gc-pages")
+	b.ReportMetric(float64(copyBytes)/float64(appBytes), "copy-bytes/app-byte")
 	b.Logf("sdf: %s", last)
 }

@@ -81,5 +81,8 @@
 // of 1,000; Pebble's own amplification (WAL, flushes, compactions, copies)
 // 2.6-3.4, varying with compaction timing; host GC copies almost no pages
 // (0-1), since Pebble deletes whole files and lifetime classes keep them in
-// zones of their own.
+// zones of their own. The copies cost 0.04-0.07% of the application bytes
+// for the MANIFEST/OPTIONS shadows and about 1.1% with range copies of
+// every sstable's metadata (sdf write amplification 1.09 -> 1.11: each
+// small copy file pads its last page).
 package sdfvfs
