@@ -57,7 +57,11 @@
 // *os.PathError, missing files wrapping os.ErrNotExist as Pebble expects.
 // Corruption is served from a copy or returned marked as corruption; never
 // as data. A crash between writing a primary and its shadow leaves them of
-// different lengths: reads fall back only for bytes the shadow holds. Both
+// different lengths: reads fall back only for bytes the shadow holds. A
+// crash between removing or renaming a file and its copies leaves orphaned
+// copies, which New removes. A copy that cannot be made (its source does
+// not verify, or no space) is counted in Stats.CopyErrors and does not fail
+// the write, rename or close that asked for it: the file itself is good. Both
 // copies damaged on the same bytes is a corruption error (DIRECT: report,
 // never guess). sdf has no hard links: Link fails with an error that makes
 // vfs.LinkOrCopy copy instead. Files are append-only: WriteAt fails and

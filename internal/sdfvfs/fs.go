@@ -64,6 +64,7 @@ type counters struct {
 	rangeCopyBytes atomic.Int64
 	rangeCopies    atomic.Int64
 	copyErrors     atomic.Int64
+	orphans        atomic.Int64
 }
 
 // Stats counts what the layer did about corruption and duplication.
@@ -75,12 +76,13 @@ type Stats struct {
 	ShadowBytes    int64 // bytes appended to whole-file shadow copies
 	RangeCopyBytes int64 // bytes kept by range duplication
 	RangeCopies    int64 // range-copy files written
-	CopyErrors     int64 // copies that could not be made (source did not verify)
+	CopyErrors     int64 // copies that could not be made (source did not verify, no space)
+	Orphans        int64 // copies without a file, removed by New
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("copy reads %d, repairs %d (failed %d), corruptions returned %d, shadow bytes %d, range copies %d (%d B), copy errors %d",
-		s.CopyReads, s.Repairs, s.RepairErrors, s.Corruptions, s.ShadowBytes, s.RangeCopies, s.RangeCopyBytes, s.CopyErrors)
+	return fmt.Sprintf("copy reads %d, repairs %d (failed %d), corruptions returned %d, shadow bytes %d, range copies %d (%d B), copy errors %d, orphans %d",
+		s.CopyReads, s.Repairs, s.RepairErrors, s.Corruptions, s.ShadowBytes, s.RangeCopies, s.RangeCopyBytes, s.CopyErrors, s.Orphans)
 }
 
 // New returns a vfs.FS over sfs. The sdf.FS stays owned by the caller.
@@ -96,7 +98,34 @@ func New(sfs *sdf.FS, opts Options) (*FS, error) {
 	for _, z := range sfs.Zones() {
 		fs.channels = max(fs.channels, z.Channel+1)
 	}
+	if err := fs.removeOrphans(); err != nil {
+		return nil, err
+	}
 	return fs, nil
+}
+
+// removeOrphans removes copies whose file is gone: a crash between removing
+// (or renaming) a file and its copies leaves them behind.
+func (fs *FS) removeOrphans() error {
+	for _, n := range fs.sfs.List() {
+		var p string
+		switch {
+		case strings.HasPrefix(n, shadowPrefix):
+			p = strings.TrimPrefix(n, shadowPrefix)
+		case strings.HasPrefix(n, rangesPrefix):
+			p = strings.TrimPrefix(n, rangesPrefix)
+		default:
+			continue
+		}
+		if _, err := fs.sfs.Stat(p); !isNotExist(err) {
+			continue
+		}
+		if err := fs.sfs.Remove(n); err != nil && !isNotExist(err) {
+			return fmt.Errorf("sdfvfs: removing orphaned copy %q: %w", n, err)
+		}
+		fs.ctr.orphans.Add(1)
+	}
+	return nil
 }
 
 // SDF returns the underlying sdf.FS.
@@ -107,7 +136,8 @@ func (fs *FS) Stats() Stats {
 	c := &fs.ctr
 	return Stats{CopyReads: c.copyReads.Load(), Repairs: c.repairs.Load(), RepairErrors: c.repairErrors.Load(),
 		Corruptions: c.corruptions.Load(), ShadowBytes: c.shadowBytes.Load(),
-		RangeCopyBytes: c.rangeCopyBytes.Load(), RangeCopies: c.rangeCopies.Load(), CopyErrors: c.copyErrors.Load()}
+		RangeCopyBytes: c.rangeCopyBytes.Load(), RangeCopies: c.rangeCopies.Load(), CopyErrors: c.copyErrors.Load(),
+		Orphans: c.orphans.Load()}
 }
 
 func (fs *FS) String() string { return "sdfvfs" }

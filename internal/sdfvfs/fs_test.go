@@ -515,3 +515,31 @@ func TestBothCopiesDamaged(t *testing.T) {
 		t.Fatalf("stats: %s", st)
 	}
 }
+
+// TestOrphanedCopiesRemoved: copies left without their file (a crash between
+// removing a file and its copies) are removed when the FS is created.
+func TestOrphanedCopiesRemoved(t *testing.T) {
+	dev := memDevice(t, flash.Options{Seed: 8})
+	fs := mount(t, dev, false, Options{})
+	mustCreate(t, fs, "MANIFEST-000001", []byte("manifest"))
+	mustCreate(t, fs, "data", bytes.Repeat([]byte("d"), 9000))
+	if err := fs.DuplicateRanges("data", []Range{{0, 100}}); err != nil {
+		t.Fatal(err)
+	}
+	// Remove the files behind the layer's back, as a crash would leave it.
+	for _, n := range []string{"MANIFEST-000001", "data"} {
+		if err := fs.SDF().Remove(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fs2, err := New(fs.SDF(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := fs2.Stats(); st.Orphans != 2 {
+		t.Fatalf("stats: %s", st)
+	}
+	if names := fs2.SDF().List(); len(names) != 0 {
+		t.Fatalf("left: %v", names)
+	}
+}
