@@ -50,7 +50,8 @@ func TestREPChunkRepair(t *testing.T) {
 		{"first replica", map[int]int64{1: at}, true, false, 1},
 		{"first two replicas", map[int]int64{1: at, 2: at + 10}, true, false, 2},
 		{"replica not read first", map[int]int64{0: at}, true, false, 0},
-		{"all three, different bits", map[int]int64{0: at, 1: at + 1, 2: at + 5000}, true, true, 3},
+		{"all three, different bits", map[int]int64{0: at, 1: at + 1, 2: at + 2}, true, true, 3},
+		{"all three, different sectors", map[int]int64{0: at, 1: at + 600, 2: at + 5000}, true, false, 3},
 		{"all three, same bits on two", map[int]int64{0: at + 3, 1: at, 2: at}, false, false, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

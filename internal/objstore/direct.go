@@ -149,7 +149,14 @@ func withRepairs(d Decision, replicas []int, data []byte) Decision {
 	return d
 }
 
-// vote runs the bit-by-bit majority vote over the corrupt copies.
+// vote rebuilds a chunk every replica returned corrupt. It works sector by
+// sector (the checksum granularity, so the smallest unit DIRECT can repair):
+// a sector that verifies in some copy is taken from it, and only a sector
+// that is corrupt in every copy is rebuilt by a bit-by-bit majority vote
+// over the (at least three) copies (DIRECT 000 section 4.2.2, Figure 6b).
+// The result is verified against the stored checksums; otherwise the read
+// fails with an explicit data-loss error, or with ErrUnavailable when some
+// replica could not be read at all.
 func vote(id ChunkID, wantLen int, reads []ReplicaRead, corrupted []int) Decision {
 	var trusted []uint32
 	var copies [][]byte
@@ -162,28 +169,64 @@ func vote(id ChunkID, wantLen int, reads []ReplicaRead, corrupted []int) Decisio
 			copies = append(copies, r.Data)
 		}
 	}
-	if len(copies)%2 == 0 && len(copies) > 0 {
-		copies = copies[:len(copies)-1] // a vote needs an odd number of voters
-	}
 	unavail := len(reads) - len(corrupted)
+	if trusted != nil && len(copies) > 0 {
+		if merged, voted, ok := mergeSectors(id, trusted, copies); ok {
+			// Every copy is rewritten: its data or its sums record was wrong.
+			return withRepairs(Decision{Data: merged, Voted: voted}, corrupted, merged)
+		}
+	}
 	if unavail > 0 {
 		// Not data loss yet: the missing replicas may come back.
 		return Decision{Err: fmt.Errorf("chunk %s: %d replicas corrupt, %d unavailable: %w",
 			id, len(corrupted), unavail, ErrUnavailable)}
 	}
-	if len(copies) < 3 || trusted == nil {
-		return Decision{Err: base.DataLossErrorf(
-			"chunk %s: %d replicas corrupt, %d unavailable, too few copies for a majority vote",
-			id, len(corrupted), unavail)}
+	return Decision{Err: base.DataLossErrorf(
+		"chunk %s: all %d replicas corrupt and no sector-wise merge or majority vote verifies",
+		id, len(corrupted))}
+}
+
+// mergeSectors assembles a chunk from the sectors of copies that verify
+// against sums, voting bit by bit on sectors that verify in no copy. It
+// reports whether any sector was voted and whether the result verifies.
+func mergeSectors(id ChunkID, sums []uint32, copies [][]byte) (merged []byte, voted bool, ok bool) {
+	n := len(copies[0])
+	bad := make([]map[int]bool, len(copies))
+	for c, data := range copies {
+		bad[c] = map[int]bool{}
+		for _, s := range BadSectors(id, data, sums) {
+			bad[c][s] = true
+		}
 	}
-	voted := MajorityVote(copies)
-	if err := Verify(id, voted, trusted); err != nil {
-		return Decision{Err: base.DataLossErrorf(
-			"chunk %s: all %d replicas corrupt and the majority vote does not verify: %v",
-			id, len(corrupted), err)}
+	voters := copies
+	if len(voters)%2 == 0 {
+		voters = voters[:len(voters)-1] // a vote needs an odd number of voters
 	}
-	// Every voter is rewritten: its data or its sums record was wrong.
-	return withRepairs(Decision{Data: voted, Voted: true}, corrupted, voted)
+	merged = make([]byte, n)
+	for s := 0; s < SectorCount(n); s++ {
+		lo, hi := s*SectorSize, min((s+1)*SectorSize, n)
+		from := -1
+		for c := range copies {
+			if !bad[c][s] {
+				from = c
+				break
+			}
+		}
+		if from >= 0 {
+			copy(merged[lo:hi], copies[from][lo:hi])
+			continue
+		}
+		if len(voters) < 3 {
+			return nil, false, false
+		}
+		part := make([][]byte, len(voters))
+		for c := range voters {
+			part[c] = voters[c][lo:hi]
+		}
+		copy(merged[lo:hi], MajorityVote(part))
+		voted = true
+	}
+	return merged, voted, Verify(id, merged, sums) == nil
 }
 
 // MajorityVote returns, bit by bit, the value most of copies hold. copies
@@ -261,6 +304,9 @@ func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, rea
 		if len(fetch) > 0 {
 			return Decision{Fetch: fetch}
 		}
+		if d, ok := rebuildSectors(enc, ids, rowLen, reads, verdicts); ok {
+			return d
+		}
 		if unavailable := lost - countCorrupt(verdicts); unavailable > 0 {
 			return Decision{Err: fmt.Errorf("EC row %s: only %d of %d shards verify, %d unavailable: %w",
 				ids[0], goodCount, TotalShards, unavailable, ErrUnavailable)}
@@ -315,6 +361,69 @@ func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, rea
 		d.RepairData = append(d.RepairData, shards[s])
 	}
 	return d
+}
+
+// rebuildSectors reconstructs an EC row sector by sector when fewer than
+// four shards verify whole: Reed-Solomon works byte-wise across shards, so
+// each 512 B sector can be decoded from whichever four shards verify at that
+// sector (a shard whose sums record is corrupt cannot be checked and counts
+// as erased). It returns the decision and whether every sector had four
+// verified shards and every rebuilt shard matches its own sums.
+func rebuildSectors(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, reads [TotalShards]ReplicaRead, verdicts [TotalShards]verdict) (Decision, bool) {
+	var bad [TotalShards]map[int]bool
+	usable := 0
+	for s := range reads {
+		if (verdicts[s] == good || verdicts[s] == corrupt) && len(reads[s].Data) == rowLen &&
+			len(reads[s].Sums) == SectorCount(rowLen) {
+			bad[s] = map[int]bool{}
+			for _, sec := range BadSectors(ids[s], reads[s].Data, reads[s].Sums) {
+				bad[s][sec] = true
+			}
+			usable++
+		}
+	}
+	if usable < DataShards {
+		return Decision{}, false
+	}
+	out := make([][]byte, TotalShards)
+	for s := range out {
+		out[s] = make([]byte, rowLen)
+	}
+	for sec := 0; sec < SectorCount(rowLen); sec++ {
+		lo, hi := sec*SectorSize, min((sec+1)*SectorSize, rowLen)
+		part := make([][]byte, TotalShards)
+		have := 0
+		for s := range reads {
+			if bad[s] != nil && !bad[s][sec] {
+				part[s] = append([]byte(nil), reads[s].Data[lo:hi]...)
+				have++
+			}
+		}
+		if have < DataShards {
+			return Decision{}, false
+		}
+		if err := enc.Reconstruct(part); err != nil {
+			return Decision{}, false
+		}
+		for s := range out {
+			copy(out[s][lo:hi], part[s])
+		}
+	}
+	d := Decision{Reconstructed: true}
+	for s := range reads {
+		if verdicts[s] != corrupt {
+			continue
+		}
+		if sums := reads[s].Sums; len(sums) == SectorCount(rowLen) && Verify(ids[s], out[s], sums) != nil {
+			return Decision{}, false
+		}
+		d.Repairs = append(d.Repairs, s)
+		d.RepairData = append(d.RepairData, out[s])
+	}
+	for s := 0; s < DataShards; s++ {
+		d.Data = append(d.Data, out[s]...)
+	}
+	return d, true
 }
 
 // HDFSState is the per-block state of the hdfs baseline reader (DIRECT 000

@@ -59,7 +59,7 @@ func makeRead(s replicaState, id ChunkID, data []byte) ReplicaRead {
 }
 
 // expectREP is the reference model: an independent statement of the
-// DIRECT protocol outcome for one chunk.
+// DIRECT protocol outcome for one chunk, from the flipped bit positions.
 func expectREP(states []replicaState) (ok bool, repairs []int, voted bool) {
 	for i, s := range states {
 		if s == stGood {
@@ -71,30 +71,63 @@ func expectREP(states []replicaState) (ok bool, repairs []int, voted bool) {
 			return true, repairs, false
 		}
 	}
-	// Vote: needs three copies of full length and at least one valid sums
-	// record; succeeds when no bit is wrong in two copies.
-	count := map[int]int{}
+	// No copy verifies whole. Sector by sector: a sector is served by a copy
+	// that is clean there, or else voted over three full-length copies.
+	var copies []replicaState
 	haveSums := false
-	for _, s := range states {
-		if s == stUnavailable || s == stShort {
-			return false, nil, false
+	for i, s := range states {
+		if s == stUnavailable {
+			continue
 		}
+		repairs = append(repairs, i)
 		if s != stSumsBad {
 			haveSums = true
 		}
-		for _, b := range s.flips() {
-			count[b]++
+		if s != stShort {
+			copies = append(copies, s)
 		}
 	}
-	if !haveSums {
+	if !haveSums || len(copies) == 0 {
 		return false, nil, false
 	}
-	for _, c := range count {
-		if c >= 2 {
-			return false, nil, false
+	sector := func(bit int) int { return bit / 8 / SectorSize }
+	touched := map[int]bool{}
+	for _, c := range copies {
+		for _, b := range c.flips() {
+			touched[sector(b)] = true
 		}
 	}
-	return true, []int{0, 1, 2}, true
+	for sec := range touched {
+		clean := false
+		for _, c := range copies {
+			dirty := false
+			for _, b := range c.flips() {
+				dirty = dirty || sector(b) == sec
+			}
+			clean = clean || !dirty
+		}
+		if clean {
+			continue
+		}
+		if len(copies) < 3 {
+			return false, nil, false
+		}
+		count := map[int]int{}
+		for _, c := range copies[:3] {
+			for _, b := range c.flips() {
+				if sector(b) == sec {
+					count[b]++
+				}
+			}
+		}
+		for _, n := range count {
+			if n >= 2 {
+				return false, nil, false
+			}
+		}
+		voted = true
+	}
+	return true, repairs, voted
 }
 
 func TestDecideREPExhaustive(t *testing.T) {
@@ -157,7 +190,7 @@ func TestDecideREPExhaustive(t *testing.T) {
 func TestDecideECExhaustive(t *testing.T) {
 	enc := NewEncoder()
 	rng := rand.New(rand.NewSource(2))
-	for _, rowLen := range []int{ChunkSize, 700} {
+	for _, rowLen := range []int{4096, 1200} {
 		shards := make([][]byte, TotalShards)
 		for s := range shards {
 			shards[s] = make([]byte, rowLen)
@@ -173,7 +206,7 @@ func TestDecideECExhaustive(t *testing.T) {
 			ids[s] = ChunkID{Object: 1, Version: 1, Shard: uint32(s), Index: 3}
 		}
 		want := bytes.Join(shards[:DataShards], nil)
-		ecStates := []replicaState{stGood, stFlipA, stUnavailable, stSumsBad}
+		ecStates := []replicaState{stGood, stFlipA, stFlipB, stUnavailable, stSumsBad}
 		total := 1
 		for range TotalShards {
 			total *= len(ecStates)
@@ -181,13 +214,21 @@ func TestDecideECExhaustive(t *testing.T) {
 		for code := 0; code < total; code++ {
 			var states [TotalShards]replicaState
 			c := code
-			good := 0
 			for s := range states {
 				states[s] = ecStates[c%len(ecStates)]
 				c /= len(ecStates)
-				if states[s] == stGood {
-					good++
+			}
+			// Reference: every sector needs four shards that verify there
+			// (flipA damages sector 0, flipB sector 2).
+			good := DataShards
+			for _, sector := range []replicaState{stFlipA, stFlipB} {
+				n := 0
+				for _, st := range states {
+					if st == stGood || ((st == stFlipA || st == stFlipB) && st != sector) {
+						n++
+					}
 				}
+				good = min(good, n)
 			}
 			var reads [TotalShards]ReplicaRead
 			var d Decision
@@ -221,7 +262,7 @@ func TestDecideECExhaustive(t *testing.T) {
 				t.Fatalf("%v: WRONG DATA", states)
 			}
 			for i, s := range d.Repairs {
-				if !reads[s].Fetched || (states[s] != stFlipA && states[s] != stSumsBad) {
+				if !reads[s].Fetched || (states[s] != stFlipA && states[s] != stFlipB && states[s] != stSumsBad) {
 					t.Fatalf("%v: repair of shard %d in state %v", states, s, states[s])
 				}
 				if !bytes.Equal(d.RepairData[i], shards[s]) {
@@ -229,7 +270,7 @@ func TestDecideECExhaustive(t *testing.T) {
 				}
 			}
 			for s := range reads {
-				corruptRead := reads[s].Fetched && (states[s] == stFlipA || states[s] == stSumsBad)
+				corruptRead := reads[s].Fetched && (states[s] == stFlipA || states[s] == stFlipB || states[s] == stSumsBad)
 				if corruptRead != slices.Contains(d.Repairs, s) {
 					t.Fatalf("%v: shard %d read corrupt=%v but repairs %v", states, s, corruptRead, d.Repairs)
 				}
