@@ -14,11 +14,20 @@
 //   - The redundancy layouts: REP (3 identical copies on 3 nodes) and EC
 //     (Reed-Solomon 4+2 over 6 nodes, one 64 KiB chunk per shard per row).
 //   - The pure DIRECT read decision cores: DecideREP (verify, fall back to the
-//     next replica, bit-by-bit majority vote over three corrupt copies, then an
-//     explicit data-loss error) and DecideEC (reconstruct only the corrupted
-//     64 KiB row from the other shards' same rows). They take what the replicas
-//     returned and give back the data or the error plus the repairs to make;
-//     the loops that do the I/O live in internal/client.
+//     next replica; when every copy is corrupt, take each 512 B sector from a
+//     copy where it verifies and vote bit by bit only on sectors corrupt in
+//     all three, verify the result, else an explicit data-loss error) and
+//     DecideEC (reconstruct only the corrupted 64 KiB row from the other
+//     shards' same rows, and when fewer than four shards verify whole, decode
+//     sector by sector from the shards that verify at each sector). They take
+//     what the replicas returned and give back the data or the error plus the
+//     repairs to make; the loops that do the I/O live in internal/client. A
+//     read that finds no good copy while some copies could not be read
+//     returns ErrUnavailable (an operating error), not data loss.
+//     NB: the sector-wise step goes one step below the paper's 64 KiB chunk
+//     (its repair unit) down to the checksum unit; it repairs strictly more
+//     than the chunk-then-vote order of Figure 6 and never returns bytes
+//     that fail their checksums.
 //   - DecideHDFS, the baseline of the paper's evaluation: fail over from the
 //     first failing offset, never return to a failed replica, re-replicate the
 //     whole block, fail if every replica fails somewhere.
