@@ -25,22 +25,26 @@ func flashGeometry() flash.Geometry {
 // sdfvfs, by matching page content inside the zones the file maps.
 func pageOf(t *testing.T, dev *flash.Emulator, fs *sdfvfs.FS, path string, off int64) flash.PageAddr {
 	t.Helper()
+	g := dev.Geometry()
+	ps := int64(g.PageSize)
+	st, err := fs.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := fs.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	content, err := io.ReadAll(f)
+	want := make([]byte, min(ps, st.Size()-off/ps*ps))
+	_, err = f.ReadAt(want, off/ps*ps)
 	f.Close()
-	if err != nil {
+	if err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
 	pl, err := fs.Placement(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := dev.Geometry()
-	ps := int64(g.PageSize)
-	want := content[off/ps*ps : min(off/ps*ps+ps, int64(len(content)))]
 	data, oob := make([]byte, ps), make([]byte, g.OOBSize)
 	for _, z := range pl.PrimaryZones {
 		ch, blk := z%g.Channels, z/g.Channels
@@ -118,21 +122,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 	// Find the data block of the target key in the one sstable, as the
 	// corruption tool does, but damage it in flash instead of in the file.
 	target := testKey(1500)
-	levels, err := db.SSTables()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var path string
-	for _, level := range levels {
-		for _, tbl := range level {
-			if bytes.Compare(userKey(target), tbl.Smallest.UserKey) >= 0 && bytes.Compare(userKey(target), tbl.Largest.UserKey) <= 0 {
-				path = victim.fs.PathJoin(victim.dir, "pebble", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-			}
-		}
-	}
-	if path == "" {
-		t.Fatal("no sstable holds the target")
-	}
+	path := sstableHolding(t, victim, target)
 	st, err := fss[victimNode].Stat(path)
 	if err != nil {
 		t.Fatal(err)
@@ -158,4 +148,26 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 		t.Fatal("rebuilt instead of patched")
 	}
 	assertSame(t, checksums(t, c, 1))
+
+	t.Logf("sdfvfs: %v", fss[victimNode].Stats())
+}
+
+// sstableHolding returns the path of the sstable whose bounds hold key.
+func sstableHolding(t *testing.T, r *Replica, key []byte) string {
+	t.Helper()
+	r.smMu.RLock()
+	levels, err := r.sm.db.SSTables()
+	r.smMu.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, level := range levels {
+		for _, tbl := range level {
+			if bytes.Compare(userKey(key), tbl.Smallest.UserKey) >= 0 && bytes.Compare(userKey(key), tbl.Largest.UserKey) <= 0 {
+				return r.fs.PathJoin(r.dir, "pebble", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+			}
+		}
+	}
+	t.Fatalf("no sstable holds %q", key)
+	return ""
 }
