@@ -32,7 +32,9 @@ func (fs *FS) ReadRaw(name string, off, n int64) (data []byte, bad []*Corruption
 
 // RewriteRange replaces bytes [off, off+len(data)) of the named file, which
 // must lie within the file, by programming the affected pages out of place
-// and remapping them; the repair is durable when it returns. Pages only
+// and remapping them; the repair is durable when it returns (bytes still in
+// an open writer's buffer are patched there and become durable with its
+// next sync). Pages only
 // partly covered are read first and must verify, so repair whole pages
 // (a CorruptionError's range) when the old content is damaged.
 func (fs *FS) RewriteRange(name string, off int64, data []byte) error {
