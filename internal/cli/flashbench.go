@@ -206,7 +206,7 @@ func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
 	for _, row := range []struct {
 		name string
 		st   sdf.IdentifyStats
-	}{{"IDR: file-table scan, 1 worker", ident.ScanOne}, {fmt.Sprintf("CDR: parallel scan, %d workers", ident.ScanWorkersAllUsed), ident.ScanAll},
+	}{{"IDR: file-table scan, 1 worker", ident.ScanOne}, {fmt.Sprintf("CDR: parallel scan, %d workers", ident.ScanWorkers), ident.ScanAll},
 		{"CDR*: block-level P2L entrustment", ident.Entrustment}} {
 		ti.Rows = append(ti.Rows, []string{row.name, fmt.Sprint(row.st.PagesRead), fmt.Sprint(row.st.Entries),
 			fmt.Sprint(row.st.ZonesByScan), row.st.Elapsed.String(), fmt.Sprint(ident.Ranges)})

@@ -353,12 +353,12 @@ func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64,
 
 // IdentifyResult compares the lost-data identifiers on one die.
 type IdentifyResult struct {
-	Die                flash.DieAddr
-	Ranges             int
-	Entrustment        IdentifyStats // CDR*: block-level P2L entrustment
-	ScanOne, ScanAll   IdentifyStats // IDR (one worker) and CDR (ScanWorkers) scans
-	AgreeEntrustScan   bool
-	ScanWorkersAllUsed int
+	Die              flash.DieAddr
+	Ranges           int
+	Entrustment      IdentifyStats // CDR*: block-level P2L entrustment
+	ScanOne, ScanAll IdentifyStats // IDR (one worker) and CDR (ScanWorkers) scans
+	AgreeEntrustScan bool
+	ScanWorkers      int
 }
 
 func (r IdentifyResult) String() string {
@@ -368,7 +368,7 @@ func (r IdentifyResult) String() string {
 // BenchIdentify runs the three identifiers on die d of fs (the die need not
 // have failed: they list what would be lost) and checks they agree.
 func BenchIdentify(fs *FS, d flash.DieAddr) (IdentifyResult, error) {
-	r := IdentifyResult{Die: d, ScanWorkersAllUsed: fs.opts.ScanWorkers}
+	r := IdentifyResult{Die: d, ScanWorkers: fs.opts.ScanWorkers}
 	ent, st, err := fs.LostRanges(d)
 	if err != nil {
 		return r, err
