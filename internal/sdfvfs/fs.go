@@ -188,6 +188,9 @@ func (fs *FS) lookup(p string) entry {
 		return entryFile
 	}
 	pre := dirMarker(p)
+	if _, err := fs.sfs.Stat(pre); err == nil {
+		return entryDir // the common case: a directory made by MkdirAll
+	}
 	for _, n := range fs.sfs.List() {
 		if strings.HasPrefix(n, pre) {
 			return entryDir
