@@ -24,7 +24,7 @@ func TestDevAndCtl(t *testing.T) {
 		done := make(chan error, 1)
 		var out bytes.Buffer
 		go func() {
-			o := devOptions{dir: dir, nodes: 6, store: "sdf", readMode: "direct", maxObject: base.MiB}
+			o := devOptions{dir: dir, nodes: 6, store: "sdf", readMode: "direct", maxObject: base.MiB, deviceSize: 64 * base.MiB}
 			o.scrub.off = true
 			done <- runDev(ctx, o, &out, io.Discard, func(c *devcluster.Cluster) { ready <- c })
 		}()

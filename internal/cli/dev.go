@@ -18,17 +18,20 @@ import (
 
 // devOptions are `flashmend dev`'s settings.
 type devOptions struct {
-	dir       string
-	nodes     int
-	store     string
-	readMode  string
-	maxObject base.Bytes
-	scrub     scrubFlags
+	dir   string
+	nodes int
+	store string
+	// deviceSize is the data capacity of each node's emulated flash device
+	// (sdf store); an existing device keeps its size.
+	deviceSize base.Bytes
+	readMode   string
+	maxObject  base.Bytes
+	scrub      scrubFlags
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
 func newDevCmd() *cobra.Command {
-	o := devOptions{maxObject: base.GiB}
+	o := devOptions{maxObject: base.GiB, deviceSize: 256 * base.MiB}
 	cmd := &cobra.Command{
 		Use:   "dev --dir DIR [--nodes 6]",
 		Short: "Run a local cluster: coordinator and nodes in one process",
@@ -48,6 +51,7 @@ cleanly; starting again on the same DIR keeps the data.`,
 	f.StringVar(&o.dir, "dir", "", "data directory")
 	f.IntVar(&o.nodes, "nodes", 6, "number of storage nodes")
 	f.StringVar(&o.store, "store", "sdf", "node store: sdf (SDF extent files on an emulated flash device in each node's directory) or file (plain files)")
+	f.Var(&o.deviceSize, "device-size", "data capacity of each node's emulated flash device (sdf store)")
 	f.StringVar(&o.readMode, "read-mode", "direct", "cluster read mode: direct or hdfs (baseline)")
 	f.Var(&o.maxObject, "max-object", "largest object accepted")
 	o.scrub.register(cmd)
@@ -64,7 +68,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, MaxObjectBytes: o.maxObject, SyncWrites: true,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
 	}
-	store, err := devStore(o.store)
+	store, err := devStore(o.store, o.deviceSize)
 	if err != nil {
 		return err
 	}
@@ -94,13 +98,19 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 
 // devStore returns how `flashmend dev` opens a node's store (nil: the
 // node's default plain-file store).
-func devStore(kind string) (func(dir string, i int) (objstore.Store, error), error) {
+func devStore(kind string, deviceSize base.Bytes) (func(dir string, i int) (objstore.Store, error), error) {
 	switch kind {
 	case "file":
 		return nil, nil
 	case "sdf":
+		g := objstore.DevGeometry()
+		blockBytes := g.BlockSize() * base.Bytes(g.Dies())
+		g.BlocksPerDie = int(deviceSize / blockBytes)
+		if g.BlocksPerDie < 16 || g.BlocksPerDie > 1<<16 {
+			return nil, base.InvalidArgumentf("--device-size %s outside [%s, %s]", deviceSize, 16*blockBytes, (1<<16)*blockBytes)
+		}
 		return func(dir string, i int) (objstore.Store, error) {
-			return objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Seed: int64(i + 1)})
+			return objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Geometry: g, Seed: int64(i + 1)})
 		}, nil
 	}
 	return nil, base.InvalidArgumentf("unknown store %q (want sdf or file)", kind)
