@@ -227,6 +227,12 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 	if err := kvLoad(ctx, c, p); err != nil {
 		return res, fmt.Errorf("kv run: load: %w", err)
 	}
+	// Eventual reads may go to any replica: wait until every replica has
+	// applied the load, so that a record found missing is an error, not a
+	// follower that is behind.
+	if err := kvWaitCaughtUp(ctx, c); err != nil {
+		return res, err
+	}
 
 	flips.enable(true)
 	log.measured.Store(true)
@@ -286,6 +292,32 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 	}
 	res.SSTBytes, err = sstSizes(flips.FS, "cluster")
 	return res, err
+}
+
+// kvWaitCaughtUp waits until every replica of every shard has applied the
+// same index.
+func kvWaitCaughtUp(ctx context.Context, c *kv.LocalCluster) error {
+	deadline := time.Now().Add(time.Minute)
+	for _, s := range c.Layout.Shards {
+		for {
+			indexes := map[uint64]bool{}
+			for _, id := range c.NodeIDs() {
+				st, err := c.Node(id).Replica(s.ID).Status()
+				if err != nil {
+					return err
+				}
+				indexes[st.AppliedIndex] = true
+			}
+			if len(indexes) == 1 {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("kv run: replicas of %s did not catch up: applied %v", s.ID, indexes)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // kvLoad inserts every record, in batches that stay within one shard.
