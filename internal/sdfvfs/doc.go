@@ -64,8 +64,9 @@
 // the write, rename or close that asked for it: the file itself is good. Both
 // copies damaged on the same bytes is a corruption error (DIRECT: report,
 // never guess). sdf has no hard links: Link fails with an error that makes
-// vfs.LinkOrCopy copy instead. Files are append-only: WriteAt fails and
-// ReuseForWrite creates a fresh file. Lock is an in-process lock (one
+// vfs.LinkOrCopy copy instead. Files grow only by appending: WriteAt
+// rewrites bytes inside a file out of place (sdf.RewriteRange, copies
+// following) and fails past the end; ReuseForWrite creates a fresh file. Lock is an in-process lock (one
 // process owns an emulated device).
 //
 // Copies also get a lifetime class of their own (sdf.LifetimeExtreme), so

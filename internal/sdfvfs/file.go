@@ -51,10 +51,27 @@ func (h *file) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// WriteAt is not supported: extent files are appended only (Pebble needs
-// it only for its shared cache).
+// WriteAt overwrites bytes inside the file (sdf.RewriteRange: the pages
+// are programmed again out of place, so a damaged page must be rewritten
+// whole), or appends at the end of a file this handle writes. Pebble itself
+// only needs it for its shared cache; tools use it to plant logical
+// corruption. Copies follow: the shadow is rewritten too and an
+// overlapping range copy is made again from the new bytes.
 func (h *file) WriteAt(p []byte, off int64) (int, error) {
-	return 0, pathErr("writeat", h.path, errors.New("sdfvfs: files are append-only"))
+	size := h.f.Size()
+	switch {
+	case off < 0:
+		return 0, pathErr("writeat", h.path, base.InvalidArgumentf("sdfvfs: negative offset %d", off))
+	case h.writable && off == size:
+		return h.Write(p)
+	case off+int64(len(p)) > size:
+		return 0, pathErr("writeat", h.path, base.InvalidArgumentf(
+			"sdfvfs: WriteAt [%d,%d) past the end (%d B): files grow only by appending", off, off+int64(len(p)), size))
+	}
+	if err := h.fs.overwrite(h.f.Name(), p, off); err != nil {
+		return 0, pathErr("writeat", h.path, err)
+	}
+	return len(p), nil
 }
 
 // ReadAt reads at off; damaged pages are served from a good copy if the

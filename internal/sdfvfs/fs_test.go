@@ -190,8 +190,8 @@ func TestFileHandles(t *testing.T) {
 	if full, err := f.SyncTo(10); full || err != nil {
 		t.Fatalf("SyncTo: %t %v", full, err)
 	}
-	if _, err := f.WriteAt([]byte("x"), 0); err == nil {
-		t.Fatal("WriteAt succeeded on an append-only file")
+	if _, err := f.WriteAt([]byte("x"), 30_001); !base.IsInvalidArgument(err) {
+		t.Fatalf("WriteAt past the end: %v", err)
 	}
 	if f.Fd() != vfs.InvalidFd || f.Preallocate(0, 1<<20) != nil || f.Prefetch(0, 10) != nil {
 		t.Fatal("Fd/Preallocate/Prefetch")
@@ -541,5 +541,68 @@ func TestOrphanedCopiesRemoved(t *testing.T) {
 	}
 	if names := fs2.SDF().List(); len(names) != 0 {
 		t.Fatalf("left: %v", names)
+	}
+}
+
+// TestWriteAt: bytes inside a file are rewritten out of place and its copies
+// follow; appending through WriteAt works only at the end of a file being
+// written.
+func TestWriteAt(t *testing.T) {
+	const seed = 9
+	rng := rand.New(rand.NewSource(seed))
+	dev := memDevice(t, flash.Options{Seed: seed})
+	fs := mount(t, dev, false, Options{})
+	content := make([]byte, 20_000)
+	rng.Read(content)
+	mustCreate(t, fs, "MANIFEST-000001", content)
+	mustCreate(t, fs, "data", content)
+	if err := fs.DuplicateRanges("data", []Range{{10_000, 5000}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"MANIFEST-000001", "data"} {
+		f, err := fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n, err := f.WriteAt([]byte("patched"), 12_000); n != 7 || err != nil {
+			t.Fatalf("%s: WriteAt: %d %v", name, n, err)
+		}
+		if _, err := f.WriteAt([]byte("x"), 20_000); !base.IsInvalidArgument(err) {
+			t.Fatalf("%s: append through a read-write handle: %v", name, err)
+		}
+		if _, err := f.WriteAt([]byte("x"), -1); !base.IsInvalidArgument(err) {
+			t.Fatalf("%s: negative offset: %v", name, err)
+		}
+		f.Close()
+	}
+	want := append([]byte(nil), content...)
+	copy(want[12_000:], "patched")
+	for _, name := range []string{"MANIFEST-000001", "data"} {
+		if !bytes.Equal(readAll(t, fs, name), want) {
+			t.Fatalf("%s: content after WriteAt", name)
+		}
+	}
+	// The copies hold the new bytes: served from them, reads still match.
+	got := make([]byte, 1000)
+	if !fs.fillFromCopy("MANIFEST-000001", got, 11_500) || !bytes.Equal(got, want[11_500:12_500]) {
+		t.Fatal("shadow not rewritten")
+	}
+	if !fs.fillFromCopy("data", got, 11_500) || !bytes.Equal(got, want[11_500:12_500]) {
+		t.Fatal("range copy not rebuilt")
+	}
+	// A writer appends through WriteAt at its end.
+	w, err := fs.Create("log", vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("abc")); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := w.WriteAt([]byte("def"), 3); n != 3 || err != nil {
+		t.Fatalf("append via WriteAt: %d %v", n, err)
+	}
+	w.Close()
+	if got := readAll(t, fs, "log"); string(got) != "abcdef" {
+		t.Fatalf("log: %q", got)
 	}
 }

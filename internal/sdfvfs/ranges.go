@@ -80,9 +80,14 @@ func (fs *FS) DuplicateRanges(name string, ranges []Range) error {
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	return fs.duplicateRangesLocked(p, ranges)
+}
+
+// duplicateRangesLocked is DuplicateRanges with fs.mu held.
+func (fs *FS) duplicateRangesLocked(p string, ranges []Range) error {
 	f, err := fs.sfs.OpenFile(p)
 	if err != nil {
-		return pathErr("duplicate", name, err)
+		return pathErr("duplicate", p, err)
 	}
 	defer f.Close()
 	rs, err := normalizeRanges(ranges, f.Size())
@@ -119,14 +124,14 @@ func (fs *FS) DuplicateRanges(name string, ranges []Range) error {
 	}
 	w, err := fs.sfs.CreateOn(rangesName(p), copyLifetime, ch)
 	if err != nil {
-		return pathErr("duplicate", name, err)
+		return pathErr("duplicate", p, err)
 	}
 	if _, err := w.Write(buf); err != nil {
 		_ = w.Close()
-		return pathErr("duplicate", name, err)
+		return pathErr("duplicate", p, err)
 	}
 	if err := w.Close(); err != nil {
-		return pathErr("duplicate", name, err)
+		return pathErr("duplicate", p, err)
 	}
 	fs.ctr.rangeCopies.Add(1)
 	fs.ctr.rangeCopyBytes.Add(total)
@@ -151,6 +156,38 @@ func (fs *FS) channelApart(zones []int) int {
 		}
 	}
 	return best
+}
+
+// overwrite rewrites bytes [off, off+len(p)) of the file at p and of its
+// copies.
+func (fs *FS) overwrite(p string, data []byte, off int64) error {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.sfs.RewriteRange(p, off, data); err != nil {
+		return err
+	}
+	if fi, err := fs.sfs.Stat(shadowName(p)); err == nil && off < fi.Size {
+		n := min(int64(len(data)), fi.Size-off)
+		if err := fs.sfs.RewriteRange(shadowName(p), off, data[:n]); err != nil {
+			return fmt.Errorf("sdfvfs: shadow copy: %w", err)
+		}
+	}
+	recs, err := fs.loadRanges(p)
+	if err != nil {
+		// An unreadable range copy would serve stale bytes: drop it.
+		return fs.sfs.Remove(rangesName(p))
+	}
+	w := Range{Off: off, Len: int64(len(data))}
+	for _, r := range recs {
+		if r.Off < w.End() && w.Off < r.End() {
+			rs := make([]Range, len(recs))
+			for i, r := range recs {
+				rs[i] = r.Range
+			}
+			return fs.duplicateRangesLocked(p, rs)
+		}
+	}
+	return nil
 }
 
 // DuplicatedRanges returns the ranges of the file at name that have a
