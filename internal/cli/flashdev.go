@@ -193,7 +193,9 @@ func newFlashInfoCmd() *cobra.Command {
 				return err
 			}
 			defer dev.Close()
-			fs, err := sdf.Open(dev, sdf.Options{})
+			// Read-only: inspecting a device must not wear it (an Open
+			// otherwise writes a fresh metadata checkpoint).
+			fs, err := sdf.Open(dev, sdf.Options{ReadOnly: true})
 			if err != nil {
 				return err
 			}

@@ -19,8 +19,9 @@ var (
 	ErrNoSpace = errors.New("sdf: no space left on device")
 	// ErrClosed: the FS or the file handle is closed.
 	ErrClosed = errors.New("sdf: closed")
-	// ErrReadOnly: the handle was opened for reading.
-	ErrReadOnly = errors.New("sdf: file opened read-only")
+	// ErrReadOnly: the handle was opened for reading, or the FS with
+	// Options.ReadOnly.
+	ErrReadOnly = errors.New("sdf: read-only")
 )
 
 // CorruptionError reports data that cannot be trusted: a page that fails its

@@ -70,6 +70,9 @@ func (fs *FS) Create(name string, hint Lifetime) (*File, error) {
 // (section 2.3) so that software can match its threads to the channels;
 // this is that interface.
 func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
+	if fs.opts.ReadOnly {
+		return nil, ErrReadOnly
+	}
 	if channel >= fs.l.g.Channels {
 		return nil, base.InvalidArgumentf("sdf: channel %d of %d", channel, fs.l.g.Channels)
 	}
@@ -127,6 +130,9 @@ func (fs *FS) OpenFile(name string) (*File, error) {
 // Remove deletes the named file durably. Handles that have it open keep
 // reading it; its pages are freed when the last one closes.
 func (fs *FS) Remove(name string) error {
+	if fs.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	fs.mu.Lock()
 	if fs.closed {
 		fs.mu.Unlock()
@@ -148,6 +154,9 @@ func (fs *FS) Remove(name string) error {
 
 // Rename renames a file durably, replacing any file named newName.
 func (fs *FS) Rename(oldName, newName string) error {
+	if fs.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	if err := validName(newName); err != nil {
 		return err
 	}

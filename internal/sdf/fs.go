@@ -167,6 +167,9 @@ func (fs *FS) goodDies(z *zone) []int {
 
 // Format erases the device and writes an empty file system on it.
 func Format(dev flash.Device, opts Options) (*FS, error) {
+	if opts.ReadOnly {
+		return nil, base.InvalidArgumentf("sdf: cannot format read-only")
+	}
 	fs, err := newFS(dev, opts)
 	if err != nil {
 		return nil, err
@@ -270,6 +273,9 @@ func (fs *FS) load() error {
 	fs.recoverUnsealed()
 	fs.replaying = false
 	fs.countLive()
+	if fs.opts.ReadOnly {
+		return nil
+	}
 	var keep []*zone
 	for _, z := range holders {
 		keep = append(keep, fs.zones[z])
@@ -703,6 +709,9 @@ func (fs *FS) resetZone(z *zone) error {
 // no more writes. The journal is flushed first so that the records that
 // unmapped the zones are durable before their pages are erased.
 func (fs *FS) reclaim() error {
+	if fs.opts.ReadOnly {
+		return nil
+	}
 	fs.mu.Lock()
 	var dead []*zone
 	for _, z := range fs.zones[metaZoneCount:] {

@@ -111,3 +111,37 @@ func TestUseAfterClose(t *testing.T) {
 	w.Close()
 	r.Close()
 }
+
+func TestReadOnlyOpenWritesNothing(t *testing.T) {
+	dev, fs := newMem(t, small(), Options{})
+	data := randBytes(rand.New(rand.NewSource(16)), 70_000)
+	writeFile(t, fs, "a", LifetimeNone, data)
+	fs.Close()
+	before := dev.Stats().Total
+	ro, err := Open(dev, Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEqual(t, "a", readFile(t, ro, "a"), data)
+	if _, err := ro.Create("b", LifetimeNone); !errors.Is(err, ErrReadOnly) {
+		t.Fatalf("create: %v", err)
+	}
+	for _, err := range []error{ro.Remove("a"), ro.Rename("a", "b"), ro.RewriteRange("a", 0, []byte{1})} {
+		if !errors.Is(err, ErrReadOnly) {
+			t.Fatalf("mutation: %v", err)
+		}
+	}
+	if _, err := ro.GC(); !errors.Is(err, ErrReadOnly) && err != nil {
+		t.Fatalf("gc: %v", err)
+	}
+	if err := ro.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after := dev.Stats().Total
+	if after.Programs != before.Programs || after.Erases != before.Erases {
+		t.Fatalf("read-only open programmed %d and erased %d", after.Programs-before.Programs, after.Erases-before.Erases)
+	}
+	if _, err := Format(dev, Options{ReadOnly: true}); !base.IsInvalidArgument(err) {
+		t.Fatalf("read-only format: %v", err)
+	}
+}

@@ -30,6 +30,9 @@ func (fs *FS) GC() (int, error) {
 // gcOnce relocates the live pages of one victim zone and resets it. It
 // reports whether it made progress.
 func (fs *FS) gcOnce() (bool, error) {
+	if fs.opts.ReadOnly {
+		return false, ErrReadOnly
+	}
 	if !fs.gcMu.TryLock() {
 		// Another GC is running: wait for it, then let the caller retry.
 		fs.gcMu.Lock()

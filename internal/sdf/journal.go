@@ -60,6 +60,12 @@ func (fs *FS) logLocked(rec []byte) { fs.jr.pending = append(fs.jr.pending, rec.
 
 // flushJournal makes every pending record durable.
 func (fs *FS) flushJournal() error {
+	if fs.opts.ReadOnly {
+		fs.mu.Lock()
+		fs.jr.pending, fs.jr.urgent = nil, false
+		fs.mu.Unlock()
+		return nil
+	}
 	j := &fs.jr
 	j.mu.Lock()
 	defer j.mu.Unlock()

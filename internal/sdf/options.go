@@ -84,6 +84,11 @@ type Options struct {
 	// ScanWorkers is the parallelism of the CDR-style parallel scan of the
 	// file table (LostRangesScan). Default 4, range [1, 256].
 	ScanWorkers int
+	// ReadOnly opens without writing anything to the device (no new
+	// checkpoint, no GC, no zone reset): for inspection. Every call that
+	// would change the file system fails with ErrReadOnly; what the layer
+	// learns meanwhile (a failed die) stays in memory.
+	ReadOnly bool
 }
 
 const (

@@ -41,6 +41,9 @@ func (fs *FS) RewriteRange(name string, off int64, data []byte) error {
 	if off < 0 {
 		return base.InvalidArgumentf("sdf: negative offset %d", off)
 	}
+	if fs.opts.ReadOnly {
+		return ErrReadOnly
+	}
 	if len(data) == 0 {
 		return nil
 	}
