@@ -273,6 +273,13 @@ func (fs *FS) load() error {
 	fs.recoverUnsealed()
 	fs.replaying = false
 	fs.countLive()
+	for _, z := range fs.zones[metaZoneCount:] {
+		if z.unsealed && z.state == ZoneFull {
+			// Filled before the crash but its seal never became durable:
+			// the checkpoint below holds its extents, so it is sealed.
+			z.unsealed = false
+		}
+	}
 	if fs.opts.ReadOnly {
 		return nil
 	}
