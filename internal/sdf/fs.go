@@ -621,7 +621,9 @@ func (fs *FS) checkOpen() error {
 }
 
 // Close flushes every file that is open for writing, makes the metadata
-// durable and stops the channel workers. The device is left open.
+// durable and stops the channel workers. The device is left open. Close
+// must not run concurrently with Write or Sync on a file; handles used
+// after it fail with ErrClosed.
 func (fs *FS) Close() error {
 	fs.mu.Lock()
 	if fs.closed {
