@@ -1,0 +1,43 @@
+// Package coord is flashmend's coordinator: membership and liveness,
+// placement, the object index and the mapping table, all kept in etcd
+// (embedded single-member by default, `go.etcd.io/etcd/server/v3/embed`, or an
+// external cluster).
+//
+// # What it owns
+//
+//   - Membership: nodes join through the coordinator (Join allocates or
+//     confirms a node ID and records the node as a permanent member); each
+//     node then keeps a lease in etcd and heartbeats its statistics under
+//     node.LiveKey. A member without a lease is down.
+//   - Placement: a consistent-hashing Ring over the members, FNV-1a keyed
+//     (Chameleon 004 section IV-A); n copies or shards go to n distinct
+//     nodes, and a down node is replaced in place by the next usable member
+//     on the ring. The ring is pure and tested on its own.
+//   - The object index: key -> ObjectRecord (version, size, redundancy,
+//     placement), each etcd value a protobuf followed by its CRC32C. A write
+//     is BeginPut (allocate a version = the etcd revision, place it, record
+//     a pending write), then chunks to the nodes (internal/client), then
+//     CommitPut, one etcd transaction that publishes the record, retires the
+//     previous version to the garbage list and updates the mapping table. A
+//     writer that never commits leaves only a pending record, which expires.
+//   - The mapping table (MappingTable, etcd-backed): objects whose placement
+//     or redundancy differs from the default; see its doc for the scale limit.
+//   - The sweeper: expired pending writes become garbage; garbage versions
+//     are deleted from their live nodes and forgotten once every node of the
+//     placement has deleted its part.
+//
+// # Invariants
+//
+//   - A key's visible version was durable on every node of its placement
+//     before CommitPut.
+//   - Versions are unique and increasing cluster-wide (etcd revisions).
+//   - Every value this package writes to etcd carries a CRC32C; a value that
+//     fails it is a corruption error, never data.
+//
+// # Failure model
+//
+// etcd is the source of truth; the coordinator holds only caches (the
+// membership view for placement, refreshed within 250 ms or on a liveness
+// change) and can restart at any time. Nodes may die at any time: their
+// leases expire after Config.LeaseTTLSeconds and placement avoids them.
+package coord
