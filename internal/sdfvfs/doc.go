@@ -17,7 +17,8 @@
 //     outputs long, so files that die together share zones and zones empty
 //     without garbage collection.
 //   - Whole-file duplication (Options.DuplicateFile, by default MANIFEST,
-//     OPTIONS, CURRENT and marker files): every byte written to such a file
+//     OPTIONS, CURRENT, marker files and Pebble's *.dbtmp files that become
+//     OPTIONS or CURRENT by rename): every byte written to such a file
 //     is also appended to a shadow copy ".sdfvfs/dup/<path>". Sync, rename
 //     and remove act on both; a file renamed to a duplicated name (Pebble
 //     writes OPTIONS as a temporary file first) gets its shadow copied then.
@@ -44,12 +45,13 @@
 //   - A read returns only bytes that verified: either sdf's page checksum
 //     and identity of the primary, or of the shadow, or a range-copy record
 //     whose CRC32C matches. Never unverified bytes (there is no raw read).
-//   - A file and its copies change together: Create, Rename and Remove hold
-//     FS.mu across the primary and its copies, and a copy of a replaced or
-//     recreated file is dropped before the new file exists.
+//   - A file and its copies change together: Create, Rename, Remove and
+//     WriteAt hold FS.mu across the primary and its copies, and a copy of a
+//     replaced or recreated file is dropped before the new file exists.
 //   - A damaged primary range served from a copy is rewritten from that
-//     copy (sdf.RewriteRange, whole pages, out of place) unless
-//     Options.NoRepair, so the next read finds the primary intact.
+//     copy (sdf.RewriteRange, whole pages, out of place) and read back
+//     before the repair counts, unless Options.NoRepair; one repair per
+//     damaged range runs at a time.
 //
 // # Failure model
 //
