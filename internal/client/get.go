@@ -24,6 +24,10 @@ type ReadReport struct {
 	RepairsByNode map[uint64]int
 	RepairFailed  int
 	Voted         int // chunks rebuilt by majority vote
+	// AllCorrupt counts REP chunks whose every replica was read corrupt
+	// (rebuilt sector by sector and by vote): where chunk-granularity
+	// recovery alone would have failed (the direct-read-errors experiment).
+	AllCorrupt    int
 	Reconstructed int // EC rows rebuilt from parity
 	// Failovers counts hdfs-mode switches to another replica; Rereplicated
 	// the nodes the whole object is re-replicated to.
@@ -232,6 +236,9 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, 
 		r.BytesRead += int64(n)
 		if d.Voted {
 			r.Voted++
+		}
+		if !scrub && len(d.Repairs) == l.copies {
+			r.AllCorrupt++
 		}
 	})
 	if out != nil {
