@@ -222,14 +222,18 @@ func ctlNodes(f *ctlFlags) *cobra.Command {
 					return err
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tUSED\tCAPACITY\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED")
+				fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tUSED\tCAPACITY\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED\tERASES (MAX)")
 				for _, n := range nodes {
 					state := "down"
 					if n.Live {
 						state = "up"
 					}
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\n", n.Id, n.Addr, state,
-						base.Bytes(n.UsedBytes), base.Bytes(n.CapacityBytes), n.ChunksRead, n.Transient, n.Persistent, n.Repaired)
+					wear := "-"
+					if n.WearBlocks > 0 {
+						wear = fmt.Sprintf("%d (%d)", n.EraseCountTotal, n.EraseCountMax)
+					}
+					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", n.Id, n.Addr, state,
+						base.Bytes(n.UsedBytes), base.Bytes(n.CapacityBytes), n.ChunksRead, n.Transient, n.Persistent, n.Repaired, wear)
 				}
 				return w.Flush()
 			})

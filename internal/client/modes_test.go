@@ -241,6 +241,15 @@ func TestSDFStoreClusterSurvivesDieFailure(t *testing.T) {
 		repaired += rep.Repaired
 	}
 	t.Logf("%d chunks repaired after the die failure", repaired)
+	stats, err := c.NodeStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range stats {
+		if d := st.Devices[0]; d.WearBlocks == 0 {
+			t.Fatalf("node %d reports no device wear: %v", st.NodeId, d)
+		}
+	}
 	for key, want := range objs {
 		got, rep, err := c.GetWithReport(ctx, key, client.ModeDirect)
 		if err != nil || !bytes.Equal(got, want) || rep.Repaired != 0 {

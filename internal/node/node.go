@@ -292,6 +292,9 @@ func (n *Node) heartbeat(ctx context.Context) error {
 		info.Transient += d.Transient
 		info.Persistent += d.Persistent
 		info.Repaired += d.Repaired
+		info.WearBlocks += d.WearBlocks
+		info.EraseCountTotal += d.EraseCountTotal
+		info.EraseCountMax = max(info.EraseCountMax, d.EraseCountMax)
 	}
 	b, err := proto.Marshal(info)
 	if err != nil {
@@ -323,6 +326,11 @@ func (n *Node) Stats() *nodepb.StatsResponse {
 		Persistent: cs.Persistent, Repaired: cs.Repaired, Rejected: cs.Rejected,
 		MetaRepaired: cs.MetaRepaired, InjectedFlips: n.fault.Flips(),
 	}}
+	if wr, ok := n.inner.(objstore.WearReporter); ok {
+		w := wr.Wear()
+		d := resp.Devices[0]
+		d.WearBlocks, d.EraseCountTotal, d.EraseCountMax = w.Blocks, w.EraseCountTotal, w.EraseCountMax
+	}
 	return resp
 }
 

@@ -46,6 +46,7 @@ type SDFStore struct {
 
 var _ Store = (*SDFStore)(nil)
 var _ DieFailer = (*SDFStore)(nil)
+var _ WearReporter = (*SDFStore)(nil)
 
 const sdfFormattedMarker = "sdf-formatted"
 
@@ -193,6 +194,17 @@ func (s *SDFStore) FlipBits(name string, bitOffset int64, count int) error {
 func (s *SDFStore) Usage() (Usage, error) {
 	st := s.fs.Stats()
 	return Usage{CapacityBytes: st.Usable, UsedBytes: st.Live}, nil
+}
+
+// Wear implements WearReporter from the device's per-block erase counts.
+func (s *SDFStore) Wear() Wear {
+	var w Wear
+	for _, n := range s.dev.EraseCounts() {
+		w.Blocks++
+		w.EraseCountTotal += int64(n)
+		w.EraseCountMax = max(w.EraseCountMax, int64(n))
+	}
+	return w
 }
 
 // FailDie implements DieFailer: die is the flat, channel-major index.

@@ -39,6 +39,22 @@ type DieFailer interface {
 	FailDie(die int) error
 }
 
+// WearReporter is implemented by stores on flash that know their wear.
+type WearReporter interface {
+	Wear() Wear
+}
+
+// Wear is a device's program/erase wear.
+type Wear struct {
+	Blocks          int64
+	EraseCountTotal int64
+	EraseCountMax   int64
+}
+
+func (w Wear) String() string {
+	return fmt.Sprintf("%d blocks, %d erases (max %d)", w.Blocks, w.EraseCountTotal, w.EraseCountMax)
+}
+
 // Usage is a store's space accounting.
 type Usage struct {
 	CapacityBytes base.Bytes

@@ -37,6 +37,11 @@ type NodeInfo struct {
 	Persistent      int64                  `protobuf:"varint,8,opt,name=persistent,proto3" json:"persistent,omitempty"`
 	Repaired        int64                  `protobuf:"varint,9,opt,name=repaired,proto3" json:"repaired,omitempty"`
 	HeartbeatUnixMs int64                  `protobuf:"varint,10,opt,name=heartbeat_unix_ms,json=heartbeatUnixMs,proto3" json:"heartbeat_unix_ms,omitempty"`
+	// Flash monitor input (Chameleon): device wear, when the node's store is
+	// on emulated flash.
+	WearBlocks      int64 `protobuf:"varint,11,opt,name=wear_blocks,json=wearBlocks,proto3" json:"wear_blocks,omitempty"`
+	EraseCountTotal int64 `protobuf:"varint,12,opt,name=erase_count_total,json=eraseCountTotal,proto3" json:"erase_count_total,omitempty"`
+	EraseCountMax   int64 `protobuf:"varint,13,opt,name=erase_count_max,json=eraseCountMax,proto3" json:"erase_count_max,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -137,6 +142,27 @@ func (x *NodeInfo) GetRepaired() int64 {
 func (x *NodeInfo) GetHeartbeatUnixMs() int64 {
 	if x != nil {
 		return x.HeartbeatUnixMs
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetWearBlocks() int64 {
+	if x != nil {
+		return x.WearBlocks
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetEraseCountTotal() int64 {
+	if x != nil {
+		return x.EraseCountTotal
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetEraseCountMax() int64 {
+	if x != nil {
+		return x.EraseCountMax
 	}
 	return 0
 }
@@ -1156,7 +1182,7 @@ var File_flashmend_coord_coord_proto protoreflect.FileDescriptor
 
 const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\n" +
-	"\x1bflashmend/coord/coord.proto\x12\x0fflashmend.coord\x1a\x1dflashmend/object/object.proto\"\xaf\x02\n" +
+	"\x1bflashmend/coord/coord.proto\x12\x0fflashmend.coord\x1a\x1dflashmend/object/object.proto\"\xa4\x03\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x12\n" +
@@ -1172,7 +1198,11 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"persistent\x12\x1a\n" +
 	"\brepaired\x18\t \x01(\x03R\brepaired\x12*\n" +
 	"\x11heartbeat_unix_ms\x18\n" +
-	" \x01(\x03R\x0fheartbeatUnixMs\":\n" +
+	" \x01(\x03R\x0fheartbeatUnixMs\x12\x1f\n" +
+	"\vwear_blocks\x18\v \x01(\x03R\n" +
+	"wearBlocks\x12*\n" +
+	"\x11erase_count_total\x18\f \x01(\x03R\x0feraseCountTotal\x12&\n" +
+	"\x0ferase_count_max\x18\r \x01(\x03R\reraseCountMax\":\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x99\x01\n" +

@@ -820,8 +820,13 @@ type DeviceStats struct {
 	Rejected      int64                  `protobuf:"varint,9,opt,name=rejected,proto3" json:"rejected,omitempty"`
 	MetaRepaired  int64                  `protobuf:"varint,10,opt,name=meta_repaired,json=metaRepaired,proto3" json:"meta_repaired,omitempty"`
 	InjectedFlips int64                  `protobuf:"varint,11,opt,name=injected_flips,json=injectedFlips,proto3" json:"injected_flips,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// Device wear (emulated flash only; zero blocks when unknown): program /
+	// erase cycles summed and at the most worn block.
+	WearBlocks      int64 `protobuf:"varint,12,opt,name=wear_blocks,json=wearBlocks,proto3" json:"wear_blocks,omitempty"`
+	EraseCountTotal int64 `protobuf:"varint,13,opt,name=erase_count_total,json=eraseCountTotal,proto3" json:"erase_count_total,omitempty"`
+	EraseCountMax   int64 `protobuf:"varint,14,opt,name=erase_count_max,json=eraseCountMax,proto3" json:"erase_count_max,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *DeviceStats) Reset() {
@@ -927,6 +932,27 @@ func (x *DeviceStats) GetMetaRepaired() int64 {
 func (x *DeviceStats) GetInjectedFlips() int64 {
 	if x != nil {
 		return x.InjectedFlips
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetWearBlocks() int64 {
+	if x != nil {
+		return x.WearBlocks
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetEraseCountTotal() int64 {
+	if x != nil {
+		return x.EraseCountTotal
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetEraseCountMax() int64 {
+	if x != nil {
+		return x.EraseCountMax
 	}
 	return 0
 }
@@ -1140,7 +1166,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x0eFailDieRequest\x12\x10\n" +
 	"\x03die\x18\x01 \x01(\x05R\x03die\"\x11\n" +
 	"\x0fFailDieResponse\"\x0e\n" +
-	"\fStatsRequest\"\xf3\x02\n" +
+	"\fStatsRequest\"\xe8\x03\n" +
 	"\vDeviceStats\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12%\n" +
 	"\x0echunks_written\x18\x02 \x01(\x03R\rchunksWritten\x12#\n" +
@@ -1157,7 +1183,11 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\brejected\x18\t \x01(\x03R\brejected\x12#\n" +
 	"\rmeta_repaired\x18\n" +
 	" \x01(\x03R\fmetaRepaired\x12%\n" +
-	"\x0einjected_flips\x18\v \x01(\x03R\rinjectedFlips\"\xb9\x01\n" +
+	"\x0einjected_flips\x18\v \x01(\x03R\rinjectedFlips\x12\x1f\n" +
+	"\vwear_blocks\x18\f \x01(\x03R\n" +
+	"wearBlocks\x12*\n" +
+	"\x11erase_count_total\x18\r \x01(\x03R\x0feraseCountTotal\x12&\n" +
+	"\x0ferase_count_max\x18\x0e \x01(\x03R\reraseCountMax\"\xb9\x01\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12%\n" +
