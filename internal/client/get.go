@@ -158,44 +158,42 @@ func (c *Client) ReadVersion(ctx context.Context, rec *objectpb.ObjectRecord, mo
 	return out, &rep.ReadReport, nil
 }
 
-// forEachChunk runs f over chunk indexes with bounded parallelism and
-// returns the error of the lowest failing index.
+// forEachChunk runs f over chunk indexes with bounded parallelism. The
+// first failure cancels the rest and is the one returned (the failures it
+// causes are not).
 func (c *Client) forEachChunk(ctx context.Context, n int, f func(context.Context, int) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, n)
+	var once sync.Once
+	var first error
+	fail := func(err error) {
+		once.Do(func() {
+			first = err
+			cancel()
+		})
+	}
 	sem := make(chan struct{}, c.opts.ChunksInFlight)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
-			errs[i] = ctx.Err()
-			continue
+			fail(ctx.Err())
+		}
+		if ctx.Err() != nil {
+			break
 		}
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			if err := f(ctx, i); err != nil {
-				errs[i] = err
-				cancel()
+				fail(err)
 			}
 		}(i)
 	}
 	wg.Wait()
-	// Prefer a real failure over the cancellations it caused.
-	for _, err := range errs {
-		if err != nil && ctx.Err() != nil && err != context.Canceled && !strings.Contains(err.Error(), "context canceled") {
-			return err
-		}
-	}
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return first
 }
 
 // readChunkREP runs DIRECT for REP chunk i (DIRECT 000 section 4.2.2).
