@@ -443,7 +443,8 @@ func (r *Replica) wipe() bool {
 	_ = r.sm.close()
 	dir := r.fs.PathJoin(r.dir, "pebble")
 	_ = r.fs.RemoveAll(dir)
-	sm, err := openStateMachine(r.fs, dir, r.opts.CacheBytes, r.opts.MemTableBytes, r.onCorruption)
+	gen := r.smGen.Add(1) // reports about the old instance are now stale
+	sm, err := openStateMachine(r.fs, dir, r.opts.CacheBytes, r.opts.MemTableBytes, r.listener(gen))
 	if err != nil {
 		// Nothing more this replica can do; its peers keep the shard.
 		panic(base.AssertionFailedf("kv: %s: reopen after wipe: %v", r, err))

@@ -9,11 +9,24 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
-// onCorruption is Pebble's EventListener.DataCorruption. It runs in read
-// paths and must not block: it queues the report for detectLoop.
-func (r *Replica) onCorruption(info pebble.DataCorruptionInfo) {
+// corruptionReport is a DataCorruption event of one Pebble instance
+// (generation gen: the crash baseline replaces the instance, and reports
+// of the old one are stale).
+type corruptionReport struct {
+	gen  uint64
+	info pebble.DataCorruptionInfo
+}
+
+// listener returns Pebble's EventListener.DataCorruption for Pebble
+// generation gen. It runs in read paths and must not block: it queues the
+// report for detectLoop.
+func (r *Replica) listener(gen uint64) func(pebble.DataCorruptionInfo) {
+	return func(info pebble.DataCorruptionInfo) { r.reportCorruption(gen, info) }
+}
+
+func (r *Replica) reportCorruption(gen uint64, info pebble.DataCorruptionInfo) {
 	select {
-	case r.corruptc <- info:
+	case r.corruptc <- corruptionReport{gen: gen, info: info}:
 	default: // a burst of reports of the same damage; one is enough
 	}
 }
@@ -26,8 +39,10 @@ func (r *Replica) detectLoop() {
 	defer ticker.Stop()
 	for {
 		select {
-		case info := <-r.corruptc:
-			r.handleCorruption(info)
+		case rep := <-r.corruptc:
+			if rep.gen == r.smGen.Load() {
+				r.handleCorruption(rep.info)
+			}
 		case <-ticker.C:
 			r.reproposeStale()
 		case <-r.stopc:

@@ -131,7 +131,7 @@ func TestCrashBaselineRereplicatesWhole(t *testing.T) {
 	}
 	// Make sure the victim itself saw the damage.
 	victim.Get(ctx, testKey(1000), nil)
-	waitFor(t, "rebuild", func() bool { return victim.Stats().Rebuilds == 1 })
+	waitFor(t, "rebuild", func() bool { return victim.Stats().Rebuilds >= 1 })
 	st := victim.Stats()
 	t.Logf("crash baseline: %v", st)
 	if st.PatchesApplied != 0 || st.RebuildBytes < 2000*100 {

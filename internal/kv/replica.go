@@ -88,7 +88,8 @@ type Replica struct {
 	propc    chan proposal
 	recvc    chan *pb.Message
 	readc    chan readIndexRequest
-	corruptc chan pebble.DataCorruptionInfo
+	corruptc chan corruptionReport
+	smGen    atomic.Uint64 // generation of the Pebble instance (wipes)
 	stopc    chan struct{}
 	wg       sync.WaitGroup
 
@@ -134,7 +135,7 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 		propc:     make(chan proposal, 256),
 		recvc:     make(chan *pb.Message, 4096),
 		readc:     make(chan readIndexRequest, 256),
-		corruptc:  make(chan pebble.DataCorruptionInfo, 64),
+		corruptc:  make(chan corruptionReport, 64),
 		stopc:     make(chan struct{}),
 		queueSig:  make(chan struct{}, 1),
 		appliedCh: make(chan struct{}),
@@ -162,7 +163,7 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 			return nil, err
 		}
 	}
-	sm, err := openStateMachine(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.onCorruption)
+	sm, err := openStateMachine(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.listener(0))
 	if err != nil {
 		lg.Close()
 		return nil, err
