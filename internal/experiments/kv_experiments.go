@@ -95,39 +95,54 @@ type kvCell struct {
 
 func runKVYCSBCorruption(ctx context.Context, cfg Config) (*report.Report, error) {
 	params := kvBaseParams(cfg)
-	mixes := []ycsbMix{ycsbA, ycsbB}
-	kinds := []bool{false, true}
+	params.Duration = 12 * time.Second
+	// Workload A at two UBERs (the lower one lets the crash baseline's
+	// whole-shard transfer finish without a flip), B at the higher one.
+	plan := []struct {
+		mix   ycsbMix
+		ubers []float64
+		kinds []bool
+	}{
+		{mix: ycsbA, ubers: []float64{1e-8, params.UBER}, kinds: []bool{false, true}},
+		{mix: ycsbB, ubers: []float64{params.UBER}, kinds: []bool{false, true}},
+	}
 	if cfg.Quick {
-		mixes, kinds = []ycsbMix{ycsbA}, []bool{false}
+		params = kvBaseParams(cfg)
+		plan = plan[:1]
+		plan[0].ubers, plan[0].kinds = []float64{params.UBER}, []bool{false}
 	}
 	started := time.Now()
 	var cells []kvCell
-	for _, mix := range mixes {
+	for _, step := range plan {
 		p := params
-		p.Mix, p.UBER = mix, 0
+		p.Mix, p.UBER = step.mix, 0
 		ref, err := runChecked(ctx, p)
 		if err != nil {
 			return nil, err
 		}
 		refCopy := ref
 		cells = append(cells, kvCell{label: "error-free", res: ref, ref: &refCopy})
-		for i, persistent := range kinds {
-			modes := []kv.RepairMode{kv.RepairDirect, kv.RepairCrash}
-			if i%2 == 1 { // alternate the order so drift on the machine hits both
-				modes[0], modes[1] = modes[1], modes[0]
-			}
-			var pair []kvCell
-			for _, mode := range modes {
-				p := params
-				p.Mix, p.Mode, p.Persistent = mix, mode, persistent
-				r, err := runChecked(ctx, p)
-				if err != nil {
-					return nil, err
+		turn := 0
+		for _, uber := range step.ubers {
+			for _, persistent := range step.kinds {
+				modes := []kv.RepairMode{kv.RepairDirect, kv.RepairCrash}
+				if turn%2 == 1 { // alternate the order so drift on the machine hits both
+					modes[0], modes[1] = modes[1], modes[0]
 				}
-				pair = append(pair, kvCell{label: flipKind(persistent), res: r, ref: &refCopy})
+				turn++
+				var pair []kvCell
+				for _, mode := range modes {
+					p := params
+					p.Mix, p.Mode, p.Persistent, p.UBER = step.mix, mode, persistent, uber
+					r, err := runChecked(ctx, p)
+					if err != nil {
+						return nil, err
+					}
+					pair = append(pair, kvCell{label: flipKind(persistent), res: r, ref: &refCopy})
+				}
+				sort.Slice(pair, func(a, b int) bool { return pair[a].res.Params.Mode < pair[b].res.Params.Mode })
+				cells = append(cells, pair...)
 			}
-			sort.Slice(pair, func(a, b int) bool { return pair[a].res.Params.Mode < pair[b].res.Params.Mode })
-			cells = append(cells, pair...)
 		}
 	}
 	return kvYCSBReport(cfg, params, cells, time.Since(started))
@@ -141,19 +156,19 @@ func kvYCSBReport(cfg Config, params kvRunParams, cells []kvCell, elapsed time.D
 	r.Text("DIRECT 000 section 5.1 and 001 section 5 (Table 4) measure ZippyDB with and without DIRECT while a "+
 		"custom RocksDB environment flips bits as they are read. Here the same method runs against flashmend's KV "+
 		"store (`internal/kv`): YCSB-style clients load a 3-node cluster while flipFS "+
-		"(`internal/experiments/kv_flipfs.go`) flips each bit read from an sstable with probability UBER = %g "+
-		"(scaled up from the paper's 1e-10..1e-13 so that errors occur in a %v run). *Transient* flips change "+
+		"(`internal/experiments/kv_flipfs.go`) flips each bit read from an sstable with probability UBER "+
+		"(the table's UBER column, scaled up from the paper's 1e-10..1e-13 so that errors occur in a %v run). *Transient* flips change "+
 		"only the bytes returned by that read; *persistent* flips are also written back into the file, as decayed "+
 		"flash would be. DIRECT isolates the damaged data block and repairs its key range with a patch through "+
 		"the raft log; `crash` takes the replica down, wipes it and re-replicates the whole shard from a peer. "+
 		"Each mix also runs once without flips (the error-free reference). Total wall time %v.",
-		params.UBER, params.Duration, elapsed.Round(time.Second))
+		params.Duration, elapsed.Round(time.Second))
 	r.Text("Parameters: %s", kvParamsText(params))
 	t := report.Table{
 		Caption: "Side by side, one run per row (median ops/s over whole seconds; ratio to the error-free run of the same mix)",
-		Header: []string{"YCSB", "flips", "mode", "ops/s (median)", "vs error-free", "reads", "read retries (replica errors)",
+		Header: []string{"YCSB", "UBER", "flips", "mode", "ops/s (median)", "vs error-free", "reads", "read retries (replica errors)",
 			"read errors seen by the app", "update errors", "flips applied (metadata absorbed)", "detected", "patches", "rebuilds",
-			"repair bytes", "CPU s", "CPU ms/kop"},
+			"replicas down at end", "repair bytes", "CPU s", "CPU ms/kop"},
 	}
 	for _, c := range cells {
 		res := c.res
@@ -167,10 +182,10 @@ func kvYCSBReport(cfg Config, params kvRunParams, cells []kvCell, elapsed time.D
 			ratio = fmt.Sprintf("%.2f", res.MedianOpsPerSecond()/c.ref.MedianOpsPerSecond())
 		}
 		t.Rows = append(t.Rows, []string{
-			res.Params.Mix.Name, c.label, mode, fmt.Sprintf("%.0f", res.MedianOpsPerSecond()), ratio,
+			res.Params.Mix.Name, fmt.Sprintf("%g", res.Params.UBER), c.label, mode, fmt.Sprintf("%.0f", res.MedianOpsPerSecond()), ratio,
 			fmt.Sprint(res.Reads), pct(res.ReadRetries, res.Reads), pct(res.ReadErrors, res.Reads),
 			pct(res.UpdateErrors, res.Updates), fmt.Sprintf("%d (%d)", res.Flips.Flips, res.Flips.MetaAbsorbed),
-			fmt.Sprint(res.Detected), fmt.Sprint(res.Patches), fmt.Sprint(res.Rebuilds),
+			fmt.Sprint(res.Detected), fmt.Sprint(res.Patches), fmt.Sprint(res.Rebuilds), fmt.Sprint(res.DownAtEnd),
 			fmt.Sprintf("%.0f KiB", float64(repairBytes)/1024),
 			fmt.Sprintf("%.2f", res.CPU.Seconds()), fmt.Sprintf("%.2f", res.CPUPerKOp()),
 		})
@@ -189,10 +204,10 @@ func kvYCSBReport(cfg Config, params kvRunParams, cells []kvCell, elapsed time.D
 			xs = append(xs, float64(i)+0.5)
 			ys = append(ys, float64(s.ReadRetries+s.AppErrors))
 		}
-		series = append(series, report.Series{Name: fmt.Sprintf("%s, %s flips", c.res.Params.Mode, c.label), X: xs, Y: ys})
+		series = append(series, report.Series{Name: fmt.Sprintf("%s, %s, UBER %g", c.res.Params.Mode, c.label, c.res.Params.UBER), X: xs, Y: ys})
 	}
 	p, err := report.LinePlot{
-		Title:  fmt.Sprintf("YCSB %s, UBER %g: replica read errors + application errors per second", cells[0].res.Params.Mix.Name, params.UBER),
+		Title:  fmt.Sprintf("YCSB %s: replica read errors + application errors per second", cells[0].res.Params.Mix.Name),
 		XLabel: "time in the measured phase (s)", YLabel: "errors per second",
 		Series: series,
 	}.Build()
@@ -212,7 +227,7 @@ func kvYCSBReport(cfg Config, params kvRunParams, cells []kvCell, elapsed time.D
 			xs = append(xs, float64(i)+0.5)
 			ys = append(ys, float64(s.Ops))
 		}
-		name := fmt.Sprintf("%s, %s flips", c.res.Params.Mode, c.label)
+		name := fmt.Sprintf("%s, %s, UBER %g", c.res.Params.Mode, c.label, c.res.Params.UBER)
 		if c.res.Params.UBER == 0 {
 			name = "error-free"
 		}
@@ -244,7 +259,7 @@ func kvYCSBDiscussion(cells []kvCell) string {
 		var crash *kvRunResult
 		for i := range cells {
 			o := &cells[i].res
-			if o.Params.Mode == kv.RepairCrash && o.Params.Mix == c.res.Params.Mix && o.Params.Persistent == c.res.Params.Persistent && o.Params.UBER > 0 {
+			if o.Params.Mode == kv.RepairCrash && o.Params.Mix == c.res.Params.Mix && o.Params.Persistent == c.res.Params.Persistent && o.Params.UBER == c.res.Params.UBER {
 				crash = o
 			}
 		}
@@ -252,12 +267,13 @@ func kvYCSBDiscussion(cells []kvCell) string {
 			continue
 		}
 		d := c.res
-		fmt.Fprintf(&b, "YCSB %s, %s flips: DIRECT %.0f ops/s against crash %.0f (ratio %.2f), application-visible read errors %s against %s, "+
-			"replica-level read errors %s against %s, %d patches against %d whole-shard rebuilds, CPU %.2f against %.2f ms per thousand operations. ",
-			d.Params.Mix.Name, flipKind(d.Params.Persistent), d.MedianOpsPerSecond(), crash.MedianOpsPerSecond(),
+		fmt.Fprintf(&b, "YCSB %s, UBER %g, %s flips: DIRECT %.0f ops/s against crash %.0f (ratio %.2f), application-visible read errors %s against %s, "+
+			"replica-level read errors %s against %s, %d patches against %d whole-shard rebuilds (%d and %d replicas still down at the end), "+
+			"CPU %.2f against %.2f ms per thousand operations. ",
+			d.Params.Mix.Name, d.Params.UBER, flipKind(d.Params.Persistent), d.MedianOpsPerSecond(), crash.MedianOpsPerSecond(),
 			d.MedianOpsPerSecond()/math.Max(crash.MedianOpsPerSecond(), 1e-9),
 			pct(d.ReadErrors, d.Reads), pct(crash.ReadErrors, crash.Reads), pct(d.ReadRetries, d.Reads), pct(crash.ReadRetries, crash.Reads),
-			d.Patches, crash.Rebuilds, d.CPUPerKOp(), crash.CPUPerKOp())
+			d.Patches, crash.Rebuilds, d.DownAtEnd, crash.DownAtEnd, d.CPUPerKOp(), crash.CPUPerKOp())
 	}
 	b.WriteString("\n\nEvery read was checked: no run returned another record's data (the experiment fails if one does). " +
 		"*Read retries* are reads a replica refused or failed (corruption, range under repair, replica down) and the " +

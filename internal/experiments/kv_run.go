@@ -99,7 +99,10 @@ type kvRunResult struct {
 	CPU time.Duration
 	// Replica counters summed over every replica.
 	Detected, Patches, Rebuilds uint64
-	Flips                       flipStats
+	// DownAtEnd counts replicas still rebuilding (refusing reads) when the
+	// measured phase ended.
+	DownAtEnd int
+	Flips     flipStats
 	// Repairs completed in the measured phase (kv.Options.OnRepair).
 	Repairs []kv.RepairEvent
 	// ShardBytes is the logical size of each shard's state (rows x row
@@ -275,6 +278,9 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 				res.Detected += st.CorruptionsDetected
 				res.Patches += st.PatchesApplied
 				res.Rebuilds += st.Rebuilds
+				if status, err := r.Status(); err == nil && status.State == "rebuilding" {
+					res.DownAtEnd++
+				}
 			}
 		}
 	}
