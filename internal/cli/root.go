@@ -56,13 +56,14 @@ balances wear across servers (Chameleon).`,
 		newExperimentsCmd(),
 		newModelCmd(),
 		newFlashCmd(),
-		newKVCmd(),
 		newNodeCmd(),
 		newCoordinatorCmd(),
 		newDevCmd(),
 		newCtlCmd(),
+		newPebbleCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
+	addKVCmds(root)          // kv and ctl kv (kv.go)
 	return root
 }
 
