@@ -133,10 +133,12 @@ func (o *testObject) restore(ctx context.Context, cli *client.Client) error {
 
 // readOutcome is what one object read saw.
 type readOutcome struct {
-	Failed   bool // an explicit data-loss error reached the application
-	Voted    int  // chunks rebuilt by a majority vote (DIRECT)
-	Repaired int
-	Bytes    int64 // bytes returned (0 on failure)
+	Failed bool // an explicit data-loss error reached the application
+	Voted  int  // chunks with a sector rebuilt by a majority vote (DIRECT)
+	// AllCorrupt counts chunks read corrupt on every replica (DIRECT).
+	AllCorrupt int
+	Repaired   int
+	Bytes      int64 // bytes returned (0 on failure)
 }
 
 // errWrongData marks a read that returned bytes different from what was
@@ -164,7 +166,7 @@ func readObject(ctx context.Context, cli *client.Client, o *testObject, mode str
 	if rep.RepairFailed > 0 {
 		return readOutcome{}, fmt.Errorf("%s (%s): %d repairs failed", o.key, mode, rep.RepairFailed)
 	}
-	return readOutcome{Voted: rep.Voted, Repaired: rep.Repaired, Bytes: int64(len(data))}, nil
+	return readOutcome{Voted: rep.Voted, AllCorrupt: rep.AllCorrupt, Repaired: rep.Repaired, Bytes: int64(len(data))}, nil
 }
 
 // sumsRecordBits is the size, in bits, of the sums record stored apart from

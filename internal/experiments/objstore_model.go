@@ -33,10 +33,11 @@ import (
 //     offsets of the R replicas are non-decreasing, which is less likely than
 //     the paper's "every replica has an error somewhere in the block".
 //
-// Chunk recovery without a vote fails when some chunk is corrupt on all R
-// replicas; DIRECT's vote then fails when some bit is flipped on two or more
-// of the three returned copies, or when none of the three returned sums
-// records is valid (the vote has no checksum to verify against).
+// Chunk recovery alone fails when some chunk is corrupt on all R replicas;
+// DIRECT then merges the copies sector by sector and votes on the sectors
+// corrupt in every copy, and fails when such a sector has a bit flipped in
+// two or more copies, or when none of the three returned sums records is
+// valid (nothing to verify against).
 
 // injectionParams describe one object read under the node's persistent
 // flip-on-read injection: Chunks chunks of ChunkBits data bits, each with a
@@ -45,12 +46,17 @@ type injectionParams struct {
 	UBER      float64
 	Chunks    int
 	ChunkBits int64
-	SumsBits  int64
-	Replicas  int
+	// SectorBits is the checksum granularity (512 B in objstore): a chunk
+	// corrupt on every replica is merged sector by sector, and only a
+	// sector corrupt in every copy is voted. It must divide ChunkBits.
+	SectorBits int64
+	SumsBits   int64
+	Replicas   int
 }
 
 func (p injectionParams) String() string {
-	return fmt.Sprintf("UBER=%g chunks=%d chunk=%db sums=%db R=%d", p.UBER, p.Chunks, p.ChunkBits, p.SumsBits, p.Replicas)
+	return fmt.Sprintf("UBER=%g chunks=%d chunk=%db sector=%db sums=%db R=%d",
+		p.UBER, p.Chunks, p.ChunkBits, p.SectorBits, p.SumsBits, p.Replicas)
 }
 
 // Bounds of injectionParams.
@@ -67,6 +73,8 @@ func (p injectionParams) validate() error {
 		return base.InvalidArgumentf("injection model: %d chunks outside [1, %d]", p.Chunks, maxInjectionChunks)
 	case p.ChunkBits < 1 || p.ChunkBits > maxInjectionBits:
 		return base.InvalidArgumentf("injection model: chunk of %d bits outside [1, %d]", p.ChunkBits, maxInjectionBits)
+	case p.SectorBits < 1 || p.ChunkBits%p.SectorBits != 0:
+		return base.InvalidArgumentf("injection model: sector of %d bits does not divide the chunk's %d", p.SectorBits, p.ChunkBits)
 	case p.SumsBits < 0 || p.SumsBits > maxInjectionBits:
 		return base.InvalidArgumentf("injection model: sums record of %d bits outside [0, %d]", p.SumsBits, maxInjectionBits)
 	case p.Replicas != 3:
@@ -142,28 +150,39 @@ func objectFailure(chunks int, perChunk float64) float64 {
 }
 
 // injectedVoteFailure is the probability that an object read fails under
-// DIRECT's full path (chunk recovery, then a bit-by-bit vote over the three
-// corrupt copies the nodes return after their re-read).
+// DIRECT's full path: chunk recovery; when every replica of a chunk is
+// corrupt, a sector-wise merge (each 512 B sector from a copy where it
+// verifies) and a bit-by-bit vote over the three copies of each sector that
+// is corrupt in all of them (objstore.DecideREP), on the copies the nodes
+// return after their re-read.
 //
 // Per chunk, with X_i "replica i corrupt on the first read", F_i the flips
-// in the copy replica i returns (the XOR of both reads' flips), V "some bit
-// is flipped in two or more F_i" and W "no returned sums record is valid":
+// of the copy replica i returns (the XOR of both reads' flips), W "no
+// returned sums record is valid" and L "some sector has flips in all three
+// F_i and some bit of it flipped in two or more":
 //
-//	P(lost) = P(all X) - P(all X, not V, not W)
-//	P(all X, not V, not W) = T1 - T2
-//	T1 = sum_S (-1)^|S| (1-E)^(|S| Sb) g(S)^Cb
-//	T2 = sum_S (-1)^|S| a^|S| b^(R-|S|) g(S)^Cb
+//	P(lost) = P(all X) - P(all X, not W, not L)
+//	P(all X, not W, not L) = sum_S (-1)^|S| C(R,|S|) sums(S) data(S)
+//	sums(S) = (1-E)^(|S| Sb) - a^|S| b^(R-|S|)
+//	data(S) = [ (1-E)^(|S| s) (1 - P(L_sector | S)) ]^m
 //
 // by inclusion-exclusion over the set S of replicas that are clean on the
-// first read (X_i = 0: no data and no sums flip in read 1, so F_i is the
-// second read's flips alone, rate E; for the others F_i has rate
-// e2 = 2E(1-E)). g(S) is the per-data-bit probability that the replicas in S
-// had no flip in read 1 and fewer than two F_i flip the bit; a = (1-E)^Sb
-// (1 - (1-E)^Sb) is "clean sums on read 1, invalid sums after read 2" and
-// b = 1 - ((1-E)^2 + E^2)^Sb "invalid sums after two reads". The
-// alternating sums cancel almost completely at small E, so they are
-// evaluated in math/big at a precision raised until the result keeps
-// voteGuardBits significant bits.
+// first read (their F_i is the second read's flips, rate E; the others'
+// have rate e2 = 2E(1-E)); m sectors of s bits; a = (1-E)^Sb (1 -
+// (1-E)^Sb) is "clean sums on read 1, invalid after read 2" and b = 1 -
+// ((1-E)^2 + E^2)^Sb "invalid after two reads". Within a sector, with
+// per-copy rates p_i, D "some bit flipped in two or more copies" and C_T
+// "the copies in T are clean in this sector":
+//
+//	P(L_sector) = P(D) - P(D, some copy clean)
+//	P(D) = 1 - f^s, f = P(fewer than two of the F_i flip a bit)
+//	P(D, some copy clean) = P(some copy clean) - P(some copy clean, not D)
+//	P(some copy clean, not D) = sum_{T nonempty} (-1)^(|T|+1) [prod_{i in T} (1-p_i) f_T]^s
+//
+// where f_T is the probability that fewer than two of the copies outside T
+// flip a bit. The alternating sums cancel almost completely at small E, so
+// everything is evaluated in math/big at a precision raised until the
+// result keeps 64 significant bits.
 func injectedVoteFailure(p injectionParams) (float64, error) {
 	if err := p.validate(); err != nil {
 		return math.NaN(), err
@@ -176,7 +195,7 @@ func injectedVoteFailure(p injectionParams) (float64, error) {
 		v := injectedVoteChunkBig(p, prec)
 		perChunk, _ = v.Float64()
 		// Every term is at most 1 in magnitude with a relative error of
-		// about (4 log2(bits) + 16) 2^-prec; the result is trustworthy when
+		// about (8 log2(bits) + 64) 2^-prec; the result is trustworthy when
 		// it stands well above 2^-(prec-16).
 		if v.Sign() > 0 && v.MantExp(nil) > -int(prec)+16+64 {
 			break
@@ -189,60 +208,85 @@ func injectedVoteFailure(p injectionParams) (float64, error) {
 }
 
 func injectedVoteChunkBig(p injectionParams, prec uint) *big.Float {
-	f := func(x float64) *big.Float { return new(big.Float).SetPrec(prec).SetFloat64(x) }
+	nf := func() *big.Float { return new(big.Float).SetPrec(prec) }
+	f := func(x float64) *big.Float { return nf().SetFloat64(x) }
 	one := f(1)
 	e := f(p.UBER)
-	u := new(big.Float).SetPrec(prec).Sub(one, e) // 1-E
-	e2 := new(big.Float).SetPrec(prec).Mul(f(2), e)
+	u := nf().Sub(one, e) // 1-E
+	e2 := nf().Mul(f(2), e)
 	e2.Mul(e2, u) // 2E(1-E)
 	uSb := bigPow(u, p.SumsBits, prec)
-	// a = (1-E)^Sb (1 - (1-E)^Sb)
-	a := new(big.Float).SetPrec(prec).Sub(one, uSb)
+	a := nf().Sub(one, uSb)
 	a.Mul(a, uSb)
-	// b = 1 - ((1-E)^2 + E^2)^Sb
-	same := new(big.Float).SetPrec(prec).Mul(u, u)
-	same.Add(same, new(big.Float).SetPrec(prec).Mul(e, e))
-	b := new(big.Float).SetPrec(prec).Sub(one, bigPow(same, p.SumsBits, prec))
-
+	same := nf().Mul(u, u)
+	same.Add(same, nf().Mul(e, e))
+	b := nf().Sub(one, bigPow(same, p.SumsBits, prec))
 	r := p.Replicas
-	allX := new(big.Float).SetPrec(prec)
-	t1 := new(big.Float).SetPrec(prec)
-	t2 := new(big.Float).SetPrec(prec)
+	sectors := p.ChunkBits / p.SectorBits
+
+	allX := nf()
+	kept := nf() // P(all X, not W, not L)
 	uAll := bigPow(u, p.ChunkBits+p.SumsBits, prec)
 	for s := 0; s <= r; s++ {
 		choose := f(float64(new(big.Int).Binomial(int64(r), int64(s)).Int64()))
-		// g(S): s replicas at rate E (and no read-1 flip: factor (1-E)^s),
-		// r-s at rate e2; fewer than two flips among them.
-		rates := make([]*big.Float, 0, r)
-		for i := 0; i < r; i++ {
+		rates := make([]*big.Float, r)
+		for i := range rates {
+			rates[i] = e2
 			if i < s {
-				rates = append(rates, e)
-			} else {
-				rates = append(rates, e2)
+				rates[i] = e
 			}
 		}
-		g := new(big.Float).SetPrec(prec).Mul(bigPow(u, int64(s), prec), fewerThanTwo(rates, prec))
-		gC := bigPow(g, p.ChunkBits, prec)
-
-		termX := new(big.Float).SetPrec(prec).Mul(choose, bigPow(uAll, int64(s), prec))
-		term1 := new(big.Float).SetPrec(prec).Mul(choose, bigPow(uSb, int64(s), prec))
-		term1.Mul(term1, gC)
-		term2 := new(big.Float).SetPrec(prec).Mul(choose, bigPow(a, int64(s), prec))
-		term2.Mul(term2, bigPow(b, int64(r-s), prec))
-		term2.Mul(term2, gC)
+		sums := nf().Sub(bigPow(uSb, int64(s), prec), nf().Mul(bigPow(a, int64(s), prec), bigPow(b, int64(r-s), prec)))
+		sector := nf().Sub(one, sectorLost(rates, p.SectorBits, prec))
+		sector.Mul(sector, bigPow(u, int64(s)*p.SectorBits, prec))
+		term := nf().Mul(choose, sums)
+		term.Mul(term, bigPow(sector, sectors, prec))
+		termX := nf().Mul(choose, bigPow(uAll, int64(s), prec))
 		if s%2 == 0 {
 			allX.Add(allX, termX)
-			t1.Add(t1, term1)
-			t2.Add(t2, term2)
+			kept.Add(kept, term)
 		} else {
 			allX.Sub(allX, termX)
-			t1.Sub(t1, term1)
-			t2.Sub(t2, term2)
+			kept.Sub(kept, term)
 		}
 	}
-	// P(lost) = allX - (t1 - t2)
-	out := new(big.Float).SetPrec(prec).Sub(allX, t1)
-	return out.Add(out, t2)
+	return nf().Sub(allX, kept)
+}
+
+// sectorLost is P(L_sector): every copy has a flip in the sector of
+// sectorBits bits and some bit is flipped in two or more copies, for
+// copies whose bits flip independently at the given rates.
+func sectorLost(rates []*big.Float, sectorBits int64, prec uint) *big.Float {
+	nf := func() *big.Float { return new(big.Float).SetPrec(prec) }
+	one := nf().SetInt64(1)
+	double := nf().Sub(one, bigPow(fewerThanTwo(rates, prec), sectorBits, prec))
+	someClean, someCleanNoDouble := nf(), nf()
+	n := len(rates)
+	for mask := 1; mask < 1<<n; mask++ {
+		clean := nf().SetInt64(1)
+		var others []*big.Float
+		size := 0
+		for i, p := range rates {
+			if mask&(1<<i) != 0 {
+				clean.Mul(clean, nf().Sub(one, p))
+				size++
+			} else {
+				others = append(others, p)
+			}
+		}
+		c := bigPow(clean, sectorBits, prec)
+		cn := bigPow(nf().Mul(clean, fewerThanTwo(others, prec)), sectorBits, prec)
+		if size%2 == 1 {
+			someClean.Add(someClean, c)
+			someCleanNoDouble.Add(someCleanNoDouble, cn)
+		} else {
+			someClean.Sub(someClean, c)
+			someCleanNoDouble.Sub(someCleanNoDouble, cn)
+		}
+	}
+	// P(D and some clean) = P(some clean) - P(some clean, not D)
+	doubleAndClean := nf().Sub(someClean, someCleanNoDouble)
+	return nf().Sub(double, doubleAndClean)
 }
 
 // fewerThanTwo is the probability that fewer than two of independent

@@ -90,19 +90,29 @@ func simulateRead(rng *rand.Rand, p injectionParams) (hdfsFail, chunkFail, voteF
 			continue
 		}
 		chunkFail = true
-		count := map[int64]int{}
 		intact := false
 		for r := range reps {
 			intact = intact || reps[r][c].sumsIntact
+		}
+		// Sector-wise merge: a sector is lost when every copy has a flip in
+		// it and some bit of it is flipped in two or more copies.
+		badIn := map[int64]int{} // sector -> copies with a flip there
+		count := map[int64]int{} // bit -> copies with it flipped
+		for r := range reps {
+			seen := map[int64]bool{}
 			for bit := range reps[r][c].flips {
 				count[bit]++
+				if sec := bit / p.SectorBits; !seen[sec] {
+					seen[sec] = true
+					badIn[sec]++
+				}
 			}
 		}
-		shared := false
-		for _, n := range count {
-			shared = shared || n >= 2
+		lost := false
+		for bit, n := range count {
+			lost = lost || (n >= 2 && badIn[bit/p.SectorBits] == p.Replicas)
 		}
-		if shared || !intact {
+		if lost || !intact {
 			voteFail = true
 		}
 	}
@@ -117,9 +127,10 @@ func TestInjectionModelMonteCarlo(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	for _, p := range []injectionParams{
-		{UBER: 2e-3, Chunks: 4, ChunkBits: 400, SumsBits: 40, Replicas: 3},
-		{UBER: 8e-3, Chunks: 3, ChunkBits: 200, SumsBits: 60, Replicas: 3},
-		{UBER: 3e-4, Chunks: 8, ChunkBits: 1000, SumsBits: 0, Replicas: 3},
+		{UBER: 2e-3, Chunks: 4, ChunkBits: 400, SectorBits: 400, SumsBits: 40, Replicas: 3},
+		{UBER: 8e-3, Chunks: 3, ChunkBits: 200, SectorBits: 50, SumsBits: 60, Replicas: 3},
+		{UBER: 2e-2, Chunks: 2, ChunkBits: 256, SectorBits: 32, SumsBits: 16, Replicas: 3},
+		{UBER: 3e-4, Chunks: 8, ChunkBits: 1000, SectorBits: 1000, SumsBits: 0, Replicas: 3},
 	} {
 		const trials = 20000
 		var fails [3]int
@@ -157,7 +168,7 @@ func TestInjectionModelMonteCarlo(t *testing.T) {
 func TestInjectionModelLimits(t *testing.T) {
 	const chunkBytes = 64 << 10
 	for _, e := range []float64{1e-9, 1e-7, 1e-5} {
-		one := injectionParams{UBER: e, Chunks: 1, ChunkBits: 8 * chunkBytes, Replicas: 3}
+		one := injectionParams{UBER: e, Chunks: 1, ChunkBits: 8 * chunkBytes, SectorBits: 8 * chunkBytes, Replicas: 3}
 		h, err := injectedHDFSFailure(one)
 		if err != nil {
 			t.Fatal(err)
@@ -166,7 +177,7 @@ func TestInjectionModelLimits(t *testing.T) {
 		if math.Abs(h-want) > 1e-9*want {
 			t.Errorf("E=%g one chunk: hdfs %g, block formula %g", e, h, want)
 		}
-		obj := injectionParams{UBER: e, Chunks: 16, ChunkBits: 8 * chunkBytes, Replicas: 3}
+		obj := injectionParams{UBER: e, Chunks: 16, ChunkBits: 8 * chunkBytes, SectorBits: 8 * chunkBytes, Replicas: 3}
 		mp := model.DirectParams{UBER: e, BlockBytes: 16 * chunkBytes, ChunkBytes: chunkBytes, Replicas: 3}
 		c, _ := injectedChunkFailure(obj)
 		if want := model.DirectChunkRecovery(mp); math.Abs(c-want) > 1e-9*want {
@@ -183,15 +194,22 @@ func TestInjectionModelLimits(t *testing.T) {
 		if !(v >= lo*0.999 && v <= hi && v < c) {
 			t.Errorf("E=%g: vote %g outside [paper %g, paper at 2E %g] or above chunk %g", e, v, lo, hi, c)
 		}
-		t.Logf("E=%g: hdfs %.3g chunk %.3g vote %.3g (paper vote %.3g, at 2E %.3g)", e, h, c, v, lo, hi)
+		// Merging 512 B sectors before voting can only help.
+		sectors := obj
+		sectors.SectorBits = 8 * 512
+		vs, err := injectedVoteFailure(sectors)
+		if err != nil || !(vs <= v) {
+			t.Errorf("E=%g: sector-wise %g above chunk-wise vote %g (%v)", e, vs, v, err)
+		}
+		t.Logf("E=%g: hdfs %.3g chunk %.3g vote %.3g sector-wise %.3g (paper vote %.3g, at 2E %.3g)", e, h, c, v, vs, lo, hi)
 	}
-	if _, err := injectedVoteFailure(injectionParams{UBER: 1e-6, Chunks: 1, ChunkBits: 8, Replicas: 2}); err == nil {
+	if _, err := injectedVoteFailure(injectionParams{UBER: 1e-6, Chunks: 1, ChunkBits: 8, SectorBits: 8, Replicas: 2}); err == nil {
 		t.Error("two replicas accepted")
 	}
-	if _, err := injectedHDFSFailure(injectionParams{UBER: -1, Chunks: 1, ChunkBits: 8, Replicas: 3}); err == nil {
+	if _, err := injectedHDFSFailure(injectionParams{UBER: -1, Chunks: 1, ChunkBits: 8, SectorBits: 8, Replicas: 3}); err == nil {
 		t.Error("negative UBER accepted")
 	}
-	if v, err := injectedVoteFailure(injectionParams{UBER: 0, Chunks: 1, ChunkBits: 8, Replicas: 3}); err != nil || v != 0 {
+	if v, err := injectedVoteFailure(injectionParams{UBER: 0, Chunks: 1, ChunkBits: 8, SectorBits: 8, Replicas: 3}); err != nil || v != 0 {
 		t.Errorf("UBER 0: %g, %v", v, err)
 	}
 }

@@ -40,7 +40,7 @@ func throughputPlanFor(cfg Config) throughputPlan {
 			Readers: 2, ObjectsPerReader: 2, ReadsPerReader: 2, Repetitions: 1}
 	}
 	return throughputPlan{ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{0, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5},
-		Readers: 4, ObjectsPerReader: 4, ReadsPerReader: 32, Repetitions: 5}
+		Readers: 4, ObjectsPerReader: 4, ReadsPerReader: 48, Repetitions: 5}
 }
 
 // throughputRun is one timed run of one mode at one UBER.
@@ -242,11 +242,10 @@ func throughputReport(pl throughputPlan, modes []string, runs [][][]throughputRu
 	var series []report.Series
 	for mi, m := range modes {
 		series = append(series, report.Series{Name: m, X: x, Y: ratioSeries[mi]})
-		series = append(series, report.Series{Name: m + " (points)", X: x, Y: ratioSeries[mi], Points: true})
 	}
 	fig, err := report.LinePlot{
 		Title:  fmt.Sprintf("%d readers, REP-3 objects of %s", pl.Readers, base.Bytes(pl.ObjectBytes)),
-		XLabel: "UBER (per bit read)", YLabel: "throughput / error-free throughput",
+		XLabel: "UBER (per bit read)", YLabel: "ratio to error-free",
 		LogX: true, Series: series,
 	}.Build()
 	if err != nil {
@@ -267,9 +266,13 @@ func throughputDiscussion(pl throughputPlan, modes []string, runs [][][]throughp
 			continue
 		}
 		h, d := summarizeThroughput(runs, ui, 0), summarizeThroughput(runs, ui, 1)
-		b.printf("At UBER 1e-7 (the mission's target point) DIRECT kept %.0f%% of its error-free throughput "+
-			"with %.1f%% failed reads, hdfs %.0f%% with %.1f%% failed reads. ",
-			100*d.Ratio, 100*d.FailedFraction, 100*h.Ratio, 100*h.FailedFraction)
+		verdict := "met"
+		if d.Ratio < 0.9 || d.FailedFraction > 0 {
+			verdict = "not met"
+		}
+		b.printf("At UBER 1e-7 DIRECT kept %.0f%% of its error-free throughput with %.1f%% failed reads "+
+			"(the mission's target there, no failed read and at least 90%%: %s), hdfs %.0f%% with %.1f%% "+
+			"failed reads. ", 100*d.Ratio, 100*d.FailedFraction, verdict, 100*h.Ratio, 100*h.FailedFraction)
 	}
 	last := len(pl.UBERs) - 1
 	h, d := summarizeThroughput(runs, last, 0), summarizeThroughput(runs, last, 1)
