@@ -21,8 +21,18 @@ import (
 // kvAddrsEnv is read when --addrs is not given; `kv serve` prints it.
 const kvAddrsEnv = "FLASHMEND_KV_ADDRS"
 
-// newKVCmd is `flashmend kv`: the replicated KV store (internal/kv). It is
-// the constructor a `ctl` command can mount as `ctl kv`.
+// addKVCmds mounts the KV commands as `flashmend kv` and, when the client
+// tool exists, as `flashmend ctl kv` (without touching ctl.go).
+func addKVCmds(root *cobra.Command) {
+	root.AddCommand(newKVCmd())
+	for _, c := range root.Commands() {
+		if c.Name() == "ctl" {
+			c.AddCommand(newKVCmd())
+		}
+	}
+}
+
+// newKVCmd is `flashmend kv`: the replicated KV store (internal/kv).
 func newKVCmd() *cobra.Command {
 	var (
 		addrs   string

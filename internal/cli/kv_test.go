@@ -37,6 +37,9 @@ func TestKVCommandsAgainstLocalCluster(t *testing.T) {
 	if out, code := kvRun("get", "zucchini"); code != 0 || out != "green\n" {
 		t.Fatalf("get: %d %q", code, out)
 	}
+	if out, code := runKVCLI(t, append([]string{"ctl", "kv", "get", "zucchini"}, flags...)...); code != 0 || out != "green\n" {
+		t.Fatalf("ctl kv get: %d %q", code, out)
+	}
 	if out, code := kvRun("get", "banana", "--consistency", "eventual"); code != 0 || out != "yellow\n" {
 		t.Fatalf("eventual get: %d %q", code, out)
 	}

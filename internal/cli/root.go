@@ -60,7 +60,6 @@ balances wear across servers (Chameleon).`,
 		newCoordinatorCmd(),
 		newDevCmd(),
 		newCtlCmd(),
-		newPebbleCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	addKVCmds(root)          // kv and ctl kv (kv.go)
