@@ -22,11 +22,13 @@ const (
 	stUnavailable              // node down
 	stSumsBad                  // data fine, sums record corrupt
 	stShort                    // truncated data
+	stFlipC                    // bit 101 flipped (flipA's sector, another bit)
+	stFlipD                    // bit 4000 flipped (flipA's sector, another byte)
 	numStates
 )
 
 func (s replicaState) String() string {
-	return [...]string{"good", "flipA", "flipB", "flipA2", "down", "sumsbad", "short"}[s]
+	return [...]string{"good", "flipA", "flipB", "flipA2", "down", "sumsbad", "short", "flipC", "flipD"}[s]
 }
 
 func (s replicaState) flips() []int {
@@ -37,6 +39,10 @@ func (s replicaState) flips() []int {
 		return []int{9000}
 	case stFlipA2:
 		return []int{100, 40000}
+	case stFlipC:
+		return []int{101}
+	case stFlipD:
+		return []int{4000}
 	}
 	return nil
 }
