@@ -2,6 +2,7 @@ package sdfvfs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"math/rand"
 	"strings"
@@ -293,6 +294,12 @@ func TestSSTBitFlipsReportCorruption(t *testing.T) {
 	}
 	if err := it.Close(); !pebble.IsCorruptionError(err) {
 		t.Fatalf("scan ended after %d keys with %v, want corruption", i, err)
+	}
+	// A compaction that reads the damaged table fails as a corruption and
+	// Pebble reports it as a background error.
+	err = db.Compact(context.Background(), key(0), key(n), false)
+	if !pebble.IsCorruptionError(err) || cl.background.Load() == 0 {
+		t.Fatalf("compaction over the damage: %v; %d corruption background errors", err, cl.background.Load())
 	}
 	if err := db.Close(); err != nil && !errors.Is(err, base.ErrCorruption) {
 		t.Logf("close: %v", err)
