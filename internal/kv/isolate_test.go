@@ -1,0 +1,93 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
+	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// TestIsolationMatchesBruteForce damages a random data block and checks the
+// isolated range against a second computation: reading every key one by
+// one. Every unreadable key must be inside the range, and the range may
+// hold at most the two neighbouring readable keys besides.
+func TestIsolationMatchesBruteForce(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for round := 0; round < 5; round++ {
+		fs := vfs.NewMem()
+		sm, err := openStateMachine(fs, "sm", 0, 4<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 1000 + rng.Intn(2000)
+		fillSM(t, sm, n)
+		if err := sm.db.Compact(context.Background(), userPrefix, userEnd, false); err != nil {
+			t.Fatal(err)
+		}
+		levels, _ := sm.db.SSTables()
+		var path string
+		for _, l := range levels {
+			for _, tbl := range l {
+				path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+			}
+		}
+		layout := sstLayout(t, fs, path, sm.opts.MakeReaderOptions())
+		h := layout.Data[rng.Intn(len(layout.Data))]
+		if err := flipByteAt(fs, path, int64(h.Offset)+rng.Int63n(int64(h.Length))); err != nil {
+			t.Fatal(err)
+		}
+		iso, err := isolateCorruption(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+		if err != nil || iso.WholeFile {
+			t.Fatalf("seed %d: isolation %v, %v", seed, iso, err)
+		}
+		lo, _ := fromUserKey(iso.Start)
+		hi, _ := fromUserKey(iso.End)
+		rg := Range{Start: lo, End: hi}
+		bad, extra := 0, 0
+		for i := 0; i < n; i++ {
+			k := []byte(fmt.Sprintf("key-%05d", i))
+			_, _, err := get(sm.db, k)
+			switch {
+			case err != nil && !rg.Contains(k):
+				t.Fatalf("seed %d: unreadable key %s outside isolated range %v", seed, k, rg)
+			case err != nil:
+				bad++
+			case rg.Contains(k):
+				extra++
+			}
+		}
+		if bad == 0 || extra > 2 {
+			t.Fatalf("seed %d: range %v holds %d unreadable and %d readable keys", seed, rg, bad, extra)
+		}
+		sm.close()
+	}
+}
+
+func sstLayout(t *testing.T, fs vfs.FS, path string, ro sstable.ReaderOptions) *sstable.Layout {
+	t.Helper()
+	f, err := fs.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readable, err := objstorageprovider.NewFileReadable(f, fs, objstorageprovider.NewReadaheadConfig(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sstable.NewReader(context.Background(), readable, ro)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	l, err := r.Layout()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
