@@ -69,7 +69,8 @@
 // vfs.LinkOrCopy copy instead. Files grow only by appending: WriteAt
 // rewrites bytes inside a file out of place (sdf.RewriteRange, copies
 // following) and fails past the end; ReuseForWrite creates a fresh file. Lock is an in-process lock (one
-// process owns an emulated device).
+// process owns an emulated device) held in the FS: make one FS per sdf.FS
+// (several Pebble stores share it by using different directories).
 //
 // Copies also get a lifetime class of their own (sdf.LifetimeExtreme), so
 // they normally fill zones of their own. sdf does not persist a
