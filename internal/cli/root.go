@@ -60,6 +60,7 @@ balances wear across servers (Chameleon).`,
 		newCoordinatorCmd(),
 		newDevCmd(),
 		newCtlCmd(),
+		newPebbleCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	addKVCmds(root)          // kv and ctl kv (kv.go)
