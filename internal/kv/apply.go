@@ -410,6 +410,9 @@ func (r *Replica) fetchState() (*kvpb.FetchStateResponse, error) {
 	}
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return nil, ErrReplicaUnavailable
+	}
 	snap := r.sm.db.NewSnapshot()
 	defer snap.Close()
 	applied, err := readApplied(snap)

@@ -101,8 +101,9 @@ type Replica struct {
 
 	// smMu guards sm: readers hold it shared, the crash baseline replaces
 	// the state machine under the exclusive lock.
-	smMu sync.RWMutex
-	sm   *stateMachine
+	smMu     sync.RWMutex
+	sm       *stateMachine
+	smClosed bool // set by close; requests still in flight then fail
 
 	mu        sync.Mutex
 	applied   uint64
@@ -227,6 +228,7 @@ func (r *Replica) close() error {
 	if cerr := r.sm.close(); err == nil {
 		err = cerr
 	}
+	r.smClosed = true
 	return err
 }
 
@@ -515,6 +517,9 @@ func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) (
 	// the read see the emptied state machine.
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return nil, false, 0, ErrReplicaUnavailable
+	}
 	if err := r.readable(Range{Start: key, End: append(append([]byte(nil), key...), 0)}); err != nil {
 		return nil, false, 0, err
 	}
@@ -530,6 +535,9 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts *
 	}
 	r.smMu.RLock() // see Get
 	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return nil, false, 0, ErrReplicaUnavailable
+	}
 	if err := r.readable(Range{Start: start, End: end}); err != nil {
 		return nil, false, 0, err
 	}
@@ -558,6 +566,9 @@ func (r *Replica) Stats() ReplicaStats {
 func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err error) {
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return 0, 0, 0, ErrReplicaUnavailable
+	}
 	snap := r.sm.db.NewSnapshot()
 	defer snap.Close()
 	applied, err = readApplied(snap)
@@ -591,6 +602,9 @@ func readApplied(rd pebble.Reader) (uint64, error) {
 func (r *Replica) CorruptBlock(key []byte) (string, uint64, error) {
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return "", 0, ErrReplicaUnavailable
+	}
 	return r.sm.corruptBlock(key)
 }
 

@@ -67,6 +67,10 @@ func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
 		return 0, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %v", r, err)
 	}
 	r.smMu.RLock()
+	if r.smClosed {
+		r.smMu.RUnlock()
+		return 0, ErrReplicaUnavailable
+	}
 	snap := r.sm.db.NewSnapshot()
 	r.smMu.RUnlock()
 	r.mu.Lock()
