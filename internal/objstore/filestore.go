@@ -23,6 +23,8 @@ type FileStore struct {
 	seq  atomic.Uint64
 	mu   sync.Mutex // serializes FlipBits read-modify-write with Put
 
+	dirs sync.Map // directories known to exist: saves MkdirAll's stats
+
 	usageMu sync.Mutex
 	usage   Usage
 	usageAt time.Time
@@ -69,8 +71,11 @@ func (s *FileStore) Put(name string, data []byte) error {
 
 func (s *FileStore) putLocked(p string, data []byte) error {
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("filestore: %w", err)
+	if _, ok := s.dirs.Load(dir); !ok {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+		s.dirs.Store(dir, true)
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", p, s.seq.Add(1))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
