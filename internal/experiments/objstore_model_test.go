@@ -261,6 +261,27 @@ func TestWilsonInterval(t *testing.T) {
 	}
 }
 
+func TestBinomialTailBeyond(t *testing.T) {
+	for _, tc := range []struct {
+		k, n int
+		p    float64
+		want float64
+	}{
+		{1, 200, 7.28e-5, 1 - math.Pow(1-7.28e-5, 200)}, // P(X >= 1)
+		{0, 10, 0.5, math.Pow(0.5, 10)},                 // P(X <= 0)
+		{10, 10, 0.5, math.Pow(0.5, 10)},                // P(X >= 10)
+		{3, 6, 0.5, 42.0 / 64},                          // P(X <= 3): k at the mean counts as the lower side
+	} {
+		est, err := newRateEstimate(tc.k, tc.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := binomialTailBeyond(est, tc.p); math.Abs(got-tc.want) > 1e-9 {
+			t.Errorf("tail(%d/%d, %g) = %.10g, want %.10g", tc.k, tc.n, tc.p, got, tc.want)
+		}
+	}
+}
+
 func TestLatencySummary(t *testing.T) {
 	var xs []time.Duration
 	for i := 100; i >= 1; i-- {

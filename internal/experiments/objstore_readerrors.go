@@ -316,7 +316,9 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		"corrupt, hdfs re-replicates and the reader waits for it), so every read is an independent trial. "+
 		"*Chunk repair only* (the paper's chunk recovery, without merge or vote) is not a separate mode: it "+
 		"fails exactly when DIRECT found some chunk corrupt on all three replicas, so it is counted from the "+
-		"same DIRECT reads (failed, or `ReadReport.AllCorrupt` > 0).",
+		"same DIRECT reads (failed, or `ReadReport.AllCorrupt` > 0). The object contents come from the seed; "+
+		"the nodes' injectors are seeded too (node i with seed i), but concurrent readers interleave their "+
+		"draws, so a rerun gives other counts within the intervals, not the same ones.",
 		pl.Readers*pl.ObjectsPerReader, base.Bytes(pl.ObjectBytes), pl.ObjectBytes/objstore.ChunkSize,
 		pl.Readers, pl.ObjectsPerReader)
 	r.Text("**Scale.** The paper reads 128 MB HDFS blocks; this machine (2 shared cores) reads %s objects, "+
@@ -352,8 +354,9 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		in := "yes"
 		if !p.Measured.Contains(p.Injection) {
 			in = "**no**"
-			disagree = append(disagree, fmt.Sprintf("%s at UBER %g (measured %s, model %.3g, %.1f standard errors away)",
-				p.Series, p.UBER, p.Measured, p.Injection, standardErrors(p.Measured, p.Injection)))
+			disagree = append(disagree, fmt.Sprintf("%s at UBER %g (measured %s, model %.3g; a count at least "+
+				"this far out has binomial probability %.2g under the model)",
+				p.Series, p.UBER, p.Measured, p.Injection, binomialTailBeyond(p.Measured, p.Injection)))
 		}
 		table.Rows = append(table.Rows, []string{
 			fmt.Sprintf("%.3g", p.UBER), p.Series.String(), fmt.Sprint(p.Measured.Trials), fmt.Sprint(p.Measured.Failures),
@@ -428,14 +431,38 @@ func readErrorsPlot(pl readErrorsPlan, points []readErrorPoint) (*plot.Plot, err
 	}.Build()
 }
 
-// standardErrors is how many binomial standard errors (at the model's
-// rate) the measured rate lies from the model's.
-func standardErrors(m rateEstimate, model float64) float64 {
-	se := math.Sqrt(model * (1 - model) / float64(m.Trials))
-	if se == 0 {
-		return math.Inf(1)
+// binomialTailBeyond is the probability, under Binomial(trials, model),
+// of a failure count at least as far out as the measured one on its side:
+// P(X >= k) when k is above the mean, P(X <= k) otherwise. Unlike a count
+// of standard errors it stays meaningful when the expected count is far
+// below one.
+func binomialTailBeyond(m rateEstimate, model float64) float64 {
+	n, k := m.Trials, m.Failures
+	logPMF := func(j int) float64 {
+		lg := func(x int) float64 { v, _ := math.Lgamma(float64(x) + 1); return v }
+		switch {
+		case model == 0:
+			if j == 0 {
+				return 0
+			}
+			return math.Inf(-1)
+		case model == 1:
+			if j == n {
+				return 0
+			}
+			return math.Inf(-1)
+		}
+		return lg(n) - lg(j) - lg(n-j) + float64(j)*math.Log(model) + float64(n-j)*math.Log1p(-model)
 	}
-	return math.Abs(m.Rate()-model) / se
+	lo, hi := 0, k
+	if float64(k) > model*float64(n) {
+		lo, hi = k, n
+	}
+	total := 0.0
+	for j := lo; j <= hi; j++ {
+		total += math.Exp(logPMF(j))
+	}
+	return math.Min(total, 1)
 }
 
 // uberAtRate finds, by bisection in log10(UBER), the UBER at which f
