@@ -27,8 +27,13 @@ func TestPebbleCommands(t *testing.T) {
 	if out, errOut, code := runCLI(t, "flash", "inject", "--dir", dir, "--uber", "1e-5"); code != 0 {
 		t.Fatalf("inject exit %d: %s%s", code, out, errOut)
 	}
+	// At this (very high) rate the MANIFEST and both reads of its shadow
+	// can all be hit: Pebble then refuses to open, as a corruption.
 	out, errOut, code = runCLI(t, "pebble", "check", "--dir", dir, "--keys", "20000")
-	if code != 0 || !strings.Contains(out, "missing 0, wrong 0") || strings.Contains(out, "corruption errors 0,") {
+	switch {
+	case code == 1 && strings.Contains(errOut, "corrupt") && !strings.Contains(errOut, "wrong"):
+		t.Logf("store did not open under UBER: %s", errOut)
+	case code != 0 || !strings.Contains(out, "missing 0, wrong 0") || strings.Contains(out, "corruption errors 0,"):
 		t.Fatalf("check under UBER exit %d: %s%s", code, out, errOut)
 	}
 	for _, args := range [][]string{

@@ -286,14 +286,19 @@ func (fs *FS) repair(name string, ce *sdf.CorruptionError) {
 // from its shadow or its range copy, reporting whether a copy held all of
 // them intact.
 func (fs *FS) fillFromCopy(name string, dst []byte, off int64) bool {
-	if s, err := fs.sfs.OpenFile(shadowName(name)); err == nil {
-		n, rerr := s.ReadAt(dst, off)
-		_ = s.Close()
-		if n == len(dst) && (rerr == nil || rerr == io.EOF) {
+	for attempt := 0; attempt < fs.opts.CopyReadAttempts; attempt++ {
+		if s, err := fs.sfs.OpenFile(shadowName(name)); err == nil {
+			n, rerr := s.ReadAt(dst, off)
+			_ = s.Close()
+			if n == len(dst) && (rerr == nil || rerr == io.EOF) {
+				return true
+			}
+		}
+		if fs.fillFromRanges(name, dst, off) {
 			return true
 		}
 	}
-	return fs.fillFromRanges(name, dst, off)
+	return false
 }
 
 // isNotExist reports a missing file.

@@ -283,6 +283,9 @@ func TestFileHandles(t *testing.T) {
 	if _, err := New(fs.SDF(), Options{MaxRangeCopyBytes: 2 * base.GiB}); !base.IsInvalidArgument(err) {
 		t.Fatal("MaxRangeCopyBytes out of bounds accepted")
 	}
+	if _, err := New(fs.SDF(), Options{CopyReadAttempts: 17}); !base.IsInvalidArgument(err) {
+		t.Fatal("CopyReadAttempts out of bounds accepted")
+	}
 }
 
 // TestShadowFollowsFile: a duplicated file's shadow holds the same bytes and

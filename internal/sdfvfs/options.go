@@ -60,6 +60,12 @@ type Options struct {
 	// of its channel, which under heavy space pressure may make sdf collect
 	// garbage first.
 	UnpinnedCopies bool
+	// CopyReadAttempts is how many times a damaged range is read from its
+	// copies before the read fails (default 2, range [1, 16]). sdf already
+	// re-reads a page that fails its checksum once; another attempt on the
+	// copy rides out transient flips on both (DIRECT: transient flips are
+	// told from damage by reading again).
+	CopyReadAttempts int
 	// NoRepair stops the FS from rewriting a damaged primary range from
 	// its good copy after serving a read from that copy.
 	NoRepair bool
@@ -67,6 +73,7 @@ type Options struct {
 
 const (
 	defaultMaxRangeCopyBytes = 16 * base.MiB
+	defaultCopyReadAttempts  = 2
 	maxMaxRangeCopyBytes     = base.GiB
 )
 
@@ -82,6 +89,12 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.MaxRangeCopyBytes < 0 || o.MaxRangeCopyBytes > maxMaxRangeCopyBytes {
 		return o, base.InvalidArgumentf("sdfvfs: MaxRangeCopyBytes %s not in [1B, 1GiB]", o.MaxRangeCopyBytes)
+	}
+	if o.CopyReadAttempts == 0 {
+		o.CopyReadAttempts = defaultCopyReadAttempts
+	}
+	if o.CopyReadAttempts < 1 || o.CopyReadAttempts > 16 {
+		return o, base.InvalidArgumentf("sdfvfs: CopyReadAttempts %d not in [1, 16]", o.CopyReadAttempts)
 	}
 	return o, nil
 }
