@@ -221,7 +221,9 @@ func (c *ChunkStore) PutBlobInfo(info BlobInfo) error {
 	if err != nil {
 		return err
 	}
-	return c.meta.Write(infoName(info.Object, info.Version, info.Shard), b)
+	// Entries are immutable (one per object version and shard): no need to
+	// read the old copies for a sequence number.
+	return c.meta.WriteNew(infoName(info.Object, info.Version, info.Shard), b)
 }
 
 // Blobs lists the local object index, repairing corrupt copies on the way.

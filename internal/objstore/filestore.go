@@ -21,7 +21,9 @@ type FileStore struct {
 	root string
 	sync bool
 	seq  atomic.Uint64
-	mu   sync.Mutex // serializes FlipBits read-modify-write with Put
+	// mu is held shared by Put and exclusively by FlipBits (a
+	// read-modify-write) and by the removal of emptied directories.
+	mu sync.RWMutex
 
 	dirs sync.Map // directories known to exist: saves MkdirAll's stats
 
@@ -64,8 +66,8 @@ func (s *FileStore) Put(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	return s.putLocked(p, data)
 }
 
@@ -129,6 +131,15 @@ func (s *FileStore) Delete(name string) error {
 	}
 	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("filestore: %w", err)
+	}
+	// Drop the directory when this was its last file, so deleted object
+	// versions leave nothing behind (a non-empty directory stays).
+	if dir := filepath.Dir(p); dir != s.root {
+		s.mu.Lock()
+		if os.Remove(dir) == nil {
+			s.dirs.Delete(dir)
+		}
+		s.mu.Unlock()
 	}
 	return nil
 }

@@ -115,6 +115,15 @@ func (m *MetaFiles) Write(name string, payload []byte) error {
 	} else if !IsNotFound(err) && !base.IsDataLoss(err) {
 		return err
 	}
+	return m.write(name, seq, payload)
+}
+
+// WriteNew stores payload as the first version of name without reading
+// existing copies: for files written once (a rewrite of the same content
+// is harmless).
+func (m *MetaFiles) WriteNew(name string, payload []byte) error { return m.write(name, 0, payload) }
+
+func (m *MetaFiles) write(name string, seq uint64, payload []byte) error {
 	rec := encodeMeta(seq, payload)
 	for i := 0; i < MetaCopies; i++ {
 		if err := m.store.Put(metaCopyName(name, i), rec); err != nil {

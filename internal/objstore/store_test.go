@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"os"
 	"math/rand"
 	"testing"
 
@@ -302,5 +303,38 @@ func TestSDFStore(t *testing.T) {
 	t.Logf("%d of %d chunks hit by the failed die", lost, len(ids))
 	if err := s.FailDie(99); !base.IsInvalidArgument(err) {
 		t.Fatal(err)
+	}
+}
+
+func TestFileStoreDeleteLeavesNoDirectories(t *testing.T) {
+	dir := t.TempDir()
+	s, err := OpenFileStore(dir, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := NewChunkStore(s)
+	id := ChunkID{Object: 5, Version: 6}
+	data := []byte("chunk")
+	if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.PutBlobInfo(BlobInfo{Key: "k", Object: 5, Version: 6, Chunks: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.DeleteBlob(5, 6); err != nil {
+		t.Fatal(err)
+	}
+	for _, sub := range []string{"d", "k", "i"} {
+		entries, _ := os.ReadDir(dir + "/" + sub)
+		if len(entries) != 0 {
+			t.Fatalf("%s/ keeps %d entries", sub, len(entries))
+		}
+	}
+	// The store still works in the same directories.
+	if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := cs.ReadChunk(id); err != nil || r.Corrupt {
+		t.Fatalf("%s %v", r, err)
 	}
 }
