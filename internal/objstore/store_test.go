@@ -2,8 +2,8 @@ package objstore
 
 import (
 	"bytes"
-	"os"
 	"math/rand"
+	"os"
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
