@@ -27,7 +27,7 @@ func directThroughput() Experiment {
 
 type throughputPlan struct {
 	ObjectBytes      int
-	UBERs            []float64 // the first is 0, the error-free baseline
+	UBERs            []float64 // each run is paired with an error-free run
 	Readers          int
 	ObjectsPerReader int
 	ReadsPerReader   int
@@ -36,11 +36,11 @@ type throughputPlan struct {
 
 func throughputPlanFor(cfg Config) throughputPlan {
 	if cfg.Quick {
-		return throughputPlan{ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{0, 1e-7, 1e-5},
+		return throughputPlan{ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{1e-7, 1e-5},
 			Readers: 2, ObjectsPerReader: 2, ReadsPerReader: 2, Repetitions: 1}
 	}
-	return throughputPlan{ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{0, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5},
-		Readers: 4, ObjectsPerReader: 4, ReadsPerReader: 48, Repetitions: 5}
+	return throughputPlan{ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{1e-9, 1e-8, 1e-7, 1e-6, 1e-5},
+		Readers: 4, ObjectsPerReader: 4, ReadsPerReader: 40, Repetitions: 5}
 }
 
 // throughputRun is one timed run of one mode at one UBER.
@@ -135,31 +135,43 @@ func runDirectThroughput(ctx context.Context, cfg Config) (*report.Report, error
 		rngs[r] = rand.New(rand.NewSource(rng.Int63()))
 	}
 	modes := []string{client.ModeHDFS, client.ModeDirect}
-	// runs[rep][uberIndex][modeIndex]
+	// runs[rep][uberIndex][modeIndex]; baselines[rep][uberIndex][modeIndex]
+	// is the error-free run of the same mode taken just before it.
 	runs := make([][][]throughputRun, pl.Repetitions)
+	baselines := make([][][]throughputRun, pl.Repetitions)
 	for rep := range runs {
 		runs[rep] = make([][]throughputRun, len(pl.UBERs))
+		baselines[rep] = make([][]throughputRun, len(pl.UBERs))
 		for ui, uber := range pl.UBERs {
-			if err := cluster.setUBER(ctx, clients[0], uber); err != nil {
-				return nil, err
-			}
 			runs[rep][ui] = make([]throughputRun, len(modes))
+			baselines[rep][ui] = make([]throughputRun, len(modes))
 			for k := range modes {
 				// Alternate which mode goes first, so that slow drifts of
-				// this shared machine's load do not favour one mode.
+				// this shared machine's load do not favour one mode; pair
+				// every run with an error-free run right before it, so that
+				// the ratio compares runs seconds apart.
 				mi := (k + rep + ui) % len(modes)
-				run, err := timedReads(ctx, clients, owned, rngs, modes[mi], uber, pl.ReadsPerReader)
-				if err != nil {
-					return nil, err
+				for _, u := range []float64{0, uber} {
+					if err := cluster.setUBER(ctx, clients[0], u); err != nil {
+						return nil, err
+					}
+					run, err := timedReads(ctx, clients, owned, rngs, modes[mi], u, pl.ReadsPerReader)
+					if err != nil {
+						return nil, err
+					}
+					if u == 0 {
+						baselines[rep][ui][mi] = run
+					} else {
+						runs[rep][ui][mi] = run
+					}
 				}
-				runs[rep][ui][mi] = run
 			}
 		}
 	}
 	if err := cluster.setUBER(ctx, clients[0], 0); err != nil {
 		return nil, err
 	}
-	return throughputReport(pl, modes, runs)
+	return throughputReport(pl, modes, runs, baselines)
 }
 
 // throughputCell summarizes one (UBER, mode) over the repetitions.
@@ -169,18 +181,33 @@ type throughputCell struct {
 	FailedFraction         float64
 }
 
-func summarizeThroughput(runs [][][]throughputRun, ui, mi int) throughputCell {
+func summarizeThroughput(runs, baselines [][][]throughputRun, ui, mi int) throughputCell {
 	var mbps, ratios []float64
 	reads, failed := 0, 0
 	for rep := range runs {
 		r := runs[rep][ui][mi]
 		mbps = append(mbps, r.BytesPerSecond/1e6)
-		if base := runs[rep][0][mi].BytesPerSecond; base > 0 {
+		if base := baselines[rep][ui][mi].BytesPerSecond; base > 0 {
 			ratios = append(ratios, r.BytesPerSecond/base)
 		}
 		reads += r.Reads
 		failed += r.Failed
 	}
+	return cellOf(mbps, ratios, reads, failed)
+}
+
+// summarizeBaselines summarizes every error-free run of mode mi.
+func summarizeBaselines(baselines [][][]throughputRun, mi int) throughputCell {
+	var mbps []float64
+	for rep := range baselines {
+		for ui := range baselines[rep] {
+			mbps = append(mbps, baselines[rep][ui][mi].BytesPerSecond/1e6)
+		}
+	}
+	return cellOf(mbps, []float64{1}, 1, 0)
+}
+
+func cellOf(mbps, ratios []float64, reads, failed int) throughputCell {
 	c := throughputCell{MBpsMin: math.Inf(1), MBpsMax: math.Inf(-1)}
 	for _, v := range mbps {
 		c.MBpsMin, c.MBpsMax = math.Min(c.MBpsMin, v), math.Max(c.MBpsMax, v)
@@ -193,7 +220,7 @@ func summarizeThroughput(runs [][][]throughputRun, ui, mi int) throughputCell {
 	return c
 }
 
-func throughputReport(pl throughputPlan, modes []string, runs [][][]throughputRun) (*report.Report, error) {
+func throughputReport(pl throughputPlan, modes []string, runs, baselines [][][]throughputRun) (*report.Report, error) {
 	r, err := report.New("direct-throughput", "DIRECT Table 4 on flashmend: read throughput against UBER")
 	if err != nil {
 		return nil, err
@@ -204,10 +231,10 @@ func throughputReport(pl throughputPlan, modes []string, runs [][][]throughputRu
 		"read %d objects picked at random (seeded); throughput is the bytes returned by successful reads per "+
 		"wall-clock second of the run. For every UBER the nodes inject persistent flips on read (as in "+
 		"direct-read-errors) and the same load runs once in hdfs mode and once in DIRECT mode, the order "+
-		"alternating; the whole sweep, error-free baseline included, is repeated %d times and the tables give "+
-		"medians. The ratio is the median over repetitions of (throughput at this UBER) / (error-free "+
-		"throughput of the same mode in the same repetition), so slow drifts of this shared 2-core machine's "+
-		"load cancel. hdfs runs include the whole-object re-replication that its failed-over reads start (each "+
+		"alternating, each run right after an error-free run of the same mode and load; the sweep is "+
+		"repeated %d times and the tables give medians. The ratio is the median over repetitions of "+
+		"(throughput at this UBER) / (throughput of the error-free run just before it), so that drifts of "+
+		"this shared 2-core machine's load (other engineers' tests) cancel as far as they can. hdfs runs include the whole-object re-replication that its failed-over reads start (each "+
 		"reader waits for it before its next read: on 2 cores it competes for the same CPU either way); DIRECT "+
 		"repairs synchronously on the read path. An object whose read failed stays damaged until the run ends "+
 		"(its later reads fail too, as lost data would) and is then written afresh, untimed.",
@@ -220,19 +247,20 @@ func throughputReport(pl throughputPlan, modes []string, runs [][][]throughputRu
 	}
 	var x []float64
 	ratioSeries := make([][]float64, len(modes))
+	row := []string{"no errors (all paired runs)"}
+	for mi := range modes {
+		c := summarizeBaselines(baselines, mi)
+		row = append(row, fmt.Sprintf("%.0f [%.0f, %.0f]", c.MBps, c.MBpsMin, c.MBpsMax), "1", "0.0%")
+	}
+	table.Rows = append(table.Rows, row)
 	for ui, uber := range pl.UBERs {
-		row := []string{"no errors"}
-		if uber > 0 {
-			row[0] = fmt.Sprintf("%.0e", uber)
-			x = append(x, uber)
-		}
+		row := []string{fmt.Sprintf("%.0e", uber)}
+		x = append(x, uber)
 		for mi := range modes {
-			c := summarizeThroughput(runs, ui, mi)
+			c := summarizeThroughput(runs, baselines, ui, mi)
 			row = append(row, fmt.Sprintf("%.0f [%.0f, %.0f]", c.MBps, c.MBpsMin, c.MBpsMax),
 				fmt.Sprintf("%.2f", c.Ratio), fmt.Sprintf("%.1f%%", 100*c.FailedFraction))
-			if uber > 0 {
-				ratioSeries[mi] = append(ratioSeries[mi], c.Ratio)
-			}
+			ratioSeries[mi] = append(ratioSeries[mi], c.Ratio)
 		}
 		table.Rows = append(table.Rows, row)
 	}
@@ -254,28 +282,36 @@ func throughputReport(pl throughputPlan, modes []string, runs [][][]throughputRu
 	if err := r.Plot("ratio", "read throughput relative to the error-free run, against UBER", fig); err != nil {
 		return nil, err
 	}
-	r.Text("%s", throughputDiscussion(pl, modes, runs))
+	r.Text("%s", throughputDiscussion(pl, runs, baselines))
 	return r, nil
 }
 
-func throughputDiscussion(pl throughputPlan, modes []string, runs [][][]throughputRun) string {
+func throughputDiscussion(pl throughputPlan, runs, baselines [][][]throughputRun) string {
 	var b fmtBuilder
 	b.printf("**Discussion.** ")
+	// At the lowest UBER there is almost no repair work: an object read
+	// meets about 8 * size * UBER flipped bits. How far its ratio is from 1
+	// is this run's noise floor.
+	h0, d0 := summarizeThroughput(runs, baselines, 0, 0), summarizeThroughput(runs, baselines, 0, 1)
+	b.printf("At UBER %.0e an object read meets about %.3f flipped bits, so there is almost nothing to "+
+		"repair, yet the paired ratios are %.2f (hdfs) and %.2f (DIRECT): ratios within about %.0f%% of 1 are "+
+		"noise of this shared machine, not cost. ", pl.UBERs[0], 8*float64(pl.ObjectBytes)*pl.UBERs[0],
+		h0.Ratio, d0.Ratio, 100*math.Max(math.Abs(1-h0.Ratio), math.Abs(1-d0.Ratio)))
 	for ui, uber := range pl.UBERs {
 		if uber != 1e-7 {
 			continue
 		}
-		h, d := summarizeThroughput(runs, ui, 0), summarizeThroughput(runs, ui, 1)
+		h, d := summarizeThroughput(runs, baselines, ui, 0), summarizeThroughput(runs, baselines, ui, 1)
 		verdict := "met"
 		if d.Ratio < 0.9 || d.FailedFraction > 0 {
-			verdict = "not met"
+			verdict = "not met as measured"
 		}
 		b.printf("At UBER 1e-7 DIRECT kept %.0f%% of its error-free throughput with %.1f%% failed reads "+
 			"(the mission's target there, no failed read and at least 90%%: %s), hdfs %.0f%% with %.1f%% "+
 			"failed reads. ", 100*d.Ratio, 100*d.FailedFraction, verdict, 100*h.Ratio, 100*h.FailedFraction)
 	}
 	last := len(pl.UBERs) - 1
-	h, d := summarizeThroughput(runs, last, 0), summarizeThroughput(runs, last, 1)
+	h, d := summarizeThroughput(runs, baselines, last, 0), summarizeThroughput(runs, baselines, last, 1)
 	b.printf("At the highest UBER, %.0e, hdfs kept %.0f%% (%.0f%% of its reads failed) and DIRECT %.0f%% "+
 		"(%.0f%% failed). ", pl.UBERs[last], 100*h.Ratio, 100*h.FailedFraction, 100*d.Ratio, 100*d.FailedFraction)
 	b.printf("The paper's Table 4 (128 MB blocks, 3 DataNodes, four 64-thread clients) has HDFS at 0 from UBER " +
@@ -283,9 +319,9 @@ func throughputDiscussion(pl throughputPlan, modes []string, runs [][][]throughp
 		"same number of flips per object read (what decides both the hdfs collapse and DIRECT's repair work) " +
 		"comes at a 128x higher UBER: our 1e-6 corresponds to the paper's ~1e-8. DIRECT's cost per repaired " +
 		"chunk is one more chunk read from the next replica plus one chunk write (and, when all three copies " +
-		"are bad, a second and third read, the nodes' re-reads and three writes); hdfs's cost is whole-object " +
-		"re-replication. Ratios above 1 are noise of this shared machine (other engineers' tests ran at the " +
-		"same time; see the min-max spread).")
+		"are bad, the other reads, the nodes' re-reads and three writes); hdfs's cost is whole-object " +
+		"re-replication, and its failed reads return nothing. Failed-read fractions here are higher than in " +
+		"direct-read-errors because an object whose read failed stays damaged for the rest of the run.")
 	return b.String()
 }
 
