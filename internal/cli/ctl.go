@@ -63,7 +63,7 @@ func newCtlCmd() *cobra.Command {
 	inject := &cobra.Command{Use: "inject", Short: "Inject faults into a node"}
 	inject.AddCommand(ctlInjectUBER(f))
 	cmd.AddCommand(ctlPut(f), ctlGet(f), ctlStat(f), ctlRm(f), ctlLs(f), ctlNodes(f), ctlRepairs(f),
-		inject, ctlCorrupt(f), ctlFailDie(f))
+		inject, ctlCorrupt(f), ctlFailDie(f), ctlScrub(f))
 	return cmd
 }
 
@@ -337,4 +337,49 @@ func ctlFailDie(f *ctlFlags) *cobra.Command {
 	cmd.Flags().Uint64Var(&nodeID, "node", 0, "node ID")
 	cmd.Flags().IntVar(&die, "die", 0, "die index (flat, channel-major)")
 	return cmd
+}
+
+func ctlScrub(f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "scrub [PREFIX]",
+		Short: "Verify every replica and EC parity of the keys under PREFIX now, and repair",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError{fmt.Errorf("accepts at most 1 arg, received %d", len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			prefix := ""
+			if len(args) == 1 {
+				prefix = args[0]
+			}
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				recs, err := c.List(ctx, prefix)
+				if err != nil {
+					return err
+				}
+				var chunks, repaired, failed int
+				var verified int64
+				for _, rec := range recs {
+					rep, err := c.ScrubObject(ctx, rec, nil, nil)
+					if rep != nil {
+						chunks += rep.Chunks
+						repaired += rep.Repaired
+						verified += rep.BytesRead
+					}
+					if err != nil {
+						failed++
+						fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", rec.Key, err)
+					}
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "scrubbed %d objects (%d chunks or rows, %s of data): %d chunks repaired, %d objects failed\n",
+					len(recs), chunks, base.Bytes(verified), repaired, failed)
+				if failed > 0 {
+					return fmt.Errorf("%d objects could not be scrubbed", failed)
+				}
+				return nil
+			})
+		},
+	}
 }

@@ -72,6 +72,14 @@ func TestDevAndCtl(t *testing.T) {
 	if got, _ := os.ReadFile(outFile); !bytes.Equal(got, data) {
 		t.Fatal("get to file")
 	}
+	// Damage a replica reads do not start at; the scrub finds and repairs it.
+	ctl(0, "corrupt", "docs/a", "--replica", "2", "--offset", "70000")
+	if out := ctl(0, "scrub", "docs/"); !strings.Contains(out, "1 chunks repaired") {
+		t.Fatalf("scrub: %s", out)
+	}
+	if out := ctl(0, "scrub"); !strings.Contains(out, "0 chunks repaired, 0 objects failed") {
+		t.Fatalf("second scrub: %s", out)
+	}
 	if out := ctl(0, "repairs"); !strings.Contains(out, "PERSISTENT") {
 		t.Fatalf("repairs: %s", out)
 	}
