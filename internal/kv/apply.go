@@ -245,6 +245,12 @@ func (r *Replica) applyPatchEntry(idx uint64, req *kvpb.PatchRequest) bool {
 	delete(r.patches, req.PatchId)
 	detected := r.patchDetect[req.PatchId]
 	delete(r.patchDetect, req.PatchId)
+	if pr, ok := r.pending[req.PatchId]; ok {
+		if r.repaired == nil {
+			r.repaired = map[string][]Range{}
+		}
+		r.repaired[pr.path] = append(r.repaired[pr.path], ranges...)
+	}
 	delete(r.pending, req.PatchId)
 	r.mu.Unlock()
 	r.invalidateSnapshots()
@@ -386,6 +392,7 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 		r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
 	}
 	r.recovering = nil
+	r.repaired = nil
 	r.pending = nil
 	r.patchDetect = nil
 	r.needRebuild = false

@@ -37,8 +37,17 @@ func (r *Replica) detectLoop() {
 	defer r.wg.Done()
 	ticker := time.NewTicker(r.opts.PatchTimeout)
 	defer ticker.Stop()
+	var scrubc <-chan time.Time
+	if r.opts.ScrubInterval > 0 {
+		scrub := time.NewTicker(r.opts.ScrubInterval)
+		defer scrub.Stop()
+		scrubc = scrub.C
+	}
 	for {
 		select {
+		case <-scrubc:
+			// Reports go through corruptc like a read's, handled below.
+			_, _, _ = r.Scrub()
 		case rep := <-r.corruptc:
 			if rep.gen == r.smGen.Load() {
 				r.handleCorruption(rep.info)
@@ -75,20 +84,30 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 			}
 		}
 	}
-	r.stats.CorruptionsDetected++
-	r.detectedAt = r.opts.Clock.Now()
-	r.mu.Unlock()
-
 	if r.opts.Mode == RepairCrash {
-		r.mu.Lock()
+		r.stats.CorruptionsDetected++
+		r.detectedAt = r.opts.Clock.Now()
 		r.down = true
 		r.needRebuild = true
 		r.mu.Unlock()
 		r.enqueue(applyTask{})
 		return
 	}
+	detectedAt := r.opts.Clock.Now()
+	r.mu.Unlock()
 	rg := r.isolate(info)
 	r.mu.Lock()
+	for _, done := range r.repaired[info.Path] {
+		if rangeCovers(done, rg) {
+			// Damage already cut out of the live data by a patch (the
+			// physical file keeps it until compactions drop the file);
+			// the scrubber finds it again, nothing reads it.
+			r.mu.Unlock()
+			return
+		}
+	}
+	r.stats.CorruptionsDetected++
+	r.detectedAt = detectedAt
 	r.recovering = append(r.recovering, rg)
 	p := &pendingRepair{path: info.Path, rg: rg, detected: r.detectedAt}
 	r.mu.Unlock()

@@ -66,6 +66,11 @@ type Options struct {
 	// compacted entries is sent the snapshot point and rebuilds from a peer's
 	// state (FetchState). Defaults 10000 and 1000.
 	LogCompactEntries, LogKeepEntries uint64
+	// ScrubInterval: every this long a replica verifies the block checksums
+	// of all its live sstables, so damage in cold data is found and
+	// repaired before a read needs it. Default 10 minutes; negative turns
+	// the scrubber off.
+	ScrubInterval time.Duration
 	// Mode is the corruption repair mode. Default RepairDirect.
 	Mode RepairMode
 	// MaxOpenTxns bounds open transactions per replica. Default 1024.
@@ -106,6 +111,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if out.MemTableBytes == 0 {
 		out.MemTableBytes = int64(4 * base.MiB)
+	}
+	if out.ScrubInterval == 0 {
+		out.ScrubInterval = 10 * time.Minute
 	}
 	if out.LogCompactEntries == 0 {
 		out.LogCompactEntries = 10000

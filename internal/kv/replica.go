@@ -116,6 +116,7 @@ type Replica struct {
 	detectedAt  time.Time
 	patchDetect map[uint64]time.Time      // detection time by patch id (OnRepair)
 	pending     map[uint64]*pendingRepair // proposed patch requests by id
+	repaired    map[string][]Range        // ranges patched, by damaged file
 	patches     map[uint64]*kvpb.Patch
 	patchSig    chan struct{}
 	down        bool  // crash baseline: no reads until rebuilt
