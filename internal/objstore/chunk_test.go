@@ -60,6 +60,12 @@ func TestSumsRecord(t *testing.T) {
 			t.Fatalf("flip of bit %d accepted", bit)
 		}
 	}
+	if len(rec) != SumsRecordSize {
+		t.Fatalf("record of %d bytes", len(rec))
+	}
+	if _, _, err := DecodeSums(id, make([]byte, SumsRecordSize)); !base.IsCorruption(err) {
+		t.Fatalf("empty slot accepted: %v", err)
+	}
 	for cut := 0; cut < len(rec); cut++ {
 		if _, _, err := DecodeSums(id, rec[:cut]); !base.IsCorruption(err) {
 			t.Fatalf("truncation to %d accepted", cut)

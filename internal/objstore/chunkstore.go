@@ -15,7 +15,10 @@ import (
 type ChunkStore struct {
 	store Store
 	meta  *MetaFiles
-	c     struct {
+	// sumsMu serializes the read-modify-write of a sums file shared by
+	// several chunks.
+	sumsMu sumsLocks
+	c      struct {
 		chunksWritten, bytesWritten, chunksRead, bytesRead atomic.Int64
 		transient, persistent, repaired, rejected          atomic.Int64
 		metaRepaired                                       atomic.Int64
@@ -38,12 +41,6 @@ func blobDir(object, version uint64) string { return fmt.Sprintf("%016x.%d", obj
 // DataName is the store file holding a chunk's data.
 func DataName(id ChunkID) string {
 	return fmt.Sprintf("d/%s/%d.%d", blobDir(id.Object, id.Version), id.Shard, id.Index)
-}
-
-// SumsName is the store file holding a chunk's sums record, apart from its
-// data.
-func SumsName(id ChunkID) string {
-	return fmt.Sprintf("k/%s/%d.%d", blobDir(id.Object, id.Version), id.Shard, id.Index)
 }
 
 func infoName(object, version uint64, shard uint32) string {
@@ -116,7 +113,7 @@ func (c *ChunkStore) WriteChunk(id ChunkID, data []byte, sums []uint32, repair b
 	if err := c.store.Put(DataName(id), data); err != nil {
 		return err
 	}
-	if err := c.store.Put(SumsName(id), EncodeSums(id, len(data), sums)); err != nil {
+	if err := c.writeRecord(id, EncodeSums(id, len(data), sums)); err != nil {
 		return err
 	}
 	c.c.chunksWritten.Add(1)
@@ -176,11 +173,11 @@ func (c *ChunkStore) readOnce(id ChunkID) (ChunkRead, error) {
 	}
 	var r ChunkRead
 	r.Data = data
-	rec, err := c.store.Get(SumsName(id))
-	if err != nil && !IsNotFound(err) {
+	rec, err := c.readRecord(id)
+	if err != nil {
 		return ChunkRead{}, err
 	}
-	if err == nil {
+	if rec != nil {
 		// A record that verifies is trusted even when its length differs
 		// from the data's: then the data is what is wrong.
 		if _, sums, derr := DecodeSums(id, rec); derr == nil {

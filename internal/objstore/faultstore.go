@@ -100,3 +100,12 @@ func (f *FaultStore) draw(n int64) []int64 {
 	f.flips += int64(len(out))
 	return out
 }
+
+// WriteAt implements RangeWriter by passing the rewrite to the inner store
+// (writes are not subject to injected flips).
+func (f *FaultStore) WriteAt(name string, off int64, data []byte) error {
+	if rw, ok := f.Store.(RangeWriter); ok {
+		return rw.WriteAt(name, off, data)
+	}
+	return fmt.Errorf("%s: %w", f.Store.Name(), ErrRangeUnsupported)
+}

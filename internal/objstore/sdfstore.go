@@ -46,6 +46,7 @@ type SDFStore struct {
 
 var _ Store = (*SDFStore)(nil)
 var _ DieFailer = (*SDFStore)(nil)
+var _ RangeWriter = (*SDFStore)(nil)
 var _ WearReporter = (*SDFStore)(nil)
 
 const sdfFormattedMarker = "sdf-formatted"
@@ -188,6 +189,35 @@ func (s *SDFStore) FlipBits(name string, bitOffset int64, count int) error {
 		return err
 	}
 	return s.fs.RewriteRange(name, 0, b)
+}
+
+// WriteAt implements RangeWriter with sdf RewriteRange: the pages the range
+// touches are programmed out of place and remapped. A range outside the file,
+// or one whose partly covered pages do not verify on the device, returns
+// ErrRangeUnsupported (the caller rewrites the whole file).
+func (s *SDFStore) WriteAt(name string, off int64, data []byte) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, err := s.fs.Stat(name)
+	if err != nil {
+		if errors.Is(err, sdf.ErrNotExist) {
+			return fmt.Errorf("sdfstore: %s: %w (%w)", name, ErrRangeUnsupported, ErrNotFound)
+		}
+		return fmt.Errorf("sdfstore: %w", err)
+	}
+	if off < 0 || off+int64(len(data)) > st.Size {
+		return fmt.Errorf("sdfstore: %s [%d,%d) of %d bytes: %w", name, off, off+int64(len(data)), st.Size, ErrRangeUnsupported)
+	}
+	if err := s.fs.RewriteRange(name, off, data); err != nil {
+		if base.IsCorruption(err) {
+			return fmt.Errorf("sdfstore: %s: %v: %w", name, err, ErrRangeUnsupported)
+		}
+		return fmt.Errorf("sdfstore: %w", err)
+	}
+	return nil
 }
 
 // Usage implements Store.

@@ -173,7 +173,7 @@ func TestChunkStore(t *testing.T) {
 	}
 
 	// Sums record damage.
-	if err := fault.FlipBits(SumsName(id), 40, 1); err != nil {
+	if err := fault.FlipBits(SumsName(id), 8*SumsOffset(id)+40, 1); err != nil {
 		t.Fatal(err)
 	}
 	if r, _ = cs.ReadChunk(id); !r.Corrupt || r.Sums != nil {

@@ -1,0 +1,210 @@
+package objstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"hash/fnv"
+	"sync"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Packed sums layout. A blob (one replica or shard of an object version) keeps
+// its chunks' sums records in sums files apart from the data: sums file g of
+// the blob holds the records of chunks g*RecordsPerSumsFile ..
+// (g+1)*RecordsPerSumsFile-1, record k of the file at byte offset
+// k*SumsRecordSize. A file is exactly as long as its highest written slot, so
+// a blob of n chunks keeps ceil(n/RecordsPerSumsFile) files and the last one
+// is short. With 64 KiB chunks and 4 KiB flash pages that is one sums page
+// per seven chunks (112 data pages), against one page per chunk when every
+// record was its own file.
+//
+// A record (SumsRecordSize = 520 bytes):
+//
+//	[0:4]     chunk data length, little endian (1..ChunkSize)
+//	[4:516]   the chunk's per-sector CRC32Cs, little endian, zero after the
+//	          last sector
+//	[516:520] CRC32C over the chunk identity (object, version, shard, chunk
+//	          index; 24 bytes) followed by bytes [0:516]
+//
+// The identity is not stored: it is implied by the file name and the slot,
+// and covered by the record's CRC, so a record read from the wrong slot or
+// file does not verify. A slot never written is zeros and does not verify
+// either. A record is rewritten by replacing its 520 bytes (out of place: the
+// store's RangeWriter, sdf RewriteRange, or a new file renamed over the old
+// one); its neighbours' bytes are carried over unchanged.
+const (
+	// SumsRecordSize is the bytes of one chunk's sums record.
+	SumsRecordSize = 4 + 4*SectorsPerChunk + 4
+	// RecordsPerSumsFile is the records per sums file: 7 x 520 = 3640 bytes,
+	// one 4 KiB flash page.
+	RecordsPerSumsFile = 7
+)
+
+// RangeWriter is implemented by stores that can replace a byte range inside
+// an existing file out of place (the old bytes are not overwritten; on SDF,
+// sdf.FS.RewriteRange reprograms only the pages the range touches).
+// WriteAt returns an error wrapping ErrRangeUnsupported when it cannot do it
+// for this file (the caller then rewrites the whole file).
+type RangeWriter interface {
+	WriteAt(name string, off int64, data []byte) error
+}
+
+// ErrRangeUnsupported is returned (wrapped) by RangeWriter.WriteAt when the
+// range cannot be rewritten in place.
+var ErrRangeUnsupported = errors.New("range rewrite unsupported")
+
+// SumsName is the store file holding a chunk's sums record (shared with the
+// other chunks of its group), apart from its data.
+func SumsName(id ChunkID) string {
+	return fmt.Sprintf("k/%s/%d.g%d", blobDir(id.Object, id.Version), id.Shard, id.Index/RecordsPerSumsFile)
+}
+
+// SumsOffset is the byte offset of id's record in SumsName(id).
+func SumsOffset(id ChunkID) int64 {
+	return int64(id.Index%RecordsPerSumsFile) * SumsRecordSize
+}
+
+// EncodeSums encodes id's sums record (SumsRecordSize bytes).
+func EncodeSums(id ChunkID, dataLen int, sums []uint32) []byte {
+	b := make([]byte, SumsRecordSize)
+	binary.LittleEndian.PutUint32(b, uint32(dataLen))
+	for i, s := range sums {
+		binary.LittleEndian.PutUint32(b[4+4*i:], s)
+	}
+	binary.LittleEndian.PutUint32(b[SumsRecordSize-4:], recordCRC(id, b[:SumsRecordSize-4]))
+	return b
+}
+
+func recordCRC(id ChunkID, body []byte) uint32 {
+	ident := id.identity()
+	return crc32.Update(crc32.Update(0, castagnoli, ident[:]), castagnoli, body)
+}
+
+// DecodeSums decodes and verifies id's sums record. It returns the chunk's
+// data length and sums, or a corruption error.
+func DecodeSums(id ChunkID, rec []byte) (dataLen int, sums []uint32, err error) {
+	if len(rec) != SumsRecordSize {
+		return 0, nil, base.CorruptionErrorf("sums of %s: record of %d bytes, want %d", id, len(rec), SumsRecordSize)
+	}
+	body := rec[:SumsRecordSize-4]
+	if recordCRC(id, body) != binary.LittleEndian.Uint32(rec[SumsRecordSize-4:]) {
+		if isZero(rec) {
+			return 0, nil, base.CorruptionErrorf("sums of %s: no record (empty slot)", id)
+		}
+		return 0, nil, base.CorruptionErrorf("sums of %s: record checksum mismatch (or record of another chunk)", id)
+	}
+	dataLen = int(binary.LittleEndian.Uint32(body))
+	if dataLen <= 0 || dataLen > ChunkSize {
+		return 0, nil, base.CorruptionErrorf("sums of %s: data length %d outside [1, %d]", id, dataLen, ChunkSize)
+	}
+	n := SectorCount(dataLen)
+	if !isZero(body[4+4*n:]) {
+		return 0, nil, base.CorruptionErrorf("sums of %s: nonzero bytes after %d sums", id, n)
+	}
+	sums = make([]uint32, n)
+	for i := range sums {
+		sums[i] = binary.LittleEndian.Uint32(body[4+4*i:])
+	}
+	return dataLen, sums, nil
+}
+
+func isZero(b []byte) bool { return len(bytes.TrimLeft(b, "\x00")) == 0 }
+
+// sumsLocks serializes the writers of one sums file (striped by name).
+type sumsLocks [64]sync.Mutex
+
+func (l *sumsLocks) lock(name string) *sync.Mutex {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	m := &l[h.Sum32()%uint32(len(l))]
+	m.Lock()
+	return m
+}
+
+// readRecord returns id's record slot from its sums file: nil when the file
+// or the slot does not exist.
+func (c *ChunkStore) readRecord(id ChunkID) ([]byte, error) {
+	b, err := c.store.Get(SumsName(id))
+	if IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	off := SumsOffset(id)
+	if int64(len(b)) < off+SumsRecordSize {
+		return nil, nil
+	}
+	return b[off : off+SumsRecordSize], nil
+}
+
+// writeRecord stores id's record: a range rewrite of its slot when the file
+// already holds it and the store can, else a new file with every other slot
+// carried over. Slots that do not verify are read up to twice more so
+// that a transient flip on the way out is not written back as damage.
+func (c *ChunkStore) writeRecord(id ChunkID, rec []byte) error {
+	name, off := SumsName(id), SumsOffset(id)
+	defer c.sumsMu.lock(name).Unlock()
+	old, err := c.store.Get(name)
+	if err != nil && !IsNotFound(err) {
+		return err
+	}
+	if int64(len(old)) >= off+SumsRecordSize {
+		if rw, ok := c.store.(RangeWriter); ok {
+			err := rw.WriteAt(name, off, rec)
+			if err == nil || !errors.Is(err, ErrRangeUnsupported) {
+				return err
+			}
+		}
+	}
+	// Up to two more reads of the slots that do not verify.
+	for try := 0; try < 2; try++ {
+		bad := c.badSlots(id, old)
+		if len(bad) == 0 {
+			break
+		}
+		again, err := c.store.Get(name)
+		if err != nil || len(again) != len(old) {
+			break
+		}
+		for _, k := range bad {
+			lo := k * SumsRecordSize
+			other := id
+			other.Index = id.Index - id.Index%RecordsPerSumsFile + uint32(k)
+			if _, _, err := DecodeSums(other, again[lo:lo+SumsRecordSize]); err == nil {
+				copy(old[lo:lo+SumsRecordSize], again[lo:lo+SumsRecordSize])
+			}
+		}
+	}
+	if int64(len(old)) < off+SumsRecordSize {
+		old = append(old, make([]byte, off+SumsRecordSize-int64(len(old)))...)
+	}
+	copy(old[off:], rec)
+	return c.store.Put(name, old)
+}
+
+// badSlots lists the slots of a sums file (other than id's) holding bytes
+// that do not verify as their chunk's record.
+func (c *ChunkStore) badSlots(id ChunkID, file []byte) []int {
+	var bad []int
+	first := id.Index - id.Index%RecordsPerSumsFile
+	for k := 0; (k+1)*SumsRecordSize <= len(file); k++ {
+		other := id
+		other.Index = first + uint32(k)
+		if other.Index == id.Index {
+			continue
+		}
+		slot := file[k*SumsRecordSize : (k+1)*SumsRecordSize]
+		if isZero(slot) {
+			continue
+		}
+		if _, _, err := DecodeSums(other, slot); err != nil {
+			bad = append(bad, k)
+		}
+	}
+	return bad
+}
