@@ -10,7 +10,7 @@ import (
 // finds it and the patch goes through the log; later scrubs, which still see
 // the damage in the physical file, do not repair the excised range again.
 func TestScrubberRepairsColdData(t *testing.T) {
-	c, cl := startCluster(t, Options{ScrubInterval: 100 * time.Millisecond})
+	c, cl := startCluster(t, Options{ScrubInterval: 100 * time.Millisecond, OnRepair: func(e RepairEvent) { t.Logf("repair: %v", e) }})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	loadKeys(t, cl, 2000)

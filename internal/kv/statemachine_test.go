@@ -110,3 +110,23 @@ func TestSplitBatch(t *testing.T) {
 		t.Fatalf("oversized message: %d batches", len(got))
 	}
 }
+
+func TestCheckExcise(t *testing.T) {
+	tb := func(backing uint64, lo, hi string) tableBounds {
+		return tableBounds{backing: backing, smallest: []byte(lo), largest: []byte(hi)}
+	}
+	before := []tableBounds{tb(6, "a", "z"), tb(7, "m", "n"), tb(8, "x", "y")}
+	lo, hi := []byte("k"), []byte("p")
+	good := []tableBounds{tb(6, "a", "j"), tb(6, "q", "z"), tb(8, "x", "y"), tb(9, "k", "o")}
+	if err := checkExcise(before, good, lo, hi); err != nil {
+		t.Fatalf("good excise: %v", err)
+	}
+	lostLeft := []tableBounds{tb(6, "q", "z"), tb(8, "x", "y")}
+	if err := checkExcise(before, lostLeft, lo, hi); !base.IsCorruption(err) {
+		t.Fatalf("lost left remainder: %v", err)
+	}
+	lostRight := []tableBounds{tb(6, "a", "j"), tb(8, "x", "y")}
+	if err := checkExcise(before, lostRight, lo, hi); !base.IsCorruption(err) {
+		t.Fatalf("lost right remainder: %v", err)
+	}
+}
