@@ -61,6 +61,16 @@
 // Compactions that read a damaged block fail and install nothing; outputs
 // that cover a range under repair are superseded by the excise.
 //
+// A background scrubber (Options.ScrubInterval) verifies every live
+// sstable's block checksums, so damage in cold data is repaired too; ranges
+// already patched (the damage stays in the physical file under virtual
+// sstables) are not repaired again.
+//
+// NB: every excise is verified (checkExcise): Pebble finds the bounds of
+// the remainders of a partly excised table by seeking in it, and a seek
+// that hits another damaged block drops the remainder silently. A lost
+// remainder turns the patch into a rebuild.
+//
 // # Invariants
 //
 //   - Invariant: a replica's applied index is stored in Pebble atomically
