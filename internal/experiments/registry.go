@@ -48,6 +48,7 @@ func All() []Experiment {
 		directReadErrors(),
 		directThroughput(),
 		directRepairLatency(),
+		objstoreCapacity(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
