@@ -10,7 +10,10 @@
 //     writing client, and travel with the data: every node verifies what it
 //     receives before acknowledging, so corruption cannot spread by replication.
 //     Checksums are stored apart from the data they cover (a separate sums
-//     record with its own CRC32C).
+//     record with its own CRC32C), packed (see Layout).
+//   - The capacity accounting of an SDF-backed store per layer
+//     (SDFStore.Capacity) and the fill used to measure it (FillREP,
+//     CapacityMix; experiment objstore-capacity).
 //   - The redundancy layouts: REP (3 identical copies on 3 nodes) and EC
 //     (Reed-Solomon 4+2 over 6 nodes, one 64 KiB chunk per shard per row).
 //   - The pure DIRECT read decision cores: DecideREP (verify, fall back to the
@@ -40,13 +43,49 @@
 //   - The scrubber's rate policy (Scrubber): verification at a configured
 //     bytes/s, repairs throttled by the same budget.
 //
+// # Layout on a store
+//
+// Names: d/<object %016x>.<version>/<shard>.<chunk> is a chunk's data (at
+// most 64 KiB); k/<object>.<version>/<shard>.g<group> is a sums file holding
+// the sums records of chunks group*7 .. group*7+6 of that blob (replica or
+// shard), record k at byte offset k*520; i/<object>.<version>/<shard>.m<copy>
+// are the three copies of the blob's local index entry (MetaFiles).
+//
+// A sums record is 520 bytes: data length (4), 128 sector CRC32Cs (zero
+// after the chunk's last sector), and a CRC32C over the chunk identity
+// followed by the first 516 bytes. The identity is implied by name and slot
+// and covered by the CRC, so a record in the wrong slot or file, a slot never
+// written (zeros) or a damaged record does not verify; its chunk then counts
+// as corrupt (ReadChunk returns Sums nil, Corrupt) and is repaired, which
+// rewrites the record. A sums file is as long as its highest written slot:
+// seven records (3640 bytes) fit one 4 KiB flash page, so a blob of n chunks
+// costs ceil(n/7) sums pages instead of the n pages of one file per record
+// (SDF stores give every file at least one page): 0.893% of full-chunk data,
+// against the 4/512 = 0.781% floor of the checksums themselves.
+//
+// Writes of a record are serialized per sums file. When the file already
+// holds the slot and the store is a RangeWriter (SDFStore: sdf RewriteRange,
+// FaultStore passes through), only the record's bytes are rewritten, out of
+// place (the flash pages they touch are reprogrammed and remapped); otherwise
+// the file is read, the slot replaced, and the whole file written anew (Put,
+// out of place), the other slots carried over unchanged; slots that do not
+// verify are read up to twice more first, so a transient flip on the way out
+// is not written back as damage.
+//
+// Format change: stores written before the packed layout (one k/.../<shard>.
+// <chunk> file per record) are not readable by this version: their chunks
+// have no record in the new files and count as corrupt. There has been no
+// release; wipe old data directories.
+//
 // # Invariants
 //
 //   - Data whose checksums do not verify is never returned as data: a read
 //     returns verified bytes or an error wrapping base.ErrCorruption /
 //     base.ErrDataLoss.
-//   - A repair rewrites a chunk out of place (new file, atomic rename); the
-//     old bytes are never modified in place.
+//   - A repair rewrites a chunk out of place (new file, atomic rename) and
+//     its sums record out of place (range rewrite or new file); the old bytes
+//     are never modified in place. Writing one chunk's record never changes
+//     another chunk's record bytes.
 //   - Every on-disk structure carries a CRC32C.
 //
 // # Failure model
@@ -54,6 +93,10 @@
 // Bits may flip in stored data (persistent) or on the way out of the device
 // (transient); whole files may vanish; nodes may be down. The checksums
 // themselves may be corrupt: a sums record that fails its own CRC makes its
-// chunk count as corrupt, and it is rewritten with the repair. Metadata files
+// chunk (only that chunk: every record has its own CRC) count as corrupt,
+// and it is rewritten with the repair. A lost sums file makes its (up to
+// seven) chunks count as corrupt on this node; they are repaired from the
+// other replicas or shards. A crash between a chunk's data and its record
+// leaves a chunk without a record: corrupt, repaired the same way. Metadata files
 // survive the corruption of any two of their three copies.
 package objstore
