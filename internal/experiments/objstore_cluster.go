@@ -34,6 +34,9 @@ type objClusterOptions struct {
 type objCluster struct {
 	dir string
 	cl  *devcluster.Cluster
+	// stores are the nodes' memory stores (MemoryStores), by node index:
+	// read directly, beneath the fault injector, to inspect the layout.
+	stores []*objstore.MemStore
 }
 
 // Bounds of the harness.
@@ -56,15 +59,21 @@ func startObjCluster(ctx context.Context, opts objClusterOptions) (*objCluster, 
 		// time the disk, not the read path.
 		UnsafeNoFsync: true,
 	}
+	c := &objCluster{dir: dir}
 	if opts.MemoryStores {
-		dcOpts.NodeStore = func(string, int) (objstore.Store, error) { return objstore.NewMemStore(), nil }
+		c.stores = make([]*objstore.MemStore, opts.Nodes)
+		dcOpts.NodeStore = func(_ string, i int) (objstore.Store, error) {
+			c.stores[i] = objstore.NewMemStore()
+			return c.stores[i], nil
+		}
 	}
 	cl, err := devcluster.Start(ctx, dcOpts)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("experiment cluster: %w", err)
 	}
-	return &objCluster{dir: dir, cl: cl}, nil
+	c.cl = cl
+	return c, nil
 }
 
 // dial returns a new client. Readers each get their own, so that one
@@ -169,10 +178,41 @@ func readObject(ctx context.Context, cli *client.Client, o *testObject, mode str
 	return readOutcome{Voted: rep.Voted, AllCorrupt: rep.AllCorrupt, Repaired: rep.Repaired, Bytes: int64(len(data))}, nil
 }
 
-// sumsRecordBits is the size, in bits, of the sums record stored apart from
-// a chunk of chunkBytes bytes (the format's own encoder says how long it is).
-func sumsRecordBits(chunkBytes int) int64 {
-	id := objstore.ChunkID{}
-	data := make([]byte, chunkBytes)
-	return int64(len(objstore.EncodeSums(id, chunkBytes, objstore.Sums(id, data)))) * 8
+// sumsLayout is how the object store keeps checksums apart from the data,
+// as found in a node's store: what a chunk read fetches besides the chunk.
+type sumsLayout struct {
+	// ReadBitsPerChunk is the mean size, in bits, of the sums file a chunk
+	// read fetches (the whole file: the fault injector flips bits of all of
+	// it).
+	ReadBitsPerChunk int64
+	// ChunksPerFile is the mean number of chunks whose records share a
+	// sums file.
+	ChunksPerFile float64
+}
+
+// sumsLayoutOf inspects node 0's store (beneath its fault injector, so
+// nothing is flipped) for the sums files of objs' chunks.
+func (c *objCluster) sumsLayoutOf(objs []*testObject) (sumsLayout, error) {
+	if len(c.stores) == 0 || c.stores[0] == nil {
+		return sumsLayout{}, base.InvalidArgumentf("sums layout: the cluster has no memory stores")
+	}
+	var bits, chunks int64
+	files := map[string]bool{}
+	for _, o := range objs {
+		n := (len(o.data) + objstore.ChunkSize - 1) / objstore.ChunkSize
+		for i := 0; i < n; i++ {
+			name := objstore.SumsName(objstore.ChunkID{Object: o.rec.Object, Version: o.rec.Version, Index: uint32(i)})
+			b, err := c.stores[0].Get(name)
+			if err != nil {
+				return sumsLayout{}, fmt.Errorf("sums layout: %w", err)
+			}
+			bits += 8 * int64(len(b))
+			chunks++
+			files[name] = true
+		}
+	}
+	if chunks == 0 {
+		return sumsLayout{}, base.InvalidArgumentf("sums layout: no chunks")
+	}
+	return sumsLayout{ReadBitsPerChunk: bits / chunks, ChunksPerFile: float64(chunks) / float64(len(files))}, nil
 }

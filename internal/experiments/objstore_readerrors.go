@@ -45,6 +45,9 @@ type readErrorsPlan struct {
 	// an error even at MaxReads (the point then only bounds the rate).
 	MinReads, MaxReads, BoundReads int
 	TargetFailures                 float64
+	// Sums is the checksum layout found in the cluster at run time (the
+	// injection model's exposure of a chunk read's sums).
+	Sums sumsLayout
 }
 
 func readErrorsPlanFor(cfg Config) readErrorsPlan {
@@ -102,10 +105,10 @@ func (p readErrorPoint) String() string {
 
 // predictions returns the injection-path and paper predictions of every
 // series at one UBER.
-func predictions(uber float64, objectBytes int) (inj, paper [numErrorSeries]float64, err error) {
+func predictions(uber float64, objectBytes int, sums sumsLayout) (inj, paper [numErrorSeries]float64, err error) {
 	ip := injectionParams{
 		UBER: uber, Chunks: objectBytes / objstore.ChunkSize, ChunkBits: 8 * objstore.ChunkSize,
-		SectorBits: 8 * objstore.SectorSize, SumsBits: sumsRecordBits(objstore.ChunkSize), Replicas: 3,
+		SectorBits: 8 * objstore.SectorSize, SumsBits: sums.ReadBitsPerChunk, Replicas: 3,
 	}
 	if inj[seriesHDFS], err = injectedHDFSFailure(ip); err != nil {
 		return inj, paper, err
@@ -253,12 +256,19 @@ func runDirectReadErrors(ctx context.Context, cfg Config) (*report.Report, error
 			return nil, err
 		}
 	}
+	var all []*testObject
+	for _, objs := range owned {
+		all = append(all, objs...)
+	}
+	if pl.Sums, err = cluster.sumsLayoutOf(all); err != nil {
+		return nil, err
+	}
 	start := time.Now()
 	var points []readErrorPoint
 	type tallies struct{ hdfs, direct modeTally }
 	var perUBER []tallies
 	for _, uber := range pl.UBERs {
-		inj, paper, err := predictions(uber, pl.ObjectBytes)
+		inj, paper, err := predictions(uber, pl.ObjectBytes, pl.Sums)
 		if err != nil {
 			return nil, err
 		}
@@ -301,7 +311,7 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 	if err != nil {
 		return nil, err
 	}
-	sumsBits := sumsRecordBits(objstore.ChunkSize)
+	sumsBits := pl.Sums.ReadBitsPerChunk
 	r.Text("**What is measured.** An in-process cluster (coordinator with embedded etcd, 3 storage nodes on "+
 		"127.0.0.1, chunks kept in memory) holds %d REP-3 objects of %s (%d chunks of 64 KiB), written by %d "+
 		"concurrent readers that each own %d of them. For each UBER, every node's fault store is set to "+
@@ -333,8 +343,9 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 	r.Text("**Two models.** *Paper* is the closed form of DIRECT 000 section 3.1 (`internal/model`: "+
 		"`DirectBlockRecovery`, `DirectChunkRecovery`, `DirectMajorityVote`) for B = %s, C = 64 KiB, R = 3: "+
 		"independent flips at rate E per stored data bit, read once. *Injection* models what the injection "+
-		"path really does (`objstore_model.go`): (1) the node also reads each chunk's sums record (%d bits, "+
-		"stored apart) and a flip there makes the chunk count as corrupt, so a replica's chunk is bad with "+
+		"path really does (`objstore_model.go`): (1) the node also reads the file holding the chunk's sums "+
+		"record (stored apart: found at run time to be %d bits per chunk read, %.1f chunks' records per "+
+		"file) and a flip there makes the chunk count as corrupt, so a replica's chunk is bad with "+
 		"probability 1-(1-E)^(C+%d); (2) a node re-reads a chunk that fails verification, and with persistent "+
 		"injection the re-read adds fresh flips, so the copy it returns for a vote carries about 2E flips per "+
 		"bit and its sums record must survive two reads; the merge fails when no returned sums record is "+
@@ -343,7 +354,16 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		"clean from there on: a read fails when the replicas' first failure offsets are non-decreasing, which "+
 		"is less likely than the paper's \"every replica has an error somewhere\". Both models are checked "+
 		"against a bit-level simulation of the read path in the package tests.",
-		base.Bytes(pl.ObjectBytes), sumsBits, sumsBits)
+		base.Bytes(pl.ObjectBytes), sumsBits, pl.Sums.ChunksPerFile, sumsBits)
+	if pl.Sums.ChunksPerFile > 1 {
+		r.Text("**Caveat: shared sums files.** Here %.1f chunks keep their records in one sums file. A chunk "+
+			"read then fetches (and, under persistent flip-on-read injection, damages) its neighbours' records "+
+			"too, and a repair rewrites only its own record, so damage can remain in records that later reads "+
+			"of the same object meet: reads are no longer independent trials and the injection model, which "+
+			"counts each chunk read's exposure on its own, underestimates the error rate. Disagreements below "+
+			"at high UBER are expected from this; a scrub (which verifies every replica's records) removes "+
+			"the latent damage.", pl.Sums.ChunksPerFile)
+	}
 
 	table := report.Table{
 		Caption: "Measured application-visible error rate per object read, with the predictions",
@@ -397,7 +417,7 @@ func readErrorsPlot(pl readErrorsPlan, points []readErrorPoint) (*plot.Plot, err
 	}
 	var inj, paper [numErrorSeries][]float64
 	for _, u := range x {
-		i, p, err := predictions(u, pl.ObjectBytes)
+		i, p, err := predictions(u, pl.ObjectBytes, pl.Sums)
 		if err != nil {
 			return nil, err
 		}
@@ -503,7 +523,7 @@ func readErrorsDiscussion(pl readErrorsPlan, points []readErrorPoint) string {
 	const target = 1e-3
 	at := func(s errorSeries, injection bool) float64 {
 		return uberAtRate(func(u float64) float64 {
-			i, p, err := predictions(u, pl.ObjectBytes)
+			i, p, err := predictions(u, pl.ObjectBytes, pl.Sums)
 			if err != nil {
 				return math.NaN()
 			}
