@@ -22,9 +22,13 @@
 //     is also appended to a shadow copy ".sdfvfs/dup/<path>". Sync, rename
 //     and remove act on both; a file renamed to a duplicated name (Pebble
 //     writes OPTIONS as a temporary file first) gets its shadow copied then.
-//     The file and its shadow are pinned (sdf.CreateOn) to channels half the
-//     device apart, and a zone spans every die of its channel, so one die
-//     (or channel) failure cannot take both.
+//     The file and its shadow are pinned (sdf.CreateOn) to two healthy
+//     channels (no failed die, a zone that takes writes) half the healthy
+//     set apart, and a zone spans every die of its channel, so one die (or
+//     channel) failure cannot take both. If the primary's channel fails
+//     while the file is written, the shadow takes over (failover: the
+//     primary is removed and the shadow renamed in its place, Stats.Failovers);
+//     if the shadow's fails, the shadow is dropped (Stats.CopyErrors).
 //   - Range duplication (FS.DuplicateRanges, or Options.MetadataRanges when
 //     a writer closes its file; SSTMetadataRanges selects an sstable's
 //     index, filter, range-deletion/range-key, properties, meta-index and

@@ -20,10 +20,14 @@ import (
 type file struct {
 	fs       *FS
 	path     string // as opened (the file may be renamed since)
-	f        *sdf.File
-	shadow   *sdf.File // writer of the whole-file copy, nil if none
 	writable bool
 	hook     bool // run Options.MetadataRanges on Close
+
+	// fmu guards f and shadow, which a failover swaps (Write and Sync are
+	// sequential by the vfs.File contract; readers only load f).
+	fmu    sync.RWMutex
+	f      *sdf.File
+	shadow *sdf.File // writer of the whole-file copy, nil if none
 
 	mu  sync.Mutex // guards pos
 	pos int64      // Read's position
@@ -31,24 +35,85 @@ type file struct {
 
 var _ vfs.File = (*file)(nil)
 
-func (h *file) String() string { return "sdfvfs.file(" + h.f.Name() + ")" }
+func (h *file) primary() *sdf.File {
+	h.fmu.RLock()
+	defer h.fmu.RUnlock()
+	return h.f
+}
 
-// Write appends p (to the shadow as well).
+func (h *file) String() string { return "sdfvfs.file(" + h.primary().Name() + ")" }
+
+// Write appends p (to the shadow as well). A shadow that cannot be written
+// is dropped (Stats.CopyErrors); a primary that cannot be written while its
+// shadow can is replaced by the shadow (failover).
 func (h *file) Write(p []byte) (int, error) {
 	if !h.writable {
 		return 0, pathErr("write", h.path, sdf.ErrReadOnly)
 	}
 	n, err := h.f.Write(p)
 	if err != nil {
+		if h.shadow != nil && h.fs.failover(h, p, false) {
+			return len(p), nil
+		}
 		return n, pathErr("write", h.path, err)
 	}
 	if h.shadow != nil {
 		if _, err := h.shadow.Write(p); err != nil {
-			return n, pathErr("write", h.path, fmt.Errorf("sdfvfs: shadow copy: %w", err))
+			h.fs.dropShadow(h)
+		} else {
+			h.fs.ctr.shadowBytes.Add(int64(len(p)))
 		}
-		h.fs.ctr.shadowBytes.Add(int64(len(p)))
 	}
 	return n, nil
+}
+
+// failover replaces h's failing primary by its shadow: appends pending
+// (the bytes the primary refused) to the shadow, syncs it if sync, removes
+// the primary and renames the shadow to the file's name. The shadow was
+// written in lockstep, so it holds every byte the primary acknowledged. The
+// file is then no longer duplicated. Reports whether it succeeded.
+func (fs *FS) failover(h *file, pending []byte, sync bool) bool {
+	if pending != nil {
+		if _, err := h.shadow.Write(pending); err != nil {
+			return false
+		}
+	}
+	if sync {
+		if err := h.shadow.Sync(); err != nil {
+			return false
+		}
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	name := h.f.Name()
+	// The failed primary's buffered bytes may fail again: ignored, the file
+	// is removed.
+	_ = h.f.Close()
+	if err := fs.sfs.Remove(name); err != nil && !isNotExist(err) {
+		return false
+	}
+	if err := fs.sfs.Rename(shadowName(name), name); err != nil {
+		return false
+	}
+	h.fmu.Lock()
+	h.f, h.shadow = h.shadow, nil
+	h.fmu.Unlock()
+	fs.ctr.failovers.Add(1)
+	return true
+}
+
+// dropShadow gives up h's shadow after a failed write or sync: the file
+// goes on without a copy (counted in Stats.CopyErrors).
+func (fs *FS) dropShadow(h *file) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	name := shadowName(h.f.Name())
+	_ = h.shadow.Close()
+	h.fmu.Lock()
+	h.shadow = nil
+	h.fmu.Unlock()
+	_ = fs.sfs.Remove(name)
+	fs.ctr.copyErrors.Add(1)
 }
 
 // WriteAt overwrites bytes inside the file (sdf.RewriteRange: the pages
@@ -78,7 +143,7 @@ func (h *file) WriteAt(p []byte, off int64) (int, error) {
 // file has one, and otherwise fail with an error Pebble classifies as
 // corruption. Never returns unverified bytes.
 func (h *file) ReadAt(p []byte, off int64) (int, error) {
-	return h.fs.readAt(h.f, p, off)
+	return h.fs.readAt(h.primary(), p, off)
 }
 
 // Read reads at the handle's position (Pebble reads WALs and the MANIFEST
@@ -86,7 +151,7 @@ func (h *file) ReadAt(p []byte, off int64) (int, error) {
 func (h *file) Read(p []byte) (int, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n, err := h.fs.readAt(h.f, p, h.pos)
+	n, err := h.fs.readAt(h.primary(), p, h.pos)
 	h.pos += int64(n)
 	if n > 0 && err == io.EOF {
 		err = nil
@@ -99,18 +164,22 @@ func (h *file) Preallocate(offset, length int64) error { return nil }
 
 // Stat describes the file (under its current name).
 func (h *file) Stat() (vfs.FileInfo, error) {
-	fi := h.f.Stat()
+	fi := h.primary().Stat()
 	return fileInfo{name: baseName(fi.Name), size: fi.Size, mtime: fi.ModTime}, nil
 }
 
-// Sync makes the file (and its shadow) durable.
+// Sync makes the file (and its shadow) durable. Failures of either copy are
+// handled as in Write.
 func (h *file) Sync() error {
 	if err := h.f.Sync(); err != nil {
+		if h.shadow != nil && h.fs.failover(h, nil, true) {
+			return nil
+		}
 		return pathErr("sync", h.path, err)
 	}
 	if h.shadow != nil {
 		if err := h.shadow.Sync(); err != nil {
-			return pathErr("sync", h.path, fmt.Errorf("sdfvfs: shadow copy: %w", err))
+			h.fs.dropShadow(h)
 		}
 	}
 	return nil

@@ -65,6 +65,7 @@ type counters struct {
 	rangeCopies    atomic.Int64
 	copyErrors     atomic.Int64
 	orphans        atomic.Int64
+	failovers      atomic.Int64
 }
 
 // Stats counts what the layer did about corruption and duplication.
@@ -78,11 +79,13 @@ type Stats struct {
 	RangeCopies    int64 // range-copy files written
 	CopyErrors     int64 // copies that could not be made (source did not verify, no space)
 	Orphans        int64 // copies without a file, removed by New
+	Failovers      int64 // files whose shadow replaced a primary that failed to write
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("copy reads %d, repairs %d (failed %d), corruptions returned %d, shadow bytes %d, range copies %d (%d B), copy errors %d, orphans %d",
-		s.CopyReads, s.Repairs, s.RepairErrors, s.Corruptions, s.ShadowBytes, s.RangeCopies, s.RangeCopyBytes, s.CopyErrors, s.Orphans)
+	return fmt.Sprintf("copy reads %d, repairs %d (failed %d), corruptions returned %d, shadow bytes %d, range copies %d (%d B), copy errors %d, orphans %d, failovers %d",
+		s.CopyReads, s.Repairs, s.RepairErrors, s.Corruptions, s.ShadowBytes, s.RangeCopies, s.RangeCopyBytes, s.CopyErrors, s.Orphans,
+		s.Failovers)
 }
 
 // New returns a vfs.FS over sfs. The sdf.FS stays owned by the caller.
@@ -137,7 +140,7 @@ func (fs *FS) Stats() Stats {
 	return Stats{CopyReads: c.copyReads.Load(), Repairs: c.repairs.Load(), RepairErrors: c.repairErrors.Load(),
 		Corruptions: c.corruptions.Load(), ShadowBytes: c.shadowBytes.Load(),
 		RangeCopyBytes: c.rangeCopyBytes.Load(), RangeCopies: c.rangeCopies.Load(), CopyErrors: c.copyErrors.Load(),
-		Orphans: c.orphans.Load()}
+		Orphans: c.orphans.Load(), Failovers: c.failovers.Load()}
 }
 
 func (fs *FS) String() string { return "sdfvfs" }
@@ -255,11 +258,37 @@ func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, err
 // of its channel, so different channels mean different dies. On a
 // one-channel device both are on channel 0 (Placement reports it).
 func (fs *FS) channelPair(p string) (primary, shadow int) {
-	if fs.channels <= 1 {
-		return 0, 0
+	hs := fs.healthyChannels()
+	if len(hs) < 2 {
+		return -1, -1 // no two channels to pin apart: sdf places them
 	}
-	primary = int(crc32.Checksum([]byte(p), castagnoli) % uint32(fs.channels))
-	return primary, (primary + max(1, fs.channels/2)) % fs.channels
+	i := int(crc32.Checksum([]byte(p), castagnoli) % uint32(len(hs)))
+	return hs[i], hs[(i+len(hs)/2)%len(hs)]
+}
+
+// healthyChannels lists the channels with no failed die and a zone that
+// takes writes (a file pinned elsewhere would fail to write).
+func (fs *FS) healthyChannels() []int {
+	bad := make([]bool, fs.channels)
+	for _, d := range fs.sfs.FailedDies() {
+		if d.Channel < fs.channels {
+			bad[d.Channel] = true
+		}
+	}
+	free := make([]bool, fs.channels)
+	for _, z := range fs.sfs.Zones() {
+		if !z.Meta && (z.State == sdf.ZoneEmpty || z.State == sdf.ZoneOpen) && len(z.Dies) > 0 &&
+			z.WritePointer < z.Capacity {
+			free[z.Channel] = true
+		}
+	}
+	var out []int
+	for c := 0; c < fs.channels; c++ {
+		if free[c] && !bad[c] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // removeCopies removes the range copy of p and, with shadowToo, its shadow.

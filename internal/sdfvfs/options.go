@@ -56,9 +56,9 @@ type Options struct {
 	// primary does not use (sdf.CreateOn). Pinning guarantees the copies
 	// sit on other dies at creation; sdf does not persist the pin, so zones
 	// written after a reopen (GC relocation, further appends) may share a
-	// channel (Placement reports it). A pinned file can only use open zones
-	// of its channel, which under heavy space pressure may make sdf collect
-	// garbage first.
+	// channel (Placement reports it). A pinned file can only use zones of
+	// its channel: under heavy space pressure sdf may collect garbage
+	// first, and if the channel fails, the file fails over to its shadow.
 	UnpinnedCopies bool
 	// CopyReadAttempts is how many times a damaged range is read from its
 	// copies before the read fails (default 2, range [1, 16]). sdf already

@@ -138,19 +138,20 @@ func (fs *FS) duplicateRangesLocked(p string, ranges []Range) error {
 	return nil
 }
 
-// channelApart picks the channel holding the fewest of the given zones
-// (none, when the file does not cover every channel). Zone z is on channel
-// z mod channels (sdf's layout).
+// channelApart picks the healthy channel holding the fewest of the given
+// zones (none, when the file does not cover every channel). Zone z is on
+// channel z mod channels (sdf's layout).
 func (fs *FS) channelApart(zones []int) int {
-	if fs.channels <= 1 {
-		return 0
+	hs := fs.healthyChannels()
+	if len(hs) < 2 {
+		return -1 // sdf places it
 	}
 	count := make([]int, fs.channels)
 	for _, z := range zones {
 		count[z%fs.channels]++
 	}
-	best := 0
-	for c := range count {
+	best := hs[0]
+	for _, c := range hs {
 		if count[c] < count[best] {
 			best = c
 		}
