@@ -140,7 +140,7 @@ func TestPackedConcurrentOutOfOrder(t *testing.T) {
 				inner = openSmallSDF(t)
 			}
 			fault := NewFaultStore(inner, seed)
-			if err := fault.SetUBER(1e-6, false); err != nil {
+			if err := fault.SetUBER(1e-5, false); err != nil {
 				t.Fatal(err)
 			}
 			cs := NewChunkStore(fault)
@@ -172,6 +172,10 @@ func TestPackedConcurrentOutOfOrder(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
+			if fault.Flips() == 0 {
+				t.Fatal("no flip injected: the test does not exercise the re-read")
+			}
+			t.Logf("%d flips injected on reads of sums files", fault.Flips())
 			fault.SetUBER(0, false)
 			for i := range data {
 				id := ChunkID{Object: 5, Version: 9, Index: uint32(i)}
