@@ -44,11 +44,18 @@ func (sm *stateMachine) corruptBlock(key []byte) (string, uint64, error) {
 }
 
 func (sm *stateMachine) corruptBlockInFile(path string, pk []byte) (uint64, error) {
-	f, err := sm.fs.Open(path)
+	// Find the block on a private copy of the file (in memory), so the
+	// trials never show in the live file where reads, compactions and the
+	// scrubber would see (and repair) them; then damage the live file once.
+	probe := vfs.NewMem()
+	if err := vfs.CopyAcrossFS(sm.fs, path, probe, "probe.sst"); err != nil {
+		return 0, fmt.Errorf("kv: copy %s: %w", path, err)
+	}
+	f, err := probe.Open("probe.sst")
 	if err != nil {
 		return 0, err
 	}
-	readable, err := objstorageprovider.NewFileReadable(f, sm.fs, objstorageprovider.NewReadaheadConfig(), path)
+	readable, err := objstorageprovider.NewFileReadable(f, probe, objstorageprovider.NewReadaheadConfig(), "probe.sst")
 	if err != nil {
 		f.Close()
 		return 0, err
@@ -67,16 +74,16 @@ func (sm *stateMachine) corruptBlockInFile(path string, pk []byte) (uint64, erro
 	// damage is, keep it if that span holds the key, undo it otherwise.
 	for _, h := range layout.Data {
 		at := int64(h.Offset + h.Length/2)
-		if err := flipByteAt(sm.fs, path, at); err != nil {
+		if err := flipByteAt(probe, "probe.sst", at); err != nil {
 			return 0, err
 		}
-		iso, err := isolateCorruption(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+		iso, err := isolateCorruption(probe, "probe.sst", sm.opts.MakeReaderOptions(), nil, nil)
 		if err == nil && !iso.WholeFile &&
 			(iso.Start == nil || bytes.Compare(pk, iso.Start) >= 0) &&
 			(iso.End == nil || bytes.Compare(pk, iso.End) < 0) {
-			return h.Offset, nil
+			return h.Offset, flipByteAt(sm.fs, path, at)
 		}
-		if err := flipByteAt(sm.fs, path, at); err != nil {
+		if err := flipByteAt(probe, "probe.sst", at); err != nil {
 			return 0, err
 		}
 	}
