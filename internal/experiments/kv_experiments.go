@@ -317,7 +317,15 @@ func kvYCSBDiscussion(cells []kvCell) string {
 		"large patch scan can then fail the patch. The flip's block is named in Pebble's corruption error " +
 		"(`block <offset>/<length>`); isolating from that handle, or treating a clean re-read as a transient error that " +
 		"needs no repair (the mission's \"re-read before repairing\"), would remove most of the DIRECT cost seen in the " +
-		"transient rows. Persistent flips are found on the re-read and isolated to one data block (see kv-patch-size).")
+		"transient rows. Persistent flips are found on the re-read and isolated to the damaged blocks (see kv-patch-size).\n\n" +
+		"**Stalls.** When no healthy replica can build a patch within the patch timeout (its scan of a large range hits " +
+		"a flip and it stays silent), the damaged replica falls back to rebuilding its whole state from a peer, and that " +
+		"scan of megabytes can hit a flip too; `internal/kv` retries the rebuild without bound, and while the replica's " +
+		"apply worker waits there, it sends no patches for its peers' damage either. A DIRECT row with replicas still " +
+		"down at the end is that fallback still retrying, and its shard's throughput collapses as the crash baseline's " +
+		"does. Whether a run falls into it depends on where flips land, so the same row can differ between invocations: " +
+		"at UBER 1e-7 the operating point is at the edge for whole-file (transient) patches, and well inside it for " +
+		"block patches (persistent).")
 	return b.String()
 }
 
