@@ -181,9 +181,12 @@ func readObject(ctx context.Context, cli *client.Client, o *testObject, mode str
 // sumsLayout is how the object store keeps checksums apart from the data,
 // as found in a node's store: what a chunk read fetches besides the chunk.
 type sumsLayout struct {
+	// RecordBits is the size, in bits, of one chunk's sums record: what of
+	// the sums file decides whether this chunk's checksums are valid.
+	RecordBits int64
 	// ReadBitsPerChunk is the mean size, in bits, of the sums file a chunk
 	// read fetches (the whole file: the fault injector flips bits of all of
-	// it).
+	// it, its neighbours' records included).
 	ReadBitsPerChunk int64
 	// ChunksPerFile is the mean number of chunks whose records share a
 	// sums file.
@@ -214,5 +217,8 @@ func (c *objCluster) sumsLayoutOf(objs []*testObject) (sumsLayout, error) {
 	if chunks == 0 {
 		return sumsLayout{}, base.InvalidArgumentf("sums layout: no chunks")
 	}
-	return sumsLayout{ReadBitsPerChunk: bits / chunks, ChunksPerFile: float64(chunks) / float64(len(files))}, nil
+	id := objstore.ChunkID{}
+	record := objstore.EncodeSums(id, objstore.ChunkSize, objstore.Sums(id, make([]byte, objstore.ChunkSize)))
+	return sumsLayout{RecordBits: 8 * int64(len(record)), ReadBitsPerChunk: bits / chunks,
+		ChunksPerFile: float64(chunks) / float64(len(files))}, nil
 }
