@@ -45,7 +45,8 @@ func flipKind(persistent bool) string {
 // never return another record's data.
 func checkRun(r kvRunResult) error {
 	if r.WrongReads > 0 {
-		return base.AssertionFailedf("kv experiment: %d reads returned wrong data (%s)", r.WrongReads, r.Params)
+		return base.AssertionFailedf("kv experiment: %d reads returned wrong data, %d of them a record as missing (%s)",
+			r.WrongReads, r.MissingReads, r.Params)
 	}
 	return nil
 }
@@ -567,7 +568,7 @@ func runKVPatchSize(ctx context.Context, cfg Config) (*report.Report, error) {
 	r.Text("Parameters: %s", kvParamsText(specs[0]))
 	t := report.Table{
 		Caption: "Patch sizes (encoded patch: rows with keys, values and a CRC32C)",
-		Header: []string{"series", "patches", "p50", "p90", "max", "median rows", "median sstable", "largest sstable",
+		Header: []string{"series", "patches", "p50", "p90", "max", "median rows", "median sstable (on disk)", "largest sstable (on disk)",
 			"shard (crash rebuild)", "median patch / shard", "patches of <= 8 rows", "rebuilds"},
 	}
 	var series []report.Series
@@ -634,7 +635,7 @@ func runKVPatchSize(ctx context.Context, cfg Config) (*report.Report, error) {
 			xs = append(xs, math.Max(float64(s)/1024, 0.1))
 			ys = append(ys, float64(i+1)/float64(len(sst)))
 		}
-		series = append(series, report.Series{Name: "sstable sizes (" + runs[0].label + ")", X: xs, Y: ys, Dashed: true})
+		series = append(series, report.Series{Name: "sstable sizes on disk, compressed (" + runs[0].label + ")", X: xs, Y: ys, Dashed: true})
 		var shard uint64
 		for _, s := range runs[0].res.ShardBytes {
 			shard = max(shard, s)
@@ -661,7 +662,10 @@ func runKVPatchSize(ctx context.Context, cfg Config) (*report.Report, error) {
 		"median here is larger because flips also land in blocks that a read moves but never verifies (compaction " +
 		"and readahead reads, the table tail read with the index): that damage stays latent in the file until the " +
 		"isolation's scan meets it, and widens the span. Patches still stay far below the shard that a `crash` rebuild " +
-		"moves (the table's ratio column), which is the paper's point; the tail up to file size comes from files " +
+		"moves (the table's ratio column), which is the paper's point. NB: patch sizes are logical (uncompressed rows " +
+		"as sent), sstable sizes are on disk after Snappy compression of these very compressible values, so a patch " +
+		"can exceed the largest sstable while covering only part of one; compare patches with the shard, whose size is " +
+		"logical too. The tail up to the shard's size comes from files " +
 		"damaged in blocks far apart and from damage the reader cannot place in a data block (whole-file fallback). " +
 		"Transient flips are different: the isolating re-read is clean, so `internal/kv` falls back to the file's key " +
 		"range and the patch is as large as the file (for a flushed L0 file, the whole shard). The sizes are " +

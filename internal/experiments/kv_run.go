@@ -90,6 +90,9 @@ type kvRunResult struct {
 	// retries on other replicas); WrongReads returned another record's data
 	// (must be 0).
 	Reads, Updates, ReadErrors, UpdateErrors, WrongReads int64
+	// MissingReads is the part of WrongReads that found no value at all
+	// (every record exists: a row lost by a repair).
+	MissingReads int64
 	// ReadRetries counts reads re-sent to another replica because one
 	// refused or failed them: the errors ZippyDB's clients saw before their
 	// retry (paper 001 Table 4 counts those).
@@ -263,6 +266,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 		res.ReadErrors += t.readErrors
 		res.UpdateErrors += t.updateErrors
 		res.WrongReads += t.wrongReads
+		res.MissingReads += t.missingReads
 		res.ReadRetries += t.readRetries
 	}
 	res.Flips = flips.Stats()
@@ -367,7 +371,7 @@ func kvLoad(ctx context.Context, c *kv.LocalCluster, p kvRunParams) error {
 }
 
 type kvTally struct {
-	reads, updates, readErrors, updateErrors, wrongReads, readRetries int64
+	reads, updates, readErrors, updateErrors, wrongReads, missingReads, readRetries int64
 }
 
 // kvDrive runs the closed-loop clients until the duration is over.
@@ -411,7 +415,10 @@ func kvDrive(ctx context.Context, c *kv.LocalCluster, p kvRunParams) ([]kvTally,
 					case err != nil:
 						t.readErrors++
 						secErrors[sec].Add(1)
-					case !found || !bytes.HasPrefix(v, []byte(fmt.Sprintf("%d:", i))):
+					case !found:
+						t.wrongReads++
+						t.missingReads++
+					case !bytes.HasPrefix(v, []byte(fmt.Sprintf("%d:", i))):
 						t.wrongReads++
 					}
 					secOps[sec].Add(1)
