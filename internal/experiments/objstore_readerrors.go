@@ -356,16 +356,16 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		"against a bit-level simulation of the read path in the package tests.",
 		base.Bytes(pl.ObjectBytes), sumsBits, pl.Sums.ChunksPerFile, pl.Sums.ReadBitsPerChunk, sumsBits)
 	if pl.Sums.ChunksPerFile > 1 {
-		r.Text("**Caveat: shared sums files.** Here %.1f chunks keep their records in one sums file. A chunk "+
-			"read then fetches (and, under persistent flip-on-read injection, damages) its neighbours' records "+
-			"too, and a repair rewrites only its own record, so damage stays in records of replicas the reads "+
-			"did not need to check, and later reads of the same object meet it: reads are no longer "+
-			"independent trials, and the injection model, which counts only a chunk's own record, "+
-			"underestimates the error rate. Measurements above the model are expected from this (the "+
+		r.Text("**Caveat: shared sums files.** Here %.1f chunks keep their records in one sums file of about "+
+			"%d bits. Every fetch of that file draws flips over all of it and writes them back: the read of "+
+			"any chunk of the group, a node's re-read, and a repair's read-modify-write of the file. A chunk's "+
+			"record is therefore exposed many times during one object read, not once as the model assumes "+
+			"(it counts only the chunk's own record read twice), and the model underestimates the error rate. "+
+			"The effect is within a read: reading a freshly written object each time fails as often. The "+
 			"report of commit 2df3be7, measured with one record per file, agrees with the model in 32 of its "+
-			"33 cells). On real flash a read does not damage the page it reads, so this accumulation is "+
-			"an artefact of flip-on-read injection; the latent damage in unread replicas' records is real "+
-			"and is what the scrubber, which verifies every replica, removes.", pl.Sums.ChunksPerFile)
+			"33 cells. On real flash a read does not damage the page it reads, so the multiplied exposure is "+
+			"an artefact of flip-on-read injection; what is real is that an unreadable sums page takes the "+
+			"checksums of several chunks with it.", pl.Sums.ChunksPerFile, pl.Sums.ReadBitsPerChunk)
 	}
 
 	table := report.Table{
