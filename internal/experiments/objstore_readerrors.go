@@ -361,7 +361,7 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 			"any chunk of the group, a node's re-read, and a repair's read-modify-write of the file. A chunk's "+
 			"record is therefore exposed many times during one object read, not once as the model assumes "+
 			"(it counts only the chunk's own record read twice), and the model underestimates the error rate. "+
-			"The effect is within a read: reading a freshly written object each time fails as often. The "+
+			"The "+
 			"report of commit 2df3be7, measured with one record per file, agrees with the model in 32 of its "+
 			"33 cells. On real flash a read does not damage the page it reads, so the multiplied exposure is "+
 			"an artefact of flip-on-read injection; what is real is that an unreadable sums page takes the "+
