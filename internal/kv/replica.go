@@ -26,19 +26,22 @@ import (
 // ReplicaStats counts what a replica detected and repaired.
 type ReplicaStats struct {
 	CorruptionsDetected uint64
-	PatchesApplied      uint64
-	PatchesSent         uint64
-	PatchBytesReceived  uint64
-	Rebuilds            uint64
-	RebuildBytes        uint64
-	TxnsInvalidated     uint64
+	// TransientErrors counts corruption reports whose block verified on a
+	// re-read (a transient flip): not repaired.
+	TransientErrors    uint64
+	PatchesApplied     uint64
+	PatchesSent        uint64
+	PatchBytesReceived uint64
+	Rebuilds           uint64
+	RebuildBytes       uint64
+	TxnsInvalidated    uint64
 	// LastRepair is detection-to-patch-applied time of the last repair.
 	LastRepair time.Duration
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d patches=%d sent=%d patchBytes=%d rebuilds=%d rebuildBytes=%d txnsInvalidated=%d",
-		s.CorruptionsDetected, s.PatchesApplied, s.PatchesSent, s.PatchBytesReceived, s.Rebuilds, s.RebuildBytes, s.TxnsInvalidated)
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d patchBytes=%d rebuilds=%d rebuildBytes=%d txnsInvalidated=%d",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchBytesReceived, s.Rebuilds, s.RebuildBytes, s.TxnsInvalidated)
 }
 
 // replicaEnv is what a replica needs from its node.

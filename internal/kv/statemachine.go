@@ -157,8 +157,29 @@ func (sm *stateMachine) check(b *kvpb.WriteBatch) (bool, error) {
 	return true, nil
 }
 
-// get reads a user key from r (the DB or a snapshot).
-func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
+// readAttempts bounds the reads of one key, or of one scan position, that
+// fail as corruption before the error is returned. Pebble never caches a
+// block that fails its checksum, so each attempt reads the block from the
+// file again: a transient flip (a bit that flipped on the way, not in the
+// stored page) is gone on the next attempt, while damage that persists
+// fails every attempt and is returned, never as data (MISSION.md,
+// "re-read before repairing"). Every failed attempt is also reported to
+// the replica's DataCorruption listener, which tells the two apart.
+const readAttempts = 3
+
+// get reads a user key from r (the DB or a snapshot), re-reading on
+// corruption (readAttempts).
+func get(r pebble.Reader, key []byte) (v []byte, found bool, err error) {
+	for attempt := 0; attempt < readAttempts; attempt++ {
+		v, found, err = getOnce(r, key)
+		if !base.IsCorruption(err) {
+			return v, found, err
+		}
+	}
+	return nil, false, err
+}
+
+func getOnce(r pebble.Reader, key []byte) ([]byte, bool, error) {
 	v, closer, err := r.Get(userKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
@@ -172,8 +193,50 @@ func get(r pebble.Reader, key []byte) ([]byte, bool, error) {
 }
 
 // scan reads up to limit user rows of [start, end) from r; more reports
-// whether rows remain. limit <= 0 means unlimited.
+// whether rows remain. limit <= 0 means unlimited. A read that fails as
+// corruption is resumed, with a new iterator, just past the last row read;
+// readAttempts consecutive failures without progress return the error.
 func scan(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue, more bool, err error) {
+	from := start
+	for failures := 0; ; {
+		want := 0
+		if limit > 0 {
+			want = limit - len(rows)
+			if want <= 0 {
+				// The rows are all in; only "more" is left to learn.
+				next, _, err := scanOnce(r, from, end, 1)
+				if err == nil {
+					return rows, len(next) > 0, nil
+				}
+				if !base.IsCorruption(err) || failures+1 >= readAttempts {
+					return nil, false, err
+				}
+				failures++
+				continue
+			}
+		}
+		part, more, err := scanOnce(r, from, end, want)
+		rows = append(rows, part...)
+		if err == nil {
+			return rows, more, nil
+		}
+		if !base.IsCorruption(err) {
+			return nil, false, err
+		}
+		if len(part) > 0 {
+			failures = 0
+			from = append(bytes.Clone(part[len(part)-1].Key), 0)
+			continue
+		}
+		if failures++; failures >= readAttempts {
+			return nil, false, err
+		}
+	}
+}
+
+// scanOnce is one iterator's pass of scan. On error it returns the rows
+// read before the error with it.
+func scanOnce(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue, more bool, err error) {
 	lo, hi := pebbleSpan(start, end)
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -188,12 +251,12 @@ func scan(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue,
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return nil, false, classify(err)
+			return rows, false, classify(err)
 		}
 		rows = append(rows, &kvpb.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 	}
 	if err := it.Close(); err != nil {
-		return nil, false, classify(err)
+		return rows, false, classify(err)
 	}
 	return rows, more, nil
 }

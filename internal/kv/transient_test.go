@@ -1,0 +1,271 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+// transientFS flips one bit in the caller's buffer (never in the stored
+// file) on the first read that covers an armed offset of an armed file: a
+// transient flip, gone on a re-read.
+type transientFS struct {
+	vfs.FS
+	mu    sync.Mutex
+	armed map[string][]int64 // path -> offsets; guarded by mu
+	flips int                // guarded by mu
+}
+
+func (f *transientFS) arm(path string, offsets []int64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.armed == nil {
+		f.armed = map[string][]int64{}
+	}
+	f.armed[path] = offsets
+}
+
+func (f *transientFS) flipped() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.flips
+}
+
+func (f *transientFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	file, err := f.FS.Open(name, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &transientFile{File: file, fs: f, path: name}, nil
+}
+
+type transientFile struct {
+	vfs.File
+	fs   *transientFS
+	path string
+}
+
+func (t *transientFile) ReadAt(p []byte, off int64) (int, error) {
+	n, err := t.File.ReadAt(p, off)
+	t.fs.mu.Lock()
+	defer t.fs.mu.Unlock()
+	for _, at := range t.fs.armed[t.path] {
+		if at >= off && at < off+int64(n) {
+			p[at-off] ^= 0x10
+			t.fs.flips++
+			delete(t.fs.armed, t.path)
+			break
+		}
+	}
+	return n, err
+}
+
+// startTransientCluster starts 3 nodes, each on its own transientFS, with
+// no block cache (every read goes to the file).
+func startTransientCluster(t *testing.T) (*LocalCluster, *Client, map[base.NodeID]*transientFS) {
+	t.Helper()
+	fss := map[base.NodeID]*transientFS{}
+	var mu sync.Mutex
+	c, err := StartLocalCluster(LocalClusterConfig{
+		Options: Options{CacheBytes: -1},
+		NodeFS: func(id base.NodeID) (vfs.FS, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			fss[id] = &transientFS{FS: vfs.NewMem()}
+			return fss[id], nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	cl, err := c.NewClient(ClientOptions{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cl.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.WaitLeader(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	return c, cl, fss
+}
+
+// compactAndArm compacts r's Pebble to quiescence and arms fs to flip the
+// next read of any data block of the sstable holding key.
+func compactAndArm(t *testing.T, r *Replica, fs *transientFS, key []byte) string {
+	t.Helper()
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	if err := r.sm.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.sm.db.Compact(context.Background(), []byte("u"), []byte("v"), false); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := r.sm.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk := userKey(key)
+	for _, level := range levels {
+		for _, tbl := range level {
+			if string(pk) < string(tbl.Smallest.UserKey) || string(pk) > string(tbl.Largest.UserKey) {
+				continue
+			}
+			path := r.sm.fs.PathJoin(r.sm.dir, fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+			layout := sstLayout(t, r.sm.fs, path, r.sm.opts.MakeReaderOptions())
+			var offs []int64
+			for _, h := range layout.Data {
+				offs = append(offs, int64(h.Offset+h.Length/2))
+			}
+			fs.arm(path, offs)
+			return path
+		}
+	}
+	t.Fatalf("%s: no sstable holds %q", r, key)
+	return ""
+}
+
+// TestTransientFlipNotRepaired: a flip on one read of a data block is seen
+// as corruption, verifies on the re-read, and is counted as transient: the
+// application read succeeds with the right value, nothing is patched and no
+// range is refused.
+func TestTransientFlipNotRepaired(t *testing.T) {
+	c, cl, fss := startTransientCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 3000
+	loadKeys(t, cl, n)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimNode := leader%3 + 1
+	victim := c.Node(victimNode).Replica(1)
+	waitFor(t, "victim caught up", func() bool {
+		a, _ := victim.appliedIndex()
+		b, _ := c.Node(leader).Replica(1).appliedIndex()
+		return a == b
+	})
+	target := testKey(1500)
+	compactAndArm(t, victim, fss[victimNode], target)
+	v, found, _, err := victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	if err != nil || !found || string(v) != string(testValue(1500)) {
+		t.Fatalf("read through a transient flip: %q %v %v", v, found, err)
+	}
+	if got := fss[victimNode].flipped(); got != 1 {
+		t.Fatalf("%d flips injected, want 1", got)
+	}
+	waitFor(t, "transient error counted", func() bool { return victim.Stats().TransientErrors == 1 })
+	// A scan over the block's neighbourhood and client reads also succeed.
+	rows, _, _, err := victim.Scan(ctx, testKey(1400), testKey(1600), 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	if err != nil || len(rows) != 200 {
+		t.Fatalf("scan after transient flip: %d rows, %v", len(rows), err)
+	}
+	for i := 1490; i < 1510; i++ {
+		v, found, err := cl.Get(ctx, testKey(i), Eventual())
+		if err != nil || !found || string(v) != string(testValue(i)) {
+			t.Fatalf("client read %d: %q %v %v", i, v, found, err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a patch, if wrongly proposed, would be applied by now
+	st := victim.Stats()
+	t.Logf("victim stats: %v", st)
+	if st.CorruptionsDetected != 0 || st.PatchesApplied != 0 || st.Rebuilds != 0 {
+		t.Fatalf("a transient flip was repaired: %v", st)
+	}
+	victim.mu.Lock()
+	recovering, pending := len(victim.recovering), len(victim.pending)
+	victim.mu.Unlock()
+	if recovering != 0 || pending != 0 {
+		t.Fatalf("%d ranges refused, %d patches pending after a transient flip", recovering, pending)
+	}
+	for _, id := range c.NodeIDs() {
+		if s := c.Node(id).Replica(1).Stats(); s.PatchesSent != 0 {
+			t.Fatalf("node %s sent a patch: %v", id, s)
+		}
+	}
+	assertSame(t, checksums(t, c, 1))
+}
+
+// TestTransientFlipDuringPatchBuild: the victim's block is damaged on disk
+// (persistent: patched, one block), and both healthy replicas hit a
+// transient flip while scanning the range for the patch. The builders
+// re-read; the repair is a patch, not a rebuild.
+func TestTransientFlipDuringPatchBuild(t *testing.T) {
+	c, cl, fss := startTransientCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const n = 3000
+	loadKeys(t, cl, n)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victimNode := leader%3 + 1
+	victim := c.Node(victimNode).Replica(1)
+	for _, id := range c.NodeIDs() {
+		r := c.Node(id).Replica(1)
+		waitFor(t, "replica caught up", func() bool {
+			a, _ := r.appliedIndex()
+			b, _ := c.Node(leader).Replica(1).appliedIndex()
+			return a == b
+		})
+	}
+	target := testKey(1500)
+	corruptReplica(t, victim, target)
+	var healthy []base.NodeID
+	for _, id := range c.NodeIDs() {
+		if id != victimNode {
+			healthy = append(healthy, id)
+			compactAndArm(t, c.Node(id).Replica(1), fss[id], target)
+		}
+	}
+	// The victim's read hits the persistent damage: it fails as corruption
+	// (never wrong data) and starts the repair.
+	_, _, _, err = victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	if !base.IsCorruption(err) {
+		t.Fatalf("read of damaged block: %v", err)
+	}
+	waitFor(t, "patch applied", func() bool { return victim.Stats().PatchesApplied == 1 })
+	st := victim.Stats()
+	t.Logf("victim stats: %v", st)
+	if st.Rebuilds != 0 || st.TransientErrors != 0 || st.CorruptionsDetected != 1 {
+		t.Fatalf("victim: %v; want one detection repaired by a patch", st)
+	}
+	if st.PatchBytesReceived > 64<<10 {
+		t.Fatalf("patch of %d bytes: more than a block's worth", st.PatchBytesReceived)
+	}
+	for _, id := range healthy {
+		if got := fss[id].flipped(); got != 1 {
+			t.Fatalf("node %s: %d flips injected, want 1", id, got)
+		}
+		s := c.Node(id).Replica(1).Stats()
+		t.Logf("node %s stats: %v", id, s)
+		if s.CorruptionsDetected != 0 || s.Rebuilds != 0 {
+			t.Fatalf("healthy node %s repaired a transient flip: %v", id, s)
+		}
+	}
+	waitFor(t, "builders' transient errors counted", func() bool {
+		for _, id := range healthy {
+			if c.Node(id).Replica(1).Stats().TransientErrors != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	v, found, _, err := victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	if err != nil || !found || string(v) != string(testValue(1500)) {
+		t.Fatalf("repaired read: %q %v %v", v, found, err)
+	}
+	assertSame(t, checksums(t, c, 1))
+}
