@@ -136,10 +136,16 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 }
 
 // failApply handles an entry this replica cannot apply: it rebuilds its
-// state from a peer that has applied idx.
-func (r *Replica) failApply(idx uint64, _ error) bool {
+// state from a peer that has applied idx. err is nil when no patch came.
+// The replica is never left out: rebuild retries every peer until one
+// serves a state at idx or later (peers' scans re-read past transient
+// flips, see readAttempts).
+func (r *Replica) failApply(idx uint64, err error) bool {
 	r.mu.Lock()
 	r.needRebuild = true
+	if err != nil {
+		r.stats.ApplyFailures++
+	}
 	r.mu.Unlock()
 	return r.rebuild(idx)
 }
@@ -268,8 +274,9 @@ func rangeCovers(outer, inner Range) bool {
 }
 
 // sendPatch builds this healthy replica's patch for the ranges and sends it
-// to the corrupted replica. A builder that hits corruption itself stays
-// silent (the listener has already reported its own damage).
+// to the corrupted replica. Its scan re-reads past transient flips
+// (readAttempts); a builder whose own copy is damaged on disk stays silent
+// (the listener has already reported its damage).
 func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) {
 	to, ok := r.shard.Replicas[base.ReplicaID(req.CorruptedReplica)]
 	if !ok {

@@ -28,8 +28,17 @@
 //
 // # DIRECT in the KV store
 //
-//  1. Detect and isolate: Pebble's EventListener.DataCorruption names the
-//     file; isolateCorruption opens it with the sstable reader, and the last
+//  1. Detect, re-read, isolate: Pebble's EventListener.DataCorruption names
+//     the file and (in its error) the block handle offset/length. The
+//     replica first re-reads that block from the file and checks its
+//     checksum (rereadBlock, MISSION.md "re-read before repairing"): a
+//     block that verifies was hit by a transient flip on the way; it is
+//     counted (ReplicaStats.TransientErrors) and not repaired, and the read
+//     that failed re-reads it too (get and scan retry a read that fails as
+//     corruption readAttempts times, resuming a scan past its last row;
+//     Pebble never caches a block that failed its checksum). Only damage
+//     that persists on the re-read goes on: isolateCorruption opens the
+//     file with the sstable reader, and the last
 //     readable key before the damage and the first after it (the healthy
 //     neighbouring blocks) bound the corrupt data block's key range. Error
 //     amplification is one data block: other keys of the file, the shard
@@ -48,15 +57,33 @@
 //     the range ordered before the entry are in the patch; those after it
 //     are applied after the ingest. All snapshots of the repaired replica are
 //     invalidated: its open transactions abort and the client re-runs them.
-//     A patch builder that hits corruption stays silent. With no patch
+//     A patch builder (and a rebuild source, FetchState) re-reads past
+//     transient flips like any scan; one whose own copy is damaged on disk
+//     stays silent. With no patch
 //     within Options.PatchTimeout the replica is rebuilt from a peer's whole
 //     state at an applied index at least the entry's (FetchState).
 //  4. Cascading errors: an entry whose conditions a replica cannot evaluate
 //     (they read a damaged block) is never guessed: that replica rebuilds
 //     from a peer that applied it; the proposer reports the outcome as
-//     unknown.
+//     unknown. Conditions re-read past transient flips first, so only
+//     damage that persists gets here (counted: ReplicaStats.ApplyFailures).
+//     A rebuild retries every peer until one serves the state; it never
+//     leaves the replica out for good.
 //  5. Baseline RepairCrash: the first corruption takes the replica down (no
 //     reads), its Pebble is deleted, and it is re-replicated whole.
+//
+// The crash baseline (RepairCrash) does not re-read: it is the paper's
+// baseline, and goes down at the first report, transient or not (its
+// rebuild sources do re-read, so the re-replication completes).
+//
+// What remains: a persistent report without a block handle, or naming a
+// non-data block, is still repaired as the file's key range; a report whose
+// re-read fails rereadAttempts times in a row through transient flips alone
+// is taken as persistent (then isolation's own reads decide the range); a
+// patch ingest (IngestAndExcise) that fails on a transient flip is repaired
+// by a rebuild, not retried; a raft log write that fails (handleReady) takes
+// the replica out of its group (logFailed) until restart: that is a write
+// failure, not a corruption.
 //
 // Compactions that read a damaged block fail and install nothing; outputs
 // that cover a range under repair are superseded by the excise.

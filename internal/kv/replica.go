@@ -35,13 +35,17 @@ type ReplicaStats struct {
 	Rebuilds           uint64
 	RebuildBytes       uint64
 	TxnsInvalidated    uint64
+	// ApplyFailures counts committed entries this replica could not apply
+	// (a read of the entry's conditions, or a patch ingest, failed after
+	// its re-reads): each is repaired by a rebuild, never skipped.
+	ApplyFailures uint64
 	// LastRepair is detection-to-patch-applied time of the last repair.
 	LastRepair time.Duration
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d patchBytes=%d rebuilds=%d rebuildBytes=%d txnsInvalidated=%d",
-		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchBytesReceived, s.Rebuilds, s.RebuildBytes, s.TxnsInvalidated)
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d patchBytes=%d rebuilds=%d rebuildBytes=%d txnsInvalidated=%d applyFailures=%d",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchBytesReceived, s.Rebuilds, s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures)
 }
 
 // replicaEnv is what a replica needs from its node.
