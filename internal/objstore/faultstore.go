@@ -60,12 +60,18 @@ func (f *FaultStore) Get(name string) ([]byte, error) {
 	if err != nil || len(b) == 0 {
 		return b, err
 	}
+	return f.inject(name, 0, b)
+}
+
+// inject flips bits of b, which holds the file's bytes from byte offset off;
+// persistent flips are also written into the stored file.
+func (f *FaultStore) inject(name string, off int64, b []byte) ([]byte, error) {
 	positions := f.draw(int64(len(b)) * 8)
 	persistent := f.isPersistent()
 	for _, bit := range positions {
 		b[bit/8] ^= 1 << (bit % 8)
 		if persistent {
-			if err := f.Store.FlipBits(name, bit, 1); err != nil {
+			if err := f.Store.FlipBits(name, off*8+bit, 1); err != nil {
 				return nil, err
 			}
 		}

@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"bytes"
+	"github.com/flashmend/flashmend/internal/base"
 	"math/rand"
 	"sync"
 	"testing"
@@ -139,7 +140,9 @@ func TestPackedConcurrentOutOfOrder(t *testing.T) {
 			if name == "sdf" {
 				inner = openSmallSDF(t)
 			}
-			fault := NewFaultStore(inner, seed)
+			// Hide the stores' range reads and writes so that every record
+			// write takes the whole-file read-modify-write path.
+			fault := NewFaultStore(wholeFileStore{inner}, seed)
 			if err := fault.SetUBER(1e-5, false); err != nil {
 				t.Fatal(err)
 			}
@@ -224,5 +227,60 @@ func TestPackedCapacity(t *testing.T) {
 	}
 	if c.StoredFraction() < 0.5 || c.Free < 0 {
 		t.Fatalf("filled only %.3f", c.StoredFraction())
+	}
+}
+
+// wholeFileStore exposes only the Store interface of a store, hiding its
+// RangeReader and RangeWriter.
+type wholeFileStore struct{ Store }
+
+// A chunk read and a record rewrite touch only that chunk's record in the
+// shared sums file: with persistent injection at a high rate, the other
+// records' stored bytes never change.
+func TestRecordAccessTouchesOnlyItsRecord(t *testing.T) {
+	const seed = 11
+	t.Logf("seed %d", seed)
+	for _, name := range []string{"mem", "sdf"} {
+		t.Run(name, func(t *testing.T) {
+			var inner Store = NewMemStore()
+			if name == "sdf" {
+				inner = openSmallSDF(t)
+			}
+			fault := NewFaultStore(inner, seed)
+			cs := NewChunkStore(fault)
+			rng := rand.New(rand.NewSource(seed))
+			ids := make([]ChunkID, RecordsPerSumsFile)
+			for i := range ids {
+				ids[i] = ChunkID{Object: 7, Version: 1, Index: uint32(i)}
+				data := make([]byte, ChunkSize)
+				rng.Read(data)
+				if err := cs.WriteChunk(ids[i], data, Sums(ids[i], data), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := inner.Get(SumsName(ids[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fault.SetUBER(1e-3, true); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 50; i++ {
+				if _, err := cs.ReadChunk(ids[3]); err != nil && !base.IsCorruption(err) {
+					t.Fatal(err)
+				}
+			}
+			if fault.Flips() == 0 {
+				t.Fatal("no flip injected")
+			}
+			after, err := inner.Get(SumsName(ids[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lo, hi := SumsOffset(ids[3]), SumsOffset(ids[3])+SumsRecordSize
+			if !bytes.Equal(before[:lo], after[:lo]) || !bytes.Equal(before[hi:], after[hi:]) {
+				t.Fatal("reading one chunk changed other chunks' records")
+			}
+		})
 	}
 }

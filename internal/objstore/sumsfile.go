@@ -48,7 +48,9 @@ const (
 // an existing file out of place (the old bytes are not overwritten; on SDF,
 // sdf.FS.RewriteRange reprograms only the pages the range touches).
 // WriteAt returns an error wrapping ErrRangeUnsupported when it cannot do it
-// for this file (the caller then rewrites the whole file).
+// for this file (the caller then rewrites the whole file); a store may also
+// accept a range past the end of the file (or of a missing file), extending
+// it with zero bytes, where it can do so out of place.
 type RangeWriter interface {
 	WriteAt(name string, off int64, data []byte) error
 }
@@ -128,18 +130,19 @@ func (l *sumsLocks) lock(name string) *sync.Mutex {
 // readRecord returns id's record slot from its sums file: nil when the file
 // or the slot does not exist.
 func (c *ChunkStore) readRecord(id ChunkID) ([]byte, error) {
-	b, err := c.store.Get(SumsName(id))
+	// Only the record's own bytes are read: a chunk read must not touch (and
+	// be exposed to read errors on) its neighbours' records.
+	b, err := getRange(c.store, SumsName(id), SumsOffset(id), SumsRecordSize)
 	if IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, err
 	}
-	off := SumsOffset(id)
-	if int64(len(b)) < off+SumsRecordSize {
+	if int64(len(b)) < SumsRecordSize {
 		return nil, nil
 	}
-	return b[off : off+SumsRecordSize], nil
+	return b, nil
 }
 
 // writeRecord stores id's record: a range rewrite of its slot when the file
@@ -149,17 +152,17 @@ func (c *ChunkStore) readRecord(id ChunkID) ([]byte, error) {
 func (c *ChunkStore) writeRecord(id ChunkID, rec []byte) error {
 	name, off := SumsName(id), SumsOffset(id)
 	defer c.sumsMu.lock(name).Unlock()
+	// A range write touches only this record's bytes; the fallback below
+	// reads the whole file, exposing the other records to read errors.
+	if rw, ok := c.store.(RangeWriter); ok {
+		err := rw.WriteAt(name, off, rec)
+		if err == nil || !errors.Is(err, ErrRangeUnsupported) {
+			return err
+		}
+	}
 	old, err := c.store.Get(name)
 	if err != nil && !IsNotFound(err) {
 		return err
-	}
-	if int64(len(old)) >= off+SumsRecordSize {
-		if rw, ok := c.store.(RangeWriter); ok {
-			err := rw.WriteAt(name, off, rec)
-			if err == nil || !errors.Is(err, ErrRangeUnsupported) {
-				return err
-			}
-		}
 	}
 	// Up to two more reads of the slots that do not verify.
 	for try := 0; try < 2; try++ {
