@@ -79,7 +79,8 @@
 // What remains: a persistent report without a block handle, or naming a
 // non-data block, is still repaired as the file's key range; a report whose
 // re-read fails rereadAttempts times in a row through transient flips alone
-// is taken as persistent (then isolation's own reads decide the range); a
+// is taken as persistent (then isolation's own reads, which also re-read
+// past transient flips, decide the range); a
 // patch ingest (IngestAndExcise) that fails on a transient flip is repaired
 // by a rebuild, not retried; a raft log write that fails (handleReady) takes
 // the replica out of its group (logFailed) until restart: that is a write

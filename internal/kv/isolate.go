@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -62,17 +63,11 @@ func isolateCorruption(fs vfs.FS, path string, readerOpts sstable.ReaderOptions,
 	}
 	res.Blocks = len(layout.Data)
 
-	it, err := r.NewIter(block.NoTransforms, nil, nil, sstable.AssertNoBlobHandles)
-	if err != nil {
+	last, forwardErr := isolationPass(r, true)
+	if forwardErr == errIterOpen {
 		res.WholeFile = true
 		return res, nil
 	}
-	var last []byte
-	for kv := it.First(); kv != nil; kv = it.Next() {
-		last = append(last[:0], kv.K.UserKey...)
-	}
-	forwardErr := it.Error()
-	it.Close()
 	if forwardErr == nil {
 		// Every data block reads back: the damage is elsewhere (an index
 		// block the iterator did not need, a filter): report the file.
@@ -83,19 +78,80 @@ func isolateCorruption(fs vfs.FS, path string, readerOpts sstable.ReaderOptions,
 		res.Start = last
 	}
 
-	it, err = r.NewIter(block.NoTransforms, nil, nil, sstable.AssertNoBlobHandles)
-	if err != nil {
+	first, backwardErr := isolationPass(r, false)
+	if backwardErr == errIterOpen {
 		res.WholeFile = true
 		return res, nil
 	}
-	var first []byte
-	for kv := it.Last(); kv != nil; kv = it.Prev() {
-		first = append(first[:0], kv.K.UserKey...)
-	}
-	it.Close()
 	if first != nil && (res.Start == nil || bytes.Compare(first, res.Start) >= 0) {
 		// Exclusive end just past F.
 		res.End = append(bytes.Clone(first), 0)
 	}
 	return res, nil
+}
+
+// errIterOpen is isolationPass's answer when no iterator opens.
+var errIterOpen = errors.New("kv: isolate: iterator does not open")
+
+// isolationPass iterates the table forward (returning the last user key
+// read) or backward (the first), up to the first block that stays
+// unreadable: a read that fails is resumed with a new iterator at the key
+// reached (SeekGE re-reads the versions of the last key; SeekLT goes on
+// below the first), so a transient flip on the way (gone on a re-read)
+// does not stop the pass early and widen the isolated span; readAttempts
+// consecutive failures without progress stop it. The error is nil if the
+// pass reached the end of the table.
+func isolationPass(r *sstable.Reader, forward bool) ([]byte, error) {
+	var at []byte
+	var lastErr error
+	for failures := 0; failures < readAttempts; {
+		it, err := r.NewIter(block.NoTransforms, nil, nil, sstable.AssertNoBlobHandles)
+		if err != nil {
+			return at, errIterOpen
+		}
+		progress := false
+		kv := startPass(it.First, it.Last, it.SeekGE, it.SeekLT, at, forward)
+		for ; kv != nil; kv = step(it.Next, it.Prev, forward) {
+			if at == nil || !bytes.Equal(at, kv.K.UserKey) {
+				progress = true
+			}
+			at = append(at[:0], kv.K.UserKey...)
+		}
+		lastErr = it.Error()
+		it.Close()
+		if lastErr == nil {
+			return at, nil
+		}
+		if progress {
+			failures = 0
+		} else {
+			failures++
+		}
+	}
+	return at, lastErr
+}
+
+// startPass positions a pass: at the table's first or last key, or at a
+// resume key (zero flags: plain seeks). Generic only to name Pebble's
+// internal key and flag types without importing its internal package.
+func startPass[K any, GF, LF any](first, last func() K, seekGE func([]byte, GF) K, seekLT func([]byte, LF) K, at []byte, forward bool) K {
+	var gf GF
+	var lf LF
+	switch {
+	case forward && at == nil:
+		return first()
+	case forward:
+		return seekGE(at, gf)
+	case at == nil:
+		return last()
+	default:
+		return seekLT(at, lf)
+	}
+}
+
+func step[K any](next, prev func() K, forward bool) K {
+	if forward {
+		return next()
+	}
+	return prev()
 }
