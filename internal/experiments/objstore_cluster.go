@@ -184,9 +184,10 @@ type sumsLayout struct {
 	// RecordBits is the size, in bits, of one chunk's sums record: what of
 	// the sums file decides whether this chunk's checksums are valid.
 	RecordBits int64
-	// ReadBitsPerChunk is the mean size, in bits, of the sums file a chunk
-	// read fetches (the whole file: the fault injector flips bits of all of
-	// it, its neighbours' records included).
+	// ReadBitsPerChunk is the mean size, in bits, of what a chunk read
+	// fetches of its sums file: its own record when the store reads ranges
+	// (objstore.RangeReader), else the whole file, whose every bit the fault
+	// injector may flip, its neighbours' records included.
 	ReadBitsPerChunk int64
 	// ChunksPerFile is the mean number of chunks whose records share a
 	// sums file.
@@ -219,6 +220,10 @@ func (c *objCluster) sumsLayoutOf(objs []*testObject) (sumsLayout, error) {
 	}
 	id := objstore.ChunkID{}
 	record := objstore.EncodeSums(id, objstore.ChunkSize, objstore.Sums(id, make([]byte, objstore.ChunkSize)))
-	return sumsLayout{RecordBits: 8 * int64(len(record)), ReadBitsPerChunk: bits / chunks,
-		ChunksPerFile: float64(chunks) / float64(len(files))}, nil
+	layout := sumsLayout{RecordBits: 8 * int64(len(record)), ReadBitsPerChunk: bits / chunks,
+		ChunksPerFile: float64(chunks) / float64(len(files))}
+	if _, ok := any(c.stores[0]).(objstore.RangeReader); ok {
+		layout.ReadBitsPerChunk = layout.RecordBits
+	}
+	return layout, nil
 }

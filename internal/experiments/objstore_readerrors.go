@@ -355,7 +355,13 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		"is less likely than the paper's \"every replica has an error somewhere\". Both models are checked "+
 		"against a bit-level simulation of the read path in the package tests.",
 		base.Bytes(pl.ObjectBytes), sumsBits, pl.Sums.ChunksPerFile, pl.Sums.ReadBitsPerChunk, sumsBits)
-	if pl.Sums.ChunksPerFile > 1 {
+	if pl.Sums.ChunksPerFile > 1 && pl.Sums.ReadBitsPerChunk <= pl.Sums.RecordBits {
+		r.Text("**Shared sums files.** Here %.1f chunks keep their records in one sums file, but a chunk "+
+			"read fetches only its own %d-bit record (a range read, as a page read on flash), so each chunk's "+
+			"checksums are exposed to read errors exactly as the model assumes.",
+			pl.Sums.ChunksPerFile, pl.Sums.RecordBits)
+	}
+	if pl.Sums.ChunksPerFile > 1 && pl.Sums.ReadBitsPerChunk > pl.Sums.RecordBits {
 		r.Text("**Caveat: shared sums files.** Here %.1f chunks keep their records in one sums file of about "+
 			"%d bits. Every fetch of that file draws flips over all of it and writes them back: the read of "+
 			"any chunk of the group, a node's re-read, and a repair's read-modify-write of the file. A chunk's "+
