@@ -312,13 +312,12 @@ func kvYCSBDiscussion(cells []kvCell) string {
 		"run per cell carries that noise. The errors-over-time figure is the robust view: a crash-baseline replica " +
 		"refuses every read until its whole shard is re-replicated, and under flips the re-replication scan itself reads " +
 		"megabytes of sstables, so it can hit a flip on the source replica and take that one down as well (a cascade).\n\n" +
-		"**Transient flips and isolation.** With transient flips, `internal/kv`'s isolation re-reads the file to find " +
-		"the damaged block, finds it clean (the flip is gone) and falls back to the file's whole key range, so the " +
-		"patch is file-sized and the replica refuses reads of that whole range until it arrives; a second flip in the " +
-		"large patch scan can then fail the patch. The flip's block is named in Pebble's corruption error " +
-		"(`block <offset>/<length>`); isolating from that handle, or treating a clean re-read as a transient error that " +
-		"needs no repair (the mission's \"re-read before repairing\"), would remove most of the DIRECT cost seen in the " +
-		"transient rows. Persistent flips are found on the re-read and isolated to the damaged blocks (see kv-patch-size).\n\n" +
+		"**Transient flips and isolation.** A replica re-reads the block that Pebble's corruption error names " +
+		"(`block <offset>/<length>`) before repairing: when it verifies, the flip was transient, it is counted " +
+		"(`ReplicaStats.TransientErrors`) and the read is retried, with no patch and no range withheld (the mission's " +
+		"\"re-read before repairing\"). So transient rows show flips applied but nothing detected or patched under " +
+		"DIRECT, while `crash` still rebuilds whole shards. Persistent flips are found on the re-read and isolated to " +
+		"the damaged blocks (see kv-patch-size).\n\n" +
 		"**Stalls.** When no healthy replica can build a patch within the patch timeout (its scan of a large range hits " +
 		"a flip and it stays silent), the damaged replica falls back to rebuilding its whole state from a peer, and that " +
 		"scan of megabytes can hit a flip too; `internal/kv` retries the rebuild without bound, and while the replica's " +
