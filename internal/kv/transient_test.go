@@ -246,6 +246,18 @@ func TestTransientFlipDuringPatchBuild(t *testing.T) {
 	if st.PatchBytesReceived > 64<<10 {
 		t.Fatalf("patch of %d bytes: more than a block's worth", st.PatchBytesReceived)
 	}
+	// Each healthy replica builds its patch when it applies the PatchRequest
+	// entry; the victim installs the first one that verifies, so the slower
+	// builder may not have applied the entry yet: wait for its flip rather
+	// than assume it has happened.
+	waitFor(t, "both builders read through their flip", func() bool {
+		for _, id := range healthy {
+			if fss[id].flipped() != 1 {
+				return false
+			}
+		}
+		return true
+	})
 	for _, id := range healthy {
 		if got := fss[id].flipped(); got != 1 {
 			t.Fatalf("node %s: %d flips injected, want 1", id, got)
