@@ -129,7 +129,7 @@ func newFlashFormatCmd() *cobra.Command {
 				if !force {
 					return base.InvalidArgumentf("%s already holds a device (use --force to replace it)", dir)
 				}
-				for _, f := range []string{"pages", "state.0", "state.1", deviceConfigFile} {
+				for _, f := range []string{"pages", "state.0", "state.1", "state.2", deviceConfigFile} {
 					if err := os.Remove(filepath.Join(dir, f)); err != nil && !errors.Is(err, os.ErrNotExist) {
 						return err
 					}

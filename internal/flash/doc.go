@@ -18,9 +18,15 @@
 //     restart, and discard (NewDiscard: rules, state and timing without page
 //     content, for simulations). The device's own state (per block P/E
 //     count, write pointer, bad flag, reads, program time; per die failed
-//     flag) is a CRC32C-checksummed record kept in two copies (state.0,
-//     state.1; each save overwrites the older), so one torn or corrupted
-//     copy is survived (OpenInfo reports it). The state is saved on Sync and
+//     flag) is a CRC32C-checksummed record kept in three copies (state.0,
+//     state.1, state.2), each cut into 512-byte units with their own CRC32C
+//     and written one copy after the other; on open the record is
+//     assembled unit by unit from whichever copy verifies, a unit bad in
+//     every copy is voted bit by bit, and a torn save falls back to the
+//     previous record (OpenInfo reports what was merged). A directory whose
+//     state files are all gone but whose page file holds pages is not a
+//     new device: its write pointers are rebuilt from the pages
+//     (OpenInfo.StateRebuilt). The state is saved on Sync and
 //     Close, at once when a block is retired or a die fails, and every
 //     Options.SaveStateEveryErases erases. Every page slot of the file
 //     carries a CRC32C over its flat index and content; after a crash the

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -21,8 +22,9 @@ import (
 //	         the flat page index and the content, so a page written to the
 //	         wrong slot is caught as well as bit rot of the backing file.
 //	         Erasing a block punches a hole over its slots (zero headers).
-//	state.0  the device state record, two copies; record seq s lives in
-//	state.1  state.<s%2>, so each save overwrites the older copy.
+//	state.0  the device state record in three copies, each cut into
+//	state.1  512-byte units with their own CRC32C (frameState); every save
+//	state.2  rewrites the copies one after the other.
 //	LOCK     held with flock while the device is open.
 type fileStore struct {
 	dir       string
@@ -41,11 +43,15 @@ const (
 var _ store = (*fileStore)(nil)
 
 // OpenFile opens (or creates) a file-backed emulated device in dir. The
-// device's state is restored from the newer verifying copy of its state
-// record; if the last run did not Close the device, the write pointers are
-// rebuilt from the page file. Opening with a geometry other than the one
-// the device was created with is an invalid argument; a device whose state
-// copies both fail to verify does not open (a corruption error).
+// device's state is assembled unit by unit from its three state copies; if
+// the last run did not Close the device, the write pointers are rebuilt
+// from the page file. A directory whose state files are all gone while its
+// page file holds programmed pages is not a new device: its write pointers
+// are rebuilt from the page file (erase and read counters, bad-block flags
+// and failed dies are lost; OpenInfo.StateRebuilt). Opening with a geometry
+// other than the one the device was created with is an invalid argument; a
+// device whose state cannot be assembled from any copy does not open (a
+// corruption error naming the directory and its state files).
 func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 	if err := g.Validate(); err != nil {
 		return nil, err
@@ -62,22 +68,35 @@ func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 		_ = st.close()
 		return nil, err
 	}
-	saved, rejected, err := pickState(g, copies)
+	saved, merge, err := pickState(g, copies)
 	if err != nil {
 		_ = st.close()
-		return nil, fmt.Errorf("flash: open %s: %w", dir, err)
+		return nil, fmt.Errorf("flash: open %s (state files %s): %w", dir, strings.Join(st.stateNames(), ", "), err)
+	}
+	rebuild := saved == nil
+	if rebuild {
+		// No state at all: a fresh device, or one whose state files were
+		// lost. Restoring an unclean empty state rebuilds the write
+		// pointers from the page file, which tells the two apart.
+		saved = emptyState(g)
 	}
 	e, err := newEmulator(g, opts, st, saved)
 	if err != nil {
 		_ = st.close()
 		return nil, err
 	}
-	e.openInfo = OpenInfo{New: saved == nil, RejectedStateCopies: rejected}
-	if saved != nil {
-		e.openInfo.Clean = saved.clean
+	e.openInfo = OpenInfo{
+		RejectedStateCopies: merge.damagedCopies, StateUnitsMerged: merge.unitsMerged,
+		StateUnitsVoted: merge.unitsVoted, Clean: !rebuild && saved.clean,
+	}
+	if rebuild {
+		e.openInfo.New = !e.anyProgrammed()
+		e.openInfo.StateRebuilt = !e.openInfo.New
+		e.openInfo.RejectedStateCopies = 0
 	}
 	// Mark the device open: a crash from here on is detected at the next
-	// open by the clean flag being off. This also rewrites a rejected copy.
+	// open by the clean flag being off. This also rewrites every damaged
+	// copy.
 	if err := e.saveState(false /* clean */); err != nil {
 		_ = st.close()
 		return nil, err
@@ -85,17 +104,59 @@ func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 	return e, nil
 }
 
+// emptyState is the state of a device whose every block is erased and
+// unworn, marked unclean so that restore reads the write pointers from the
+// backend.
+func emptyState(g Geometry) *deviceState {
+	st := &deviceState{}
+	for d := 0; d < g.Dies(); d++ {
+		st.failed = append(st.failed, false)
+		st.blocks = append(st.blocks, make([]blockState, g.BlocksPerDie))
+	}
+	return st
+}
+
+// anyProgrammed reports whether any block holds a programmed page.
+func (e *Emulator) anyProgrammed() bool {
+	for _, d := range e.dies {
+		d.mu.Lock()
+		for _, b := range d.blocks {
+			if b.written > 0 {
+				d.mu.Unlock()
+				return true
+			}
+		}
+		d.mu.Unlock()
+	}
+	return false
+}
+
 // OpenInfo tells how a file-backed device was opened.
 type OpenInfo struct {
-	New   bool // no state record existed: a fresh device
+	New   bool // no state record existed and no page is programmed: a fresh device
 	Clean bool // the previous run closed the device
-	// RejectedStateCopies counts state copies that failed to verify (and
-	// were rewritten from the good one).
+	// RejectedStateCopies counts state copies that were missing, short,
+	// damaged or stale (all rewritten at open).
 	RejectedStateCopies int
+	// StateUnitsMerged counts state units that did not verify in some copy
+	// and were taken from another; StateUnitsVoted those that verified in
+	// no copy and were rebuilt by a bit-by-bit majority vote.
+	StateUnitsMerged, StateUnitsVoted int
+	// StateRebuilt: every state copy was gone but pages are programmed;
+	// write pointers were rebuilt from the page file and the wear counters
+	// restart at zero.
+	StateRebuilt bool
 }
 
 func (o OpenInfo) String() string {
-	return fmt.Sprintf("new=%t clean=%t rejected=%d", o.New, o.Clean, o.RejectedStateCopies)
+	s := fmt.Sprintf("new=%t clean=%t rejected=%d", o.New, o.Clean, o.RejectedStateCopies)
+	if o.StateUnitsMerged > 0 || o.StateUnitsVoted > 0 {
+		s += fmt.Sprintf(" units-merged=%d units-voted=%d", o.StateUnitsMerged, o.StateUnitsVoted)
+	}
+	if o.StateRebuilt {
+		s += " state-rebuilt"
+	}
+	return s
 }
 
 // OpenInfo reports how the device was opened (zero for memory devices).
@@ -203,33 +264,64 @@ func (s *fileStore) programmed(page int64) (bool, error) {
 	return binary.LittleEndian.Uint32(hdr[:]) == pageMagic, nil
 }
 
+func (s *fileStore) stateNames() []string {
+	var out []string
+	for i := 0; i < stateCopies; i++ {
+		out = append(out, filepath.Base(s.statePath(i)))
+	}
+	return out
+}
+
 func (s *fileStore) statePath(i int) string {
 	return filepath.Join(s.dir, fmt.Sprintf("state.%d", i))
 }
 
 func (s *fileStore) loadState() ([][]byte, error) {
 	var copies [][]byte
-	for i := 0; i < 2; i++ {
+	for i := 0; i < stateCopies; i++ {
 		b, err := os.ReadFile(s.statePath(i))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("flash: %s: %w", s.statePath(i), err)
 		}
 		copies = append(copies, b)
 	}
 	return copies, nil
 }
 
-func (s *fileStore) saveState(seq uint64, rec []byte) error {
-	path := s.statePath(int(seq % 2))
-	_, statErr := os.Stat(path)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+// saveState writes the framed record to every copy in turn, each synced
+// before the next is touched: a crash tears at most one copy.
+func (s *fileStore) saveState(framed []byte) error {
+	created := false
+	for i := 0; i < stateCopies; i++ {
+		path := s.statePath(i)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			created = true
+		}
+		if err := writeFileSync(path, framed); err != nil {
+			return fmt.Errorf("flash: save state copy %s: %w", path, err)
+		}
+	}
+	if created {
+		return syncDir(s.dir)
+	}
+	return nil
+}
+
+// writeFileSync overwrites path with b in place (no truncation first, so a
+// torn write leaves old units after the new ones) and syncs it.
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
-	if _, err := f.Write(rec); err != nil {
+	if _, err := f.WriteAt(b, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Truncate(int64(len(b))); err != nil {
 		_ = f.Close()
 		return err
 	}
@@ -237,13 +329,7 @@ func (s *fileStore) saveState(seq uint64, rec []byte) error {
 		_ = f.Close()
 		return err
 	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if errors.Is(statErr, fs.ErrNotExist) {
-		return syncDir(s.dir)
-	}
-	return nil
+	return f.Close()
 }
 
 func syncDir(dir string) error {

@@ -19,12 +19,13 @@ type store interface {
 	writePage(page int64, buf []byte) error
 	// eraseBlock forgets the pages [first, first+n).
 	eraseBlock(first int64, n int) error
-	// loadState returns every stored copy of the state record (none if the
-	// device is new); the caller picks the newest copy that verifies.
+	// loadState returns every stored copy of the framed state record (none
+	// if the device is new); the caller assembles the newest record from
+	// the copies' units (assembleState).
 	loadState() ([][]byte, error)
-	// saveState durably writes rec over the oldest copy of the state
-	// record, so a crash during the write leaves the other copy intact.
-	saveState(seq uint64, rec []byte) error
+	// saveState durably writes the framed record to every copy, one copy
+	// at a time, so a crash during the write tears at most one copy.
+	saveState(framed []byte) error
 	// programmed reports whether page holds a programmed page (used to
 	// rebuild write pointers after an unclean shutdown).
 	programmed(page int64) (bool, error)
@@ -113,7 +114,7 @@ func (s *memStore) loadState() ([][]byte, error) {
 
 func (s *memStore) programmed(page int64) (bool, error) { return s.page(page) != nil, nil }
 
-func (s *memStore) saveState(_ uint64, rec []byte) error {
+func (s *memStore) saveState(rec []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state = append(s.state[:0], rec...)

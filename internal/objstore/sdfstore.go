@@ -3,6 +3,7 @@ package objstore
 import (
 	"errors"
 	"fmt"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,11 +38,12 @@ func DevGeometry() flash.Geometry {
 // file's content as the device read it (sdf.ReadRaw) so that majority votes
 // work; the object layer's checksums decide what is corrupt.
 type SDFStore struct {
-	dir string
-	dev *flash.Emulator
-	fs  *sdf.FS
-	seq atomic.Uint64
-	mu  sync.Mutex // serializes FlipBits with writers of the same name
+	dir  string
+	dev  *flash.Emulator
+	fs   *sdf.FS
+	seq  atomic.Uint64
+	mu   sync.Mutex // serializes FlipBits with writers of the same name
+	info SDFOpenInfo
 }
 
 var _ Store = (*SDFStore)(nil)
@@ -51,8 +53,12 @@ var _ WearReporter = (*SDFStore)(nil)
 
 const sdfFormattedMarker = "sdf-formatted"
 
-// OpenSDFStore opens (creating and formatting on first use) the emulated
-// device in dir.
+// OpenSDFStore opens the emulated device in dir. It formats only a blank
+// device: one with no state files and no programmed page (a new or emptied
+// directory). A device with any state is never formatted implicitly: with
+// its format marker it is mounted; without the marker it is mounted if its
+// SDF metadata is there (the marker is rewritten, SDFStore.OpenInfo says
+// so), and otherwise refused with an error naming the directory.
 func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	if dir == "" {
 		return nil, base.InvalidArgumentf("sdfstore: empty directory")
@@ -76,20 +82,85 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		return nil, fmt.Errorf("sdfstore: device: %w", err)
 	}
 	marker := filepath.Join(dir, sdfFormattedMarker)
+	info := SDFOpenInfo{Device: dev.OpenInfo()}
+	_, statErr := os.Stat(marker)
 	var fs *sdf.FS
-	if _, statErr := os.Stat(marker); statErr == nil {
+	switch {
+	case statErr == nil:
 		fs, err = sdf.Open(dev, sdf.Options{})
-	} else {
-		fs, err = sdf.Format(dev, sdf.Options{})
-		if err == nil {
-			err = os.WriteFile(marker, []byte("formatted\n"), 0o644)
+		if err != nil {
+			err = fmt.Errorf("sdfstore: mount %s: %w", devDir, err)
 		}
+	case !errors.Is(statErr, iofs.ErrNotExist):
+		err = fmt.Errorf("sdfstore: format marker: %w", statErr)
+	case info.Device.New:
+		fs, err = sdf.Format(dev, sdf.Options{})
+		if err != nil {
+			err = fmt.Errorf("sdfstore: format %s: %w", devDir, err)
+		} else if err = writeMarker(dir, marker); err != nil {
+			err = fmt.Errorf("sdfstore: format marker: %w", err)
+		}
+		info.Formatted = true
+	default:
+		// State but no marker: the marker was lost, or a format never
+		// finished. Mount what is there; never erase it.
+		fs, err = sdf.Open(dev, sdf.Options{})
+		if err != nil {
+			err = fmt.Errorf("sdfstore: %s holds an emulated flash device (%s) but no format marker (%s) and no SDF file system that mounts: %w; "+
+				"refusing to format it implicitly: to erase it, remove %s and start again", dir, dev.OpenInfo(), sdfFormattedMarker, err, dir)
+		} else if err = writeMarker(dir, marker); err != nil {
+			err = fmt.Errorf("sdfstore: format marker: %w", err)
+		}
+		info.MarkerRestored = true
 	}
 	if err != nil {
+		if fs != nil {
+			fs.Close()
+		}
 		dev.Close()
-		return nil, fmt.Errorf("sdfstore: %w", err)
+		return nil, err
 	}
-	return &SDFStore{dir: dir, dev: dev, fs: fs}, nil
+	return &SDFStore{dir: dir, dev: dev, fs: fs, info: info}, nil
+}
+
+// SDFOpenInfo says how an SDFStore was opened.
+type SDFOpenInfo struct {
+	Device flash.OpenInfo
+	// Formatted: the device was blank and was formatted.
+	Formatted bool
+	// MarkerRestored: the format marker was missing, the file system
+	// mounted, and the marker was written again.
+	MarkerRestored bool
+}
+
+func (i SDFOpenInfo) String() string {
+	s := "device " + i.Device.String()
+	if i.Formatted {
+		s += ", formatted"
+	}
+	if i.MarkerRestored {
+		s += ", format marker restored"
+	}
+	return s
+}
+
+// OpenInfo says how the store was opened.
+func (s *SDFStore) OpenInfo() SDFOpenInfo { return s.info }
+
+func writeMarker(dir, marker string) error {
+	tmp := marker + ".tmp"
+	if err := os.WriteFile(tmp, []byte("formatted\n"), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, marker); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Name implements Store.

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"math/rand"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
 )
 
 func stores(t *testing.T) map[string]Store {
@@ -336,5 +339,83 @@ func TestFileStoreDeleteLeavesNoDirectories(t *testing.T) {
 	}
 	if r, err := cs.ReadChunk(id); err != nil || r.Corrupt {
 		t.Fatalf("%s %v", r, err)
+	}
+}
+
+// TestSDFStoreNeverFormatsImplicitly: a device with state is formatted only
+// when it is blank. Without its format marker it is mounted if its file
+// system is there (the marker is restored); with no file system it is
+// refused with an error that names the directory, and nothing is erased.
+func TestSDFStoreNeverFormatsImplicitly(t *testing.T) {
+	dir := t.TempDir()
+	opts := SDFStoreOptions{Geometry: flash.SmallGeometry()}
+	s, err := OpenSDFStore(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := s.OpenInfo(); !info.Formatted {
+		t.Fatalf("blank directory: %v, want formatted", info)
+	}
+	cs := NewChunkStore(s)
+	id := ChunkID{Object: 3, Version: 4}
+	data := bytes.Repeat([]byte("flash"), 1000)
+	if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, sdfFormattedMarker)
+
+	// Marker deleted: mounted, marker restored, data kept.
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	s, err = OpenSDFStore(dir, opts)
+	if err != nil {
+		t.Fatalf("marker deleted: %v", err)
+	}
+	if info := s.OpenInfo(); info.Formatted || !info.MarkerRestored {
+		t.Fatalf("marker deleted: %v", info)
+	}
+	if r, err := NewChunkStore(s).ReadChunk(id); err != nil || r.Corrupt || !bytes.Equal(r.Data, data) {
+		t.Fatalf("marker deleted: chunk %s %v", r, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatalf("marker not restored: %v", err)
+	}
+
+	// Marker deleted and the page file emptied (state files kept): the
+	// device has state but no file system: refused, naming the directory,
+	// and its state files are left alone.
+	if err := os.Remove(marker); err != nil {
+		t.Fatal(err)
+	}
+	pages := filepath.Join(dir, "flash", "pages")
+	if err := os.Truncate(pages, 0); err != nil {
+		t.Fatal(err)
+	}
+	_, err = OpenSDFStore(dir, opts)
+	if err == nil || !strings.Contains(err.Error(), dir) || !strings.Contains(err.Error(), "refusing to format") {
+		t.Fatalf("state without a file system: %v", err)
+	}
+	if _, serr := os.Stat(marker); serr == nil {
+		t.Fatal("a refused device got a format marker")
+	}
+	after, err := os.ReadFile(filepath.Join(dir, "flash", "state.0"))
+	if err != nil || len(after) == 0 {
+		t.Fatalf("state files after a refused open: %v", err)
+	}
+
+	// With its marker, a device whose file system does not mount is an
+	// error too (never a format).
+	if err := os.WriteFile(marker, []byte("formatted\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenSDFStore(dir, opts); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "flash")) {
+		t.Fatalf("marker but no file system: %v", err)
 	}
 }
