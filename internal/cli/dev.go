@@ -85,7 +85,11 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		cl.Close()
 		return err
 	}
-	fmt.Fprintf(out, "flashmend dev cluster: %d nodes (%s store), data in %s\n", o.nodes, o.store, o.dir)
+	dead := cl.Dead()
+	fmt.Fprintf(out, "flashmend dev cluster: %d of %d nodes serving (%s store), data in %s\n", o.nodes-len(dead), o.nodes, o.store, o.dir)
+	for _, d := range dead {
+		fmt.Fprintf(out, "dead: %v\n", d)
+	}
 	fmt.Fprintf(out, "endpoint %s\n", cl.Endpoint())
 	fmt.Fprintf(out, "try: FLASHMEND_ENDPOINT=%s flashmend ctl nodes\n", cl.Endpoint())
 	if ready != nil {

@@ -37,7 +37,7 @@ keeps a lease in etcd and heartbeats its statistics. Ctrl-C stops it cleanly.`,
 			defer stop()
 			n, err := node.Start(ctx, cfg)
 			if err != nil {
-				return err
+				return fmt.Errorf("node in %s did not start: %w", cfg.Dir, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %s serving on %s\n", n.ID(), n.Addr())
 			<-ctx.Done()

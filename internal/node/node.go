@@ -183,14 +183,14 @@ func (n *Node) loadIdentity() (identity, error) {
 		return ident, nil
 	}
 	if err != nil {
-		return ident, fmt.Errorf("node: identity file: %w", err)
+		return ident, fmt.Errorf("node: identity file %s on %s: %w", identityFile, n.inner.Name(), err)
 	}
 	if res.Repaired > 0 {
 		n.chunks.AddMetaRepairs(res.Repaired)
 		n.cfg.Logf("node: rewrote %d corrupt copies of the identity file", res.Repaired)
 	}
 	if err := json.Unmarshal(res.Payload, &ident); err != nil {
-		return ident, base.CorruptionErrorf("node: identity file: %v", err)
+		return ident, base.CorruptionErrorf("node: identity file %s on %s: %v", identityFile, n.inner.Name(), err)
 	}
 	if ident.FormatVersion != formatVersion {
 		return ident, fmt.Errorf("node: store format %d, this binary reads %d", ident.FormatVersion, formatVersion)

@@ -47,6 +47,9 @@ type Cluster struct {
 	Coord *coord.Coordinator
 	mu    sync.Mutex
 	Nodes []*node.Node // nil entries are stopped nodes
+	// dead holds why a node did not start (by index); the cluster runs
+	// without it.
+	dead map[int]error
 
 	scrubber *client.Scrubber
 	scrubCli *client.Client
@@ -82,12 +85,26 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{opts: opts, Coord: co, Nodes: make([]*node.Node, opts.Nodes)}
+	c := &Cluster{opts: opts, Coord: co, Nodes: make([]*node.Node, opts.Nodes), dead: map[int]error{}}
+	// A node that cannot open is one dead node, not a dead cluster: the
+	// others start and serve, and its data is served (and re-created) from
+	// their redundancy.
 	for i := range c.Nodes {
 		if err := c.StartNode(ctx, i); err != nil {
-			c.Close()
-			return nil, err
+			if ctx.Err() != nil {
+				c.Close()
+				return nil, err
+			}
+			opts.Logf("devcluster: %v; the other nodes serve without it", err)
 		}
+	}
+	if dead := c.Dead(); len(dead) == opts.Nodes {
+		var errs []error
+		for _, d := range dead {
+			errs = append(errs, d.Err)
+		}
+		c.Close()
+		return nil, fmt.Errorf("devcluster: no node started: %w", errors.Join(errs...))
 	}
 	if opts.Scrub != nil {
 		if err := c.startScrubber(ctx, *opts.Scrub); err != nil {
@@ -102,34 +119,66 @@ func (c *Cluster) nodeDir(i int) string {
 	return filepath.Join(c.opts.Dir, fmt.Sprintf("node-%d", i+1))
 }
 
-// StartNode starts (or restarts) node i (its ID is i+1).
+// StartNode starts (or restarts) node i (its ID is i+1). A node that does
+// not start is recorded as dead (Dead) with an error that names the node,
+// its directory and what failed.
 func (c *Cluster) StartNode(ctx context.Context, i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.Nodes[i] != nil {
 		return fmt.Errorf("devcluster: node %d is running", i+1)
 	}
+	n, err := c.startNodeLocked(ctx, i)
+	if err != nil {
+		err = fmt.Errorf("node %d (%s) did not start: %w", i+1, c.nodeDir(i), err)
+		c.dead[i] = err
+		return err
+	}
+	delete(c.dead, i)
+	c.Nodes[i] = n
+	return nil
+}
+
+func (c *Cluster) startNodeLocked(ctx context.Context, i int) (*node.Node, error) {
 	dir := c.nodeDir(i)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	var store objstore.Store
 	if c.opts.NodeStore != nil {
 		var err error
 		if store, err = c.opts.NodeStore(dir, i); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	n, err := node.Start(ctx, node.Config{
+	return node.Start(ctx, node.Config{
 		Dir: dir, CoordinatorAddr: c.Coord.Addr(), NodeID: base.NodeID(i + 1), Store: store,
 		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
 		FaultSeed: int64(i + 1), Logf: c.opts.Logf,
 	})
-	if err != nil {
-		return err
+}
+
+// DeadNode is a node that did not start.
+type DeadNode struct {
+	Index int
+	ID    base.NodeID
+	Dir   string
+	Err   error // names the node, its directory and what failed
+}
+
+func (d DeadNode) String() string { return d.Err.Error() }
+
+// Dead lists the nodes that did not start, by index.
+func (c *Cluster) Dead() []DeadNode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []DeadNode
+	for i := range c.Nodes {
+		if err, ok := c.dead[i]; ok {
+			out = append(out, DeadNode{Index: i, ID: base.NodeID(i + 1), Dir: c.nodeDir(i), Err: err})
+		}
 	}
-	c.Nodes[i] = n
-	return nil
+	return out
 }
 
 // KillNode stops node i as a crash would (its lease expires later).

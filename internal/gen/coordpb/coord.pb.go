@@ -170,8 +170,12 @@ func (x *NodeInfo) GetEraseCountMax() int64 {
 type JoinRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 0 asks the coordinator to allocate an ID.
-	NodeId        uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Addr          string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	NodeId uint64 `protobuf:"varint,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Addr   string `protobuf:"bytes,2,opt,name=addr,proto3" json:"addr,omitempty"`
+	// The cluster the node's store belongs to ("" for a new store). A
+	// coordinator whose own store was lost adopts it and rebuilds its index
+	// from the nodes.
+	ClusterId     string `protobuf:"bytes,3,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +220,13 @@ func (x *JoinRequest) GetNodeId() uint64 {
 func (x *JoinRequest) GetAddr() string {
 	if x != nil {
 		return x.Addr
+	}
+	return ""
+}
+
+func (x *JoinRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -1178,6 +1189,385 @@ func (*ReportBadReplicaResponse) Descriptor() ([]byte, []int) {
 	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{20}
 }
 
+// BeginReplace asks where to re-create the replica or shard in slot `slot`
+// of a version's placement, held by node `from` (dead or gone).
+type BeginReplaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Slot          uint32                 `protobuf:"varint,3,opt,name=slot,proto3" json:"slot,omitempty"`
+	From          uint64                 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginReplaceRequest) Reset() {
+	*x = BeginReplaceRequest{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginReplaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginReplaceRequest) ProtoMessage() {}
+
+func (x *BeginReplaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginReplaceRequest.ProtoReflect.Descriptor instead.
+func (*BeginReplaceRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *BeginReplaceRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *BeginReplaceRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *BeginReplaceRequest) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *BeginReplaceRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+type BeginReplaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Target        *NodeInfo              `protobuf:"bytes,1,opt,name=target,proto3" json:"target,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BeginReplaceResponse) Reset() {
+	*x = BeginReplaceResponse{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BeginReplaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BeginReplaceResponse) ProtoMessage() {}
+
+func (x *BeginReplaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BeginReplaceResponse.ProtoReflect.Descriptor instead.
+func (*BeginReplaceResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BeginReplaceResponse) GetTarget() *NodeInfo {
+	if x != nil {
+		return x.Target
+	}
+	return nil
+}
+
+// CommitReplace moves slot `slot` of the version's placement from node
+// `from` to node `to` (which now holds the replica or shard); the blob left
+// on `from` becomes garbage.
+type CommitReplaceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Slot          uint32                 `protobuf:"varint,3,opt,name=slot,proto3" json:"slot,omitempty"`
+	From          uint64                 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64                 `protobuf:"varint,5,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitReplaceRequest) Reset() {
+	*x = CommitReplaceRequest{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitReplaceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitReplaceRequest) ProtoMessage() {}
+
+func (x *CommitReplaceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitReplaceRequest.ProtoReflect.Descriptor instead.
+func (*CommitReplaceRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *CommitReplaceRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *CommitReplaceRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CommitReplaceRequest) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *CommitReplaceRequest) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *CommitReplaceRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+type CommitReplaceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Record        *objectpb.ObjectRecord `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitReplaceResponse) Reset() {
+	*x = CommitReplaceResponse{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitReplaceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitReplaceResponse) ProtoMessage() {}
+
+func (x *CommitReplaceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitReplaceResponse.ProtoReflect.Descriptor instead.
+func (*CommitReplaceResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CommitReplaceResponse) GetRecord() *objectpb.ObjectRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+type RebuildIndexRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RebuildIndexRequest) Reset() {
+	*x = RebuildIndexRequest{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildIndexRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildIndexRequest) ProtoMessage() {}
+
+func (x *RebuildIndexRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildIndexRequest.ProtoReflect.Descriptor instead.
+func (*RebuildIndexRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{25}
+}
+
+// What a rebuild of the object index from the nodes' local indexes did.
+type RebuildIndexResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodesAsked    int64                  `protobuf:"varint,1,opt,name=nodes_asked,json=nodesAsked,proto3" json:"nodes_asked,omitempty"`
+	NodesAnswered int64                  `protobuf:"varint,2,opt,name=nodes_answered,json=nodesAnswered,proto3" json:"nodes_answered,omitempty"`
+	Blobs         int64                  `protobuf:"varint,3,opt,name=blobs,proto3" json:"blobs,omitempty"`
+	// Keys whose record was (re)written from the nodes.
+	ObjectsRestored int64 `protobuf:"varint,4,opt,name=objects_restored,json=objectsRestored,proto3" json:"objects_restored,omitempty"`
+	// Keys whose record already matched.
+	ObjectsKept int64 `protobuf:"varint,5,opt,name=objects_kept,json=objectsKept,proto3" json:"objects_kept,omitempty"`
+	// Older or superseded versions found on nodes, listed as garbage.
+	VersionsGarbage int64 `protobuf:"varint,6,opt,name=versions_garbage,json=versionsGarbage,proto3" json:"versions_garbage,omitempty"`
+	// Blobs whose entries lack the size or placement (written before they
+	// were recorded): not restorable from the nodes.
+	BlobsUnrestorable int64    `protobuf:"varint,7,opt,name=blobs_unrestorable,json=blobsUnrestorable,proto3" json:"blobs_unrestorable,omitempty"`
+	Errors            []string `protobuf:"bytes,8,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *RebuildIndexResponse) Reset() {
+	*x = RebuildIndexResponse{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RebuildIndexResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RebuildIndexResponse) ProtoMessage() {}
+
+func (x *RebuildIndexResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RebuildIndexResponse.ProtoReflect.Descriptor instead.
+func (*RebuildIndexResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RebuildIndexResponse) GetNodesAsked() int64 {
+	if x != nil {
+		return x.NodesAsked
+	}
+	return 0
+}
+
+func (x *RebuildIndexResponse) GetNodesAnswered() int64 {
+	if x != nil {
+		return x.NodesAnswered
+	}
+	return 0
+}
+
+func (x *RebuildIndexResponse) GetBlobs() int64 {
+	if x != nil {
+		return x.Blobs
+	}
+	return 0
+}
+
+func (x *RebuildIndexResponse) GetObjectsRestored() int64 {
+	if x != nil {
+		return x.ObjectsRestored
+	}
+	return 0
+}
+
+func (x *RebuildIndexResponse) GetObjectsKept() int64 {
+	if x != nil {
+		return x.ObjectsKept
+	}
+	return 0
+}
+
+func (x *RebuildIndexResponse) GetVersionsGarbage() int64 {
+	if x != nil {
+		return x.VersionsGarbage
+	}
+	return 0
+}
+
+func (x *RebuildIndexResponse) GetBlobsUnrestorable() int64 {
+	if x != nil {
+		return x.BlobsUnrestorable
+	}
+	return 0
+}
+
+func (x *RebuildIndexResponse) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
 var File_flashmend_coord_coord_proto protoreflect.FileDescriptor
 
 const file_flashmend_coord_coord_proto_rawDesc = "" +
@@ -1202,10 +1592,12 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\vwear_blocks\x18\v \x01(\x03R\n" +
 	"wearBlocks\x12*\n" +
 	"\x11erase_count_total\x18\f \x01(\x03R\x0feraseCountTotal\x12&\n" +
-	"\x0ferase_count_max\x18\r \x01(\x03R\reraseCountMax\":\n" +
+	"\x0ferase_count_max\x18\r \x01(\x03R\reraseCountMax\"Y\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
-	"\x04addr\x18\x02 \x01(\tR\x04addr\"\x99\x01\n" +
+	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x03 \x01(\tR\tclusterId\"\x99\x01\n" +
 	"\fJoinResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -1267,7 +1659,33 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\x1a\n" +
-	"\x18ReportBadReplicaResponse2\xba\x06\n" +
+	"\x18ReportBadReplicaResponse\"i\n" +
+	"\x13BeginReplaceRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04slot\x18\x03 \x01(\rR\x04slot\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\x04R\x04from\"I\n" +
+	"\x14BeginReplaceResponse\x121\n" +
+	"\x06target\x18\x01 \x01(\v2\x19.flashmend.coord.NodeInfoR\x06target\"z\n" +
+	"\x14CommitReplaceRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04slot\x18\x03 \x01(\rR\x04slot\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x05 \x01(\x04R\x02to\"O\n" +
+	"\x15CommitReplaceResponse\x126\n" +
+	"\x06record\x18\x01 \x01(\v2\x1e.flashmend.object.ObjectRecordR\x06record\"\x15\n" +
+	"\x13RebuildIndexRequest\"\xb4\x02\n" +
+	"\x14RebuildIndexResponse\x12\x1f\n" +
+	"\vnodes_asked\x18\x01 \x01(\x03R\n" +
+	"nodesAsked\x12%\n" +
+	"\x0enodes_answered\x18\x02 \x01(\x03R\rnodesAnswered\x12\x14\n" +
+	"\x05blobs\x18\x03 \x01(\x03R\x05blobs\x12)\n" +
+	"\x10objects_restored\x18\x04 \x01(\x03R\x0fobjectsRestored\x12!\n" +
+	"\fobjects_kept\x18\x05 \x01(\x03R\vobjectsKept\x12)\n" +
+	"\x10versions_garbage\x18\x06 \x01(\x03R\x0fversionsGarbage\x12-\n" +
+	"\x12blobs_unrestorable\x18\a \x01(\x03R\x11blobsUnrestorable\x12\x16\n" +
+	"\x06errors\x18\b \x03(\tR\x06errors2\xd4\b\n" +
 	"\vCoordinator\x12C\n" +
 	"\x04Join\x12\x1c.flashmend.coord.JoinRequest\x1a\x1d.flashmend.coord.JoinResponse\x12X\n" +
 	"\vClusterInfo\x12#.flashmend.coord.ClusterInfoRequest\x1a$.flashmend.coord.ClusterInfoResponse\x12R\n" +
@@ -1278,7 +1696,10 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x06Lookup\x12\x1e.flashmend.coord.LookupRequest\x1a\x1f.flashmend.coord.LookupResponse\x12I\n" +
 	"\x06Delete\x12\x1e.flashmend.coord.DeleteRequest\x1a\x1f.flashmend.coord.DeleteResponse\x12C\n" +
 	"\x04List\x12\x1c.flashmend.coord.ListRequest\x1a\x1d.flashmend.coord.ListResponse\x12g\n" +
-	"\x10ReportBadReplica\x12(.flashmend.coord.ReportBadReplicaRequest\x1a).flashmend.coord.ReportBadReplicaResponseB5Z3github.com/flashmend/flashmend/internal/gen/coordpbb\x06proto3"
+	"\x10ReportBadReplica\x12(.flashmend.coord.ReportBadReplicaRequest\x1a).flashmend.coord.ReportBadReplicaResponse\x12[\n" +
+	"\fBeginReplace\x12$.flashmend.coord.BeginReplaceRequest\x1a%.flashmend.coord.BeginReplaceResponse\x12^\n" +
+	"\rCommitReplace\x12%.flashmend.coord.CommitReplaceRequest\x1a&.flashmend.coord.CommitReplaceResponse\x12[\n" +
+	"\fRebuildIndex\x12$.flashmend.coord.RebuildIndexRequest\x1a%.flashmend.coord.RebuildIndexResponseB5Z3github.com/flashmend/flashmend/internal/gen/coordpbb\x06proto3"
 
 var (
 	file_flashmend_coord_coord_proto_rawDescOnce sync.Once
@@ -1292,7 +1713,7 @@ func file_flashmend_coord_coord_proto_rawDescGZIP() []byte {
 	return file_flashmend_coord_coord_proto_rawDescData
 }
 
-var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*NodeInfo)(nil),                 // 0: flashmend.coord.NodeInfo
 	(*JoinRequest)(nil),              // 1: flashmend.coord.JoinRequest
@@ -1315,42 +1736,56 @@ var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*ClusterInfoResponse)(nil),      // 18: flashmend.coord.ClusterInfoResponse
 	(*ReportBadReplicaRequest)(nil),  // 19: flashmend.coord.ReportBadReplicaRequest
 	(*ReportBadReplicaResponse)(nil), // 20: flashmend.coord.ReportBadReplicaResponse
-	(objectpb.Redundancy)(0),         // 21: flashmend.object.Redundancy
-	(*objectpb.ObjectRecord)(nil),    // 22: flashmend.object.ObjectRecord
+	(*BeginReplaceRequest)(nil),      // 21: flashmend.coord.BeginReplaceRequest
+	(*BeginReplaceResponse)(nil),     // 22: flashmend.coord.BeginReplaceResponse
+	(*CommitReplaceRequest)(nil),     // 23: flashmend.coord.CommitReplaceRequest
+	(*CommitReplaceResponse)(nil),    // 24: flashmend.coord.CommitReplaceResponse
+	(*RebuildIndexRequest)(nil),      // 25: flashmend.coord.RebuildIndexRequest
+	(*RebuildIndexResponse)(nil),     // 26: flashmend.coord.RebuildIndexResponse
+	(objectpb.Redundancy)(0),         // 27: flashmend.object.Redundancy
+	(*objectpb.ObjectRecord)(nil),    // 28: flashmend.object.ObjectRecord
 }
 var file_flashmend_coord_coord_proto_depIdxs = []int32{
-	21, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	27, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
 	0,  // 1: flashmend.coord.BeginPutResponse.placement:type_name -> flashmend.coord.NodeInfo
-	21, // 2: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
-	22, // 3: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
-	22, // 4: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
-	22, // 5: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
+	27, // 2: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	28, // 3: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
+	28, // 4: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
+	28, // 5: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
 	0,  // 6: flashmend.coord.ListNodesResponse.nodes:type_name -> flashmend.coord.NodeInfo
-	1,  // 7: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
-	17, // 8: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
-	15, // 9: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
-	3,  // 10: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
-	5,  // 11: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
-	7,  // 12: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
-	9,  // 13: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
-	11, // 14: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
-	13, // 15: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
-	19, // 16: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
-	2,  // 17: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
-	18, // 18: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
-	16, // 19: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
-	4,  // 20: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
-	6,  // 21: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
-	8,  // 22: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
-	10, // 23: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
-	12, // 24: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
-	14, // 25: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
-	20, // 26: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
-	17, // [17:27] is the sub-list for method output_type
-	7,  // [7:17] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	0,  // 7: flashmend.coord.BeginReplaceResponse.target:type_name -> flashmend.coord.NodeInfo
+	28, // 8: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
+	1,  // 9: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
+	17, // 10: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
+	15, // 11: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
+	3,  // 12: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
+	5,  // 13: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
+	7,  // 14: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
+	9,  // 15: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
+	11, // 16: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
+	13, // 17: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
+	19, // 18: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
+	21, // 19: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
+	23, // 20: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
+	25, // 21: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
+	2,  // 22: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
+	18, // 23: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
+	16, // 24: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
+	4,  // 25: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
+	6,  // 26: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
+	8,  // 27: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
+	10, // 28: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
+	12, // 29: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
+	14, // 30: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
+	20, // 31: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
+	22, // 32: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
+	24, // 33: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
+	26, // 34: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_coord_coord_proto_init() }
@@ -1364,7 +1799,7 @@ func file_flashmend_coord_coord_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_coord_coord_proto_rawDesc), len(file_flashmend_coord_coord_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

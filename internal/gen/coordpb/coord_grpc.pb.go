@@ -32,6 +32,9 @@ const (
 	Coordinator_Delete_FullMethodName           = "/flashmend.coord.Coordinator/Delete"
 	Coordinator_List_FullMethodName             = "/flashmend.coord.Coordinator/List"
 	Coordinator_ReportBadReplica_FullMethodName = "/flashmend.coord.Coordinator/ReportBadReplica"
+	Coordinator_BeginReplace_FullMethodName     = "/flashmend.coord.Coordinator/BeginReplace"
+	Coordinator_CommitReplace_FullMethodName    = "/flashmend.coord.Coordinator/CommitReplace"
+	Coordinator_RebuildIndex_FullMethodName     = "/flashmend.coord.Coordinator/RebuildIndex"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -50,6 +53,12 @@ type CoordinatorClient interface {
 	// hdfs mode: a reader found a bad replica; the coordinator re-replicates
 	// the whole object version to it in the background.
 	ReportBadReplica(ctx context.Context, in *ReportBadReplicaRequest, opts ...grpc.CallOption) (*ReportBadReplicaResponse, error)
+	// Re-protection: re-create a dead node's replica or shard elsewhere.
+	BeginReplace(ctx context.Context, in *BeginReplaceRequest, opts ...grpc.CallOption) (*BeginReplaceResponse, error)
+	CommitReplace(ctx context.Context, in *CommitReplaceRequest, opts ...grpc.CallOption) (*CommitReplaceResponse, error)
+	// Rebuild the object index and mapping table from the nodes' local
+	// indexes (the coordinator's own store lost or damaged).
+	RebuildIndex(ctx context.Context, in *RebuildIndexRequest, opts ...grpc.CallOption) (*RebuildIndexResponse, error)
 }
 
 type coordinatorClient struct {
@@ -160,6 +169,36 @@ func (c *coordinatorClient) ReportBadReplica(ctx context.Context, in *ReportBadR
 	return out, nil
 }
 
+func (c *coordinatorClient) BeginReplace(ctx context.Context, in *BeginReplaceRequest, opts ...grpc.CallOption) (*BeginReplaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BeginReplaceResponse)
+	err := c.cc.Invoke(ctx, Coordinator_BeginReplace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) CommitReplace(ctx context.Context, in *CommitReplaceRequest, opts ...grpc.CallOption) (*CommitReplaceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CommitReplaceResponse)
+	err := c.cc.Invoke(ctx, Coordinator_CommitReplace_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) RebuildIndex(ctx context.Context, in *RebuildIndexRequest, opts ...grpc.CallOption) (*RebuildIndexResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RebuildIndexResponse)
+	err := c.cc.Invoke(ctx, Coordinator_RebuildIndex_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -176,6 +215,12 @@ type CoordinatorServer interface {
 	// hdfs mode: a reader found a bad replica; the coordinator re-replicates
 	// the whole object version to it in the background.
 	ReportBadReplica(context.Context, *ReportBadReplicaRequest) (*ReportBadReplicaResponse, error)
+	// Re-protection: re-create a dead node's replica or shard elsewhere.
+	BeginReplace(context.Context, *BeginReplaceRequest) (*BeginReplaceResponse, error)
+	CommitReplace(context.Context, *CommitReplaceRequest) (*CommitReplaceResponse, error)
+	// Rebuild the object index and mapping table from the nodes' local
+	// indexes (the coordinator's own store lost or damaged).
+	RebuildIndex(context.Context, *RebuildIndexRequest) (*RebuildIndexResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -215,6 +260,15 @@ func (UnimplementedCoordinatorServer) List(context.Context, *ListRequest) (*List
 }
 func (UnimplementedCoordinatorServer) ReportBadReplica(context.Context, *ReportBadReplicaRequest) (*ReportBadReplicaResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReportBadReplica not implemented")
+}
+func (UnimplementedCoordinatorServer) BeginReplace(context.Context, *BeginReplaceRequest) (*BeginReplaceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method BeginReplace not implemented")
+}
+func (UnimplementedCoordinatorServer) CommitReplace(context.Context, *CommitReplaceRequest) (*CommitReplaceResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CommitReplace not implemented")
+}
+func (UnimplementedCoordinatorServer) RebuildIndex(context.Context, *RebuildIndexRequest) (*RebuildIndexResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method RebuildIndex not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -417,6 +471,60 @@ func _Coordinator_ReportBadReplica_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_BeginReplace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BeginReplaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).BeginReplace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_BeginReplace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).BeginReplace(ctx, req.(*BeginReplaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_CommitReplace_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CommitReplaceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).CommitReplace(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_CommitReplace_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).CommitReplace(ctx, req.(*CommitReplaceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_RebuildIndex_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RebuildIndexRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).RebuildIndex(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_RebuildIndex_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).RebuildIndex(ctx, req.(*RebuildIndexRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -463,6 +571,18 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReportBadReplica",
 			Handler:    _Coordinator_ReportBadReplica_Handler,
+		},
+		{
+			MethodName: "BeginReplace",
+			Handler:    _Coordinator_BeginReplace_Handler,
+		},
+		{
+			MethodName: "CommitReplace",
+			Handler:    _Coordinator_CommitReplace_Handler,
+		},
+		{
+			MethodName: "RebuildIndex",
+			Handler:    _Coordinator_RebuildIndex_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -96,13 +96,20 @@ func (x *ChunkRef) GetIndex() uint32 {
 
 // BlobInfo is the node's local index entry for a replica or shard.
 type BlobInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Object        uint64                 `protobuf:"varint,2,opt,name=object,proto3" json:"object,omitempty"`
-	Version       uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	Shard         uint32                 `protobuf:"varint,4,opt,name=shard,proto3" json:"shard,omitempty"`
-	Redundancy    string                 `protobuf:"bytes,5,opt,name=redundancy,proto3" json:"redundancy,omitempty"`
-	Chunks        uint32                 `protobuf:"varint,6,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Key        string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Object     uint64                 `protobuf:"varint,2,opt,name=object,proto3" json:"object,omitempty"`
+	Version    uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Shard      uint32                 `protobuf:"varint,4,opt,name=shard,proto3" json:"shard,omitempty"`
+	Redundancy string                 `protobuf:"bytes,5,opt,name=redundancy,proto3" json:"redundancy,omitempty"`
+	Chunks     uint32                 `protobuf:"varint,6,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	// The object version's size and placement (node IDs by replica or
+	// shard) when the blob was written or re-created, and the write's time:
+	// with them the nodes' local indexes alone name every object version, so
+	// the coordinator's index can be rebuilt from them.
+	SizeBytes     int64    `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	Placement     []uint64 `protobuf:"varint,8,rep,packed,name=placement,proto3" json:"placement,omitempty"`
+	CreatedUnixMs int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -179,6 +186,27 @@ func (x *BlobInfo) GetChunks() uint32 {
 	return 0
 }
 
+func (x *BlobInfo) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+func (x *BlobInfo) GetPlacement() []uint64 {
+	if x != nil {
+		return x.Placement
+	}
+	return nil
+}
+
+func (x *BlobInfo) GetCreatedUnixMs() int64 {
+	if x != nil {
+		return x.CreatedUnixMs
+	}
+	return 0
+}
+
 type WriteChunkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Chunk *ChunkRef              `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
@@ -189,7 +217,10 @@ type WriteChunkRequest struct {
 	Repair bool `protobuf:"varint,4,opt,name=repair,proto3" json:"repair,omitempty"`
 	// When set (with chunk 0 of a new blob) the node records the blob in its
 	// local object index.
-	Info          *BlobInfo `protobuf:"bytes,5,opt,name=info,proto3" json:"info,omitempty"`
+	Info *BlobInfo `protobuf:"bytes,5,opt,name=info,proto3" json:"info,omitempty"`
+	// With repair: the node did not have the chunk at all (a missing file is
+	// damage, re-created like a corrupt one).
+	Missing       bool `protobuf:"varint,6,opt,name=missing,proto3" json:"missing,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -257,6 +288,13 @@ func (x *WriteChunkRequest) GetInfo() *BlobInfo {
 		return x.Info
 	}
 	return nil
+}
+
+func (x *WriteChunkRequest) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
 }
 
 type WriteChunkResponse struct {
@@ -825,6 +863,8 @@ type DeviceStats struct {
 	WearBlocks      int64 `protobuf:"varint,12,opt,name=wear_blocks,json=wearBlocks,proto3" json:"wear_blocks,omitempty"`
 	EraseCountTotal int64 `protobuf:"varint,13,opt,name=erase_count_total,json=eraseCountTotal,proto3" json:"erase_count_total,omitempty"`
 	EraseCountMax   int64 `protobuf:"varint,14,opt,name=erase_count_max,json=eraseCountMax,proto3" json:"erase_count_max,omitempty"`
+	// Chunks re-created because the node did not have them (missing files).
+	MissingRepaired int64 `protobuf:"varint,15,opt,name=missing_repaired,json=missingRepaired,proto3" json:"missing_repaired,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
@@ -953,6 +993,13 @@ func (x *DeviceStats) GetEraseCountTotal() int64 {
 func (x *DeviceStats) GetEraseCountMax() int64 {
 	if x != nil {
 		return x.EraseCountMax
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetMissingRepaired() int64 {
+	if x != nil {
+		return x.MissingRepaired
 	}
 	return 0
 }
@@ -1122,7 +1169,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x06object\x18\x01 \x01(\x04R\x06object\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05shard\x18\x03 \x01(\rR\x05shard\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\rR\x05index\"\x9c\x01\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\"\x81\x02\n" +
 	"\bBlobInfo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\x04R\x06object\x12\x18\n" +
@@ -1131,13 +1178,18 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\n" +
 	"redundancy\x18\x05 \x01(\tR\n" +
 	"redundancy\x12\x16\n" +
-	"\x06chunks\x18\x06 \x01(\rR\x06chunks\"\xb1\x01\n" +
+	"\x06chunks\x18\x06 \x01(\rR\x06chunks\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\a \x01(\x03R\tsizeBytes\x12\x1c\n" +
+	"\tplacement\x18\b \x03(\x04R\tplacement\x12&\n" +
+	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\"\xcb\x01\n" +
 	"\x11WriteChunkRequest\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x18.flashmend.node.ChunkRefR\x05chunk\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
 	"\x04sums\x18\x03 \x03(\aR\x04sums\x12\x16\n" +
 	"\x06repair\x18\x04 \x01(\bR\x06repair\x12,\n" +
-	"\x04info\x18\x05 \x01(\v2\x18.flashmend.node.BlobInfoR\x04info\"\x14\n" +
+	"\x04info\x18\x05 \x01(\v2\x18.flashmend.node.BlobInfoR\x04info\x12\x18\n" +
+	"\amissing\x18\x06 \x01(\bR\amissing\"\x14\n" +
 	"\x12WriteChunkResponse\"B\n" +
 	"\x10ReadChunkRequest\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x18.flashmend.node.ChunkRefR\x05chunk\"\x92\x01\n" +
@@ -1166,7 +1218,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x0eFailDieRequest\x12\x10\n" +
 	"\x03die\x18\x01 \x01(\x05R\x03die\"\x11\n" +
 	"\x0fFailDieResponse\"\x0e\n" +
-	"\fStatsRequest\"\xe8\x03\n" +
+	"\fStatsRequest\"\x93\x04\n" +
 	"\vDeviceStats\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12%\n" +
 	"\x0echunks_written\x18\x02 \x01(\x03R\rchunksWritten\x12#\n" +
@@ -1187,7 +1239,8 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\vwear_blocks\x18\f \x01(\x03R\n" +
 	"wearBlocks\x12*\n" +
 	"\x11erase_count_total\x18\r \x01(\x03R\x0feraseCountTotal\x12&\n" +
-	"\x0ferase_count_max\x18\x0e \x01(\x03R\reraseCountMax\"\xb9\x01\n" +
+	"\x0ferase_count_max\x18\x0e \x01(\x03R\reraseCountMax\x12)\n" +
+	"\x10missing_repaired\x18\x0f \x01(\x03R\x0fmissingRepaired\"\xb9\x01\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12%\n" +
