@@ -253,11 +253,11 @@ func ctlRepairs(f *ctlFlags) *cobra.Command {
 					return err
 				}
 				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NODE\tDEVICE\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED\tREJECTED WRITES\tMETA REPAIRED\tINJECTED FLIPS")
+				fmt.Fprintln(w, "NODE\tDEVICE\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED\tMISSING REPAIRED\tREJECTED WRITES\tMETA REPAIRED\tINJECTED FLIPS")
 				for _, s := range stats {
 					for _, d := range s.Devices {
-						fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.NodeId, d.Device, d.ChunksRead,
-							d.Transient, d.Persistent, d.Repaired, d.Rejected, d.MetaRepaired, d.InjectedFlips)
+						fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.NodeId, d.Device, d.ChunksRead,
+							d.Transient, d.Persistent, d.Repaired, d.MissingRepaired, d.Rejected, d.MetaRepaired, d.InjectedFlips)
 					}
 				}
 				return w.Flush()
@@ -359,13 +359,14 @@ func ctlScrub(f *ctlFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var chunks, repaired, failed int
+				var chunks, repaired, missing, failed int
 				var verified int64
 				for _, rec := range recs {
 					rep, err := c.ScrubObject(ctx, rec, nil, nil)
 					if rep != nil {
 						chunks += rep.Chunks
 						repaired += rep.Repaired
+						missing += rep.RepairedMissing
 						verified += rep.BytesRead
 					}
 					if err != nil {
@@ -373,8 +374,8 @@ func ctlScrub(f *ctlFlags) *cobra.Command {
 						fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", rec.Key, err)
 					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "scrubbed %d objects (%d chunks or rows, %s of data): %d chunks repaired, %d objects failed\n",
-					len(recs), chunks, base.Bytes(verified), repaired, failed)
+				fmt.Fprintf(cmd.OutOrStdout(), "scrubbed %d objects (%d chunks or rows, %s of data): %d chunks repaired (%d of them missing), %d objects failed\n",
+					len(recs), chunks, base.Bytes(verified), repaired, missing, failed)
 				if failed > 0 {
 					return fmt.Errorf("%d objects could not be scrubbed", failed)
 				}

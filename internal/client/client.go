@@ -37,6 +37,9 @@ type Options struct {
 	WriteAttempts int
 	// Logf receives operational messages; nil discards them.
 	Logf func(format string, args ...any)
+	// Clock stamps the blob entries a write records on the nodes (default
+	// the system clock).
+	Clock base.Clock
 }
 
 // Client is a flashmend client. It is safe for concurrent use.
@@ -75,6 +78,9 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Clock == nil {
+		opts.Clock = base.SystemClock{}
 	}
 	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

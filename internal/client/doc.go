@@ -12,7 +12,10 @@
 //     (the substitutes land in the coordinator's mapping table).
 //   - Reads: the loops around objstore.DecideREP / DecideEC (DIRECT) and
 //     objstore.DecideHDFS (the hdfs baseline); repairs rewrite the bad chunks
-//     out of place on the nodes that had them wrong. The hdfs mode applies
+//     out of place on the nodes that had them wrong. A node that answers
+//     "not found" for a chunk the index places on it has lost it: that is
+//     damage, re-created like a corrupt chunk (with the blob's local index
+//     entry when chunk 0 is re-created) and counted (RepairedMissing). The hdfs mode applies
 //     to REP objects (HDFS blocks); EC objects are always read with DIRECT
 //     row reconstruction. REP chunk i is read from replica i mod 3 first, to
 //     spread reads over the replicas.

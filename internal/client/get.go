@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
@@ -20,10 +21,13 @@ type ReadReport struct {
 	Chunks int // chunks (REP) or rows (EC) read
 	// Repaired counts chunks rewritten on the nodes that had them wrong;
 	// RepairsByNode breaks it down.
-	Repaired      int
-	RepairsByNode map[uint64]int
-	RepairFailed  int
-	Voted         int // chunks rebuilt by majority vote
+	Repaired int
+	// RepairedMissing counts the repairs that re-created a chunk the node
+	// did not have (also in Repaired).
+	RepairedMissing int
+	RepairsByNode   map[uint64]int
+	RepairFailed    int
+	Voted           int // chunks rebuilt by majority vote
 	// AllCorrupt counts REP chunks whose every replica was read corrupt
 	// (rebuilt sector by sector and by vote): where chunk-granularity
 	// recovery alone would have failed (the direct-read-errors experiment).
@@ -39,6 +43,9 @@ type ReadReport struct {
 func (r *ReadReport) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "mode=%s chunks=%d repaired=%d", r.Mode, r.Chunks, r.Repaired)
+	if r.RepairedMissing > 0 {
+		fmt.Fprintf(&b, " missing=%d", r.RepairedMissing)
+	}
 	if r.Voted > 0 {
 		fmt.Fprintf(&b, " voted=%d", r.Voted)
 	}
@@ -82,6 +89,10 @@ type RepairJob struct {
 	Node uint64
 	ID   objstore.ChunkID
 	Data []byte
+	// Missing: the node did not have the chunk; Info, when set, rewrites
+	// its local index entry too.
+	Missing bool
+	Info    *nodepb.BlobInfo
 }
 
 func (r *report) add(f func(*ReadReport)) {
@@ -226,10 +237,12 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, 
 		return d.Err
 	}
 	repairs := make([]int, len(d.Repairs))
+	missing := make([]bool, l.copies)
 	for k, r := range d.Repairs {
 		repairs[k] = order[r]
+		missing[order[r]] = reads[r].Missing
 	}
-	c.applyRepairs(ctx, l, i, repairs, d.RepairData, rep, true)
+	c.applyRepairs(ctx, l, i, repairs, d.RepairData, missing, rep, true)
 	rep.add(func(r *ReadReport) {
 		r.BytesRead += int64(n)
 		if d.Voted {
@@ -265,31 +278,45 @@ func (c *Client) fetchAll(ctx context.Context, l layout, i int, order []int, rea
 
 // applyRepairs rewrites corrupt chunks out of place on the nodes that had
 // them wrong (or queues them for the scrubber). rep0 is set for REP, where
-// every replica stores shard 0.
-func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []int, data [][]byte, rep *report, rep0 bool) {
+// every replica stores shard 0. missing[r] marks a replica or shard whose
+// chunk the node did not have at all: it is re-created, and with chunk 0
+// the node's local index entry is written again too.
+func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []int, data [][]byte, missing []bool, rep *report, rep0 bool) {
 	for k, r := range replicas {
 		shard := r
 		if rep0 {
 			shard = 0
 		}
 		nodeID := l.placement[r]
+		job := RepairJob{Node: nodeID, ID: l.id(shard, i), Data: data[k], Missing: missing[r]}
+		if job.Missing && i == 0 {
+			job.Info = l.blobInfo(shard, c.opts.Clock.Now().UnixMilli())
+		}
 		if rep.queue != nil {
-			rep.queue(RepairJob{Node: nodeID, ID: l.id(shard, i), Data: data[k]})
+			rep.queue(job)
 			continue
 		}
-		err := c.writeChunk(ctx, nodeID, l.id(shard, i), data[k], true, nil)
+		err := c.applyRepair(ctx, job)
 		rep.add(func(rr *ReadReport) {
 			if err != nil {
 				rr.RepairFailed++
 				return
 			}
 			rr.Repaired++
+			if job.Missing {
+				rr.RepairedMissing++
+			}
 			rr.RepairsByNode[nodeID]++
 		})
 		if err != nil {
-			c.opts.Logf("client: repair of %s on node %d: %v", l.id(shard, i), nodeID, err)
+			c.opts.Logf("client: repair of %s on node %d: %v", job.ID, nodeID, err)
 		}
 	}
+}
+
+// applyRepair writes one repair.
+func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
+	return c.writeChunkReq(ctx, j.Node, j.ID, j.Data, true, j.Missing, j.Info)
 }
 
 // readRowEC runs DIRECT for EC row i: only this row is reconstructed from
@@ -325,7 +352,11 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep
 	if d.Err != nil {
 		return d.Err
 	}
-	c.applyRepairs(ctx, l, i, d.Repairs, d.RepairData, rep, false)
+	var missing [objstore.TotalShards]bool
+	for s := range reads {
+		missing[s] = reads[s].Missing
+	}
+	c.applyRepairs(ctx, l, i, d.Repairs, d.RepairData, missing[:], rep, false)
 	rep.add(func(r *ReadReport) {
 		r.BytesRead += int64(l.dataLen(i))
 		if d.Reconstructed {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
@@ -22,12 +23,13 @@ type layout struct {
 	copies    int
 	chunks    int // REP chunks or EC rows
 	placement []uint64
+	rec       *objectpb.ObjectRecord
 }
 
 const rowBytes = objstore.DataShards * objstore.ChunkSize
 
 func newLayout(rec *objectpb.ObjectRecord) (layout, error) {
-	l := layout{size: rec.SizeBytes, object: rec.Object, version: rec.Version, placement: rec.Placement}
+	l := layout{size: rec.SizeBytes, object: rec.Object, version: rec.Version, placement: rec.Placement, rec: rec}
 	switch rec.Redundancy {
 	case objectpb.Redundancy_REP:
 		l.copies = 3
@@ -76,6 +78,21 @@ func (l layout) offset(i int) int64 {
 		return int64(i) * objstore.ChunkSize
 	}
 	return int64(i) * rowBytes
+}
+
+// blobInfo is the local index entry of replica or shard `shard` on a node:
+// enough to rebuild the version's index record from the node alone.
+func (l layout) blobInfo(shard int, createdUnixMs int64) *nodepb.BlobInfo {
+	red := "rep"
+	if l.ec {
+		red = "ec"
+	}
+	if l.rec.CreatedUnixMs != 0 {
+		createdUnixMs = l.rec.CreatedUnixMs
+	}
+	return &nodepb.BlobInfo{Key: l.rec.Key, Object: l.object, Version: l.version, Shard: uint32(shard),
+		Redundancy: red, Chunks: uint32(l.chunks), SizeBytes: l.size,
+		Placement: append([]uint64(nil), l.placement...), CreatedUnixMs: createdUnixMs}
 }
 
 func (l layout) id(shard, index int) objstore.ChunkID {

@@ -131,14 +131,8 @@ func (c *Client) writeAll(ctx context.Context, rec *objectpb.ObjectRecord, data 
 			}
 		}()
 	}
-	redName := "rep"
-	if l.ec {
-		redName = "ec"
-	}
-	info := func(shard int) *nodepb.BlobInfo {
-		return &nodepb.BlobInfo{Key: rec.Key, Object: rec.Object, Version: rec.Version,
-			Shard: uint32(shard), Redundancy: redName, Chunks: uint32(l.chunks)}
-	}
+	now := c.opts.Clock.Now().UnixMilli()
+	info := func(shard int) *nodepb.BlobInfo { return l.blobInfo(shard, now) }
 produce:
 	for i := 0; i < l.chunks; i++ {
 		var batch []writeTask
@@ -190,6 +184,12 @@ produce:
 
 // writeChunk sends one chunk with its checksums, computed here once.
 func (c *Client) writeChunk(ctx context.Context, nodeID uint64, id objstore.ChunkID, data []byte, repair bool, info *nodepb.BlobInfo) error {
+	return c.writeChunkReq(ctx, nodeID, id, data, repair, false, info)
+}
+
+// writeChunkReq is writeChunk with the missing flag: the repair re-creates
+// a chunk the node did not have.
+func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id objstore.ChunkID, data []byte, repair, missing bool, info *nodepb.BlobInfo) error {
 	nc, err := c.nodeClient(ctx, nodeID)
 	if err != nil {
 		return err
@@ -198,7 +198,7 @@ func (c *Client) writeChunk(ctx context.Context, nodeID uint64, id objstore.Chun
 	defer cancel()
 	_, err = nc.WriteChunk(ctx, &nodepb.WriteChunkRequest{
 		Chunk: &nodepb.ChunkRef{Object: id.Object, Version: id.Version, Shard: id.Shard, Index: id.Index},
-		Data:  data, Sums: objstore.Sums(id, data), Repair: repair, Info: info,
+		Data:  data, Sums: objstore.Sums(id, data), Repair: repair, Info: info, Missing: missing,
 	})
 	if err != nil {
 		return fmt.Errorf("node %d: write %s: %w", nodeID, id, node.FromStatus(err))
@@ -218,7 +218,13 @@ func (c *Client) readChunk(ctx context.Context, nodeID uint64, id objstore.Chunk
 		Chunk: &nodepb.ChunkRef{Object: id.Object, Version: id.Version, Shard: id.Shard, Index: id.Index},
 	})
 	if err != nil {
-		return objstore.ReplicaRead{Fetched: true, Err: fmt.Errorf("node %d: read %s: %w", nodeID, id, node.FromStatus(err))}
+		err = node.FromStatus(err)
+		if objstore.IsNotFound(err) {
+			// The node answered and has no such chunk, although the
+			// index places it there: damage, re-created by the repair.
+			return objstore.ReplicaRead{Fetched: true, Missing: true}
+		}
+		return objstore.ReplicaRead{Fetched: true, Err: fmt.Errorf("node %d: read %s: %w", nodeID, id, err)}
 	}
 	r := objstore.ReplicaRead{Fetched: true, Data: resp.Data}
 	if resp.SumsValid {

@@ -62,7 +62,10 @@ type ScrubStats struct {
 	BytesVerified           int64
 	RepairsQueued           int64
 	Repaired, RepairFailed  int64
-	Errors                  int64
+	// RepairedMissing counts repairs that re-created missing chunks (also
+	// in Repaired).
+	RepairedMissing int64
+	Errors          int64
 }
 
 func (s ScrubStats) String() string {
@@ -241,12 +244,15 @@ func (s *Scrubber) apply(ctx context.Context, j RepairJob) {
 			return
 		}
 	}
-	err := s.c.writeChunk(ctx, j.Node, j.ID, j.Data, true, nil)
+	err := s.c.applyRepair(ctx, j)
 	s.count(func(st *ScrubStats) {
 		if err != nil {
 			st.RepairFailed++
 		} else {
 			st.Repaired++
+			if j.Missing {
+				st.RepairedMissing++
+			}
 		}
 	})
 }

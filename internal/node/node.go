@@ -324,7 +324,7 @@ func (n *Node) Stats() *nodepb.StatsResponse {
 		Device: cs.Device, ChunksWritten: cs.ChunksWritten, BytesWritten: cs.BytesWritten,
 		ChunksRead: cs.ChunksRead, BytesRead: cs.BytesRead, Transient: cs.Transient,
 		Persistent: cs.Persistent, Repaired: cs.Repaired, Rejected: cs.Rejected,
-		MetaRepaired: cs.MetaRepaired, InjectedFlips: n.fault.Flips(),
+		MetaRepaired: cs.MetaRepaired, InjectedFlips: n.fault.Flips(), MissingRepaired: cs.MissingRepaired,
 	}}
 	if wr, ok := n.inner.(objstore.WearReporter); ok {
 		w := wr.Wear()

@@ -32,16 +32,25 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 	if err != nil {
 		return nil, ToStatus(err)
 	}
-	if err := s.n.chunks.WriteChunk(id, req.Data, req.Sums, req.Repair); err != nil {
-		return nil, ToStatus(err)
-	}
 	if info := req.Info; info != nil {
 		if info.Object != id.Object || info.Version != id.Version || info.Shard != id.Shard || info.Key == "" {
 			return nil, ToStatus(base.InvalidArgumentf("blob info %v does not match chunk %s", info, id))
 		}
+	}
+	if req.Missing && !req.Repair {
+		return nil, ToStatus(base.InvalidArgumentf("chunk %s: a missing-chunk write must be a repair", id))
+	}
+	if err := s.n.chunks.WriteChunk(id, req.Data, req.Sums, req.Repair); err != nil {
+		return nil, ToStatus(err)
+	}
+	if req.Missing {
+		s.n.chunks.AddMissingRepairs(1)
+	}
+	if info := req.Info; info != nil {
 		err := s.n.chunks.PutBlobInfo(objstore.BlobInfo{
 			Key: info.Key, Object: info.Object, Version: info.Version, Shard: info.Shard,
 			Redundancy: info.Redundancy, Chunks: info.Chunks,
+			SizeBytes: info.SizeBytes, Placement: info.Placement, CreatedUnixMs: info.CreatedUnixMs,
 		})
 		if err != nil {
 			return nil, ToStatus(err)
@@ -107,6 +116,7 @@ func (s *service) ListBlobs(ctx context.Context, req *nodepb.ListBlobsRequest) (
 	for _, b := range blobs {
 		resp.Blobs = append(resp.Blobs, &nodepb.BlobInfo{
 			Key: b.Key, Object: b.Object, Version: b.Version, Shard: b.Shard, Redundancy: b.Redundancy, Chunks: b.Chunks,
+			SizeBytes: b.SizeBytes, Placement: b.Placement, CreatedUnixMs: b.CreatedUnixMs,
 		})
 	}
 	return resp, nil

@@ -21,7 +21,7 @@ type ChunkStore struct {
 	c      struct {
 		chunksWritten, bytesWritten, chunksRead, bytesRead atomic.Int64
 		transient, persistent, repaired, rejected          atomic.Int64
-		metaRepaired                                       atomic.Int64
+		metaRepaired, missingRepaired                      atomic.Int64
 	}
 }
 
@@ -66,28 +66,36 @@ type ChunkStats struct {
 	Rejected int64
 	// MetaRepaired counts metadata copies rewritten.
 	MetaRepaired int64
+	// MissingRepaired counts chunks re-created because their file was
+	// missing (a repair the writer marked as such; also in Repaired).
+	MissingRepaired int64
 }
 
 func (s ChunkStats) String() string {
-	return fmt.Sprintf("%s: read %d chunks, transient %d, persistent %d, repaired %d, rejected %d, meta repaired %d",
-		s.Device, s.ChunksRead, s.Transient, s.Persistent, s.Repaired, s.Rejected, s.MetaRepaired)
+	return fmt.Sprintf("%s: read %d chunks, transient %d, persistent %d, repaired %d (missing %d), rejected %d, meta repaired %d",
+		s.Device, s.ChunksRead, s.Transient, s.Persistent, s.Repaired, s.MissingRepaired, s.Rejected, s.MetaRepaired)
 }
 
 // Stats returns the counters.
 func (c *ChunkStore) Stats() ChunkStats {
 	return ChunkStats{
-		Device:        c.store.Name(),
-		ChunksWritten: c.c.chunksWritten.Load(),
-		BytesWritten:  c.c.bytesWritten.Load(),
-		ChunksRead:    c.c.chunksRead.Load(),
-		BytesRead:     c.c.bytesRead.Load(),
-		Transient:     c.c.transient.Load(),
-		Persistent:    c.c.persistent.Load(),
-		Repaired:      c.c.repaired.Load(),
-		Rejected:      c.c.rejected.Load(),
-		MetaRepaired:  c.c.metaRepaired.Load(),
+		Device:          c.store.Name(),
+		ChunksWritten:   c.c.chunksWritten.Load(),
+		BytesWritten:    c.c.bytesWritten.Load(),
+		ChunksRead:      c.c.chunksRead.Load(),
+		BytesRead:       c.c.bytesRead.Load(),
+		Transient:       c.c.transient.Load(),
+		Persistent:      c.c.persistent.Load(),
+		Repaired:        c.c.repaired.Load(),
+		Rejected:        c.c.rejected.Load(),
+		MetaRepaired:    c.c.metaRepaired.Load(),
+		MissingRepaired: c.c.missingRepaired.Load(),
 	}
 }
+
+// AddMissingRepairs counts chunks re-created by the caller because they
+// were missing.
+func (c *ChunkStore) AddMissingRepairs(n int) { c.c.missingRepaired.Add(int64(n)) }
 
 // AddMetaRepairs counts metadata copies rewritten by the caller.
 func (c *ChunkStore) AddMetaRepairs(n int) { c.c.metaRepaired.Add(int64(n)) }
@@ -206,6 +214,13 @@ type BlobInfo struct {
 	Shard      uint32 `json:"shard"`
 	Redundancy string `json:"redundancy"`
 	Chunks     uint32 `json:"chunks"`
+	// SizeBytes, Placement (node IDs by replica or shard) and
+	// CreatedUnixMs describe the object version as written, so that the
+	// coordinator's index can be rebuilt from the nodes' local indexes.
+	// Zero in entries written before they were recorded.
+	SizeBytes     int64    `json:"size_bytes,omitempty"`
+	Placement     []uint64 `json:"placement,omitempty"`
+	CreatedUnixMs int64    `json:"created_unix_ms,omitempty"`
 }
 
 func (b BlobInfo) String() string {

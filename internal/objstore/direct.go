@@ -25,6 +25,10 @@ type ReplicaRead struct {
 	// Sums are the replica's checksums for the chunk, nil when its sums
 	// record failed its own CRC.
 	Sums []uint32
+	// Missing: the node answered but has no such chunk (its file is gone).
+	// A missing chunk is damage like a corrupt one: with no Data it is
+	// judged corrupt and repaired; the I/O loop re-creates it.
+	Missing bool
 }
 
 func (r ReplicaRead) String() string {
@@ -33,6 +37,8 @@ func (r ReplicaRead) String() string {
 		return "unread"
 	case r.Err != nil:
 		return "unavailable"
+	case r.Missing:
+		return "missing"
 	case r.Sums == nil:
 		return fmt.Sprintf("%dB/no-sums", len(r.Data))
 	default:

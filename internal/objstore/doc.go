@@ -97,6 +97,12 @@
 // and it is rewritten with the repair. A lost sums file makes its (up to
 // seven) chunks count as corrupt on this node; they are repaired from the
 // other replicas or shards. A crash between a chunk's data and its record
-// leaves a chunk without a record: corrupt, repaired the same way. Metadata files
-// survive the corruption of any two of their three copies.
+// leaves a chunk without a record: corrupt, repaired the same way. A missing
+// chunk file is damage too: the node answers not found, the reader judges the
+// replica corrupt (ReplicaRead.Missing) and re-creates the chunk, counted in
+// ChunkStats.MissingRepaired; re-creating chunk 0 rewrites the blob's local
+// index entry as well (BlobInfo carries the version's size and placement, so
+// a node's local index alone names the object versions it holds). Metadata
+// files survive the corruption of any two of their three copies, and a
+// missing copy is rewritten from a good one.
 package objstore

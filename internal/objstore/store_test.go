@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -211,13 +212,13 @@ func TestChunkStore(t *testing.T) {
 	}
 
 	// Local index and delete.
-	info := BlobInfo{Key: "k", Object: 3, Version: 4, Redundancy: "rep", Chunks: 2}
+	info := BlobInfo{Key: "k", Object: 3, Version: 4, Redundancy: "rep", Chunks: 2, SizeBytes: 70000, Placement: []uint64{3, 1, 2}, CreatedUnixMs: 5}
 	if err := cs.PutBlobInfo(info); err != nil {
 		t.Fatal(err)
 	}
 	fault.FlipBits(CopyNames(infoName(3, 4, 0))[0], 30, 1)
 	blobs, err := cs.Blobs()
-	if err != nil || len(blobs) != 1 || blobs[0] != info || cs.Stats().MetaRepaired != 1 {
+	if err != nil || len(blobs) != 1 || !reflect.DeepEqual(blobs[0], info) || cs.Stats().MetaRepaired != 1 {
 		t.Fatalf("blobs %v %v %s", blobs, err, cs.Stats())
 	}
 	if err := cs.DeleteBlob(3, 4); err != nil {
