@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -79,7 +80,7 @@ embedded (single member, data in DIR/etcd, ports chosen at run time) unless
 	f.Int64Var(&cfg.LeaseTTLSeconds, "lease-ttl-seconds", 5, "node liveness lease")
 	f.Var(&maxObject, "max-object", "largest object accepted")
 	f.StringVar(&cfg.ReadMode, "read-mode", coord.ReadModeDirect, "cluster read mode: direct or hdfs (baseline)")
-	scrub.register(cmd)
+	scrub.register(cmd, 10*time.Minute)
 	return cmd
 }
 
@@ -87,17 +88,22 @@ embedded (single member, data in DIR/etcd, ports chosen at run time) unless
 type scrubFlags struct {
 	off                bool
 	scrubRate, repRate base.Bytes
+	reprotectAfter     time.Duration
 }
 
-func (s *scrubFlags) register(cmd *cobra.Command) {
+// register adds the flags; reprotectAfter is the default wait before a
+// down node's data is re-created elsewhere.
+func (s *scrubFlags) register(cmd *cobra.Command, reprotectAfter time.Duration) {
 	s.scrubRate, s.repRate = 16*base.MiB, 4*base.MiB
 	cmd.Flags().BoolVar(&s.off, "no-scrub", false, "do not run the background scrubber")
 	cmd.Flags().Var(&s.scrubRate, "scrub-rate", "scrubber verification budget per second")
 	cmd.Flags().Var(&s.repRate, "repair-rate", "scrubber repair budget per second")
+	cmd.Flags().DurationVar(&s.reprotectAfter, "reprotect-after", reprotectAfter,
+		"re-create a down node's replicas and shards on other nodes once it has been down this long (negative: never)")
 }
 
 func (s *scrubFlags) options() client.ScrubberOptions {
-	return client.ScrubberOptions{ScrubBytesPerSecond: s.scrubRate, RepairBytesPerSecond: s.repRate}
+	return client.ScrubberOptions{ScrubBytesPerSecond: s.scrubRate, RepairBytesPerSecond: s.repRate, ReprotectAfter: s.reprotectAfter}
 }
 
 // writeEndpoint records the cluster endpoint in DIR/endpoint.

@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -54,7 +55,9 @@ cleanly; starting again on the same DIR keeps the data.`,
 	f.Var(&o.deviceSize, "device-size", "data capacity of each node's emulated flash device (sdf store)")
 	f.StringVar(&o.readMode, "read-mode", "direct", "cluster read mode: direct or hdfs (baseline)")
 	f.Var(&o.maxObject, "max-object", "largest object accepted")
-	o.scrub.register(cmd)
+	// A dev cluster's nodes restart in seconds: one down for a minute has
+	// failed (a node that cannot open is reported dead at start).
+	o.scrub.register(cmd, time.Minute)
 	return cmd
 }
 

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -51,6 +52,10 @@ type ScrubberOptions struct {
 	RepairQueue int
 	// Pause between full passes (default 1 minute).
 	PassInterval time.Duration
+	// ReprotectAfter is how long a node must have been down (as this
+	// scrubber saw it) before its replicas and shards are re-created on
+	// other nodes (default 10 minutes; negative: never).
+	ReprotectAfter time.Duration
 	Clock        base.Clock
 	// Sleep waits (injected for tests; default time.Sleep honoring ctx).
 	Sleep func(ctx context.Context, d time.Duration) error
@@ -61,6 +66,10 @@ type ScrubStats struct {
 	Passes, Objects, Chunks int64
 	BytesVerified           int64
 	RepairsQueued           int64
+	// Reprotected counts replicas or shards of dead nodes re-created on
+	// other nodes (ReprotectAfter); ReprotectFailed the attempts that
+	// failed (retried next pass).
+	Reprotected, ReprotectFailed int64
 	Repaired, RepairFailed  int64
 	// RepairedMissing counts repairs that re-created missing chunks (also
 	// in Repaired).
@@ -69,8 +78,8 @@ type ScrubStats struct {
 }
 
 func (s ScrubStats) String() string {
-	return fmt.Sprintf("passes=%d objects=%d chunks=%d verified=%dB repaired=%d/%d failed=%d errors=%d",
-		s.Passes, s.Objects, s.Chunks, s.BytesVerified, s.Repaired, s.RepairsQueued, s.RepairFailed, s.Errors)
+	return fmt.Sprintf("passes=%d objects=%d chunks=%d verified=%dB repaired=%d/%d failed=%d errors=%d reprotected=%d",
+		s.Passes, s.Objects, s.Chunks, s.BytesVerified, s.Repaired, s.RepairsQueued, s.RepairFailed, s.Errors, s.Reprotected)
 }
 
 // Scrubber verifies the whole index in the background at a bounded rate and
@@ -85,6 +94,8 @@ type Scrubber struct {
 	jobs   chan RepairJob
 	mu     sync.Mutex
 	stats  ScrubStats
+	// downSince is when each member was first seen down (guarded by mu).
+	downSince map[uint64]time.Time
 }
 
 // NewScrubber returns a scrubber over c's cluster.
@@ -103,6 +114,9 @@ func NewScrubber(c *Client, opts ScrubberOptions) (*Scrubber, error) {
 	}
 	if opts.PassInterval <= 0 {
 		opts.PassInterval = time.Minute
+	}
+	if opts.ReprotectAfter == 0 {
+		opts.ReprotectAfter = 10 * time.Minute
 	}
 	if opts.Clock == nil {
 		opts.Clock = base.SystemClock{}
@@ -129,7 +143,8 @@ func NewScrubber(c *Client, opts ScrubberOptions) (*Scrubber, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Scrubber{c: c, opts: opts, scrub: sb, repair: rb, jobs: make(chan RepairJob, opts.RepairQueue)}, nil
+	return &Scrubber{c: c, opts: opts, scrub: sb, repair: rb, jobs: make(chan RepairJob, opts.RepairQueue),
+		downSince: map[uint64]time.Time{}}, nil
 }
 
 // Stats returns the counters.
@@ -171,7 +186,28 @@ func (s *Scrubber) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	dead, err := s.deadNodes(ctx)
+	if err != nil {
+		return err
+	}
 	for _, rec := range recs {
+		if slices.ContainsFunc(rec.Placement, dead) {
+			rp, err := s.c.ReprotectObject(ctx, rec, dead, s.wait)
+			s.count(func(st *ScrubStats) {
+				st.Objects++
+				st.Reprotected += int64(rp.Moved)
+				if err != nil {
+					st.ReprotectFailed++
+				}
+			})
+			if err != nil {
+				s.c.opts.Logf("scrubber: %v", err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			continue
+		}
 		rep, err := s.c.ScrubObject(ctx, rec, s.wait, s.enqueue(ctx))
 		s.count(func(st *ScrubStats) {
 			st.Objects++
@@ -189,6 +225,42 @@ func (s *Scrubber) Pass(ctx context.Context) error {
 	}
 	s.count(func(st *ScrubStats) { st.Passes++ })
 	return nil
+}
+
+// deadNodes updates when each member was first seen down and returns the
+// test for "down for at least ReprotectAfter" (a node the membership does
+// not know counts as down).
+func (s *Scrubber) deadNodes(ctx context.Context) (func(uint64) bool, error) {
+	nodes, err := s.c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	now := s.opts.Clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := map[uint64]bool{}
+	for _, n := range nodes {
+		live[n.Id] = n.Live
+		if n.Live {
+			delete(s.downSince, n.Id)
+		} else if _, ok := s.downSince[n.Id]; !ok {
+			s.downSince[n.Id] = now
+		}
+	}
+	after := s.opts.ReprotectAfter
+	return func(id uint64) bool {
+		if after < 0 || live[id] {
+			return false
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		since, ok := s.downSince[id]
+		if !ok {
+			s.downSince[id] = now
+			since = now
+		}
+		return now.Sub(since) >= after
+	}, nil
 }
 
 func (s *Scrubber) wait(ctx context.Context, n int64) error {

@@ -564,11 +564,18 @@ func (c *Coordinator) mappingOp(ctx context.Context, rec *objectpb.ObjectRecord)
 }
 
 func garbageOp(key string, object, version uint64, placement []uint64) (clientv3.Op, error) {
+	return garbageOpAt(versionKey(garbagePrefix, version), key, object, version, placement)
+}
+
+// garbageOpAt lists the blobs of version on placement as garbage under
+// etcd key gk (a version's whole placement under versionKey, a single
+// node's blob left behind by a replacement under replacedGarbageKey).
+func garbageOpAt(gk, key string, object, version uint64, placement []uint64) (clientv3.Op, error) {
 	v, err := encodeValue(&objectpb.PendingPut{Key: key, Object: object, Version: version, Placement: placement})
 	if err != nil {
 		return clientv3.Op{}, err
 	}
-	return clientv3.OpPut(versionKey(garbagePrefix, version), v), nil
+	return clientv3.OpPut(gk, v), nil
 }
 
 // AbortPut drops a pending write; its chunks become garbage.
@@ -577,15 +584,20 @@ func (c *Coordinator) AbortPut(ctx context.Context, req *coordpb.AbortPutRequest
 	if err != nil {
 		return nil, rpcErr(err)
 	}
-	return &coordpb.AbortPutResponse{}, rpcErr(c.retirePending(ctx, pending, rev))
+	return &coordpb.AbortPutResponse{}, rpcErr(c.retirePending(ctx, versionKey(pendingPrefix, pending.Version), pending, rev))
 }
 
-func (c *Coordinator) retirePending(ctx context.Context, p *objectpb.PendingPut, rev int64) error {
-	op, err := garbageOp(p.Key, p.Object, p.Version, p.Placement)
+// retirePending turns the pending entry at etcd key pk (a write or a
+// replacement that never committed) into garbage.
+func (c *Coordinator) retirePending(ctx context.Context, pk string, p *objectpb.PendingPut, rev int64) error {
+	gk := versionKey(garbagePrefix, p.Version)
+	if rest := strings.TrimPrefix(pk, versionKey(pendingPrefix, p.Version)); rest != "" {
+		gk += rest // a replacement's target: its own garbage entry
+	}
+	op, err := garbageOpAt(gk, p.Key, p.Object, p.Version, p.Placement)
 	if err != nil {
 		return err
 	}
-	pk := versionKey(pendingPrefix, p.Version)
 	_, err = c.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(pk), "=", rev)).
 		Then(clientv3.OpDelete(pk), op).Commit()
 	return err
@@ -740,7 +752,7 @@ func (c *Coordinator) Sweep(ctx context.Context) error {
 			continue
 		}
 		if p.DeadlineUnixMs < now {
-			if err := c.retirePending(ctx, p, kv.ModRevision); err != nil {
+			if err := c.retirePending(ctx, string(kv.Key), p, kv.ModRevision); err != nil {
 				return err
 			}
 		}

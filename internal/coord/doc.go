@@ -25,6 +25,15 @@
 //   - The sweeper: expired pending writes become garbage; garbage versions
 //     are deleted from their live nodes and forgotten once every node of the
 //     placement has deleted its part.
+//   - Re-protection (replace.go): a replica or shard on a dead node is
+//     re-created elsewhere. BeginReplace picks the target (the first live
+//     member on the key's ring walk holding no part and no garbage of the
+//     version) and records it as a pending write of that one blob;
+//     CommitReplace swaps the slot in the record, updates the mapping table
+//     and lists the blob left on the dead node as garbage, in one
+//     transaction guarded by the record's revision. The copying is the
+//     client's scrub path (internal/client ReprotectObject), driven by the
+//     scrubber once a node has been down for ScrubberOptions.ReprotectAfter.
 //
 // # Invariants
 //
