@@ -56,7 +56,7 @@ type ScrubberOptions struct {
 	// scrubber saw it) before its replicas and shards are re-created on
 	// other nodes (default 10 minutes; negative: never).
 	ReprotectAfter time.Duration
-	Clock        base.Clock
+	Clock          base.Clock
 	// Sleep waits (injected for tests; default time.Sleep honoring ctx).
 	Sleep func(ctx context.Context, d time.Duration) error
 }
@@ -70,7 +70,7 @@ type ScrubStats struct {
 	// other nodes (ReprotectAfter); ReprotectFailed the attempts that
 	// failed (retried next pass).
 	Reprotected, ReprotectFailed int64
-	Repaired, RepairFailed  int64
+	Repaired, RepairFailed       int64
 	// RepairedMissing counts repairs that re-created missing chunks (also
 	// in Repaired).
 	RepairedMissing int64
