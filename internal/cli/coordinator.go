@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/signal"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -25,13 +21,17 @@ func newCoordinatorCmd() *cobra.Command {
 	var etcd string
 	var maxObject = base.GiB
 	var scrub scrubFlags
+	var start startFlags
 	cmd := &cobra.Command{
 		Use:   "coordinator --dir DIR",
 		Short: "Run the coordinator (embedded etcd by default)",
 		Long: `Runs the coordinator: membership and liveness (node leases in etcd), placement
 by FNV-1a consistent hashing, the object index and the mapping table. etcd is
 embedded (single member, data in DIR/etcd, ports chosen at run time) unless
---etcd names an external cluster. Writes its address to DIR/endpoint.`,
+--etcd names an external cluster. It listens on 127.0.0.1 at a port chosen the
+first time and kept for later runs on the same DIR (unless --listen says
+otherwise), and writes its address to DIR/endpoint while it runs. Only one
+flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Dir == "" {
@@ -42,16 +42,29 @@ embedded (single member, data in DIR/etcd, ports chosen at run time) unless
 			}
 			cfg.MaxObjectBytes = maxObject
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext()
 			defer stop()
-			c, err := coord.Start(ctx, cfg)
+			lock, err := lockDir(cfg.Dir)
 			if err != nil {
 				return err
 			}
+			defer lock.Release()
+			if err := removeEndpoint(cfg.Dir); err != nil {
+				return err
+			}
+			startCtx, cancel := start.startContext(ctx)
+			c, err := coord.Start(startCtx, cfg)
+			if err != nil {
+				err = startError(startCtx, err)
+				cancel()
+				return err
+			}
+			cancel()
 			defer c.Close()
 			if err := writeEndpoint(cfg.Dir, c.Addr()); err != nil {
 				return err
 			}
+			defer removeEndpoint(cfg.Dir)
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s (etcd %s)\n",
 				c.ClusterID(), c.Addr(), strings.Join(c.EtcdEndpoints(), ","))
 			if scrub.off {
@@ -75,12 +88,13 @@ embedded (single member, data in DIR/etcd, ports chosen at run time) unless
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Dir, "dir", "", "data directory (embedded etcd)")
-	f.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:0", "gRPC listen address")
+	f.StringVar(&cfg.ListenAddr, "listen", "", "gRPC listen address (default: 127.0.0.1 on the port DIR remembers)")
 	f.StringVar(&etcd, "etcd", "", "external etcd endpoints, comma-separated (default: embedded)")
 	f.Int64Var(&cfg.LeaseTTLSeconds, "lease-ttl-seconds", 5, "node liveness lease")
 	f.Var(&maxObject, "max-object", "largest object accepted")
 	f.StringVar(&cfg.ReadMode, "read-mode", coord.ReadModeDirect, "cluster read mode: direct or hdfs (baseline)")
 	scrub.register(cmd, 10*time.Minute)
+	start.register(cmd)
 	return cmd
 }
 
@@ -104,16 +118,4 @@ func (s *scrubFlags) register(cmd *cobra.Command, reprotectAfter time.Duration) 
 
 func (s *scrubFlags) options() client.ScrubberOptions {
 	return client.ScrubberOptions{ScrubBytesPerSecond: s.scrubRate, RepairBytesPerSecond: s.repRate, ReprotectAfter: s.reprotectAfter}
-}
-
-// writeEndpoint records the cluster endpoint in DIR/endpoint.
-func writeEndpoint(dir, addr string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp := filepath.Join(dir, "endpoint.tmp")
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(dir, "endpoint"))
 }

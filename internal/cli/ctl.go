@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,16 +27,21 @@ type ctlFlags struct {
 	timeout  time.Duration
 }
 
-// dial connects to the cluster named by --endpoint or FLASHMEND_ENDPOINT.
+// dial connects to the cluster named by --endpoint, FLASHMEND_ENDPOINT, or
+// the endpoint file of a dev cluster under .flashmend/dev (see
+// findEndpoint). A cluster that does not answer is one line saying where
+// the endpoint came from and what to check.
 func (f *ctlFlags) dial(ctx context.Context) (*client.Client, error) {
-	ep := f.endpoint
-	if ep == "" {
-		ep = os.Getenv(EndpointEnv)
+	ep, err := resolveEndpoint(f.endpoint)
+	if err != nil {
+		return nil, err
 	}
-	if ep == "" {
-		return nil, base.InvalidArgumentf("no endpoint: use --endpoint or %s", EndpointEnv)
+	c, err := client.Dial(ctx, ep.addr, client.Options{ReadMode: f.readMode})
+	var unreachable *client.UnreachableError
+	if errors.As(err, &unreachable) {
+		return nil, ep.unreachable(unreachable)
 	}
-	return client.Dial(ctx, ep, client.Options{ReadMode: f.readMode})
+	return c, err
 }
 
 // run dials, runs f with a deadline, and closes the client.

@@ -2,12 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,6 +26,7 @@ type devOptions struct {
 	readMode   string
 	maxObject  base.Bytes
 	scrub      scrubFlags
+	start      startFlags
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -37,13 +36,18 @@ func newDevCmd() *cobra.Command {
 		Use:   "dev --dir DIR [--nodes 6]",
 		Short: "Run a local cluster: coordinator and nodes in one process",
 		Long: `Runs a coordinator (embedded etcd) and N storage nodes in one process on
-127.0.0.1 ports chosen at run time, each node with its own store under DIR.
-Prints the endpoint and writes it to DIR/endpoint; use it with
-'flashmend ctl --endpoint ADDR' or FLASHMEND_ENDPOINT. Ctrl-C stops it
-cleanly; starting again on the same DIR keeps the data.`,
+127.0.0.1, each node with its own store under DIR/node-ID (node IDs are 1..N).
+The cluster endpoint's port is chosen the first time and kept for later runs
+on the same DIR. While it runs, DIR/endpoint holds the endpoint; 'flashmend
+ctl' finds .flashmend/dev/endpoint by itself, or takes --endpoint ADDR or
+FLASHMEND_ENDPOINT.
+
+Only one flashmend may run on a DIR: a second one fails at once, naming the
+first one's pid. Ctrl-C (or SIGTERM) stops it cleanly and exits 0; a second
+Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext()
 			defer stop()
 			return runDev(ctx, o, cmd.OutOrStdout(), cmd.ErrOrStderr(), nil)
 		},
@@ -58,6 +62,7 @@ cleanly; starting again on the same DIR keeps the data.`,
 	// A dev cluster's nodes restart in seconds: one down for a minute has
 	// failed (a node that cannot open is reported dead at start).
 	o.scrub.register(cmd, time.Minute)
+	o.start.register(cmd)
 	return cmd
 }
 
@@ -80,10 +85,24 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		so := o.scrub.options()
 		opts.Scrub = &so
 	}
-	cl, err := devcluster.Start(ctx, opts)
+	lock, err := lockDir(o.dir)
 	if err != nil {
 		return err
 	}
+	defer lock.Release()
+	// A crash leaves the previous run's endpoint behind: drop it before
+	// start-up, so that nobody follows it while this run starts.
+	if err := removeEndpoint(o.dir); err != nil {
+		return err
+	}
+	startCtx, cancel := o.start.startContext(ctx)
+	cl, err := devcluster.Start(startCtx, opts)
+	if err != nil {
+		err = startError(startCtx, err)
+		cancel()
+		return err
+	}
+	cancel()
 	if err := writeEndpoint(o.dir, cl.Endpoint()); err != nil {
 		cl.Close()
 		return err
@@ -93,14 +112,14 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	for _, d := range dead {
 		fmt.Fprintf(out, "dead: %v\n", d)
 	}
-	fmt.Fprintf(out, "endpoint %s\n", cl.Endpoint())
-	fmt.Fprintf(out, "try: FLASHMEND_ENDPOINT=%s flashmend ctl nodes\n", cl.Endpoint())
+	fmt.Fprintf(out, "endpoint %s (in %s)\n", cl.Endpoint(), filepath.Join(o.dir, endpointFile))
+	fmt.Fprintf(out, "try: flashmend ctl --endpoint %s nodes\n", cl.Endpoint())
 	if ready != nil {
 		ready(cl)
 	}
 	<-ctx.Done()
 	fmt.Fprintln(out, "stopping")
-	return cl.Close()
+	return errors.Join(removeEndpoint(o.dir), closeWithin(shutdownTimeout, cl.Close))
 }
 
 // devStore returns how `flashmend dev` opens a node's store (nil: the

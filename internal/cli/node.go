@@ -1,11 +1,7 @@
 package cli
 
 import (
-	"context"
 	"fmt"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -17,12 +13,14 @@ import (
 func newNodeCmd() *cobra.Command {
 	var cfg node.Config
 	var id uint64
+	var start startFlags
 	cmd := &cobra.Command{
 		Use:   "node --dir DIR --coordinator ADDR",
 		Short: "Run a storage node",
 		Long: `Runs a storage node: a gRPC server over a local store of 64 KiB chunks with
 end-to-end CRC32C checksums. It joins the cluster through the coordinator,
-keeps a lease in etcd and heartbeats its statistics. Ctrl-C stops it cleanly.`,
+keeps a lease in etcd and heartbeats its statistics. Only one flashmend may run
+on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Dir == "" {
@@ -33,15 +31,24 @@ keeps a lease in etcd and heartbeats its statistics. Ctrl-C stops it cleanly.`,
 			}
 			cfg.NodeID = base.NodeID(id)
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := signalContext()
 			defer stop()
-			n, err := node.Start(ctx, cfg)
+			lock, err := lockDir(cfg.Dir)
 			if err != nil {
 				return fmt.Errorf("node in %s did not start: %w", cfg.Dir, err)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %s serving on %s\n", n.ID(), n.Addr())
+			defer lock.Release()
+			startCtx, cancel := start.startContext(ctx)
+			n, err := node.Start(startCtx, cfg)
+			if err != nil {
+				err = startError(startCtx, err)
+				cancel()
+				return err
+			}
+			cancel()
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s serving on %s (data in %s)\n", n.ID(), n.Addr(), cfg.Dir)
 			<-ctx.Done()
-			return n.Close()
+			return closeWithin(shutdownTimeout, n.Close)
 		},
 	}
 	f := cmd.Flags()
@@ -50,5 +57,6 @@ keeps a lease in etcd and heartbeats its statistics. Ctrl-C stops it cleanly.`,
 	f.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:0", "gRPC listen address")
 	f.Uint64Var(&id, "id", 0, "node ID (0: from the identity file, or allocated)")
 	f.BoolVar(&cfg.SyncWrites, "sync", true, "fsync every chunk write")
+	start.register(cmd)
 	return cmd
 }

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/klauspost/reedsolomon"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
@@ -88,11 +91,16 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	}
 	c := &Client{opts: opts, conn: conn, coord: coordpb.NewCoordinatorClient(conn), conns: map[string]*grpc.ClientConn{}}
 	c.bgCtx, c.bgStop = context.WithCancel(context.Background())
+	// NB: fail fast (no WaitForReady): a refused or unresolvable endpoint
+	// fails the first call at once instead of retrying until the deadline.
 	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	c.info, err = c.coord.ClusterInfo(ictx, &coordpb.ClusterInfoRequest{}, grpc.WaitForReady(true))
+	c.info, err = c.coord.ClusterInfo(ictx, &coordpb.ClusterInfoRequest{})
 	if err != nil {
 		conn.Close()
+		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
+			return nil, &UnreachableError{Endpoint: endpoint, Reason: unreachableReason(err)}
+		}
 		return nil, fmt.Errorf("client: coordinator at %s: %w", endpoint, node.FromStatus(err))
 	}
 	enc, err := reedsolomon.New(4, 2)
@@ -102,6 +110,44 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	}
 	c.enc = enc
 	return c, nil
+}
+
+// UnreachableError is Dial's error when nothing answers at the endpoint.
+type UnreachableError struct {
+	Endpoint string
+	// Reason is the cause in a few words ("connection refused", "no such
+	// host", ...), without gRPC's wrapping.
+	Reason string
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach a flashmend coordinator at %s: %s", e.Endpoint, e.Reason)
+}
+
+// unreachableReason reduces a gRPC connection error to its cause.
+func unreachableReason(err error) string {
+	msg := err.Error()
+	if st, ok := status.FromError(err); ok {
+		msg = st.Message()
+		if st.Code() == codes.DeadlineExceeded {
+			return "no answer before the deadline"
+		}
+	}
+	for _, known := range []string{"connection refused", "no such host", "produced zero addresses",
+		"connection reset by peer", "i/o timeout", "network is unreachable", "missing port in address",
+		"too many colons in address", "invalid port", "EOF"} {
+		if strings.Contains(msg, known) {
+			if known == "produced zero addresses" {
+				return "the host name does not resolve"
+			}
+			return known
+		}
+	}
+	// The innermost part of a nested "desc = ...: ..." message.
+	if i := strings.LastIndex(msg, ": "); i >= 0 && i+2 < len(msg) {
+		msg = msg[i+2:]
+	}
+	return strings.Trim(msg, `"`)
 }
 
 // Close waits for background re-replications and closes connections.

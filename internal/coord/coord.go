@@ -40,7 +40,10 @@ const (
 type Config struct {
 	// Dir holds the embedded etcd's data (Dir/etcd).
 	Dir string
-	// ListenAddr defaults to 127.0.0.1:0.
+	// ListenAddr is the gRPC address. Empty: 127.0.0.1 on the port
+	// remembered in Dir (chosen at run time the first time), so that the
+	// cluster endpoint survives restarts; without Dir, a port chosen at run
+	// time.
 	ListenAddr string
 	// EtcdEndpoints, when set, uses an external etcd cluster instead of the
 	// embedded one.
@@ -100,9 +103,6 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if cfg.Dir == "" && len(cfg.EtcdEndpoints) == 0 {
 		return nil, base.InvalidArgumentf("coordinator: a directory (for embedded etcd) or etcd endpoints are required")
 	}
-	if cfg.ListenAddr == "" {
-		cfg.ListenAddr = "127.0.0.1:0"
-	}
 	if cfg.LeaseTTLSeconds <= 0 {
 		cfg.LeaseTTLSeconds = 3
 	}
@@ -133,7 +133,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c := &Coordinator{cfg: cfg, conns: map[string]*grpc.ClientConn{}}
 	c.endpoints = cfg.EtcdEndpoints
 	if len(c.endpoints) == 0 {
-		e, eps, err := startEmbeddedEtcd(filepath.Join(cfg.Dir, "etcd"), cfg.UnsafeNoFsync, "error")
+		e, eps, err := startEmbeddedEtcd(ctx, filepath.Join(cfg.Dir, "etcd"), cfg.UnsafeNoFsync, "error")
 		if err != nil {
 			return nil, err
 		}
@@ -150,7 +150,7 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 		c.closeEtcd()
 		return nil, err
 	}
-	c.lis, err = net.Listen("tcp", cfg.ListenAddr)
+	c.lis, err = listen(cfg.ListenAddr, cfg.Dir, cfg.Logf)
 	if err != nil {
 		c.closeEtcd()
 		return nil, fmt.Errorf("coordinator: listen: %w", err)

@@ -22,6 +22,10 @@
 //     writer that never commits leaves only a pending record, which expires.
 //   - The mapping table (MappingTable, etcd-backed): objects whose placement
 //     or redundancy differs from the default; see its doc for the scale limit.
+//   - The cluster endpoint's port: with a directory and no explicit listen
+//     address, the port chosen the first time is remembered in
+//     Dir/listen.json (with a CRC32C) and used again by later starts, so that
+//     clients keep their endpoint across restarts.
 //   - The sweeper: expired pending writes become garbage; garbage versions
 //     are deleted from their live nodes and forgotten once every node of the
 //     placement has deleted its part.

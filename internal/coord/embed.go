@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -34,7 +35,12 @@ func freePort(want int) (int, error) {
 
 // startEmbeddedEtcd starts a single-member etcd with its data in dir, on
 // loopback ports chosen at run time. It returns the client endpoints.
-func startEmbeddedEtcd(dir string, noFsync bool, logLevel string) (*embed.Etcd, []string, error) {
+//
+// Every blocking step honours ctx: embed.StartEtcd itself cannot be
+// interrupted (it waits, for instance, on the bbolt file lock of a data
+// directory another process holds), so it runs in its own goroutine, and an
+// abandoned start is closed when it returns.
+func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel string) (*embed.Etcd, []string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, nil, err
 	}
@@ -71,13 +77,44 @@ func startEmbeddedEtcd(dir string, noFsync bool, logLevel string) (*embed.Etcd, 
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.AutoCompactionMode = embed.CompactorModeRevision
 	cfg.AutoCompactionRetention = "10000"
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return nil, nil, fmt.Errorf("coord: embedded etcd: %w", err)
+	type started struct {
+		e   *embed.Etcd
+		err error
+	}
+	startedc := make(chan started, 1)
+	go func() {
+		e, err := embed.StartEtcd(cfg)
+		startedc <- started{e, err}
+	}()
+	abandon := func() {
+		go func() {
+			if s := <-startedc; s.e != nil {
+				s.e.Close()
+			}
+		}()
+	}
+	timeout := time.NewTimer(60 * time.Second)
+	defer timeout.Stop()
+	var e *embed.Etcd
+	select {
+	case s := <-startedc:
+		if s.err != nil {
+			return nil, nil, fmt.Errorf("coord: embedded etcd: %w", s.err)
+		}
+		e = s.e
+	case <-ctx.Done():
+		abandon()
+		return nil, nil, fmt.Errorf("coord: starting the embedded etcd in %s: %w", dir, context.Cause(ctx))
+	case <-timeout.C:
+		abandon()
+		return nil, nil, fmt.Errorf("coord: the embedded etcd in %s did not start in 60s (is another process using it?)", dir)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
-	case <-time.After(60 * time.Second):
+	case <-ctx.Done():
+		e.Close()
+		return nil, nil, fmt.Errorf("coord: waiting for the embedded etcd in %s: %w", dir, context.Cause(ctx))
+	case <-timeout.C:
 		e.Close()
 		return nil, nil, fmt.Errorf("coord: embedded etcd did not become ready in 60s")
 	case err := <-e.Err():

@@ -1,0 +1,309 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Tests of what users touch run the built binary: exit codes, signals,
+// output, files left behind. TestMain builds it once, on first use.
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+	binDir  string
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
+
+// flashmendBinary returns the path of a freshly built flashmend binary.
+func flashmendBinary(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "flashmend-bin-")
+		if binErr != nil {
+			return
+		}
+		goCmd, err := exec.LookPath("go")
+		if err != nil {
+			goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		}
+		binPath = filepath.Join(binDir, "flashmend")
+		out, err := exec.Command(goCmd, "build", "-o", binPath, "github.com/flashmend/flashmend/cmd/flashmend").CombinedOutput()
+		if err != nil {
+			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+// lockedBuffer is a bytes.Buffer safe for a process writing while the test
+// reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// proc is a flashmend process a test started.
+type proc struct {
+	cmd         *exec.Cmd
+	out, errOut lockedBuffer
+	done        chan struct{}
+	code        int
+}
+
+// binEnv is the environment of the processes a test starts: without
+// FLASHMEND_ENDPOINT, so that ctl's own endpoint discovery is what runs.
+func binEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, EndpointEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// startBinary starts the binary in working directory wd.
+func startBinary(t *testing.T, wd string, args ...string) *proc {
+	t.Helper()
+	p := &proc{done: make(chan struct{})}
+	p.cmd = exec.Command(flashmendBinary(t), args...)
+	p.cmd.Dir = wd
+	p.cmd.Env = binEnv()
+	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errOut
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		var exit *exec.ExitError
+		switch {
+		case err == nil:
+		case errors.As(err, &exit):
+			p.code = exit.ExitCode() // -1 when killed by a signal
+		default:
+			p.code = -2
+		}
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+// wait returns the exit code, failing the test when the process is still
+// running after a generous deadline.
+func (p *proc) wait(t *testing.T, what string) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("%s: still running after 3 minutes\nstdout:\n%s\nstderr:\n%s", what, p.out.String(), p.errOut.String())
+	}
+	return 0
+}
+
+func (p *proc) signal(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatalf("signal %v: %v", sig, err)
+	}
+}
+
+// runBinary runs the binary to completion in wd.
+func runBinary(t *testing.T, wd string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	p := startBinary(t, wd, args...)
+	code = p.wait(t, strings.Join(args, " "))
+	return p.out.String(), p.errOut.String(), code
+}
+
+// waitFor polls cond until it holds, failing after a generous deadline.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// startDevBinary starts `flashmend dev` on wd/.flashmend/dev (where ctl
+// finds it by itself) and waits until it serves.
+func startDevBinary(t *testing.T, wd string, extra ...string) (*proc, string) {
+	t.Helper()
+	dir := filepath.Join(wd, devDir)
+	args := append([]string{"dev", "--dir", dir, "--nodes", "3", "--device-size", "64MiB", "--no-scrub"}, extra...)
+	p := startBinary(t, wd, args...)
+	var ep string
+	waitFor(t, "the dev cluster's endpoint", func() bool {
+		select {
+		case <-p.done:
+			t.Fatalf("dev exited %d:\n%s%s", p.code, p.out.String(), p.errOut.String())
+		default:
+		}
+		if !strings.Contains(p.out.String(), "endpoint ") {
+			return false
+		}
+		var err error
+		ep, err = readEndpoint(dir)
+		return err == nil
+	})
+	return p, ep
+}
+
+// TestDevLifecycleThroughBinary covers issue 17 items 2 to 5 as a user meets
+// them: one flashmend per data directory, a clean Ctrl-C exits 0 and removes
+// the endpoint file, the endpoint survives restarts, ctl finds the dev
+// cluster without FLASHMEND_ENDPOINT, and an unreachable endpoint is one
+// line that says what to check.
+func TestDevLifecycleThroughBinary(t *testing.T) {
+	wd := t.TempDir()
+	dir := filepath.Join(wd, devDir)
+	first, ep := startDevBinary(t, wd)
+
+	// Item 2: a second flashmend on the same directory fails at once.
+	_, errOut, code := runBinary(t, wd, "dev", "--dir", dir, "--nodes", "3", "--device-size", "64MiB")
+	want := fmt.Sprintf("another flashmend is running on %s (pid %d)", dir, first.cmd.Process.Pid)
+	if code != 1 || !strings.Contains(errOut, want) {
+		t.Fatalf("second dev: exit %d, stderr %q; want exit 1 and %q", code, errOut, want)
+	}
+
+	// Item 4: ctl finds .flashmend/dev/endpoint by itself, also from a
+	// subdirectory.
+	sub := filepath.Join(wd, "some", "where")
+	os.MkdirAll(sub, 0o755)
+	out, errOut, code := runBinary(t, sub, "ctl", "nodes")
+	if code != 0 || strings.Count(out, " up ") != 3 {
+		t.Fatalf("ctl nodes without an endpoint: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// Item 3: SIGINT is a clean shutdown: exit 0, endpoint file gone.
+	first.signal(t, os.Interrupt)
+	if code := first.wait(t, "dev after SIGINT"); code != 0 {
+		t.Fatalf("dev after SIGINT: exit %d\n%s", code, first.errOut.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, endpointFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("endpoint file after shutdown: %v", err)
+	}
+
+	// Item 5: one line, fast (the reason is "connection refused", not a
+	// deadline), saying what to check.
+	_, errOut, code = runBinary(t, wd, "ctl", "nodes")
+	if code == 0 || !strings.Contains(errOut, "no flashmend runs on "+devDir) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("ctl nodes after shutdown: exit %d, stderr %q", code, errOut)
+	}
+	_, errOut, code = runBinary(t, wd, "ctl", "--endpoint", ep, "--timeout", "1h", "stat", "k")
+	if code != 1 || !strings.Contains(errOut, "cannot reach a flashmend coordinator at "+ep+": connection refused") ||
+		strings.Contains(errOut, "rpc error") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("ctl against a stopped cluster: exit %d, stderr %q", code, errOut)
+	}
+	_, errOut, code = runBinary(t, wd, "ctl", "--endpoint", "no-such-host.invalid:7000", "--timeout", "1h", "nodes")
+	if code != 1 || !strings.Contains(errOut, "cannot reach a flashmend coordinator at no-such-host.invalid:7000") ||
+		strings.Contains(errOut, "rpc error") || strings.Count(strings.TrimSpace(errOut), "\n") != 0 {
+		t.Fatalf("ctl against an unresolvable host: exit %d, stderr %q", code, errOut)
+	}
+
+	// Item 4: the same endpoint after a restart (unless another program
+	// took the port meanwhile, which the coordinator must then say).
+	second, ep2 := startDevBinary(t, wd)
+	if ep2 != ep && !strings.Contains(second.errOut.String(), "is not available") {
+		t.Fatalf("endpoint %s after restart, was %s, and no word about it:\n%s", ep2, ep, second.errOut.String())
+	}
+
+	// A crash leaves the endpoint file behind: ctl says it is stale, and
+	// the next start takes over (the kernel dropped the crashed lock).
+	second.cmd.Process.Kill()
+	second.wait(t, "dev after SIGKILL")
+	_, errOut, code = runBinary(t, wd, "ctl", "nodes")
+	if code != 1 || !strings.Contains(errOut, "left by a flashmend that is no longer running") {
+		t.Fatalf("ctl with a stale endpoint file: exit %d, stderr %q", code, errOut)
+	}
+	third, _ := startDevBinary(t, wd)
+	third.signal(t, syscall.SIGTERM)
+	if code := third.wait(t, "dev after SIGTERM"); code != 0 {
+		t.Fatalf("dev after SIGTERM: exit %d\n%s", code, third.errOut.String())
+	}
+}
+
+// TestDevStartupHonoursSignalsAndTimeout blocks start-up where the issue
+// found it stuck, on the embedded etcd's bbolt file lock (held here by the
+// test), and checks that --start-timeout and SIGINT both end it.
+func TestDevStartupHonoursSignalsAndTimeout(t *testing.T) {
+	wd := t.TempDir()
+	dir := filepath.Join(wd, devDir)
+	p, _ := startDevBinary(t, wd)
+	p.signal(t, os.Interrupt)
+	if code := p.wait(t, "dev"); code != 0 {
+		t.Fatalf("dev: exit %d", code)
+	}
+	db := filepath.Join(dir, "coordinator", "etcd", "data", "member", "snap", "db")
+	f, err := os.OpenFile(db, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"dev", "--dir", dir, "--nodes", "3", "--device-size", "64MiB", "--no-scrub"}
+
+	_, errOut, code := runBinary(t, wd, append(args, "--start-timeout", "2s")...)
+	if code != 1 || !strings.Contains(errOut, "start-up did not finish within --start-timeout 2s") {
+		t.Fatalf("blocked start with --start-timeout 2s: exit %d, stderr %q", code, errOut)
+	}
+
+	blocked := startBinary(t, wd, args...)
+	// The lock file names the new process once it holds the directory,
+	// which is after its signal handler is installed.
+	waitFor(t, "the directory lock", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "flashmend.lock"))
+		return err == nil && strings.TrimSpace(string(b)) == fmt.Sprint(blocked.cmd.Process.Pid)
+	})
+	blocked.signal(t, os.Interrupt)
+	if code := blocked.wait(t, "blocked dev after SIGINT"); code != 1 || !strings.Contains(blocked.errOut.String(), "start-up stopped: interrupted") {
+		t.Fatalf("blocked start after SIGINT: exit %d, stderr %q", code, blocked.errOut.String())
+	}
+}
