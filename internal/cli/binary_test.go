@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -305,5 +306,121 @@ func TestDevStartupHonoursSignalsAndTimeout(t *testing.T) {
 	blocked.signal(t, os.Interrupt)
 	if code := blocked.wait(t, "blocked dev after SIGINT"); code != 1 || !strings.Contains(blocked.errOut.String(), "start-up stopped: interrupted") {
 		t.Fatalf("blocked start after SIGINT: exit %d, stderr %q", code, blocked.errOut.String())
+	}
+}
+
+// TestCtlThroughBinary covers issue 17 items 8 to 11 and 13 as a user meets
+// them: bad keys and missing flags are usage errors (exit 2), unknown
+// subcommands fail, mutating commands say what they did, versions count per
+// key, and tables have headers and stay aligned.
+func TestCtlThroughBinary(t *testing.T) {
+	wd := t.TempDir()
+	dev, _ := startDevBinary(t, wd)
+	defer func() {
+		dev.signal(t, os.Interrupt)
+		if code := dev.wait(t, "dev"); code != 0 {
+			t.Errorf("dev exit %d", code)
+		}
+	}()
+	ctl := func(wantCode int, args ...string) (string, string) {
+		t.Helper()
+		out, errOut, code := runBinary(t, wd, append([]string{"ctl"}, args...)...)
+		if code != wantCode {
+			t.Fatalf("ctl %q: exit %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, wantCode, out, errOut)
+		}
+		return out, errOut
+	}
+	obj := filepath.Join(wd, "obj")
+	if err := os.WriteFile(obj, bytes.Repeat([]byte("flashmend "), 20000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Item 11: versions count per key.
+	for i, want := range []string{"hello version 1 200000B rep", "hello version 2 200000B rep"} {
+		if out, _ := ctl(0, "put", "hello", obj); !strings.HasPrefix(out, want) {
+			t.Fatalf("put %d: %q, want prefix %q", i, out, want)
+		}
+	}
+	if out, _ := ctl(0, "stat", "hello"); !strings.HasPrefix(out, "hello version 2 ") {
+		t.Fatalf("stat: %q", out)
+	}
+
+	// Item 9: required flags are required; mutating commands say what
+	// they did.
+	if _, errOut := ctl(2, "corrupt", "hello", "--replica", "0"); !strings.Contains(errOut, `required flag(s) "offset" not set`) {
+		t.Fatalf("corrupt without --offset: %q", errOut)
+	}
+	if _, errOut := ctl(2, "fail-die", "--node", "1"); !strings.Contains(errOut, `required flag(s) "die" not set`) {
+		t.Fatalf("fail-die without --die: %q", errOut)
+	}
+	if _, errOut := ctl(2, "inject", "uber", "1e-7"); !strings.Contains(errOut, `required flag(s) "node" not set`) {
+		t.Fatalf("inject uber without --node: %q", errOut)
+	}
+	out, _ := ctl(0, "corrupt", "hello", "--replica", "1", "--offset", "70000", "--bits", "3")
+	if !regexp.MustCompile(`^flipped 3 bits of hello version 2 replica 1 at byte 70000: node \d, chunk 1, byte 4464 of the chunk\n$`).MatchString(out) {
+		t.Fatalf("corrupt: %q", out)
+	}
+	if out, _ := ctl(0, "inject", "uber", "--node", "2", "1e-7"); out != "node 2: flips each bit it reads with probability 1e-07 on the way out (transient)\n" {
+		t.Fatalf("inject uber: %q", out)
+	}
+	if out, _ := ctl(0, "inject", "uber", "--node", "2", "0"); out != "node 2: no longer injects bit flips\n" {
+		t.Fatalf("inject uber 0: %q", out)
+	}
+	if out, _ := ctl(0, "fail-die", "--node", "3", "--die", "1"); out != "node 3: die 1 of its emulated flash device failed\n" {
+		t.Fatalf("fail-die: %q", out)
+	}
+	if out, _ := ctl(0, "rm", "hello"); out != "deleted hello version 2 (its chunks are collected in the background)\n" {
+		t.Fatalf("rm: %q", out)
+	}
+	if out, _ := ctl(0, "put", "hello", obj); !strings.HasPrefix(out, "hello version 1 ") {
+		t.Fatalf("put after rm: %q", out)
+	}
+
+	// Item 8: a key that is not UTF-8 is refused before the wire, like
+	// other invalid keys.
+	for _, args := range [][]string{{"put", "bad\xff", obj}, {"stat", "bad\xff"}, {"rm", "\xfe"}, {"ls", "\xff"}, {"put", "", obj}} {
+		_, errOut := ctl(2, args...)
+		if strings.Contains(errOut, "rpc error") || strings.Contains(errOut, "Internal") {
+			t.Fatalf("%q: %q", args, errOut)
+		}
+	}
+
+	// Item 13: ls has a header, and a wide key does not shift the columns.
+	ctl(0, "put", "日本語のキー", obj)
+	if _, errOut := ctl(1, "put", "x", obj, "--redundancy", "ec"); strings.Contains(errOut, "rpc error") {
+		t.Fatalf("put ec on 3 nodes: %q", errOut)
+	}
+	out, _ = ctl(0, "ls")
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "KEY ") {
+		t.Fatalf("ls:\n%s", out)
+	}
+	col := func(line, field string) int { return cellWidth(line[:strings.Index(line, field)]) }
+	if col(lines[0], "SIZE") != col(lines[1], "200000") || col(lines[0], "SIZE") != col(lines[2], "200000") {
+		t.Fatalf("ls columns out of line:\n%s", out)
+	}
+
+	// Item 10: unknown subcommands fail with "unknown command".
+	for _, args := range [][]string{{"ctl", "bogus"}, {"ctl", "inject", "bogus"}, {"flash", "bogus"}, {"kv", "bogus"},
+		{"ctl", "kv", "bogus"}, {"pebble", "bogus"}, {"model", "bogus"}, {"experiments", "bogus"}, {"bogus"}} {
+		_, errOut, code := runBinary(t, wd, args...)
+		if code != 2 || !strings.Contains(errOut, `unknown command "bogus"`) {
+			t.Fatalf("%q: exit %d, stderr %q", args, code, errOut)
+		}
+	}
+	if out, _, code := runBinary(t, wd, "ctl"); code != 0 || !strings.Contains(out, "Available Commands") {
+		t.Fatalf("bare ctl: exit %d\n%s", code, out)
+	}
+
+	// Item 13: usage errors show the usage line; ctl kv has its own help;
+	// papers are named.
+	if _, errOut, code := runBinary(t, wd, "kv", "scan"); code != 2 || !strings.Contains(errOut, "usage: flashmend kv scan START END") {
+		t.Fatalf("kv scan: exit %d, %q", code, errOut)
+	}
+	if out, _, _ := runBinary(t, wd, "ctl", "kv", "--help"); strings.Contains(out, "serve a local cluster") || strings.Contains(out, "demo") {
+		t.Fatalf("ctl kv help:\n%s", out)
+	}
+	if out, _, _ := runBinary(t, wd, "model", "direct"); !strings.Contains(out, "DIRECT (SoCC'19 and tech report) Table 1") || strings.Contains(out, "paper 0") {
+		t.Fatalf("model direct:\n%s", out)
 	}
 }

@@ -112,12 +112,7 @@ func ctlGet(f *ctlFlags) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "get KEY [FILE]",
 		Short: "Read KEY to FILE (standard output when FILE is - or absent)",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) < 1 || len(args) > 2 {
-				return usageError{fmt.Errorf("accepts 1 or 2 args, received %d", len(args))}
-			}
-			return nil
-		},
+		Args:  rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(func(ctx context.Context, c *client.Client) error {
 				data, rep, err := c.GetWithReport(ctx, args[0], f.readMode)
@@ -143,8 +138,26 @@ func ctlGet(f *ctlFlags) *cobra.Command {
 }
 
 func formatRecord(r *objectpb.ObjectRecord) string {
-	return fmt.Sprintf("%s version %d %dB %s on nodes %v created %s", r.Key, r.Version, r.SizeBytes,
-		redName(r.Redundancy), r.Placement, time.UnixMilli(r.CreatedUnixMs).UTC().Format(time.RFC3339))
+	return fmt.Sprintf("%s %dB %s on nodes %v created %s", versionName(r), r.SizeBytes,
+		redName(r.Redundancy), r.Placement, createdTime(r))
+}
+
+// versionName names a key's version for users: "KEY version N".
+func versionName(r *objectpb.ObjectRecord) string {
+	return fmt.Sprintf("%s version %s", displayKey(r.Key), versionNumber(r))
+}
+
+// versionNumber is the per-key version users see (1, 2, 3, ...); records
+// written before per-key numbers existed show their internal version.
+func versionNumber(r *objectpb.ObjectRecord) string {
+	if r.KeyVersion == 0 {
+		return fmt.Sprintf("(internal %d)", r.Version)
+	}
+	return strconv.FormatUint(r.KeyVersion, 10)
+}
+
+func createdTime(r *objectpb.ObjectRecord) string {
+	return time.UnixMilli(r.CreatedUnixMs).UTC().Format(time.RFC3339)
 }
 
 func redName(r objectpb.Redundancy) string {
@@ -181,7 +194,14 @@ func ctlRm(f *ctlFlags) *cobra.Command {
 		Short: "Delete KEY",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return f.run(func(ctx context.Context, c *client.Client) error { return c.Delete(ctx, args[0]) })
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				rec, err := c.DeleteKey(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "deleted %s (its chunks are collected in the background)\n", versionName(rec))
+				return nil
+			})
 		},
 	}
 }
@@ -190,12 +210,7 @@ func ctlLs(f *ctlFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "ls [PREFIX]",
 		Short: "List keys (with size, redundancy and version)",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError{fmt.Errorf("accepts at most 1 arg, received %d", len(args))}
-			}
-			return nil
-		},
+		Args:  rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prefix := ""
 			if len(args) == 1 {
@@ -206,11 +221,12 @@ func ctlLs(f *ctlFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+				rows := [][]string{{"KEY", "SIZE", "REDUNDANCY", "VERSION", "CREATED"}}
 				for _, r := range recs {
-					fmt.Fprintf(w, "%s\t%d\t%s\tv%d\n", r.Key, r.SizeBytes, redName(r.Redundancy), r.Version)
+					rows = append(rows, []string{displayKey(r.Key), strconv.FormatInt(r.SizeBytes, 10), redName(r.Redundancy),
+						versionNumber(r), createdTime(r)})
 				}
-				return w.Flush()
+				return writeTable(cmd.OutOrStdout(), rows)
 			})
 		},
 	}
@@ -296,12 +312,24 @@ func ctlInjectUBER(f *ctlFlags) *cobra.Command {
 				return base.InvalidArgumentf("rate %q: %v", args[0], err)
 			}
 			return f.run(func(ctx context.Context, c *client.Client) error {
-				return c.InjectUBER(ctx, id, rate, persistent)
+				if err := c.InjectUBER(ctx, id, rate, persistent); err != nil {
+					return err
+				}
+				switch {
+				case rate == 0:
+					fmt.Fprintf(cmd.OutOrStdout(), "node %d: no longer injects bit flips\n", id)
+				case persistent:
+					fmt.Fprintf(cmd.OutOrStdout(), "node %d: flips each bit it reads with probability %g and writes the flips back (persistent)\n", id, rate)
+				default:
+					fmt.Fprintf(cmd.OutOrStdout(), "node %d: flips each bit it reads with probability %g on the way out (transient)\n", id, rate)
+				}
+				return nil
 			})
 		},
 	}
-	cmd.Flags().Uint64Var(&nodeID, "node", 0, "node ID")
+	cmd.Flags().Uint64Var(&nodeID, "node", 0, "node ID (as in 'ctl nodes')")
 	cmd.Flags().BoolVar(&persistent, "persistent", false, "write the flips into the stored data")
+	markRequired(cmd, "node")
 	return cmd
 }
 
@@ -315,13 +343,24 @@ func ctlCorrupt(f *ctlFlags) *cobra.Command {
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(func(ctx context.Context, c *client.Client) error {
-				return c.Corrupt(ctx, args[0], replica, offset, bits)
+				d, err := c.CorruptAt(ctx, args[0], replica, offset, bits)
+				if err != nil {
+					return err
+				}
+				what := "replica"
+				if d.Record.Redundancy == objectpb.Redundancy_EC {
+					what = "shard"
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "flipped %d bits of %s %s %d at byte %d: node %d, chunk %d, byte %d of the chunk\n",
+					d.Bits, versionName(d.Record), what, d.Replica, offset, d.Node, d.Chunk.Index, d.OffsetInChunk)
+				return nil
 			})
 		},
 	}
-	cmd.Flags().IntVar(&replica, "replica", 0, "replica index (REP) or shard index (EC)")
+	cmd.Flags().IntVar(&replica, "replica", 0, "replica index (REP, 0-2) or shard index (EC, 0-5)")
 	cmd.Flags().Int64Var(&offset, "offset", 0, "byte offset in the replica's or shard's data")
 	cmd.Flags().IntVar(&bits, "bits", 1, "number of consecutive bits to flip")
+	markRequired(cmd, "replica", "offset")
 	return cmd
 }
 
@@ -337,11 +376,18 @@ func ctlFailDie(f *ctlFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return f.run(func(ctx context.Context, c *client.Client) error { return c.FailDie(ctx, id, die) })
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				if err := c.FailDie(ctx, id, die); err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "node %d: die %d of its emulated flash device failed\n", id, die)
+				return nil
+			})
 		},
 	}
-	cmd.Flags().Uint64Var(&nodeID, "node", 0, "node ID")
+	cmd.Flags().Uint64Var(&nodeID, "node", 0, "node ID (as in 'ctl nodes')")
 	cmd.Flags().IntVar(&die, "die", 0, "die index (flat, channel-major)")
+	markRequired(cmd, "node", "die")
 	return cmd
 }
 
@@ -349,12 +395,7 @@ func ctlScrub(f *ctlFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "scrub [PREFIX]",
 		Short: "Verify every replica and EC parity of the keys under PREFIX now, and repair",
-		Args: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 {
-				return usageError{fmt.Errorf("accepts at most 1 arg, received %d", len(args))}
-			}
-			return nil
-		},
+		Args:  rangeArgs(0, 1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			prefix := ""
 			if len(args) == 1 {

@@ -90,7 +90,7 @@ func TestDevAndCtl(t *testing.T) {
 	ctl(2, "put", "x", file, "--redundancy", "raid")
 	ctl(2, "inject", "uber", "--node", "42", "1e-7")
 	ctl(2, "inject", "uber", "1e-7")
-	ctl(2, "corrupt", "docs/a", "--replica", "5")
+	ctl(2, "corrupt", "docs/a", "--replica", "5", "--offset", "0")
 	ctl(2, "fail-die", "--node", "1", "--die", "99")
 	ctl(0, "fail-die", "--node", "1", "--die", "0")
 	ctl(1, "get", "nothere")

@@ -74,7 +74,7 @@ func newFlashThroughputCmd(print printTables) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "throughput",
 		Short: "SDF Figure 7 in virtual time: sequential read/write throughput against channels used",
-		Long: `throughput replays SDF's (paper 002, section 3.2) microbenchmark on a preset's
+		Long: `throughput replays SDF's (Ouyang et al., ASPLOS'14, section 3.2) microbenchmark on a preset's
 timing model in virtual time: one worker per channel issues synchronous
 requests (default 8MiB, as SDF), each served by one channel and striped over
 its dies. It prints the data throughput for 1, 2, 4, ... channels and all of

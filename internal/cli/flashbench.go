@@ -76,7 +76,7 @@ func newFlashBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench --dir DIR",
 		Short: "Measure the SDF layer: throughput against channels, raw-read ratio, capacity, write amplification, UBER cost",
-		Long: `bench reformats the device in DIR and runs SDF's microbenchmarks (paper 002,
+		Long: `bench reformats the device in DIR and runs SDF's microbenchmarks (ASPLOS'14,
 section 3.2: Figure 7's sequential throughput against the number of channels
 used, one writer/reader per channel, and Table 4's random reads) through the
 SDF layer, each followed by a raw device read of the same pages in the same

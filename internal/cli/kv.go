@@ -27,9 +27,27 @@ func addKVCmds(root *cobra.Command) {
 	root.AddCommand(newKVCmd())
 	for _, c := range root.Commands() {
 		if c.Name() == "ctl" {
-			c.AddCommand(newKVCmd())
+			c.AddCommand(newCtlKVCmd())
 		}
 	}
+}
+
+// newCtlKVCmd is `flashmend ctl kv`: the client side of `flashmend kv`
+// (no serve, no demo), with its own help.
+func newCtlKVCmd() *cobra.Command {
+	cmd := newKVCmd()
+	cmd.Short = "Read, write, scan and damage a running KV cluster (started with 'flashmend kv serve')"
+	cmd.Long = `ctl kv is the client of flashmend's replicated KV store: put, get, del, scan,
+damage a replica's sstable block (corrupt) and show every replica (status) of a
+cluster that 'flashmend kv serve' runs. It needs the nodes' addresses (--addrs
+"1=127.0.0.1:7001,2=...", or $` + kvAddrsEnv + `, which kv serve prints) and the shard
+split keys the cluster was started with (--splits).`
+	for _, sub := range cmd.Commands() {
+		if sub.Name() == "serve" || sub.Name() == "demo" {
+			cmd.RemoveCommand(sub)
+		}
+	}
+	return cmd
 }
 
 // newKVCmd is `flashmend kv`: the replicated KV store (internal/kv).

@@ -49,9 +49,9 @@ func newModelDirectCmd(render printTables) *cobra.Command {
 		Use:   "direct",
 		Short: "DIRECT section 3.1: read error probability for block, chunk and majority-vote recovery",
 		Long: `direct prints the probability that a block read is an application-visible
-error (paper 000 section 3.1) for block recovery (HDFS), chunk recovery (exact
-and the paper's Taylor approximation) and chunk recovery with bit-by-bit
-majority vote. By default it prints Table 1 (UBER 1e-10 and 1e-15); --uber
+error (DIRECT, Tai et al., SoCC'19 and its tech report, section 3.1) for block
+recovery (HDFS), chunk recovery (exact and the paper's Taylor approximation)
+and chunk recovery with bit-by-bit majority vote. By default it prints Table 1 (UBER 1e-10 and 1e-15); --uber
 picks one UBER; --sweep prints a UBER sweep (default 1e-16 to 1e-3). Sizes are
 bytes (units such as 64KiB accepted); UBER is per bit read.`,
 		Args: exactArgs(0),
@@ -146,7 +146,7 @@ func newModelReparoCmd(render printTables) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "reparo",
 		Short: "Reparo: die-failure binomials, eq. 1-2, Tables 1-2 and the Figure 8 example",
-		Long: `reparo prints paper 003's models: the probability of die failures among the
+		Long: `reparo prints the models of Reparo (Hong et al., ACM TOS 2021): the probability of die failures among the
 dies of an SSD (binomial), the double-failure probability P2 (eq. 1) and the
 rebuild read-failure probability P_rf (eq. 2) for a RAID-5 group of small and
 ultra-large SSDs, the space utilization increase of reparo_IDR (Table 1) and of
@@ -184,7 +184,7 @@ func newModelChameleonCmd(render printTables) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "chameleon",
 		Short: "Chameleon: popularity with exponential decay (eq. 1), erase estimate (eq. 2), write amplification",
-		Long: `chameleon prints paper 004's models: an object's popularity after each epoch of
+		Long: `chameleon prints the models of Chameleon (Zhao et al., IPDPS'18): an object's popularity after each epoch of
 the --writes history (eq. 1, halving per epoch), and for each victim block
 utilization mu the write amplification 1/(1-mu) and the erases
 E_t = W_t / (B_p (1 - mu)) caused by --page-writes page writes (eq. 2).`,

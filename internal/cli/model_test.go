@@ -19,7 +19,7 @@ func TestModelDirect(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	for _, want := range []string{"1.055e-03", "2.951e-10", "1.238e-18", "2.951e-25", "note: paper 000/001 Table 1 prints 1e-28"} {
+	for _, want := range []string{"1.055e-03", "2.951e-10", "1.238e-18", "2.951e-25", "note: DIRECT (SoCC'19 and tech report) Table 1 prints 1e-28"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/klauspost/reedsolomon"
 	"google.golang.org/grpc"
@@ -110,6 +111,16 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	}
 	c.enc = enc
 	return c, nil
+}
+
+// checkUTF8 refuses a key that is not valid UTF-8 before it reaches the
+// wire: keys are protobuf strings, and gRPC would refuse to marshal it with
+// an internal error (the coordinator refuses such keys too, ValidateKey).
+func checkUTF8(what, s string) error {
+	if !utf8.ValidString(s) {
+		return base.InvalidArgumentf("%s %q is not valid UTF-8 (keys are text)", what, s)
+	}
+	return nil
 }
 
 // UnreachableError is Dial's error when nothing answers at the endpoint.
@@ -251,6 +262,9 @@ func (c *Client) memberClient(ctx context.Context, id uint64, requireLive bool) 
 
 // Stat returns a key's current version record.
 func (c *Client) Stat(ctx context.Context, key string) (*objectpb.ObjectRecord, error) {
+	if err := checkUTF8("object key", key); err != nil {
+		return nil, err
+	}
 	resp, err := c.coord.Lookup(ctx, &coordpb.LookupRequest{Key: key})
 	if err != nil {
 		return nil, node.FromStatus(err)
@@ -260,12 +274,27 @@ func (c *Client) Stat(ctx context.Context, key string) (*objectpb.ObjectRecord, 
 
 // Delete removes a key. Its chunks are collected by the coordinator.
 func (c *Client) Delete(ctx context.Context, key string) error {
-	_, err := c.coord.Delete(ctx, &coordpb.DeleteRequest{Key: key})
-	return node.FromStatus(err)
+	_, err := c.DeleteKey(ctx, key)
+	return err
+}
+
+// DeleteKey is Delete, returning the version it removed.
+func (c *Client) DeleteKey(ctx context.Context, key string) (*objectpb.ObjectRecord, error) {
+	if err := checkUTF8("object key", key); err != nil {
+		return nil, err
+	}
+	resp, err := c.coord.Delete(ctx, &coordpb.DeleteRequest{Key: key})
+	if err != nil {
+		return nil, node.FromStatus(err)
+	}
+	return resp.Record, nil
 }
 
 // List returns every record whose key starts with prefix, in key order.
 func (c *Client) List(ctx context.Context, prefix string) ([]*objectpb.ObjectRecord, error) {
+	if err := checkUTF8("key prefix", prefix); err != nil {
+		return nil, err
+	}
 	var out []*objectpb.ObjectRecord
 	after := ""
 	for {

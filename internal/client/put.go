@@ -38,6 +38,9 @@ type writeTask struct {
 // is durable on every replica or shard. A node that fails during the write
 // is excluded and the write starts again on a new placement.
 func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.Redundancy) (*objectpb.ObjectRecord, error) {
+	if err := checkUTF8("object key", key); err != nil {
+		return nil, err
+	}
 	if int64(len(data)) > c.info.MaxObjectBytes {
 		return nil, base.InvalidArgumentf("object of %d bytes exceeds the cluster's limit of %s", len(data), base.Bytes(c.info.MaxObjectBytes))
 	}

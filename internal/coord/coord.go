@@ -497,10 +497,6 @@ func (c *Coordinator) CommitPut(ctx context.Context, req *coordpb.CommitPutReque
 		Key: req.Key, Object: pending.Object, Version: req.Version, SizeBytes: req.SizeBytes,
 		Redundancy: req.Redundancy, Placement: pending.Placement, CreatedUnixMs: c.cfg.Clock.Now().UnixMilli(),
 	}
-	recValue, err := encodeValue(rec)
-	if err != nil {
-		return nil, rpcErr(err)
-	}
 	mapOp, err := c.mappingOp(ctx, rec)
 	if err != nil {
 		return nil, rpcErr(err)
@@ -508,6 +504,17 @@ func (c *Coordinator) CommitPut(ctx context.Context, req *coordpb.CommitPutReque
 	for {
 		prev, prevRev, err := c.lookup(ctx, req.Key)
 		if err != nil && !isNotFound(err) {
+			return nil, rpcErr(err)
+		}
+		// The per-key version users see follows the version this commit
+		// replaces; the transaction below fails if another commit got in
+		// between, and the loop numbers again.
+		rec.KeyVersion = 1
+		if prev != nil {
+			rec.KeyVersion = prev.KeyVersion + 1
+		}
+		recValue, err := encodeValue(rec)
+		if err != nil {
 			return nil, rpcErr(err)
 		}
 		ops := []clientv3.Op{
@@ -666,7 +673,7 @@ func (c *Coordinator) Delete(ctx context.Context, req *coordpb.DeleteRequest) (*
 			return nil, rpcErr(err)
 		}
 		if resp.Succeeded {
-			return &coordpb.DeleteResponse{}, nil
+			return &coordpb.DeleteResponse{Record: rec}, nil
 		}
 	}
 }

@@ -85,7 +85,7 @@ func TestCoordinatorLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	lk, err := cc.Lookup(ctx, &coordpb.LookupRequest{Key: "k"})
-	if err != nil || lk.Record.Version != bp.Version || lk.Record.SizeBytes != 5 {
+	if err != nil || lk.Record.Version != bp.Version || lk.Record.SizeBytes != 5 || lk.Record.KeyVersion != 1 {
 		t.Fatalf("lookup %v %v", lk, err)
 	}
 	if m, _ := c.Mapping().Get(ctx, "k"); m != nil {
@@ -127,8 +127,8 @@ func TestCoordinatorLifecycle(t *testing.T) {
 	if p2[0] == placement[0] || p2[1] != placement[1] || p2[2] != placement[2] {
 		t.Fatalf("substitution: %v then %v", placement, p2)
 	}
-	if _, err := cc.CommitPut(ctx, &coordpb.CommitPutRequest{Key: "k", Version: bp2.Version, SizeBytes: 0, Redundancy: objectpb.Redundancy_REP, Placement: p2}); err != nil {
-		t.Fatal(err)
+	if cp, err := cc.CommitPut(ctx, &coordpb.CommitPutRequest{Key: "k", Version: bp2.Version, SizeBytes: 0, Redundancy: objectpb.Redundancy_REP, Placement: p2}); err != nil || cp.Record.KeyVersion != 2 {
+		t.Fatalf("overwrite: %v %v (want key version 2)", cp, err)
 	}
 	if m, err := c.Mapping().Get(ctx, "k"); err != nil || m == nil || m.Placement[0] != p2[0] {
 		t.Fatalf("mapping %v %v", m, err)
@@ -156,8 +156,8 @@ func TestCoordinatorLifecycle(t *testing.T) {
 	if err != nil || len(ls.Records) != 1 || ls.Records[0].Key != "k" {
 		t.Fatalf("list %v %v", ls, err)
 	}
-	if _, err := cc.Delete(ctx, &coordpb.DeleteRequest{Key: "k"}); err != nil {
-		t.Fatal(err)
+	if del, err := cc.Delete(ctx, &coordpb.DeleteRequest{Key: "k"}); err != nil || del.Record.KeyVersion != 2 || del.Record.Version != bp2.Version {
+		t.Fatalf("delete: %v %v", del, err)
 	}
 	if _, err := cc.Delete(ctx, &coordpb.DeleteRequest{Key: "k"}); status.Code(err) != codes.NotFound {
 		t.Fatalf("double delete: %v", err)

@@ -43,7 +43,10 @@
 //
 //   - A key's visible version was durable on every node of its placement
 //     before CommitPut.
-//   - Versions are unique and increasing cluster-wide (etcd revisions).
+//   - Versions are unique and increasing cluster-wide (etcd revisions); they
+//     name chunks. Users see KeyVersion: 1 for a key's first version (since
+//     it was created or re-created after a delete), +1 per overwrite,
+//     assigned in the commit transaction.
 //   - Every value this package writes to etcd carries a CRC32C; a value that
 //     fails it is a corruption error, never data.
 //

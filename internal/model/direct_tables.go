@@ -81,7 +81,7 @@ func DirectSweepTable(p DirectParams, fromUBER, toUBER float64, pointsPerDecade 
 func directNotes(p DirectParams, ubers []float64) []string {
 	notes := []string{
 		"sizes are bytes, UBER is per bit read (B and C enter the formulas in bits); " +
-			"block = (1-(1-E)^B)^R, chunk = 1-(1-(1-(1-E)^C)^R)^(B/C), chunk_taylor = (E*C)^R*B/C (paper 000 section 3.1)",
+			"block = (1-(1-E)^B)^R, chunk = 1-(1-(1-(1-E)^C)^R)^(B/C), chunk_taylor = (E*C)^R*B/C (DIRECT tech report section 3.1)",
 		"majority_vote = chunk recovery, then a bit-by-bit vote when all R copies of a chunk are corrupt (derivation in internal/model DirectMajorityVote)",
 	}
 	paper := DirectPaperParams()
@@ -93,7 +93,7 @@ func directNotes(p DirectParams, ubers []float64) []string {
 			q := p
 			q.UBER = u
 			notes = append(notes, fmt.Sprintf(
-				"paper 000/001 Table 1 prints 1e-28 for chunk recovery at UBER 1e-15, but its own formula gives %.2e; "+
+				"DIRECT (SoCC'19 and tech report) Table 1 prints 1e-28 for chunk recovery at UBER 1e-15, but its own formula gives %.2e; "+
 					"the printed value is (E*C)^R = %.2e without the factor B/C = %d; this table follows the formula",
 				DirectChunkRecovery(q), math.Pow(u*float64(q.ChunkBytes*bitsPerByte), float64(q.Replicas)), q.BlockBytes/q.ChunkBytes))
 		}

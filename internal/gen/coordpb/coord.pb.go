@@ -769,7 +769,9 @@ func (x *DeleteRequest) GetKey() string {
 }
 
 type DeleteResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The version the delete removed.
+	Record        *objectpb.ObjectRecord `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -802,6 +804,13 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
 	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *DeleteResponse) GetRecord() *objectpb.ObjectRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
 }
 
 type ListRequest struct {
@@ -1636,8 +1645,9 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x0eLookupResponse\x126\n" +
 	"\x06record\x18\x01 \x01(\v2\x1e.flashmend.object.ObjectRecordR\x06record\"!\n" +
 	"\rDeleteRequest\x12\x10\n" +
-	"\x03key\x18\x01 \x01(\tR\x03key\"\x10\n" +
-	"\x0eDeleteResponse\"\\\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"H\n" +
+	"\x0eDeleteResponse\x126\n" +
+	"\x06record\x18\x01 \x01(\v2\x1e.flashmend.object.ObjectRecordR\x06record\"\\\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x1f\n" +
 	"\vstart_after\x18\x02 \x01(\tR\n" +
@@ -1751,41 +1761,42 @@ var file_flashmend_coord_coord_proto_depIdxs = []int32{
 	27, // 2: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
 	28, // 3: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
 	28, // 4: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
-	28, // 5: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
-	0,  // 6: flashmend.coord.ListNodesResponse.nodes:type_name -> flashmend.coord.NodeInfo
-	0,  // 7: flashmend.coord.BeginReplaceResponse.target:type_name -> flashmend.coord.NodeInfo
-	28, // 8: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
-	1,  // 9: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
-	17, // 10: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
-	15, // 11: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
-	3,  // 12: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
-	5,  // 13: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
-	7,  // 14: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
-	9,  // 15: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
-	11, // 16: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
-	13, // 17: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
-	19, // 18: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
-	21, // 19: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
-	23, // 20: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
-	25, // 21: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
-	2,  // 22: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
-	18, // 23: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
-	16, // 24: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
-	4,  // 25: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
-	6,  // 26: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
-	8,  // 27: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
-	10, // 28: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
-	12, // 29: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
-	14, // 30: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
-	20, // 31: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
-	22, // 32: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
-	24, // 33: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
-	26, // 34: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
-	22, // [22:35] is the sub-list for method output_type
-	9,  // [9:22] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	28, // 5: flashmend.coord.DeleteResponse.record:type_name -> flashmend.object.ObjectRecord
+	28, // 6: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
+	0,  // 7: flashmend.coord.ListNodesResponse.nodes:type_name -> flashmend.coord.NodeInfo
+	0,  // 8: flashmend.coord.BeginReplaceResponse.target:type_name -> flashmend.coord.NodeInfo
+	28, // 9: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
+	1,  // 10: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
+	17, // 11: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
+	15, // 12: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
+	3,  // 13: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
+	5,  // 14: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
+	7,  // 15: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
+	9,  // 16: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
+	11, // 17: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
+	13, // 18: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
+	19, // 19: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
+	21, // 20: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
+	23, // 21: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
+	25, // 22: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
+	2,  // 23: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
+	18, // 24: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
+	16, // 25: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
+	4,  // 26: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
+	6,  // 27: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
+	8,  // 28: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
+	10, // 29: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
+	12, // 30: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
+	14, // 31: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
+	20, // 32: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
+	22, // 33: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
+	24, // 34: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
+	26, // 35: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
+	23, // [23:36] is the sub-list for method output_type
+	10, // [10:23] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_coord_coord_proto_init() }

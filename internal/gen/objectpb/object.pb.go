@@ -89,6 +89,11 @@ type ObjectRecord struct {
 	// Node IDs holding replica i (REP) or shard i (EC), in order.
 	Placement     []uint64 `protobuf:"varint,6,rep,packed,name=placement,proto3" json:"placement,omitempty"`
 	CreatedUnixMs int64    `protobuf:"varint,7,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// The version users see: 1 for the first version of the key (since it
+	// was created or re-created after a delete), +1 for each overwrite. 0 in
+	// records written before it existed. `version` above stays the internal,
+	// cluster-unique name of the version's chunks.
+	KeyVersion    uint64 `protobuf:"varint,8,opt,name=key_version,json=keyVersion,proto3" json:"key_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -168,6 +173,13 @@ func (x *ObjectRecord) GetPlacement() []uint64 {
 func (x *ObjectRecord) GetCreatedUnixMs() int64 {
 	if x != nil {
 		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *ObjectRecord) GetKeyVersion() uint64 {
+	if x != nil {
+		return x.KeyVersion
 	}
 	return 0
 }
@@ -332,7 +344,7 @@ var File_flashmend_object_object_proto protoreflect.FileDescriptor
 
 const file_flashmend_object_object_proto_rawDesc = "" +
 	"\n" +
-	"\x1dflashmend/object/object.proto\x12\x10flashmend.object\"\xf5\x01\n" +
+	"\x1dflashmend/object/object.proto\x12\x10flashmend.object\"\x96\x02\n" +
 	"\fObjectRecord\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\x04R\x06object\x12\x18\n" +
@@ -343,7 +355,9 @@ const file_flashmend_object_object_proto_rawDesc = "" +
 	"redundancy\x18\x05 \x01(\x0e2\x1c.flashmend.object.RedundancyR\n" +
 	"redundancy\x12\x1c\n" +
 	"\tplacement\x18\x06 \x03(\x04R\tplacement\x12&\n" +
-	"\x0fcreated_unix_ms\x18\a \x01(\x03R\rcreatedUnixMs\"\x98\x01\n" +
+	"\x0fcreated_unix_ms\x18\a \x01(\x03R\rcreatedUnixMs\x12\x1f\n" +
+	"\vkey_version\x18\b \x01(\x04R\n" +
+	"keyVersion\"\x98\x01\n" +
 	"\n" +
 	"PendingPut\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
