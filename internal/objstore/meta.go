@@ -18,7 +18,8 @@ const metaMagic = 0x464d4d54 // "FMMT"
 // MetaFiles stores small metadata files in MetaCopies copies, each with a
 // header carrying a sequence number and a CRC32C. Reading returns the valid
 // copy with the highest sequence number and rewrites any copy that is
-// missing, corrupt or stale. Copies are separate files so that, on flash,
+// missing, corrupt or stale; when no copy verifies, a bit-by-bit majority
+// vote over the three copies is used if it verifies. Copies are separate files so that, on flash,
 // they land on separate pages.
 type MetaFiles struct {
 	store Store
@@ -91,10 +92,23 @@ func (m *MetaFiles) Read(name string) (MetaReadResult, error) {
 	if found == 0 {
 		return res, fmt.Errorf("meta %s: %w", name, ErrNotFound)
 	}
+	var good []byte
 	if best < 0 {
-		return res, base.DataLossErrorf("meta %s: all %d copies corrupt", name, found)
+		// No copy verifies: vote bit by bit over three copies of the same
+		// length (damage in different bits of each), and use the result
+		// only if it verifies.
+		if found < MetaCopies || len(copies[0]) != len(copies[1]) || len(copies[0]) != len(copies[2]) {
+			return res, base.DataLossErrorf("meta %s: all %d copies corrupt", name, found)
+		}
+		voted := MajorityVote(copies[:])
+		seq, payload, ok := decodeMeta(voted)
+		if !ok {
+			return res, base.DataLossErrorf("meta %s: all %d copies corrupt and their majority vote does not verify", name, found)
+		}
+		good, res.Seq, res.Payload = voted, seq, payload
+	} else {
+		good = copies[best]
 	}
-	good := copies[best]
 	for i := range copies {
 		if valid[i] && string(copies[i]) == string(good) {
 			continue

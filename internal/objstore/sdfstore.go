@@ -120,12 +120,15 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		dev.Close()
 		return nil, err
 	}
+	info.FS = fs.OpenInfo()
 	return &SDFStore{dir: dir, dev: dev, fs: fs, info: info}, nil
 }
 
 // SDFOpenInfo says how an SDFStore was opened.
 type SDFOpenInfo struct {
 	Device flash.OpenInfo
+	// FS says how the SDF metadata journal was assembled.
+	FS sdf.OpenInfo
 	// Formatted: the device was blank and was formatted.
 	Formatted bool
 	// MarkerRestored: the format marker was missing, the file system
@@ -134,7 +137,7 @@ type SDFOpenInfo struct {
 }
 
 func (i SDFOpenInfo) String() string {
-	s := "device " + i.Device.String()
+	s := "device " + i.Device.String() + "; sdf " + i.FS.String()
 	if i.Formatted {
 		s += ", formatted"
 	}

@@ -420,3 +420,39 @@ func TestSDFStoreNeverFormatsImplicitly(t *testing.T) {
 		t.Fatalf("marker but no file system: %v", err)
 	}
 }
+
+// TestMetaFilesVote: every copy damaged, at different bits: the bit-by-bit
+// vote gives the file back (and every copy is rewritten); at the same bit in
+// every copy the vote gives the flipped bit, which does not verify: an
+// explicit data-loss error.
+func TestMetaFilesVote(t *testing.T) {
+	for _, sameBit := range []bool{false, true} {
+		s := NewMemStore()
+		m := NewMetaFiles(s)
+		if err := m.Write("i/blob/0", []byte(`{"key":"k","object":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range CopyNames("i/blob/0") {
+			bit := int64(8*20 + i)
+			if sameBit {
+				bit = 8 * 20
+			}
+			if err := s.FlipBits(n, bit, 1); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := m.Read("i/blob/0")
+		if sameBit {
+			if !base.IsDataLoss(err) {
+				t.Fatalf("same bit in every copy: %+v %v", res, err)
+			}
+			continue
+		}
+		if err != nil || string(res.Payload) != `{"key":"k","object":1}` || res.Repaired != MetaCopies {
+			t.Fatalf("different bits in every copy: %+v %v", res, err)
+		}
+		if again, err := m.Read("i/blob/0"); err != nil || again.Repaired != 0 {
+			t.Fatalf("after the vote: %+v %v", again, err)
+		}
+	}
+}

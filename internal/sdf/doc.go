@@ -26,7 +26,7 @@
 //     amplification = flash bytes programmed (data incl. padding and GC
 //     copies, P2L pages, metadata pages) / user bytes appended, in Stats.
 //   - The metadata journal (superblock, file table, zone table) in the
-//     first five zones (DIRECT 000 section 4.2.2, policy 2: duplicate and
+//     first seven zones (DIRECT 000 section 4.2.2, policy 2: duplicate and
 //     checksum local metadata).
 //   - Per-page integrity and block-level P2L entrustment (Reparo 003 section
 //     6.2), the die-failure Detector and the lost-data Identifier
@@ -44,20 +44,27 @@
 // failed die's block are read from one page of a surviving die. Zones that
 // are not full keep that list in memory.
 //
-// Metadata pages: magic, epoch, stream sequence number, payload length,
-// CRC32C, then a slice of the record stream; each record has its own length,
-// type and CRC32C. Every page is programmed twice, in two metadata zones on
-// different channels (or, on a one-channel device, shifted by one page so
-// the copies sit on different dies). An epoch begins with a checkpoint:
-// superblock (format version, geometry), failed dies, non-default zone die
-// sets and states, every file and its extents, then a "checkpoint done"
-// record; incremental records follow (create, rename, delete, extents, zone
-// reset, zone state, failed die). When the active pair is full, or a
-// metadata program fails, a new epoch is written to two other freshly erased
-// metadata zones (the fifth is the spare); Open always starts a new epoch.
-// On open, every programmed page of the five metadata zones is read, the
-// newest epoch whose checkpoint is complete is assembled from whichever copy
-// of each page verifies, and replayed up to the first torn record.
+// Metadata pages are cut into 512-byte units, each with its own CRC32C over
+// the page's epoch, stream sequence number, the unit's index and payload: a
+// slice of the record stream; each record has its own length, type and
+// CRC32C. Every page is programmed three times, in three metadata zones on
+// different channels (on fewer channels, shifted by filler pages so the
+// copies of a page sit on different dies where there are dies enough). An
+// epoch begins with a checkpoint: superblock (format version, geometry),
+// failed dies, non-default zone die sets and states, every file and its
+// extents, then a "checkpoint done" record; incremental records follow
+// (create, rename, delete, extents, zone reset, zone state, failed die).
+// When the active zones are full, or a metadata program fails, a new epoch is
+// written to three other freshly erased metadata zones (the seventh is the
+// spare); Open always starts a new epoch. On open, every programmed page of
+// the seven metadata zones is read, pages the device reports uncorrectable
+// included, and the copies of each page are merged unit by unit: a unit is
+// taken from any copy where it verifies, and a unit that verifies in no copy
+// is voted bit by bit over three copies (found by identity, or by place when
+// a copy's identity is damaged) and used only if the vote verifies
+// (OpenInfo counts both). The newest epoch whose checkpoint is complete is
+// replayed up to the first torn record or the first page no copy gives back
+// (OpenInfo.MetaPagesLost counts the pages after it).
 //
 // Zone write pointers are not journaled: they are rebuilt from the device's
 // per-block written-page counts as the programmed prefix of the stripe (a
@@ -74,7 +81,7 @@
 // zones left unsealed are read and every verified page newer than its
 // file's mapping is mapped again if it replaces a page or extends the file
 // without a hole (recoverUnsealed). Creates, renames, removes and rewrites
-// program one metadata page twice. These costs are in the write
+// program one metadata page three times. These costs are in the write
 // amplification. A channel pinned with CreateOn is not persisted:
 // after a reopen the file's new zones may be on any channel.
 //
@@ -109,9 +116,10 @@
 // device-reported die failure, or 16 uncorrectable reads in a row on a die
 // (the Detector), marks the die failed: its zones stop taking writes,
 // LostRanges lists exactly the file ranges to rebuild. Metadata survives the
-// loss of any one metadata page (or whole metadata zone); losing both copies
-// of a page loses the records after it (the newest complete epoch before
-// that point is used). P2L entrustment assumes two neighbouring dies of a
+// loss of any two copies of a metadata page (or two whole metadata zones),
+// and damage in all three copies as long as each unit verifies in some copy
+// or is voted back; losing a unit beyond that loses the records after its
+// page (the newest complete epoch before that point is used). P2L entrustment assumes two neighbouring dies of a
 // zone do not fail together (Reparo 6.3); a zone whose P2L page is
 // unreadable falls back to the scan.
 package sdf

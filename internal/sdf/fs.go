@@ -37,11 +37,12 @@ type FS struct {
 	closed     bool
 	replaying  bool // live page counts are computed after replay
 
-	jr      journal
-	ctr     counters
-	oobPool sync.Pool  // *[]byte scratch OOB buffers for reads
-	gcMu    sync.Mutex // one garbage collection at a time
-	det     detector
+	jr       journal
+	ctr      counters
+	openInfo OpenInfo
+	oobPool  sync.Pool  // *[]byte scratch OOB buffers for reads
+	gcMu     sync.Mutex // one garbage collection at a time
+	det      detector
 }
 
 // inode is a file. Guarded by FS.mu.
@@ -217,6 +218,29 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 	return fs, nil
 }
 
+// OpenInfo says how Open assembled the metadata journal.
+type OpenInfo struct {
+	Epoch     uint64
+	MetaPages int // journal pages replayed
+	// MetaUnitsMerged counts units of those pages that did not verify in
+	// some copy (taken from another); MetaUnitsVoted those that verified in
+	// no copy and were rebuilt by a bit-by-bit majority vote.
+	MetaUnitsMerged, MetaUnitsVoted int
+	// MetaPagesLost counts journal pages of the epoch after a page no copy
+	// gave back: their records were not replayed (files they created or
+	// changed are as of the page before).
+	MetaPagesLost int
+}
+
+func (o OpenInfo) String() string {
+	return fmt.Sprintf("epoch %d: %d journal pages, %d units merged, %d voted, %d pages lost",
+		o.Epoch, o.MetaPages, o.MetaUnitsMerged, o.MetaUnitsVoted, o.MetaPagesLost)
+}
+
+// OpenInfo says how the metadata was assembled when the FS was opened (zero
+// after Format).
+func (fs *FS) OpenInfo() OpenInfo { return fs.openInfo }
+
 func removeDie(dies []int, d int) []int {
 	var out []int
 	for _, x := range dies {
@@ -229,7 +253,7 @@ func removeDie(dies []int, d int) []int {
 
 // Open mounts the file system on dev: it replays the newest complete
 // metadata epoch, rebuilds the zone table from the device's block state,
-// and writes a fresh checkpoint to two other metadata zones.
+// and writes a fresh checkpoint to three other metadata zones.
 func Open(dev flash.Device, opts Options) (*FS, error) {
 	fs, err := newFS(dev, opts)
 	if err != nil {
@@ -243,11 +267,13 @@ func Open(dev flash.Device, opts Options) (*FS, error) {
 }
 
 func (fs *FS) load() error {
-	pages := fs.scanMeta()
-	epoch, stream, holders, err := latestEpoch(pages)
+	stream, info, err := latestEpoch(fs.scanMeta())
 	if err != nil {
 		return err
 	}
+	epoch, holders := info.epoch, info.zones
+	fs.openInfo = OpenInfo{Epoch: epoch, MetaPages: info.pages, MetaUnitsMerged: info.merged,
+		MetaUnitsVoted: info.voted, MetaPagesLost: info.lost}
 	masks := map[int]uint64{}
 	states := map[int]ZoneState{}
 	sawSuper := false

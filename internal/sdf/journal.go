@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"sort"
 	"sync"
 
@@ -12,24 +13,42 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 )
 
-// Metadata page layout (data area; the OOB holds kindMeta and a CRC of data):
+// Metadata page layout (data area; the OOB holds kindMeta and a CRC of data,
+// informational only): the page is cut into metaUnitSize-byte units, each
+// verified on its own, so that a flip costs one unit of one copy and the
+// copies of a page are merged unit by unit (the journal's twin of the chunk
+// sector merge). Unit k of a page:
 //
 //	[0:4]   magic
 //	[4:12]  epoch: the checkpoint generation the page belongs to
 //	[12:16] seq: the page's index in the epoch's record stream (filler: ^0)
-//	[16:20] payload bytes
-//	[20:24] copy (0 primary, 1 mirror), diagnostic only
-//	[24:28] CRC32C of [0:24] and the payload
-//	[28:32] zero
-//	[32:]   payload: a slice of the record stream
+//	[16]    k
+//	[17]    units: how many units the page uses (1..PageSize/metaUnitSize)
+//	[18:20] payload bytes in this unit
+//	[20:508] payload: the unit's slice of the page's slice of the stream
+//	[508:512] CRC32C of [0:508]
+//
+// Units past `units` are zero. A unit names its page (epoch, seq) and its
+// place in it, so a stale or misplaced unit never verifies as another's.
 const (
-	metaMagic      = 0x464D_4A31 // "FMJ1"
-	metaHeaderSize = 32
-	fillerSeq      = ^uint32(0)
+	metaMagic       = 0x464D_4A32 // "FMJ2"
+	metaMagicV1     = 0x464D_4A31 // "FMJ1": the format before units
+	metaUnitSize    = 512
+	metaUnitHeader  = 20
+	metaUnitPayload = metaUnitSize - metaUnitHeader - 4
+	fillerSeq       = ^uint32(0)
 )
 
-// journal is the metadata log (DIRECT policy 2: every page is written twice,
-// to two zones whose copies of a page sit on different dies). An epoch starts
+// metaCopies is how many copies of every metadata page are programmed, each
+// in its own metadata zone (on different channels where the device has
+// them): DIRECT policy 2's duplicated metadata, with a third copy so that a
+// unit damaged in two copies is still read from the third, and one damaged
+// in all three is voted bit by bit.
+const metaCopies = 3
+
+// journal is the metadata log (DIRECT policy 2: every page is written
+// metaCopies times, to zones whose copies of a page sit on different dies).
+// An epoch starts
 // with a checkpoint (superblock, zone table, file table, then
 // recCheckpointDone) and continues with incremental records.
 type journal struct {
@@ -43,16 +62,19 @@ type journal struct {
 	urgent bool
 
 	epoch  uint64
-	active [2]*zone // primary, mirror; nil before the first checkpoint
-	wp     [2]int   // next page index in each active zone
-	seq    uint32   // next stream page index of the epoch
+	active [metaCopies]*zone // one zone per copy; nil before the first checkpoint
+	wp     [metaCopies]int   // next page index in each active zone
+	seq    uint32            // next stream page index of the epoch
 
-	pagesWritten int64 // metadata pages programmed (both copies), under mu
+	pagesWritten int64 // metadata pages programmed (every copy), under mu
 	checkpoints  int64
 }
 
 // payloadPerPage is the stream bytes one metadata page carries.
-func (fs *FS) payloadPerPage() int { return fs.l.g.PageSize - metaHeaderSize }
+func (fs *FS) payloadPerPage() int { return metaUnitsPerPage(fs.l.g.PageSize) * metaUnitPayload }
+
+// metaUnitsPerPage is the number of units a metadata page holds.
+func metaUnitsPerPage(pageSize int) int { return min(pageSize/metaUnitSize, 255) }
 
 // logLocked appends a record to the pending log. The caller holds fs.mu and
 // has already applied the record's effect in memory.
@@ -93,20 +115,29 @@ func (fs *FS) flushJournal() error {
 
 func (fs *FS) metaRoom() int {
 	j := &fs.jr
-	return min(j.active[0].capacity(fs.l)-j.wp[0], j.active[1].capacity(fs.l)-j.wp[1])
+	room := j.active[0].capacity(fs.l) - j.wp[0]
+	for c, z := range j.active {
+		room = min(room, z.capacity(fs.l)-j.wp[c])
+	}
+	return room
 }
 
-// writeMetaPages writes stream to both active zones, page by page.
+// writeMetaPages writes stream to every active zone, page by page.
 func (fs *FS) writeMetaPages(stream []byte) error {
 	j := &fs.jr
 	ps := fs.l.g.PageSize
 	per := fs.payloadPerPage()
 	for len(stream) > 0 {
 		n := min(per, len(stream))
-		var ops [2]*pageOp
-		for c := 0; c < 2; c++ {
+		var ops [metaCopies]*pageOp
+		for _, z := range j.active {
+			if len(z.dies) == 0 {
+				return fmt.Errorf("sdf: metadata write: zone %d has no usable die left", z.id)
+			}
+		}
+		for c := range ops {
 			data := make([]byte, ps)
-			fillMetaPage(data, j.epoch, j.seq, stream[:n], c)
+			fillMetaPage(data, j.epoch, j.seq, stream[:n])
 			oob := make([]byte, fs.l.g.OOBSize)
 			kindOOB(oob, kindMeta, data)
 			z := j.active[c]
@@ -114,51 +145,86 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 			j.wp[c]++
 		}
 		fs.doParallel(ops[:])
-		j.pagesWritten += 2
-		fs.ctr.metaPages.Add(2)
+		j.pagesWritten += metaCopies
+		fs.ctr.metaPages.Add(metaCopies)
 		j.seq++
 		stream = stream[n:]
-		if err := errors.Join(ops[0].err, ops[1].err); err != nil {
+		var errs []error
+		for _, op := range ops {
+			errs = append(errs, op.err)
+		}
+		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("sdf: metadata write: %w", err)
 		}
 	}
 	return nil
 }
 
-func fillMetaPage(data []byte, epoch uint64, seq uint32, payload []byte, copyIdx int) {
+// fillMetaPage encodes payload (at most payloadPerPage bytes) as the units
+// of metadata page seq of epoch.
+func fillMetaPage(data []byte, epoch uint64, seq uint32, payload []byte) {
 	clear(data)
-	binary.LittleEndian.PutUint32(data[0:], metaMagic)
-	binary.LittleEndian.PutUint64(data[4:], epoch)
-	binary.LittleEndian.PutUint32(data[12:], seq)
-	binary.LittleEndian.PutUint32(data[16:], uint32(len(payload)))
-	binary.LittleEndian.PutUint32(data[20:], uint32(copyIdx))
-	copy(data[metaHeaderSize:], payload)
-	c := crc32.Update(crc32.Checksum(data[:24], castagnoli), castagnoli, payload)
-	binary.LittleEndian.PutUint32(data[24:], c)
+	units := max(1, (len(payload)+metaUnitPayload-1)/metaUnitPayload)
+	le := binary.LittleEndian
+	for k := 0; k < units; k++ {
+		u := data[k*metaUnitSize : (k+1)*metaUnitSize]
+		part := payload[min(len(payload), k*metaUnitPayload):min(len(payload), (k+1)*metaUnitPayload)]
+		le.PutUint32(u[0:], metaMagic)
+		le.PutUint64(u[4:], epoch)
+		le.PutUint32(u[12:], seq)
+		u[16] = byte(k)
+		u[17] = byte(units)
+		le.PutUint16(u[18:], uint16(len(part)))
+		copy(u[metaUnitHeader:], part)
+		le.PutUint32(u[metaUnitSize-4:], crc32.Checksum(u[:metaUnitSize-4], castagnoli))
+	}
 }
 
-// parseMetaPage verifies a metadata page.
+// metaUnit is a metadata page unit that verifies.
+type metaUnit struct {
+	epoch   uint64
+	seq     uint32
+	index   int
+	units   int
+	payload []byte
+}
+
+// parseMetaUnit verifies one unit (metaUnitSize bytes).
+func parseMetaUnit(u []byte) (metaUnit, bool) {
+	le := binary.LittleEndian
+	if le.Uint32(u[0:]) != metaMagic || le.Uint32(u[metaUnitSize-4:]) != crc32.Checksum(u[:metaUnitSize-4], castagnoli) {
+		return metaUnit{}, false
+	}
+	mu := metaUnit{epoch: le.Uint64(u[4:]), seq: le.Uint32(u[12:]), index: int(u[16]), units: int(u[17])}
+	n := int(le.Uint16(u[18:]))
+	if n > metaUnitPayload || mu.index >= mu.units {
+		return metaUnit{}, false
+	}
+	mu.payload = u[metaUnitHeader : metaUnitHeader+n]
+	return mu, true
+}
+
+// parseMetaPage verifies a whole metadata page copy (every unit it uses).
 func parseMetaPage(data []byte) (epoch uint64, seq uint32, payload []byte, ok bool) {
-	if binary.LittleEndian.Uint32(data[0:]) != metaMagic {
+	first, ok := parseMetaUnit(data[:metaUnitSize])
+	if !ok || first.index != 0 || first.units > metaUnitsPerPage(len(data)) {
 		return 0, 0, nil, false
 	}
-	n := int(binary.LittleEndian.Uint32(data[16:]))
-	if n > len(data)-metaHeaderSize {
-		return 0, 0, nil, false
+	for k := 0; k < first.units; k++ {
+		u, ok := parseMetaUnit(data[k*metaUnitSize : (k+1)*metaUnitSize])
+		if !ok || u.index != k || u.epoch != first.epoch || u.seq != first.seq || u.units != first.units {
+			return 0, 0, nil, false
+		}
+		payload = append(payload, u.payload...)
 	}
-	payload = data[metaHeaderSize : metaHeaderSize+n]
-	c := crc32.Update(crc32.Checksum(data[:24], castagnoli), castagnoli, payload)
-	if c != binary.LittleEndian.Uint32(data[24:]) {
-		return 0, 0, nil, false
-	}
-	return binary.LittleEndian.Uint64(data[4:]), binary.LittleEndian.Uint32(data[12:]), payload, true
+	return first.epoch, first.seq, payload, true
 }
 
-// checkpointLocked starts a new epoch on two freshly erased metadata zones
-// (never the active ones nor those in keep, which hold the last durable
-// epoch) and writes the whole metadata state there. The caller holds jr.mu.
-// The old epoch stays intact until the next checkpoint erases its zones, so
-// a crash in the middle leaves the old epoch readable.
+// checkpointLocked starts a new epoch on metaCopies freshly erased metadata
+// zones (never the active ones nor those in keep, which hold the last
+// durable epoch) and writes the whole metadata state there. The caller
+// holds jr.mu. The old epoch stays intact until the next checkpoint erases
+// its zones, so a crash in the middle leaves the old epoch readable.
 func (fs *FS) checkpointLocked(keep []*zone) error {
 	j := &fs.jr
 	exclude := map[*zone]bool{}
@@ -166,11 +232,13 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		exclude[z] = true
 	}
 	if j.active[0] != nil {
-		exclude[j.active[0]], exclude[j.active[1]] = true, true
+		for _, z := range j.active {
+			exclude[z] = true
+		}
 	}
 	var lastErr error
 	for attempt := 0; attempt < metaZoneCount; attempt++ {
-		pair, err := fs.pickMetaPair(exclude)
+		set, err := fs.pickMetaZones(exclude)
 		if err != nil {
 			if lastErr != nil {
 				err = errors.Join(lastErr, err)
@@ -183,22 +251,38 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		j.urgent = false
 		fs.mu.Unlock()
 		j.epoch++
-		j.active = pair
-		j.wp = [2]int{0, 0}
+		j.active = set
+		j.wp = [metaCopies]int{}
 		j.seq = 0
-		if pair[0].channel == pair[1].channel {
-			// Same channel: shift the mirror by one page so that copy k of
-			// every page is on a different die than the primary's.
-			if err := fs.writeFiller(pair[1]); err != nil {
-				lastErr = err
-				exclude[pair[1]] = true
-				j.active[0] = nil
-				continue
+		failed := false
+		for c := 1; c < metaCopies && !failed; c++ {
+			// Copies on the channel of an earlier copy start that many
+			// pages later, so copy k of every page is on another die.
+			shift := 0
+			for _, z := range set[:c] {
+				if z.channel == set[c].channel {
+					shift++
+				}
+			}
+			for ; shift > 0; shift-- {
+				if err := fs.writeFiller(c); err != nil {
+					lastErr = err
+					exclude[set[c]] = true
+					failed = true
+					break
+				}
 			}
 		}
-		if err := fs.writeMetaPages(stream); err != nil {
-			lastErr = err
-			exclude[pair[0]], exclude[pair[1]] = true, true
+		if !failed {
+			if err := fs.writeMetaPages(stream); err != nil {
+				lastErr = err
+				for _, z := range set {
+					exclude[z] = true
+				}
+				failed = true
+			}
+		}
+		if failed {
 			j.active[0] = nil
 			continue
 		}
@@ -206,25 +290,27 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		fs.ctr.checkpoints.Add(1)
 		return nil
 	}
-	return fmt.Errorf("sdf: no metadata zone pair accepted a checkpoint: %w", lastErr)
+	return fmt.Errorf("sdf: no set of metadata zones accepted a checkpoint: %w", lastErr)
 }
 
-func (fs *FS) writeFiller(z *zone) error {
+// writeFiller programs a filler page at the next page of copy c's zone.
+func (fs *FS) writeFiller(c int) error {
 	j := &fs.jr
+	z := j.active[c]
 	data := make([]byte, fs.l.g.PageSize)
-	fillMetaPage(data, j.epoch, fillerSeq, nil, 1)
+	fillMetaPage(data, j.epoch, fillerSeq, nil)
 	oob := make([]byte, fs.l.g.OOBSize)
 	kindOOB(oob, kindMeta, data)
-	op := &pageOp{kind: opProgram, addr: fs.l.metaPageAddr(z.id, z.dies, j.wp[1]), data: data, oob: oob}
+	op := &pageOp{kind: opProgram, addr: fs.l.metaPageAddr(z.id, z.dies, j.wp[c]), data: data, oob: oob}
 	fs.chans[z.channel].do(op)
-	j.wp[1]++
+	j.wp[c]++
 	fs.ctr.metaPages.Add(1)
 	return op.err
 }
 
-// pickMetaPair erases and returns two usable metadata zones not in exclude,
-// least worn first, on different channels when possible.
-func (fs *FS) pickMetaPair(exclude map[*zone]bool) ([2]*zone, error) {
+// pickMetaZones erases and returns metaCopies usable metadata zones not in
+// exclude, least worn first, on different channels when possible.
+func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([metaCopies]*zone, error) {
 	var cands []*zone
 	for _, z := range fs.zones[:metaZoneCount] {
 		if !exclude[z] && z.state != ZoneOffline {
@@ -233,37 +319,44 @@ func (fs *FS) pickMetaPair(exclude map[*zone]bool) ([2]*zone, error) {
 	}
 	sort.SliceStable(cands, func(a, b int) bool { return cands[a].erases < cands[b].erases })
 	var picked []*zone
-	for _, z := range cands {
-		if len(picked) == 1 && z.channel == picked[0].channel && fs.l.g.Channels > 1 {
-			continue
+	taken := func(z *zone) bool {
+		for _, p := range picked {
+			if p == z {
+				return true
+			}
 		}
-		if err := fs.resetZone(z); err != nil || len(z.dies) == 0 {
-			exclude[z] = true
-			continue
+		return false
+	}
+	onChannel := func(ch int) bool {
+		for _, p := range picked {
+			if p.channel == ch {
+				return true
+			}
 		}
-		picked = append(picked, z)
-		if len(picked) == 2 {
-			return [2]*zone{picked[0], picked[1]}, nil
+		return false
+	}
+	// First pass: distinct channels; second: any channel.
+	for pass := 0; pass < 2 && len(picked) < metaCopies; pass++ {
+		for _, z := range cands {
+			if len(picked) == metaCopies {
+				break
+			}
+			if exclude[z] || taken(z) || (pass == 0 && fs.l.g.Channels > 1 && onChannel(z.channel)) {
+				continue
+			}
+			if err := fs.resetZone(z); err != nil || len(z.dies) == 0 {
+				exclude[z] = true
+				continue
+			}
+			picked = append(picked, z)
 		}
 	}
-	// Fall back to a same-channel pair.
-	for _, z := range cands {
-		if len(picked) == 2 {
-			break
-		}
-		if exclude[z] || (len(picked) == 1 && picked[0] == z) {
-			continue
-		}
-		if err := fs.resetZone(z); err != nil || len(z.dies) == 0 {
-			exclude[z] = true
-			continue
-		}
-		picked = append(picked, z)
+	var out [metaCopies]*zone
+	if len(picked) < metaCopies {
+		return out, fmt.Errorf("sdf: fewer than %d usable metadata zones left: %w", metaCopies, ErrNoSpace)
 	}
-	if len(picked) == 2 {
-		return [2]*zone{picked[0], picked[1]}, nil
-	}
-	return [2]*zone{}, fmt.Errorf("sdf: fewer than two usable metadata zones left: %w", ErrNoSpace)
+	copy(out[:], picked)
+	return out, nil
 }
 
 // snapshotLocked encodes the whole metadata state as a checkpoint stream.
@@ -365,20 +458,57 @@ func extentsRecord(ino *inode, exts []extent) []byte {
 	return w.frame(recExtents)
 }
 
-// metaPage is one verified metadata page found on open.
+// metaPage is one metadata page found on open: its copies, merged unit by
+// unit.
 type metaPage struct {
-	epoch   uint64
-	seq     uint32
+	epoch uint64
+	seq   uint32
+	// payload is the page's slice of the stream, nil when some unit
+	// verifies in no copy and no vote rebuilds it.
 	payload []byte
-	zone    int
+	zones   []int // zones holding a copy
+	// sure: some unit of some copy verifies (not only a claimed header).
+	sure bool
+	// merged counts units that did not verify in some copy (taken from
+	// another); voted those rebuilt by a bit-by-bit majority vote.
+	merged, voted int
 }
 
-// scanMeta reads every programmed page of the metadata zones and returns the
-// pages that verify. A page that fails (bad CRC, uncorrectable, failed die)
-// is skipped: its copy on the other zone is used instead.
-func (fs *FS) scanMeta() []metaPage {
-	var found []metaPage
+// metaScan is what the metadata zones hold.
+type metaScan struct {
+	pages []metaPage
+	// oldFormat counts pages of the format before units (metaMagicV1).
+	oldFormat int
+	// unreadable counts pages the device could not return at all (failed
+	// die, bad block).
+	unreadable int
+}
+
+// scanMeta reads every programmed page of the metadata zones, including the
+// content of pages the device reports uncorrectable, and merges the copies
+// of each page unit by unit: a unit is taken from any copy where it
+// verifies, and a unit that verifies in no copy is voted bit by bit over
+// three copies (the result must verify). A page copy whose every unit is
+// damaged cannot be told apart and adds nothing.
+func (fs *FS) scanMeta() metaScan {
+	type pageKey struct {
+		epoch uint64
+		seq   uint32
+	}
+	type copyOf struct {
+		raw         []byte
+		zone, index int
+		verified    bool // some unit of this copy verifies (its identity is sure)
+	}
+	type zonePage struct{ zone, index int }
+	var scan metaScan
+	raw := map[zonePage][]byte{} // every page read, by place
+	units := map[pageKey]map[int][]byte{}
+	counts := map[pageKey]int{}
+	claimed := map[pageKey]map[int]int{} // unit counts claimed by unverified copies
+	copies := map[pageKey][]copyOf{}
 	g := fs.l.g
+	per := metaUnitsPerPage(g.PageSize)
 	for _, z := range fs.zones[:metaZoneCount] {
 		var ops []*pageOp
 		for d := 0; d < g.DiesPerChannel; d++ {
@@ -391,32 +521,200 @@ func (fs *FS) scanMeta() []metaPage {
 		}
 		fs.chans[z.channel].do(ops...)
 		for _, op := range ops {
-			if op.err != nil || op.oob[0] != kindMeta ||
-				binary.LittleEndian.Uint32(op.oob[32:]) != crc32.Checksum(op.data, castagnoli) {
+			if op.err != nil && !errors.Is(op.err, flash.ErrUncorrectable) {
+				scan.unreadable++
 				continue
 			}
-			epoch, seq, payload, ok := parseMetaPage(op.data)
-			if !ok || seq == fillerSeq {
+			// The page's index in its zone (the inverse of metaPageAddr
+			// for a zone striped over all its dies).
+			index := op.addr.Page*len(z.dies) + slices.Index(z.dies, op.addr.Die)
+			raw[zonePage{z.id, index}] = op.data
+			// The page's identity is what most of its verifying units say.
+			votes := map[pageKey]int{}
+			var good []metaUnit
+			for k := 0; k < per; k++ {
+				u, ok := parseMetaUnit(op.data[k*metaUnitSize : (k+1)*metaUnitSize])
+				if !ok || u.index != k {
+					continue
+				}
+				good = append(good, u)
+				votes[pageKey{u.epoch, u.seq}]++
+			}
+			var key pageKey
+			switch le := binary.LittleEndian; {
+			case len(good) > 0:
+				for k, n := range votes {
+					if n > votes[key] || (n == votes[key] && (k.epoch > key.epoch || (k.epoch == key.epoch && k.seq > key.seq))) {
+						key = k
+					}
+				}
+			case le.Uint32(op.data) == metaMagic:
+				// No unit verifies (a one-unit page with a flip, say):
+				// go by what unit 0's header claims, so the copy can
+				// still take part in a vote; a vote must verify.
+				key = pageKey{le.Uint64(op.data[4:]), le.Uint32(op.data[12:])}
+				if claimed[key] == nil {
+					claimed[key] = map[int]int{}
+				}
+				claimed[key][int(op.data[17])]++
+			case le.Uint32(op.data) == metaMagicV1:
+				scan.oldFormat++
+				continue
+			default:
 				continue
 			}
-			found = append(found, metaPage{epoch: epoch, seq: seq, payload: payload, zone: z.id})
+			if key.seq == fillerSeq {
+				continue
+			}
+			copies[key] = append(copies[key], copyOf{op.data, z.id, index, len(good) > 0})
+			if units[key] == nil {
+				units[key] = map[int][]byte{}
+			}
+			for _, u := range good {
+				if (pageKey{u.epoch, u.seq}) != key {
+					continue
+				}
+				if n, seen := counts[key]; seen && n != u.units {
+					continue
+				}
+				counts[key] = u.units
+				units[key][u.index] = u.payload
+			}
 		}
 	}
-	return found
+	// Where each epoch's copies start in their zones (a copy on the channel
+	// of an earlier one starts after filler pages): page seq of copy c is
+	// at index seq+shift in its zone. Used to find, by place, copies of a
+	// page whose identity was damaged, for a vote.
+	type zoneEpoch struct {
+		zone  int
+		epoch uint64
+	}
+	shifts := map[zoneEpoch]int{}
+	for key, cs := range copies {
+		for _, c := range cs {
+			if c.verified {
+				shifts[zoneEpoch{c.zone, key.epoch}] = c.index - int(key.seq)
+			}
+		}
+	}
+	candidates := func(key pageKey, cs []copyOf) [][]byte {
+		var out [][]byte
+		have := map[zonePage]bool{}
+		for _, c := range cs {
+			out = append(out, c.raw)
+			have[zonePage{c.zone, c.index}] = true
+		}
+		for ze, shift := range shifts {
+			at := zonePage{ze.zone, int(key.seq) + shift}
+			if ze.epoch == key.epoch && !have[at] && raw[at] != nil {
+				have[at] = true
+				out = append(out, raw[at])
+			}
+		}
+		return out
+	}
+	for key, cs := range copies {
+		p := metaPage{epoch: key.epoch, seq: key.seq}
+		seenZone := map[int]bool{}
+		for _, c := range cs {
+			p.sure = p.sure || c.verified
+			if !seenZone[c.zone] {
+				seenZone[c.zone] = true
+				p.zones = append(p.zones, c.zone)
+			}
+		}
+		sort.Ints(p.zones)
+		n, ok := counts[key]
+		if !ok {
+			// No unit of any copy verifies: take the unit count most
+			// copies claim, for the vote.
+			for units, votes := range claimed[key] {
+				if units >= 1 && units <= per && (!ok || votes > claimed[key][n]) {
+					n, ok = units, true
+				}
+			}
+		}
+		var payload []byte
+		for k := 0; ok && k < n; k++ {
+			part, have := units[key][k]
+			if !have {
+				if part, have = voteMetaUnit(candidates(key, cs), key.epoch, key.seq, k, n); have {
+					p.voted++
+				}
+			}
+			if !have {
+				ok = false
+				break
+			}
+			damaged := len(cs) < metaCopies
+			for _, c := range cs {
+				u, good := parseMetaUnit(c.raw[k*metaUnitSize : (k+1)*metaUnitSize])
+				damaged = damaged || !good || u.epoch != key.epoch || u.seq != key.seq || u.index != k
+			}
+			if damaged {
+				p.merged++
+			}
+			payload = append(payload, part...)
+		}
+		if ok {
+			p.payload = payload
+			if p.payload == nil {
+				p.payload = []byte{}
+			}
+		}
+		scan.pages = append(scan.pages, p)
+	}
+	return scan
+}
+
+// voteMetaUnit rebuilds unit k of page (epoch, seq) by a bit-by-bit
+// majority vote over three of the candidate copies of the page (every
+// triple of the first maxVoteCandidates is tried); only a result that
+// verifies as that very unit is used.
+func voteMetaUnit(raws [][]byte, epoch uint64, seq uint32, k, units int) ([]byte, bool) {
+	const maxVoteCandidates = 6
+	raws = raws[:min(len(raws), maxVoteCandidates)]
+	out := make([]byte, metaUnitSize)
+	for x := 0; x < len(raws); x++ {
+		for y := x + 1; y < len(raws); y++ {
+			for z := y + 1; z < len(raws); z++ {
+				a := raws[x][k*metaUnitSize : (k+1)*metaUnitSize]
+				b := raws[y][k*metaUnitSize : (k+1)*metaUnitSize]
+				c := raws[z][k*metaUnitSize : (k+1)*metaUnitSize]
+				for i := range out {
+					out[i] = (a[i] & b[i]) | (a[i] & c[i]) | (b[i] & c[i])
+				}
+				u, ok := parseMetaUnit(out)
+				if ok && u.epoch == epoch && u.seq == seq && u.index == k && u.units == units {
+					return append([]byte(nil), u.payload...), true
+				}
+			}
+		}
+	}
+	return nil, false
+}
+
+// epochInfo says how the epoch replayed on open was assembled.
+type epochInfo struct {
+	epoch uint64
+	zones []int // zones holding its pages
+	// pages is the number of stream pages replayed; lost counts pages of
+	// the epoch after the first page that could not be assembled (their
+	// records are not replayed).
+	pages, lost   int
+	merged, voted int
 }
 
 // latestEpoch assembles the newest epoch whose checkpoint is complete and
-// returns its record stream and the zones that hold it.
-func latestEpoch(pages []metaPage) (epoch uint64, stream []byte, zones []int, err error) {
+// returns its record stream and how it was assembled.
+func latestEpoch(scan metaScan) ([]byte, epochInfo, error) {
 	byEpoch := map[uint64]map[uint32]metaPage{}
-	zoneSet := map[uint64]map[int]bool{}
-	for _, p := range pages {
+	for _, p := range scan.pages {
 		if byEpoch[p.epoch] == nil {
 			byEpoch[p.epoch] = map[uint32]metaPage{}
-			zoneSet[p.epoch] = map[int]bool{}
 		}
 		byEpoch[p.epoch][p.seq] = p
-		zoneSet[p.epoch][p.zone] = true
 	}
 	var epochs []uint64
 	for e := range byEpoch {
@@ -425,22 +723,39 @@ func latestEpoch(pages []metaPage) (epoch uint64, stream []byte, zones []int, er
 	sort.Slice(epochs, func(a, b int) bool { return epochs[a] > epochs[b] })
 	for _, e := range epochs {
 		var s []byte
-		for seq := uint32(0); ; seq++ {
+		info := epochInfo{epoch: e}
+		zoneSet := map[int]bool{}
+		seq := uint32(0)
+		for ; ; seq++ {
 			p, ok := byEpoch[e][seq]
-			if !ok {
+			if !ok || p.payload == nil {
 				break
 			}
 			s = append(s, p.payload...)
+			info.pages++
+			info.merged += p.merged
+			info.voted += p.voted
+		}
+		for q, p := range byEpoch[e] {
+			if q >= seq && (p.sure || p.payload != nil) {
+				info.lost++
+			}
+			for _, z := range p.zones {
+				zoneSet[z] = true
+			}
 		}
 		if checkpointComplete(s) {
-			for z := range zoneSet[e] {
-				zones = append(zones, z)
+			for z := range zoneSet {
+				info.zones = append(info.zones, z)
 			}
-			sort.Ints(zones)
-			return e, s, zones, nil
+			sort.Ints(info.zones)
+			return s, info, nil
 		}
 	}
-	return 0, nil, nil, base.CorruptionErrorf("sdf: no complete metadata checkpoint on the device (%d metadata pages verify)", len(pages))
+	if scan.oldFormat > 0 && len(scan.pages) == 0 {
+		return nil, epochInfo{}, base.CorruptionErrorf("sdf: the device holds %d metadata pages of an older format (before per-unit checksums): this version cannot read it", scan.oldFormat)
+	}
+	return nil, epochInfo{}, base.CorruptionErrorf("sdf: no complete metadata checkpoint on the device (%d metadata pages found, %d unreadable)", len(scan.pages), scan.unreadable)
 }
 
 func checkpointComplete(stream []byte) bool {

@@ -19,9 +19,10 @@ const (
 )
 
 // metaZoneCount is the number of reserved metadata zones: the journal is
-// written to two of them at once (primary and mirror copy of every page), the
-// next checkpoint goes to two others, and one is spare (DIRECT policy 2).
-const metaZoneCount = 5
+// written to metaCopies (three) of them at once (a copy of every page in
+// each), the next checkpoint goes to three others, and one is spare (DIRECT
+// policy 2).
+const metaZoneCount = 7
 
 // oobSize is the OOB bytes this layer uses per page:
 //

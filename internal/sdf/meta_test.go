@@ -187,20 +187,21 @@ func TestMetadataCheckpointRollover(t *testing.T) {
 	t.Logf("checkpoints %d, write amplification %.1f for 400 tiny synced appends", st.Checkpoints, st.WriteAmplification())
 }
 
-// TestMetadataBothCopiesLost is the control for TestMetadataPageLoss: when
-// both copies of the first page of the newest epoch are damaged, the layer
-// must not silently serve that epoch (it falls back to an older complete
-// epoch or refuses to open).
-func TestMetadataBothCopiesLost(t *testing.T) {
-	dev, want := buildMetaDevice(t)
-	g := small()
+// metaCopyAt is one copy of a metadata page on the device.
+type metaCopyAt struct {
+	a     flash.PageAddr
+	epoch uint64
+	seq   uint32
+	units int
+}
+
+// metaPageCopies lists the whole, verifying metadata page copies on dev and
+// the newest epoch among them.
+func metaPageCopies(t *testing.T, dev *flash.Emulator) ([]metaCopyAt, uint64) {
+	t.Helper()
+	g := dev.Geometry()
 	l := layout{g: g}
-	type copyAt struct {
-		a     flash.PageAddr
-		epoch uint64
-		seq   uint32
-	}
-	var copies []copyAt
+	var copies []metaCopyAt
 	var newest uint64
 	for z := 0; z < metaZoneCount; z++ {
 		for d := 0; d < g.DiesPerChannel; d++ {
@@ -211,13 +212,25 @@ func TestMetadataBothCopiesLost(t *testing.T) {
 				if _, err := dev.Read(a, data, nil); err != nil {
 					t.Fatal(err)
 				}
-				if epoch, seq, _, ok := parseMetaPage(data); ok && seq != fillerSeq {
-					copies = append(copies, copyAt{a, epoch, seq})
+				if epoch, seq, payload, ok := parseMetaPage(data); ok && seq != fillerSeq {
+					units := max(1, (len(payload)+metaUnitPayload-1)/metaUnitPayload)
+					copies = append(copies, metaCopyAt{a, epoch, seq, units})
 					newest = max(newest, epoch)
 				}
 			}
 		}
 	}
+	return copies, newest
+}
+
+// TestMetadataAllCopiesLost is the control for TestMetadataPageLoss: when
+// the same bit of the first page of the newest epoch is flipped in every
+// copy (no copy verifies and the vote gives the flipped bit), the layer must
+// not silently serve that epoch (it falls back to an older complete epoch or
+// refuses to open).
+func TestMetadataAllCopiesLost(t *testing.T) {
+	dev, want := buildMetaDevice(t)
+	copies, newest := metaPageCopies(t, dev)
 	n := 0
 	for _, c := range copies {
 		if c.epoch == newest && c.seq == 0 {
@@ -225,14 +238,88 @@ func TestMetadataBothCopiesLost(t *testing.T) {
 			n++
 		}
 	}
-	if n != 2 {
-		t.Fatalf("%d copies of the newest epoch's first page, want 2", n)
+	if n != metaCopies {
+		t.Fatalf("%d copies of the newest epoch's first page, want %d", n, metaCopies)
 	}
 	fs, err := Open(dev, Options{})
 	if err == nil {
 		defer fs.Close()
 		if len(fs.List()) == len(want) {
-			t.Fatalf("both copies lost, yet the newest epoch's %d files were served", len(want))
+			t.Fatalf("every copy lost, yet the newest epoch's %d files were served", len(want))
 		}
+	}
+}
+
+// TestMetadataUnitMerge damages every copy of every page of the newest
+// epoch, each copy in a different unit (merged from the others), then the
+// same unit of every copy at different bits (voted): the device opens with
+// every file, and OpenInfo says what was merged and voted.
+func TestMetadataUnitMerge(t *testing.T) {
+	for _, mode := range []string{"merge", "vote"} {
+		t.Run(mode, func(t *testing.T) {
+			dev, want := buildMetaDevice(t)
+			copies, newest := metaPageCopies(t, dev)
+			nth := map[uint32]int{}
+			damaged := 0
+			for _, c := range copies {
+				if c.epoch != newest {
+					continue
+				}
+				i := nth[c.seq]
+				nth[c.seq]++
+				unit, bit := i%c.units, 8*(metaUnitHeader+30)+i
+				if mode == "vote" {
+					unit = 0
+				}
+				if mode == "merge" && c.units < metaCopies && i >= c.units {
+					continue // fewer units than copies: leave this copy whole
+				}
+				dev.Faults().FlipBit(c.a, unit*metaUnitSize*8+bit, true)
+				damaged++
+			}
+			if damaged == 0 {
+				t.Fatal("no page damaged")
+			}
+			fs, err := Open(dev, Options{})
+			if err != nil {
+				t.Fatalf("%d copies damaged: %v", damaged, err)
+			}
+			defer fs.Close()
+			checkFiles(t, fs, want)
+			info := fs.OpenInfo()
+			t.Logf("%d copies damaged: %s", damaged, info)
+			if info.MetaPagesLost != 0 || info.MetaUnitsMerged == 0 || (mode == "vote") != (info.MetaUnitsVoted > 0) {
+				t.Fatalf("open info %s", info)
+			}
+		})
+	}
+}
+
+// TestMetadataRandomFlips flips random bits in the used units of the metadata
+// pages, zero to two per copy (seeded), then opens: every file must be
+// there with its content, or the open must fail; never a wrong file.
+func TestMetadataRandomFlips(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for iter := 0; iter < 5; iter++ {
+		dev, want := buildMetaDevice(t)
+		copies, _ := metaPageCopies(t, dev)
+		for _, c := range copies {
+			for k := rng.Intn(3); k > 0; k-- {
+				dev.Faults().FlipBit(c.a, rng.Intn(8*metaUnitSize*c.units), true)
+			}
+		}
+		fs, err := Open(dev, Options{})
+		if err != nil {
+			t.Logf("iteration %d: open refused: %v", iter, err)
+			continue
+		}
+		info := fs.OpenInfo()
+		if info.MetaPagesLost == 0 {
+			checkFiles(t, fs, want)
+		}
+		t.Logf("iteration %d: %s", iter, info)
+		fs.Close()
 	}
 }
