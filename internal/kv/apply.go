@@ -70,7 +70,7 @@ func (r *Replica) stopped() bool {
 
 // applyEntry applies one committed entry; false means the replica stopped.
 func (r *Replica) applyEntry(e *pb.Entry) bool {
-	idx := e.GetIndex()
+	idx, term := e.GetIndex(), e.GetTerm()
 	r.mu.Lock()
 	applied, rebuild := r.applied, r.needRebuild
 	r.mu.Unlock()
@@ -92,14 +92,7 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 		return true // already in the state (restart, or a rebuild went past it)
 	}
 	if e.GetType() != pb.EntryType_EntryNormal || len(e.GetData()) == 0 {
-		r.smMu.RLock()
-		err := r.sm.setApplied(idx)
-		r.smMu.RUnlock()
-		if err != nil {
-			return r.failApply(idx, err)
-		}
-		r.advance(idx)
-		return true
+		return r.applyNoop(idx, term)
 	}
 	cmd := &kvpb.Command{}
 	if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
@@ -108,10 +101,17 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 	}
 	switch {
 	case cmd.Patch != nil:
-		return r.applyPatchEntry(idx, cmd.Patch)
+		return r.applyPatchEntry(idx, term, cmd.Patch)
+	case cmd.Barrier != nil:
+		if !r.applyNoop(idx, term) {
+			return false
+		}
+		r.applyBarrier(cmd.Barrier)
+		return true
 	case cmd.Write != nil:
 		r.smMu.RLock()
-		err := r.sm.applyWrite(idx, cmd.Write)
+		err := r.sm.applyWrite(idx, term, cmd.Write)
+		digestLost := r.sm.applied().digest.dirty
 		r.smMu.RUnlock()
 		switch {
 		case err == nil:
@@ -127,22 +127,53 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 			// NB: the entry is committed and other replicas apply it, so
 			// the proposer's outcome is unknown, never "retry".
 			r.finish(cmd.ProposalId, 0, fmt.Errorf("kv: %s: outcome of entry %d unknown here (apply failed: %v)", r, idx, err))
-			return r.failApply(idx, err)
+			return r.failApply(idx, err, rebuildApplyFailed)
 		}
+		_ = digestLost
 	default:
-		r.advance(idx)
+		return r.applyNoop(idx, term)
 	}
 	return true
 }
 
+// applyNoop records idx as applied with no change to the rows.
+func (r *Replica) applyNoop(idx, term uint64) bool {
+	r.smMu.RLock()
+	err := r.sm.setApplied(idx, term)
+	r.smMu.RUnlock()
+	if err != nil {
+		return r.failApply(idx, err, rebuildApplyFailed)
+	}
+	r.advance(idx)
+	return true
+}
+
+// applyBarrier lifts this replica's vote floor when its own barrier
+// applies: a leader replicated it after every entry committed before the
+// replica's raft log was damaged (see raftlog.Log.ClearFloor).
+func (r *Replica) applyBarrier(b *kvpb.Barrier) {
+	if base.ReplicaID(b.Replica) != r.id {
+		return
+	}
+	r.mu.Lock()
+	mine := b.Nonce == r.barrier
+	if mine {
+		r.barrier = 0
+	}
+	r.mu.Unlock()
+	if mine {
+		_ = r.log.ClearFloor()
+	}
+}
+
 // failApply handles an entry this replica cannot apply: it rebuilds its
-// state from a peer that has applied idx. err is nil when no patch came.
-// The replica is never left out: rebuild retries every peer until one
-// serves a state at idx or later (peers' scans re-read past transient
-// flips, see readAttempts).
-func (r *Replica) failApply(idx uint64, err error) bool {
+// state from a peer that has applied idx. The replica is never left out:
+// rebuild retries every peer until one serves a state at idx or later
+// (peers' scans re-read past transient flips, see readAttempts).
+func (r *Replica) failApply(idx uint64, err error, reason string) bool {
 	r.mu.Lock()
 	r.needRebuild = true
+	r.rebuildReason = reason
 	if err != nil {
 		r.stats.ApplyFailures++
 	}
@@ -157,20 +188,49 @@ func (r *Replica) advance(idx uint64) {
 		close(r.appliedCh)
 		r.appliedCh = make(chan struct{})
 	}
-	compact := idx >= r.lastCompact+r.opts.LogCompactEntries
+	compact := !r.compacting && idx >= r.lastCompact+r.opts.LogCompactEntries
 	if compact {
-		r.lastCompact = idx
+		r.compacting = true
 	}
 	r.mu.Unlock()
 	if compact {
-		r.compactLog(idx)
+		r.wg.Add(1)
+		go r.flushAndCompact()
 	}
 }
 
-// compactLog records applied index idx as the raft snapshot point and drops
-// older entries but the last LogKeepEntries. Failures only leave the log
-// longer (an entry not in the log, a snapshot already newer).
-func (r *Replica) compactLog(idx uint64) {
+// flushAndCompact makes the applied state durable (Pebble runs without a
+// WAL: a flush is what makes applied entries durable) and then records the
+// durable index as the raft snapshot point and compacts the raft log up to
+// LogKeepEntries before it. The log never drops an entry the engine does
+// not hold durably. Failures only leave the log longer.
+func (r *Replica) flushAndCompact() {
+	defer r.wg.Done()
+	defer func() {
+		r.mu.Lock()
+		r.compacting = false
+		r.mu.Unlock()
+	}()
+	r.smMu.RLock()
+	if r.smClosed {
+		r.smMu.RUnlock()
+		return
+	}
+	st := r.sm.applied() // NB: read before the flush starts
+	ch, err := r.sm.db.AsyncFlush()
+	r.smMu.RUnlock()
+	if err != nil {
+		return
+	}
+	select {
+	case <-ch:
+	case <-r.stopc:
+		return
+	}
+	idx := st.index
+	r.mu.Lock()
+	r.lastCompact = idx
+	r.mu.Unlock()
 	var voters []uint64
 	for rid := range r.shard.Replicas {
 		voters = append(voters, uint64(rid))
@@ -194,7 +254,7 @@ func (r *Replica) installSnapshot(index uint64) bool {
 		return true
 	}
 	r.mu.Lock()
-	r.needRebuild, r.rebuildTarget = true, index
+	r.needRebuild, r.rebuildTarget, r.rebuildReason = true, index, rebuildSnapshot
 	r.mu.Unlock()
 	return r.rebuild(index)
 }
@@ -202,43 +262,77 @@ func (r *Replica) installSnapshot(index uint64) bool {
 // applyPatchEntry is Figure 5 of DIRECT 001: every replica reaches the
 // PatchRequest at the same point of the log. Healthy replicas send the
 // content of the ranges as of exactly this point; the corrupted replica
-// waits here for the first patch and ingests it atomically.
-func (r *Replica) applyPatchEntry(idx uint64, req *kvpb.PatchRequest) bool {
+// waits here for the ranges, each from whichever replica has it intact
+// (helix recovery: when every replica is damaged somewhere, each range
+// still comes from one that holds it), and ingests them atomically.
+//
+// Ranges no replica sent within PatchTimeout stay under repair and are
+// requested again at a later entry: no rebuild, which would need a peer
+// whose whole state reads back. A patch entry of this replica that no
+// repair is waiting for (replayed after a restart: the ingest is durable
+// before the entry counts as applied) is skipped; damage still there is
+// found again.
+func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool {
 	ranges := rangesFromProto(req.Ranges)
 	if base.ReplicaID(req.CorruptedReplica) != r.id {
 		r.sendPatch(idx, req, ranges)
-		r.smMu.RLock()
-		err := r.sm.setApplied(idx)
-		r.smMu.RUnlock()
-		if err != nil {
-			return r.failApply(idx, err)
-		}
-		r.advance(idx)
-		return true
+		return r.applyNoop(idx, term)
 	}
-	p := r.waitPatch(req.PatchId)
+	r.mu.Lock()
+	pr, waiting := r.pending[req.PatchId]
+	r.mu.Unlock()
+	if !waiting {
+		r.mu.Lock()
+		r.stats.PatchesSkipped++
+		r.mu.Unlock()
+		return r.applyNoop(idx, term)
+	}
+	got := r.waitPatch(req.PatchId, ranges)
 	if r.stopped() {
 		return false
 	}
-	if p == nil {
-		// No healthy replica answered in time: rebuild from a raft-ordered
-		// state transfer instead.
-		return r.failApply(idx, nil)
+	var done []Range
+	var rows []*kvpb.KeyValue
+	var bytesIn uint64
+	for _, rg := range ranges {
+		if part, ok := got.rows[rg.String()]; ok {
+			done = append(done, rg)
+			rows = append(rows, part...)
+		}
 	}
-	r.smMu.RLock()
-	err := r.sm.ingestRanges(ranges, p.Rows, idx)
-	r.smMu.RUnlock()
-	if err != nil {
-		return r.failApply(idx, err)
+	bytesIn = got.bytes
+	if len(done) > 0 {
+		r.smMu.RLock()
+		err := r.sm.ingestRanges(done, rows, idx, term)
+		r.smMu.RUnlock()
+		if err != nil {
+			reason := rebuildApplyFailed
+			if base.IsCorruption(err) {
+				reason = rebuildExcise
+			}
+			return r.failApply(idx, err, reason)
+		}
+	} else if !r.applyNoop(idx, term) {
+		return false
 	}
+	var missing []Range
+	for _, rg := range ranges {
+		if _, ok := got.rows[rg.String()]; !ok {
+			missing = append(missing, rg)
+		}
+	}
+	now := r.opts.Clock.Now()
 	r.mu.Lock()
-	r.stats.PatchesApplied++
-	r.stats.PatchBytesReceived += uint64(proto.Size(p))
-	r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
+	if len(done) > 0 {
+		r.stats.PatchesApplied++
+		r.stats.PatchBytesReceived += bytesIn
+		r.stats.LastRepair = now.Sub(pr.detected)
+		r.stats.LastDetection = "patched"
+	}
 	var still []Range
 	for _, rec := range r.recovering {
 		covered := false
-		for _, pr := range ranges {
+		for _, pr := range done {
 			if rangeCovers(pr, rec) {
 				covered = true
 			}
@@ -249,21 +343,29 @@ func (r *Replica) applyPatchEntry(idx uint64, req *kvpb.PatchRequest) bool {
 	}
 	r.recovering = still
 	delete(r.patches, req.PatchId)
-	detected := r.patchDetect[req.PatchId]
 	delete(r.patchDetect, req.PatchId)
-	if pr, ok := r.pending[req.PatchId]; ok {
+	if len(done) > 0 {
 		if r.repaired == nil {
 			r.repaired = map[string][]Range{}
 		}
-		r.repaired[pr.path] = append(r.repaired[pr.path], ranges...)
+		r.repaired[pr.path] = append(r.repaired[pr.path], done...)
 	}
 	delete(r.pending, req.PatchId)
 	r.mu.Unlock()
-	r.invalidateSnapshots()
+	if len(done) > 0 {
+		r.invalidateSnapshots()
+	}
 	r.advance(idx)
-	if r.opts.OnRepair != nil {
-		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: detected, Applied: r.opts.Clock.Now(),
-			Bytes: uint64(proto.Size(p)), Rows: len(p.Rows), Ranges: ranges})
+	if len(missing) > 0 {
+		// Ask again at a later entry (a builder may have been damaged in
+		// that range itself, and patched meanwhile).
+		for _, rg := range missing {
+			r.proposeRepair(&pendingRepair{path: pr.path, rg: rg, detected: pr.detected, retryAfter: now.Add(r.opts.PatchTimeout)})
+		}
+	}
+	if len(done) > 0 && r.opts.OnRepair != nil {
+		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: pr.detected, Applied: now,
+			Bytes: bytesIn, Rows: len(rows), Ranges: done})
 	}
 	return true
 }
@@ -273,40 +375,47 @@ func rangeCovers(outer, inner Range) bool {
 		(len(outer.End) == 0 || (len(inner.End) != 0 && string(inner.End) <= string(outer.End)))
 }
 
-// sendPatch builds this healthy replica's patch for the ranges and sends it
-// to the corrupted replica. Its scan re-reads past transient flips
-// (readAttempts); a builder whose own copy is damaged on disk stays silent
-// (the listener has already reported its damage).
+// sendPatch builds this healthy replica's patch for the ranges it holds
+// intact and sends it to the corrupted replica. Ranges that overlap its own
+// damage, or whose scan fails (damage on disk; the scan re-reads past
+// transient flips, see readAttempts), are left out for another replica to
+// send.
 func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) {
 	to, ok := r.shard.Replicas[base.ReplicaID(req.CorruptedReplica)]
 	if !ok {
 		return
 	}
 	r.mu.Lock()
-	for _, rec := range r.recovering {
-		for _, rg := range ranges {
-			if rec.Overlaps(rg) {
-				r.mu.Unlock()
-				return // our own copy of this range is bad
-			}
-		}
-	}
+	recovering := append([]Range(nil), r.recovering...)
 	r.mu.Unlock()
+	var built []*kvpb.KeyRange
 	var rows []*kvpb.KeyValue
 	r.smMu.RLock()
-	for _, rg := range ranges {
+	for i, rg := range ranges {
+		bad := false
+		for _, rec := range recovering {
+			if rec.Overlaps(rg) {
+				bad = true
+			}
+		}
+		if bad {
+			continue
+		}
 		part, _, err := scan(r.sm.db, rg.Start, rg.End, 0)
 		if err != nil {
-			r.smMu.RUnlock()
-			return
+			continue
 		}
+		built = append(built, req.Ranges[i])
 		rows = append(rows, part...)
 	}
 	r.smMu.RUnlock()
+	if len(built) == 0 {
+		return
+	}
 	p := &kvpb.Patch{
 		Shard: uint64(r.shard.ID), PatchId: req.PatchId,
 		FromReplica: uint64(r.id), ToReplica: req.CorruptedReplica,
-		Ranges: req.Ranges, Rows: rows,
+		Ranges: built, Rows: rows,
 	}
 	p.Crc = rowsCRC(p.Ranges, p.Rows)
 	r.mu.Lock()
@@ -315,38 +424,77 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	r.env.sendPatch(to, p)
 }
 
-// deliverPatch is called when a patch arrives from a peer. The first patch
-// with a verifying checksum wins.
+// patchParts collects, for one patch id, each range's rows from the first
+// verifying patch that carried the range.
+type patchParts struct {
+	rows  map[string][]*kvpb.KeyValue // by Range.String()
+	bytes uint64
+}
+
+// deliverPatch is called when a patch arrives from a peer. Each range is
+// taken from the first patch with a verifying checksum that carries it.
 func (r *Replica) deliverPatch(p *kvpb.Patch) error {
 	if rowsCRC(p.Ranges, p.Rows) != p.Crc {
 		return base.CorruptionErrorf("kv: %s: patch %d from r%d fails its checksum", r, p.PatchId, p.FromReplica)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, ok := r.patches[p.PatchId]; !ok {
-		r.patches[p.PatchId] = p
+	parts, ok := r.patches[p.PatchId]
+	if !ok {
+		if _, waiting := r.pending[p.PatchId]; !waiting {
+			return nil // late or unknown: nothing waits for it
+		}
+		parts = &patchParts{rows: map[string][]*kvpb.KeyValue{}}
+		r.patches[p.PatchId] = parts
+	}
+	added := false
+	for _, kr := range rangesFromProto(p.Ranges) {
+		key := kr.String()
+		if _, have := parts.rows[key]; have {
+			continue
+		}
+		var in []*kvpb.KeyValue
+		for _, kv := range p.Rows {
+			if kr.Contains(kv.Key) {
+				in = append(in, kv)
+			}
+		}
+		parts.rows[key] = in
+		added = true
+	}
+	if added {
+		parts.bytes += uint64(proto.Size(p))
 		close(r.patchSig)
 		r.patchSig = make(chan struct{})
 	}
 	return nil
 }
 
-func (r *Replica) waitPatch(id uint64) *kvpb.Patch {
+// waitPatch waits until every range of patch id has arrived, or
+// PatchTimeout, and returns what arrived.
+func (r *Replica) waitPatch(id uint64, ranges []Range) patchParts {
 	deadline := time.NewTimer(r.opts.PatchTimeout)
 	defer deadline.Stop()
 	for {
 		r.mu.Lock()
-		p, sig := r.patches[id], r.patchSig
+		parts, sig := r.patches[id], r.patchSig
+		var out patchParts
+		if parts != nil {
+			out = patchParts{rows: map[string][]*kvpb.KeyValue{}, bytes: parts.bytes}
+			for k, v := range parts.rows {
+				out.rows[k] = v
+			}
+		}
 		r.mu.Unlock()
-		if p != nil {
-			return p
+		if len(out.rows) == len(ranges) {
+			return out
 		}
 		select {
 		case <-sig:
 		case <-deadline.C:
-			return nil
+			return out
 		case <-r.stopc:
-			return nil
+			return out
 		}
 	}
 }
@@ -366,11 +514,14 @@ func (r *Replica) rebuild(idx uint64) bool {
 			if rid == r.id {
 				continue
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			resp, err := r.env.fetchState(ctx, node, r.shard.ID)
 			cancel()
 			if err != nil || resp.AppliedIndex < idx || rowsCRC(nil, resp.Rows) != resp.Crc {
 				continue
+			}
+			if d := digestFromProto(resp.Summary); !d.dirty && !digestOf(resp.Rows).same(d) {
+				continue // the source's engine does not match its own digest
 			}
 			if err := r.installState(resp); err != nil {
 				continue
@@ -386,14 +537,29 @@ func (r *Replica) rebuild(idx uint64) bool {
 }
 
 func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
+	d := digestFromProto(resp.Summary)
+	if d.dirty {
+		// The source's digest is unknown: start from the rows themselves.
+		d = digestOf(resp.Rows)
+	}
 	r.smMu.RLock()
-	err := r.sm.ingestRanges([]Range{{Start: nil, End: nil}}, resp.Rows, resp.AppliedIndex)
+	err := r.sm.installState(resp.Rows, resp.AppliedIndex, resp.AppliedTerm, d)
 	r.smMu.RUnlock()
 	if err != nil {
 		return err
 	}
 	r.mu.Lock()
 	r.stats.Rebuilds++
+	reason := r.rebuildReason
+	if reason == "" {
+		reason = rebuildNoPatch
+	}
+	if r.stats.RebuildReasons == nil {
+		r.stats.RebuildReasons = map[string]uint64{}
+	}
+	r.stats.RebuildReasons[reason]++
+	r.rebuildReason = ""
+	r.stats.LastDetection = "rebuilt"
 	r.stats.RebuildBytes += uint64(proto.Size(resp))
 	if !r.detectedAt.IsZero() {
 		r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
@@ -429,7 +595,7 @@ func (r *Replica) fetchState() (*kvpb.FetchStateResponse, error) {
 	}
 	snap := r.sm.db.NewSnapshot()
 	defer snap.Close()
-	applied, err := readApplied(snap)
+	st, err := readApplied(snap)
 	if err != nil {
 		return nil, err
 	}
@@ -437,7 +603,8 @@ func (r *Replica) fetchState() (*kvpb.FetchStateResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.FetchStateResponse{AppliedIndex: applied, Rows: rows, Crc: rowsCRC(nil, rows)}, nil
+	return &kvpb.FetchStateResponse{AppliedIndex: st.index, AppliedTerm: st.term, Rows: rows,
+		Crc: rowsCRC(nil, rows), Summary: st.digest.toProto()}, nil
 }
 
 // wipe is the crash baseline's "replica down": close Pebble, delete its

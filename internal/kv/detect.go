@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
@@ -36,11 +37,16 @@ func (r *Replica) reportCorruption(gen uint64, info pebble.DataCorruptionInfo) {
 	}
 }
 
+// repairTick is how often detectLoop (re)proposes patch requests: ones that
+// could not be proposed (no leader yet, a proposal dropped) go out within a
+// tick of a leader appearing.
+const repairTick = 50 * time.Millisecond
+
 // detectLoop turns corruption reports into repairs (DIRECT 4.1.3 detect and
 // isolate, 4.1.4 recovery through the log).
 func (r *Replica) detectLoop() {
 	defer r.wg.Done()
-	ticker := time.NewTicker(r.opts.PatchTimeout)
+	ticker := time.NewTicker(repairTick)
 	defer ticker.Stop()
 	var scrubc <-chan time.Time
 	if r.opts.ScrubInterval > 0 {
@@ -58,19 +64,23 @@ func (r *Replica) detectLoop() {
 				r.handleCorruption(rep.info)
 			}
 		case <-ticker.C:
-			r.reproposeStale()
+			r.proposePending()
 		case <-r.stopc:
 			return
 		}
 	}
 }
 
-// pendingRepair is a patch request proposed and not yet applied.
+// pendingRepair is a patch request waiting to be applied.
 type pendingRepair struct {
-	path       string
-	rg         Range
+	path     string
+	rg       Range
+	detected time.Time
+	// proposedAt is when the request was last proposed (zero: not yet, or
+	// the proposal was dropped); retryAfter holds a re-request back.
 	proposedAt time.Time
-	detected   time.Time
+	retryAfter time.Time
+	proposalID uint64
 }
 
 func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
@@ -94,6 +104,7 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		r.detectedAt = r.opts.Clock.Now()
 		r.down = true
 		r.needRebuild = true
+		r.rebuildReason = rebuildCrash
 		r.mu.Unlock()
 		r.enqueue(applyTask{})
 		return
@@ -108,6 +119,7 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		if clean, err := rereadBlock(r.fs, info.Path, h); err == nil && clean {
 			r.mu.Lock()
 			r.stats.TransientErrors++
+			r.stats.LastDetection = "transient"
 			r.mu.Unlock()
 			return
 		}
@@ -119,11 +131,13 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 			// Damage already cut out of the live data by a patch (the
 			// physical file keeps it until compactions drop the file);
 			// the scrubber finds it again, nothing reads it.
+			r.stats.LastDetection = "already repaired"
 			r.mu.Unlock()
 			return
 		}
 	}
 	r.stats.CorruptionsDetected++
+	r.stats.LastDetection = "pending"
 	r.detectedAt = detectedAt
 	r.recovering = append(r.recovering, rg)
 	p := &pendingRepair{path: info.Path, rg: rg, detected: r.detectedAt}
@@ -131,7 +145,8 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 	r.proposeRepair(p)
 }
 
-// proposeRepair proposes the patch request of p under a new patch id.
+// proposeRepair registers p under a new patch id and proposes it at once
+// if it may go now (else proposePending does).
 func (r *Replica) proposeRepair(p *pendingRepair) {
 	patchID := r.nextID.Add(1)
 	r.mu.Lock()
@@ -141,34 +156,64 @@ func (r *Replica) proposeRepair(p *pendingRepair) {
 	if r.patchDetect == nil {
 		r.patchDetect = map[uint64]time.Time{}
 	}
-	p.proposedAt = r.opts.Clock.Now()
 	r.pending[patchID] = p
 	r.patchDetect[patchID] = p.detected
 	r.mu.Unlock()
-	r.proposeAsync(&kvpb.Command{Patch: &kvpb.PatchRequest{
-		PatchId:          patchID,
-		CorruptedReplica: uint64(r.id),
-		Ranges:           rangesToProto([]Range{p.rg}),
-	}})
+	r.proposePending()
 }
 
-// reproposeStale proposes again the patch requests that raft dropped (a
-// leader change loses uncommitted proposals): those not applied within
-// three patch timeouts.
-func (r *Replica) reproposeStale() {
+// proposePending proposes the patch requests that are not in flight: new
+// ones, ones whose proposal raft dropped (no leader), and ones not applied
+// within three patch timeouts (a leader change loses uncommitted
+// proposals). A request keeps its patch id: if two of its entries commit,
+// the second finds nothing waiting and is skipped.
+func (r *Replica) proposePending() {
+	if !r.raftUp.Load() || r.leader.Load() == 0 {
+		return
+	}
 	now := r.opts.Clock.Now()
-	var stale []*pendingRepair
+	type out struct {
+		id  uint64
+		cmd *kvpb.Command
+	}
+	var send []out
 	r.mu.Lock()
 	for id, p := range r.pending {
-		if now.Sub(p.proposedAt) > 3*r.opts.PatchTimeout {
-			delete(r.pending, id)
-			delete(r.patchDetect, id)
-			stale = append(stale, p)
+		if now.Before(p.retryAfter) {
+			continue
 		}
+		if !p.proposedAt.IsZero() && now.Sub(p.proposedAt) < 3*r.opts.PatchTimeout {
+			continue
+		}
+		p.proposedAt = now
+		p.proposalID = r.nextID.Add(1)
+		send = append(send, out{id: p.proposalID, cmd: &kvpb.Command{ProposalId: p.proposalID, Patch: &kvpb.PatchRequest{
+			PatchId: id, CorruptedReplica: uint64(r.id), Ranges: rangesToProto([]Range{p.rg}),
+		}}})
 	}
 	r.mu.Unlock()
-	for _, p := range stale {
-		r.proposeRepair(p)
+	for _, o := range send {
+		data, err := proto.Marshal(o.cmd)
+		if err != nil {
+			continue
+		}
+		select {
+		case r.propc <- proposal{id: o.id, data: data}:
+		case <-r.stopc:
+			return
+		}
+	}
+}
+
+// proposalDropped marks a patch request whose proposal raft refused, so the
+// next tick proposes it again.
+func (r *Replica) proposalDropped(proposalID uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pending {
+		if p.proposalID == proposalID {
+			p.proposedAt = time.Time{}
+		}
 	}
 }
 

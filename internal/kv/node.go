@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -36,6 +37,9 @@ type NodeConfig struct {
 type Node struct {
 	cfg      NodeConfig
 	replicas map[base.ShardID]*Replica
+	// failures records replicas that could not open as they were (see
+	// NewNode): what failed, and whether a fresh replica replaced them.
+	failures []ReplicaFailure
 
 	mu    sync.Mutex
 	peers map[base.NodeID]*peer
@@ -75,12 +79,87 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		dir := cfg.FS.PathJoin(cfg.Dir, fmt.Sprintf("shard-%d", uint64(s.ID)))
 		r, err := newReplica(n, cfg.ID, s, rid, cfg.FS, dir, opts)
 		if err != nil {
-			n.Close()
-			return nil, fmt.Errorf("kv: %s: open replica of %s: %w", cfg.ID, s.ID, err)
+			// One replica's failure is only that replica's: keep its files
+			// aside for inspection and start it afresh; it rejoins its
+			// group, takes a peer's state and votes for no one until it
+			// holds every committed entry (raftlog's vote floor).
+			r, err = n.replaceReplica(s, rid, dir, err)
+			if err != nil {
+				continue
+			}
 		}
 		n.replicas[s.ID] = r
 	}
 	return n, nil
+}
+
+// ReplicaFailure is a replica that could not open from its files.
+type ReplicaFailure struct {
+	Shard base.ShardID
+	// Dir is the replica's directory; Quarantine is where its files were
+	// moved ("" if they could not be).
+	Dir, Quarantine string
+	// Err is what failed.
+	Err error
+	// Replaced is set if a fresh replica took its place (it rebuilds from
+	// its peers); otherwise the node runs without it.
+	Replaced   bool
+	ReplaceErr error
+}
+
+func (f ReplicaFailure) String() string {
+	s := fmt.Sprintf("%s in %s: %v", f.Shard, f.Dir, f.Err)
+	if f.Quarantine != "" {
+		s += "; files kept in " + f.Quarantine
+	}
+	if f.Replaced {
+		s += "; replaced by a fresh replica that rebuilds from its peers"
+	} else if f.ReplaceErr != nil {
+		s += fmt.Sprintf("; not replaced: %v", f.ReplaceErr)
+	}
+	return s
+}
+
+// Failures lists the replicas this node could not open from their files.
+func (n *Node) Failures() []ReplicaFailure {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return append([]ReplicaFailure(nil), n.failures...)
+}
+
+// replaceReplica moves a replica that cannot open out of the way and
+// starts a fresh one in its place.
+func (n *Node) replaceReplica(s ShardSpec, rid base.ReplicaID, dir string, openErr error) (*Replica, error) {
+	f := ReplicaFailure{Shard: s.ID, Dir: dir, Err: openErr}
+	defer func() {
+		n.mu.Lock()
+		n.failures = append(n.failures, f)
+		n.mu.Unlock()
+	}()
+	fs := n.cfg.FS
+	q := dir + fmt.Sprintf(".failed-%d", time.Now().UnixNano())
+	if err := fs.Rename(dir, q); err != nil {
+		// Rename may not work on every vfs.FS: remove instead (the peers
+		// hold the shard).
+		if rerr := fs.RemoveAll(dir); rerr != nil {
+			f.ReplaceErr = fmt.Errorf("cannot move or remove %s: %v, %v", dir, err, rerr)
+			return nil, f.ReplaceErr
+		}
+	} else {
+		f.Quarantine = q
+	}
+	r, err := newReplica(n, n.cfg.ID, s, rid, fs, dir, n.cfg.Options)
+	if err != nil {
+		f.ReplaceErr = err
+		return nil, err
+	}
+	if err := r.log.SetVoteFloor(math.MaxUint64, math.MaxUint64); err != nil {
+		_ = r.close()
+		f.ReplaceErr = err
+		return nil, err
+	}
+	f.Replaced = true
+	return r, nil
 }
 
 // ID returns the node's ID.
@@ -290,6 +369,15 @@ func (n *Node) sendPatch(to base.NodeID, p *kvpb.Patch) {
 	}()
 }
 
+func (n *Node) fetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
+	c, err := n.conn(from)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := kvpb.NewReplicationClient(c).FetchEntries(ctx, req, grpc.MaxCallRecvMsgSize(64<<20))
+	return resp, fromStatus(err)
+}
+
 func (n *Node) fetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error) {
 	c, err := n.conn(from)
 	if err != nil {
@@ -349,6 +437,18 @@ func (s *replicationServer) FetchState(_ context.Context, req *kvpb.FetchStateRe
 		return nil, toStatus(err)
 	}
 	resp, err := r.fetchState()
+	return resp, toStatus(err)
+}
+
+func (s *replicationServer) FetchEntries(_ context.Context, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
+	r, err := s.svc.replica(req.Shard)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if req.Lo == 0 || req.Hi < req.Lo {
+		return nil, toStatus(base.InvalidArgumentf("kv: fetch entries [%d, %d]", req.Lo, req.Hi))
+	}
+	resp, err := r.fetchEntries(req)
 	return resp, toStatus(err)
 }
 

@@ -79,7 +79,7 @@ func TestCorruptRaftLogRecordLosesNothing(t *testing.T) {
 			if err := c.RestartNode(victim); err != nil {
 				t.Fatal(err)
 			}
-			if st := c.Node(victim).Replica(1).log.Stats(); st.RecordsRepaired == 0 {
+			if st := c.Node(victim).Replica(1).log.Stats(); st.FragmentsRepaired == 0 {
 				t.Fatalf("no record repaired: %v", st)
 			} else {
 				t.Logf("raft log after restart: %v", st)

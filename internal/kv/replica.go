@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"log"
 	"strings"
@@ -32,27 +33,63 @@ type ReplicaStats struct {
 	PatchesApplied     uint64
 	PatchesSent        uint64
 	PatchBytesReceived uint64
-	Rebuilds           uint64
-	RebuildBytes       uint64
-	TxnsInvalidated    uint64
+	// PatchesSkipped counts patch entries for this replica that found no
+	// repair waiting for them (replayed after a restart): the damage, if
+	// still there, is found again.
+	PatchesSkipped uint64
+	Rebuilds       uint64
+	RebuildBytes   uint64
+	// RebuildReasons counts rebuilds by why they happened.
+	RebuildReasons  map[string]uint64
+	TxnsInvalidated uint64
 	// ApplyFailures counts committed entries this replica could not apply
 	// (a read of the entry's conditions, or a patch ingest, failed after
 	// its re-reads): each is repaired by a rebuild, never skipped.
 	ApplyFailures uint64
+	// LogEntriesFilled counts raft log entries repaired from peers at open.
+	LogEntriesFilled uint64
 	// LastRepair is detection-to-patch-applied time of the last repair.
 	LastRepair time.Duration
+	// LastDetection says what happened to the last corruption report:
+	// "transient", "pending", "patched", "rebuilt", "already repaired".
+	LastDetection string
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d patchBytes=%d rebuilds=%d rebuildBytes=%d txnsInvalidated=%d applyFailures=%d",
-		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchBytesReceived, s.Rebuilds, s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures)
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.Rebuilds, s.RebuildReasons,
+		s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures, s.LogEntriesFilled, s.LastDetection)
 }
+
+func (s ReplicaStats) clone() ReplicaStats {
+	if s.RebuildReasons != nil {
+		m := make(map[string]uint64, len(s.RebuildReasons))
+		for k, v := range s.RebuildReasons {
+			m[k] = v
+		}
+		s.RebuildReasons = m
+	}
+	return s
+}
+
+// Rebuild reasons (ReplicaStats.RebuildReasons, `kv status`).
+const (
+	rebuildNoPatch      = "no patch in time"
+	rebuildApplyFailed  = "entry could not be applied"
+	rebuildSnapshot     = "raft snapshot (log compacted past this replica)"
+	rebuildBehindLog    = "state machine behind the raft log"
+	rebuildDiverged     = "state machine diverged from its digest"
+	rebuildCrash        = "crash baseline"
+	rebuildEngineFailed = "engine could not open"
+	rebuildExcise       = "excise check failed"
+)
 
 // replicaEnv is what a replica needs from its node.
 type replicaEnv interface {
 	sendRaft(shard base.ShardID, msgs []*pb.Message)
 	sendPatch(to base.NodeID, p *kvpb.Patch)
 	fetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error)
+	fetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error)
 }
 
 type proposal struct {
@@ -91,7 +128,8 @@ type Replica struct {
 	dir   string
 	log   *raftlog.Log
 
-	rn       *raft.RawNode // owned by the raft loop
+	rn         *raft.RawNode // owned by the raft loop
+	floorTicks int           // ticks skipped under a vote floor; owned by the raft loop
 	propc    chan proposal
 	recvc    chan *pb.Message
 	readc    chan readIndexRequest
@@ -99,6 +137,12 @@ type Replica struct {
 	smGen    atomic.Uint64 // generation of the Pebble instance (wipes)
 	stopc    chan struct{}
 	wg       sync.WaitGroup
+
+	// raftUp is set once the raft loop runs (after the raft log is whole).
+	raftUp atomic.Bool
+	// verified is set once the engine's rows were checked against the
+	// applied digest (verifyEngine); reads wait for it.
+	verified atomic.Bool
 
 	leader   atomic.Uint64 // raft ID of the leader, 0 if unknown
 	nextID   atomic.Uint64
@@ -124,7 +168,7 @@ type Replica struct {
 	patchDetect map[uint64]time.Time      // detection time by patch id (OnRepair)
 	pending     map[uint64]*pendingRepair // proposed patch requests by id
 	repaired    map[string][]Range        // ranges patched, by damaged file
-	patches     map[uint64]*kvpb.Patch
+	patches     map[uint64]*patchParts
 	patchSig    chan struct{}
 	down        bool  // crash baseline: no reads until rebuilt
 	logFailed   error // the raft log failed to persist; the replica is out
@@ -132,10 +176,18 @@ type Replica struct {
 	// rebuildTarget is the least applied index a rebuild must reach (a raft
 	// snapshot's index).
 	rebuildTarget uint64
+	rebuildReason string
 	lastCompact   uint64 // applied index of the last log compaction
+	compacting    bool   // a flush-then-compact is running
 	epoch         uint64 // snapshot epoch; a repair bumps it
 	txns          map[uint64]*txn
 	stats         ReplicaStats
+	// logRepair describes a raft log repair in progress at open ("" when
+	// the log is whole).
+	logRepair string
+	// barrier is the nonce of the barrier entry this replica proposed to
+	// lift its vote floor (0: none outstanding).
+	barrier uint64
 }
 
 func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.ReplicaID, fs vfs.FS, dir string, opts Options) (*Replica, error) {
@@ -149,7 +201,7 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 		queueSig:  make(chan struct{}, 1),
 		appliedCh: make(chan struct{}),
 		waiters:   map[uint64]chan proposalResult{},
-		patches:   map[uint64]*kvpb.Patch{},
+		patches:   map[uint64]*patchParts{},
 		patchSig:  make(chan struct{}),
 		txns:      map[uint64]*txn{},
 	}
@@ -162,42 +214,92 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 		return nil, err
 	}
 	r.log = lg
-	if lg.IsEmpty() {
-		var voters []uint64
-		for rid := range shard.Replicas {
-			voters = append(voters, uint64(rid))
-		}
-		if err := lg.Bootstrap(voters); err != nil {
-			lg.Close()
-			return nil, err
-		}
-	}
 	sm, err := openStateMachine(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.listener(0))
 	if err != nil {
 		lg.Close()
 		return nil, err
 	}
 	r.sm = sm
-	applied, err := sm.appliedIndex()
-	if err != nil {
-		sm.close()
-		lg.Close()
-		return nil, err
+	st := sm.applied()
+	if lg.IsEmpty() && st.index == 0 {
+		var voters []uint64
+		for rid := range shard.Replicas {
+			voters = append(voters, uint64(rid))
+		}
+		if err := lg.Bootstrap(voters); err != nil {
+			sm.close()
+			lg.Close()
+			return nil, err
+		}
 	}
-	snap, _ := lg.Snapshot()
-	r.applied = applied
-	r.lastCompact = applied
-	if snapIndex := snap.GetMetadata().GetIndex(); snapIndex > applied && snapIndex > 1 {
-		// The log was reset to a snapshot from the leader but the state was
-		// not fetched before the stop: fetch it before applying anything.
-		r.needRebuild, r.rebuildTarget = true, snapIndex
+	r.applied = st.index
+	r.lastCompact = st.index
+	if !lg.Sealed() {
+		// The log lost entries in both copies. What the engine already
+		// holds needs no repair; the rest comes from the peers before
+		// raft sees the log.
+		first, _ := lg.FirstIndex()
+		at, term := st.index, st.term
+		if at < first-1 {
+			// The engine is behind the log's start: its state is fetched
+			// from a peer (below); the log needs no entries before its
+			// start.
+			at, term = first-1, 0
+		}
+		if err := lg.DiscardApplied(at, term); err != nil {
+			sm.close()
+			lg.Close()
+			return nil, err
+		}
 	}
-	applied = max(applied, snap.GetMetadata().GetIndex())
+	r.wg.Add(2)
+	go r.applyLoop()
+	go r.detectLoop()
+	if lg.Sealed() {
+		if err := r.startRaft(); err != nil {
+			r.close()
+			return nil, err
+		}
+	} else {
+		r.mu.Lock()
+		r.logRepair = lg.Damage().String()
+		r.mu.Unlock()
+		r.wg.Add(1)
+		go r.repairLog()
+	}
+	r.wg.Add(1)
+	go r.verifyEngine()
+	return r, nil
+}
+
+// startRaft creates the RawNode on the sealed log and starts its loop.
+func (r *Replica) startRaft() error {
+	st := r.sm.applied()
+	applied := st.index
+	first, _ := r.log.FirstIndex()
+	snap, _ := r.log.Snapshot()
+	switch snapIndex := snap.GetMetadata().GetIndex(); {
+	case snapIndex > applied && snapIndex > 1:
+		// The log was reset to a snapshot from the leader but the state
+		// was not fetched before the stop: fetch it before applying
+		// anything.
+		r.mu.Lock()
+		r.needRebuild, r.rebuildTarget, r.rebuildReason = true, snapIndex, rebuildSnapshot
+		r.mu.Unlock()
+	case applied < first-1 && first-1 > 1:
+		// The log was compacted past what the engine holds durably (the
+		// engine lost flushed state): fetch a peer's state at or past the
+		// log's start. (Index 1 is the bootstrap snapshot: no state.)
+		r.mu.Lock()
+		r.needRebuild, r.rebuildTarget, r.rebuildReason = true, first-1, rebuildBehindLog
+		r.mu.Unlock()
+	}
+	applied = max(applied, snap.GetMetadata().GetIndex(), first-1)
 	rn, err := raft.NewRawNode(&raft.Config{
-		ID:              uint64(id),
-		ElectionTick:    opts.ElectionTicks,
-		HeartbeatTick:   opts.HeartbeatTicks,
-		Storage:         lg,
+		ID:              uint64(r.id),
+		ElectionTick:    r.opts.ElectionTicks,
+		HeartbeatTick:   r.opts.HeartbeatTicks,
+		Storage:         r.log,
 		Applied:         applied,
 		MaxSizePerMsg:   1 << 20,
 		MaxInflightMsgs: 256,
@@ -206,16 +308,211 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 		Logger:          &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)},
 	})
 	if err != nil {
-		sm.close()
-		lg.Close()
-		return nil, fmt.Errorf("kv: raft node for %s/%s: %w", shard.ID, id, err)
+		return fmt.Errorf("kv: raft node for %s/%s: %w", r.shard.ID, r.id, err)
 	}
 	r.rn = rn
-	r.wg.Add(3)
+	r.raftUp.Store(true)
+	r.wg.Add(1)
 	go r.raftLoop()
-	go r.applyLoop()
-	go r.detectLoop()
-	return r, nil
+	if r.needsRebuild() {
+		r.enqueue(applyTask{})
+	}
+	return nil
+}
+
+func (r *Replica) needsRebuild() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.needRebuild
+}
+
+// logRepairTimeout bounds the repair of a damaged raft log from peers at
+// open; what no peer supplied by then is cut (GiveUp) and replicated again
+// by the leader.
+func (r *Replica) logRepairTimeout() time.Duration {
+	return 50 * time.Duration(r.opts.ElectionTicks) * r.opts.TickInterval
+}
+
+// repairLog repairs a raft log that lost entries in both copies from the
+// peers' logs (raftlog.Log.Offer), seals it, and starts raft.
+func (r *Replica) repairLog() {
+	defer r.wg.Done()
+	deadline := time.Now().Add(r.logRepairTimeout())
+	for attempt := 0; ; attempt++ {
+		lo, hi, ok := r.log.RepairSpan()
+		if !ok {
+			break
+		}
+		for rid, node := range r.shard.Replicas {
+			if rid == r.id || r.stopped() {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			resp, err := r.env.fetchEntries(ctx, node, &kvpb.FetchEntriesRequest{
+				Shard: uint64(r.shard.ID), Lo: lo, Hi: hi, MaxBytes: 4 << 20})
+			cancel()
+			if err != nil {
+				continue
+			}
+			ents, err := decodeEntries(resp)
+			if err != nil {
+				continue
+			}
+			n, err := r.log.Offer(ents, resp.Commit)
+			if err == nil && n > 0 {
+				r.mu.Lock()
+				r.stats.LogEntriesFilled += uint64(n)
+				r.mu.Unlock()
+			}
+			if _, _, more := r.log.RepairSpan(); !more {
+				break
+			}
+		}
+		if d := r.log.Damage(); len(d.Holes) == 0 {
+			break // only an unknown tail is left: Seal keeps a vote floor
+		}
+		if time.Now().After(deadline) {
+			break
+		}
+		select {
+		case <-time.After(min(time.Duration(attempt+1)*20*time.Millisecond, 500*time.Millisecond)):
+		case <-r.stopc:
+			return
+		}
+	}
+	var err error
+	if len(r.log.Damage().Holes) == 0 {
+		err = r.log.Seal()
+	} else {
+		err = r.log.GiveUp()
+	}
+	r.mu.Lock()
+	r.logRepair = ""
+	if err != nil {
+		r.logFailed = err
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return
+	}
+	if err := r.startRaft(); err != nil {
+		r.mu.Lock()
+		r.logFailed = err
+		r.mu.Unlock()
+	}
+}
+
+// decodeEntries checks a FetchEntries response end to end and decodes it.
+func decodeEntries(resp *kvpb.FetchEntriesResponse) ([]*pb.Entry, error) {
+	if entriesCRC(resp.Entries) != resp.Crc {
+		return nil, base.CorruptionErrorf("kv: fetched raft entries fail their checksum")
+	}
+	out := make([]*pb.Entry, 0, len(resp.Entries))
+	for _, b := range resp.Entries {
+		e := &pb.Entry{}
+		if err := proto.Unmarshal(b, e); err != nil {
+			return nil, base.CorruptionErrorf("kv: fetched raft entry: %w", err)
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func entriesCRC(ents [][]byte) uint32 {
+	var crc uint32
+	var lenBuf [binary.MaxVarintLen64]byte
+	for _, b := range ents {
+		n := binary.PutUvarint(lenBuf[:], uint64(len(b)))
+		crc = crc32.Update(crc, castagnoli, lenBuf[:n])
+		crc = crc32.Update(crc, castagnoli, b)
+	}
+	return crc
+}
+
+// fetchEntries serves a peer's raft log repair from this replica's log
+// (whole or itself under repair: its intact entries).
+func (r *Replica) fetchEntries(req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
+	maxBytes := req.MaxBytes
+	if maxBytes == 0 || maxBytes > 16<<20 {
+		maxBytes = 16 << 20
+	}
+	ents, commit := r.log.PeerEntries(req.Lo, req.Hi, maxBytes)
+	resp := &kvpb.FetchEntriesResponse{Commit: commit}
+	for _, e := range ents {
+		b, err := proto.Marshal(e)
+		if err != nil {
+			return nil, err
+		}
+		resp.Entries = append(resp.Entries, b)
+	}
+	resp.Crc = entriesCRC(resp.Entries)
+	return resp, nil
+}
+
+// verifyEngine checks, once after open, that the engine holds exactly the
+// rows its applied digest accounts for (no MANIFEST that went back in
+// time, no lost table): a full scan of a snapshot against the digest in the
+// same snapshot. Damage the scan runs into is reported like any read's and
+// patched; the scan is retried once repairs settle. A replica that fails
+// the check is rebuilt and never serves the rows it lost or gained. Reads
+// wait for the check (readable).
+func (r *Replica) verifyEngine() {
+	defer r.wg.Done()
+	defer r.verified.Store(true)
+	// Find damage first: the scrub reports every damaged file at once,
+	// so all repairs start together (and a scan need not run into them
+	// one at a time).
+	_, _, _ = r.Scrub()
+	deadline := time.Now().Add(r.logRepairTimeout() + 10*r.opts.PatchTimeout)
+	for {
+		if r.stopped() {
+			return
+		}
+		ok, err := r.checkDigest()
+		switch {
+		case err == nil && ok:
+			return
+		case err == nil:
+			r.mu.Lock()
+			r.needRebuild, r.rebuildReason = true, rebuildDiverged
+			r.mu.Unlock()
+			r.enqueue(applyTask{})
+			return
+		case !base.IsCorruption(err) || time.Now().After(deadline):
+			// Cannot tell (the replica closed, or damage no peer repairs):
+			// the checksums still guard every read.
+			return
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-r.stopc:
+			return
+		}
+	}
+}
+
+// checkDigest compares a scan of the engine with the digest recorded in the
+// same snapshot. ok is true if they agree or the digest is unknown.
+func (r *Replica) checkDigest() (bool, error) {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return false, ErrReplicaUnavailable
+	}
+	snap := r.sm.db.NewSnapshot()
+	defer snap.Close()
+	st, err := readApplied(snap)
+	if err != nil {
+		return false, err
+	}
+	if st.digest.dirty {
+		return true, nil
+	}
+	got, err := r.sm.scanDigest(snap)
+	if err != nil {
+		return false, err
+	}
+	return got.same(st.digest), nil
 }
 
 func (r *Replica) String() string { return fmt.Sprintf("%s/%s@%s", r.shard.ID, r.id, r.node) }
@@ -249,12 +546,25 @@ func (r *Replica) raftLoop() {
 	for {
 		select {
 		case <-ticker.C:
+			floorTerm, floorIndex, floored := r.log.VoteFloor()
+			if floored && !r.isLeader() {
+				// A replica whose log lost entries it may have acknowledged
+				// does not campaign until the floor is lifted (see
+				// raftlog.Log.VoteFloor): it lets a replica that holds them
+				// lead, and asks that leader for a barrier entry.
+				r.maybeProposeBarrier(floorTerm, floorIndex)
+				break
+			}
 			r.rn.Tick()
 		case p := <-r.propc:
 			if err := r.rn.Propose(p.data); err != nil {
 				r.finish(p.id, 0, newError(kvpb.ErrorDetail_NOT_LEADER, "proposal dropped: %v", err))
+				r.proposalDropped(p.id)
 			}
 		case m := <-r.recvc:
+			if r.refuseVote(m) {
+				break
+			}
 			_ = r.rn.Step(m)
 		case req := <-r.readc:
 			r.rn.ReadIndex(req.ctx)
@@ -273,6 +583,44 @@ func (r *Replica) raftLoop() {
 			return
 		}
 	}
+}
+
+// refuseVote drops a vote request for a candidate whose log is behind this
+// replica's vote floor (entries the replica may have acknowledged before
+// its log lost them: electing that candidate could lose committed entries).
+func (r *Replica) refuseVote(m *pb.Message) bool {
+	if t := m.GetType(); t != pb.MessageType_MsgVote && t != pb.MessageType_MsgPreVote {
+		return false
+	}
+	floorTerm, floorIndex, ok := r.log.VoteFloor()
+	if !ok {
+		return false
+	}
+	return m.GetLogTerm() < floorTerm || (m.GetLogTerm() == floorTerm && m.GetIndex() < floorIndex)
+}
+
+// maybeProposeBarrier proposes, at most once per election timeout, the
+// barrier entry that lifts this replica's vote floor once applied here.
+func (r *Replica) maybeProposeBarrier(floorTerm, floorIndex uint64) {
+	if r.leader.Load() == 0 {
+		return
+	}
+	r.mu.Lock()
+	nonce := r.barrier
+	if nonce == 0 {
+		nonce = r.nextID.Add(1)
+		r.barrier = nonce
+	}
+	r.mu.Unlock()
+	r.floorTicks++
+	if r.floorTicks%r.opts.ElectionTicks != 1 {
+		return
+	}
+	data, err := proto.Marshal(&kvpb.Command{Barrier: &kvpb.Barrier{Replica: uint64(r.id), Nonce: nonce}})
+	if err != nil {
+		return
+	}
+	_ = r.rn.Propose(data)
 }
 
 // readWaiters is created lazily; callers hold r.mu.
@@ -445,6 +793,9 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
 // readIndex runs raft's read index protocol and returns the index a
 // linearizable read must wait for.
 func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
+	if !r.raftUp.Load() {
+		return 0, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft not running yet (raft log repair)", r)
+	}
 	reqCtx := make([]byte, 8)
 	id := r.nextID.Add(1)
 	for i := range reqCtx {
@@ -499,10 +850,16 @@ func (r *Replica) prepareRead(ctx context.Context, opts *kvpb.ReadOptions) error
 // readable refuses reads of ranges this replica is repairing, and all reads
 // while it is down.
 func (r *Replica) readable(rg Range) error {
+	if !r.verified.Load() {
+		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is checking its engine against its digest", r)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.logFailed != nil {
 		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft log failed: %v", r, r.logFailed)
+	}
+	if r.logRepair != "" {
+		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is repairing its raft log (%s)", r, r.logRepair)
 	}
 	if r.down || r.needRebuild {
 		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
@@ -566,7 +923,7 @@ func (r *Replica) Write(ctx context.Context, b *kvpb.WriteBatch) (uint64, error)
 func (r *Replica) Stats() ReplicaStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.stats
+	return r.stats.clone()
 }
 
 // ContentChecksum is the CRC32C over every user row and the applied index
@@ -579,7 +936,7 @@ func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err e
 	}
 	snap := r.sm.db.NewSnapshot()
 	defer snap.Close()
-	applied, err = readApplied(snap)
+	st, err := readApplied(snap)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -587,22 +944,20 @@ func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err e
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	return rowsCRC(nil, all), len(all), applied, nil
+	return rowsCRC(nil, all), len(all), st.index, nil
 }
 
-func readApplied(rd pebble.Reader) (uint64, error) {
+// readApplied reads the applied record (zero for a new state machine).
+func readApplied(rd pebble.Reader) (appliedState, error) {
 	v, closer, err := rd.Get(appliedKey)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return 0, nil
+		return appliedState{}, nil
 	}
 	if err != nil {
-		return 0, classify(err)
+		return appliedState{}, classify(err)
 	}
 	defer closer.Close()
-	if len(v) != 8 {
-		return 0, base.CorruptionErrorf("kv: applied index of %d bytes", len(v))
-	}
-	return binary.BigEndian.Uint64(v), nil
+	return decodeAppliedState(v)
 }
 
 // CorruptBlock damages the sstable data block holding key (tests, `ctl kv
@@ -621,20 +976,32 @@ func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
 	crc, rows, applied, err := r.ContentChecksum()
 	state := "healthy"
 	r.mu.Lock()
-	st := r.stats
+	st := r.stats.clone()
+	pending := len(r.pending)
 	switch {
+	case r.logFailed != nil:
+		state = "raft log failed: " + r.logFailed.Error()
+	case r.logRepair != "":
+		state = "repairing raft log: " + r.logRepair
 	case r.down || r.needRebuild:
-		state = "rebuilding"
+		state = "rebuilding (" + r.rebuildReason + ")"
 	case len(r.recovering) > 0:
 		state = fmt.Sprintf("repairing %v", r.recovering)
+	case !r.verified.Load():
+		state = "checking engine against its digest"
 	}
 	r.mu.Unlock()
-	if err != nil {
+	if _, _, ok := r.log.VoteFloor(); ok && state == "healthy" {
+		state = "healthy (vote floor: catching up on entries it lost)"
+	}
+	if err != nil && state == "healthy" {
 		state = "unreadable: " + strings.ReplaceAll(err.Error(), "\n", " ")
 	}
 	return &kvpb.ReplicaStatusResponse{
 		Replica: uint64(r.id), AppliedIndex: applied, Leader: r.isLeader(),
 		ContentCrc: crc, Keys: uint64(rows), PatchesApplied: st.PatchesApplied,
 		CorruptionsDetected: st.CorruptionsDetected, Rebuilds: st.Rebuilds, State: state,
+		TransientErrors: st.TransientErrors, PendingRepairs: uint64(pending), LastDetection: st.LastDetection,
+		RebuildReasons: st.RebuildReasons, RaftLog: r.log.Stats().String(),
 	}, nil
 }

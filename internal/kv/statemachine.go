@@ -22,6 +22,14 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // stateMachine is one replica's Pebble instance. The apply worker is its
 // only writer; readers use the DB or a snapshot.
+//
+// Pebble runs without its write-ahead log (Options.DisableWAL): the raft log
+// is the shard's write-ahead log, already duplicated, checksummed in small
+// units and repairable from peers (internal/raftlog), so a second log would
+// double every write and add a file whose damage nothing could repair. What
+// Pebble holds durably is what it has flushed; at open the replica replays
+// the raft log from the flushed applied index, and it compacts the raft log
+// only up to an index a completed flush made durable (durableIndex).
 type stateMachine struct {
 	fs   vfs.FS
 	dir  string
@@ -29,6 +37,9 @@ type stateMachine struct {
 	db   *pebble.DB
 	// ingestSeq names patch sstables uniquely.
 	ingestSeq atomic.Uint64
+	// state is the applied record as of the last applied entry; owned by
+	// the apply worker (the only writer).
+	state appliedState
 }
 
 // quietLogger drops Pebble's informational logging; errors reach us
@@ -49,6 +60,7 @@ func pebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 	}
 	opts := &pebble.Options{
 		FS:                 fs,
+		DisableWAL:         true,
 		MemTableSize:       uint64(memTableBytes),
 		FormatMajorVersion: pebble.FormatNewest,
 		Cache:              cache,
@@ -76,7 +88,14 @@ func openStateMachine(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, on
 	if err != nil {
 		return nil, classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))
 	}
-	return &stateMachine{fs: fs, dir: dir, opts: opts, db: db}, nil
+	sm := &stateMachine{fs: fs, dir: dir, opts: opts, db: db}
+	st, err := readApplied(db)
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("kv: open pebble in %s: %w", dir, err)
+	}
+	sm.state = st
+	return sm, nil
 }
 
 // classify marks Pebble corruption errors with flashmend's corruption class.
@@ -87,52 +106,106 @@ func classify(err error) error {
 	return err
 }
 
-func (sm *stateMachine) close() error { return sm.db.Close() }
-
-func (sm *stateMachine) appliedIndex() (uint64, error) { return readApplied(sm.db) }
-
-func appliedValue(index uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], index)
-	return b[:]
+// close flushes the memtable (so a restart replays little of the raft
+// log) and closes Pebble.
+func (sm *stateMachine) close() error {
+	_ = sm.db.Flush()
+	return sm.db.Close()
 }
 
-func (sm *stateMachine) setApplied(index uint64) error {
-	return classify(sm.db.Set(appliedKey, appliedValue(index), pebble.NoSync))
+func (sm *stateMachine) applied() appliedState { return sm.state }
+
+// setApplied records index (of term) as applied with no change to the rows
+// (entries that are not writes, patches seen by healthy replicas).
+func (sm *stateMachine) setApplied(index, term uint64) error {
+	next := sm.state
+	next.index, next.term = index, term
+	if err := sm.db.Set(appliedKey, next.encode(), pebble.NoSync); err != nil {
+		return classify(err)
+	}
+	sm.state = next
+	return nil
+}
+
+// durableIndex flushes the memtable and returns an applied index that is
+// now durable (everything applied before the flush started).
+func (sm *stateMachine) flushDurable() (uint64, error) {
+	idx := sm.state.index
+	if err := sm.db.Flush(); err != nil {
+		return 0, classify(err)
+	}
+	return idx, nil
 }
 
 // errConditionFailed is the apply-time outcome of a failed condition or scan
 // validation; it is deterministic across replicas.
 var errConditionFailed = errors.New("condition failed")
 
-// applyWrite applies b at index atomically with the applied index. A failed
-// condition applies nothing but the index (and returns errConditionFailed);
-// any other error means this replica could not evaluate the entry.
-func (sm *stateMachine) applyWrite(index uint64, b *kvpb.WriteBatch) error {
+// applyWrite applies b at index (of term) atomically with the applied
+// record. A failed condition applies nothing but the index (and returns
+// errConditionFailed); any other error means this replica could not
+// evaluate the entry.
+//
+// Each write reads the key's old value to keep the digest; a read that
+// fails as corruption (the key sits in a damaged block awaiting its patch)
+// does not fail the write: the digest becomes unknown instead.
+func (sm *stateMachine) applyWrite(index, term uint64, b *kvpb.WriteBatch) error {
 	ok, err := sm.check(b)
 	if err != nil {
 		return err
 	}
+	next := sm.state
+	next.index, next.term = index, term
 	batch := sm.db.NewBatch()
 	defer batch.Close()
 	if ok {
+		seen := map[string]*[]byte{} // latest value within this batch (nil: deleted)
 		for _, op := range b.Ops {
+			old, had, known := sm.current(seen, op.Key)
+			if !known {
+				next.digest.dirty = true
+			} else if had && !next.digest.dirty {
+				next.digest.remove(op.Key, old)
+			}
 			switch op.Kind {
 			case kvpb.Op_PUT:
 				_ = batch.Set(userKey(op.Key), op.Value, nil)
+				v := op.Value
+				seen[string(op.Key)] = &v
+				if !next.digest.dirty {
+					next.digest.add(op.Key, op.Value)
+				}
 			case kvpb.Op_DELETE:
 				_ = batch.Delete(userKey(op.Key), nil)
+				seen[string(op.Key)] = nil
 			}
 		}
 	}
-	_ = batch.Set(appliedKey, appliedValue(index), nil)
+	_ = batch.Set(appliedKey, next.encode(), nil)
 	if err := batch.Commit(pebble.NoSync); err != nil {
 		return classify(err)
 	}
+	sm.state = next
 	if !ok {
 		return errConditionFailed
 	}
 	return nil
+}
+
+// current returns key's value before the op being applied: from earlier ops
+// of the same batch, or from the DB. known is false if the DB read failed.
+func (sm *stateMachine) current(seen map[string]*[]byte, key []byte) (v []byte, had, known bool) {
+	if p, ok := seen[string(key)]; ok {
+		if p == nil {
+			return nil, false, true
+		}
+		return *p, true, true
+	}
+	v, found, err := get(sm.db, key)
+	if err != nil {
+		return nil, false, false
+	}
+	return v, found, true
 }
 
 func (sm *stateMachine) check(b *kvpb.WriteBatch) (bool, error) {
@@ -282,19 +355,12 @@ func rowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 	return crc
 }
 
-// contentCRC is the checksum of every user row, in order.
-func (sm *stateMachine) contentCRC() (uint32, int, error) {
-	rows, _, err := scan(sm.db, nil, nil, 0)
-	if err != nil {
-		return 0, 0, err
-	}
-	return rowsCRC(nil, rows), len(rows), nil
-}
-
 // ingestRanges replaces the content of each user range with rows
 // (IngestAndExcise: keys absent from rows are deleted, the implicit deletes
-// of DIRECT 4.1.4) and records index as applied.
-func (sm *stateMachine) ingestRanges(ranges []Range, rows []*kvpb.KeyValue, index uint64) error {
+// of DIRECT 4.1.4), checks that the ranges now read back exactly as rows,
+// and records index (of term) as applied. The digest does not change: a
+// patch restores the logical rows the replica already accounted for.
+func (sm *stateMachine) ingestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64) error {
 	for _, r := range ranges {
 		var in []*kvpb.KeyValue
 		for _, kv := range rows {
@@ -306,8 +372,71 @@ func (sm *stateMachine) ingestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 		if err := sm.ingestSpan(lo, hi, in); err != nil {
 			return err
 		}
+		got, _, err := scan(sm.db, r.Start, r.End, 0)
+		if err != nil {
+			return fmt.Errorf("kv: read back patched range %s: %w", r, err)
+		}
+		if rowsCRC(nil, got) != rowsCRC(nil, in) {
+			return base.CorruptionErrorf("kv: patched range %s reads back %d rows, patch had %d", r, len(got), len(in))
+		}
 	}
-	return sm.setApplied(index)
+	if err := sm.setApplied(index, term); err != nil {
+		return err
+	}
+	// Make the patch and its applied record durable now: a replayed patch
+	// entry finds no one waiting for it and is skipped (the damage, if the
+	// ingest had not happened, would be found again).
+	_, err := sm.flushDurable()
+	return err
+}
+
+// installState replaces every user row with rows (a rebuild from a peer's
+// state at index, of term, whose digest is d) and checks that the engine
+// then holds exactly rows.
+func (sm *stateMachine) installState(rows []*kvpb.KeyValue, index, term uint64, d digest) error {
+	lo, hi := pebbleSpan(nil, nil)
+	if err := sm.ingestSpan(lo, hi, rows); err != nil {
+		return err
+	}
+	next := appliedState{index: index, term: term, digest: d}
+	if err := sm.db.Set(appliedKey, next.encode(), pebble.NoSync); err != nil {
+		return classify(err)
+	}
+	sm.state = next
+	if _, err := sm.flushDurable(); err != nil {
+		return err
+	}
+	got, err := sm.scanDigest(sm.db)
+	if err != nil {
+		return err
+	}
+	if !got.same(d) && !d.dirty {
+		return base.CorruptionErrorf("kv: rebuilt state holds %v, its source had %v", got, d)
+	}
+	return nil
+}
+
+// scanDigest computes the digest of every user row readable through rd.
+func (sm *stateMachine) scanDigest(rd pebble.Reader) (digest, error) {
+	var d digest
+	lo, hi := pebbleSpan(nil, nil)
+	it, err := rd.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	if err != nil {
+		return digest{}, classify(err)
+	}
+	for valid := it.First(); valid; valid = it.Next() {
+		k, _ := fromUserKey(it.Key())
+		v, err := it.ValueAndErr()
+		if err != nil {
+			it.Close()
+			return digest{}, classify(err)
+		}
+		d.add(k, v)
+	}
+	if err := it.Close(); err != nil {
+		return digest{}, classify(err)
+	}
+	return d, nil
 }
 
 func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
@@ -334,14 +463,86 @@ func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 	if err != nil {
 		return err
 	}
+	// The rows outside the span that the excise must keep: those of the
+	// tables it cuts. Read them before and after (the apply worker is the
+	// only writer, and compactions do not change what reads return).
+	outerLo, outerHi := lo, hi
+	for _, m := range before {
+		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
+			continue
+		}
+		if bytes.Compare(m.smallest, outerLo) < 0 {
+			outerLo = m.smallest
+		}
+		if end := append(bytes.Clone(m.largest), 0); bytes.Compare(end, outerHi) > 0 {
+			outerHi = end
+		}
+	}
+	outerLo = maxBytes(outerLo, userPrefix)
+	outerHi = minBytes(outerHi, userEnd)
+	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
 	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
 		return classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
 	}
+	if keptErr == nil {
+		keptAfter, err := sm.keptCRC(outerLo, lo, hi, outerHi)
+		if err != nil {
+			return err
+		}
+		if keptAfter != keptBefore {
+			return base.CorruptionErrorf("kv: excise of [%q, %q) lost or changed rows outside the span", lo, hi)
+		}
+		return nil
+	}
+	// The rows around the span do not all read back (other damage): fall
+	// back to checking that each cut table kept its remainders.
 	after, err := sm.tables()
 	if err != nil {
 		return err
 	}
 	return checkExcise(before, after, lo, hi)
+}
+
+// keptCRC is the CRC32C of the rows in [outerLo, lo) and [hi, outerHi)
+// (Pebble keys).
+func (sm *stateMachine) keptCRC(outerLo, lo, hi, outerHi []byte) (uint32, error) {
+	var crc uint32
+	for _, span := range [][2][]byte{{outerLo, lo}, {hi, outerHi}} {
+		if bytes.Compare(span[0], span[1]) >= 0 {
+			continue
+		}
+		it, err := sm.db.NewIter(&pebble.IterOptions{LowerBound: span[0], UpperBound: span[1]})
+		if err != nil {
+			return 0, classify(err)
+		}
+		for valid := it.First(); valid; valid = it.Next() {
+			v, err := it.ValueAndErr()
+			if err != nil {
+				it.Close()
+				return 0, classify(err)
+			}
+			crc = crc32.Update(crc, castagnoli, it.Key())
+			crc = crc32.Update(crc, castagnoli, v)
+		}
+		if err := it.Close(); err != nil {
+			return 0, classify(err)
+		}
+	}
+	return crc, nil
+}
+
+func maxBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) >= 0 {
+		return a
+	}
+	return b
+}
+
+func minBytes(a, b []byte) []byte {
+	if bytes.Compare(a, b) <= 0 {
+		return a
+	}
+	return b
 }
 
 // tableBounds is one live sstable (virtual or not) of the state machine.
@@ -377,8 +578,11 @@ func (sm *stateMachine) tables() ([]tableBounds, error) {
 // (isolateCorruption bounds it by healthy blocks), but a second damaged
 // block, or damage in another table overlapping the span, can. A failed
 // check is reported as corruption; the caller rebuilds the replica rather
-// than keep a state that silently lost rows. A compaction that rewrote a
-// table in between also fails the check: a needless, safe rebuild.
+// than keep a state that silently lost rows. ingestSpan uses it only when
+// the rows around the span cannot all be read (its logical check, which a
+// compaction in between cannot fool, needs them); a compaction that
+// rewrote a table in between then fails the check: a needless, safe
+// rebuild.
 func checkExcise(before, after []tableBounds, lo, hi []byte) error {
 	for _, m := range before {
 		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {

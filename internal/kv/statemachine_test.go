@@ -21,7 +21,7 @@ func fillSM(t *testing.T, sm *stateMachine, n int) {
 		for j := i; j < i+50 && j < n; j++ {
 			b.Ops = append(b.Ops, put(fmt.Sprintf("key-%05d", j), fmt.Sprintf("value-%05d-%0100d", j, j)))
 		}
-		if err := sm.applyWrite(uint64(i+2), b); err != nil {
+		if err := sm.applyWrite(uint64(i+2), 1, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,7 +81,7 @@ func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	if len(rows) > 60 {
 		t.Fatalf("range %v holds %d rows: more than a block", r, len(rows))
 	}
-	if err := sm.ingestRanges([]Range{r}, rows, 100); err != nil {
+	if err := sm.ingestRanges([]Range{r}, rows, 100, 1); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, err := get(sm.db, []byte("key-01000")); err != nil || found {
@@ -91,9 +91,18 @@ func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	if err != nil || n != 1999 || got == want {
 		t.Fatalf("after patch n=%d err=%v", n, err)
 	}
-	if idx, _ := sm.appliedIndex(); idx != 100 {
-		t.Fatalf("applied %d", idx)
+	if st := sm.applied(); st.index != 100 || st.term != 1 {
+		t.Fatalf("applied %d.%d", st.index, st.term)
 	}
+}
+
+// contentCRC is the checksum of every user row, in order, and their count.
+func (sm *stateMachine) contentCRC() (uint32, int, error) {
+	rows, _, err := scan(sm.db, nil, nil, 0)
+	if err != nil {
+		return 0, 0, err
+	}
+	return rowsCRC(nil, rows), len(rows), nil
 }
 
 func TestSplitBatch(t *testing.T) {

@@ -9,11 +9,14 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
-// TestSilentPatchBuildersLeadToRebuild damages the same block on two
-// replicas while the third is down: each patch builder hits the damage
-// itself and stays silent, no patch comes within the timeout, and once the
-// third replica is back both damaged replicas rebuild from it.
-func TestSilentPatchBuildersLeadToRebuild(t *testing.T) {
+// TestSilentPatchBuildersRetryUntilAPeerHasTheRange damages the same block
+// on two replicas while the third is down: each patch builder hits the
+// damage itself and stays silent, no patch comes within the timeout, the
+// range stays under repair (reads fail as corruption, never wrong data), and
+// the request is made again at later entries; once the third replica is
+// back it sends the range and both damaged replicas are patched, not
+// rebuilt.
+func TestSilentPatchBuildersRetryUntilAPeerHasTheRange(t *testing.T) {
 	c, cl := startCluster(t, Options{PatchTimeout: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -55,10 +58,17 @@ func TestSilentPatchBuildersLeadToRebuild(t *testing.T) {
 	if err := c.RestartNode(down); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "rebuilds", func() bool { return ra.Stats().Rebuilds > 0 && rb.Stats().Rebuilds > 0 })
+	waitFor(t, "patches from the third replica", func() bool {
+		return ra.Stats().PatchesApplied > 0 && rb.Stats().PatchesApplied > 0
+	})
+	for _, r := range []*Replica{ra, rb} {
+		if st := r.Stats(); st.Rebuilds != 0 {
+			t.Fatalf("%s rebuilt: %v", r, st)
+		}
+	}
 	v, found, err := cl.Get(ctx, target, Strong())
 	if err != nil || !found || string(v) != string(testValue(1000)) {
-		t.Fatalf("read after rebuild: %q %v %v", v, found, err)
+		t.Fatalf("read after repair: %q %v %v", v, found, err)
 	}
 	assertSame(t, checksums(t, c, 1))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/invariants"
 )
 
 // Options configures a Log. Zero values take the defaults.
@@ -28,9 +30,12 @@ type Options struct {
 	// RewriteThresholdBytes: when the current generation grows past this, the
 	// live state is rewritten into a new generation. Default 16 MiB.
 	RewriteThresholdBytes int64
-	// MaxRecordBytes bounds one record (a Ready's entries and snapshot).
-	// Default 256 MiB, at most 1 GiB.
+	// MaxRecordBytes bounds one record (one entry or snapshot). Default 256
+	// MiB, at most 1 GiB.
 	MaxRecordBytes int
+	// BlockBytes is the block size of the fragment layout, the largest
+	// checksum domain in the files. Default 4 KiB, in [512 B, 32 KiB].
+	BlockBytes int
 }
 
 func (o *Options) validate() error {
@@ -52,16 +57,30 @@ func (o *Options) validate() error {
 	if o.MaxRecordBytes < 1024 || o.MaxRecordBytes > int(base.GiB) {
 		return base.InvalidArgumentf("raftlog: MaxRecordBytes %d outside [1KiB, 1GiB]", o.MaxRecordBytes)
 	}
+	if o.BlockBytes == 0 {
+		o.BlockBytes = 4096
+	}
+	if o.BlockBytes < 512 || o.BlockBytes > 32<<10 {
+		return base.InvalidArgumentf("raftlog: BlockBytes %d outside [512, 32768]", o.BlockBytes)
+	}
 	return nil
 }
 
 // Stats counts what the log found and did.
 type Stats struct {
-	// RecordsRepaired counts records whose one copy did not verify and were
-	// read from the other copy (at Open).
-	RecordsRepaired int
+	// FragmentsRepaired counts fragments that did not verify in one copy
+	// and were read from the other (at Open).
+	FragmentsRepaired int
+	// RecordsLost counts places where records were lost in both copies (at
+	// Open); the entries they held are repaired from peers (Offer).
+	RecordsLost int
+	// EntriesFilled counts entries repaired from peers.
+	EntriesFilled int
 	// TornTailBytes is how many bytes of a torn tail Open dropped.
 	TornTailBytes int64
+	// FellBack is set when the newest generation was unreadable and Open
+	// used the one before it.
+	FellBack bool
 	// Generation is the current file generation.
 	Generation uint64
 	// SizeBytes is the size of one copy of the current generation.
@@ -71,21 +90,26 @@ type Stats struct {
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("gen=%d size=%dB repaired=%d torn=%dB rewrites=%d",
-		s.Generation, s.SizeBytes, s.RecordsRepaired, s.TornTailBytes, s.Rewrites)
+	return fmt.Sprintf("gen=%d size=%dB fragsRepaired=%d recordsLost=%d filled=%d torn=%dB rewrites=%d",
+		s.Generation, s.SizeBytes, s.FragmentsRepaired, s.RecordsLost, s.EntriesFilled, s.TornTailBytes, s.Rewrites)
 }
 
+// copies is how many copies of each file the log writes.
+const copies = 2
+
 // Log is a durable raft log with every record written twice. It implements
-// raft.Storage. It is safe for concurrent use.
+// raft.Storage once sealed. It is safe for concurrent use.
 type Log struct {
 	opts Options
 
-	mu    sync.Mutex
-	st    *state
-	gen   uint64
-	files [2]vfs.File
-	size  int64
-	stats Stats
+	mu     sync.Mutex
+	img    *image
+	damage Damage
+	sealed bool
+	gen    uint64
+	files  [copies]vfs.File
+	fr     framer
+	stats  Stats
 	// failed is set after a failed write: the files are in an unknown state
 	// and the log refuses further use.
 	failed error
@@ -99,23 +123,39 @@ func fileName(gen uint64, copyIndex int) string {
 	return fmt.Sprintf("%s%06d.%d", filePrefix, gen, copyIndex)
 }
 
-func parseFileName(name string) (gen uint64, ok bool) {
-	if !strings.HasPrefix(name, filePrefix) || len(name) < len(filePrefix)+3 {
-		return 0, false
+const tmpSuffix = ".tmp"
+
+// parseFileName recognizes a generation's files; tmp marks a generation
+// still being written (renamed into place once whole).
+func parseFileName(name string) (gen uint64, tmp, ok bool) {
+	if !strings.HasPrefix(name, filePrefix) {
+		return 0, false, false
 	}
 	rest := strings.TrimPrefix(name, filePrefix)
+	if strings.HasSuffix(rest, tmpSuffix) {
+		tmp = true
+		rest = strings.TrimSuffix(rest, tmpSuffix)
+	}
 	dot := strings.LastIndexByte(rest, '.')
-	if dot < 0 || (rest[dot+1:] != "0" && rest[dot+1:] != "1") {
-		return 0, false
+	if dot < 0 {
+		return 0, false, false
+	}
+	if c, err := strconv.Atoi(rest[dot+1:]); err != nil || c < 0 || c >= copies {
+		return 0, false, false
 	}
 	g, err := strconv.ParseUint(rest[:dot], 10, 64)
 	if err != nil || g == 0 {
-		return 0, false
+		return 0, false, false
 	}
-	return g, true
+	return g, tmp, true
 }
 
-// Open opens or creates the log in opts.Dir.
+// Open opens or creates the log in opts.Dir. A log whose files are whole,
+// or repaired from the other copy fragment by fragment, is sealed: raft can
+// use it at once. A log that lost entries in both copies is returned
+// unsealed with its Damage: the caller repairs it from peers (Offer),
+// tells it what the state machine already holds (DiscardApplied), and
+// Seals it (or gives up on what no peer has, GiveUp).
 func Open(opts Options) (*Log, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
@@ -129,9 +169,17 @@ func Open(opts Options) (*Log, error) {
 	}
 	genSet := map[uint64]bool{}
 	for _, n := range names {
-		if g, ok := parseFileName(n); ok {
-			genSet[g] = true
+		g, tmp, ok := parseFileName(n)
+		if !ok {
+			continue
 		}
+		if tmp {
+			// A rewrite that did not finish: its generation never
+			// replaced the one before it.
+			_ = opts.FS.Remove(opts.FS.PathJoin(opts.Dir, n))
+			continue
+		}
+		genSet[g] = true
 	}
 	gens := make([]uint64, 0, len(genSet))
 	for g := range genSet {
@@ -139,45 +187,55 @@ func Open(opts Options) (*Log, error) {
 	}
 	sort.Slice(gens, func(i, j int) bool { return gens[i] > gens[j] })
 
-	l := &Log{opts: opts}
+	l := &Log{opts: opts, img: newImage()}
 	var maxGen uint64
 	if len(gens) > 0 {
 		maxGen = gens[0]
 	}
-	loaded := false
-	for _, g := range gens {
-		res, err := l.load(g)
-		if err == errIncompleteGeneration {
-			continue // a rewrite crashed; its files are dropped below
-		}
+	loaded := len(gens) == 0 // a new log
+	for i, g := range gens {
+		img, d, st, usable, err := l.load(g)
 		if err != nil {
 			return nil, err
 		}
-		l.st, l.gen, l.size = res.st, g, res.size
-		l.stats.RecordsRepaired = res.repaired
-		l.stats.TornTailBytes = res.tornBytes
+		if !usable {
+			continue
+		}
+		l.img, l.damage = img, d
+		l.stats.FragmentsRepaired, l.stats.RecordsLost, l.stats.TornTailBytes = st.fragsRepaired, d.Losses, st.tornBytes
+		if i > 0 {
+			// Records appended to the newer generation are gone: the tail
+			// and the hard state are unknown.
+			l.stats.FellBack = true
+			l.damage.TailUnknown, l.damage.HardStateUncertain = true, true
+		}
 		loaded = true
 		break
 	}
 	if !loaded {
-		l.st = newState()
+		// Files exist but no generation holds a readable record: the log
+		// lost everything (its peers still hold the shard).
+		l.damage = Damage{TailUnknown: true, HardStateUncertain: true, Losses: 1}
+		l.stats.RecordsLost = 1
+	}
+	l.gen = maxGen
+	if !l.damage.Empty() {
+		return l, nil
 	}
 	// Every Open starts a new generation, whole or repaired: appends then
 	// only ever go to files this Log created, so an append-only vfs.FS
 	// (internal/sdfvfs: no WriteAt, no reopen for writing) works too.
-	if err := l.rewriteLocked(maxGen + 1); err != nil {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.sealLocked(); err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-var errIncompleteGeneration = fmt.Errorf("raftlog: incomplete generation")
-
-type loadResult struct {
-	st        *state
-	size      int64
-	repaired  int
-	tornBytes int64
+type loadStats struct {
+	fragsRepaired int
+	tornBytes     int64
 }
 
 func (l *Log) readCopy(gen uint64, i int) ([]byte, error) {
@@ -191,96 +249,291 @@ func (l *Log) readCopy(gen uint64, i int) ([]byte, error) {
 	defer f.Close()
 	data, err := io.ReadAll(f)
 	if err != nil {
-		return nil, fmt.Errorf("raftlog: read copy %d of generation %d: %w", i, gen, err)
+		// A read error is damage of that copy, not of the log.
+		return nil, nil
 	}
 	return data, nil
 }
 
-// load replays one generation, reading each record from whichever copy
-// verifies.
-func (l *Log) load(gen uint64) (loadResult, error) {
-	var copies [2][]byte
-	for i := range copies {
+// load replays one generation, reading each fragment from whichever copy
+// verifies. usable is false if no record of it could be read.
+func (l *Log) load(gen uint64) (*image, Damage, loadStats, bool, error) {
+	var cs [][]byte
+	for i := 0; i < copies; i++ {
 		data, err := l.readCopy(gen, i)
 		if err != nil {
-			return loadResult{}, err
+			return nil, Damage{}, loadStats{}, false, err
 		}
-		copies[i] = data
+		cs = append(cs, data)
 	}
-	res := loadResult{st: newState()}
-	var off int64
-	for {
-		var kinds [2]byte
-		var payloads [2][]byte
-		var lengths [2]int
-		var errs [2]error
-		for i := range copies {
-			if off < int64(len(copies[i])) {
-				kinds[i], payloads[i], lengths[i], errs[i] = decodeRecord(gen, off, copies[i][off:], l.opts.MaxRecordBytes)
-			} else {
-				errs[i] = io.EOF
-			}
-		}
-		good := -1
-		for i := range copies {
-			if errs[i] == nil {
-				good = i
-				break
-			}
-		}
-		if good < 0 {
-			end := max(int64(len(copies[0])), int64(len(copies[1])))
-			if off >= end {
-				break
-			}
-			if l.validRecordAfter(gen, copies[0], off) || l.validRecordAfter(gen, copies[1], off) {
-				return loadResult{}, base.DataLossErrorf(
-					"raftlog: both copies of the record at offset %d of generation %d are corrupt (%v; %v) and later records exist",
-					off, gen, errs[0], errs[1])
-			}
-			if off == 0 {
-				return loadResult{}, errIncompleteGeneration
-			}
-			res.tornBytes = end - off
+	res := parseCopies(gen, cs, int64(l.opts.BlockBytes))
+	usable := false
+	for _, it := range res.items {
+		if !it.loss {
+			usable = true
 			break
 		}
-		if errs[1-good] != nil {
-			res.repaired++
-		}
-		wantKind := kindUpdate
-		if off == 0 {
-			wantKind = kindState
-		}
-		if kinds[good] != wantKind {
-			return loadResult{}, base.CorruptionErrorf("raftlog: record kind %d at offset %d of generation %d, want %d",
-				kinds[good], off, gen, wantKind)
-		}
-		u, err := decodeUpdate(payloads[good])
-		if err != nil {
-			return loadResult{}, err
-		}
-		if err := res.st.apply(u); err != nil {
-			return loadResult{}, err
-		}
-		off += int64(lengths[good])
 	}
-	res.size = off
-	return res, nil
+	if !usable {
+		return nil, Damage{}, loadStats{}, false, nil
+	}
+	img, d := replay(res.items)
+	return img, d, loadStats{fragsRepaired: res.fragsRepaired, tornBytes: res.tornBytes}, true, nil
 }
 
-// validRecordAfter reports whether any verifying record starts after off.
-// Records are bound to their offset, so stale bytes do not count.
-func (l *Log) validRecordAfter(gen uint64, data []byte, off int64) bool {
-	for p := off + 1; p+headerBytes <= int64(len(data)); p++ {
-		if data[p] != byte(recordMagic&0xff) {
-			continue
+// ---- repair (before Seal) ---------------------------------------------------
+
+// Sealed reports whether the log is whole and usable by raft.
+func (l *Log) Sealed() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.sealed
+}
+
+// Damage returns what Open could not recover (empty once sealed).
+func (l *Log) Damage() Damage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d := l.damage
+	d.Holes = append([]Span(nil), d.Holes...)
+	return d
+}
+
+// DiscardApplied tells an unsealed log that the state machine durably holds
+// every entry up to index (of the given term): those entries, and any holes
+// among them, are no longer needed. If the state machine is behind the
+// log's start, the missing entries become holes to repair from peers.
+func (l *Log) DiscardApplied(index, term uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sealed {
+		return base.AssertionFailedf("raftlog: DiscardApplied on a sealed log")
+	}
+	m := l.img
+	switch {
+	case index >= m.lastIndex():
+		m.reset(entryID{index, term})
+	case index >= m.base.index:
+		if t, ok := m.termAt(index); ok {
+			term = t
 		}
-		if _, _, _, err := decodeRecord(gen, p, data[p:], l.opts.MaxRecordBytes); err == nil {
-			return true
+		m.compact(entryID{index, term})
+	default:
+		// The state machine is behind the log's start: the entries between
+		// were compacted locally and must come from a peer.
+		// The old base entry itself is one of them: its term is checked
+		// through the anchor of the next intact entry.
+		gap := make([]*pb.Entry, m.base.index-index)
+		m.ents = append(gap, m.ents...)
+		m.base = entryID{index, term}
+	}
+	if m.hs.GetCommit() < index {
+		hs := proto.Clone(m.hs).(*pb.HardState)
+		hs.Commit = proto.Uint64(index)
+		m.hs = hs
+	}
+	l.damage.Holes = m.holes()
+	return nil
+}
+
+// RepairSpan is the range of entries to ask peers for: from the first hole
+// (or just past the commit index, whichever is lower, so a peer's
+// committed entries can replace an uncertain run) to the last index, or
+// unbounded when the tail is unknown. ok is false when nothing is missing.
+func (l *Log) RepairSpan() (lo, hi uint64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	d, m := l.damage, l.img
+	if l.sealed || (len(d.Holes) == 0 && !d.TailUnknown) {
+		return 0, 0, false
+	}
+	lo = m.lastIndex() + 1
+	if len(d.Holes) > 0 {
+		lo = d.Holes[0].Lo
+	}
+	lo = max(m.base.index+1, min(lo, m.hs.GetCommit()+1))
+	hi = m.lastIndex() + 1 // the anchor after the last hole, if any
+	if d.TailUnknown {
+		hi = math.MaxUint64
+	}
+	return lo, hi, true
+}
+
+// Offer repairs the unsealed log from a peer's contiguous entries and the
+// peer's commit index (see image.offer for the rules). It returns how many
+// missing entries it filled.
+func (l *Log) Offer(ents []*pb.Entry, peerCommit uint64) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sealed {
+		return 0, nil
+	}
+	for i := 1; i < len(ents); i++ {
+		if ents[i].GetIndex() != ents[i-1].GetIndex()+1 {
+			return 0, base.InvalidArgumentf("raftlog: offered entries not contiguous at %d", ents[i].GetIndex())
 		}
 	}
-	return false
+	before := l.img.lastIndex()
+	filled, truncated := l.img.offer(ents, peerCommit, l.damage.TailUnknown)
+	if truncated {
+		l.raiseFloorLocked()
+	}
+	if l.damage.TailUnknown && l.img.lastIndex() > before && filled > 0 {
+		// Committed entries past our old end were adopted; what we may
+		// have held after them is still unknown.
+		l.raiseFloorLocked()
+	}
+	l.stats.EntriesFilled += filled
+	l.damage.Holes = l.img.holes()
+	return filled, nil
 }
+
+// raiseFloorLocked sets the vote floor to the log's state before the
+// damage: entries this replica may have acknowledged are gone, so until its
+// log is again at least that up to date it must not help elect a leader
+// whose log lacks them (Protocol-Aware Recovery, FAST'18).
+func (l *Log) raiseFloorLocked() {
+	f := l.damage.LastSeen
+	if l.damage.TailUnknown {
+		f = entryID{index: math.MaxUint64, term: l.damage.MaxTermSeen}
+	}
+	if l.img.floor.less(f) {
+		l.img.floor = f
+	}
+}
+
+// GiveUp ends the repair with what no peer could supply: the log is cut at
+// its first hole, a vote floor keeps the replica from electing a leader
+// that lacks entries it may have acknowledged, and the log is sealed. The
+// leader then replicates the rest.
+func (l *Log) GiveUp() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sealed {
+		return nil
+	}
+	if hs := l.img.holes(); len(hs) > 0 {
+		l.img.truncate(hs[0].Lo)
+		l.raiseFloorLocked()
+	}
+	if l.damage.TailUnknown {
+		l.raiseFloorLocked()
+	}
+	return l.sealLocked()
+}
+
+// Seal writes the repaired log as a new generation and makes it usable by
+// raft. It fails if holes remain.
+func (l *Log) Seal() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sealed {
+		return nil
+	}
+	if hs := l.img.holes(); len(hs) > 0 {
+		return base.InvalidArgumentf("raftlog: seal with holes %v", hs)
+	}
+	if l.damage.TailUnknown {
+		l.raiseFloorLocked()
+	}
+	return l.sealLocked()
+}
+
+// sealLocked settles the hard state against the repaired entries and
+// rewrites the log as a new generation.
+func (l *Log) sealLocked() error {
+	m := l.img
+	hs := proto.Clone(m.hs).(*pb.HardState)
+	switch {
+	case l.damage.HardStateUncertain && l.damage.MaxTermSeen == 0 && m.lastIndex() == m.base.index:
+		// Nothing of the log survived: the replica knows neither its term
+		// nor its vote. It votes for no one until it has applied a barrier
+		// of its own (see ClearFloor), which a leader holding every
+		// committed entry must have replicated to it.
+		m.floor = entryID{index: math.MaxUint64, term: math.MaxUint64}
+		hs.Vote = proto.Uint64(0)
+	case l.damage.HardStateUncertain:
+		// Lost records may have held newer hard states: a term change and
+		// a vote in it. Skip past every term they could have reached (one
+		// per smallest hard state record in the lost bytes) and vote for
+		// no one: the replica can then never vote twice in a term. Raising
+		// a term is always safe in raft (it costs at most an election).
+		bump := uint64(1 + l.damage.LostAfterHardState/minHardStateRecordBytes)
+		hs.Term = proto.Uint64(max(hs.GetTerm(), l.damage.MaxTermSeen) + bump)
+		hs.Vote = proto.Uint64(0)
+	}
+	// raft requires base <= commit <= last index.
+	commit := min(max(hs.GetCommit(), m.base.index), m.lastIndex())
+	hs.Commit = proto.Uint64(commit)
+	if hs.GetTerm() < m.lastID().term {
+		hs.Term = proto.Uint64(m.lastID().term)
+	}
+	m.hs = hs
+	if !m.lastID().less(m.floor) {
+		m.floor = entryID{}
+	}
+	if err := l.rewriteLocked(l.gen + 1); err != nil {
+		return err
+	}
+	l.sealed = true
+	l.damage = Damage{}
+	return nil
+}
+
+// minHardStateRecordBytes is the smallest a hard state record can be on
+// disk: a fragment header, the kind byte and a few bytes of payload.
+const minHardStateRecordBytes = fragHeaderBytes + 1 + 2
+
+// ClearFloor lifts the vote floor: the replica applied a barrier entry it
+// proposed after the floor was set, so its log holds every entry committed
+// before its damage (a leader commits only what its log holds, and its log
+// holds every earlier committed entry).
+func (l *Log) ClearFloor() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.img.floor == (entryID{}) {
+		return nil
+	}
+	if err := l.writeLocked([]decoded{{kind: recFloor}}); err != nil {
+		return err
+	}
+	return nil
+}
+
+// SetVoteFloor raises the vote floor to (term, index) (a replica started
+// afresh after its files were lost: it may have voted and acknowledged
+// entries it no longer knows of).
+func (l *Log) SetVoteFloor(term, index uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := entryID{index: index, term: term}
+	if !l.img.floor.less(f) {
+		return nil
+	}
+	return l.writeLocked([]decoded{{kind: recFloor, id: f}})
+}
+
+// VoteFloor returns the vote floor: while the log's last entry is below it
+// (raft's up-to-date order), the replica must not grant a vote to a
+// candidate whose log is below it, nor campaign. ok is false when there is
+// none.
+func (l *Log) VoteFloor() (term, index uint64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	f := l.img.floor
+	return f.term, f.index, f != (entryID{})
+}
+
+// PeerEntries serves a peer's repair: the contiguous intact entries from lo
+// to at most hi (stopping at a hole or after maxBytes), and this log's
+// commit index. It works sealed or not.
+func (l *Log) PeerEntries(lo, hi, maxBytes uint64) ([]*pb.Entry, uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.img.intact(lo, hi, maxBytes), l.img.hs.GetCommit()
+}
+
+// ---- writing -----------------------------------------------------------------
 
 func (l *Log) closeFilesLocked() error {
 	var first error
@@ -295,37 +548,77 @@ func (l *Log) closeFilesLocked() error {
 	return first
 }
 
-// rewriteLocked writes the whole state as generation gen and switches to it.
+// encode frames recs for the current files (every copy gets the same
+// bytes).
+func (l *Log) encode(fr *framer, recs []decoded) ([]byte, error) {
+	var out []byte
+	for _, r := range recs {
+		b, err := r.encode()
+		if err != nil {
+			return nil, err
+		}
+		if len(b) > l.opts.MaxRecordBytes {
+			return nil, base.InvalidArgumentf("raftlog: record of %d bytes exceeds MaxRecordBytes %d", len(b), l.opts.MaxRecordBytes)
+		}
+		out = fr.appendRecord(out, b)
+	}
+	return out, nil
+}
+
+// rewriteLocked writes the whole image as generation gen under temporary
+// names, syncs it, renames it into place and switches to it. The previous
+// generation is kept (a second local source if the new one is damaged
+// before its next rewrite); older ones are removed.
 func (l *Log) rewriteLocked(gen uint64) error {
-	payload, err := l.st.fullUpdate().encode()
+	fr := framer{gen: gen, blockBytes: int64(l.opts.BlockBytes)}
+	data, err := l.encode(&fr, l.img.stateRecords())
 	if err != nil {
 		return err
 	}
-	rec := encodeRecord(gen, 0, kindState, payload)
-	var files [2]vfs.File
+	var files [copies]vfs.File
+	closeAll := func() {
+		for _, f := range files {
+			if f != nil {
+				_ = f.Close()
+			}
+		}
+	}
 	for i := range files {
-		f, err := l.opts.FS.Create(l.opts.FS.PathJoin(l.opts.Dir, fileName(gen, i)), vfs.WriteCategoryUnspecified)
+		name := l.opts.FS.PathJoin(l.opts.Dir, fileName(gen, i)+tmpSuffix)
+		f, err := l.opts.FS.Create(name, vfs.WriteCategoryUnspecified)
 		if err != nil {
+			closeAll()
 			return fmt.Errorf("raftlog: create generation %d: %w", gen, err)
 		}
 		files[i] = f
 		// NB: a vfs.File may scribble over a written buffer (Pebble's
 		// invariants builds do), so each copy gets its own.
-		if _, err := f.Write(bytes.Clone(rec)); err != nil {
+		if _, err := f.Write(bytes.Clone(data)); err != nil {
+			closeAll()
 			return fmt.Errorf("raftlog: write generation %d: %w", gen, err)
 		}
 		if err := f.Sync(); err != nil {
+			closeAll()
 			return fmt.Errorf("raftlog: sync generation %d: %w", gen, err)
 		}
 	}
+	for i := range files {
+		from := l.opts.FS.PathJoin(l.opts.Dir, fileName(gen, i)+tmpSuffix)
+		if err := l.opts.FS.Rename(from, l.opts.FS.PathJoin(l.opts.Dir, fileName(gen, i))); err != nil {
+			closeAll()
+			return fmt.Errorf("raftlog: rename generation %d: %w", gen, err)
+		}
+	}
 	if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
+		closeAll()
 		return err
 	}
 	_ = l.closeFilesLocked()
 	l.files = files
 	l.gen = gen
-	l.size = int64(len(rec))
+	l.fr = fr
 	l.stats.Generation = gen
+	l.stats.SizeBytes = fr.off
 	l.stats.Rewrites++
 	l.removeOldGenerations()
 	return nil
@@ -343,42 +636,47 @@ func syncDir(fs vfs.FS, dir string) error {
 	return nil
 }
 
-// removeOldGenerations deletes every generation other than the current one.
-// Failures are harmless: Open prefers the newest complete generation.
+// removeOldGenerations deletes generations older than the previous one.
+// Failures are harmless: Open prefers the newest readable generation.
 func (l *Log) removeOldGenerations() {
 	names, err := l.opts.FS.List(l.opts.Dir)
 	if err != nil {
 		return
 	}
 	for _, n := range names {
-		if g, ok := parseFileName(n); ok && g != l.gen {
+		if g, tmp, ok := parseFileName(n); ok && !tmp && g+1 < l.gen {
 			_ = l.opts.FS.Remove(l.opts.FS.PathJoin(l.opts.Dir, n))
 		}
 	}
 }
 
-// writeLocked applies u to a copy of the state, then appends it to both
-// copies and syncs them, and only then publishes the new state.
-func (l *Log) writeLocked(u *update) error {
+// writeLocked applies recs to a copy of the image, appends them to both
+// copies and syncs them, and only then publishes the new image.
+func (l *Log) writeLocked(recs []decoded) error {
 	if l.failed != nil {
 		return l.failed
 	}
-	next := *l.st
-	if err := next.apply(u); err != nil {
+	if !l.sealed {
+		return base.AssertionFailedf("raftlog: write to an unsealed log")
+	}
+	next := l.img.clone()
+	if err := next.applyRecords(recs); err != nil {
 		return err
 	}
-	payload, err := u.encode()
+	if next.floor != (entryID{}) && !next.lastID().less(next.floor) {
+		// The log is again at least as up to date as before its damage.
+		recs = append(recs, decoded{kind: recFloor})
+		next.floor = entryID{}
+	}
+	fr := l.fr
+	data, err := l.encode(&fr, recs)
 	if err != nil {
 		return err
 	}
-	if len(payload) > l.opts.MaxRecordBytes {
-		return base.InvalidArgumentf("raftlog: record of %d bytes exceeds MaxRecordBytes %d", len(payload), l.opts.MaxRecordBytes)
-	}
-	rec := encodeRecord(l.gen, l.size, kindUpdate, payload)
 	for i, f := range l.files {
 		// NB: each copy gets its own buffer; see rewriteLocked. The files
-		// are only appended to (their offset is l.size).
-		if _, err := f.Write(bytes.Clone(rec)); err != nil {
+		// are only appended to.
+		if _, err := f.Write(bytes.Clone(data)); err != nil {
 			l.failed = fmt.Errorf("raftlog: write copy %d: %w", i, err)
 			return l.failed
 		}
@@ -389,10 +687,15 @@ func (l *Log) writeLocked(u *update) error {
 			return l.failed
 		}
 	}
-	l.size += int64(len(rec))
-	l.stats.SizeBytes = l.size
-	l.st = &next
-	if l.size > l.opts.RewriteThresholdBytes {
+	if invariants.Enabled {
+		// Checksum before the write, verify after: what was just written
+		// must parse back into exactly these records.
+		l.verifyTailLocked(fr.off-int64(len(data)), len(recs))
+	}
+	l.fr = fr
+	l.stats.SizeBytes = fr.off
+	l.img = next
+	if fr.off > l.opts.RewriteThresholdBytes {
 		if err := l.rewriteLocked(l.gen + 1); err != nil {
 			l.failed = err
 			return err
@@ -401,23 +704,66 @@ func (l *Log) writeLocked(u *update) error {
 	return nil
 }
 
+// verifyTailLocked re-reads what the last write appended to copy 0 of the
+// current generation and checks that it parses back into n whole records
+// (test builds only).
+func (l *Log) verifyTailLocked(from int64, n int) {
+	f, err := l.opts.FS.Open(l.opts.FS.PathJoin(l.opts.Dir, fileName(l.gen, 0)))
+	if err != nil {
+		_ = invariants.Check(false, "raftlog: re-read of generation %d: %v", l.gen, err)
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		_ = invariants.Check(false, "raftlog: stat of generation %d: %v", l.gen, err)
+		return
+	}
+	tail := make([]byte, st.Size()-from)
+	if _, err := f.ReadAt(tail, from); err != nil {
+		_ = invariants.Check(false, "raftlog: re-read of generation %d at %d: %v", l.gen, from, err)
+		return
+	}
+	bb := int64(l.opts.BlockBytes)
+	got := 0
+	for off := from; off < st.Size(); {
+		if bb-off%bb < fragHeaderBytes+1 {
+			off = (off/bb + 1) * bb
+			continue
+		}
+		typ, _, m, ok := decodeFragAt(l.gen, tail, from, off, bb)
+		if !ok {
+			_ = invariants.Check(false, "raftlog: generation %d: fragment at %d does not verify right after its write", l.gen, off)
+			return
+		}
+		if typ == fragFull || typ == fragLast {
+			got++
+		}
+		off += m
+	}
+	_ = invariants.Check(got == n, "raftlog: %d of %d records written at %d parse back", got, n, from)
+}
+
 // Save persists what a raft Ready hands out: a snapshot to install (may be
 // nil or empty), entries to append, and the hard state (may be nil or empty).
 // It returns after both copies are synced.
 func (l *Log) Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot) error {
-	u := &update{entries: entries}
+	var recs []decoded
 	if snap != nil && !raft.IsEmptySnap(snap) {
-		u.snap = snap
+		recs = append(recs, decoded{kind: recSnapshot, snap: snap})
+	}
+	for _, e := range entries {
+		recs = append(recs, decoded{kind: recEntry, entry: e})
 	}
 	if hs != nil && !raft.IsEmptyHardState(hs) {
-		u.hs = hs
+		recs = append(recs, decoded{kind: recHardState, hs: hs})
 	}
-	if u.snap == nil && u.hs == nil && len(u.entries) == 0 {
+	if len(recs) == 0 {
 		return nil
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.writeLocked(u)
+	return l.writeLocked(recs)
 }
 
 // Bootstrap initialises an empty log with a snapshot at index 1, term 1
@@ -429,34 +775,41 @@ func (l *Log) Bootstrap(voters []uint64) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.st.lastIndex() != 0 || !raft.IsEmptyHardState(l.st.hs) {
-		return base.InvalidArgumentf("raftlog: bootstrap of a non-empty log (last index %d)", l.st.lastIndex())
+	if l.img.lastIndex() != 0 || !raft.IsEmptyHardState(l.img.hs) {
+		return base.InvalidArgumentf("raftlog: bootstrap of a non-empty log (last index %d)", l.img.lastIndex())
 	}
 	snap := &pb.Snapshot{Metadata: &pb.SnapshotMetadata{
 		Index: proto.Uint64(1), Term: proto.Uint64(1),
 		ConfState: &pb.ConfState{Voters: append([]uint64(nil), voters...)},
 	}}
-	return l.writeLocked(&update{snap: snap, hs: &pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1)}})
+	return l.writeLocked([]decoded{
+		{kind: recSnapshot, snap: snap},
+		{kind: recHardState, hs: &pb.HardState{Term: proto.Uint64(1), Commit: proto.Uint64(1)}},
+	})
 }
 
 // IsEmpty reports whether the log holds no state yet.
 func (l *Log) IsEmpty() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.st.lastIndex() == 0 && raft.IsEmptyHardState(l.st.hs)
+	return l.img.lastIndex() == 0 && raft.IsEmptyHardState(l.img.hs) && l.damage.Empty()
 }
 
 // Compact discards entries up to and including index i.
 func (l *Log) Compact(i uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i <= l.st.offset() {
+	if i <= l.img.base.index {
 		return raft.ErrCompacted
 	}
-	if i > l.st.lastIndex() {
-		return base.InvalidArgumentf("raftlog: compact %d beyond last index %d", i, l.st.lastIndex())
+	if i > l.img.lastIndex() {
+		return base.InvalidArgumentf("raftlog: compact %d beyond last index %d", i, l.img.lastIndex())
 	}
-	return l.writeLocked(&update{compact: i})
+	t, err := l.img.term(i)
+	if err != nil {
+		return err
+	}
+	return l.writeLocked([]decoded{{kind: recCompact, id: entryID{i, t}}})
 }
 
 // CreateSnapshot records a snapshot of the state machine at applied index i
@@ -464,17 +817,17 @@ func (l *Log) Compact(i uint64) error {
 func (l *Log) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (*pb.Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if i <= l.st.snap.GetMetadata().GetIndex() {
+	if i <= l.img.snap.GetMetadata().GetIndex() {
 		return nil, raft.ErrSnapOutOfDate
 	}
-	term, err := l.st.term(i)
+	term, err := l.img.term(i)
 	if err != nil {
 		return nil, err
 	}
 	snap := &pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{
 		Index: proto.Uint64(i), Term: proto.Uint64(term), ConfState: cs,
 	}}
-	if err := l.writeLocked(&update{keep: snap}); err != nil {
+	if err := l.writeLocked([]decoded{{kind: recKeep, snap: snap}}); err != nil {
 		return nil, err
 	}
 	return snap, nil
@@ -485,7 +838,7 @@ func (l *Log) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	s := l.stats
-	s.SizeBytes = l.size
+	s.SizeBytes = l.fr.off
 	return s
 }
 
@@ -499,48 +852,50 @@ func (l *Log) Close() error {
 	return l.closeFilesLocked()
 }
 
+// ---- raft.Storage -------------------------------------------------------------
+
 // InitialState implements raft.Storage.
 func (l *Log) InitialState() (*pb.HardState, *pb.ConfState, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cs := l.st.snap.GetMetadata().GetConfState()
+	cs := l.img.snap.GetMetadata().GetConfState()
 	if cs == nil {
 		cs = &pb.ConfState{}
 	}
-	return proto.Clone(l.st.hs).(*pb.HardState), proto.Clone(cs).(*pb.ConfState), nil
+	return proto.Clone(l.img.hs).(*pb.HardState), proto.Clone(cs).(*pb.ConfState), nil
 }
 
 // Entries implements raft.Storage.
 func (l *Log) Entries(lo, hi, maxSize uint64) ([]*pb.Entry, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.st.entries(lo, hi, maxSize)
+	return l.img.entries(lo, hi, maxSize)
 }
 
 // Term implements raft.Storage.
 func (l *Log) Term(i uint64) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.st.term(i)
+	return l.img.term(i)
 }
 
 // LastIndex implements raft.Storage.
 func (l *Log) LastIndex() (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.st.lastIndex(), nil
+	return l.img.lastIndex(), nil
 }
 
 // FirstIndex implements raft.Storage.
 func (l *Log) FirstIndex() (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.st.offset() + 1, nil
+	return l.img.firstIndex(), nil
 }
 
 // Snapshot implements raft.Storage.
 func (l *Log) Snapshot() (*pb.Snapshot, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.st.snap, nil
+	return l.img.snap, nil
 }

@@ -131,7 +131,7 @@ func TestRoundTripAndRaftStorage(t *testing.T) {
 	if got := describe(t, l); got != want {
 		t.Fatalf("after reopen\ngot  %s\nwant %s", got, want)
 	}
-	if st := l.Stats(); st.RecordsRepaired != 0 || st.TornTailBytes != 0 {
+	if st := l.Stats(); st.FragmentsRepaired != 0 || st.TornTailBytes != 0 || st.RecordsLost != 0 {
 		t.Fatalf("clean reopen stats %v", st)
 	}
 	// Snapshot and compaction survive a reopen.
@@ -174,20 +174,20 @@ func TestOneCorruptCopyLosesNothing(t *testing.T) {
 			gen := l.Stats().Generation
 			l.Close()
 			name := fileName(gen, copyIndex)
-			// Corrupt the header of one record (its length field) and the
-			// payload of another: framing must survive via the other copy.
-			flipByte(t, fs, "log/"+name, offs[3]+10)
-			flipByte(t, fs, "log/"+name, offs[7]+headerBytes+2)
+			// Corrupt the header of one fragment (its length field) and the
+			// data of another: framing must survive via the other copy.
+			flipByte(t, fs, "log/"+name, offs[3]+5)
+			flipByte(t, fs, "log/"+name, offs[7]+fragHeaderBytes+2)
 			l = open(t, fs)
 			if got := describe(t, l); got != want {
 				t.Fatalf("got  %s\nwant %s", got, want)
 			}
-			if st := l.Stats(); st.RecordsRepaired != 2 {
+			if st := l.Stats(); st.FragmentsRepaired != 2 || st.RecordsLost != 0 {
 				t.Fatalf("stats %v", st)
 			}
 			l.Close()
 			l = open(t, fs)
-			if st := l.Stats(); st.RecordsRepaired != 0 {
+			if st := l.Stats(); st.FragmentsRepaired != 0 {
 				t.Fatalf("repair not persisted: %v", st)
 			}
 			l.Close()
@@ -195,18 +195,50 @@ func TestOneCorruptCopyLosesNothing(t *testing.T) {
 	}
 }
 
-func TestBothCopiesCorruptInMiddleIsDataLoss(t *testing.T) {
+// TestBothCopiesCorruptInMiddleIsRepairedFromPeer: an entry lost in both
+// copies is a hole, not data loss and not a torn tail; a peer's entries
+// fill it (anchored by the next intact entry) and the log seals whole.
+func TestBothCopiesCorruptInMiddleIsRepairedFromPeer(t *testing.T) {
 	fs := vfs.NewMem()
 	l := open(t, fs)
 	offs := fill(t, l, 6)
+	want := describe(t, l)
 	gen := l.Stats().Generation
 	l.Close()
 	for i := 0; i < 2; i++ {
-		flipByte(t, fs, "log/"+fileName(gen, i), offs[2]+headerBytes+1)
+		flipByte(t, fs, "log/"+fileName(gen, i), offs[2]+fragHeaderBytes+1)
 	}
-	_, err := Open(Options{FS: fs, Dir: "log"})
-	if !base.IsDataLoss(err) {
-		t.Fatalf("err = %v; want data loss", err)
+	l, err := Open(Options{FS: fs, Dir: "log"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.Sealed() {
+		t.Fatal("a log with a lost entry opened sealed")
+	}
+	d := l.Damage()
+	if fmt.Sprint(d.Holes) != "[[4,4]]" || d.TailUnknown || d.HardStateUncertain {
+		t.Fatalf("damage %v", d)
+	}
+	lo, hi, ok := l.RepairSpan()
+	if !ok || lo != 4 || hi != 8 {
+		t.Fatalf("repair span %d..%d %v", lo, hi, ok)
+	}
+	// A peer whose entry 5 has another term is no anchor.
+	if n, _ := l.Offer([]*pb.Entry{ent(4, 2), ent(5, 3)}, 3); n != 0 {
+		t.Fatalf("filled %d from a peer that does not match", n)
+	}
+	if n, _ := l.Offer([]*pb.Entry{ent(4, 2), ent(5, 2)}, 3); n != 1 {
+		t.Fatalf("filled %d, want 1", n)
+	}
+	if err := l.Seal(); err != nil {
+		t.Fatal(err)
+	}
+	if got := describe(t, l); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	if _, _, ok := l.VoteFloor(); ok {
+		t.Fatal("a whole repair left a vote floor")
 	}
 }
 
@@ -215,13 +247,14 @@ func TestTornTailIsDropped(t *testing.T) {
 	l := open(t, fs)
 	fill(t, l, 4)
 	want := describe(t, l)
-	gen := l.Stats().Generation
-	size := l.Stats().SizeBytes
 	// A Save that crashed half way: its record is partly in copy 0 and
 	// not in copy 1 at all.
-	payload, _ := (&update{entries: []*pb.Entry{ent(6, 2)}}).encode()
-	rec := encodeRecord(gen, size, kindUpdate, payload)
-	if _, err := l.files[0].WriteAt(rec[:len(rec)/2], size); err != nil {
+	fr := l.fr
+	rec, err := l.encode(&fr, []decoded{{kind: recEntry, entry: ent(6, 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.files[0].Write(rec[:len(rec)/2]); err != nil {
 		t.Fatal(err)
 	}
 	l.Close()
@@ -251,9 +284,9 @@ func TestIncompleteRewriteIsIgnored(t *testing.T) {
 	want := describe(t, l)
 	gen := l.Stats().Generation
 	l.Close()
-	// A rewrite that crashed before its state record was whole.
+	// A rewrite that crashed before its files were renamed into place.
 	for i := 0; i < 2; i++ {
-		f, _ := fs.Create("log/"+fileName(gen+1, i), vfs.WriteCategoryUnspecified)
+		f, _ := fs.Create("log/"+fileName(gen+1, i)+tmpSuffix, vfs.WriteCategoryUnspecified)
 		f.Write([]byte{0x46, 0x4d, 0x52})
 		f.Close()
 	}
@@ -261,8 +294,14 @@ func TestIncompleteRewriteIsIgnored(t *testing.T) {
 	if got := describe(t, l); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
-	if g := l.Stats().Generation; g != gen+2 {
-		t.Fatalf("generation %d, want %d", g, gen+2)
+	if g := l.Stats().Generation; g != gen+1 {
+		t.Fatalf("generation %d, want %d", g, gen+1)
+	}
+	names, _ := fs.List("log")
+	for _, n := range names {
+		if _, tmp, _ := parseFileName(n); tmp {
+			t.Fatalf("temporary file %s left", n)
+		}
 	}
 	l.Close()
 }
@@ -283,8 +322,8 @@ func TestRewriteOnThreshold(t *testing.T) {
 	}
 	l.Close()
 	names, _ := fs.List("log")
-	if len(names) != 2 {
-		t.Fatalf("old generations left: %v", names)
+	if len(names) != 4 {
+		t.Fatalf("want the current and the previous generation, got %v", names)
 	}
 	l = open(t, fs)
 	if got := describe(t, l); got != want {
@@ -299,6 +338,7 @@ func TestOptionsValidation(t *testing.T) {
 		{FS: vfs.NewMem()},
 		{FS: vfs.NewMem(), Dir: "x", RewriteThresholdBytes: 10},
 		{FS: vfs.NewMem(), Dir: "x", MaxRecordBytes: 1},
+		{FS: vfs.NewMem(), Dir: "x", BlockBytes: 100},
 	} {
 		if _, err := Open(o); !base.IsInvalidArgument(err) {
 			t.Fatalf("Open(%+v) err = %v", o, err)

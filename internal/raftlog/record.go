@@ -2,72 +2,111 @@ package raftlog
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+	"fmt"
+
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
 
-// recordMagic starts every record copy ("FMRL" in little endian).
-const recordMagic uint32 = 0x4c524d46
-
-// headerBytes is the size of a record header: magic, crc, kind, length.
-const headerBytes = 4 + 4 + 1 + 4
-
-// Record kinds.
+// Record kinds. A record is its kind byte followed by its payload; every
+// record is small (one entry, one hard state, one snapshot's metadata), so
+// one flip loses one record, never the log's whole state.
 const (
-	// kindState starts a generation: the full state of the log.
-	kindState byte = 1
-	// kindUpdate is one Save, Compact or CreateSnapshot call.
-	kindUpdate byte = 2
+	// recEntry is one raft entry (pb.Entry). An entry whose index is at or
+	// below the last index replaces the suffix from there (raft's conflict
+	// truncation).
+	recEntry byte = 1
+	// recHardState is the raft hard state (pb.HardState).
+	recHardState byte = 2
+	// recSnapshot is a snapshot received from the leader (pb.Snapshot): the
+	// log restarts after its index.
+	recSnapshot byte = 3
+	// recKeep is a snapshot point created locally (pb.Snapshot): kept for
+	// followers, the log is not reset.
+	recKeep byte = 4
+	// recCompact drops the entries up to and including an index (uvarint
+	// index, uvarint term of that index).
+	recCompact byte = 5
+	// recBase restarts the log after an index (uvarint index, uvarint
+	// term): a generation's first record, and the base after a repair.
+	recBase byte = 6
+	// recFloor is the vote floor (uvarint term, uvarint index; zero clears
+	// it): while the log is behind it, the replica neither votes for a log
+	// behind it nor campaigns (see Log.VoteFloor).
+	recFloor byte = 7
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+// entryID names an entry by index and term.
+type entryID struct{ index, term uint64 }
 
-// recordChecksum covers the record's identity (generation, offset) as well as
-// its content, so a record written at the wrong place or left over from an
-// older generation does not verify.
-func recordChecksum(gen uint64, offset int64, kind byte, payload []byte) uint32 {
-	var id [8 + 8 + 1 + 4]byte
-	binary.LittleEndian.PutUint64(id[0:], gen)
-	binary.LittleEndian.PutUint64(id[8:], uint64(offset))
-	id[16] = kind
-	binary.LittleEndian.PutUint32(id[17:], uint32(len(payload)))
-	crc := crc32.Update(0, castagnoli, id[:])
-	return crc32.Update(crc, castagnoli, payload)
+func (e entryID) String() string { return fmt.Sprintf("%d.%d", e.index, e.term) }
+
+// less orders logs by raft's up-to-date rule: a higher last term, or the
+// same last term and a higher last index, is more up to date.
+func (e entryID) less(o entryID) bool {
+	return e.term < o.term || (e.term == o.term && e.index < o.index)
 }
 
-// encodeRecord returns the bytes of one record copy placed at offset.
-func encodeRecord(gen uint64, offset int64, kind byte, payload []byte) []byte {
-	buf := make([]byte, headerBytes+len(payload))
-	binary.LittleEndian.PutUint32(buf[0:], recordMagic)
-	binary.LittleEndian.PutUint32(buf[4:], recordChecksum(gen, offset, kind, payload))
-	buf[8] = kind
-	binary.LittleEndian.PutUint32(buf[9:], uint32(len(payload)))
-	copy(buf[headerBytes:], payload)
-	return buf
+func encodeMsg(kind byte, m proto.Message) ([]byte, error) {
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte{kind}, b...), nil
 }
 
-// decodeRecord verifies the record copy that starts at data[0] (data is the
-// file from offset on). It returns the kind, the payload and the record's
-// total length, or a corruption error.
-func decodeRecord(gen uint64, offset int64, data []byte, maxRecordBytes int) (kind byte, payload []byte, n int, err error) {
-	if len(data) < headerBytes {
-		return 0, nil, 0, base.CorruptionErrorf("raftlog: short record header at offset %d (%d bytes)", offset, len(data))
+func encodeIDRecord(kind byte, id entryID) []byte {
+	buf := []byte{kind}
+	buf = binary.AppendUvarint(buf, id.index)
+	return binary.AppendUvarint(buf, id.term)
+}
+
+// decoded is one record's content; exactly one field is set, as kind says.
+type decoded struct {
+	kind  byte
+	entry *pb.Entry
+	hs    *pb.HardState
+	snap  *pb.Snapshot
+	id    entryID // recCompact, recBase, recFloor
+}
+
+// decodeRecord parses a record whose fragments verified. A parse failure is
+// a bug or a checksum collision; the caller treats it as a lost record.
+func decodeRecord(rec []byte) (decoded, error) {
+	if len(rec) == 0 {
+		return decoded{}, base.CorruptionErrorf("raftlog: empty record")
 	}
-	if m := binary.LittleEndian.Uint32(data[0:]); m != recordMagic {
-		return 0, nil, 0, base.CorruptionErrorf("raftlog: bad magic %#x at offset %d", m, offset)
+	d := decoded{kind: rec[0]}
+	p := rec[1:]
+	var m proto.Message
+	switch d.kind {
+	case recEntry:
+		d.entry = &pb.Entry{}
+		m = d.entry
+	case recHardState:
+		d.hs = &pb.HardState{}
+		m = d.hs
+	case recSnapshot, recKeep:
+		d.snap = &pb.Snapshot{}
+		m = d.snap
+	case recCompact, recBase, recFloor:
+		idx, n := binary.Uvarint(p)
+		if n <= 0 {
+			return decoded{}, base.CorruptionErrorf("raftlog: bad index in record kind %d", d.kind)
+		}
+		term, m2 := binary.Uvarint(p[n:])
+		if m2 <= 0 || n+m2 != len(p) {
+			return decoded{}, base.CorruptionErrorf("raftlog: bad term in record kind %d", d.kind)
+		}
+		d.id = entryID{index: idx, term: term}
+		return d, nil
+	default:
+		return decoded{}, base.CorruptionErrorf("raftlog: unknown record kind %d", d.kind)
 	}
-	length := int(binary.LittleEndian.Uint32(data[9:]))
-	if length > maxRecordBytes || headerBytes+length > len(data) {
-		return 0, nil, 0, base.CorruptionErrorf("raftlog: record length %d at offset %d exceeds file or limit", length, offset)
+	if err := proto.Unmarshal(p, m); err != nil {
+		return decoded{}, base.CorruptionErrorf("raftlog: record kind %d: %w", d.kind, err)
 	}
-	kind = data[8]
-	payload = data[headerBytes : headerBytes+length]
-	if want, got := binary.LittleEndian.Uint32(data[4:]), recordChecksum(gen, offset, kind, payload); want != got {
-		return 0, nil, 0, base.CorruptionErrorf("raftlog: checksum mismatch at offset %d: stored %#x computed %#x", offset, want, got)
-	}
-	if kind != kindState && kind != kindUpdate {
-		return 0, nil, 0, base.CorruptionErrorf("raftlog: unknown record kind %d at offset %d", kind, offset)
-	}
-	return kind, payload, headerBytes + length, nil
+	return d, nil
 }

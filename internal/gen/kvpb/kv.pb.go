@@ -181,7 +181,7 @@ func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Reason.Descriptor instead.
 func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{9, 0}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{10, 0}
 }
 
 type ReadOptions struct {
@@ -658,19 +658,75 @@ func (x *PatchRequest) GetRanges() []*KeyRange {
 	return nil
 }
 
+// Barrier is a no-op a replica proposes after its raft log lost entries it
+// may have acknowledged: once it applies its own barrier, its log holds
+// every entry committed before the loss, and its vote floor is lifted.
+type Barrier struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replica       uint64                 `protobuf:"varint,1,opt,name=replica,proto3" json:"replica,omitempty"`
+	Nonce         uint64                 `protobuf:"varint,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Barrier) Reset() {
+	*x = Barrier{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Barrier) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Barrier) ProtoMessage() {}
+
+func (x *Barrier) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
+func (*Barrier) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Barrier) GetReplica() uint64 {
+	if x != nil {
+		return x.Replica
+	}
+	return 0
+}
+
+func (x *Barrier) GetNonce() uint64 {
+	if x != nil {
+		return x.Nonce
+	}
+	return 0
+}
+
 // Command is the data of one raft entry.
 type Command struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ProposalId    uint64                 `protobuf:"varint,1,opt,name=proposal_id,json=proposalId,proto3" json:"proposal_id,omitempty"`
 	Write         *WriteBatch            `protobuf:"bytes,2,opt,name=write,proto3" json:"write,omitempty"`
 	Patch         *PatchRequest          `protobuf:"bytes,3,opt,name=patch,proto3" json:"patch,omitempty"`
+	Barrier       *Barrier               `protobuf:"bytes,4,opt,name=barrier,proto3" json:"barrier,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +738,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +751,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{8}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -719,6 +775,13 @@ func (x *Command) GetPatch() *PatchRequest {
 	return nil
 }
 
+func (x *Command) GetBarrier() *Barrier {
+	if x != nil {
+		return x.Barrier
+	}
+	return nil
+}
+
 // ErrorDetail rides in gRPC status details.
 type ErrorDetail struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -730,7 +793,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +805,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +818,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{9}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
@@ -784,7 +847,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +859,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +872,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{10}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *GetRequest) GetShard() uint64 {
@@ -851,7 +914,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +926,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +939,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{11}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *GetResponse) GetFound() bool {
@@ -901,20 +964,24 @@ func (x *GetResponse) GetAppliedIndex() uint64 {
 }
 
 type ScanRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Shard         uint64                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
-	Start         []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
-	End           []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
-	Limit         uint32                 `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
-	Read          *ReadOptions           `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
-	TxnId         uint64                 `protobuf:"varint,6,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint64                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Start []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	End   []byte                 `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	// At most this many rows (0: the server's page limit).
+	Limit uint32       `protobuf:"varint,4,opt,name=limit,proto3" json:"limit,omitempty"`
+	Read  *ReadOptions `protobuf:"bytes,5,opt,name=read,proto3" json:"read,omitempty"`
+	TxnId uint64       `protobuf:"varint,6,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	// At most about this many bytes of keys and values (0: the server's
+	// page limit); at least one row is returned if any remains.
+	MaxBytes      uint64 `protobuf:"varint,7,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +993,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1006,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{12}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ScanRequest) GetShard() uint64 {
@@ -984,11 +1051,19 @@ func (x *ScanRequest) GetTxnId() uint64 {
 	return 0
 }
 
+func (x *ScanRequest) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 type ScanResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Rows         []*KeyValue            `protobuf:"bytes,1,rep,name=rows,proto3" json:"rows,omitempty"`
 	AppliedIndex uint64                 `protobuf:"varint,2,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	// True if the limit cut the scan short.
+	// True if the limit or the byte bound cut the scan short: the next page
+	// starts just after the last row.
 	More          bool `protobuf:"varint,3,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -996,7 +1071,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1083,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1096,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{13}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ScanResponse) GetRows() []*KeyValue {
@@ -1055,7 +1130,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1067,7 +1142,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1080,7 +1155,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{14}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WriteRequest) GetShard() uint64 {
@@ -1107,7 +1182,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1119,7 +1194,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1132,7 +1207,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{15}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WriteResponse) GetIndex() uint64 {
@@ -1151,7 +1226,7 @@ type TxnBeginRequest struct {
 
 func (x *TxnBeginRequest) Reset() {
 	*x = TxnBeginRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1163,7 +1238,7 @@ func (x *TxnBeginRequest) String() string {
 func (*TxnBeginRequest) ProtoMessage() {}
 
 func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1176,7 +1251,7 @@ func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginRequest.ProtoReflect.Descriptor instead.
 func (*TxnBeginRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{16}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TxnBeginRequest) GetShard() uint64 {
@@ -1195,7 +1270,7 @@ type TxnBeginResponse struct {
 
 func (x *TxnBeginResponse) Reset() {
 	*x = TxnBeginResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1282,7 @@ func (x *TxnBeginResponse) String() string {
 func (*TxnBeginResponse) ProtoMessage() {}
 
 func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1295,7 @@ func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginResponse.ProtoReflect.Descriptor instead.
 func (*TxnBeginResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{17}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TxnBeginResponse) GetTxnId() uint64 {
@@ -1241,7 +1316,7 @@ type TxnCommitRequest struct {
 
 func (x *TxnCommitRequest) Reset() {
 	*x = TxnCommitRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1328,7 @@ func (x *TxnCommitRequest) String() string {
 func (*TxnCommitRequest) ProtoMessage() {}
 
 func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1341,7 @@ func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnCommitRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{18}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TxnCommitRequest) GetShard() uint64 {
@@ -1300,7 +1375,7 @@ type TxnAbortRequest struct {
 
 func (x *TxnAbortRequest) Reset() {
 	*x = TxnAbortRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1387,7 @@ func (x *TxnAbortRequest) String() string {
 func (*TxnAbortRequest) ProtoMessage() {}
 
 func (x *TxnAbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1400,7 @@ func (x *TxnAbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnAbortRequest.ProtoReflect.Descriptor instead.
 func (*TxnAbortRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{19}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TxnAbortRequest) GetShard() uint64 {
@@ -1350,7 +1425,7 @@ type TxnAbortResponse struct {
 
 func (x *TxnAbortResponse) Reset() {
 	*x = TxnAbortResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1437,7 @@ func (x *TxnAbortResponse) String() string {
 func (*TxnAbortResponse) ProtoMessage() {}
 
 func (x *TxnAbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1450,7 @@ func (x *TxnAbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnAbortResponse.ProtoReflect.Descriptor instead.
 func (*TxnAbortResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{20}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{21}
 }
 
 // RaftMessage is one raftpb.Message (marshalled) for a shard's replica.
@@ -1389,7 +1464,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1401,7 +1476,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1414,7 +1489,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{21}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RaftMessage) GetShard() uint64 {
@@ -1442,7 +1517,7 @@ type RaftBatch struct {
 
 func (x *RaftBatch) Reset() {
 	*x = RaftBatch{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1454,7 +1529,7 @@ func (x *RaftBatch) String() string {
 func (*RaftBatch) ProtoMessage() {}
 
 func (x *RaftBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1467,7 +1542,7 @@ func (x *RaftBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatch.ProtoReflect.Descriptor instead.
 func (*RaftBatch) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{22}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RaftBatch) GetFromNode() uint64 {
@@ -1492,7 +1567,7 @@ type RaftAck struct {
 
 func (x *RaftAck) Reset() {
 	*x = RaftAck{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1504,7 +1579,7 @@ func (x *RaftAck) String() string {
 func (*RaftAck) ProtoMessage() {}
 
 func (x *RaftAck) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1517,7 +1592,7 @@ func (x *RaftAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftAck.ProtoReflect.Descriptor instead.
 func (*RaftAck) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{23}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{24}
 }
 
 // Patch is a healthy replica's content of the ranges as of the patch entry.
@@ -1537,7 +1612,7 @@ type Patch struct {
 
 func (x *Patch) Reset() {
 	*x = Patch{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1624,7 @@ func (x *Patch) String() string {
 func (*Patch) ProtoMessage() {}
 
 func (x *Patch) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1637,7 @@ func (x *Patch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Patch.ProtoReflect.Descriptor instead.
 func (*Patch) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{24}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Patch) GetShard() uint64 {
@@ -1622,7 +1697,7 @@ type PatchAck struct {
 
 func (x *PatchAck) Reset() {
 	*x = PatchAck{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1634,7 +1709,7 @@ func (x *PatchAck) String() string {
 func (*PatchAck) ProtoMessage() {}
 
 func (x *PatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1647,7 +1722,7 @@ func (x *PatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchAck.ProtoReflect.Descriptor instead.
 func (*PatchAck) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{25}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{26}
 }
 
 // FetchStateRequest asks a healthy replica for its whole shard state (the
@@ -1661,7 +1736,7 @@ type FetchStateRequest struct {
 
 func (x *FetchStateRequest) Reset() {
 	*x = FetchStateRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1673,7 +1748,7 @@ func (x *FetchStateRequest) String() string {
 func (*FetchStateRequest) ProtoMessage() {}
 
 func (x *FetchStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1686,7 +1761,7 @@ func (x *FetchStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchStateRequest.ProtoReflect.Descriptor instead.
 func (*FetchStateRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{26}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FetchStateRequest) GetShard() uint64 {
@@ -1696,18 +1771,84 @@ func (x *FetchStateRequest) GetShard() uint64 {
 	return 0
 }
 
+// Summary is a state machine's running digest of its user rows at an
+// applied index: their count and two order-independent 64-bit sums (wrapping
+// sum and xor) of a hash of each row. A replica checks its engine against it
+// at open and after a rebuild.
+type Summary struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rows          uint64                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Sum           uint64                 `protobuf:"varint,2,opt,name=sum,proto3" json:"sum,omitempty"`
+	Xor           uint64                 `protobuf:"varint,3,opt,name=xor,proto3" json:"xor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Summary) Reset() {
+	*x = Summary{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Summary) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Summary) ProtoMessage() {}
+
+func (x *Summary) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Summary.ProtoReflect.Descriptor instead.
+func (*Summary) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Summary) GetRows() uint64 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *Summary) GetSum() uint64 {
+	if x != nil {
+		return x.Sum
+	}
+	return 0
+}
+
+func (x *Summary) GetXor() uint64 {
+	if x != nil {
+		return x.Xor
+	}
+	return 0
+}
+
 type FetchStateResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	AppliedIndex  uint64                 `protobuf:"varint,1,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	Rows          []*KeyValue            `protobuf:"bytes,2,rep,name=rows,proto3" json:"rows,omitempty"`
 	Crc           uint32                 `protobuf:"fixed32,3,opt,name=crc,proto3" json:"crc,omitempty"`
+	AppliedTerm   uint64                 `protobuf:"varint,4,opt,name=applied_term,json=appliedTerm,proto3" json:"applied_term,omitempty"`
+	Summary       *Summary               `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FetchStateResponse) Reset() {
 	*x = FetchStateResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1719,7 +1860,7 @@ func (x *FetchStateResponse) String() string {
 func (*FetchStateResponse) ProtoMessage() {}
 
 func (x *FetchStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1732,7 +1873,7 @@ func (x *FetchStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchStateResponse.ProtoReflect.Descriptor instead.
 func (*FetchStateResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{27}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FetchStateResponse) GetAppliedIndex() uint64 {
@@ -1756,6 +1897,153 @@ func (x *FetchStateResponse) GetCrc() uint32 {
 	return 0
 }
 
+func (x *FetchStateResponse) GetAppliedTerm() uint64 {
+	if x != nil {
+		return x.AppliedTerm
+	}
+	return 0
+}
+
+func (x *FetchStateResponse) GetSummary() *Summary {
+	if x != nil {
+		return x.Summary
+	}
+	return nil
+}
+
+// FetchEntriesRequest asks a peer for raft log entries to repair a damaged
+// local log: the contiguous intact entries from lo up to hi.
+type FetchEntriesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shard         uint64                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	Lo            uint64                 `protobuf:"varint,2,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi            uint64                 `protobuf:"varint,3,opt,name=hi,proto3" json:"hi,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,4,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchEntriesRequest) Reset() {
+	*x = FetchEntriesRequest{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchEntriesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchEntriesRequest) ProtoMessage() {}
+
+func (x *FetchEntriesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchEntriesRequest.ProtoReflect.Descriptor instead.
+func (*FetchEntriesRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *FetchEntriesRequest) GetShard() uint64 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *FetchEntriesRequest) GetLo() uint64 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *FetchEntriesRequest) GetHi() uint64 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+func (x *FetchEntriesRequest) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+type FetchEntriesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Marshalled raftpb.Entry, ascending and contiguous from lo.
+	Entries [][]byte `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"`
+	// The peer's commit index: entries at or below it are committed.
+	Commit uint64 `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// CRC32C over the entries (length-prefixed).
+	Crc           uint32 `protobuf:"fixed32,3,opt,name=crc,proto3" json:"crc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchEntriesResponse) Reset() {
+	*x = FetchEntriesResponse{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchEntriesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchEntriesResponse) ProtoMessage() {}
+
+func (x *FetchEntriesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchEntriesResponse.ProtoReflect.Descriptor instead.
+func (*FetchEntriesResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FetchEntriesResponse) GetEntries() [][]byte {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *FetchEntriesResponse) GetCommit() uint64 {
+	if x != nil {
+		return x.Commit
+	}
+	return 0
+}
+
+func (x *FetchEntriesResponse) GetCrc() uint32 {
+	if x != nil {
+		return x.Crc
+	}
+	return 0
+}
+
 type CorruptBlockRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Shard   uint64                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
@@ -1768,7 +2056,7 @@ type CorruptBlockRequest struct {
 
 func (x *CorruptBlockRequest) Reset() {
 	*x = CorruptBlockRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1780,7 +2068,7 @@ func (x *CorruptBlockRequest) String() string {
 func (*CorruptBlockRequest) ProtoMessage() {}
 
 func (x *CorruptBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1793,7 +2081,7 @@ func (x *CorruptBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptBlockRequest.ProtoReflect.Descriptor instead.
 func (*CorruptBlockRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{28}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CorruptBlockRequest) GetShard() uint64 {
@@ -1827,7 +2115,7 @@ type CorruptBlockResponse struct {
 
 func (x *CorruptBlockResponse) Reset() {
 	*x = CorruptBlockResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1839,7 +2127,7 @@ func (x *CorruptBlockResponse) String() string {
 func (*CorruptBlockResponse) ProtoMessage() {}
 
 func (x *CorruptBlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1852,7 +2140,7 @@ func (x *CorruptBlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptBlockResponse.ProtoReflect.Descriptor instead.
 func (*CorruptBlockResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{29}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CorruptBlockResponse) GetFile() string {
@@ -1878,7 +2166,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2178,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2191,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{30}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReplicaStatusRequest) GetShard() uint64 {
@@ -1925,13 +2213,26 @@ type ReplicaStatusResponse struct {
 	CorruptionsDetected uint64 `protobuf:"varint,7,opt,name=corruptions_detected,json=corruptionsDetected,proto3" json:"corruptions_detected,omitempty"`
 	Rebuilds            uint64 `protobuf:"varint,8,opt,name=rebuilds,proto3" json:"rebuilds,omitempty"`
 	State               string `protobuf:"bytes,9,opt,name=state,proto3" json:"state,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Corruption reports whose block verified on a re-read (not repaired).
+	TransientErrors uint64 `protobuf:"varint,10,opt,name=transient_errors,json=transientErrors,proto3" json:"transient_errors,omitempty"`
+	// Patch requests proposed and not yet applied.
+	PendingRepairs uint64 `protobuf:"varint,11,opt,name=pending_repairs,json=pendingRepairs,proto3" json:"pending_repairs,omitempty"`
+	// What happened to the last detection: "transient", "pending",
+	// "patched", "rebuilt", "already repaired".
+	LastDetection string `protobuf:"bytes,12,opt,name=last_detection,json=lastDetection,proto3" json:"last_detection,omitempty"`
+	// Rebuilds by reason.
+	RebuildReasons map[string]uint64 `protobuf:"bytes,13,rep,name=rebuild_reasons,json=rebuildReasons,proto3" json:"rebuild_reasons,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The raft log's own repairs (fragments, lost records, entries from peers).
+	RaftLog string `protobuf:"bytes,14,opt,name=raft_log,json=raftLog,proto3" json:"raft_log,omitempty"`
+	// Set when the replica could not open: what failed.
+	Failed        string `protobuf:"bytes,15,opt,name=failed,proto3" json:"failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1943,7 +2244,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1956,7 +2257,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{31}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ReplicaStatusResponse) GetReplica() uint64 {
@@ -2022,6 +2323,48 @@ func (x *ReplicaStatusResponse) GetState() string {
 	return ""
 }
 
+func (x *ReplicaStatusResponse) GetTransientErrors() uint64 {
+	if x != nil {
+		return x.TransientErrors
+	}
+	return 0
+}
+
+func (x *ReplicaStatusResponse) GetPendingRepairs() uint64 {
+	if x != nil {
+		return x.PendingRepairs
+	}
+	return 0
+}
+
+func (x *ReplicaStatusResponse) GetLastDetection() string {
+	if x != nil {
+		return x.LastDetection
+	}
+	return ""
+}
+
+func (x *ReplicaStatusResponse) GetRebuildReasons() map[string]uint64 {
+	if x != nil {
+		return x.RebuildReasons
+	}
+	return nil
+}
+
+func (x *ReplicaStatusResponse) GetRaftLog() string {
+	if x != nil {
+		return x.RaftLog
+	}
+	return ""
+}
+
+func (x *ReplicaStatusResponse) GetFailed() string {
+	if x != nil {
+		return x.Failed
+	}
+	return ""
+}
+
 var File_flashmend_kv_kv_proto protoreflect.FileDescriptor
 
 const file_flashmend_kv_kv_proto_rawDesc = "" +
@@ -2063,12 +2406,16 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\fPatchRequest\x12\x19\n" +
 	"\bpatch_id\x18\x01 \x01(\x04R\apatchId\x12+\n" +
 	"\x11corrupted_replica\x18\x02 \x01(\x04R\x10corruptedReplica\x12.\n" +
-	"\x06ranges\x18\x03 \x03(\v2\x16.flashmend.kv.KeyRangeR\x06ranges\"\x8c\x01\n" +
+	"\x06ranges\x18\x03 \x03(\v2\x16.flashmend.kv.KeyRangeR\x06ranges\"9\n" +
+	"\aBarrier\x12\x18\n" +
+	"\areplica\x18\x01 \x01(\x04R\areplica\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\x04R\x05nonce\"\xbd\x01\n" +
 	"\aCommand\x12\x1f\n" +
 	"\vproposal_id\x18\x01 \x01(\x04R\n" +
 	"proposalId\x12.\n" +
 	"\x05write\x18\x02 \x01(\v2\x18.flashmend.kv.WriteBatchR\x05write\x120\n" +
-	"\x05patch\x18\x03 \x01(\v2\x1a.flashmend.kv.PatchRequestR\x05patch\"\xdf\x01\n" +
+	"\x05patch\x18\x03 \x01(\v2\x1a.flashmend.kv.PatchRequestR\x05patch\x12/\n" +
+	"\abarrier\x18\x04 \x01(\v2\x15.flashmend.kv.BarrierR\abarrier\"\xdf\x01\n" +
 	"\vErrorDetail\x128\n" +
 	"\x06reason\x18\x01 \x01(\x0e2 .flashmend.kv.ErrorDetail.ReasonR\x06reason\x12\x1f\n" +
 	"\vleader_node\x18\x02 \x01(\x04R\n" +
@@ -2091,14 +2438,15 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\vGetResponse\x12\x14\n" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12#\n" +
-	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xa7\x01\n" +
+	"\rapplied_index\x18\x03 \x01(\x04R\fappliedIndex\"\xc4\x01\n" +
 	"\vScanRequest\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\x04R\x05shard\x12\x14\n" +
 	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
 	"\x03end\x18\x03 \x01(\fR\x03end\x12\x14\n" +
 	"\x05limit\x18\x04 \x01(\rR\x05limit\x12-\n" +
 	"\x04read\x18\x05 \x01(\v2\x19.flashmend.kv.ReadOptionsR\x04read\x12\x15\n" +
-	"\x06txn_id\x18\x06 \x01(\x04R\x05txnId\"s\n" +
+	"\x06txn_id\x18\x06 \x01(\x04R\x05txnId\x12\x1b\n" +
+	"\tmax_bytes\x18\a \x01(\x04R\bmaxBytes\"s\n" +
 	"\fScanResponse\x12*\n" +
 	"\x04rows\x18\x01 \x03(\v2\x16.flashmend.kv.KeyValueR\x04rows\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x12\n" +
@@ -2139,10 +2487,25 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\n" +
 	"\bPatchAck\")\n" +
 	"\x11FetchStateRequest\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\x04R\x05shard\"w\n" +
+	"\x05shard\x18\x01 \x01(\x04R\x05shard\"A\n" +
+	"\aSummary\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\x04R\x04rows\x12\x10\n" +
+	"\x03sum\x18\x02 \x01(\x04R\x03sum\x12\x10\n" +
+	"\x03xor\x18\x03 \x01(\x04R\x03xor\"\xcb\x01\n" +
 	"\x12FetchStateResponse\x12#\n" +
 	"\rapplied_index\x18\x01 \x01(\x04R\fappliedIndex\x12*\n" +
 	"\x04rows\x18\x02 \x03(\v2\x16.flashmend.kv.KeyValueR\x04rows\x12\x10\n" +
+	"\x03crc\x18\x03 \x01(\aR\x03crc\x12!\n" +
+	"\fapplied_term\x18\x04 \x01(\x04R\vappliedTerm\x12/\n" +
+	"\asummary\x18\x05 \x01(\v2\x15.flashmend.kv.SummaryR\asummary\"h\n" +
+	"\x13FetchEntriesRequest\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\x04R\x05shard\x12\x0e\n" +
+	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x03 \x01(\x04R\x02hi\x12\x1b\n" +
+	"\tmax_bytes\x18\x04 \x01(\x04R\bmaxBytes\"Z\n" +
+	"\x14FetchEntriesResponse\x12\x18\n" +
+	"\aentries\x18\x01 \x03(\fR\aentries\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\x04R\x06commit\x12\x10\n" +
 	"\x03crc\x18\x03 \x01(\aR\x03crc\"W\n" +
 	"\x13CorruptBlockRequest\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\x04R\x05shard\x12\x18\n" +
@@ -2152,7 +2515,7 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12!\n" +
 	"\fblock_offset\x18\x02 \x01(\x04R\vblockOffset\",\n" +
 	"\x14ReplicaStatusRequest\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\x04R\x05shard\"\xb1\x02\n" +
+	"\x05shard\x18\x01 \x01(\x04R\x05shard\"\x84\x05\n" +
 	"\x15ReplicaStatusResponse\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\x04R\areplica\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x16\n" +
@@ -2163,7 +2526,17 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x0fpatches_applied\x18\x06 \x01(\x04R\x0epatchesApplied\x121\n" +
 	"\x14corruptions_detected\x18\a \x01(\x04R\x13corruptionsDetected\x12\x1a\n" +
 	"\brebuilds\x18\b \x01(\x04R\brebuilds\x12\x14\n" +
-	"\x05state\x18\t \x01(\tR\x05state*=\n" +
+	"\x05state\x18\t \x01(\tR\x05state\x12)\n" +
+	"\x10transient_errors\x18\n" +
+	" \x01(\x04R\x0ftransientErrors\x12'\n" +
+	"\x0fpending_repairs\x18\v \x01(\x04R\x0ependingRepairs\x12%\n" +
+	"\x0elast_detection\x18\f \x01(\tR\rlastDetection\x12`\n" +
+	"\x0frebuild_reasons\x18\r \x03(\v27.flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntryR\x0erebuildReasons\x12\x19\n" +
+	"\braft_log\x18\x0e \x01(\tR\araftLog\x12\x16\n" +
+	"\x06failed\x18\x0f \x01(\tR\x06failed\x1aA\n" +
+	"\x13RebuildReasonsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01*=\n" +
 	"\vConsistency\x12\n" +
 	"\n" +
 	"\x06STRONG\x10\x00\x12\x14\n" +
@@ -2175,12 +2548,13 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x05Write\x12\x1a.flashmend.kv.WriteRequest\x1a\x1b.flashmend.kv.WriteResponse\x12I\n" +
 	"\bTxnBegin\x12\x1d.flashmend.kv.TxnBeginRequest\x1a\x1e.flashmend.kv.TxnBeginResponse\x12H\n" +
 	"\tTxnCommit\x12\x1e.flashmend.kv.TxnCommitRequest\x1a\x1b.flashmend.kv.WriteResponse\x12I\n" +
-	"\bTxnAbort\x12\x1d.flashmend.kv.TxnAbortRequest\x1a\x1e.flashmend.kv.TxnAbortResponse2\xd0\x01\n" +
+	"\bTxnAbort\x12\x1d.flashmend.kv.TxnAbortRequest\x1a\x1e.flashmend.kv.TxnAbortResponse2\xa7\x02\n" +
 	"\vReplication\x126\n" +
 	"\x04Send\x12\x17.flashmend.kv.RaftBatch\x1a\x15.flashmend.kv.RaftAck\x128\n" +
 	"\tSendPatch\x12\x13.flashmend.kv.Patch\x1a\x16.flashmend.kv.PatchAck\x12O\n" +
 	"\n" +
-	"FetchState\x12\x1f.flashmend.kv.FetchStateRequest\x1a .flashmend.kv.FetchStateResponse2\xba\x01\n" +
+	"FetchState\x12\x1f.flashmend.kv.FetchStateRequest\x1a .flashmend.kv.FetchStateResponse\x12U\n" +
+	"\fFetchEntries\x12!.flashmend.kv.FetchEntriesRequest\x1a\".flashmend.kv.FetchEntriesResponse2\xba\x01\n" +
 	"\aKVAdmin\x12U\n" +
 	"\fCorruptBlock\x12!.flashmend.kv.CorruptBlockRequest\x1a\".flashmend.kv.CorruptBlockResponse\x12X\n" +
 	"\rReplicaStatus\x12\".flashmend.kv.ReplicaStatusRequest\x1a#.flashmend.kv.ReplicaStatusResponseB2Z0github.com/flashmend/flashmend/internal/gen/kvpbb\x06proto3"
@@ -2198,7 +2572,7 @@ func file_flashmend_kv_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flashmend_kv_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flashmend_kv_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_flashmend_kv_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_flashmend_kv_kv_proto_goTypes = []any{
 	(Consistency)(0),              // 0: flashmend.kv.Consistency
 	(Op_Kind)(0),                  // 1: flashmend.kv.Op.Kind
@@ -2211,30 +2585,35 @@ var file_flashmend_kv_kv_proto_goTypes = []any{
 	(*KeyRange)(nil),              // 8: flashmend.kv.KeyRange
 	(*WriteBatch)(nil),            // 9: flashmend.kv.WriteBatch
 	(*PatchRequest)(nil),          // 10: flashmend.kv.PatchRequest
-	(*Command)(nil),               // 11: flashmend.kv.Command
-	(*ErrorDetail)(nil),           // 12: flashmend.kv.ErrorDetail
-	(*GetRequest)(nil),            // 13: flashmend.kv.GetRequest
-	(*GetResponse)(nil),           // 14: flashmend.kv.GetResponse
-	(*ScanRequest)(nil),           // 15: flashmend.kv.ScanRequest
-	(*ScanResponse)(nil),          // 16: flashmend.kv.ScanResponse
-	(*WriteRequest)(nil),          // 17: flashmend.kv.WriteRequest
-	(*WriteResponse)(nil),         // 18: flashmend.kv.WriteResponse
-	(*TxnBeginRequest)(nil),       // 19: flashmend.kv.TxnBeginRequest
-	(*TxnBeginResponse)(nil),      // 20: flashmend.kv.TxnBeginResponse
-	(*TxnCommitRequest)(nil),      // 21: flashmend.kv.TxnCommitRequest
-	(*TxnAbortRequest)(nil),       // 22: flashmend.kv.TxnAbortRequest
-	(*TxnAbortResponse)(nil),      // 23: flashmend.kv.TxnAbortResponse
-	(*RaftMessage)(nil),           // 24: flashmend.kv.RaftMessage
-	(*RaftBatch)(nil),             // 25: flashmend.kv.RaftBatch
-	(*RaftAck)(nil),               // 26: flashmend.kv.RaftAck
-	(*Patch)(nil),                 // 27: flashmend.kv.Patch
-	(*PatchAck)(nil),              // 28: flashmend.kv.PatchAck
-	(*FetchStateRequest)(nil),     // 29: flashmend.kv.FetchStateRequest
-	(*FetchStateResponse)(nil),    // 30: flashmend.kv.FetchStateResponse
-	(*CorruptBlockRequest)(nil),   // 31: flashmend.kv.CorruptBlockRequest
-	(*CorruptBlockResponse)(nil),  // 32: flashmend.kv.CorruptBlockResponse
-	(*ReplicaStatusRequest)(nil),  // 33: flashmend.kv.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 34: flashmend.kv.ReplicaStatusResponse
+	(*Barrier)(nil),               // 11: flashmend.kv.Barrier
+	(*Command)(nil),               // 12: flashmend.kv.Command
+	(*ErrorDetail)(nil),           // 13: flashmend.kv.ErrorDetail
+	(*GetRequest)(nil),            // 14: flashmend.kv.GetRequest
+	(*GetResponse)(nil),           // 15: flashmend.kv.GetResponse
+	(*ScanRequest)(nil),           // 16: flashmend.kv.ScanRequest
+	(*ScanResponse)(nil),          // 17: flashmend.kv.ScanResponse
+	(*WriteRequest)(nil),          // 18: flashmend.kv.WriteRequest
+	(*WriteResponse)(nil),         // 19: flashmend.kv.WriteResponse
+	(*TxnBeginRequest)(nil),       // 20: flashmend.kv.TxnBeginRequest
+	(*TxnBeginResponse)(nil),      // 21: flashmend.kv.TxnBeginResponse
+	(*TxnCommitRequest)(nil),      // 22: flashmend.kv.TxnCommitRequest
+	(*TxnAbortRequest)(nil),       // 23: flashmend.kv.TxnAbortRequest
+	(*TxnAbortResponse)(nil),      // 24: flashmend.kv.TxnAbortResponse
+	(*RaftMessage)(nil),           // 25: flashmend.kv.RaftMessage
+	(*RaftBatch)(nil),             // 26: flashmend.kv.RaftBatch
+	(*RaftAck)(nil),               // 27: flashmend.kv.RaftAck
+	(*Patch)(nil),                 // 28: flashmend.kv.Patch
+	(*PatchAck)(nil),              // 29: flashmend.kv.PatchAck
+	(*FetchStateRequest)(nil),     // 30: flashmend.kv.FetchStateRequest
+	(*Summary)(nil),               // 31: flashmend.kv.Summary
+	(*FetchStateResponse)(nil),    // 32: flashmend.kv.FetchStateResponse
+	(*FetchEntriesRequest)(nil),   // 33: flashmend.kv.FetchEntriesRequest
+	(*FetchEntriesResponse)(nil),  // 34: flashmend.kv.FetchEntriesResponse
+	(*CorruptBlockRequest)(nil),   // 35: flashmend.kv.CorruptBlockRequest
+	(*CorruptBlockResponse)(nil),  // 36: flashmend.kv.CorruptBlockResponse
+	(*ReplicaStatusRequest)(nil),  // 37: flashmend.kv.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 38: flashmend.kv.ReplicaStatusResponse
+	nil,                           // 39: flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
 }
 var file_flashmend_kv_kv_proto_depIdxs = []int32{
 	0,  // 0: flashmend.kv.ReadOptions.consistency:type_name -> flashmend.kv.Consistency
@@ -2245,43 +2624,48 @@ var file_flashmend_kv_kv_proto_depIdxs = []int32{
 	8,  // 5: flashmend.kv.PatchRequest.ranges:type_name -> flashmend.kv.KeyRange
 	9,  // 6: flashmend.kv.Command.write:type_name -> flashmend.kv.WriteBatch
 	10, // 7: flashmend.kv.Command.patch:type_name -> flashmend.kv.PatchRequest
-	2,  // 8: flashmend.kv.ErrorDetail.reason:type_name -> flashmend.kv.ErrorDetail.Reason
-	3,  // 9: flashmend.kv.GetRequest.read:type_name -> flashmend.kv.ReadOptions
-	3,  // 10: flashmend.kv.ScanRequest.read:type_name -> flashmend.kv.ReadOptions
-	4,  // 11: flashmend.kv.ScanResponse.rows:type_name -> flashmend.kv.KeyValue
-	9,  // 12: flashmend.kv.WriteRequest.batch:type_name -> flashmend.kv.WriteBatch
-	5,  // 13: flashmend.kv.TxnCommitRequest.ops:type_name -> flashmend.kv.Op
-	24, // 14: flashmend.kv.RaftBatch.messages:type_name -> flashmend.kv.RaftMessage
-	8,  // 15: flashmend.kv.Patch.ranges:type_name -> flashmend.kv.KeyRange
-	4,  // 16: flashmend.kv.Patch.rows:type_name -> flashmend.kv.KeyValue
-	4,  // 17: flashmend.kv.FetchStateResponse.rows:type_name -> flashmend.kv.KeyValue
-	13, // 18: flashmend.kv.KV.Get:input_type -> flashmend.kv.GetRequest
-	15, // 19: flashmend.kv.KV.Scan:input_type -> flashmend.kv.ScanRequest
-	17, // 20: flashmend.kv.KV.Write:input_type -> flashmend.kv.WriteRequest
-	19, // 21: flashmend.kv.KV.TxnBegin:input_type -> flashmend.kv.TxnBeginRequest
-	21, // 22: flashmend.kv.KV.TxnCommit:input_type -> flashmend.kv.TxnCommitRequest
-	22, // 23: flashmend.kv.KV.TxnAbort:input_type -> flashmend.kv.TxnAbortRequest
-	25, // 24: flashmend.kv.Replication.Send:input_type -> flashmend.kv.RaftBatch
-	27, // 25: flashmend.kv.Replication.SendPatch:input_type -> flashmend.kv.Patch
-	29, // 26: flashmend.kv.Replication.FetchState:input_type -> flashmend.kv.FetchStateRequest
-	31, // 27: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
-	33, // 28: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
-	14, // 29: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
-	16, // 30: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
-	18, // 31: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
-	20, // 32: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
-	18, // 33: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
-	23, // 34: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
-	26, // 35: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
-	28, // 36: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
-	30, // 37: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
-	32, // 38: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
-	34, // 39: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
-	29, // [29:40] is the sub-list for method output_type
-	18, // [18:29] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	11, // 8: flashmend.kv.Command.barrier:type_name -> flashmend.kv.Barrier
+	2,  // 9: flashmend.kv.ErrorDetail.reason:type_name -> flashmend.kv.ErrorDetail.Reason
+	3,  // 10: flashmend.kv.GetRequest.read:type_name -> flashmend.kv.ReadOptions
+	3,  // 11: flashmend.kv.ScanRequest.read:type_name -> flashmend.kv.ReadOptions
+	4,  // 12: flashmend.kv.ScanResponse.rows:type_name -> flashmend.kv.KeyValue
+	9,  // 13: flashmend.kv.WriteRequest.batch:type_name -> flashmend.kv.WriteBatch
+	5,  // 14: flashmend.kv.TxnCommitRequest.ops:type_name -> flashmend.kv.Op
+	25, // 15: flashmend.kv.RaftBatch.messages:type_name -> flashmend.kv.RaftMessage
+	8,  // 16: flashmend.kv.Patch.ranges:type_name -> flashmend.kv.KeyRange
+	4,  // 17: flashmend.kv.Patch.rows:type_name -> flashmend.kv.KeyValue
+	4,  // 18: flashmend.kv.FetchStateResponse.rows:type_name -> flashmend.kv.KeyValue
+	31, // 19: flashmend.kv.FetchStateResponse.summary:type_name -> flashmend.kv.Summary
+	39, // 20: flashmend.kv.ReplicaStatusResponse.rebuild_reasons:type_name -> flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
+	14, // 21: flashmend.kv.KV.Get:input_type -> flashmend.kv.GetRequest
+	16, // 22: flashmend.kv.KV.Scan:input_type -> flashmend.kv.ScanRequest
+	18, // 23: flashmend.kv.KV.Write:input_type -> flashmend.kv.WriteRequest
+	20, // 24: flashmend.kv.KV.TxnBegin:input_type -> flashmend.kv.TxnBeginRequest
+	22, // 25: flashmend.kv.KV.TxnCommit:input_type -> flashmend.kv.TxnCommitRequest
+	23, // 26: flashmend.kv.KV.TxnAbort:input_type -> flashmend.kv.TxnAbortRequest
+	26, // 27: flashmend.kv.Replication.Send:input_type -> flashmend.kv.RaftBatch
+	28, // 28: flashmend.kv.Replication.SendPatch:input_type -> flashmend.kv.Patch
+	30, // 29: flashmend.kv.Replication.FetchState:input_type -> flashmend.kv.FetchStateRequest
+	33, // 30: flashmend.kv.Replication.FetchEntries:input_type -> flashmend.kv.FetchEntriesRequest
+	35, // 31: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
+	37, // 32: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
+	15, // 33: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
+	17, // 34: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
+	19, // 35: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
+	21, // 36: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
+	19, // 37: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
+	24, // 38: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
+	27, // 39: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
+	29, // 40: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
+	32, // 41: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
+	34, // 42: flashmend.kv.Replication.FetchEntries:output_type -> flashmend.kv.FetchEntriesResponse
+	36, // 43: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
+	38, // 44: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_kv_kv_proto_init() }
@@ -2295,7 +2679,7 @@ func file_flashmend_kv_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_kv_kv_proto_rawDesc), len(file_flashmend_kv_kv_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -314,9 +314,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Replication_Send_FullMethodName       = "/flashmend.kv.Replication/Send"
-	Replication_SendPatch_FullMethodName  = "/flashmend.kv.Replication/SendPatch"
-	Replication_FetchState_FullMethodName = "/flashmend.kv.Replication/FetchState"
+	Replication_Send_FullMethodName         = "/flashmend.kv.Replication/Send"
+	Replication_SendPatch_FullMethodName    = "/flashmend.kv.Replication/SendPatch"
+	Replication_FetchState_FullMethodName   = "/flashmend.kv.Replication/FetchState"
+	Replication_FetchEntries_FullMethodName = "/flashmend.kv.Replication/FetchEntries"
 )
 
 // ReplicationClient is the client API for Replication service.
@@ -326,6 +327,7 @@ type ReplicationClient interface {
 	Send(ctx context.Context, in *RaftBatch, opts ...grpc.CallOption) (*RaftAck, error)
 	SendPatch(ctx context.Context, in *Patch, opts ...grpc.CallOption) (*PatchAck, error)
 	FetchState(ctx context.Context, in *FetchStateRequest, opts ...grpc.CallOption) (*FetchStateResponse, error)
+	FetchEntries(ctx context.Context, in *FetchEntriesRequest, opts ...grpc.CallOption) (*FetchEntriesResponse, error)
 }
 
 type replicationClient struct {
@@ -366,6 +368,16 @@ func (c *replicationClient) FetchState(ctx context.Context, in *FetchStateReques
 	return out, nil
 }
 
+func (c *replicationClient) FetchEntries(ctx context.Context, in *FetchEntriesRequest, opts ...grpc.CallOption) (*FetchEntriesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FetchEntriesResponse)
+	err := c.cc.Invoke(ctx, Replication_FetchEntries_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility.
@@ -373,6 +385,7 @@ type ReplicationServer interface {
 	Send(context.Context, *RaftBatch) (*RaftAck, error)
 	SendPatch(context.Context, *Patch) (*PatchAck, error)
 	FetchState(context.Context, *FetchStateRequest) (*FetchStateResponse, error)
+	FetchEntries(context.Context, *FetchEntriesRequest) (*FetchEntriesResponse, error)
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -391,6 +404,9 @@ func (UnimplementedReplicationServer) SendPatch(context.Context, *Patch) (*Patch
 }
 func (UnimplementedReplicationServer) FetchState(context.Context, *FetchStateRequest) (*FetchStateResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FetchState not implemented")
+}
+func (UnimplementedReplicationServer) FetchEntries(context.Context, *FetchEntriesRequest) (*FetchEntriesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FetchEntries not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 func (UnimplementedReplicationServer) testEmbeddedByValue()                     {}
@@ -467,6 +483,24 @@ func _Replication_FetchState_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Replication_FetchEntries_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FetchEntriesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationServer).FetchEntries(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replication_FetchEntries_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationServer).FetchEntries(ctx, req.(*FetchEntriesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Replication_ServiceDesc is the grpc.ServiceDesc for Replication service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -485,6 +519,10 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchState",
 			Handler:    _Replication_FetchState_Handler,
+		},
+		{
+			MethodName: "FetchEntries",
+			Handler:    _Replication_FetchEntries_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
