@@ -130,13 +130,13 @@ type Replica struct {
 
 	rn         *raft.RawNode // owned by the raft loop
 	floorTicks int           // ticks skipped under a vote floor; owned by the raft loop
-	propc    chan proposal
-	recvc    chan *pb.Message
-	readc    chan readIndexRequest
-	corruptc chan corruptionReport
-	smGen    atomic.Uint64 // generation of the Pebble instance (wipes)
-	stopc    chan struct{}
-	wg       sync.WaitGroup
+	propc      chan proposal
+	recvc      chan *pb.Message
+	readc      chan readIndexRequest
+	corruptc   chan corruptionReport
+	smGen      atomic.Uint64 // generation of the Pebble instance (wipes)
+	stopc      chan struct{}
+	wg         sync.WaitGroup
 
 	// raftUp is set once the raft loop runs (after the raft log is whole).
 	raftUp atomic.Bool
