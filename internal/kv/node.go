@@ -3,7 +3,6 @@ package kv
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -77,7 +76,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 			continue
 		}
 		dir := cfg.FS.PathJoin(cfg.Dir, fmt.Sprintf("shard-%d", uint64(s.ID)))
-		r, err := newReplica(n, cfg.ID, s, rid, cfg.FS, dir, opts)
+		r, err := newReplica(n, cfg.ID, s, rid, cfg.FS, dir, opts, false)
 		if err != nil {
 			// One replica's failure is only that replica's: keep its files
 			// aside for inspection and start it afresh; it rejoins its
@@ -148,13 +147,8 @@ func (n *Node) replaceReplica(s ShardSpec, rid base.ReplicaID, dir string, openE
 	} else {
 		f.Quarantine = q
 	}
-	r, err := newReplica(n, n.cfg.ID, s, rid, fs, dir, n.cfg.Options)
+	r, err := newReplica(n, n.cfg.ID, s, rid, fs, dir, n.cfg.Options, true)
 	if err != nil {
-		f.ReplaceErr = err
-		return nil, err
-	}
-	if err := r.log.SetVoteFloor(math.MaxUint64, math.MaxUint64); err != nil {
-		_ = r.close()
 		f.ReplaceErr = err
 		return nil, err
 	}

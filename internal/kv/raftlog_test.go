@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
 // damageRaftLog flips bytes in one copy of a node's raft log for shard 1.
@@ -130,7 +131,7 @@ func TestCrashBaselineRereplicatesWhole(t *testing.T) {
 		}
 	}
 	// Make sure the victim itself saw the damage.
-	victim.Get(ctx, testKey(1000), nil)
+	victim.Get(ctx, testKey(1000), &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	waitFor(t, "rebuild", func() bool { return victim.Stats().Rebuilds >= 1 })
 	st := victim.Stats()
 	t.Logf("crash baseline: %v", st)

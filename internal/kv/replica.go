@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"math"
 	"log"
 	"strings"
 	"sync"
@@ -130,13 +131,16 @@ type Replica struct {
 
 	rn         *raft.RawNode // owned by the raft loop
 	floorTicks int           // ticks skipped under a vote floor; owned by the raft loop
-	propc      chan proposal
-	recvc      chan *pb.Message
-	readc      chan readIndexRequest
-	corruptc   chan corruptionReport
-	smGen      atomic.Uint64 // generation of the Pebble instance (wipes)
-	stopc      chan struct{}
-	wg         sync.WaitGroup
+	// stepDownPending: this replica's log lost entries it may have
+	// acknowledged; owned by the raft loop (see stepDownOnContact).
+	stepDownPending bool
+	propc           chan proposal
+	recvc           chan *pb.Message
+	readc           chan readIndexRequest
+	corruptc        chan corruptionReport
+	smGen           atomic.Uint64 // generation of the Pebble instance (wipes)
+	stopc           chan struct{}
+	wg              sync.WaitGroup
 
 	// raftUp is set once the raft loop runs (after the raft log is whole).
 	raftUp atomic.Bool
@@ -190,7 +194,11 @@ type Replica struct {
 	barrier uint64
 }
 
-func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.ReplicaID, fs vfs.FS, dir string, opts Options) (*Replica, error) {
+// newReplica opens (or creates) a replica in dir. replaced is set for a
+// fresh replica started in place of one whose files could not be opened: it
+// may have voted and acknowledged entries it no longer knows of, so it
+// starts under a vote floor above every log.
+func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.ReplicaID, fs vfs.FS, dir string, opts Options, replaced bool) (*Replica, error) {
 	r := &Replica{
 		env: env, shard: shard, id: id, node: node, opts: opts, fs: fs, dir: dir,
 		propc:     make(chan proposal, 256),
@@ -227,6 +235,13 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 			voters = append(voters, uint64(rid))
 		}
 		if err := lg.Bootstrap(voters); err != nil {
+			sm.close()
+			lg.Close()
+			return nil, err
+		}
+	}
+	if replaced {
+		if err := lg.SetVoteFloor(math.MaxUint64, math.MaxUint64); err != nil {
 			sm.close()
 			lg.Close()
 			return nil, err
@@ -295,6 +310,27 @@ func (r *Replica) startRaft() error {
 		r.mu.Unlock()
 	}
 	applied = max(applied, snap.GetMetadata().GetIndex(), first-1)
+	rn, err := r.newRawNode(applied)
+	if err != nil {
+		return err
+	}
+	r.rn = rn
+	// A log that lost entries this replica may have acknowledged carries a
+	// vote floor. The current leader may still believe this replica holds
+	// them (raft never lowers a follower's match index), so at the first
+	// contact the replica moves past the leader's term: the leader steps
+	// down, and the next one probes this replica's log afresh.
+	_, _, r.stepDownPending = r.log.VoteFloor()
+	r.raftUp.Store(true)
+	r.wg.Add(1)
+	go r.raftLoop()
+	if r.needsRebuild() {
+		r.enqueue(applyTask{})
+	}
+	return nil
+}
+
+func (r *Replica) newRawNode(applied uint64) (*raft.RawNode, error) {
 	rn, err := raft.NewRawNode(&raft.Config{
 		ID:              uint64(r.id),
 		ElectionTick:    r.opts.ElectionTicks,
@@ -308,16 +344,56 @@ func (r *Replica) startRaft() error {
 		Logger:          &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)},
 	})
 	if err != nil {
-		return fmt.Errorf("kv: raft node for %s/%s: %w", r.shard.ID, r.id, err)
+		return nil, fmt.Errorf("kv: raft node for %s/%s: %w", r.shard.ID, r.id, err)
+	}
+	return rn, nil
+}
+
+// stepDownOnContact handles the first message from a leader after this
+// replica's log lost entries it may have acknowledged (stepDownPending):
+// it persists a term one past the leader's, recreates the RawNode on it
+// and drops the message. Its next reply makes that leader step down; the
+// next leader starts with no belief about this replica's log.
+func (r *Replica) stepDownOnContact(m *pb.Message) bool {
+	if !r.stepDownPending {
+		return false
+	}
+	switch m.GetType() {
+	case pb.MessageType_MsgApp, pb.MessageType_MsgHeartbeat, pb.MessageType_MsgSnap:
+	default:
+		return false
+	}
+	st := r.rn.Status()
+	if m.GetTerm() < st.GetTerm() {
+		return false
+	}
+	hs := &pb.HardState{Term: proto.Uint64(m.GetTerm() + 1), Vote: proto.Uint64(0), Commit: proto.Uint64(st.GetCommit())}
+	if err := r.log.Save(hs, nil, nil); err != nil {
+		return false
+	}
+	rn, err := r.newRawNode(st.Applied)
+	if err != nil {
+		return false
 	}
 	r.rn = rn
-	r.raftUp.Store(true)
-	r.wg.Add(1)
-	go r.raftLoop()
-	if r.needsRebuild() {
-		r.enqueue(applyTask{})
+	r.stepDownPending = false
+	return true
+}
+
+// clampCommit keeps a heartbeat's commit index within this replica's log.
+// A leader sends min(its commit, its match index for us); after this
+// replica's log lost entries (cut or recreated), that match index is stale
+// and raft would panic on a commit index past our last entry. Our entries
+// up to our last index are a prefix of what the leader matched, so
+// committing up to there is what the leader meant.
+func (r *Replica) clampCommit(m *pb.Message) {
+	if m.GetType() != pb.MessageType_MsgHeartbeat {
+		return
 	}
-	return nil
+	last, _ := r.log.LastIndex()
+	if m.GetCommit() > last {
+		m.Commit = proto.Uint64(last)
+	}
 }
 
 func (r *Replica) needsRebuild() bool {
@@ -562,9 +638,10 @@ func (r *Replica) raftLoop() {
 				r.proposalDropped(p.id)
 			}
 		case m := <-r.recvc:
-			if r.refuseVote(m) {
+			if r.refuseVote(m) || r.stepDownOnContact(m) {
 				break
 			}
+			r.clampCommit(m)
 			_ = r.rn.Step(m)
 		case req := <-r.readc:
 			r.rn.ReadIndex(req.ctx)

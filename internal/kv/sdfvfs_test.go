@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
@@ -134,7 +135,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 
 	// Reads of every key through the client stay correct; the victim's own
 	// scan runs into the damage.
-	_, _, _, err = victim.Scan(ctx, nil, nil, 0, nil)
+	_, _, _, err = victim.Scan(ctx, nil, nil, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	if !base.IsCorruption(err) {
 		t.Fatalf("scan of the damaged replica: %v", err)
 	}

@@ -160,7 +160,11 @@ func parseCopies(gen uint64, copies [][]byte, blockBytes int64) parseResult {
 	curOff := int64(-1)
 	inRecord := false
 	lossAt := int64(-1) // start of an unreported loss
+	firstBad := int64(-1) // first bad fragment after the last whole record
 	noteLoss := func(at int64) {
+		if firstBad < 0 {
+			firstBad = at
+		}
 		if inRecord {
 			at = curOff
 			inRecord, cur = false, nil
@@ -213,6 +217,7 @@ func parseCopies(gen uint64, copies [][]byte, blockBytes int64) parseResult {
 			flushLoss(off)
 			if typ == fragFull {
 				res.items = append(res.items, item{rec: append([]byte(nil), data...), off: off})
+				firstBad = -1
 			} else {
 				inRecord, cur, curOff = true, append([]byte(nil), data...), off
 			}
@@ -226,6 +231,7 @@ func parseCopies(gen uint64, copies [][]byte, blockBytes int64) parseResult {
 				flushLoss(curOff)
 				res.items = append(res.items, item{rec: cur, off: curOff})
 				inRecord, cur = false, nil
+				firstBad = -1
 			}
 		}
 		off += n
@@ -234,9 +240,29 @@ func parseCopies(gen uint64, copies [][]byte, blockBytes int64) parseResult {
 		}
 	}
 	// A loss or a partial record after the last whole record, with no
-	// intact record after it, is a torn tail: dropped.
+	// intact record after it, is either a write torn by a crash (never
+	// acknowledged: dropped) or damage to records that were synced. Copies
+	// are written one after the other, each synced before the next
+	// (Log.writeLocked), so a crash tears copy 0 only while the later
+	// copies hold nothing there: if a later copy has bytes where the tail
+	// went bad, copy 0 held it whole, and the tail is damage (reported as
+	// a loss).
 	if inRecord || lossAt >= 0 {
-		res.tornBytes = size - res.end
+		bad := res.end
+		if firstBad >= 0 {
+			bad = firstBad
+		}
+		damaged := false
+		for _, c := range copies[1:] {
+			if int64(len(c)) > bad {
+				damaged = true
+			}
+		}
+		if damaged {
+			res.items = append(res.items, item{loss: true, off: bad, lossBytes: size - bad})
+		} else {
+			res.tornBytes = size - res.end
+		}
 	} else if size > res.end {
 		res.tornBytes = size - res.end
 	}

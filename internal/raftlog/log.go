@@ -673,6 +673,10 @@ func (l *Log) writeLocked(recs []decoded) error {
 	if err != nil {
 		return err
 	}
+	// NB: copy i+1 is written only after copy i is synced. A crash then
+	// tears at most one copy, and copy 0 first: bytes present in a later
+	// copy mean copy 0 held that record whole, so a record bad in every
+	// copy that has it is damage, never a torn write (parseCopies).
 	for i, f := range l.files {
 		// NB: each copy gets its own buffer; see rewriteLocked. The files
 		// are only appended to.
@@ -680,8 +684,6 @@ func (l *Log) writeLocked(recs []decoded) error {
 			l.failed = fmt.Errorf("raftlog: write copy %d: %w", i, err)
 			return l.failed
 		}
-	}
-	for i, f := range l.files {
 		if err := f.Sync(); err != nil {
 			l.failed = fmt.Errorf("raftlog: sync copy %d: %w", i, err)
 			return l.failed

@@ -1,0 +1,335 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+// replicaDir is node's directory of shard 1 in c.
+func replicaDir(c *LocalCluster, node base.NodeID) string {
+	return c.cfg.FS.PathJoin(c.cfg.Dir, fmt.Sprintf("n%d", uint64(node)), "shard-1")
+}
+
+// damageBothRaftLogCopies destroys the same bytes in both copies of node's
+// raft log (the newest generation), n places, away from the files' ends.
+func damageBothRaftLogCopies(t *testing.T, c *LocalCluster, node base.NodeID, rng *rand.Rand, n int) {
+	t.Helper()
+	fs := c.cfg.FS
+	dir := fs.PathJoin(replicaDir(c, node), "raft")
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var newest string
+	for _, name := range names {
+		if strings.HasSuffix(name, ".0") && name > newest {
+			newest = name
+		}
+	}
+	st, err := fs.Stat(fs.PathJoin(dir, newest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for i := 0; i < n; i++ {
+		offs = append(offs, st.Size()/4+rng.Int63n(st.Size()/2))
+	}
+	for _, name := range []string{newest, strings.TrimSuffix(newest, ".0") + ".1"} {
+		f, err := fs.OpenReadWrite(fs.PathJoin(dir, name), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, at := range offs {
+			b := make([]byte, 16)
+			f.ReadAt(b, at)
+			for i := range b {
+				b[i] ^= 0xa5
+			}
+			f.WriteAt(b, at)
+		}
+		f.Close()
+	}
+	t.Logf("damaged %d places in both copies of %s/%s (%d bytes)", n, dir, newest, st.Size())
+}
+
+// TestRaftLogLostInBothCopiesRepairedFromPeers: entries lost in both copies
+// of a replica's raft log are fetched from its peers at open: the replica
+// rejoins with its log whole, serves, and is needed for quorum afterwards;
+// nothing is rebuilt.
+func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for _, role := range []string{"leader", "follower"} {
+		t.Run(role, func(t *testing.T) {
+			// A long compaction interval keeps the entries in the log.
+			c, cl := startCluster(t, Options{LogCompactEntries: 100000, LogKeepEntries: 1000})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			for i := 0; i < 600; i++ { // single-entry records
+				if _, err := cl.Put(ctx, testKey(i), testValue(i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			leader, err := c.WaitLeader(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			victim := leader
+			if role == "follower" {
+				victim = leader%3 + 1
+			}
+			waitFor(t, "caught up", func() bool {
+				a, _ := c.Node(victim).Replica(1).appliedIndex()
+				b, _ := c.Node(leader).Replica(1).appliedIndex()
+				return a == b
+			})
+			// The engine flushes at close, so the whole log is applied
+			// state: lose the flush too, so the damaged entries are needed.
+			if err := c.StopNode(victim); err != nil {
+				t.Fatal(err)
+			}
+			rollbackEngine(t, c, victim)
+			damageBothRaftLogCopies(t, c, victim, rng, 4)
+			if err := c.RestartNode(victim); err != nil {
+				t.Fatal(err)
+			}
+			r := c.Node(victim).Replica(1)
+			waitFor(t, "raft running", func() bool { return r.raftUp.Load() })
+			st := r.Stats()
+			t.Logf("raft log %v; replica %v", r.log.Stats(), st)
+			if st.LogEntriesFilled == 0 {
+				t.Fatalf("no entry repaired from a peer: %v", r.log.Stats())
+			}
+			// Stop another node: the restarted one is now needed for quorum.
+			other := victim%3 + 1
+			if err := c.StopNode(other); err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 600; i += 7 {
+				v, found, err := cl.Get(ctx, testKey(i), Strong())
+				if err != nil || !found || string(v) != string(testValue(i)) {
+					t.Fatalf("key %d: %q %v %v", i, v, found, err)
+				}
+			}
+			if _, err := cl.Put(ctx, []byte("after"), []byte("x")); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.RestartNode(other); err != nil {
+				t.Fatal(err)
+			}
+			if st := r.Stats(); st.Rebuilds != 0 {
+				t.Fatalf("replica rebuilt: %v", st)
+			}
+			assertSame(t, checksums(t, c, 1))
+		})
+	}
+}
+
+// rollbackEngine replaces node's Pebble with an empty one whose applied
+// record says index 1 (as if nothing was ever flushed): every entry must
+// then come from the raft log.
+func rollbackEngine(t *testing.T, c *LocalCluster, node base.NodeID) {
+	t.Helper()
+	fs := c.cfg.FS
+	dir := fs.PathJoin(replicaDir(c, node), "pebble")
+	if err := fs.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	sm, err := openStateMachine(fs, dir, 0, 4<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sm.setApplied(1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := sm.close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEngineThatGainedRowsIsRebuilt: rows written into a replica's Pebble
+// behind its digest's back (an engine that does not match its applied log)
+// are found at open; the replica never serves them and is rebuilt.
+func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
+	c, cl := startCluster(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	loadKeys(t, cl, 500)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := leader%3 + 1
+	waitFor(t, "caught up", func() bool {
+		a, _ := c.Node(victim).Replica(1).appliedIndex()
+		b, _ := c.Node(leader).Replica(1).appliedIndex()
+		return a == b
+	})
+	if err := c.StopNode(victim); err != nil {
+		t.Fatal(err)
+	}
+	fs := c.cfg.FS
+	dir := fs.PathJoin(replicaDir(c, victim), "pebble")
+	db, err := pebble.Open(dir, pebbleOptions(fs, nil, 4<<20, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(userKey([]byte("ghost")), []byte("boo"), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Delete(userKey(testKey(7)), pebble.NoSync); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RestartNode(victim); err != nil {
+		t.Fatal(err)
+	}
+	r := c.Node(victim).Replica(1)
+	waitFor(t, "rebuild", func() bool { return r.Stats().Rebuilds >= 1 })
+	st := r.Stats()
+	if st.RebuildReasons[rebuildDiverged] != 1 {
+		t.Fatalf("rebuild reasons %v", st.RebuildReasons)
+	}
+	waitFor(t, "verified", func() bool { return r.verified.Load() })
+	_, found, _, err := r.Get(ctx, []byte("ghost"), &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	if err != nil || found {
+		t.Fatalf("ghost row after rebuild: found=%v err=%v", found, err)
+	}
+	assertSame(t, checksums(t, c, 1))
+}
+
+// TestReplicaThatCannotOpenIsReplaced: a replica whose Pebble does not open
+// (its OPTIONS file is junk) is the only one affected: the node starts, the
+// failure is reported, a fresh replica takes its place and rebuilds from its
+// peers, and the shard serves throughout.
+func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
+	c, cl := startCluster(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	loadKeys(t, cl, 500)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := leader%3 + 1
+	if err := c.StopNode(victim); err != nil {
+		t.Fatal(err)
+	}
+	fs := c.cfg.FS
+	dir := fs.PathJoin(replicaDir(c, victim), "pebble")
+	names, err := fs.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, "OPTIONS-") {
+			f, err := fs.Create(fs.PathJoin(dir, name), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f.Write([]byte("this is not an options file\n[[[\n"))
+			f.Close()
+		}
+	}
+	if err := c.RestartNode(victim); err != nil {
+		t.Fatalf("node did not start: %v", err)
+	}
+	n := c.Node(victim)
+	fails := n.Failures()
+	if len(fails) != 1 || !fails[0].Replaced {
+		t.Fatalf("failures %v", fails)
+	}
+	t.Logf("reported: %v", fails[0])
+	r := n.Replica(1)
+	// It catches up from the leader's log (or, once that is compacted, a
+	// peer's state) and then votes again.
+	waitFor(t, "fresh replica caught up", func() bool {
+		l, err := c.WaitLeader(ctx, 1)
+		if err != nil || l == victim {
+			return false
+		}
+		a, _ := r.appliedIndex()
+		b, _ := c.Node(l).Replica(1).appliedIndex()
+		return a == b && a > 1
+	})
+	for i := 0; i < 500; i += 11 {
+		v, found, err := cl.Get(ctx, testKey(i), Strong())
+		if err != nil || !found || string(v) != string(testValue(i)) {
+			t.Fatalf("key %d: %q %v %v", i, v, found, err)
+		}
+	}
+	if _, err := cl.Put(ctx, []byte("after"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "vote floor lifted", func() bool { _, _, ok := r.log.VoteFloor(); return !ok })
+	assertSame(t, checksums(t, c, 1))
+}
+
+// TestHelixRepairAtOpen damages a different data block on every replica
+// (every key is intact on two of them), restarts all three, and reads every
+// key back: each damaged range is patched from a replica that holds it,
+// with no rebuild.
+func TestHelixRepairAtOpen(t *testing.T) {
+	c, cl := startCluster(t, Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 3000
+	loadKeys(t, cl, n)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range c.NodeIDs() {
+		r := c.Node(id).Replica(1)
+		waitFor(t, "caught up", func() bool {
+			a, _ := r.appliedIndex()
+			b, _ := c.Node(leader).Replica(1).appliedIndex()
+			return a == b
+		})
+	}
+	for k, id := range c.NodeIDs() {
+		corruptReplica(t, c.Node(id).Replica(1), testKey(500+1000*k))
+	}
+	for _, id := range c.NodeIDs() {
+		if err := c.StopNode(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range c.NodeIDs() {
+		if err := c.RestartNode(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	for i := 0; i < n; i++ {
+		v, found, err := cl.Get(ctx, testKey(i), Eventual())
+		if err != nil || !found || string(v) != string(testValue(i)) {
+			t.Fatalf("key %d: %q %v %v", i, v, found, err)
+		}
+	}
+	t.Logf("every key read back %v after restart", time.Since(start))
+	for _, id := range c.NodeIDs() {
+		r := c.Node(id).Replica(1)
+		waitFor(t, "patched", func() bool { return r.Stats().PatchesApplied >= 1 })
+		if st := r.Stats(); st.Rebuilds != 0 {
+			t.Fatalf("%s rebuilt: %v", r, st)
+		}
+	}
+	assertSame(t, checksums(t, c, 1))
+}
