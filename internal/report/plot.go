@@ -109,6 +109,14 @@ func (lp LinePlot) Build() (*plot.Plot, error) {
 		p.Add(l)
 		p.Legend.Add(s.Name, l)
 	}
+	// An empty log axis (no series had a point) keeps the default range
+	// [0, 1], which a log scale cannot draw: give it one decade.
+	if lp.LogX && p.X.Min <= 0 {
+		p.X.Min, p.X.Max = 1, 10
+	}
+	if lp.LogY && p.Y.Min <= 0 {
+		p.Y.Min, p.Y.Max = 1, 10
+	}
 	return p, nil
 }
 

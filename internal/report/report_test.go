@@ -94,3 +94,19 @@ func TestBadInput(t *testing.T) {
 		t.Fatal("accepted a series of mismatched lengths")
 	}
 }
+
+// TestEmptyLogPlotDraws: a log-scale plot whose series have no points (an
+// experiment that measured nothing) still renders.
+func TestEmptyLogPlotDraws(t *testing.T) {
+	p, err := LinePlot{Title: "empty", LogX: true, LogY: true, Series: []Series{{Name: "none"}}}.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := New("empty", "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Plot("empty", "nothing measured", p); err != nil {
+		t.Fatal(err)
+	}
+}
