@@ -1,0 +1,149 @@
+package bitrot
+
+import (
+	"bytes"
+	"io"
+	"math"
+	"math/rand"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+func writeFile(t *testing.T, fs vfs.FS, path string, data []byte) {
+	t.Helper()
+	if err := fs.MkdirAll(fs.PathDir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(data)
+	f.Close()
+}
+
+func readFile(t *testing.T, fs vfs.FS, path string) []byte {
+	t.Helper()
+	f, err := fs.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(f)
+	return b
+}
+
+// TestFlipRateAndDeterminism: the number of flipped bits matches UBER within
+// a binomial 99.9% interval, every flip is a one-bit change, lengths stay,
+// and a seed reproduces the same flips.
+func TestFlipRateAndDeterminism(t *testing.T) {
+	fs := vfs.NewMem()
+	const size = 1 << 20
+	orig := map[string][]byte{}
+	for _, p := range []string{"a/raftlog-000002.0", "a/b/000005.sst", "a/MANIFEST-000001", "c/x.bin"} {
+		d := bytes.Repeat([]byte{0x5a}, size)
+		writeFile(t, fs, p, d)
+		orig[p] = d
+	}
+	const uber = 1e-5
+	rep, err := Flip(fs, "", uber, rand.New(rand.NewSource(7)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var diffBits int64
+	for p, d := range orig {
+		got := readFile(t, fs, p)
+		if len(got) != len(d) {
+			t.Fatalf("%s changed length", p)
+		}
+		for i := range got {
+			diffBits += int64(popcount(got[i] ^ d[i]))
+		}
+	}
+	if diffBits != rep.Flips {
+		t.Fatalf("%d bits differ, report says %d", diffBits, rep.Flips)
+	}
+	n := float64(rep.BitsStored)
+	mean, sd := n*uber, math.Sqrt(n*uber*(1-uber))
+	if math.Abs(float64(rep.Flips)-mean) > 3.3*sd {
+		t.Fatalf("%d flips, expected %.0f +- %.0f", rep.Flips, mean, 3.3*sd)
+	}
+	if rep.ByKind["raft log"] == 0 || rep.ByKind["sstable"] == 0 || rep.ByKind["pebble MANIFEST"] == 0 {
+		t.Fatalf("kinds %v", rep.ByKind)
+	}
+	// Same seed, fresh copies: the same flips.
+	fs2 := vfs.NewMem()
+	for p, d := range orig {
+		writeFile(t, fs2, p, d)
+	}
+	rep2, err := Flip(fs2, "", uber, rand.New(rand.NewSource(7)))
+	if err != nil || rep2.Flips != rep.Flips {
+		t.Fatalf("reproduced %d flips (%v), want %d", rep2.Flips, err, rep.Flips)
+	}
+	for p := range orig {
+		if !bytes.Equal(readFile(t, fs, p), readFile(t, fs2, p)) {
+			t.Fatalf("%s differs between runs with the same seed", p)
+		}
+	}
+}
+
+func popcount(b byte) int {
+	n := 0
+	for ; b != 0; b &= b - 1 {
+		n++
+	}
+	return n
+}
+
+func TestSingleFaults(t *testing.T) {
+	fs := vfs.NewMem()
+	data := bytes.Repeat([]byte{0xff}, 10000)
+	writeFile(t, fs, "f", data)
+	if err := Zero(fs, "f", 4096, 4096); err != nil {
+		t.Fatal(err)
+	}
+	got := readFile(t, fs, "f")
+	if !bytes.Equal(got[4096:8192], make([]byte, 4096)) || got[4095] != 0xff || got[8192] != 0xff {
+		t.Fatal("zero changed the wrong bytes")
+	}
+	if err := FlipBit(fs, "f", 3); err != nil {
+		t.Fatal(err)
+	}
+	if readFile(t, fs, "f")[0] != 0xf7 {
+		t.Fatal("flip")
+	}
+	if err := Truncate(fs, "f", 5000); err != nil {
+		t.Fatal(err)
+	}
+	if len(readFile(t, fs, "f")) != 5000 {
+		t.Fatal("truncate")
+	}
+	if err := Junk(fs, "f", 0, 100, rand.New(rand.NewSource(1))); err != nil {
+		t.Fatal(err)
+	}
+	if err := Zero(fs, "f", 6000, 10); err == nil {
+		t.Fatal("fault past the end accepted")
+	}
+	if err := Delete(fs, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fs.Stat("f"); err == nil {
+		t.Fatal("delete")
+	}
+}
+
+func TestKind(t *testing.T) {
+	for path, want := range map[string]string{
+		"n1/shard-1/raft/raftlog-000003.1":                         "raft log",
+		"n1/shard-1/pebble/000012.sst":                             "sstable",
+		"n1/shard-1/pebble/MANIFEST-000001":                        "pebble MANIFEST",
+		"n1/shard-1/pebble/marker.manifest.000002.MANIFEST-000001": "pebble marker",
+		"n1/shard-1/pebble/.guardfs/MANIFEST-000001.1":             ".guardfs *.1",
+		"n1/shard-1/pebble/OPTIONS-000003":                         "pebble OPTIONS",
+	} {
+		if got := Kind(path); got != want {
+			t.Errorf("Kind(%s) = %q, want %q", path, got, want)
+		}
+	}
+}
