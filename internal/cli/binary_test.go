@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
 )
 
 // Tests of what users touch run the built binary: exit codes, signals,
@@ -422,5 +425,119 @@ func TestCtlThroughBinary(t *testing.T) {
 	}
 	if out, _, _ := runBinary(t, wd, "model", "direct"); !strings.Contains(out, "DIRECT (SoCC'19 and tech report) Table 1") || strings.Contains(out, "paper 0") {
 		t.Fatalf("model direct:\n%s", out)
+	}
+}
+
+// TestNodesAndRepairsThroughBinary covers issue 17 items 6, 7 and 15: ctl
+// nodes shows each node's own figures now (or says how old they are) and
+// its data directory, named by the same ID everywhere; ctl repairs shows
+// durable counts and recent repairs, also after a restart.
+func TestNodesAndRepairsThroughBinary(t *testing.T) {
+	wd := t.TempDir()
+	dir := filepath.Join(wd, devDir)
+	dev, _ := startDevBinary(t, wd)
+	ctl := func(args ...string) string {
+		t.Helper()
+		out, errOut, code := runBinary(t, wd, append([]string{"ctl"}, args...)...)
+		if code != 0 {
+			t.Fatalf("ctl %q: exit %d\n%s%s", args, code, out, errOut)
+		}
+		return out
+	}
+	// rows parses a table into maps from header to cell.
+	rows := func(table string) []map[string]string {
+		lines := strings.Split(strings.TrimSpace(table), "\n")
+		header := regexp.MustCompile(`\S+( \S+)*( \(\S+\))?`).FindAllStringIndex(lines[0], -1)
+		var out []map[string]string
+		for _, l := range lines[1:] {
+			if strings.TrimSpace(l) == "" {
+				break
+			}
+			m := map[string]string{}
+			for i, h := range header {
+				end := len(l)
+				if i+1 < len(header) {
+					end = min(header[i+1][0], len(l))
+				}
+				m[lines[0][h[0]:h[1]]] = strings.TrimSpace(l[min(h[0], len(l)):end])
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	before := rows(ctl("nodes"))
+	obj := filepath.Join(wd, "obj")
+	os.WriteFile(obj, bytes.Repeat([]byte("0123456789"), 100000), 0o644) // 1 MB
+	put := ctl("put", "hello", obj)
+	holder := regexp.MustCompile(`on nodes \[(\d)`).FindStringSubmatch(put)[1]
+	ctl("corrupt", "hello", "--replica", "0", "--offset", "1000", "--bits", "3")
+	if out := ctl("get", "hello"); len(out) != 1000000 {
+		t.Fatalf("get: %d bytes", len(out))
+	}
+
+	// Items 6 and 15: fresh figures, one identity, the directory.
+	after := rows(ctl("nodes"))
+	if len(after) != 3 {
+		t.Fatalf("nodes: %v", after)
+	}
+	for i, n := range after {
+		if n["AS OF"] != "now" || n["DIR"] != filepath.Join(dir, "node-"+n["NODE"]) || n["STATE"] != "up" {
+			t.Fatalf("node row %v", n)
+		}
+		if n["USED"] == before[i]["USED"] {
+			t.Fatalf("node %s still shows %s used after a 1 MB put on every node", n["NODE"], n["USED"])
+		}
+		if want := map[bool]string{true: "1", false: "0"}[n["NODE"] == holder]; n["PERSISTENT"] != want || n["REPAIRED"] != want {
+			t.Fatalf("node %s repairs %v (replica 0 on node %s)", n["NODE"], n, holder)
+		}
+	}
+
+	// Item 7: the repair history, before and after a restart.
+	check := func(when string) {
+		t.Helper()
+		out := ctl("repairs")
+		tables := strings.SplitN(out, "\nrecent repairs", 2)
+		if len(tables) != 2 {
+			t.Fatalf("%s: repairs:\n%s", when, out)
+		}
+		for _, n := range rows(tables[0]) {
+			want := map[bool]string{true: "1", false: "0"}[n["NODE"] == holder]
+			if n["PERSISTENT"] != want || n["REPAIRED"] != want || n["DIR"] != filepath.Join(dir, "node-"+n["NODE"]) {
+				t.Fatalf("%s: repairs row %v (replica 0 on node %s)\n%s", when, n, holder, out)
+			}
+		}
+		events := rows(tables[1][strings.Index(tables[1], "\n")+1:])
+		if len(events) != 2 || events[0]["KIND"] != "persistent" || events[1]["KIND"] != "repaired" {
+			t.Fatalf("%s: events %v\n%s", when, events, out)
+		}
+		for _, e := range events {
+			if e["NODE"] != holder || e["KEY"] != "hello" || e["VERSION"] != "1" || e["CHUNK"] != "0" || e["SHARD"] != "0" {
+				t.Fatalf("%s: event %v", when, e)
+			}
+		}
+	}
+	check("before restart")
+	dev.signal(t, os.Interrupt)
+	if code := dev.wait(t, "dev"); code != 0 {
+		t.Fatalf("dev exit %d", code)
+	}
+	dev, _ = startDevBinary(t, wd)
+	check("after restart")
+	dev.signal(t, os.Interrupt)
+	dev.wait(t, "dev")
+}
+
+// TestNodeRowAge shows the age of heartbeat figures when a node did not
+// answer, and no figures for a node that never reported.
+func TestNodeRowAge(t *testing.T) {
+	now := time.Unix(1000, 0)
+	r := client.NodeReport{Info: &coordpb.NodeInfo{Id: 4, Addr: "a:1", Live: true, UsedBytes: 2048, CapacityBytes: 4096,
+		HeartbeatUnixMs: now.Add(-3200 * time.Millisecond).UnixMilli(), Dir: "/d/node-4"}}
+	if got := strings.Join(nodeRow(r, now), "|"); got != "4|up|a:1|2KiB|4KiB|0|0|0|-|heartbeat 3.2s ago|/d/node-4" {
+		t.Fatalf("row %q", got)
+	}
+	r = client.NodeReport{Info: &coordpb.NodeInfo{Id: 5, Addr: "a:2"}}
+	if got := strings.Join(nodeRow(r, now), "|"); got != "5|down|a:2|-|-|-|-|-|-|-|-" {
+		t.Fatalf("row %q", got)
 	}
 }

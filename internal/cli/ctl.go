@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/node"
 )
 
 // EndpointEnv names the environment variable ctl reads the endpoint from.
@@ -235,58 +237,214 @@ func ctlLs(f *ctlFlags) *cobra.Command {
 func ctlNodes(f *ctlFlags) *cobra.Command {
 	return &cobra.Command{
 		Use:   "nodes",
-		Short: "List the nodes with liveness, capacity and repair counters",
-		Args:  exactArgs(0),
+		Short: "List the nodes: liveness, directory, capacity, wear and repair counts, asked of each node now",
+		Long: `nodes lists the cluster's members. Each live node is asked for its figures
+now (AS OF "now"); a node that does not answer shows those of its last
+heartbeat, with their age. DIR is the node's data directory; its ID is the
+one every other command and log line uses. Repair counts are the node's
+durable totals (see 'ctl repairs').`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(func(ctx context.Context, c *client.Client) error {
-				nodes, err := c.Nodes(ctx)
+				reports, err := c.NodeReports(ctx, true, 5*time.Second)
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NODE\tADDRESS\tSTATE\tUSED\tCAPACITY\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED\tERASES (MAX)")
-				for _, n := range nodes {
-					state := "down"
-					if n.Live {
-						state = "up"
-					}
-					wear := "-"
-					if n.WearBlocks > 0 {
-						wear = fmt.Sprintf("%d (%d)", n.EraseCountTotal, n.EraseCountMax)
-					}
-					fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", n.Id, n.Addr, state,
-						base.Bytes(n.UsedBytes), base.Bytes(n.CapacityBytes), n.ChunksRead, n.Transient, n.Persistent, n.Repaired, wear)
+				now := time.Now()
+				rows := [][]string{{"NODE", "STATE", "ADDRESS", "USED", "CAPACITY", "TRANSIENT", "PERSISTENT", "REPAIRED", "ERASES (MAX)", "AS OF", "DIR"}}
+				for _, r := range reports {
+					rows = append(rows, nodeRow(r, now))
 				}
-				return w.Flush()
+				if err := writeTable(cmd.OutOrStdout(), rows); err != nil {
+					return err
+				}
+				for _, r := range reports {
+					if r.Err != nil {
+						fmt.Fprintf(cmd.ErrOrStderr(), "node %d did not answer: %v\n", r.Info.Id, r.Err)
+					}
+				}
+				return nil
 			})
 		},
 	}
 }
 
+// nodeRow is one line of `ctl nodes`: the node's own figures when it
+// answered, else its last heartbeat's.
+func nodeRow(r client.NodeReport, now time.Time) []string {
+	n := r.Info
+	state := "down"
+	if n.Live {
+		state = "up"
+	}
+	used, capacity, wear := base.Bytes(n.UsedBytes), base.Bytes(n.CapacityBytes), erases(n.WearBlocks, n.EraseCountTotal, n.EraseCountMax)
+	transient, persistent, repaired := n.Transient, n.Persistent, n.Repaired
+	dir := n.Dir
+	asOf := "-"
+	if n.HeartbeatUnixMs > 0 {
+		asOf = "heartbeat " + age(now.Sub(time.UnixMilli(n.HeartbeatUnixMs))) + " ago"
+	}
+	if st := r.Stats; st != nil {
+		asOf, dir = "now", st.Dir
+		used, capacity = base.Bytes(st.UsedBytes), base.Bytes(st.CapacityBytes)
+		if len(st.Devices) > 0 {
+			d := st.Devices[0]
+			wear = erases(d.WearBlocks, d.EraseCountTotal, d.EraseCountMax)
+		}
+		if h := st.History; h != nil {
+			transient, persistent = h.Counts[node.KindTransient], h.Counts[node.KindPersistent]
+			repaired = h.Counts[node.KindRepaired] + h.Counts[node.KindMissingRepaired]
+		}
+	}
+	if dir == "" {
+		dir = "-"
+	}
+	figures := []string{used.String(), capacity.String(), strconv.FormatInt(transient, 10), strconv.FormatInt(persistent, 10), strconv.FormatInt(repaired, 10), wear}
+	if r.Stats == nil && n.HeartbeatUnixMs == 0 {
+		figures = []string{"-", "-", "-", "-", "-", "-"}
+	}
+	return append(append([]string{strconv.FormatUint(n.Id, 10), state, n.Addr}, figures...), asOf, dir)
+}
+
+func erases(blocks, total, most int64) string {
+	if blocks == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%d (%d)", total, most)
+}
+
+// age prints a duration for people: 0.4s, 12s, 5m3s, 2h10m.
+func age(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 10*time.Second:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	case d < time.Hour:
+		return d.Truncate(time.Second).String()
+	}
+	return d.Truncate(time.Minute).String()
+}
+
 func ctlRepairs(f *ctlFlags) *cobra.Command {
-	return &cobra.Command{
+	var recent int
+	cmd := &cobra.Command{
 		Use:   "repairs",
-		Short: "Per node and device: transient and persistent corruptions, chunks repaired",
-		Args:  exactArgs(0),
+		Short: "What each node detected and repaired (durable totals) and the most recent repairs",
+		Long: `repairs prints, per node, the totals of its repair history since SINCE:
+chunk reads, transient corruptions (the re-read verified), persistent ones
+(damage on the device), chunks repaired and missing chunks re-created from
+redundancy, writes refused because their data did not verify, and local
+metadata copies rewritten. Each node keeps this history durably (three
+checksummed copies in its store, like its identity), so it survives
+restarts; INJECTED FLIPS counts this run's fault injection only. Then it
+lists the most recent events of all nodes, oldest first.`,
+		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if recent < 0 {
+				return base.InvalidArgumentf("--recent %d is negative", recent)
+			}
 			return f.run(func(ctx context.Context, c *client.Client) error {
-				stats, err := c.NodeStats(ctx)
+				reports, err := c.NodeReports(ctx, true, 10*time.Second)
 				if err != nil {
 					return err
 				}
-				w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-				fmt.Fprintln(w, "NODE\tDEVICE\tCHUNKS READ\tTRANSIENT\tPERSISTENT\tREPAIRED\tMISSING REPAIRED\tREJECTED WRITES\tMETA REPAIRED\tINJECTED FLIPS")
-				for _, s := range stats {
-					for _, d := range s.Devices {
-						fmt.Fprintf(w, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", s.NodeId, d.Device, d.ChunksRead,
-							d.Transient, d.Persistent, d.Repaired, d.MissingRepaired, d.Rejected, d.MetaRepaired, d.InjectedFlips)
-					}
-				}
-				return w.Flush()
+				return printRepairs(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), c, reports, recent)
 			})
 		},
 	}
+	cmd.Flags().IntVar(&recent, "recent", 20, "how many recent events to list (0: none)")
+	return cmd
 }
+
+func printRepairs(ctx context.Context, out, errOut io.Writer, c *client.Client, reports []client.NodeReport, recent int) error {
+	rows := [][]string{{"NODE", "SINCE", "CHUNKS READ", "TRANSIENT", "PERSISTENT", "REPAIRED", "MISSING REPAIRED",
+		"REJECTED WRITES", "META REPAIRED", "INJECTED FLIPS", "DIR"}}
+	type event struct {
+		node uint64
+		ev   *nodepb.RepairEvent
+	}
+	var events []event
+	for _, r := range reports {
+		if r.Stats == nil || r.Stats.History == nil {
+			why := "down"
+			if r.Err != nil {
+				why = r.Err.Error()
+			}
+			fmt.Fprintf(errOut, "node %d: no report (%s)\n", r.Info.Id, why)
+			continue
+		}
+		h := r.Stats.History
+		var flips int64
+		for _, d := range r.Stats.Devices {
+			flips += d.InjectedFlips
+		}
+		row := []string{strconv.FormatUint(r.Info.Id, 10), time.UnixMilli(h.SinceUnixMs).Format(timeLayout)}
+		for _, k := range []string{node.CountChunksRead, node.KindTransient, node.KindPersistent, node.KindRepaired,
+			node.KindMissingRepaired, node.KindRejectedWrite, node.KindMetaRepaired} {
+			row = append(row, strconv.FormatInt(h.Counts[k], 10))
+		}
+		rows = append(rows, append(row, strconv.FormatInt(flips, 10), r.Stats.Dir))
+		for _, e := range h.Recent {
+			events = append(events, event{r.Info.Id, e})
+		}
+	}
+	if err := writeTable(out, rows); err != nil {
+		return err
+	}
+	if recent == 0 {
+		return nil
+	}
+	sort.SliceStable(events, func(i, j int) bool { return events[i].ev.UnixMs < events[j].ev.UnixMs })
+	if len(events) > recent {
+		events = events[len(events)-recent:]
+	}
+	fmt.Fprintf(out, "\nrecent repairs (%d, oldest first):\n", len(events))
+	if len(events) == 0 {
+		return nil
+	}
+	// The per-key version of an event's object version, when it is still
+	// the key's current one.
+	current := map[string]*objectpb.ObjectRecord{}
+	version := func(e *nodepb.RepairEvent) string {
+		if e.Version == 0 {
+			return "-"
+		}
+		if e.Key == "" {
+			return fmt.Sprintf("(internal %d)", e.Version)
+		}
+		rec, ok := current[e.Key]
+		if !ok {
+			rec, _ = c.Stat(ctx, e.Key)
+			current[e.Key] = rec
+		}
+		if rec != nil && rec.Version == e.Version {
+			return versionNumber(rec)
+		}
+		return fmt.Sprintf("(replaced, internal %d)", e.Version)
+	}
+	rows = [][]string{{"TIME", "NODE", "KIND", "KEY", "VERSION", "SHARD", "CHUNK", "DETAIL"}}
+	for _, e := range events {
+		key, shard, chunk := "-", "-", "-"
+		if e.ev.Version != 0 {
+			key = fmt.Sprintf("(object %016x)", e.ev.Object)
+			if e.ev.Key != "" {
+				key = displayKey(e.ev.Key)
+			}
+			shard, chunk = strconv.FormatUint(uint64(e.ev.Shard), 10), strconv.FormatUint(uint64(e.ev.Index), 10)
+		}
+		detail := e.ev.Detail
+		if detail == "" {
+			detail = "-"
+		}
+		rows = append(rows, []string{time.UnixMilli(e.ev.UnixMs).Format(timeLayout), strconv.FormatUint(e.node, 10),
+			e.ev.Kind, key, version(e.ev), shard, chunk, detail})
+	}
+	return writeTable(out, rows)
+}
+
+// timeLayout prints times in the local zone, to the second.
+const timeLayout = "2006-01-02 15:04:05"
 
 func parseNode(s uint64) (uint64, error) {
 	if s == 0 {

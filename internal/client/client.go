@@ -334,6 +334,54 @@ func (c *Client) NodeStats(ctx context.Context) ([]*nodepb.StatsResponse, error)
 	return out, nil
 }
 
+// NodeReport is a member as the coordinator lists it (with the figures of
+// its last heartbeat) and, when the node answered, its own figures now.
+type NodeReport struct {
+	Info *coordpb.NodeInfo
+	// Stats is nil when the node is down or did not answer; Err says why
+	// for a node the coordinator sees as live.
+	Stats *nodepb.StatsResponse
+	Err   error
+}
+
+// NodeReports lists the members and asks every live one for its
+// statistics (with its repair history when withHistory), in parallel, each
+// call bounded by perNode: a node that does not answer costs at most that
+// and is reported with the figures of its last heartbeat.
+func (c *Client) NodeReports(ctx context.Context, withHistory bool, perNode time.Duration) ([]NodeReport, error) {
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeReport, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		out[i].Info = n
+		if !n.Live {
+			continue
+		}
+		wg.Add(1)
+		go func(r *NodeReport) {
+			defer wg.Done()
+			nc, err := c.nodeClient(ctx, r.Info.Id)
+			if err != nil {
+				r.Err = err
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, perNode)
+			defer cancel()
+			st, err := nc.Stats(cctx, &nodepb.StatsRequest{WithHistory: withHistory})
+			if err != nil {
+				r.Err = fmt.Errorf("node %d: %w", r.Info.Id, node.FromStatus(err))
+				return
+			}
+			r.Stats = st
+		}(&out[i])
+	}
+	wg.Wait()
+	return out, nil
+}
+
 // InjectUBER sets a node's injected bit error rate on reads.
 func (c *Client) InjectUBER(ctx context.Context, id uint64, rate float64, persistent bool) error {
 	nc, err := c.nodeClient(ctx, id)

@@ -9,6 +9,15 @@
 //     triplicated checksummed metadata (objstore.MetaFiles, DIRECT 000 section
 //     4.2.2): a node starts with any one copy of any metadata file corrupted
 //     and rewrites it.
+//   - The repair history (history.go): totals per kind (transient,
+//     persistent, repaired, missing-repaired, rejected-write, meta-repaired)
+//     and the last 200 events with object, version, shard, chunk and time,
+//     in the metadata file node/repair-history (three checksummed copies,
+//     like the identity file). Events are written within a second and at a
+//     clean stop; a crash loses at most the last second's. A history that
+//     cannot be read begins again with a history-lost event. Heartbeats and
+//     Stats report these durable totals; ChunkStore's counters are this
+//     run's.
 //   - The chunk service: verify every write before acknowledging (so
 //     corruption does not spread by replication), verify every read and
 //     re-read once on a mismatch, return corrupt content on request for

@@ -75,6 +75,15 @@ type Node struct {
 	chunks *objstore.ChunkStore
 	fault  *objstore.FaultStore
 	inner  objstore.Store
+	// dir is Config.Dir made absolute ("" without one), shown to operators.
+	dir string
+
+	// history is the durable repair history; metaSeen is the count of
+	// metadata copy repairs it has recorded.
+	history    *history
+	metaMu     sync.Mutex
+	metaSeen   int64
+	histCancel context.CancelFunc
 
 	etcd    *clientv3.Client
 	leaseID clientv3.LeaseID
@@ -112,6 +121,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		inner = fs
 	}
 	n := &Node{cfg: cfg, inner: inner}
+	if cfg.Dir != "" {
+		if abs, err := filepath.Abs(cfg.Dir); err == nil {
+			n.dir = abs
+		} else {
+			n.dir = cfg.Dir
+		}
+	}
 	n.fault = objstore.NewFaultStore(inner, cfg.FaultSeed)
 	n.chunks = objstore.NewChunkStore(n.fault)
 
@@ -127,6 +143,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.Logf("node: local object index: %v", err)
 	} else if fixed := n.chunks.Stats().MetaRepaired - before; fixed > 0 {
 		cfg.Logf("node: local object index: %d entries, rewrote %d corrupt copies", len(blobs), fixed)
+	}
+	n.history = loadHistory(n.chunks.Meta(), time.Now, cfg.Logf)
+	n.noteMetaRepairs()
+	if err := n.history.flush(false); err != nil {
+		cfg.Logf("node: %v", err)
 	}
 	lis, err := net.Listen("tcp", cfg.ListenAddr)
 	if err != nil {
@@ -163,6 +184,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			cfg.Logf("node %s: serve: %v", n.id, err)
 		}
 	}()
+	histCtx, histCancel := context.WithCancel(context.Background())
+	n.histCancel = histCancel
+	n.wg.Add(1)
+	go n.historyLoop(histCtx)
 	if n.etcd != nil {
 		hbCtx, cancel := context.WithCancel(context.Background())
 		n.cancel = cancel
@@ -283,15 +308,15 @@ func (n *Node) heartbeat(ctx context.Context) error {
 	}
 	st := n.Stats()
 	info := &coordpb.NodeInfo{
-		Id: uint64(n.id), Addr: n.Addr(), Live: true,
+		Id: uint64(n.id), Addr: n.Addr(), Live: true, Dir: n.dir,
 		CapacityBytes: st.CapacityBytes, UsedBytes: st.UsedBytes,
 		HeartbeatUnixMs: time.Now().UnixMilli(),
 	}
+	// Repair figures are the durable history's, not this run's.
+	counts := n.history.counts()
+	info.ChunksRead, info.Transient, info.Persistent = counts[CountChunksRead], counts[KindTransient], counts[KindPersistent]
+	info.Repaired = counts[KindRepaired] + counts[KindMissingRepaired]
 	for _, d := range st.Devices {
-		info.ChunksRead += d.ChunksRead
-		info.Transient += d.Transient
-		info.Persistent += d.Persistent
-		info.Repaired += d.Repaired
 		info.WearBlocks += d.WearBlocks
 		info.EraseCountTotal += d.EraseCountTotal
 		info.EraseCountMax = max(info.EraseCountMax, d.EraseCountMax)
@@ -303,6 +328,53 @@ func (n *Node) heartbeat(ctx context.Context) error {
 	_, err = n.etcd.Put(ctx, LiveKey(n.id), string(b), clientv3.WithLease(n.leaseID))
 	return err
 }
+
+// historyLoop writes new repair history events every
+// historyFlushInterval.
+func (n *Node) historyLoop(ctx context.Context) {
+	defer n.wg.Done()
+	t := time.NewTicker(historyFlushInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			n.noteMetaRepairs()
+			if err := n.history.flush(false); err != nil {
+				n.cfg.Logf("node %s: %v", n.id, err)
+			}
+		}
+	}
+}
+
+// noteMetaRepairs records the metadata copies the chunk store rewrote
+// since the last call (local index entries, the identity file).
+func (n *Node) noteMetaRepairs() {
+	n.metaMu.Lock()
+	defer n.metaMu.Unlock()
+	total := n.chunks.Stats().MetaRepaired
+	if d := total - n.metaSeen; d > 0 {
+		n.history.record(KindMetaRepaired, nil, fmt.Sprintf("%d metadata copies rewritten", d))
+	}
+	n.metaSeen = total
+}
+
+// RepairHistory returns the node's durable repair history, recent events
+// resolved to keys where the local index still names them.
+func (n *Node) RepairHistory() *nodepb.RepairHistory {
+	n.noteMetaRepairs()
+	return n.history.snapshot(func(object, version uint64, shard uint32) string {
+		info, err := n.chunks.BlobInfoOf(object, version, shard)
+		if err != nil {
+			return ""
+		}
+		return info.Key
+	})
+}
+
+// Dir is the node's data directory (absolute; "" when it has none).
+func (n *Node) Dir() string { return n.dir }
 
 // ID is the node's ID.
 func (n *Node) ID() base.NodeID { return n.id }
@@ -316,7 +388,7 @@ func (n *Node) Chunks() *objstore.ChunkStore { return n.chunks }
 // Stats returns the node's statistics.
 func (n *Node) Stats() *nodepb.StatsResponse {
 	cs := n.chunks.Stats()
-	resp := &nodepb.StatsResponse{NodeId: uint64(n.id), Addr: n.Addr()}
+	resp := &nodepb.StatsResponse{NodeId: uint64(n.id), Addr: n.Addr(), Dir: n.dir}
 	if u, err := n.inner.Usage(); err == nil {
 		resp.CapacityBytes, resp.UsedBytes = int64(u.CapacityBytes), int64(u.UsedBytes)
 	}
@@ -348,6 +420,9 @@ func (n *Node) stop(graceful bool) error {
 		if n.cancel != nil {
 			n.cancel()
 		}
+		if n.histCancel != nil {
+			n.histCancel()
+		}
 		if n.srv != nil {
 			if graceful {
 				done := make(chan struct{})
@@ -363,6 +438,14 @@ func (n *Node) stop(graceful bool) error {
 		}
 		n.lis.Close()
 		n.wg.Wait()
+		// A clean stop writes the last events and the read count; a crash
+		// (Kill) loses what came after the last flush, as a real one would.
+		if graceful && n.history != nil {
+			n.noteMetaRepairs()
+			if ferr := n.history.flush(true); ferr != nil {
+				n.cfg.Logf("node %s: %v", n.id, ferr)
+			}
+		}
 		if n.etcd != nil {
 			if graceful && n.leaseID != 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -41,10 +41,17 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 		return nil, ToStatus(base.InvalidArgumentf("chunk %s: a missing-chunk write must be a repair", id))
 	}
 	if err := s.n.chunks.WriteChunk(id, req.Data, req.Sums, req.Repair); err != nil {
+		if base.IsCorruption(err) {
+			s.n.history.record(KindRejectedWrite, &id, "")
+		}
 		return nil, ToStatus(err)
 	}
-	if req.Missing {
+	switch {
+	case req.Missing:
 		s.n.chunks.AddMissingRepairs(1)
+		s.n.history.record(KindMissingRepaired, &id, "")
+	case req.Repair:
+		s.n.history.record(KindRepaired, &id, "")
 	}
 	if info := req.Info; info != nil {
 		err := s.n.chunks.PutBlobInfo(objstore.BlobInfo{
@@ -67,6 +74,13 @@ func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (
 	r, err := s.n.chunks.ReadChunk(id)
 	if err != nil {
 		return nil, ToStatus(err)
+	}
+	s.n.history.countReads(1)
+	switch {
+	case r.Transient:
+		s.n.history.record(KindTransient, &id, "")
+	case r.Corrupt:
+		s.n.history.record(KindPersistent, &id, "")
 	}
 	return &nodepb.ReadChunkResponse{
 		Data: r.Data, Sums: r.Sums, SumsValid: r.Sums != nil, Corrupt: r.Corrupt, Transient: r.Transient,
@@ -104,7 +118,11 @@ func (s *service) FailDie(ctx context.Context, req *nodepb.FailDieRequest) (*nod
 }
 
 func (s *service) Stats(ctx context.Context, req *nodepb.StatsRequest) (*nodepb.StatsResponse, error) {
-	return s.n.Stats(), nil
+	resp := s.n.Stats()
+	if req.WithHistory {
+		resp.History = s.n.RepairHistory()
+	}
+	return resp, nil
 }
 
 func (s *service) ListBlobs(ctx context.Context, req *nodepb.ListBlobsRequest) (*nodepb.ListBlobsResponse, error) {

@@ -238,6 +238,21 @@ func (c *ChunkStore) PutBlobInfo(info BlobInfo) error {
 	return c.meta.WriteNew(infoName(info.Object, info.Version, info.Shard), b)
 }
 
+// BlobInfoOf returns the local index entry of one blob (an error wrapping
+// ErrNotFound when the node does not hold it), repairing corrupt copies.
+func (c *ChunkStore) BlobInfoOf(object, version uint64, shard uint32) (BlobInfo, error) {
+	var info BlobInfo
+	res, err := c.meta.Read(infoName(object, version, shard))
+	if err != nil {
+		return info, err
+	}
+	c.c.metaRepaired.Add(int64(res.Repaired))
+	if err := json.Unmarshal(res.Payload, &info); err != nil {
+		return info, base.CorruptionErrorf("local index entry of %016x.%d/%d: %v", object, version, shard, err)
+	}
+	return info, nil
+}
+
 // Blobs lists the local object index, repairing corrupt copies on the way.
 func (c *ChunkStore) Blobs() ([]BlobInfo, error) {
 	names, err := c.store.List("i/")

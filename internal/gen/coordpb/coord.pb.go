@@ -42,8 +42,10 @@ type NodeInfo struct {
 	WearBlocks      int64 `protobuf:"varint,11,opt,name=wear_blocks,json=wearBlocks,proto3" json:"wear_blocks,omitempty"`
 	EraseCountTotal int64 `protobuf:"varint,12,opt,name=erase_count_total,json=eraseCountTotal,proto3" json:"erase_count_total,omitempty"`
 	EraseCountMax   int64 `protobuf:"varint,13,opt,name=erase_count_max,json=eraseCountMax,proto3" json:"erase_count_max,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The node's data directory (absolute path).
+	Dir           string `protobuf:"bytes,14,opt,name=dir,proto3" json:"dir,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -165,6 +167,13 @@ func (x *NodeInfo) GetEraseCountMax() int64 {
 		return x.EraseCountMax
 	}
 	return 0
+}
+
+func (x *NodeInfo) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
 }
 
 type JoinRequest struct {
@@ -1581,7 +1590,7 @@ var File_flashmend_coord_coord_proto protoreflect.FileDescriptor
 
 const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\n" +
-	"\x1bflashmend/coord/coord.proto\x12\x0fflashmend.coord\x1a\x1dflashmend/object/object.proto\"\xa4\x03\n" +
+	"\x1bflashmend/coord/coord.proto\x12\x0fflashmend.coord\x1a\x1dflashmend/object/object.proto\"\xb6\x03\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x12\n" +
@@ -1601,7 +1610,8 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\vwear_blocks\x18\v \x01(\x03R\n" +
 	"wearBlocks\x12*\n" +
 	"\x11erase_count_total\x18\f \x01(\x03R\x0feraseCountTotal\x12&\n" +
-	"\x0ferase_count_max\x18\r \x01(\x03R\reraseCountMax\"Y\n" +
+	"\x0ferase_count_max\x18\r \x01(\x03R\reraseCountMax\x12\x10\n" +
+	"\x03dir\x18\x0e \x01(\tR\x03dir\"Y\n" +
 	"\vJoinRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x1d\n" +

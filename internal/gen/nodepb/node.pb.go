@@ -810,7 +810,9 @@ func (*FailDieResponse) Descriptor() ([]byte, []int) {
 }
 
 type StatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Include the repair history (recent events resolved to keys).
+	WithHistory   bool `protobuf:"varint,1,opt,name=with_history,json=withHistory,proto3" json:"with_history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -843,6 +845,13 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
 	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *StatsRequest) GetWithHistory() bool {
+	if x != nil {
+		return x.WithHistory
+	}
+	return false
 }
 
 type DeviceStats struct {
@@ -1011,6 +1020,10 @@ type StatsResponse struct {
 	CapacityBytes int64                  `protobuf:"varint,3,opt,name=capacity_bytes,json=capacityBytes,proto3" json:"capacity_bytes,omitempty"`
 	UsedBytes     int64                  `protobuf:"varint,4,opt,name=used_bytes,json=usedBytes,proto3" json:"used_bytes,omitempty"`
 	Devices       []*DeviceStats         `protobuf:"bytes,5,rep,name=devices,proto3" json:"devices,omitempty"`
+	// The node's data directory (absolute path).
+	Dir string `protobuf:"bytes,6,opt,name=dir,proto3" json:"dir,omitempty"`
+	// What the node detected and repaired, kept durably across restarts.
+	History       *RepairHistory `protobuf:"bytes,7,opt,name=history,proto3" json:"history,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1080,6 +1093,191 @@ func (x *StatsResponse) GetDevices() []*DeviceStats {
 	return nil
 }
 
+func (x *StatsResponse) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *StatsResponse) GetHistory() *RepairHistory {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+// RepairEvent is one entry of a node's repair history.
+type RepairEvent struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UnixMs int64                  `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	// transient (a read failed verification, the re-read verified),
+	// persistent (failed twice: damage on the device), repaired (a chunk
+	// rewritten from redundancy), missing-repaired (a chunk the node did not
+	// have, re-created), rejected-write (a write whose data did not verify),
+	// meta-repaired (local metadata copies rewritten), history-lost (the
+	// history itself could not be read and began again).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The object key, when the node's local index still names the blob.
+	Key    string `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	Object uint64 `protobuf:"varint,4,opt,name=object,proto3" json:"object,omitempty"`
+	// The internal version (ChunkRef.version), not the per-key version.
+	Version       uint64 `protobuf:"varint,5,opt,name=version,proto3" json:"version,omitempty"`
+	Shard         uint32 `protobuf:"varint,6,opt,name=shard,proto3" json:"shard,omitempty"`
+	Index         uint32 `protobuf:"varint,7,opt,name=index,proto3" json:"index,omitempty"`
+	Detail        string `protobuf:"bytes,8,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairEvent) Reset() {
+	*x = RepairEvent{}
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairEvent) ProtoMessage() {}
+
+func (x *RepairEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairEvent.ProtoReflect.Descriptor instead.
+func (*RepairEvent) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RepairEvent) GetUnixMs() int64 {
+	if x != nil {
+		return x.UnixMs
+	}
+	return 0
+}
+
+func (x *RepairEvent) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *RepairEvent) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *RepairEvent) GetObject() uint64 {
+	if x != nil {
+		return x.Object
+	}
+	return 0
+}
+
+func (x *RepairEvent) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RepairEvent) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *RepairEvent) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *RepairEvent) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// RepairHistory is a node's durable repair record: totals per kind since
+// since_unix_ms and the most recent events, oldest first.
+type RepairHistory struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Counts        map[string]int64       `protobuf:"bytes,1,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Recent        []*RepairEvent         `protobuf:"bytes,2,rep,name=recent,proto3" json:"recent,omitempty"`
+	SinceUnixMs   int64                  `protobuf:"varint,3,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RepairHistory) Reset() {
+	*x = RepairHistory{}
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RepairHistory) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RepairHistory) ProtoMessage() {}
+
+func (x *RepairHistory) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RepairHistory.ProtoReflect.Descriptor instead.
+func (*RepairHistory) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RepairHistory) GetCounts() map[string]int64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *RepairHistory) GetRecent() []*RepairEvent {
+	if x != nil {
+		return x.Recent
+	}
+	return nil
+}
+
+func (x *RepairHistory) GetSinceUnixMs() int64 {
+	if x != nil {
+		return x.SinceUnixMs
+	}
+	return 0
+}
+
 type ListBlobsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1088,7 +1286,7 @@ type ListBlobsRequest struct {
 
 func (x *ListBlobsRequest) Reset() {
 	*x = ListBlobsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1298,7 @@ func (x *ListBlobsRequest) String() string {
 func (*ListBlobsRequest) ProtoMessage() {}
 
 func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1311,7 @@ func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsRequest.ProtoReflect.Descriptor instead.
 func (*ListBlobsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
 }
 
 type ListBlobsResponse struct {
@@ -1125,7 +1323,7 @@ type ListBlobsResponse struct {
 
 func (x *ListBlobsResponse) Reset() {
 	*x = ListBlobsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1137,7 +1335,7 @@ func (x *ListBlobsResponse) String() string {
 func (*ListBlobsResponse) ProtoMessage() {}
 
 func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1150,7 +1348,7 @@ func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsResponse.ProtoReflect.Descriptor instead.
 func (*ListBlobsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListBlobsResponse) GetBlobs() []*BlobInfo {
@@ -1217,8 +1415,9 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x12InjectUBERResponse\"\"\n" +
 	"\x0eFailDieRequest\x12\x10\n" +
 	"\x03die\x18\x01 \x01(\x05R\x03die\"\x11\n" +
-	"\x0fFailDieResponse\"\x0e\n" +
-	"\fStatsRequest\"\x93\x04\n" +
+	"\x0fFailDieResponse\"1\n" +
+	"\fStatsRequest\x12!\n" +
+	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\x93\x04\n" +
 	"\vDeviceStats\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12%\n" +
 	"\x0echunks_written\x18\x02 \x01(\x03R\rchunksWritten\x12#\n" +
@@ -1240,14 +1439,32 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"wearBlocks\x12*\n" +
 	"\x11erase_count_total\x18\r \x01(\x03R\x0feraseCountTotal\x12&\n" +
 	"\x0ferase_count_max\x18\x0e \x01(\x03R\reraseCountMax\x12)\n" +
-	"\x10missing_repaired\x18\x0f \x01(\x03R\x0fmissingRepaired\"\xb9\x01\n" +
+	"\x10missing_repaired\x18\x0f \x01(\x03R\x0fmissingRepaired\"\x84\x02\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12%\n" +
 	"\x0ecapacity_bytes\x18\x03 \x01(\x03R\rcapacityBytes\x12\x1d\n" +
 	"\n" +
 	"used_bytes\x18\x04 \x01(\x03R\tusedBytes\x125\n" +
-	"\adevices\x18\x05 \x03(\v2\x1b.flashmend.node.DeviceStatsR\adevices\"\x12\n" +
+	"\adevices\x18\x05 \x03(\v2\x1b.flashmend.node.DeviceStatsR\adevices\x12\x10\n" +
+	"\x03dir\x18\x06 \x01(\tR\x03dir\x127\n" +
+	"\ahistory\x18\a \x01(\v2\x1d.flashmend.node.RepairHistoryR\ahistory\"\xc2\x01\n" +
+	"\vRepairEvent\x12\x17\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\tR\x03key\x12\x16\n" +
+	"\x06object\x18\x04 \x01(\x04R\x06object\x12\x18\n" +
+	"\aversion\x18\x05 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05shard\x18\x06 \x01(\rR\x05shard\x12\x14\n" +
+	"\x05index\x18\a \x01(\rR\x05index\x12\x16\n" +
+	"\x06detail\x18\b \x01(\tR\x06detail\"\xe6\x01\n" +
+	"\rRepairHistory\x12A\n" +
+	"\x06counts\x18\x01 \x03(\v2).flashmend.node.RepairHistory.CountsEntryR\x06counts\x123\n" +
+	"\x06recent\x18\x02 \x03(\v2\x1b.flashmend.node.RepairEventR\x06recent\x12\"\n" +
+	"\rsince_unix_ms\x18\x03 \x01(\x03R\vsinceUnixMs\x1a9\n" +
+	"\vCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x12\n" +
 	"\x10ListBlobsRequest\"C\n" +
 	"\x11ListBlobsResponse\x12.\n" +
 	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs2\x96\x05\n" +
@@ -1276,7 +1493,7 @@ func file_flashmend_node_node_proto_rawDescGZIP() []byte {
 	return file_flashmend_node_node_proto_rawDescData
 }
 
-var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_flashmend_node_node_proto_goTypes = []any{
 	(*ChunkRef)(nil),             // 0: flashmend.node.ChunkRef
 	(*BlobInfo)(nil),             // 1: flashmend.node.BlobInfo
@@ -1295,8 +1512,11 @@ var file_flashmend_node_node_proto_goTypes = []any{
 	(*StatsRequest)(nil),         // 14: flashmend.node.StatsRequest
 	(*DeviceStats)(nil),          // 15: flashmend.node.DeviceStats
 	(*StatsResponse)(nil),        // 16: flashmend.node.StatsResponse
-	(*ListBlobsRequest)(nil),     // 17: flashmend.node.ListBlobsRequest
-	(*ListBlobsResponse)(nil),    // 18: flashmend.node.ListBlobsResponse
+	(*RepairEvent)(nil),          // 17: flashmend.node.RepairEvent
+	(*RepairHistory)(nil),        // 18: flashmend.node.RepairHistory
+	(*ListBlobsRequest)(nil),     // 19: flashmend.node.ListBlobsRequest
+	(*ListBlobsResponse)(nil),    // 20: flashmend.node.ListBlobsResponse
+	nil,                          // 21: flashmend.node.RepairHistory.CountsEntry
 }
 var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 0: flashmend.node.WriteChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
@@ -1304,28 +1524,31 @@ var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 2: flashmend.node.ReadChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
 	0,  // 3: flashmend.node.CorruptChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
 	15, // 4: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
-	1,  // 5: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
-	2,  // 6: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
-	4,  // 7: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
-	6,  // 8: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
-	8,  // 9: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
-	10, // 10: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
-	12, // 11: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
-	14, // 12: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
-	17, // 13: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
-	3,  // 14: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
-	5,  // 15: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
-	7,  // 16: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
-	9,  // 17: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
-	11, // 18: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
-	13, // 19: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
-	16, // 20: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
-	18, // 21: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
-	14, // [14:22] is the sub-list for method output_type
-	6,  // [6:14] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	18, // 5: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
+	21, // 6: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
+	17, // 7: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
+	1,  // 8: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
+	2,  // 9: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
+	4,  // 10: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
+	6,  // 11: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
+	8,  // 12: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
+	10, // 13: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
+	12, // 14: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
+	14, // 15: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
+	19, // 16: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
+	3,  // 17: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
+	5,  // 18: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
+	7,  // 19: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
+	9,  // 20: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
+	11, // 21: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
+	13, // 22: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
+	16, // 23: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
+	20, // 24: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
+	17, // [17:25] is the sub-list for method output_type
+	9,  // [9:17] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_node_node_proto_init() }
@@ -1339,7 +1562,7 @@ func file_flashmend_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_node_node_proto_rawDesc), len(file_flashmend_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
