@@ -17,7 +17,13 @@ ALL_PKGS   := $(shell $(GO) list ./... 2>/dev/null)
 RACE_PKGS  := $(shell $(GO) list ./... 2>/dev/null | grep -E '/internal/($(RACE_DIRS))(/|$$)')
 PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 
-.PHONY: all build run test vet fmtcheck unit race experiments proto clean
+# golangci-lint, pinned; installed into bin/tools by `make lint` from the Go
+# module proxy (it builds with the Go toolchain in use). The linters and why
+# each is on are in .golangci.yml.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT         := bin/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
+
+.PHONY: all build run test vet fmtcheck lint unit race experiments proto clean
 
 all: build
 
@@ -33,7 +39,7 @@ build:
 run: build
 	$(BIN) dev --dir .flashmend/dev
 
-test: vet fmtcheck unit race
+test: vet fmtcheck lint unit race
 
 vet:
 	$(GO) vet ./...
@@ -41,6 +47,14 @@ vet:
 fmtcheck:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+lint: $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
+
+$(GOLANGCI_LINT):
+	mkdir -p bin/tools
+	GOBIN=$(abspath bin/tools) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv bin/tools/golangci-lint $@
 
 # -tags invariants turns internal assertions into panics (internal/invariants).
 unit:

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -45,9 +44,11 @@ func flashmendBinary(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
-		goCmd, err := exec.LookPath("go")
-		if err != nil {
-			goCmd = filepath.Join(runtime.GOROOT(), "bin", "go")
+		// The go command that runs this test (go test sets GOROOT's bin
+		// first in PATH only sometimes; GOROOT is always in the env).
+		goCmd := "go"
+		if root := os.Getenv("GOROOT"); root != "" {
+			goCmd = filepath.Join(root, "bin", "go")
 		}
 		binPath = filepath.Join(binDir, "flashmend")
 		out, err := exec.Command(goCmd, "build", "-o", binPath, "github.com/flashmend/flashmend/cmd/flashmend").CombinedOutput()

@@ -48,7 +48,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			if err != nil {
 				return err
 			}
-			defer lock.Release()
+			defer lock.Close()
 			if err := removeEndpoint(cfg.Dir); err != nil {
 				return err
 			}
@@ -64,7 +64,11 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			if err := writeEndpoint(cfg.Dir, c.Addr()); err != nil {
 				return err
 			}
-			defer removeEndpoint(cfg.Dir)
+			defer func() {
+				if err := removeEndpoint(cfg.Dir); err != nil {
+					cfg.Logf("coordinator: %v", err)
+				}
+			}()
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s (etcd %s)\n",
 				c.ClusterID(), c.Addr(), strings.Join(c.EtcdEndpoints(), ","))
 			if scrub.off {

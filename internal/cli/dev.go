@@ -89,7 +89,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	if err != nil {
 		return err
 	}
-	defer lock.Release()
+	defer lock.Close()
 	// A crash leaves the previous run's endpoint behind: drop it before
 	// start-up, so that nobody follows it while this run starts.
 	if err := removeEndpoint(o.dir); err != nil {

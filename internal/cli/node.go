@@ -37,7 +37,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 			if err != nil {
 				return fmt.Errorf("node in %s did not start: %w", cfg.Dir, err)
 			}
-			defer lock.Release()
+			defer lock.Close()
 			startCtx, cancel := start.startContext(ctx)
 			n, err := node.Start(startCtx, cfg)
 			if err != nil {

@@ -385,7 +385,9 @@ func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l lay
 		}
 		// Stream the rest of the block from the current replica.
 		reads := make([]objstore.ReplicaRead, l.chunks)
-		c.forEachChunk(ctx, l.chunks-next, func(ctx context.Context, k int) error {
+		// The callback returns no error: a failed read is recorded in its
+		// ReplicaRead and handled below.
+		_ = c.forEachChunk(ctx, l.chunks-next, func(ctx context.Context, k int) error {
 			reads[next+k] = c.readChunk(ctx, l.placement[replica], l.id(0, next+k))
 			return nil
 		})
@@ -412,7 +414,10 @@ func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l lay
 	for r, failed := range st.Failed {
 		if failed {
 			bad = append(bad, l.placement[r])
-			c.coord.ReportBadReplica(ctx, &coordpb.ReportBadReplicaRequest{Key: rec.Key, Version: rec.Version, NodeId: l.placement[r]})
+			if _, err := c.coord.ReportBadReplica(ctx, &coordpb.ReportBadReplicaRequest{Key: rec.Key, Version: rec.Version, NodeId: l.placement[r]}); err != nil {
+				// Best effort: the report only speeds up re-replication.
+				c.opts.Logf("client: report bad replica of %q on node %d: %v", rec.Key, l.placement[r], err)
+			}
 		}
 	}
 	if readErr != nil {

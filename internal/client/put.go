@@ -86,7 +86,9 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.
 func (c *Client) abort(key string, version uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c.coord.AbortPut(ctx, &coordpb.AbortPutRequest{Key: key, Version: version})
+	if _, err := c.coord.AbortPut(ctx, &coordpb.AbortPutRequest{Key: key, Version: version}); err != nil {
+		c.opts.Logf("client: abort of %q version %d: %v (it expires on its own)", key, version, err)
+	}
 }
 
 // writeAll writes every chunk of a version to its replicas or shards. It

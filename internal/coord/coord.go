@@ -160,7 +160,9 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
-		c.srv.Serve(c.lis)
+		if err := c.srv.Serve(c.lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			c.cfg.Logf("coordinator: serve: %v", err)
+		}
 	}()
 	sweepCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel

@@ -47,7 +47,9 @@ func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel s
 	var p ports
 	portsFile := filepath.Join(dir, "ports.json")
 	if b, err := os.ReadFile(portsFile); err == nil {
-		json.Unmarshal(b, &p) // a bad file only means new ports
+		if json.Unmarshal(b, &p) != nil {
+			p = ports{} // a bad file only means new ports
+		}
 	}
 	var err error
 	if p.Client, err = freePort(p.Client); err != nil {
@@ -59,7 +61,9 @@ func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel s
 		}
 	}
 	if b, err := json.Marshal(p); err == nil {
-		os.WriteFile(portsFile, b, 0o644)
+		if err := os.WriteFile(portsFile, b, 0o644); err != nil {
+			return nil, nil, fmt.Errorf("coord: remember etcd ports: %w", err)
+		}
 	}
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "data")

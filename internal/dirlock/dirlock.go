@@ -59,7 +59,8 @@ func Acquire(dir string) (*Lock, error) {
 	}
 	// The file's content is only the holder's pid (a hint for the
 	// operator); a torn write leaves an unparsable pid, reported as 0.
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {
@@ -72,8 +73,8 @@ func Acquire(dir string) (*Lock, error) {
 // Dir is the locked directory.
 func (l *Lock) Dir() string { return l.dir }
 
-// Release unlocks the directory. The file stays (see the package comment).
-func (l *Lock) Release() error {
+// Close unlocks the directory. The file stays (see the package comment).
+func (l *Lock) Close() error {
 	if l == nil || l.f == nil {
 		return nil
 	}

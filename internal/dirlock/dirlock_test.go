@@ -28,17 +28,17 @@ func TestAcquireTwiceFailsWithHolder(t *testing.T) {
 	if pid, ok := Holder(dir); !ok || pid != os.Getpid() {
 		t.Fatalf("Holder = %d, %v", pid, ok)
 	}
-	if err := l.Release(); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Release(); err != nil {
-		t.Fatalf("second Release: %v", err)
+	if err := l.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
 	}
 	l2, err := Acquire(dir)
 	if err != nil {
-		t.Fatalf("Acquire after Release: %v", err)
+		t.Fatalf("Acquire after Close: %v", err)
 	}
-	l2.Release()
+	l2.Close()
 }
 
 func TestHolderOfStaleFile(t *testing.T) {
@@ -58,7 +58,7 @@ func TestHolderOfStaleFile(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire over a stale file: %v", err)
 	}
-	defer l.Release()
+	defer l.Close()
 	b, _ := os.ReadFile(filepath.Join(dir, FileName))
 	if string(b) != fmt.Sprintf("%d\n", os.Getpid()) {
 		t.Fatalf("lock file holds %q", b)

@@ -449,7 +449,10 @@ func (n *Node) stop(graceful bool) error {
 		if n.etcd != nil {
 			if graceful && n.leaseID != 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				n.etcd.Revoke(ctx, n.leaseID)
+				if _, err := n.etcd.Revoke(ctx, n.leaseID); err != nil {
+					// The lease then expires on its own.
+					n.cfg.Logf("node %s: revoke lease: %v", n.id, err)
+				}
 				cancel()
 			}
 			n.etcd.Close()

@@ -211,7 +211,9 @@ func (s *FileStore) Usage() (Usage, error) {
 		return Usage{}, fmt.Errorf("filestore: statfs: %w", err)
 	}
 	var used int64
-	filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+	// The walk skips what it cannot read (a file deleted meanwhile) rather
+	// than failing: usage is an estimate refreshed every usageRefresh.
+	_ = filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if info, err := d.Info(); err == nil {
 				used += info.Size()

@@ -195,7 +195,9 @@ func (s *SDFStore) Put(name string, data []byte) error {
 		s.mu.Unlock()
 	}
 	if err != nil {
-		s.fs.Remove(tmp)
+		if rerr := s.fs.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			err = errors.Join(err, fmt.Errorf("remove %s: %w", tmp, rerr))
+		}
 		return fmt.Errorf("sdfstore: put %s: %w", name, err)
 	}
 	return nil

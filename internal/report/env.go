@@ -59,7 +59,9 @@ func machine() string {
 		var kb int64
 		for _, line := range strings.Split(string(b), "\n") {
 			if strings.HasPrefix(line, "MemTotal:") {
-				fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%d", &kb)
+				if _, err := fmt.Sscanf(strings.TrimPrefix(line, "MemTotal:"), "%d", &kb); err != nil {
+					kb = 0 // an unparsable line: memory not reported
+				}
 			}
 		}
 		if kb > 0 {

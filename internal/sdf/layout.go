@@ -72,9 +72,7 @@ func (l layout) zoneChannel(z int) int  { return z % l.g.Channels }
 func (l layout) zoneBlock(z int) int    { return z / l.g.Channels }
 func (l layout) isMeta(z int) bool      { return z < metaZoneCount }
 func (l layout) dataPagesPerBlock() int { return l.g.PagesPerBlock - 1 }
-func (l layout) pageSize() int          { return l.g.PageSize }
 func (l layout) fullDieMask() uint64    { return (uint64(1) << l.g.DiesPerChannel) - 1 }
-func (l layout) pageBytes() base.Bytes  { return base.Bytes(l.g.PageSize) }
 func (l layout) p2lPage() int           { return l.g.PagesPerBlock - 1 }
 func (l layout) zoneBlockAddr(z, die int) flash.BlockAddr {
 	return flash.BlockAddr{Channel: l.zoneChannel(z), Die: die, Block: l.zoneBlock(z)}

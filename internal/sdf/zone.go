@@ -115,17 +115,6 @@ func (z *zone) entrustedTo(d int) (host int, ok bool) {
 	return 0, false
 }
 
-// describedBy is the inverse of entrustedTo: the die whose owners die `host`
-// stores.
-func (z *zone) describedBy(host int) int {
-	for i, x := range z.dies {
-		if x == host {
-			return z.dies[(i+1)%len(z.dies)]
-		}
-	}
-	return -1
-}
-
 // dieIndex is d's position in the stripe, or -1.
 func (z *zone) dieIndex(d int) int {
 	for i, x := range z.dies {
