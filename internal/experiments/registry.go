@@ -49,6 +49,7 @@ func All() []Experiment {
 		directThroughput(),
 		directRepairLatency(),
 		objstoreCapacity(),
+		uberRestartKV(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all

@@ -160,9 +160,14 @@ func (c *LocalCluster) NodeIDs() []base.NodeID {
 	return ids
 }
 
-// StopNode stops a node's server and closes its replicas (a clean crash:
-// files stay).
-func (c *LocalCluster) StopNode(id base.NodeID) error {
+// StopNode stops a node's server and closes its replicas (files stay).
+func (c *LocalCluster) StopNode(id base.NodeID) error { return c.stopNode(id, false) }
+
+// CrashNode stops a node as a crash would (Node.Crash): what its engines
+// held only in memory is gone.
+func (c *LocalCluster) CrashNode(id base.NodeID) error { return c.stopNode(id, true) }
+
+func (c *LocalCluster) stopNode(id base.NodeID, crash bool) error {
 	c.mu.Lock()
 	ln, ok := c.nodes[id]
 	delete(c.nodes, id)
@@ -172,6 +177,9 @@ func (c *LocalCluster) StopNode(id base.NodeID) error {
 	}
 	ln.srv.Stop()
 	<-ln.done
+	if crash {
+		return ln.node.Crash()
+	}
 	return ln.node.Close()
 }
 

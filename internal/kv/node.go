@@ -196,8 +196,16 @@ func (svc *Service) replica(shard uint64) (*Replica, error) {
 	return n.replica(shard)
 }
 
-// Close stops the replicas and the transport.
-func (n *Node) Close() error {
+// Close stops the replicas and the transport; each replica's engine is
+// flushed first, so a restart replays little of the raft log.
+func (n *Node) Close() error { return n.close(false) }
+
+// Crash stops the node as a crash would: engines are closed without a
+// flush (Pebble runs without a WAL, so what is only in memtables is gone
+// and the raft logs must bring it back). Files stay as they are.
+func (n *Node) Crash() error { return n.close(true) }
+
+func (n *Node) close(crash bool) error {
 	n.mu.Lock()
 	select {
 	case <-n.stop:
@@ -209,7 +217,7 @@ func (n *Node) Close() error {
 	n.mu.Unlock()
 	var first error
 	for _, r := range n.replicas {
-		if err := r.close(); err != nil && first == nil {
+		if err := r.close(crash); err != nil && first == nil {
 			first = err
 		}
 	}

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"math"
 	"log"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -272,7 +272,7 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 	go r.detectLoop()
 	if lg.Sealed() {
 		if err := r.startRaft(); err != nil {
-			r.close()
+			r.close(false)
 			return nil, err
 		}
 	} else {
@@ -593,8 +593,9 @@ func (r *Replica) checkDigest() (bool, error) {
 
 func (r *Replica) String() string { return fmt.Sprintf("%s/%s@%s", r.shard.ID, r.id, r.node) }
 
-// close stops the loops and closes the log and the state machine.
-func (r *Replica) close() error {
+// close stops the loops and closes the log and the state machine (without
+// flushing the engine if crash).
+func (r *Replica) close(crash bool) error {
 	close(r.stopc)
 	r.wg.Wait()
 	r.mu.Lock()
@@ -606,7 +607,11 @@ func (r *Replica) close() error {
 	err := r.log.Close()
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
-	if cerr := r.sm.close(); err == nil {
+	closeSM := r.sm.close
+	if crash {
+		closeSM = r.sm.db.Close
+	}
+	if cerr := closeSM(); err == nil {
 		err = cerr
 	}
 	r.smClosed = true
@@ -995,6 +1000,9 @@ func (r *Replica) Write(ctx context.Context, b *kvpb.WriteBatch) (uint64, error)
 	}
 	return r.propose(ctx, &kvpb.Command{Write: b})
 }
+
+// RaftLogStats returns the raft log's counters (its own repairs).
+func (r *Replica) RaftLogStats() raftlog.Stats { return r.log.Stats() }
 
 // Stats returns the replica's counters.
 func (r *Replica) Stats() ReplicaStats {

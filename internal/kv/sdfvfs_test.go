@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
-	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/sdf"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
 )

@@ -159,7 +159,7 @@ func parseCopies(gen uint64, copies [][]byte, blockBytes int64) parseResult {
 	var cur []byte // record being assembled
 	curOff := int64(-1)
 	inRecord := false
-	lossAt := int64(-1) // start of an unreported loss
+	lossAt := int64(-1)   // start of an unreported loss
 	firstBad := int64(-1) // first bad fragment after the last whole record
 	noteLoss := func(at int64) {
 		if firstBad < 0 {
