@@ -216,6 +216,18 @@ func TestDevLifecycleThroughBinary(t *testing.T) {
 		t.Fatalf("second dev: exit %d, stderr %q; want exit 1 and %q", code, errOut, want)
 	}
 
+	// The same for a coordinator or node pointed at the dev cluster's.
+	for _, args := range [][]string{
+		{"coordinator", "--dir", filepath.Join(dir, "coordinator")},
+		{"node", "--dir", filepath.Join(dir, "node-2"), "--coordinator", ep},
+	} {
+		_, errOut, code := runBinary(t, wd, args...)
+		want := fmt.Sprintf("another flashmend is running on %s (pid %d)", args[2], first.cmd.Process.Pid)
+		if code != 1 || !strings.Contains(errOut, want) {
+			t.Fatalf("%q: exit %d, stderr %q; want exit 1 and %q", args, code, errOut, want)
+		}
+	}
+
 	// Item 4: ctl finds .flashmend/dev/endpoint by itself, also from a
 	// subdirectory.
 	sub := filepath.Join(wd, "some", "where")

@@ -85,11 +85,20 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		so := o.scrub.options()
 		opts.Scrub = &so
 	}
-	lock, err := lockDir(o.dir)
-	if err != nil {
-		return err
+	// The cluster's directory, and those of its coordinator and nodes, so
+	// that a 'flashmend coordinator' or 'flashmend node' pointed at one of
+	// them fails at once too.
+	dirs := []string{o.dir, filepath.Join(o.dir, "coordinator")}
+	for i := 0; i < o.nodes; i++ {
+		dirs = append(dirs, devcluster.NodeDir(o.dir, i))
 	}
-	defer lock.Close()
+	for _, d := range dirs {
+		lock, err := lockDir(d)
+		if err != nil {
+			return err
+		}
+		defer lock.Close()
+	}
 	// A crash leaves the previous run's endpoint behind: drop it before
 	// start-up, so that nobody follows it while this run starts.
 	if err := removeEndpoint(o.dir); err != nil {

@@ -255,7 +255,8 @@ func newKVDataCmds(client kvClientFunc) []*cobra.Command {
 			return nil
 		},
 	}
-	corrupt.Flags().Uint64Var(&node, "node", 1, "node whose replica to damage")
+	corrupt.Flags().Uint64Var(&node, "node", 0, "node whose replica to damage")
+	markRequired(corrupt, "node")
 	status := &cobra.Command{
 		Use: "status", Short: "Show every replica: applied index, leader, content checksum, repairs", Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -115,8 +115,12 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) nodeDir(i int) string {
-	return filepath.Join(c.opts.Dir, fmt.Sprintf("node-%d", i+1))
+func (c *Cluster) nodeDir(i int) string { return NodeDir(c.opts.Dir, i) }
+
+// NodeDir is node i's directory under a dev cluster's directory: node-ID,
+// its ID being i+1.
+func NodeDir(dir string, i int) string {
+	return filepath.Join(dir, fmt.Sprintf("node-%d", i+1))
 }
 
 // StartNode starts (or restarts) node i (its ID is i+1). A node that does
