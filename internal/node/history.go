@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -74,6 +75,10 @@ type historyEvent struct {
 type history struct {
 	meta *objstore.MetaFiles
 	now  func() time.Time
+
+	// reads counts chunk reads not yet folded into rec (every read adds
+	// one: an atomic keeps the read path off the mutex).
+	reads atomic.Int64
 
 	mu    sync.Mutex
 	rec   historyRecord
@@ -147,10 +152,13 @@ func (h *history) recordLocked(kind string, id *objstore.ChunkID, detail string)
 // countReads adds chunk reads (not events: the denominator of the counts).
 // They are written with the next flush that has events to write, and at
 // shutdown.
-func (h *history) countReads(n int64) {
-	h.mu.Lock()
-	h.rec.Counts[CountChunksRead] += n
-	h.mu.Unlock()
+func (h *history) countReads(n int64) { h.reads.Add(n) }
+
+// foldReadsLocked moves the reads counted since the last call into rec.
+func (h *history) foldReadsLocked() {
+	if n := h.reads.Swap(0); n != 0 {
+		h.rec.Counts[CountChunksRead] += n
+	}
 }
 
 // flush writes the history when it changed since the last flush; force
@@ -159,6 +167,7 @@ func (h *history) flush(force bool) error {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
 	h.mu.Lock()
+	h.foldReadsLocked()
 	if !h.dirty && !force {
 		h.mu.Unlock()
 		return nil
@@ -182,6 +191,7 @@ func (h *history) flush(force bool) error {
 func (h *history) counts() map[string]int64 {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.foldReadsLocked()
 	out := make(map[string]int64, len(h.rec.Counts))
 	for k, v := range h.rec.Counts {
 		out[k] = v
@@ -193,6 +203,7 @@ func (h *history) counts() map[string]int64 {
 // chunk ("" when the node no longer knows it).
 func (h *history) snapshot(key func(object, version uint64, shard uint32) string) *nodepb.RepairHistory {
 	h.mu.Lock()
+	h.foldReadsLocked()
 	out := &nodepb.RepairHistory{Counts: map[string]int64{}, SinceUnixMs: h.rec.SinceUnixMs}
 	for k, v := range h.rec.Counts {
 		out.Counts[k] = v
