@@ -65,3 +65,11 @@ func (c *Client) ReprotectObject(ctx context.Context, rec *objectpb.ObjectRecord
 	}
 	return rep, nil
 }
+
+// RebuildIndex asks the coordinator to merge the nodes' local indexes into
+// the object index (objects whose record is missing or older than what the
+// nodes hold are restored; see coord.RebuildIndex).
+func (c *Client) RebuildIndex(ctx context.Context) (*coordpb.RebuildIndexResponse, error) {
+	resp, err := c.coord.RebuildIndex(ctx, &coordpb.RebuildIndexRequest{})
+	return resp, node.FromStatus(err)
+}

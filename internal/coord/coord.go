@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -64,8 +65,15 @@ type Config struct {
 	SweepInterval time.Duration
 	// UnsafeNoFsync disables the embedded etcd's fsyncs (tests only).
 	UnsafeNoFsync bool
-	Clock         base.Clock
-	Logf          func(format string, args ...any)
+	// KeepDamagedStore makes a damaged embedded etcd store a start error
+	// instead of setting it aside and rebuilding the index from the nodes.
+	KeepDamagedStore bool
+	// RecoveryWindow is how long after the coordinator adopts the nodes'
+	// cluster (its own store lost) every joining node's local index is
+	// merged into the index (default 10 minutes).
+	RecoveryWindow time.Duration
+	Clock          base.Clock
+	Logf           func(format string, args ...any)
 }
 
 // Coordinator is a running coordinator.
@@ -76,11 +84,20 @@ type Coordinator struct {
 	endpoints []string
 	cli       *clientv3.Client
 	mapping   *EtcdMappingTable
+	idMu      sync.Mutex // guards clusterID (adopted from the nodes after a lost store)
 	clusterID string
-	lis       net.Listener
-	srv       *grpc.Server
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	// recovering: the store was lost and is being rebuilt from the nodes;
+	// every join merges the node's local index (recoveryLoop).
+	recovering    atomic.Bool
+	healRequested atomic.Bool // a record failed its checksum: merge once
+	rebuildKick   chan struct{}
+	rebuildMu     sync.Mutex // one rebuild at a time
+	// storeSetAside is where a damaged embedded store was moved at start.
+	storeSetAside string
+	lis           net.Listener
+	srv           *grpc.Server
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
 
 	connMu sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -130,10 +147,13 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	c := &Coordinator{cfg: cfg, conns: map[string]*grpc.ClientConn{}}
+	if cfg.RecoveryWindow <= 0 {
+		cfg.RecoveryWindow = 10 * time.Minute
+	}
+	c := &Coordinator{cfg: cfg, conns: map[string]*grpc.ClientConn{}, rebuildKick: make(chan struct{}, 1)}
 	c.endpoints = cfg.EtcdEndpoints
 	if len(c.endpoints) == 0 {
-		e, eps, err := startEmbeddedEtcd(ctx, filepath.Join(cfg.Dir, "etcd"), cfg.UnsafeNoFsync, "error")
+		e, eps, err := c.startStore(ctx, filepath.Join(cfg.Dir, "etcd"))
 		if err != nil {
 			return nil, err
 		}
@@ -149,6 +169,12 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	if c.clusterID, err = c.ensureClusterID(ctx); err != nil {
 		c.closeEtcd()
 		return nil, err
+	}
+	if resp, err := c.cli.Get(ctx, recoveryKey); err != nil {
+		c.closeEtcd()
+		return nil, fmt.Errorf("coordinator: %w", err)
+	} else if len(resp.Kvs) > 0 {
+		c.recovering.Store(true) // restarted in the middle of a recovery
 	}
 	c.lis, err = listen(cfg.ListenAddr, cfg.Dir, cfg.Logf)
 	if err != nil {
@@ -167,8 +193,12 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	sweepCtx, cancel := context.WithCancel(context.Background())
 	c.cancel = cancel
 	go c.sweepLoop(sweepCtx)
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go c.watchLiveness(sweepCtx)
+	go c.recoveryLoop(sweepCtx)
+	if c.recovering.Load() {
+		c.kickRebuild()
+	}
 	return c, nil
 }
 
@@ -177,9 +207,6 @@ func (c *Coordinator) Addr() string { return c.lis.Addr().String() }
 
 // EtcdEndpoints are the etcd client URLs.
 func (c *Coordinator) EtcdEndpoints() []string { return c.endpoints }
-
-// ClusterID is the cluster's identity.
-func (c *Coordinator) ClusterID() string { return c.clusterID }
 
 // Mapping is the mapping table.
 func (c *Coordinator) Mapping() MappingTable { return c.mapping }
@@ -203,7 +230,7 @@ func (c *Coordinator) closeEtcd() {
 		c.cli.Close()
 	}
 	if c.etcd != nil {
-		c.etcd.Close()
+		closeEtcdBounded(c.etcd)
 	}
 }
 
@@ -243,6 +270,11 @@ func (c *Coordinator) Join(ctx context.Context, req *coordpb.JoinRequest) (*coor
 	if req.Addr == "" {
 		return nil, rpcErr(base.InvalidArgumentf("join without an address"))
 	}
+	if req.ClusterId != "" {
+		if err := c.adoptCluster(ctx, req.ClusterId); err != nil {
+			return nil, rpcErr(err)
+		}
+	}
 	id := req.NodeId
 	if id == 0 {
 		var err error
@@ -276,7 +308,10 @@ func (c *Coordinator) Join(ctx context.Context, req *coordpb.JoinRequest) (*coor
 	}
 	c.invalidateNodes()
 	c.cfg.Logf("coordinator: node %d joined at %s", id, req.Addr)
-	return &coordpb.JoinResponse{NodeId: id, ClusterId: c.clusterID, EtcdEndpoints: c.endpoints, LeaseTtlSeconds: c.cfg.LeaseTTLSeconds}, nil
+	if c.recovering.Load() {
+		c.kickRebuild()
+	}
+	return &coordpb.JoinResponse{NodeId: id, ClusterId: c.ClusterID(), EtcdEndpoints: c.endpoints, LeaseTtlSeconds: c.cfg.LeaseTTLSeconds}, nil
 }
 
 func (c *Coordinator) getSeq(ctx context.Context, key string) (uint64, int64, error) {
@@ -322,7 +357,7 @@ func (c *Coordinator) nextSeq(ctx context.Context, key string) (uint64, error) {
 // ClusterInfo reports the cluster's identity and limits.
 func (c *Coordinator) ClusterInfo(ctx context.Context, req *coordpb.ClusterInfoRequest) (*coordpb.ClusterInfoResponse, error) {
 	return &coordpb.ClusterInfoResponse{
-		ClusterId: c.clusterID, MaxObjectBytes: int64(c.cfg.MaxObjectBytes),
+		ClusterId: c.ClusterID(), MaxObjectBytes: int64(c.cfg.MaxObjectBytes),
 		ReadMode: c.cfg.ReadMode, EtcdEndpoints: c.endpoints,
 	}, nil
 }
@@ -440,11 +475,10 @@ func (c *Coordinator) BeginPut(ctx context.Context, req *coordpb.BeginPutRequest
 	if err != nil {
 		return nil, rpcErr(&unavailableError{err.Error()})
 	}
-	put, err := c.cli.Put(ctx, seqVersionKey, "")
+	version, err := c.allocateVersion(ctx)
 	if err != nil {
 		return nil, rpcErr(err)
 	}
-	version := uint64(put.Header.Revision)
 	pending := &objectpb.PendingPut{
 		Key: req.Key, Object: KeyHash(req.Key), Version: version,
 		DeadlineUnixMs: c.cfg.Clock.Now().Add(c.cfg.PendingTimeout).UnixMilli(),
@@ -631,6 +665,7 @@ func (c *Coordinator) lookup(ctx context.Context, key string) (*objectpb.ObjectR
 	}
 	rec := &objectpb.ObjectRecord{}
 	if err := decodeValue(string(resp.Kvs[0].Key), resp.Kvs[0].Value, rec); err != nil {
+		c.requestHeal(err)
 		return nil, 0, err
 	}
 	return rec, resp.Kvs[0].ModRevision, nil

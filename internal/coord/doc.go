@@ -52,8 +52,30 @@
 //
 // # Failure model
 //
-// etcd is the source of truth; the coordinator holds only caches (the
-// membership view for placement, refreshed within 250 ms or on a liveness
-// change) and can restart at any time. Nodes may die at any time: their
-// leases expire after Config.LeaseTTLSeconds and placement avoids them.
+// etcd is the source of truth for what is committed; the coordinator holds
+// only caches (the membership view for placement, refreshed within 250 ms or
+// on a liveness change) and can restart at any time. Nodes may die at any
+// time: their leases expire after Config.LeaseTTLSeconds and placement
+// avoids them.
+//
+// The coordinator's store is not a single point of loss: every node keeps a
+// local index entry per replica or shard with the version's key, size and
+// placement, so the index can be rebuilt from the nodes (rebuildplan.go,
+// rebuild.go). An embedded store is checked before etcd starts on it
+// (etcdcheck.go, boltcheck.go: etcd panics on a damaged bbolt page and
+// waits forever on a WAL that lost applied entries); a damaged one is set
+// aside (renamed, never deleted) and a new one started, unless
+// Config.KeepDamagedStore makes it a start error. A new or set-aside store
+// that holds no objects adopts the cluster identity of the first node that
+// joins with one, and merges every joining node's local index into the
+// index for Config.RecoveryWindow; RebuildIndex runs the merge on demand.
+// Versions stay unique across a rebuild: a version is the etcd revision plus
+// a base that a rebuild moves above every version the nodes hold. What a
+// rebuild cannot restore: deletions whose blobs were not yet collected come
+// back, writes whose chunks were all written but not committed become
+// visible, and per-key version numbers start again at 1.
+//
+// Every start-up step is bounded (a context and timeouts), and closing an
+// embedded etcd that never became ready is abandoned after 10 s instead of
+// waiting forever (etcdCloseTimeout).
 package coord

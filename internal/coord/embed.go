@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -12,6 +13,8 @@ import (
 
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/flashmend/flashmend/internal/base"
 )
 
 // ports are the embedded etcd's ports, kept in the coordinator's directory
@@ -103,7 +106,11 @@ func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel s
 	select {
 	case s := <-startedc:
 		if s.err != nil {
-			return nil, nil, fmt.Errorf("coord: embedded etcd: %w", s.err)
+			var ne *net.OpError
+			if errors.As(s.err, &ne) || errors.Is(s.err, os.ErrPermission) {
+				return nil, nil, fmt.Errorf("coord: embedded etcd: %w", s.err)
+			}
+			return nil, nil, fmt.Errorf("coord: embedded etcd in %s: %w: %w", dir, errEtcdStore, s.err)
 		}
 		e = s.e
 	case <-ctx.Done():
@@ -116,14 +123,65 @@ func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel s
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-ctx.Done():
-		e.Close()
+		closeEtcdBounded(e)
 		return nil, nil, fmt.Errorf("coord: waiting for the embedded etcd in %s: %w", dir, context.Cause(ctx))
 	case <-timeout.C:
-		e.Close()
-		return nil, nil, fmt.Errorf("coord: embedded etcd did not become ready in 60s")
+		closeEtcdBounded(e)
+		return nil, nil, fmt.Errorf("coord: embedded etcd in %s did not become ready in 60s: %w", dir, errEtcdStore)
 	case err := <-e.Err():
-		e.Close()
-		return nil, nil, fmt.Errorf("coord: embedded etcd: %w", err)
+		closeEtcdBounded(e)
+		return nil, nil, fmt.Errorf("coord: embedded etcd in %s: %w: %w", dir, errEtcdStore, err)
 	}
 	return e, []string{cu.String()}, nil
+}
+
+// errEtcdStore marks a start failure of the embedded etcd that comes from
+// its data (not from ports, permissions, a lock or a cancelled start).
+var errEtcdStore = errors.New("its store does not start")
+
+// etcdCloseTimeout bounds embed.Etcd.Close: NB: an etcd that never became
+// ready (a store whose WAL lost entries its backend applied, say) waits in
+// Close forever for its own apply loop. The coordinator goes on without it;
+// its listeners are closed first, so its ports are free.
+const etcdCloseTimeout = 10 * time.Second
+
+// closeEtcdBounded closes e, giving up after etcdCloseTimeout.
+func closeEtcdBounded(e *embed.Etcd) {
+	done := make(chan struct{})
+	go func() {
+		e.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(etcdCloseTimeout):
+	}
+}
+
+// startStore starts the embedded etcd on dir. Its store is checked first
+// (checkEtcdStore); a damaged store, or one etcd itself fails to start on,
+// is set aside and a new one started, whose index is then rebuilt from the
+// nodes (unless Config.KeepDamagedStore, which makes it an error).
+func (c *Coordinator) startStore(ctx context.Context, dir string) (*embed.Etcd, []string, error) {
+	data := filepath.Join(dir, "data")
+	hint := " (the coordinator sets a damaged store aside and rebuilds the index from the nodes unless told to keep it)"
+	if err := checkEtcdStore(data); err != nil {
+		if !base.IsCorruption(err) || c.cfg.KeepDamagedStore {
+			return nil, nil, fmt.Errorf("%w%s", err, hint)
+		}
+		if err := c.setAsideStore(data, err); err != nil {
+			return nil, nil, err
+		}
+	}
+	e, eps, err := startEmbeddedEtcd(ctx, dir, c.cfg.UnsafeNoFsync, "error")
+	if err == nil || !storeDamaged(err) || ctx.Err() != nil || c.storeSetAside != "" {
+		return e, eps, err
+	}
+	if c.cfg.KeepDamagedStore {
+		return nil, nil, fmt.Errorf("%w%s", err, hint)
+	}
+	if err := c.setAsideStore(data, err); err != nil {
+		return nil, nil, err
+	}
+	return startEmbeddedEtcd(ctx, dir, c.cfg.UnsafeNoFsync, "error")
 }

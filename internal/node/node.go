@@ -247,7 +247,7 @@ func (n *Node) join(ctx context.Context, ident *identity) error {
 	if want == 0 {
 		want = uint64(n.cfg.NodeID)
 	}
-	resp, err := coordpb.NewCoordinatorClient(conn).Join(ctx, &coordpb.JoinRequest{NodeId: want, Addr: n.lis.Addr().String()})
+	resp, err := coordpb.NewCoordinatorClient(conn).Join(ctx, &coordpb.JoinRequest{NodeId: want, Addr: n.lis.Addr().String(), ClusterId: ident.ClusterID})
 	if err != nil {
 		return fmt.Errorf("node: join: %w", FromStatus(err))
 	}

@@ -130,11 +130,16 @@ func (s *service) ListBlobs(ctx context.Context, req *nodepb.ListBlobsRequest) (
 	if err != nil {
 		return nil, ToStatus(err)
 	}
+	present, err := s.n.chunks.ChunkCounts()
+	if err != nil {
+		return nil, ToStatus(err)
+	}
 	resp := &nodepb.ListBlobsResponse{}
 	for _, b := range blobs {
 		resp.Blobs = append(resp.Blobs, &nodepb.BlobInfo{
 			Key: b.Key, Object: b.Object, Version: b.Version, Shard: b.Shard, Redundancy: b.Redundancy, Chunks: b.Chunks,
 			SizeBytes: b.SizeBytes, Placement: b.Placement, CreatedUnixMs: b.CreatedUnixMs,
+			ChunksPresent: uint32(present[objstore.BlobShard{Object: b.Object, Version: b.Version, Shard: b.Shard}]),
 		})
 	}
 	return resp, nil

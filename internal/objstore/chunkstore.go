@@ -281,6 +281,31 @@ func (c *ChunkStore) Blobs() ([]BlobInfo, error) {
 	return out, nil
 }
 
+// BlobShard names one replica or shard of an object version.
+type BlobShard struct {
+	Object, Version uint64
+	Shard           uint32
+}
+
+// ChunkCounts counts the chunk files this store holds, per replica or shard
+// of an object version.
+func (c *ChunkStore) ChunkCounts() (map[BlobShard]int, error) {
+	names, err := c.store.List("d/")
+	if err != nil {
+		return nil, err
+	}
+	out := map[BlobShard]int{}
+	for _, n := range names {
+		var b BlobShard
+		var index uint32
+		if _, err := fmt.Sscanf(n, "d/%016x.%d/%d.%d", &b.Object, &b.Version, &b.Shard, &index); err != nil {
+			continue // not a chunk file
+		}
+		out[b]++
+	}
+	return out, nil
+}
+
 // DeleteBlob removes every chunk, sums record and index entry of an object
 // version held here.
 func (c *ChunkStore) DeleteBlob(object, version uint64) error {

@@ -456,3 +456,25 @@ func TestMetaFilesVote(t *testing.T) {
 		}
 	}
 }
+
+func TestChunkCounts(t *testing.T) {
+	cs := NewChunkStore(NewMemStore())
+	write := func(id ChunkID) {
+		data := []byte("chunk data")
+		if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 3; i++ {
+		write(ChunkID{Object: 0xabcdef0123456789, Version: 12, Shard: 4, Index: uint32(i)})
+	}
+	write(ChunkID{Object: 7, Version: 1, Shard: 0, Index: 0})
+	got, err := cs.ChunkCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[BlobShard]int{{0xabcdef0123456789, 12, 4}: 3, {7, 1, 0}: 1}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("counts %v, want %v", got, want)
+	}
+}

@@ -110,6 +110,9 @@ type BlobInfo struct {
 	SizeBytes     int64    `protobuf:"varint,7,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
 	Placement     []uint64 `protobuf:"varint,8,rep,packed,name=placement,proto3" json:"placement,omitempty"`
 	CreatedUnixMs int64    `protobuf:"varint,9,opt,name=created_unix_ms,json=createdUnixMs,proto3" json:"created_unix_ms,omitempty"`
+	// In ListBlobs answers: how many of the blob's chunks the node holds (a
+	// write that never finished holds fewer than `chunks`).
+	ChunksPresent uint32 `protobuf:"varint,10,opt,name=chunks_present,json=chunksPresent,proto3" json:"chunks_present,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -203,6 +206,13 @@ func (x *BlobInfo) GetPlacement() []uint64 {
 func (x *BlobInfo) GetCreatedUnixMs() int64 {
 	if x != nil {
 		return x.CreatedUnixMs
+	}
+	return 0
+}
+
+func (x *BlobInfo) GetChunksPresent() uint32 {
+	if x != nil {
+		return x.ChunksPresent
 	}
 	return 0
 }
@@ -1367,7 +1377,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x06object\x18\x01 \x01(\x04R\x06object\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
 	"\x05shard\x18\x03 \x01(\rR\x05shard\x12\x14\n" +
-	"\x05index\x18\x04 \x01(\rR\x05index\"\x81\x02\n" +
+	"\x05index\x18\x04 \x01(\rR\x05index\"\xa8\x02\n" +
 	"\bBlobInfo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\x04R\x06object\x12\x18\n" +
@@ -1380,7 +1390,9 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\n" +
 	"size_bytes\x18\a \x01(\x03R\tsizeBytes\x12\x1c\n" +
 	"\tplacement\x18\b \x03(\x04R\tplacement\x12&\n" +
-	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\"\xcb\x01\n" +
+	"\x0fcreated_unix_ms\x18\t \x01(\x03R\rcreatedUnixMs\x12%\n" +
+	"\x0echunks_present\x18\n" +
+	" \x01(\rR\rchunksPresent\"\xcb\x01\n" +
 	"\x11WriteChunkRequest\x12.\n" +
 	"\x05chunk\x18\x01 \x01(\v2\x18.flashmend.node.ChunkRefR\x05chunk\x12\x12\n" +
 	"\x04data\x18\x02 \x01(\fR\x04data\x12\x12\n" +
