@@ -526,7 +526,7 @@ func TestOrphanedCopiesRemoved(t *testing.T) {
 	fs := mount(t, dev, false, Options{})
 	mustCreate(t, fs, "MANIFEST-000001", []byte("manifest"))
 	mustCreate(t, fs, "data", bytes.Repeat([]byte("d"), 9000))
-	if err := fs.DuplicateRanges("data", []Range{{0, 100}}); err != nil {
+	if err := fs.DuplicateRanges("data", []Range{{Off: 0, Len: 100}}); err != nil {
 		t.Fatal(err)
 	}
 	// Remove the files behind the layer's back, as a crash would leave it.
@@ -559,7 +559,7 @@ func TestWriteAt(t *testing.T) {
 	rng.Read(content)
 	mustCreate(t, fs, "MANIFEST-000001", content)
 	mustCreate(t, fs, "data", content)
-	if err := fs.DuplicateRanges("data", []Range{{10_000, 5000}}); err != nil {
+	if err := fs.DuplicateRanges("data", []Range{{Off: 10_000, Len: 5000}}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"MANIFEST-000001", "data"} {

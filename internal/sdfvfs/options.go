@@ -1,25 +1,17 @@
 package sdfvfs
 
 import (
-	"fmt"
-	"io"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/guardfs"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
 
-// Range is a byte range [Off, Off+Len) of a file.
-type Range struct {
-	Off int64
-	Len int64
-}
-
-func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Off, r.Off+r.Len) }
-
-// End is the first byte after the range.
-func (r Range) End() int64 { return r.Off + r.Len }
+// Range is a byte range [Off, Off+Len) of a file (guardfs.Range: one
+// implementation for both layers).
+type Range = guardfs.Range
 
 // LifetimeFunc picks the sdf lifetime hint of a file from its path and
 // Pebble's write category.
@@ -29,8 +21,9 @@ type LifetimeFunc func(path string, category vfs.DiskWriteCategory) sdf.Lifetime
 // metadata to keep in a second copy (DIRECT 000 section 4.1: local metadata
 // duplication). It is called when a writable handle is closed, with the
 // file's content readable through r. ok=false means "not a file this hook
-// handles". SSTMetadataRanges is the hook for Pebble sstables.
-type RangesFunc func(path string, r io.ReaderAt, size int64) (ranges []Range, ok bool, err error)
+// handles". SSTMetadataRanges is the hook for Pebble sstables. It is
+// guardfs.RangesFunc.
+type RangesFunc = guardfs.RangesFunc
 
 // Options configures an FS. The zero value is usable.
 type Options struct {

@@ -1,18 +1,14 @@
 package sdfvfs
 
 import (
-	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"sort"
-	"strings"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
-	"github.com/cockroachdb/pebble/v2/sstable/block"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/guardfs"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
 
@@ -312,65 +308,8 @@ type verifiedReader struct {
 
 func (r verifiedReader) ReadAt(p []byte, off int64) (int, error) { return r.fs.readAt(r.f, p, off) }
 
-// SSTMetadataRanges returns a RangesFunc for Pebble sstables (*.sst): the
-// index blocks (and top-level index), filter blocks, range-deletion and
+// SSTMetadataRanges returns the RangesFunc for Pebble sstables
+// (guardfs.SSTMetadataRanges: the index, filter, range-deletion and
 // range-key blocks, value index, blob reference index, properties,
-// meta-index and footer, each with its 5-byte block trailer. ro must carry
-// the DB's comparer, mergers and key schemas so the table opens.
-func SSTMetadataRanges(ro sstable.ReaderOptions) RangesFunc {
-	return func(path string, r io.ReaderAt, size int64) ([]Range, bool, error) {
-		if !strings.HasSuffix(path, ".sst") {
-			return nil, false, nil
-		}
-		readable, err := sstable.NewSimpleReadable(readableFile{r: r, size: size, name: baseName(path)})
-		if err != nil {
-			return nil, false, err
-		}
-		rd, err := sstable.NewReader(context.Background(), readable, ro)
-		if err != nil {
-			_ = readable.Close()
-			return nil, false, err
-		}
-		defer rd.Close()
-		l, err := rd.Layout()
-		if err != nil {
-			return nil, false, err
-		}
-		var out []Range
-		add := func(h block.Handle, trailer bool) {
-			if h.Length == 0 {
-				return
-			}
-			n := int64(h.Length)
-			if trailer {
-				n += block.TrailerLen
-			}
-			out = append(out, Range{Off: int64(h.Offset), Len: min(n, size-int64(h.Offset))})
-		}
-		for _, h := range l.Index {
-			add(h, true)
-		}
-		add(l.TopIndex, true)
-		for _, h := range l.Filter {
-			add(h.Handle, true)
-		}
-		for _, h := range []block.Handle{l.RangeDel, l.RangeKey, l.ValueIndex, l.BlobReferenceIndex, l.Properties, l.MetaIndex} {
-			add(h, true)
-		}
-		add(l.Footer, false)
-		return out, true, nil
-	}
-}
-
-// readableFile adapts an io.ReaderAt of known size to sstable.ReadableFile.
-type readableFile struct {
-	r    io.ReaderAt
-	size int64
-	name string
-}
-
-func (f readableFile) ReadAt(p []byte, off int64) (int, error) { return f.r.ReadAt(p, off) }
-func (f readableFile) Close() error                            { return nil }
-func (f readableFile) Stat() (vfs.FileInfo, error) {
-	return fileInfo{name: f.name, size: f.size}, nil
-}
+// meta-index and footer, every block's checksum verified first).
+func SSTMetadataRanges(ro sstable.ReaderOptions) RangesFunc { return guardfs.SSTMetadataRanges(ro) }

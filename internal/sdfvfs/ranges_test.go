@@ -14,11 +14,11 @@ import (
 )
 
 func TestNormalizeRanges(t *testing.T) {
-	got, err := normalizeRanges([]Range{{50, 10}, {0, 10}, {5, 10}, {60, 5}, {100, 0}, {80, 1}}, 100)
+	got, err := normalizeRanges([]Range{{Off: 50, Len: 10}, {Off: 0, Len: 10}, {Off: 5, Len: 10}, {Off: 60, Len: 5}, {Off: 100, Len: 0}, {Off: 80, Len: 1}}, 100)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Range{{0, 15}, {50, 15}, {80, 1}}
+	want := []Range{{Off: 0, Len: 15}, {Off: 50, Len: 15}, {Off: 80, Len: 1}}
 	if len(got) != len(want) {
 		t.Fatalf("got %v want %v", got, want)
 	}
@@ -27,7 +27,7 @@ func TestNormalizeRanges(t *testing.T) {
 			t.Fatalf("got %v want %v", got, want)
 		}
 	}
-	for _, bad := range []Range{{-1, 2}, {0, -1}, {90, 11}} {
+	for _, bad := range []Range{{Off: -1, Len: 2}, {Off: 0, Len: -1}, {Off: 90, Len: 11}} {
 		if _, err := normalizeRanges([]Range{bad}, 100); !base.IsInvalidArgument(err) {
 			t.Fatalf("%s: err %v", bad, err)
 		}
@@ -60,12 +60,12 @@ func TestDuplicateRanges(t *testing.T) {
 	}
 	ps := dev.Geometry().PageSize
 	// Page 2 is wholly covered, page 0 only partly.
-	ranges := []Range{{100, 3000}, {int64(2 * ps), int64(ps)}, {int64(2*ps) + 10, 5}}
+	ranges := []Range{{Off: 100, Len: 3000}, {Off: int64(2 * ps), Len: int64(ps)}, {Off: int64(2*ps) + 10, Len: 5}}
 	if err := fs.DuplicateRanges("d/data", ranges); err != nil {
 		t.Fatal(err)
 	}
 	got, err := fs.DuplicatedRanges("d/data")
-	if err != nil || len(got) != 2 || got[0] != (Range{100, 3000}) || got[1] != (Range{int64(2 * ps), int64(ps)}) {
+	if err != nil || len(got) != 2 || got[0] != (Range{Off: 100, Len: 3000}) || got[1] != (Range{Off: int64(2 * ps), Len: int64(ps)}) {
 		t.Fatalf("duplicated ranges %v, %v", got, err)
 	}
 	pages := filePages(t, dev, fs, "d/data")
@@ -77,7 +77,7 @@ func TestDuplicateRanges(t *testing.T) {
 	}
 	defer r.Close()
 	// Inside the copied ranges: served from the copy.
-	for _, rg := range []Range{{100, 3000}, {500, 10}, {int64(2 * ps), int64(ps)}} {
+	for _, rg := range []Range{{Off: 100, Len: 3000}, {Off: 500, Len: 10}, {Off: int64(2 * ps), Len: int64(ps)}} {
 		buf := make([]byte, rg.Len)
 		if n, err := r.ReadAt(buf, rg.Off); err != nil || n != len(buf) {
 			t.Fatalf("read %s: n=%d err=%v", rg, n, err)
@@ -118,7 +118,7 @@ func TestDuplicateRanges(t *testing.T) {
 	}
 	r2.Close()
 	// Bad ranges are refused.
-	if err := fs.DuplicateRanges("d/data", []Range{{49_000, 2000}}); !base.IsInvalidArgument(err) {
+	if err := fs.DuplicateRanges("d/data", []Range{{Off: 49_000, Len: 2000}}); !base.IsInvalidArgument(err) {
 		t.Fatalf("range past the end: %v", err)
 	}
 	// Renaming carries the copy; removing drops it.

@@ -1,0 +1,708 @@
+package guardfs
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Sidecar content (the logical bytes of a framed file, so every unit of it
+// is a frame bound to the sidecar's identity), little endian:
+//
+//	header: magic u32 | version u32 | sstable size u64 | range count u32 | data offset u32
+//	table:  count x (offset u64 | length u64), sorted, disjoint
+//	pad:    zeros up to the data offset, a multiple of the frame size
+//	data:   the bytes of each range, in table order
+//
+// The data starts on a frame boundary, so no frame holds both structure and
+// copied bytes: a frame of copied bytes lost in every sidecar copy costs
+// only its own bytes (the sstable's are served there), and a lost header
+// costs no copied bytes' frame.
+const (
+	sidecarMagic       uint32 = 0x43534647 // "GFSC"
+	sidecarVersion            = 1
+	sidecarHeaderBytes        = 24
+	sidecarEntryBytes         = 16
+	// maxSidecarRanges and maxSidecarBytes bound what a sidecar's header
+	// may claim, so a header that verified but lies cannot make guardfs
+	// allocate without limit.
+	maxSidecarRanges = 1 << 20
+	maxSidecarBytes  = 1 << 30
+)
+
+// rangeCopy is a copied range of an sstable.
+type rangeCopy struct {
+	Range
+	data []byte
+}
+
+// sidecarState is a parsed sidecar.
+type sidecarState struct {
+	size   int64       // the sstable's size when sealed
+	ranges []rangeCopy // copies that survived, sorted by offset
+	lost   []Range     // recorded ranges whose copy is lost in every sidecar copy
+}
+
+// encodeSidecar lays out the sidecar content of an sstable of size bytes,
+// its copied data starting at a multiple of frameBytes.
+func encodeSidecar(size int64, ranges []rangeCopy, frameBytes int) []byte {
+	structBytes := sidecarHeaderBytes + len(ranges)*sidecarEntryBytes
+	dataOff := (structBytes + frameBytes - 1) / frameBytes * frameBytes
+	n := dataOff
+	for _, r := range ranges {
+		n += len(r.data)
+	}
+	out := make([]byte, sidecarHeaderBytes, n)
+	binary.LittleEndian.PutUint32(out[0:], sidecarMagic)
+	binary.LittleEndian.PutUint32(out[4:], sidecarVersion)
+	binary.LittleEndian.PutUint64(out[8:], uint64(size))
+	binary.LittleEndian.PutUint32(out[16:], uint32(len(ranges)))
+	binary.LittleEndian.PutUint32(out[20:], uint32(dataOff))
+	for _, r := range ranges {
+		out = binary.LittleEndian.AppendUint64(out, uint64(r.Off))
+		out = binary.LittleEndian.AppendUint64(out, uint64(r.Len))
+	}
+	out = append(out, make([]byte, dataOff-structBytes)...)
+	for _, r := range ranges {
+		out = append(out, r.data...)
+	}
+	return out
+}
+
+// decodeSidecar parses merged sidecar content. The parts of ranges whose
+// copied bytes are lost in every copy are listed in lost (the rest of the
+// range keeps its copy); a lost header or table is an error.
+func decodeSidecar(m merged) (*sidecarState, error) {
+	held := subtract(m.size, m.lost) // sorted, disjoint
+	heldAll := func(r Range) bool {
+		for _, h := range held {
+			if h.Off <= r.Off && r.End() <= h.End() {
+				return true
+			}
+		}
+		return false
+	}
+	if !heldAll(Range{0, sidecarHeaderBytes}) {
+		return nil, base.CorruptionErrorf("guardfs: sidecar header lost in every copy")
+	}
+	d := m.data
+	if binary.LittleEndian.Uint32(d[0:]) != sidecarMagic {
+		return nil, base.CorruptionErrorf("guardfs: sidecar has magic %#x", binary.LittleEndian.Uint32(d[0:]))
+	}
+	if v := binary.LittleEndian.Uint32(d[4:]); v != sidecarVersion {
+		return nil, base.CorruptionErrorf("guardfs: sidecar version %d unknown", v)
+	}
+	size := int64(binary.LittleEndian.Uint64(d[8:]))
+	count := int64(binary.LittleEndian.Uint32(d[16:]))
+	dataOff := int64(binary.LittleEndian.Uint32(d[20:]))
+	table := Range{Off: sidecarHeaderBytes, Len: count * sidecarEntryBytes}
+	if size < 0 || count > maxSidecarRanges || dataOff < table.End() {
+		return nil, base.CorruptionErrorf("guardfs: sidecar header claims size %d, %d ranges, data at %d", size, count, dataOff)
+	}
+	if !heldAll(table) {
+		return nil, base.CorruptionErrorf("guardfs: sidecar range table lost in every copy")
+	}
+	sc := &sidecarState{size: size}
+	at := dataOff
+	prevEnd := int64(0)
+	for i := int64(0); i < count; i++ {
+		e := d[table.Off+i*sidecarEntryBytes:]
+		r := Range{Off: int64(binary.LittleEndian.Uint64(e)), Len: int64(binary.LittleEndian.Uint64(e[8:]))}
+		if r.Off < prevEnd || r.Len <= 0 || r.End() > size || at+r.Len > maxSidecarBytes {
+			return nil, base.CorruptionErrorf("guardfs: sidecar range %d %s is not valid", i, r)
+		}
+		prevEnd = r.End()
+		// Keep the held parts of the copy; the lost parts are served from
+		// the sstable itself.
+		src := Range{Off: at, Len: r.Len}
+		covered := src.Off
+		for _, h := range held {
+			lo, hi := max(h.Off, src.Off), min(h.End(), src.End())
+			if lo >= hi {
+				continue
+			}
+			if lo > covered {
+				sc.lost = append(sc.lost, Range{Off: r.Off + covered - src.Off, Len: lo - covered})
+			}
+			sc.ranges = append(sc.ranges, rangeCopy{Range: Range{Off: r.Off + lo - src.Off, Len: hi - lo}, data: d[lo:hi]})
+			covered = hi
+		}
+		if covered < src.End() {
+			sc.lost = append(sc.lost, Range{Off: r.Off + covered - src.Off, Len: src.End() - covered})
+		}
+		at = src.End()
+	}
+	return sc, nil
+}
+
+// ---- writing sstables ----
+
+// createSealed creates an sstable: the data goes to the underlying FS; the
+// sidecar is written when the writer closes.
+func (fs *FS) createSealed(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if err := fs.dropSidecarLocked(name); err != nil {
+		return nil, pathErr("create", name, err)
+	}
+	f, err := fs.inner.Create(name, category)
+	if err != nil {
+		return nil, err
+	}
+	w := &sealedWriter{File: f, fs: fs, path: name, key: fs.key(name)}
+	fs.writers[w.key] = w
+	return w, nil
+}
+
+// dropSidecarLocked removes the sidecar of the sstable at p.
+func (fs *FS) dropSidecarLocked(p string) error {
+	dir, b := fs.split(p)
+	idx := fs.loadIndex(dir, false)
+	for _, r := range idx.sidecars[b] {
+		if err := removeIgnoringMissing(fs.inner, r.path); err != nil {
+			return err
+		}
+	}
+	delete(idx.sidecars, b)
+	delete(fs.sidecars, fs.key(p))
+	return nil
+}
+
+// sealedWriter passes an sstable's writes through and seals it on Close.
+type sealedWriter struct {
+	vfs.File
+	fs     *FS
+	path   string
+	key    string
+	closed bool
+}
+
+func (w *sealedWriter) String() string { return "guardfs.sealed(" + w.path + ")" }
+
+// Close closes the sstable and writes its sidecar. The table itself is
+// complete and durable (Pebble synced it): a sidecar that cannot be made is
+// counted (Stats.SealErrors, CopyErrors), not returned.
+func (w *sealedWriter) Close() error {
+	if w.closed {
+		return pathErr("close", w.path, os.ErrClosed)
+	}
+	w.closed = true
+	err := w.File.Close()
+	fs := w.fs
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.writers[w.key] == w {
+		delete(fs.writers, w.key)
+	}
+	if err != nil {
+		return err
+	}
+	_, _ = fs.sealLocked(w.path)
+	return nil
+}
+
+// sealLocked writes the sidecar of the sstable at p from its current
+// content: its size and verified copies of its metadata ranges, in
+// Options.Copies copies under a new identity; then removes any older
+// sidecar. The caller holds fs.mu.
+func (fs *FS) sealLocked(p string) (*sidecarState, error) {
+	sc, err := fs.readSealLocked(p)
+	if err != nil {
+		fs.ctr.sealErrors.Add(1)
+		return nil, err
+	}
+	dir, b := fs.split(p)
+	if err := fs.ensureReserved(dir); err != nil {
+		fs.ctr.copyErrors.Add(1)
+		return nil, err
+	}
+	id := fs.opts.NewID()
+	m := merged{id: id, size: 0, sealed: true}
+	m.data = encodeSidecar(sc.size, sc.ranges, fs.opts.FrameBytes)
+	m.size = int64(len(m.data))
+	enc := encodeContent(m, fs.opts.FrameBytes, true)
+	var refs []copyRef
+	var errs []error
+	for k := 0; k < fs.sidecarCopies(); k++ {
+		target := fs.inner.PathJoin(fs.reserved(dir), reservedName(kindSidecar, k, id, b))
+		if err := writeNew(fs.inner, target, enc); err != nil {
+			fs.ctr.copyErrors.Add(1)
+			errs = append(errs, err)
+			continue
+		}
+		refs = append(refs, copyRef{k: k, id: id, path: target})
+	}
+	if len(refs) == 0 {
+		fs.ctr.sealErrors.Add(1)
+		return nil, fmt.Errorf("guardfs: no sidecar copy of %s could be written: %w", p, errors.Join(errs...))
+	}
+	if err := fs.syncReserved(dir); err != nil {
+		fs.ctr.copyErrors.Add(1)
+	}
+	idx := fs.loadIndex(dir, false)
+	for _, r := range idx.sidecars[b] {
+		_ = removeIgnoringMissing(fs.inner, r.path)
+	}
+	idx.sidecars[b] = refs
+	fs.sidecars[fs.key(p)] = sc
+	fs.ctr.sidecarsWritten.Add(1)
+	return sc, nil
+}
+
+// readSealLocked reads what a sidecar of the sstable at p would hold.
+func (fs *FS) readSealLocked(p string) (*sidecarState, error) {
+	f, err := fs.inner.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	size := st.Size()
+	layout, err := readSSTLayout(fs.opts.SSTReaderOptions, fs.inner.PathBase(p), f, size)
+	if err != nil {
+		return nil, fmt.Errorf("guardfs: sealing %s: %w", p, err)
+	}
+	sc := &sidecarState{size: size}
+	for _, mr := range layout.ranges {
+		data, err := verifiedRangeBytes(f, mr, layout.checksum)
+		if err != nil {
+			return nil, fmt.Errorf("guardfs: sealing %s: %w", p, err)
+		}
+		sc.ranges = append(sc.ranges, rangeCopy{Range: mr.Range, data: data})
+	}
+	return sc, nil
+}
+
+// writeNew creates target with data, synced.
+func writeNew(inner vfs.FS, target string, data []byte) error {
+	f, err := inner.Create(target, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(append([]byte(nil), data...))
+	if err := errors.Join(werr, f.Sync(), f.Close()); err != nil {
+		_ = removeIgnoringMissing(inner, target)
+		return err
+	}
+	return nil
+}
+
+// loadSidecarLocked returns the sidecar of the sstable at p (nil if it has
+// none or it is unusable), merging its copies and, with restore (or when
+// it was not loaded before and Options.NoRepair is off), rewriting the
+// copies that are missing or damaged. The caller holds fs.mu.
+func (fs *FS) loadSidecarLocked(p string, restore bool) (*sidecarState, error) {
+	key := fs.key(p)
+	if sc, ok := fs.sidecars[key]; ok && !restore {
+		return sc, nil
+	}
+	dir, b := fs.split(p)
+	refs := fs.loadIndex(dir, false).sidecars[b]
+	if len(refs) == 0 {
+		fs.sidecars[key] = nil
+		return nil, nil
+	}
+	var named []uint64
+	states := make([]copyState, len(refs))
+	readErrs := make([]error, len(refs))
+	for i, r := range refs {
+		data, present, rerr := fs.readAll(r.path)
+		readErrs[i] = rerr
+		states[i] = copyState{present: present, physical: int64(len(data))}
+		if present {
+			states[i].frames = parseFrames(data)
+			named = append(named, r.id)
+		}
+	}
+	if len(named) == 0 {
+		fs.sidecars[key] = nil
+		return nil, nil
+	}
+	m := merge(resolveID(named, states), states)
+	fs.countMerge(p, m)
+	sc, err := decodeSidecar(m)
+	if err != nil {
+		fs.ctr.unrecoverable.Add(1)
+		fs.sidecars[key] = nil
+		return nil, fmt.Errorf("guardfs: sidecar of %s: %w", p, err)
+	}
+	if len(sc.lost) > 0 {
+		fs.ctr.unrecoverable.Add(int64(len(sc.lost)))
+	}
+	fs.sidecars[key] = sc
+	if _, writing := fs.writers[key]; !writing && (restore || !fs.opts.NoRepair) {
+		fs.restoreSidecarLocked(p, m, refs, states, readErrs)
+	}
+	return sc, nil
+}
+
+// restoreSidecarLocked rewrites the sidecar copies that are missing,
+// damaged or of another identity from the merged content m.
+func (fs *FS) restoreSidecarLocked(p string, m merged, refs []copyRef, states []copyState, readErrs []error) {
+	dir, b := fs.split(p)
+	complete := len(m.lost) == 0
+	keep := map[int]int{}
+	var drop []copyRef
+	for i, r := range refs {
+		if _, dup := keep[r.k]; dup || r.id != m.id || r.k >= fs.sidecarCopies() || !states[i].present {
+			drop = append(drop, r)
+			continue
+		}
+		keep[r.k] = i
+	}
+	var enc []byte
+	var out []copyRef
+	changed := false
+	for k := 0; k < fs.sidecarCopies(); k++ {
+		i, ok := keep[k]
+		if ok && (m.perfect[i] || readErrs[i] != nil && !complete) {
+			out = append(out, refs[i])
+			continue
+		}
+		if enc == nil {
+			enc = encodeContent(m, fs.opts.FrameBytes, true)
+		}
+		target := fs.inner.PathJoin(fs.reserved(dir), reservedName(kindSidecar, k, m.id, b))
+		if err := fs.writeReplace(dir, target, enc); err != nil {
+			fs.ctr.copyErrors.Add(1)
+			if ok {
+				out = append(out, refs[i])
+			}
+			continue
+		}
+		fs.ctr.copiesRestored.Add(1)
+		changed = true
+		out = append(out, copyRef{k: k, id: m.id, path: target})
+	}
+	for _, r := range drop {
+		if err := removeIgnoringMissing(fs.inner, r.path); err == nil {
+			changed = true
+		}
+	}
+	fs.loadIndex(dir, false).sidecars[b] = out
+	if changed {
+		if err := fs.syncReserved(dir); err != nil {
+			fs.ctr.copyErrors.Add(1)
+		}
+	}
+}
+
+// ---- reading sstables ----
+
+// openSealed opens an sstable as guardfs presents it. An sstable without a
+// sidecar gets one now (if its metadata verifies); a deleted sstable whose
+// sidecar survives opens as a file of its recorded size.
+func (fs *FS) openSealed(name string, rw bool) (vfs.File, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fi, serr := fs.inner.Stat(name)
+	if serr != nil && !isNotExist(serr) {
+		return nil, serr
+	}
+	exists := serr == nil
+	sc, _ := fs.loadSidecarLocked(name, false)
+	_, writing := fs.writers[fs.key(name)]
+	if exists && sc == nil && !writing {
+		sc, _ = fs.sealLocked(name)
+	}
+	if !exists && sc == nil {
+		return nil, pathErr("open", name, os.ErrNotExist)
+	}
+	h := &sealedFile{fs: fs, path: name, sc: sc, writable: rw}
+	if exists {
+		var err error
+		if rw {
+			h.f, err = fs.inner.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+		} else {
+			h.f, err = fs.inner.Open(name)
+		}
+		if err != nil {
+			return nil, err
+		}
+		h.physical = fi.Size()
+		h.mtime = fi.ModTime()
+	}
+	h.size = h.physical
+	if sc != nil {
+		h.size = sc.size
+	}
+	return h, nil
+}
+
+func (fs *FS) statSealed(name string) (vfs.FileInfo, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fi, serr := fs.inner.Stat(name)
+	if serr != nil && !isNotExist(serr) {
+		return nil, serr
+	}
+	if _, writing := fs.writers[fs.key(name)]; writing && serr == nil {
+		return fi, nil
+	}
+	sc, _ := fs.loadSidecarLocked(name, false)
+	switch {
+	case sc != nil:
+		var mtime time.Time
+		if serr == nil {
+			mtime = fi.ModTime()
+		}
+		return fileInfo{name: fs.inner.PathBase(name), size: sc.size, mtime: mtime}, nil
+	case serr == nil:
+		return fi, nil
+	}
+	return nil, pathErr("stat", name, os.ErrNotExist)
+}
+
+// sealedFile reads an sstable: its bytes from the underlying file, metadata
+// ranges checked against the sidecar (the copy is served where they
+// differ), bytes past the physical end (up to the recorded size) as zeros.
+type sealedFile struct {
+	fs       *FS
+	path     string
+	f        vfs.File // nil when the sstable itself is gone
+	sc       *sidecarState
+	physical int64
+	size     int64 // presented
+	mtime    time.Time
+	writable bool
+
+	mu  sync.Mutex
+	pos int64
+}
+
+var _ vfs.File = (*sealedFile)(nil)
+
+func (h *sealedFile) String() string { return "guardfs.sealed(" + h.path + ")" }
+
+func (h *sealedFile) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, pathErr("read", h.path, base.InvalidArgumentf("guardfs: negative offset %d", off))
+	}
+	if off >= h.size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), h.size-off)
+	buf := p[:n]
+	want := Range{Off: off, Len: n}
+	phys := int64(0)
+	var readErr error
+	if h.f != nil && off < h.physical {
+		phys = min(n, h.physical-off)
+		k, err := h.f.ReadAt(buf[:phys], off)
+		if err != nil && err != io.EOF {
+			readErr = err
+			h.fs.ctr.readErrors.Add(1)
+		} else if int64(k) < phys {
+			phys = int64(k) // the file shrank since it was opened
+		}
+	}
+	if readErr != nil {
+		// Unreadable bytes are served from copies where they cover them;
+		// otherwise the read is a corruption (the KV store patches the
+		// range) rather than an I/O error that would stop the store.
+		if !h.coveredByCopies(want) {
+			h.fs.ctr.unrecoverable.Add(1)
+			return 0, markCorruption(pathErr("read", h.path, base.CorruptionErrorf(
+				"guardfs: %s of %s unreadable: %v", want, h.path, readErr)))
+		}
+		phys = 0
+	}
+	if phys < n {
+		clear(buf[phys:])
+		if readErr == nil {
+			h.fs.ctr.zeroFilledBytes.Add(n - phys)
+		}
+	}
+	if h.sc != nil {
+		h.overlay(buf, off, phys)
+	}
+	if n < int64(len(p)) {
+		return int(n), io.EOF
+	}
+	return int(n), nil
+}
+
+// coveredByCopies reports whether the sidecar holds every byte of r.
+func (h *sealedFile) coveredByCopies(r Range) bool {
+	if h.sc == nil {
+		return false
+	}
+	at := r.Off
+	for _, c := range h.sc.ranges {
+		if c.Off <= at && at < c.End() {
+			at = c.End()
+		}
+	}
+	return at >= r.End()
+}
+
+// overlay replaces the bytes of buf (the file at off; the first phys came
+// from the file itself) that a sidecar copy holds differently, and repairs
+// the file's differing bytes in place.
+func (h *sealedFile) overlay(buf []byte, off, phys int64) {
+	want := Range{Off: off, Len: int64(len(buf))}
+	rs := h.sc.ranges
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].End() > off })
+	for ; i < len(rs) && rs[i].Off < want.End(); i++ {
+		c := rs[i]
+		lo, hi := max(c.Off, off), min(c.End(), want.End())
+		dst := buf[lo-off : hi-off]
+		src := c.data[lo-c.Off : hi-c.Off]
+		if bytes.Equal(dst, src) {
+			continue
+		}
+		copy(dst, src)
+		h.fs.ctr.rangeCopyReads.Add(1)
+		if !h.fs.opts.NoRepair && lo < off+phys && c.End() <= h.physical {
+			h.fs.repairRange(h.path, c)
+		}
+	}
+}
+
+// repairRange rewrites a metadata range of the sstable at p from its copy,
+// if the underlying FS lets it write in place, and counts it once read
+// back intact. One repair per range at a time.
+func (fs *FS) repairRange(p string, c rangeCopy) {
+	k := fmt.Sprintf("%s@%d", fs.key(p), c.Off)
+	fs.repairMu.Lock()
+	busy := fs.repairing[k]
+	fs.repairing[k] = true
+	fs.repairMu.Unlock()
+	if busy {
+		return
+	}
+	defer func() {
+		fs.repairMu.Lock()
+		delete(fs.repairing, k)
+		fs.repairMu.Unlock()
+	}()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	fs.repairRangeLocked(p, c)
+}
+
+// repairRangeLocked is repairRange with fs.mu held.
+func (fs *FS) repairRangeLocked(p string, c rangeCopy) {
+	fi, err := fs.inner.Stat(p)
+	if err != nil || fi.Size() < c.End() || fs.sidecars[fs.key(p)] == nil {
+		return // gone or replaced meanwhile
+	}
+	f, err := fs.inner.OpenReadWrite(p, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(append([]byte(nil), c.data...), c.Off); err != nil {
+		return
+	}
+	if err := f.Sync(); err != nil {
+		return
+	}
+	check := make([]byte, c.Len)
+	if n, err := f.ReadAt(check, c.Off); int64(n) == c.Len && (err == nil || err == io.EOF) && bytes.Equal(check, c.data) {
+		fs.ctr.rangeRepairs.Add(1)
+	}
+}
+
+func (h *sealedFile) Read(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n, err := h.ReadAt(p, h.pos)
+	h.pos += int64(n)
+	if n > 0 && err == io.EOF {
+		err = nil
+	}
+	return n, err
+}
+
+// WriteAt passes through (OpenReadWrite only: tools plant damage this
+// way); a write over copied metadata or past the recorded size seals the
+// file again from its new bytes, or drops the sidecar if they no longer
+// verify, so a copy never undoes a write made through guardfs.
+func (h *sealedFile) WriteAt(p []byte, off int64) (int, error) {
+	if !h.writable || h.f == nil {
+		return 0, pathErr("write", h.path, errors.New("guardfs: sstable not open for writing"))
+	}
+	n, err := h.f.WriteAt(p, off)
+	if err != nil {
+		return n, err
+	}
+	w := Range{Off: off, Len: int64(n)}
+	touches := h.sc != nil && w.End() > h.sc.size
+	if h.sc != nil {
+		for _, c := range h.sc.ranges {
+			touches = touches || c.overlaps(w)
+		}
+	}
+	if touches {
+		fs := h.fs
+		fs.mu.Lock()
+		if _, err := fs.sealLocked(h.path); err != nil {
+			_ = fs.dropSidecarLocked(h.path)
+		}
+		h.sc = fs.sidecars[fs.key(h.path)]
+		fs.mu.Unlock()
+		if fi, err := h.f.Stat(); err == nil {
+			h.physical = fi.Size()
+		}
+		h.size = h.physical
+		if h.sc != nil {
+			h.size = h.sc.size
+		}
+	}
+	return n, nil
+}
+
+func (h *sealedFile) Write([]byte) (int, error) {
+	return 0, pathErr("write", h.path, errors.New("guardfs: sealed sstables are not appended to"))
+}
+
+func (h *sealedFile) Close() error {
+	if h.f == nil {
+		return nil
+	}
+	return h.f.Close()
+}
+
+func (h *sealedFile) Stat() (vfs.FileInfo, error) {
+	return fileInfo{name: h.fs.inner.PathBase(h.path), size: h.size, mtime: h.mtime}, nil
+}
+
+func (h *sealedFile) Sync() error {
+	if h.f == nil {
+		return nil
+	}
+	return h.f.Sync()
+}
+func (h *sealedFile) SyncData() error                { return h.Sync() }
+func (h *sealedFile) SyncTo(int64) (bool, error)     { return true, h.Sync() }
+func (h *sealedFile) Preallocate(int64, int64) error { return nil }
+func (h *sealedFile) Prefetch(off, n int64) error {
+	if h.f == nil || off >= h.physical {
+		return nil
+	}
+	return h.f.Prefetch(off, min(n, h.physical-off))
+}
+func (h *sealedFile) Fd() uintptr {
+	if h.f == nil {
+		return vfs.InvalidFd
+	}
+	return h.f.Fd()
+}
+
+// sidecarCopies is how many copies of a sidecar are kept: Copies-1 (at
+// least 1), so each metadata range of an sstable exists Copies times, the
+// sstable's own bytes counting as one.
+func (fs *FS) sidecarCopies() int { return max(1, fs.opts.Copies-1) }
