@@ -27,6 +27,13 @@
 //   - Chameleon (paper 004): popularity with exponential decay (eq. 1,
 //     Popularity, DecayPopularity), the erase estimate (eq. 2,
 //     EraseEstimate) and write amplification 1/(1-mu).
+//   - Failure at rest (every stored bit flipped with probability UBER):
+//     structures kept in copies merged unit by unit, with or without a
+//     bit-by-bit vote (MergedCopies: the flash device state, the SDF
+//     journal, metadata files), their whole-checksum predecessors
+//     (WholeCopiesLoss), and objects (ObjectAtRest: REP-3 with sector merge
+//     and vote, EC 4+2 with per-sector decode), for the uber-restart-objects
+//     experiment.
 //   - Binomial tails in log space (BinomialTail), shared by the above.
 //   - Printed tables (Table, WriteTables) in text, CSV and JSON, with
 //     "note:" lines.
