@@ -50,6 +50,8 @@ func All() []Experiment {
 		directRepairLatency(),
 		objstoreCapacity(),
 		uberRestartKV(),
+		uberRestartObjects(),
+		singleFaultObjects(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all

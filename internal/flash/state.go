@@ -491,3 +491,11 @@ func (e *Emulator) scanWritten(a BlockAddr) (int, error) {
 	}
 	return e.geo.PagesPerBlock, nil
 }
+
+// StateLayout is how the device state of geometry g is stored: a record of
+// recordBytes cut into units units of unitBytes bytes each, in copies
+// copies (for models of its failure probability).
+func StateLayout(g Geometry) (recordBytes, unitBytes, units, copies int) {
+	n := stateLen(g)
+	return n, stateUnitSize, (n + stateUnitPayload - 1) / stateUnitPayload, stateCopies
+}

@@ -222,6 +222,7 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 type OpenInfo struct {
 	Epoch     uint64
 	MetaPages int // journal pages replayed
+	MetaUnits int // their units (each kept in three copies)
 	// MetaUnitsMerged counts units of those pages that did not verify in
 	// some copy (taken from another); MetaUnitsVoted those that verified in
 	// no copy and were rebuilt by a bit-by-bit majority vote.
@@ -272,7 +273,7 @@ func (fs *FS) load() error {
 		return err
 	}
 	epoch, holders := info.epoch, info.zones
-	fs.openInfo = OpenInfo{Epoch: epoch, MetaPages: info.pages, MetaUnitsMerged: info.merged,
+	fs.openInfo = OpenInfo{Epoch: epoch, MetaPages: info.pages, MetaUnits: info.units, MetaUnitsMerged: info.merged,
 		MetaUnitsVoted: info.voted, MetaPagesLost: info.lost}
 	masks := map[int]uint64{}
 	states := map[int]ZoneState{}

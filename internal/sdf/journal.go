@@ -703,6 +703,7 @@ type epochInfo struct {
 	// the epoch after the first page that could not be assembled (their
 	// records are not replayed).
 	pages, lost   int
+	units         int // units of the pages replayed
 	merged, voted int
 }
 
@@ -733,6 +734,7 @@ func latestEpoch(scan metaScan) ([]byte, epochInfo, error) {
 			}
 			s = append(s, p.payload...)
 			info.pages++
+			info.units += max(1, (len(p.payload)+metaUnitPayload-1)/metaUnitPayload)
 			info.merged += p.merged
 			info.voted += p.voted
 		}
@@ -770,3 +772,8 @@ func checkpointComplete(stream []byte) bool {
 		stream = rest
 	}
 }
+
+// MetaLayout is how the metadata journal is stored: every page in copies
+// copies, each cut into units of unitBytes bytes (for models of its failure
+// probability; OpenInfo.MetaUnits counts the units replayed).
+func MetaLayout() (unitBytes, copies int) { return metaUnitSize, metaCopies }

@@ -1,0 +1,507 @@
+package experiments
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/bitrot"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/report"
+)
+
+// The single-fault sweep over the files of storage nodes and of the
+// coordinator (CORDS, FAST'17, one fault at a time): a small cluster is
+// written and stopped; for each file type and each fault (a 4 KiB block
+// zeroed, overwritten with junk, one bit flipped, the file truncated to
+// half, the file deleted) one file of that type on one node (or the
+// coordinator) is damaged, the cluster restarts, every object is read back
+// and scrubbed, and the outcome is classified. Targets: every cell is
+// correct, repaired, or one node reported dead whose data is re-created on
+// the others; never a hang (every cell has a deadline), never a reformat,
+// never the whole cluster down, never wrong or lost data.
+//
+// Nodes run on both stores: plain files (where a node's chunks, sums files,
+// local index entries and identity are files of their own) and emulated
+// flash (where they live inside the device's page file, next to its state
+// copies and format marker).
+
+// sweepFault is one kind of single fault.
+type sweepFault string
+
+const (
+	faultZero     sweepFault = "zero"
+	faultJunk     sweepFault = "junk"
+	faultFlip     sweepFault = "flip"
+	faultTruncate sweepFault = "truncate"
+	faultDelete   sweepFault = "delete"
+)
+
+var sweepFaults = []sweepFault{faultZero, faultJunk, faultFlip, faultTruncate, faultDelete}
+
+// sweepFileType is a type of file a node or the coordinator keeps: Store is
+// the node store it exists on ("file", "sdf", or "" for the coordinator),
+// Match picks files of the type by their path relative to the cluster dir.
+type sweepFileType struct {
+	Name  string
+	Store string
+	Match func(rel string) bool
+}
+
+var sweepFileTypes = []sweepFileType{
+	{"chunk data", "file", func(r string) bool { return strings.Contains(r, "/store/d/") }},
+	{"sums file", "file", func(r string) bool { return strings.Contains(r, "/store/k/") }},
+	{"local index entry", "file", func(r string) bool { return strings.Contains(r, "/store/i/") }},
+	{"node identity", "file", func(r string) bool { return strings.Contains(r, "/store/node/identity") }},
+	{"flash page file", "sdf", func(r string) bool { return strings.HasSuffix(r, "/sdf/flash/pages") }},
+	{"flash device state", "sdf", func(r string) bool { return strings.Contains(r, "/sdf/flash/state.") }},
+	{"flash device lock", "sdf", func(r string) bool { return strings.HasSuffix(r, "/sdf/flash/LOCK") }},
+	{"sdf format marker", "sdf", func(r string) bool { return strings.HasSuffix(r, "/sdf/sdf-formatted") }},
+	{"etcd WAL", "", func(r string) bool { return strings.HasPrefix(r, "coordinator/") && strings.HasSuffix(r, ".wal") }},
+	{"etcd backend", "", func(r string) bool { return strings.HasPrefix(r, "coordinator/") && strings.HasSuffix(r, "/snap/db") }},
+	{"etcd ports file", "", func(r string) bool { return strings.HasSuffix(r, "coordinator/etcd/ports.json") }},
+}
+
+// sweepCell is one (file type, fault) run.
+type sweepCell struct {
+	Type    string
+	Fault   sweepFault
+	File    string // relative path of the damaged file
+	Outcome string // correct, repaired, dead node re-created, or FAIL: why
+	Detail  string
+	Took    time.Duration
+}
+
+func (c sweepCell) failed() bool { return strings.HasPrefix(c.Outcome, "FAIL") }
+
+// sweepOptions bound the sweep.
+type sweepOptions struct {
+	Nodes   int
+	Seed    int64
+	Objects int // per redundancy
+	// Cells picks which cells run: nil runs every (type, fault).
+	Cells func(t sweepFileType, f sweepFault) bool
+	// CellTimeout bounds each cell: a hang is a failure.
+	CellTimeout time.Duration
+}
+
+const sweepObjectBytes = 3*objstore.ChunkSize + 4321
+
+// sweepGeometry is a small flash device for the sweep's sdf nodes.
+func sweepGeometry() flash.Geometry {
+	return flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 16, PagesPerBlock: 32, PageSize: 4096, OOBSize: 128}
+}
+
+func sweepClusterOptions(dir, store string, nodes int, ns *urNodeStores) devcluster.Options {
+	var open func(dir string, i int) (objstore.Store, error)
+	if store == "sdf" {
+		open = ns.open
+	}
+	return devcluster.Options{Dir: dir, Nodes: nodes, NodeStore: open, UnsafeNoFsync: true,
+		LeaseTTLSeconds: 2, HeartbeatInterval: 200 * time.Millisecond,
+		Scrub: &client.ScrubberOptions{PassInterval: 200 * time.Millisecond, ReprotectAfter: time.Second,
+			ScrubBytesPerSecond: 256 * base.MiB, RepairBytesPerSecond: 256 * base.MiB}}
+}
+
+func sweepObjectKey(red objectpb.Redundancy, i int) string {
+	return fmt.Sprintf("sweep/%s/%d", strings.ToLower(red.String()), i)
+}
+
+// buildSweepGolden writes the sweep's objects on a new cluster in dir.
+func buildSweepGolden(ctx context.Context, dir, store string, o sweepOptions) error {
+	opts := sweepClusterOptions(dir, store, o.Nodes, &urNodeStores{g: sweepGeometry(), stores: map[int]*objstore.SDFStore{}})
+	opts.Scrub = nil
+	cl, err := devcluster.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	cli, err := client.Dial(ctx, cl.Endpoint(), client.Options{})
+	if err != nil {
+		cl.Close()
+		return err
+	}
+	for _, red := range []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC} {
+		for i := 0; i < o.Objects; i++ {
+			if _, err := cli.Put(ctx, sweepObjectKey(red, i), uberObjectData(o.Seed, red, i, sweepObjectBytes), red); err != nil {
+				cli.Close()
+				cl.Close()
+				return err
+			}
+		}
+	}
+	// Let the sweeper see nothing left to collect, then stop cleanly.
+	cli.Close()
+	return cl.Close()
+}
+
+// runFaultSweep runs the sweep; the cells are returned in a stable order.
+func runFaultSweep(ctx context.Context, tmp string, o sweepOptions) ([]sweepCell, error) {
+	goldens := map[string]string{}
+	var cells []sweepCell
+	rng := rand.New(rand.NewSource(o.Seed))
+	for _, ft := range sweepFileTypes {
+		store := ft.Store
+		if store == "" {
+			store = "file"
+		}
+		for _, f := range sweepFaults {
+			if o.Cells != nil && !o.Cells(ft, f) {
+				continue
+			}
+			golden, ok := goldens[store]
+			if !ok {
+				golden = filepath.Join(tmp, "golden-"+store)
+				if err := buildSweepGolden(ctx, golden, store, o); err != nil {
+					return cells, fmt.Errorf("sweep: write the %s cluster: %w", store, err)
+				}
+				goldens[store] = golden
+			}
+			cell, err := runSweepCell(ctx, tmp, golden, store, ft, f, rng.Int63(), o)
+			if err != nil {
+				return cells, err
+			}
+			cells = append(cells, cell)
+		}
+	}
+	return cells, nil
+}
+
+// runSweepCell damages one file of type ft on a copy of golden and checks
+// what the restarted cluster does.
+func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileType, fault sweepFault, seed int64, o sweepOptions) (cell sweepCell, err error) {
+	cell = sweepCell{Type: ft.Name, Fault: fault}
+	start := time.Now()
+	defer func() { cell.Took = time.Since(start) }()
+	dir, err := os.MkdirTemp(tmp, "cell-")
+	if err != nil {
+		return cell, err
+	}
+	defer os.RemoveAll(dir)
+	if err := copyTreeSparse(golden, dir); err != nil {
+		return cell, err
+	}
+	rng := rand.New(rand.NewSource(seed))
+	var files []string
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if d.Type().IsRegular() && ft.Match(filepath.ToSlash(rel)) {
+			files = append(files, path)
+		}
+		return nil
+	})
+	if err != nil {
+		return cell, err
+	}
+	if len(files) == 0 {
+		cell.Outcome = "FAIL: no file of this type"
+		return cell, nil
+	}
+	sort.Strings(files)
+	victim := files[rng.Intn(len(files))]
+	cell.File, _ = filepath.Rel(dir, victim)
+	if err := applySweepFault(victim, fault, rng); err != nil {
+		return cell, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, o.CellTimeout)
+	defer cancel()
+	outcome, detail := checkSweepCell(cctx, dir, store, o)
+	if cctx.Err() != nil && !strings.HasPrefix(outcome, "FAIL") {
+		outcome = "FAIL: deadline"
+	}
+	cell.Outcome, cell.Detail = outcome, detail
+	return cell, nil
+}
+
+// applySweepFault damages path: a block in its used part (its data extents:
+// a sparse page file's holes hold nothing), a bit there, or the file.
+func applySweepFault(path string, fault sweepFault, rng *rand.Rand) error {
+	fs := vfs.Default
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	off := int64(0)
+	if f, err := os.Open(path); err == nil {
+		extents, _ := dataExtents(f)
+		f.Close()
+		// Pick a byte of the used part, uniformly.
+		var used int64
+		for _, e := range extents {
+			used += e[1] - e[0]
+		}
+		if used > 0 {
+			at := rng.Int63n(used)
+			for _, e := range extents {
+				if at < e[1]-e[0] {
+					off = e[0] + at
+					break
+				}
+				at -= e[1] - e[0]
+			}
+		}
+	}
+	block := off &^ 4095
+	switch fault {
+	case faultZero:
+		if st.Size() == 0 {
+			return nil
+		}
+		return bitrot.Zero(fs, path, block, 4096)
+	case faultJunk:
+		if st.Size() == 0 {
+			return nil
+		}
+		return bitrot.Junk(fs, path, block, 4096, rng)
+	case faultFlip:
+		if st.Size() == 0 {
+			return nil
+		}
+		return bitrot.FlipBit(fs, path, off*8+int64(rng.Intn(8)))
+	case faultTruncate:
+		return os.Truncate(path, st.Size()/2)
+	case faultDelete:
+		return bitrot.Delete(fs, path)
+	}
+	return base.InvalidArgumentf("unknown fault %q", fault)
+}
+
+// checkSweepCell restarts the cluster in dir and checks every target.
+func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions) (outcome, detail string) {
+	var logs syncBuffer
+	ns := &urNodeStores{g: sweepGeometry(), stores: map[int]*objstore.SDFStore{}}
+	opts := sweepClusterOptions(dir, store, o.Nodes, ns)
+	opts.Logf = logs.logf
+	type started struct {
+		cl  *devcluster.Cluster
+		err error
+	}
+	done := make(chan started, 1)
+	go func() {
+		cl, err := devcluster.Start(ctx, opts)
+		done <- started{cl, err}
+	}()
+	var cl *devcluster.Cluster
+	select {
+	case s := <-done:
+		if s.err != nil {
+			return "FAIL: the cluster did not start", s.err.Error()
+		}
+		cl = s.cl
+	case <-ctx.Done():
+		return "FAIL: hang at start", logs.String()
+	}
+	defer cl.Close()
+	dead := cl.Dead()
+	if len(dead) > 1 {
+		return "FAIL: more than one node dead", fmt.Sprint(dead)
+	}
+	var notes []string
+	for _, d := range dead {
+		notes = append(notes, "dead: "+d.String())
+	}
+	ns.mu.Lock()
+	for i, st := range ns.stores {
+		info := st.OpenInfo()
+		if info.Formatted {
+			ns.mu.Unlock()
+			return "FAIL: a node was formatted", fmt.Sprintf("node %d: %s", i+1, info)
+		}
+		if info.MarkerRestored || info.Device.RejectedStateCopies > 0 || info.FS.MetaUnitsMerged > 0 || info.Device.StateRebuilt {
+			notes = append(notes, fmt.Sprintf("node %d opened: %s", i+1, info))
+		}
+	}
+	ns.mu.Unlock()
+	cli, err := client.Dial(ctx, cl.Endpoint(), client.Options{})
+	if err != nil {
+		return "FAIL: no client", err.Error()
+	}
+	defer cli.Close()
+	// Every object reads back right (the index may be being rebuilt from
+	// the nodes: wait for it); a wrong byte is final.
+	var recs []*objectpb.ObjectRecord
+	for _, red := range []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC} {
+		for i := 0; i < o.Objects; i++ {
+			key := sweepObjectKey(red, i)
+			want := uberObjectData(o.Seed, red, i, sweepObjectBytes)
+			var lastErr error
+			for {
+				got, err := cli.Get(ctx, key)
+				if err == nil && !bytes.Equal(got, want) {
+					return "FAIL: wrong data", key
+				}
+				if err == nil {
+					break
+				}
+				lastErr = err
+				if ctx.Err() != nil {
+					return "FAIL: object not readable", fmt.Sprintf("%s: %v", key, lastErr)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			rec, err := cli.Stat(ctx, key)
+			if err != nil {
+				return "FAIL: stat", err.Error()
+			}
+			recs = append(recs, rec)
+		}
+	}
+	if strings.Contains(logs.String(), "adopting") || strings.Contains(logs.String(), "is damaged") {
+		notes = append(notes, "coordinator: store rebuilt from the nodes")
+	}
+	// A dead node's data is re-created on the others.
+	if len(dead) == 1 {
+		id := uint64(dead[0].ID)
+		for {
+			moved := true
+			for _, key := range keysOf(recs) {
+				rec, err := cli.Stat(ctx, key)
+				if err != nil || slices.Contains(rec.Placement, id) {
+					moved = false
+					break
+				}
+			}
+			if moved {
+				break
+			}
+			if ctx.Err() != nil {
+				return "FAIL: the dead node's data was not re-created", strings.Join(notes, "; ")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// Scrub: every replica and shard present and verified.
+	repaired := 0
+	for _, key := range keysOf(recs) {
+		rec, err := cli.Stat(ctx, key)
+		if err != nil {
+			return "FAIL: stat", err.Error()
+		}
+		rep, err := cli.ScrubObject(ctx, rec, nil, nil)
+		if err != nil {
+			return "FAIL: scrub", err.Error()
+		}
+		repaired += rep.Repaired
+		if again, err := cli.ScrubObject(ctx, rec, nil, nil); err != nil || again.Repaired != 0 {
+			return "FAIL: not clean after a scrub", fmt.Sprintf("%s: %v %v", key, again, err)
+		}
+	}
+	var repairs int64
+	for i := range cl.Nodes {
+		if n := cl.Node(i); n != nil {
+			s := n.Chunks().Stats()
+			repairs += s.Repaired + s.MetaRepaired
+		}
+	}
+	if st := cl.Scrubber(); st != nil {
+		repairs += st.Stats().Repaired
+	}
+	switch {
+	case len(dead) == 1:
+		return "dead node, data re-created", strings.Join(notes, "; ")
+	case repairs > 0 || repaired > 0 || len(notes) > 0:
+		notes = append(notes, fmt.Sprintf("%d chunk or metadata copies rewritten", repairs+int64(repaired)))
+		return "repaired", strings.Join(notes, "; ")
+	}
+	return "correct", ""
+}
+
+func keysOf(recs []*objectpb.ObjectRecord) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, r.Key)
+	}
+	return out
+}
+
+// syncBuffer collects log lines from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) logf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fmt.Fprintf(&s.b, format+"\n", args...)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// singleFaultObjects is the full sweep as an experiment.
+func singleFaultObjects() Experiment {
+	return Experiment{
+		Name: "single-fault-objects",
+		Description: "one fault at a time (zero, junk, flip, truncate, delete) in every file type of the storage nodes (plain-file " +
+			"and emulated-flash stores) and the coordinator: restart, read, scrub; every cell correct, repaired or one dead node re-created",
+		Run: runSingleFaultObjects,
+	}
+}
+
+func runSingleFaultObjects(ctx context.Context, cfg Config) (*report.Report, error) {
+	tmp, err := os.MkdirTemp("", "single-fault-objects-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	o := sweepOptions{Nodes: 6, Seed: cfg.Seed, Objects: 2, CellTimeout: 2 * time.Minute}
+	if cfg.Quick {
+		o.Objects = 1
+		o.Cells = func(t sweepFileType, f sweepFault) bool {
+			return (t.Name == "chunk data" && f == faultDelete) || (t.Name == "flash device state" && f == faultJunk)
+		}
+	}
+	cells, err := runFaultSweep(ctx, tmp, o)
+	if err != nil {
+		return nil, err
+	}
+	r, err := report.New("single-fault-objects", "Single faults in every file type of the storage nodes and the coordinator")
+	if err != nil {
+		return nil, err
+	}
+	r.Text("A cluster of %d storage nodes and a coordinator (embedded etcd), %d REP and %d EC objects of %s, is written and stopped. "+
+		"Then, one cell at a time, one file of one type on one node (or the coordinator) gets one fault: a 4 KiB block of its used part "+
+		"zeroed or overwritten with junk, one bit of its used part flipped, the file truncated to half, or deleted (the file and the "+
+		"place are drawn from the seed). The cluster restarts (with the background scrubber, re-protection after a node is down 1 s), "+
+		"every object is read back and compared, a node reported dead must have its replicas and shards re-created on the others, "+
+		"and every object is scrubbed and must be clean after. Node stores: plain files (chunks, sums files, local index entries and the "+
+		"identity are files) and emulated flash (they live inside the device's page file). Cells have a %s deadline: a hang fails.",
+		o.Nodes, o.Objects, o.Objects, base.Bytes(sweepObjectBytes), o.CellTimeout)
+	var rows [][]string
+	failed := 0
+	for _, c := range cells {
+		if c.failed() {
+			failed++
+		}
+		rows = append(rows, []string{c.Type, string(c.Fault), c.File, c.Outcome, c.Detail, c.Took.Round(100 * time.Millisecond).String()})
+	}
+	if err := r.Table(report.Table{
+		Caption: fmt.Sprintf("%d cells, %d failed.", len(cells), failed),
+		Header:  []string{"file type", "fault", "file", "outcome", "what happened", "took"},
+		Rows:    rows,
+	}); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
