@@ -237,6 +237,8 @@ func (c *Client) readChunk(ctx context.Context, nodeID uint64, id objstore.Chunk
 		if r.Sums == nil {
 			r.Sums = []uint32{}
 		}
+	} else {
+		r.DamagedSums = resp.Sums
 	}
 	return r
 }

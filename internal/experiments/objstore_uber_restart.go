@@ -373,7 +373,7 @@ func uberModelTables(r *report.Report, p uberRestartObjectsParams, cells []urCel
 			fmt.Sprintf("%.2g", state.Loss(u)), fmt.Sprintf("%.2g", model.WholeCopiesLoss(u, stateBytes, 2)),
 			fmt.Sprintf("%.2g", journal.Loss(u)), fmt.Sprintf("%.2g", -math.Expm1(float64(units)/8*math.Log1p(-model.WholeCopiesLoss(u, g.PageSize+g.OOBSize+8, 2)))),
 			fmt.Sprintf("%.2g", metaFile.Loss(u)),
-			fmt.Sprintf("%.2g", repObj.REPLoss(u)), fmt.Sprintf("%.2g", ecObj.ECLoss(u)),
+			fmt.Sprintf("%.2g", repObj.REPLoss(u)), fmt.Sprintf("%.2g", ecObj.ECLoss(u)), fmt.Sprintf("%.2g", ecObj.ECLossWholeSums(u)),
 		})
 	}
 	if err := r.Table(report.Table{
@@ -382,9 +382,10 @@ func uberModelTables(r *report.Report, p uberRestartObjectsParams, cells []urCel
 			"SDF journal: %d units of %d B (mean replayed per node) in %d copies, merged and voted (before: 4 KiB pages under one checksum, "+
 			"in 2 copies; as many pages as units/8). Metadata files: %d per node (local index entries and identity), %d copies, voted. "+
 			"Objects: REP-3 chunks merged sector by sector and voted (lost when a chunk's three sums records are all damaged); EC 4+2 decoded "+
-			"sector by sector (a shard whose sums record is damaged verifies nowhere in its chunk).",
+			"sector by sector, a shard's sector verifying unless its bytes or its entry in the shard's sums record are damaged (before: a "+
+			"shard whose sums record failed its own CRC verified nowhere in its chunk).",
 			base.Bytes(p.ObjectBytes), sn, su, sc, stateBytes, journal.Units, mu, mc, metaFile.Units, objstore.MetaCopies),
-		Header: []string{"UBER", "device state", "device state before", "SDF journal", "journal before", "one metadata file set", "REP object", "EC object"},
+		Header: []string{"UBER", "device state", "device state before", "SDF journal", "journal before", "one metadata file set", "REP object", "EC object", "EC object before"},
 		Rows:   rows,
 	}); err != nil {
 		return err

@@ -120,22 +120,31 @@ func (o ObjectAtRest) REPLoss(u float64) float64 {
 
 // ECLoss is the probability that an EC 4+2 object is lost at rest, with
 // DIRECT's per-sector decode: a row is read when, at every sector, four of
-// the six shards verify there. A shard whose sums record is damaged
-// verifies nowhere; otherwise a sector verifies unless it is damaged.
+// the six shards verify there. A shard's sector verifies unless its bytes
+// or its 4-byte entry in the shard's sums record are damaged (a sums record
+// that fails its own CRC still serves its other entries).
 func (o ObjectAtRest) ECLoss(u float64) float64 {
+	d := UnitDamage(u, o.SectorBytes+4)
+	sectorOK := 0.0
+	for k := 4; k <= 6; k++ {
+		sectorOK += binomPMF(6, k, 1-d)
+	}
+	return -math.Expm1(float64(o.Rows*o.SectorsPerChunk) * math.Log(sectorOK))
+}
+
+// ECLossWholeSums is ECLoss when a shard whose sums record fails its own CRC
+// verifies nowhere in its chunk (the decode before damaged records' entries
+// were used): the comparison the uber-restart-objects report prints.
+func (o ObjectAtRest) ECLossWholeSums(u float64) float64 {
 	r := UnitDamage(u, o.SumsBytes)
 	d := UnitDamage(u, o.SectorBytes)
 	rowOK := 0.0
-	for s := 0; s <= 6; s++ {
-		pS := binomPMF(6, s, 1-r)
-		if pS == 0 || s < 4 {
-			continue
-		}
+	for s := 4; s <= 6; s++ {
 		sectorOK := 0.0
 		for k := 4; k <= s; k++ {
 			sectorOK += binomPMF(s, k, 1-d)
 		}
-		rowOK += pS * math.Exp(float64(o.SectorsPerChunk)*math.Log(sectorOK))
+		rowOK += binomPMF(6, s, 1-r) * math.Exp(float64(o.SectorsPerChunk)*math.Log(sectorOK))
 	}
 	return -math.Expm1(float64(o.Rows) * math.Log(rowOK))
 }

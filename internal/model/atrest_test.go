@@ -81,36 +81,46 @@ func TestObjectAtRestMonteCarlo(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
-	o := ObjectAtRest{Rows: 2, SectorsPerChunk: 4, SectorBytes: 4, SumsBytes: 4}
+	// Sums records as the store lays them out: length, one entry per
+	// sector, the record's CRC.
+	o := ObjectAtRest{Rows: 2, SectorsPerChunk: 4, SectorBytes: 4, SumsBytes: 4 + 4*4 + 4}
 	u := 0.003
 	const trials = 100000
-	ecLost, repLost := 0, 0
+	ecLost, ecWholeLost, repLost := 0, 0, 0
 	for i := 0; i < trials; i++ {
-		// EC: per row, six shards: sums damaged?, sectors damaged?
-		lost := false
-		for r := 0; r < o.Rows && !lost; r++ {
-			var sums [6]bool
+		// EC: per row, six shards: sums record damaged (and where: the
+		// length field, sector k's entry, or the record's own CRC)?
+		// sectors damaged?
+		lost, wholeLost := false, false
+		for r := 0; r < o.Rows; r++ {
+			var sums [6][]bool // per bit of the record
 			var sec [6][]bool
 			for s := 0; s < 6; s++ {
-				sums[s] = anyTrue(damaged(rng, 8*o.SumsBytes, u))
+				sums[s] = damaged(rng, 8*o.SumsBytes, u)
 				for k := 0; k < o.SectorsPerChunk; k++ {
 					sec[s] = append(sec[s], anyTrue(damaged(rng, 8*o.SectorBytes, u)))
 				}
 			}
 			for k := 0; k < o.SectorsPerChunk; k++ {
-				good := 0
+				good, goodWhole := 0, 0
 				for s := 0; s < 6; s++ {
-					if !sums[s] && !sec[s][k] {
+					entry := sums[s][8*(4+4*k) : 8*(8+4*k)]
+					if !sec[s][k] && !anyTrue(entry) {
 						good++
 					}
+					if !sec[s][k] && !anyTrue(sums[s]) {
+						goodWhole++
+					}
 				}
-				if good < 4 {
-					lost = true
-				}
+				lost = lost || good < 4
+				wholeLost = wholeLost || goodWhole < 4
 			}
 		}
 		if lost {
 			ecLost++
+		}
+		if wholeLost {
+			ecWholeLost++
 		}
 		// REP: per chunk, three replicas; a sector is lost when damaged in
 		// all three and some bit flipped in two of them.
@@ -151,7 +161,7 @@ func TestObjectAtRestMonteCarlo(t *testing.T) {
 		got  int
 		want float64
 		tol  float64
-	}{{"EC", ecLost, o.ECLoss(u), 0.05}, {"REP", repLost, o.REPLoss(u), 0.3}} {
+	}{{"EC", ecLost, o.ECLoss(u), 0.05}, {"EC, whole sums record", ecWholeLost, o.ECLossWholeSums(u), 0.05}, {"REP", repLost, o.REPLoss(u), 0.3}} {
 		p := float64(c.got) / trials
 		sigma := math.Sqrt(c.want * (1 - c.want) / trials)
 		t.Logf("%s: simulated %.4g, model %.4g", c.name, p, c.want)

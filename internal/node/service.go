@@ -82,8 +82,12 @@ func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (
 	case r.Corrupt:
 		s.n.history.record(KindPersistent, &id, "")
 	}
+	sums := r.Sums
+	if sums == nil {
+		sums = r.DamagedSums // sums_valid false: per-sector use only
+	}
 	return &nodepb.ReadChunkResponse{
-		Data: r.Data, Sums: r.Sums, SumsValid: r.Sums != nil, Corrupt: r.Corrupt, Transient: r.Transient,
+		Data: r.Data, Sums: sums, SumsValid: r.Sums != nil, Corrupt: r.Corrupt, Transient: r.Transient,
 	}, nil
 }
 

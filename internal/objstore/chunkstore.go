@@ -137,6 +137,9 @@ type ChunkRead struct {
 	Data []byte
 	// Sums is nil when the sums record failed its own checksum.
 	Sums []uint32
+	// DamagedSums are the entries of a sums record that failed its own
+	// checksum (DamagedSums), for per-sector use; nil otherwise.
+	DamagedSums []uint32
 	// Corrupt is set when the chunk failed verification twice; Data is then
 	// the corrupt content, for a majority vote.
 	Corrupt bool
@@ -190,6 +193,8 @@ func (c *ChunkStore) readOnce(id ChunkID) (ChunkRead, error) {
 		// from the data's: then the data is what is wrong.
 		if _, sums, derr := DecodeSums(id, rec); derr == nil {
 			r.Sums = sums
+		} else {
+			r.DamagedSums = DamagedSums(rec)
 		}
 	}
 	r.Corrupt = r.Sums == nil || Verify(id, data, r.Sums) != nil

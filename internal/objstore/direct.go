@@ -25,6 +25,10 @@ type ReplicaRead struct {
 	// Sums are the replica's checksums for the chunk, nil when its sums
 	// record failed its own CRC.
 	Sums []uint32
+	// DamagedSums are the entries of the replica's sums record when it
+	// failed its own CRC (Sums is nil): EC's per-sector decode checks each
+	// sector against its own entry (objstore.DamagedSums).
+	DamagedSums []uint32
 	// Missing: the node answered but has no such chunk (its file is gone).
 	// A missing chunk is damage like a corrupt one: with no Data it is
 	// judged corrupt and repaired; the I/O loop re-creates it.
@@ -372,21 +376,32 @@ func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, rea
 // rebuildSectors reconstructs an EC row sector by sector when fewer than
 // four shards verify whole: Reed-Solomon works byte-wise across shards, so
 // each 512 B sector can be decoded from whichever four shards verify at that
-// sector (a shard whose sums record is corrupt cannot be checked and counts
-// as erased). It returns the decision and whether every sector had four
-// verified shards and every rebuilt shard matches its own sums.
+// sector. It returns the decision and whether every sector had four
+// verified shards and every rebuilt shard matches its own sums. A shard whose
+// sums record failed its own CRC still takes part: each of its sectors is
+// checked against that record's entry for it (ReplicaRead.DamagedSums).
 func rebuildSectors(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, reads [TotalShards]ReplicaRead, verdicts [TotalShards]verdict) (Decision, bool) {
 	var bad [TotalShards]map[int]bool
 	usable := 0
+	n := SectorCount(rowLen)
 	for s := range reads {
-		if (verdicts[s] == good || verdicts[s] == corrupt) && len(reads[s].Data) == rowLen &&
-			len(reads[s].Sums) == SectorCount(rowLen) {
-			bad[s] = map[int]bool{}
-			for _, sec := range BadSectors(ids[s], reads[s].Data, reads[s].Sums) {
-				bad[s][sec] = true
-			}
-			usable++
+		if (verdicts[s] != good && verdicts[s] != corrupt) || len(reads[s].Data) != rowLen {
+			continue
 		}
+		sums := reads[s].Sums
+		if sums == nil && len(reads[s].DamagedSums) >= n {
+			// A damaged sums record: each sector is checked against its
+			// own entry; the entries the damage hit make their sectors bad.
+			sums = reads[s].DamagedSums[:n]
+		}
+		if len(sums) != n {
+			continue
+		}
+		bad[s] = map[int]bool{}
+		for _, sec := range BadSectors(ids[s], reads[s].Data, sums) {
+			bad[s][sec] = true
+		}
+		usable++
 	}
 	if usable < DataShards {
 		return Decision{}, false

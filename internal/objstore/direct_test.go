@@ -24,11 +24,12 @@ const (
 	stShort                    // truncated data
 	stFlipC                    // bit 101 flipped (flipA's sector, another bit)
 	stFlipD                    // bit 4000 flipped (flipA's sector, another byte)
+	stSumsEntry                // data fine, sums record corrupt at sector 1's entry (its other entries usable)
 	numStates
 )
 
 func (s replicaState) String() string {
-	return [...]string{"good", "flipA", "flipB", "flipA2", "down", "sumsbad", "short", "flipC", "flipD"}[s]
+	return [...]string{"good", "flipA", "flipB", "flipA2", "down", "sumsbad", "short", "flipC", "flipD", "sumsentry"}[s]
 }
 
 func (s replicaState) flips() []int {
@@ -58,6 +59,10 @@ func makeRead(s replicaState, id ChunkID, data []byte) ReplicaRead {
 		return ReplicaRead{Fetched: true, Err: fmt.Errorf("node down")}
 	case stSumsBad:
 		return ReplicaRead{Fetched: true, Data: d}
+	case stSumsEntry:
+		damaged := append([]uint32(nil), sums...)
+		damaged[1] ^= 1 << 7
+		return ReplicaRead{Fetched: true, Data: d, DamagedSums: damaged}
 	case stShort:
 		d = d[:len(d)-1]
 	}
@@ -86,7 +91,7 @@ func expectREP(states []replicaState) (ok bool, repairs []int, voted bool) {
 			continue
 		}
 		repairs = append(repairs, i)
-		if s != stSumsBad {
+		if s != stSumsBad && s != stSumsEntry { // REP uses only intact records
 			haveSums = true
 		}
 		if s != stShort {
@@ -212,7 +217,7 @@ func TestDecideECExhaustive(t *testing.T) {
 			ids[s] = ChunkID{Object: 1, Version: 1, Shard: uint32(s), Index: 3}
 		}
 		want := bytes.Join(shards[:DataShards], nil)
-		ecStates := []replicaState{stGood, stFlipA, stFlipB, stUnavailable, stSumsBad}
+		ecStates := []replicaState{stGood, stFlipA, stFlipB, stUnavailable, stSumsBad, stSumsEntry}
 		total := 1
 		for range TotalShards {
 			total *= len(ecStates)
@@ -225,13 +230,27 @@ func TestDecideECExhaustive(t *testing.T) {
 				c /= len(ecStates)
 			}
 			// Reference: every sector needs four shards that verify there
-			// (flipA damages sector 0, flipB sector 2).
+			// (flipA damages sector 0, flipB sector 2, sumsentry's record
+			// sector 1's entry).
 			good := DataShards
-			for _, sector := range []replicaState{stFlipA, stFlipB} {
+			for sector := 0; sector < 3; sector++ {
 				n := 0
 				for _, st := range states {
-					if st == stGood || ((st == stFlipA || st == stFlipB) && st != sector) {
+					switch st {
+					case stGood:
 						n++
+					case stFlipA:
+						if sector != 0 {
+							n++
+						}
+					case stFlipB:
+						if sector != 2 {
+							n++
+						}
+					case stSumsEntry:
+						if sector != 1 {
+							n++
+						}
 					}
 				}
 				good = min(good, n)
@@ -268,7 +287,7 @@ func TestDecideECExhaustive(t *testing.T) {
 				t.Fatalf("%v: WRONG DATA", states)
 			}
 			for i, s := range d.Repairs {
-				if !reads[s].Fetched || (states[s] != stFlipA && states[s] != stFlipB && states[s] != stSumsBad) {
+				if !reads[s].Fetched || (states[s] != stFlipA && states[s] != stFlipB && states[s] != stSumsBad && states[s] != stSumsEntry) {
 					t.Fatalf("%v: repair of shard %d in state %v", states, s, states[s])
 				}
 				if !bytes.Equal(d.RepairData[i], shards[s]) {
@@ -276,7 +295,7 @@ func TestDecideECExhaustive(t *testing.T) {
 				}
 			}
 			for s := range reads {
-				corruptRead := reads[s].Fetched && (states[s] == stFlipA || states[s] == stFlipB || states[s] == stSumsBad)
+				corruptRead := reads[s].Fetched && (states[s] == stFlipA || states[s] == stFlipB || states[s] == stSumsBad || states[s] == stSumsEntry)
 				if corruptRead != slices.Contains(d.Repairs, s) {
 					t.Fatalf("%v: shard %d read corrupt=%v but repairs %v", states, s, corruptRead, d.Repairs)
 				}

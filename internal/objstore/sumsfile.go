@@ -88,6 +88,24 @@ func recordCRC(id ChunkID, body []byte) uint32 {
 
 // DecodeSums decodes and verifies id's sums record. It returns the chunk's
 // data length and sums, or a corruption error.
+// DamagedSums returns the sector checksums a sums record that failed its
+// own CRC still holds (nil for a record of the wrong size or an empty slot):
+// every entry is a CRC32C bound to the chunk's identity and the sector's
+// index, so a sector that matches its entry verified as surely as with an
+// intact record; an entry the damage hit only makes its sector count as bad.
+// EC's per-sector decode uses them, so that a flip in a sums record costs
+// the sectors whose entries it hit, not the whole chunk.
+func DamagedSums(rec []byte) []uint32 {
+	if len(rec) != SumsRecordSize || isZero(rec) {
+		return nil
+	}
+	sums := make([]uint32, SectorsPerChunk)
+	for i := range sums {
+		sums[i] = binary.LittleEndian.Uint32(rec[4+4*i:])
+	}
+	return sums
+}
+
 func DecodeSums(id ChunkID, rec []byte) (dataLen int, sums []uint32, err error) {
 	if len(rec) != SumsRecordSize {
 		return 0, nil, base.CorruptionErrorf("sums of %s: record of %d bytes, want %d", id, len(rec), SumsRecordSize)
