@@ -234,6 +234,23 @@ type framedState struct {
 	mtime   time.Time
 }
 
+// unreadable reports a file whose copies hold bytes but no frame of its
+// identity: its content (even its size) is lost in every copy, or belongs
+// to another identity (a crash inside Rename, then damage to every copy of
+// the renamed file). It is not an empty file: Open returns a corruption
+// error and nothing is restored over the copies.
+func (st *framedState) unreadable() bool {
+	if st.m.sealed || st.m.size > 0 {
+		return false
+	}
+	for _, s := range st.states {
+		if s.physical > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // loadFramedLocked reads every copy of the framed file at p and merges
 // them. The caller holds fs.mu.
 func (fs *FS) loadFramedLocked(p string) framedState {
@@ -293,20 +310,11 @@ func (fs *FS) countMerge(p string, m merged) {
 func (fs *FS) restoreStateLocked(p string, st *framedState) {
 	dir, b := fs.split(p)
 	m := &st.m
-	if !m.sealed && m.size == 0 {
-		for _, s := range st.states {
-			for _, f := range s.frames {
-				if f.id != m.id {
-					// Nothing of the named identity survives, but data of
-					// another does: ambiguous (a crash inside Rename, then
-					// damage to every copy). Leave it for Verify to report.
-					return
-				}
-			}
-		}
-		if m.id == 0 {
-			m.id = fs.opts.NewID() // an empty file that never got frames
-		}
+	if st.unreadable() {
+		return // nothing to restore from; Open and Verify report it
+	}
+	if m.id == 0 && m.size == 0 && !m.sealed {
+		m.id = fs.opts.NewID() // an empty file that never got frames
 	}
 	complete := len(m.lost) == 0
 	replaceable := func(i int) bool { return st.readErr[i] == nil || complete }
@@ -395,6 +403,11 @@ func (fs *FS) openFramed(name string) (vfs.File, error) {
 	st, ok := fs.restoreFramedLocked(name, false)
 	if !ok {
 		return nil, pathErr("open", name, os.ErrNotExist)
+	}
+	if st.unreadable() {
+		fs.ctr.unrecoverable.Add(1)
+		return nil, markCorruption(pathErr("open", name, base.CorruptionErrorf(
+			"guardfs: no frame of %s verifies in any copy", name)))
 	}
 	return &framedReader{fs: fs, path: name, m: st.m, mtime: st.mtime}, nil
 }

@@ -105,7 +105,7 @@ func TestPebbleExplicitFaults(t *testing.T) {
 		if disk {
 			base, dir = vfs.Default, filepath.Join(t.TempDir(), "db")
 		}
-		want := guardtest.BuildStore(t, newGuard(t, base, guardfs.Options{}), dir, 2000)
+		want := guardtest.BuildStore(t, newGuard(t, base, guardfs.Options{}), dir, 1200)
 		for _, c := range explicitCases {
 			t.Run(fmt.Sprintf("disk=%v/%s", disk, c.name), func(t *testing.T) {
 				rng := rand.New(rand.NewSource(seed))
@@ -137,7 +137,7 @@ func TestPebbleExplicitFaults(t *testing.T) {
 func TestPebbleWithoutGuardfs(t *testing.T) {
 	const seed = 3
 	base := vfs.NewMem()
-	want := guardtest.BuildStore(t, base, "/db", 2000)
+	want := guardtest.BuildStore(t, base, "/db", 1200)
 	failed := 0
 	for _, c := range explicitCases {
 		rng := rand.New(rand.NewSource(seed))

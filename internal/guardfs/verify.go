@@ -96,13 +96,8 @@ func (rep *VerifyReport) verifyFramed(fs *FS, p string) {
 	for _, l := range st.m.lost {
 		rep.Damage = append(rep.Damage, Damage{Path: p, Range: l, Reason: "lost in every copy"})
 	}
-	if !st.m.sealed && st.m.size == 0 {
-		for _, s := range st.states {
-			if len(s.frames) > 0 && s.frames[0].id != st.m.id {
-				rep.Damage = append(rep.Damage, Damage{Path: p, Reason: "no copy holds the file's identity; another identity's frames left in place"})
-				break
-			}
-		}
+	if st.unreadable() {
+		rep.Damage = append(rep.Damage, Damage{Path: p, Reason: "no frame of the file verifies in any copy; copies left in place"})
 	}
 }
 

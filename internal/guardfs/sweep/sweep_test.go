@@ -12,7 +12,7 @@ import (
 )
 
 // storeKeys is how many keys the swept store holds.
-const storeKeys = 2500
+const storeKeys = 1500
 
 // world is a place to build stores in and clone them from: a MemFS, or
 // the OS file system under a temporary directory.
