@@ -27,11 +27,12 @@ import (
 // copied bytes: a frame of copied bytes lost in every sidecar copy costs
 // only its own bytes (the sstable's are served there), and a lost header
 // costs no copied bytes' frame.
+const sidecarMagic uint32 = 0x43534647 // "GFSC"
+
 const (
-	sidecarMagic       uint32 = 0x43534647 // "GFSC"
-	sidecarVersion            = 1
-	sidecarHeaderBytes        = 24
-	sidecarEntryBytes         = 16
+	sidecarVersion     = 1
+	sidecarHeaderBytes = 24
+	sidecarEntryBytes  = 16
 	// maxSidecarRanges and maxSidecarBytes bound what a sidecar's header
 	// may claim, so a header that verified but lies cannot make guardfs
 	// allocate without limit.
