@@ -360,3 +360,22 @@ func TestSidecarRoundTrip(t *testing.T) {
 		t.Fatal("a sidecar without its header decoded")
 	}
 }
+
+func TestParseReserved(t *testing.T) {
+	for entry, want := range map[string]struct {
+		name    string
+		sidecar bool
+		ok      bool
+	}{
+		reservedName(kindCopy, 2, 0xabc, "MANIFEST-000001"):                    {"MANIFEST-000001", false, true},
+		reservedName(kindSidecar, 0, 1, "000005.sst"):                          {"000005.sst", true, true},
+		reservedName(kindCopy, 1, 7, "marker.manifest.000002.MANIFEST-000009"): {"marker.manifest.000002.MANIFEST-000009", false, true},
+		"t.0123456789abcdef.tmp":                                               {},
+		"MANIFEST-000001.1":                                                    {},
+	} {
+		name, sidecar, ok := ParseReserved(entry)
+		if name != want.name || sidecar != want.sidecar || ok != want.ok {
+			t.Errorf("%s: %q %v %v", entry, name, sidecar, ok)
+		}
+	}
+}

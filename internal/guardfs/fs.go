@@ -872,3 +872,16 @@ func (fs *FS) PathDir(p string) string { return fs.inner.PathDir(p) }
 
 // GetDiskUsage implements vfs.FS.
 func (fs *FS) GetDiskUsage(p string) (vfs.DiskUsage, error) { return fs.inner.GetDiskUsage(p) }
+
+// ParseReserved names the file a ReservedDir entry protects: for
+// "m.<k>.<id>.<name>" (copy k of a framed file) and "s.<k>.<id>.<name>"
+// (copy k of an sstable's sidecar) it returns name and whether it is a
+// sidecar; ok is false for anything else (temporary files of a restore).
+// For tools that classify stored files.
+func ParseReserved(entry string) (name string, sidecar bool, ok bool) {
+	kind, _, _, name, ok := parseReserved(entry)
+	if !ok || kind != kindCopy && kind != kindSidecar {
+		return "", false, false
+	}
+	return name, kind == kindSidecar, true
+}
