@@ -505,3 +505,32 @@ func TestFramedNothingVerifies(t *testing.T) {
 		}
 	}
 }
+
+// TestSealedWriteThrough: bytes written through guardfs into an sstable's
+// metadata (tools plant damage this way) are what reads return: the copy
+// follows the write (the file is sealed again, or loses its sidecar if its
+// metadata no longer verifies), it never undoes it.
+func TestSealedWriteThrough(t *testing.T) {
+	inner := vfs.NewMem()
+	g := newGuard(t, inner, guardfs.Options{})
+	_ = g.MkdirAll("/d", 0o755)
+	writeSST(t, g, "/d/000001.sst", 1000)
+	orig, _ := guardtest.ReadFile(inner, "/d/000001.sst")
+	for _, at := range []int64{int64(len(orig)) - 30, int64(len(orig)) - 300} { // footer, then a metadata block
+		f, err := g.OpenReadWrite("/d/000001.sst", vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, 1)
+		if _, err := f.ReadAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+		b[0] ^= 0x5a
+		if _, err := f.WriteAt(b, at); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+		orig[at] = b[0]
+		mustRead(t, newGuard(t, inner, guardfs.Options{}), "/d/000001.sst", orig)
+	}
+}

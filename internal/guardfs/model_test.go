@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/model"
@@ -103,7 +104,7 @@ func TestModelSealedMonteCarlo(t *testing.T) {
 			if err != nil {
 				sc = nil
 			}
-			h := &sealedFile{fs: fs, path: "t.sst", f: vfs.NewMemFile(primary), sc: sc, physical: metaBytes, size: metaBytes}
+			h := newSealedFile(fs, "t.sst", vfs.NewMemFile(primary), sc, metaBytes, time.Time{}, false)
 			got := make([]byte, metaBytes)
 			if n, err := h.ReadAt(got, 0); n != metaBytes || err != nil {
 				t.Fatalf("read %d, %v", n, err)

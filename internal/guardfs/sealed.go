@@ -9,6 +9,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -421,25 +422,22 @@ func (fs *FS) openSealed(name string, rw bool) (vfs.File, error) {
 	if !exists && sc == nil {
 		return nil, pathErr("open", name, os.ErrNotExist)
 	}
-	h := &sealedFile{fs: fs, path: name, sc: sc, writable: rw}
+	var f vfs.File
+	var physical int64
+	var mtime time.Time
 	if exists {
 		var err error
 		if rw {
-			h.f, err = fs.inner.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+			f, err = fs.inner.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
 		} else {
-			h.f, err = fs.inner.Open(name)
+			f, err = fs.inner.Open(name)
 		}
 		if err != nil {
 			return nil, err
 		}
-		h.physical = fi.Size()
-		h.mtime = fi.ModTime()
+		physical, mtime = fi.Size(), fi.ModTime()
 	}
-	h.size = h.physical
-	if sc != nil {
-		h.size = sc.size
-	}
-	return h, nil
+	return newSealedFile(fs, name, f, sc, physical, mtime, rw), nil
 }
 
 func (fs *FS) statSealed(name string) (vfs.FileInfo, error) {
@@ -473,14 +471,35 @@ type sealedFile struct {
 	fs       *FS
 	path     string
 	f        vfs.File // nil when the sstable itself is gone
-	sc       *sidecarState
-	physical int64
-	size     int64 // presented
 	mtime    time.Time
 	writable bool
+	// view is replaced whole by WriteAt (which may seal the file again);
+	// reads load it once.
+	view atomic.Pointer[sealedView]
 
 	mu  sync.Mutex
 	pos int64
+}
+
+// sealedView is what a sealed sstable looks like to readers.
+type sealedView struct {
+	sc       *sidecarState // nil: no sidecar
+	physical int64         // bytes the underlying file has
+	size     int64         // bytes presented: the recorded size, else physical
+}
+
+func newSealedFile(fs *FS, path string, f vfs.File, sc *sidecarState, physical int64, mtime time.Time, rw bool) *sealedFile {
+	h := &sealedFile{fs: fs, path: path, f: f, mtime: mtime, writable: rw}
+	h.setView(sc, physical)
+	return h
+}
+
+func (h *sealedFile) setView(sc *sidecarState, physical int64) {
+	v := &sealedView{sc: sc, physical: physical, size: physical}
+	if sc != nil {
+		v.size = sc.size
+	}
+	h.view.Store(v)
 }
 
 var _ vfs.File = (*sealedFile)(nil)
@@ -491,16 +510,17 @@ func (h *sealedFile) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, pathErr("read", h.path, base.InvalidArgumentf("guardfs: negative offset %d", off))
 	}
-	if off >= h.size {
+	v := h.view.Load()
+	if off >= v.size {
 		return 0, io.EOF
 	}
-	n := min(int64(len(p)), h.size-off)
+	n := min(int64(len(p)), v.size-off)
 	buf := p[:n]
 	want := Range{Off: off, Len: n}
 	phys := int64(0)
 	var readErr error
-	if h.f != nil && off < h.physical {
-		phys = min(n, h.physical-off)
+	if h.f != nil && off < v.physical {
+		phys = min(n, v.physical-off)
 		k, err := h.f.ReadAt(buf[:phys], off)
 		if err != nil && err != io.EOF {
 			readErr = err
@@ -513,7 +533,7 @@ func (h *sealedFile) ReadAt(p []byte, off int64) (int, error) {
 		// Unreadable bytes are served from copies where they cover them;
 		// otherwise the read is a corruption (the KV store patches the
 		// range) rather than an I/O error that would stop the store.
-		if !h.coveredByCopies(want) {
+		if !v.coveredByCopies(want) {
 			h.fs.ctr.unrecoverable.Add(1)
 			return 0, markCorruption(pathErr("read", h.path, base.CorruptionErrorf(
 				"guardfs: %s of %s unreadable: %v", want, h.path, readErr)))
@@ -526,8 +546,8 @@ func (h *sealedFile) ReadAt(p []byte, off int64) (int, error) {
 			h.fs.ctr.zeroFilledBytes.Add(n - phys)
 		}
 	}
-	if h.sc != nil {
-		h.overlay(buf, off, phys)
+	if v.sc != nil {
+		h.overlay(v, buf, off, phys)
 	}
 	if n < int64(len(p)) {
 		return int(n), io.EOF
@@ -536,12 +556,12 @@ func (h *sealedFile) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // coveredByCopies reports whether the sidecar holds every byte of r.
-func (h *sealedFile) coveredByCopies(r Range) bool {
-	if h.sc == nil {
+func (v *sealedView) coveredByCopies(r Range) bool {
+	if v.sc == nil {
 		return false
 	}
 	at := r.Off
-	for _, c := range h.sc.ranges {
+	for _, c := range v.sc.ranges {
 		if c.Off <= at && at < c.End() {
 			at = c.End()
 		}
@@ -552,9 +572,9 @@ func (h *sealedFile) coveredByCopies(r Range) bool {
 // overlay replaces the bytes of buf (the file at off; the first phys came
 // from the file itself) that a sidecar copy holds differently, and repairs
 // the file's differing bytes in place.
-func (h *sealedFile) overlay(buf []byte, off, phys int64) {
+func (h *sealedFile) overlay(v *sealedView, buf []byte, off, phys int64) {
 	want := Range{Off: off, Len: int64(len(buf))}
-	rs := h.sc.ranges
+	rs := v.sc.ranges
 	i := sort.Search(len(rs), func(i int) bool { return rs[i].End() > off })
 	for ; i < len(rs) && rs[i].Off < want.End(); i++ {
 		c := rs[i]
@@ -566,7 +586,7 @@ func (h *sealedFile) overlay(buf []byte, off, phys int64) {
 		}
 		copy(dst, src)
 		h.fs.ctr.rangeCopyReads.Add(1)
-		if !h.fs.opts.NoRepair && lo < off+phys && c.End() <= h.physical {
+		if !h.fs.opts.NoRepair && lo < off+phys && c.End() <= v.physical {
 			h.fs.repairRange(h.path, c)
 		}
 	}
@@ -641,9 +661,10 @@ func (h *sealedFile) WriteAt(p []byte, off int64) (int, error) {
 		return n, err
 	}
 	w := Range{Off: off, Len: int64(n)}
-	touches := h.sc != nil && w.End() > h.sc.size
-	if h.sc != nil {
-		for _, c := range h.sc.ranges {
+	v := h.view.Load()
+	touches := v.sc != nil && w.End() > v.sc.size
+	if v.sc != nil {
+		for _, c := range v.sc.ranges {
 			touches = touches || c.overlaps(w)
 		}
 	}
@@ -653,15 +674,13 @@ func (h *sealedFile) WriteAt(p []byte, off int64) (int, error) {
 		if _, err := fs.sealLocked(h.path); err != nil {
 			_ = fs.dropSidecarLocked(h.path)
 		}
-		h.sc = fs.sidecars[fs.key(h.path)]
+		sc := fs.sidecars[fs.key(h.path)]
 		fs.mu.Unlock()
+		physical := max(v.physical, w.End())
 		if fi, err := h.f.Stat(); err == nil {
-			h.physical = fi.Size()
+			physical = fi.Size()
 		}
-		h.size = h.physical
-		if h.sc != nil {
-			h.size = h.sc.size
-		}
+		h.setView(sc, physical)
 	}
 	return n, nil
 }
@@ -678,7 +697,7 @@ func (h *sealedFile) Close() error {
 }
 
 func (h *sealedFile) Stat() (vfs.FileInfo, error) {
-	return fileInfo{name: h.fs.inner.PathBase(h.path), size: h.size, mtime: h.mtime}, nil
+	return fileInfo{name: h.fs.inner.PathBase(h.path), size: h.view.Load().size, mtime: h.mtime}, nil
 }
 
 func (h *sealedFile) Sync() error {
@@ -691,10 +710,11 @@ func (h *sealedFile) SyncData() error                { return h.Sync() }
 func (h *sealedFile) SyncTo(int64) (bool, error)     { return true, h.Sync() }
 func (h *sealedFile) Preallocate(int64, int64) error { return nil }
 func (h *sealedFile) Prefetch(off, n int64) error {
-	if h.f == nil || off >= h.physical {
+	v := h.view.Load()
+	if h.f == nil || off >= v.physical {
 		return nil
 	}
-	return h.f.Prefetch(off, min(n, h.physical-off))
+	return h.f.Prefetch(off, min(n, v.physical-off))
 }
 func (h *sealedFile) Fd() uintptr {
 	if h.f == nil {
