@@ -97,6 +97,8 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 	f.Int64Var(&cfg.LeaseTTLSeconds, "lease-ttl-seconds", 5, "node liveness lease")
 	f.Var(&maxObject, "max-object", "largest object accepted")
 	f.StringVar(&cfg.ReadMode, "read-mode", coord.ReadModeDirect, "cluster read mode: direct or hdfs (baseline)")
+	f.IntVar(&cfg.EtcdMembers, "etcd-members", 1,
+		"embedded etcd members (1, 3 or 5: with more than one, a member whose store is damaged or lost is replaced from the others; they share this process)")
 	f.BoolVar(&cfg.KeepDamagedStore, "keep-damaged-store", false,
 		"refuse to start on a damaged embedded etcd store instead of setting it aside and rebuilding the index from the nodes")
 	scrub.register(cmd, 10*time.Minute)

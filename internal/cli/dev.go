@@ -17,9 +17,10 @@ import (
 
 // devOptions are `flashmend dev`'s settings.
 type devOptions struct {
-	dir   string
-	nodes int
-	store string
+	dir         string
+	nodes       int
+	etcdMembers int
+	store       string
 	// deviceSize is the data capacity of each node's emulated flash device
 	// (sdf store); an existing device keeps its size.
 	deviceSize base.Bytes
@@ -63,6 +64,8 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	// failed (a node that cannot open is reported dead at start).
 	o.scrub.register(cmd, time.Minute)
 	o.start.register(cmd)
+	f.IntVar(&o.etcdMembers, "etcd-members", 1,
+		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
 	return cmd
 }
 
@@ -73,7 +76,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		return base.InvalidArgumentf("--dir is required")
 	}
 	opts := devcluster.Options{
-		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, MaxObjectBytes: o.maxObject, SyncWrites: true,
+		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, MaxObjectBytes: o.maxObject, SyncWrites: true, EtcdMembers: o.etcdMembers,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
 	}
 	store, err := devStore(o.store, o.deviceSize)
@@ -120,6 +123,8 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	fmt.Fprintf(out, "flashmend dev cluster: %d of %d nodes serving (%s store), data in %s\n", o.nodes-len(dead), o.nodes, o.store, o.dir)
 	for _, d := range dead {
 		fmt.Fprintf(out, "dead: %v\n", d)
+		fmt.Fprintf(out, "  its replicas and shards are served by the other nodes and re-created on them after --reprotect-after; "+
+			"to reuse the node, remove %s (it is formatted afresh at the next start and refilled by the scrubber)\n", d.Dir)
 	}
 	fmt.Fprintf(out, "endpoint %s (in %s)\n", cl.Endpoint(), filepath.Join(o.dir, endpointFile))
 	fmt.Fprintf(out, "try: flashmend ctl --endpoint %s nodes\n", cl.Endpoint())

@@ -65,6 +65,10 @@ type Config struct {
 	SweepInterval time.Duration
 	// UnsafeNoFsync disables the embedded etcd's fsyncs (tests only).
 	UnsafeNoFsync bool
+	// EtcdMembers is the number of embedded etcd members (1, 3 or 5;
+	// default 1). With more than one, a member whose store is damaged or
+	// lost is replaced from the others (members.go).
+	EtcdMembers int
 	// KeepDamagedStore makes a damaged embedded etcd store a start error
 	// instead of setting it aside and rebuilding the index from the nodes.
 	KeepDamagedStore bool
@@ -80,7 +84,7 @@ type Config struct {
 type Coordinator struct {
 	coordpb.UnimplementedCoordinatorServer
 	cfg       Config
-	etcd      *embed.Etcd
+	etcds     []*embed.Etcd // the embedded store's members (none with external etcd)
 	endpoints []string
 	cli       *clientv3.Client
 	mapping   *EtcdMappingTable
@@ -152,12 +156,22 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{cfg: cfg, conns: map[string]*grpc.ClientConn{}, rebuildKick: make(chan struct{}, 1)}
 	c.endpoints = cfg.EtcdEndpoints
-	if len(c.endpoints) == 0 {
+	switch {
+	case len(c.endpoints) > 0:
+	case cfg.EtcdMembers <= 1:
 		e, eps, err := c.startStore(ctx, filepath.Join(cfg.Dir, "etcd"))
 		if err != nil {
 			return nil, err
 		}
-		c.etcd, c.endpoints = e, eps
+		c.etcds, c.endpoints = []*embed.Etcd{e}, eps
+	case cfg.EtcdMembers == 3 || cfg.EtcdMembers == 5:
+		es, eps, err := c.startMembers(ctx, cfg.Dir, cfg.EtcdMembers)
+		if err != nil {
+			return nil, err
+		}
+		c.etcds, c.endpoints = es, eps
+	default:
+		return nil, base.InvalidArgumentf("coordinator: %d etcd members (want 1, 3 or 5)", cfg.EtcdMembers)
 	}
 	var err error
 	c.cli, err = clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
@@ -229,9 +243,15 @@ func (c *Coordinator) closeEtcd() {
 	if c.cli != nil {
 		c.cli.Close()
 	}
-	if c.etcd != nil {
-		closeEtcdBounded(c.etcd)
+	var wg sync.WaitGroup
+	for _, e := range c.etcds {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			closeEtcdBounded(e)
+		}()
 	}
+	wg.Wait()
 }
 
 func (c *Coordinator) ensureClusterID(ctx context.Context) (string, error) {

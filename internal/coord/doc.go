@@ -75,6 +75,13 @@
 // back, writes whose chunks were all written but not committed become
 // visible, and per-key version numbers start again at 1.
 //
+// With Config.EtcdMembers = 3 (or 5) the embedded store is a replicated
+// etcd cluster whose members live in separate directories of the
+// coordinator's process (members.go): a member whose store is damaged or
+// lost is set aside and replaced from the others (removed, added again and
+// started empty), without a rebuild from the nodes; only when no quorum of
+// members keeps a store is the whole store started afresh and rebuilt.
+//
 // Every start-up step is bounded (a context and timeouts), and closing an
 // embedded etcd that never became ready is abandoned after 10 s instead of
 // waiting forever (etcdCloseTimeout).

@@ -36,47 +36,69 @@ func freePort(want int) (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startEmbeddedEtcd starts a single-member etcd with its data in dir, on
-// loopback ports chosen at run time. It returns the client endpoints.
-//
-// Every blocking step honours ctx: embed.StartEtcd itself cannot be
-// interrupted (it waits, for instance, on the bbolt file lock of a data
-// directory another process holds), so it runs in its own goroutine, and an
-// abandoned start is closed when it returns.
-func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel string) (*embed.Etcd, []string, error) {
+// memberPorts returns the ports of the member in dir: the ones it used
+// last time when they are still free (moved reports that they were not, so
+// the member's peer address changed), and remembers them.
+func memberPorts(dir string) (p ports, moved bool, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, nil, err
+		return p, false, err
 	}
-	var p ports
 	portsFile := filepath.Join(dir, "ports.json")
 	if b, err := os.ReadFile(portsFile); err == nil {
 		if json.Unmarshal(b, &p) != nil {
 			p = ports{} // a bad file only means new ports
 		}
 	}
-	var err error
+	old := p
 	if p.Client, err = freePort(p.Client); err != nil {
-		return nil, nil, err
+		return p, false, err
 	}
 	if p.Peer, err = freePort(p.Peer); err != nil || p.Peer == p.Client {
 		if p.Peer, err = freePort(0); err != nil {
-			return nil, nil, err
+			return p, false, err
 		}
 	}
 	if b, err := json.Marshal(p); err == nil {
 		if err := os.WriteFile(portsFile, b, 0o644); err != nil {
-			return nil, nil, fmt.Errorf("coord: remember etcd ports: %w", err)
+			return p, false, fmt.Errorf("coord: remember etcd ports: %w", err)
 		}
 	}
+	return p, old.Peer != 0 && old.Peer != p.Peer, nil
+}
+
+func (p ports) clientURL() url.URL {
+	u, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", p.Client))
+	return *u
+}
+
+func (p ports) peerURL() url.URL {
+	u, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", p.Peer))
+	return *u
+}
+
+// etcdConfig is the embedded etcd configuration of a member in dir. name
+// and initialCluster are empty for the single default member.
+func etcdConfig(dir string, p ports, name, initialCluster, state string, noFsync bool, logLevel string) *embed.Config {
 	cfg := embed.NewConfig()
 	cfg.Dir = filepath.Join(dir, "data")
-	cu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", p.Client))
-	pu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", p.Peer))
-	cfg.ListenClientUrls = []url.URL{*cu}
-	cfg.AdvertiseClientUrls = []url.URL{*cu}
-	cfg.ListenPeerUrls = []url.URL{*pu}
-	cfg.AdvertisePeerUrls = []url.URL{*pu}
-	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	cu, pu := p.clientURL(), p.peerURL()
+	cfg.ListenClientUrls = []url.URL{cu}
+	cfg.AdvertiseClientUrls = []url.URL{cu}
+	cfg.ListenPeerUrls = []url.URL{pu}
+	cfg.AdvertisePeerUrls = []url.URL{pu}
+	if name != "" {
+		cfg.Name = name
+		cfg.InitialCluster = initialCluster
+		cfg.InitialClusterToken = "flashmend"
+		cfg.ClusterState = state
+		// The coordinator changes the membership itself, one member at a
+		// time and only with the others serving; etcd's own check waits
+		// for peers to have been connected for seconds, which members that
+		// just started have not.
+		cfg.StrictReconfigCheck = false
+	} else {
+		cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
+	}
 	cfg.UnsafeNoFsync = noFsync
 	cfg.LogLevel = logLevel
 	// NB: even at level error, etcd logs expected errors on every clean
@@ -84,6 +106,32 @@ func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel s
 	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zap.NewNop())
 	cfg.AutoCompactionMode = embed.CompactorModeRevision
 	cfg.AutoCompactionRetention = "10000"
+	return cfg
+}
+
+// startEmbeddedEtcd starts a single-member etcd with its data in dir, on
+// loopback ports chosen at run time. It returns the client endpoints.
+func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel string) (*embed.Etcd, []string, error) {
+	p, _, err := memberPorts(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cfg := etcdConfig(dir, p, "", "", "", noFsync, logLevel)
+	e, err := launchEtcd(ctx, cfg, dir, 60*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	cu := p.clientURL()
+	return e, []string{cu.String()}, nil
+}
+
+// launchEtcd starts an embedded etcd and waits until it serves.
+//
+// Every blocking step honours ctx: embed.StartEtcd itself cannot be
+// interrupted (it waits, for instance, on the bbolt file lock of a data
+// directory another process holds), so it runs in its own goroutine, and an
+// abandoned start is closed when it returns.
+func launchEtcd(ctx context.Context, cfg *embed.Config, dir string, wait time.Duration) (*embed.Etcd, error) {
 	type started struct {
 		e   *embed.Etcd
 		err error
@@ -96,11 +144,11 @@ func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel s
 	abandon := func() {
 		go func() {
 			if s := <-startedc; s.e != nil {
-				s.e.Close()
+				closeEtcdBounded(s.e)
 			}
 		}()
 	}
-	timeout := time.NewTimer(60 * time.Second)
+	timeout := time.NewTimer(wait)
 	defer timeout.Stop()
 	var e *embed.Etcd
 	select {
@@ -108,31 +156,31 @@ func startEmbeddedEtcd(ctx context.Context, dir string, noFsync bool, logLevel s
 		if s.err != nil {
 			var ne *net.OpError
 			if errors.As(s.err, &ne) || errors.Is(s.err, os.ErrPermission) {
-				return nil, nil, fmt.Errorf("coord: embedded etcd: %w", s.err)
+				return nil, fmt.Errorf("coord: embedded etcd: %w", s.err)
 			}
-			return nil, nil, fmt.Errorf("coord: embedded etcd in %s: %w: %w", dir, errEtcdStore, s.err)
+			return nil, fmt.Errorf("coord: embedded etcd in %s: %w: %w", dir, errEtcdStore, s.err)
 		}
 		e = s.e
 	case <-ctx.Done():
 		abandon()
-		return nil, nil, fmt.Errorf("coord: starting the embedded etcd in %s: %w", dir, context.Cause(ctx))
+		return nil, fmt.Errorf("coord: starting the embedded etcd in %s: %w", dir, context.Cause(ctx))
 	case <-timeout.C:
 		abandon()
-		return nil, nil, fmt.Errorf("coord: the embedded etcd in %s did not start in 60s (is another process using it?)", dir)
+		return nil, fmt.Errorf("coord: the embedded etcd in %s did not start in %v (is another process using it?)", dir, wait)
 	}
 	select {
 	case <-e.Server.ReadyNotify():
 	case <-ctx.Done():
 		closeEtcdBounded(e)
-		return nil, nil, fmt.Errorf("coord: waiting for the embedded etcd in %s: %w", dir, context.Cause(ctx))
+		return nil, fmt.Errorf("coord: waiting for the embedded etcd in %s: %w", dir, context.Cause(ctx))
 	case <-timeout.C:
 		closeEtcdBounded(e)
-		return nil, nil, fmt.Errorf("coord: embedded etcd in %s did not become ready in 60s: %w", dir, errEtcdStore)
+		return nil, fmt.Errorf("coord: embedded etcd in %s did not become ready in %v: %w", dir, wait, errEtcdStore)
 	case err := <-e.Err():
 		closeEtcdBounded(e)
-		return nil, nil, fmt.Errorf("coord: embedded etcd in %s: %w: %w", dir, errEtcdStore, err)
+		return nil, fmt.Errorf("coord: embedded etcd in %s: %w: %w", dir, errEtcdStore, err)
 	}
-	return e, []string{cu.String()}, nil
+	return e, nil
 }
 
 // errEtcdStore marks a start failure of the embedded etcd that comes from

@@ -20,7 +20,7 @@ func TestSingleFaultSweep(t *testing.T) {
 	for i, ft := range sweepFileTypes {
 		pick[ft.Name] = sweepFaults[(int(seed%int64(len(sweepFaults)))+i)%len(sweepFaults)]
 	}
-	o := sweepOptions{Nodes: 6, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
+	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
 		Cells: func(t sweepFileType, f sweepFault) bool { return pick[t.Name] == f }}
 	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
 	if err != nil {

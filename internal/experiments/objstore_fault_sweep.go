@@ -465,7 +465,9 @@ func runSingleFaultObjects(ctx context.Context, cfg Config) (*report.Report, err
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	o := sweepOptions{Nodes: 6, Seed: cfg.Seed, Objects: 2, CellTimeout: 2 * time.Minute}
+	// Seven nodes: EC 4+2 places six shards on six distinct nodes, so a
+	// dead node's shard can only be re-created elsewhere with a seventh.
+	o := sweepOptions{Nodes: 7, Seed: cfg.Seed, Objects: 2, CellTimeout: 2 * time.Minute}
 	if cfg.Quick {
 		o.Objects = 1
 		o.Cells = func(t sweepFileType, f sweepFault) bool {

@@ -36,6 +36,9 @@ type Options struct {
 	ReadMode          string
 	// UnsafeNoFsync disables etcd's fsyncs (tests).
 	UnsafeNoFsync bool
+	// EtcdMembers is the coordinator's number of embedded etcd members (1
+	// or 3; see coord.Config.EtcdMembers).
+	EtcdMembers int
 	// Scrub, when set, runs a scrubber in the background.
 	Scrub *client.ScrubberOptions
 	Logf  func(format string, args ...any)
@@ -80,7 +83,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	co, err := coord.Start(ctx, coord.Config{
 		Dir: filepath.Join(opts.Dir, "coordinator"), LeaseTTLSeconds: opts.LeaseTTLSeconds,
 		MaxObjectBytes: opts.MaxObjectBytes, ReadMode: opts.ReadMode, UnsafeNoFsync: opts.UnsafeNoFsync,
-		Logf: opts.Logf,
+		EtcdMembers: opts.EtcdMembers, Logf: opts.Logf,
 	})
 	if err != nil {
 		return nil, err
