@@ -65,6 +65,11 @@ type uberRestartResult struct {
 	Patches, Transient, Skipped, LogFilled uint64
 	Rebuilds                               map[string]uint64
 	RaftLog                                []string
+	// States are the replicas' states at the end; StatesAtDeadline when
+	// the read-back stopped; FirstError is the error of one key that did
+	// not read back.
+	States, StatesAtDeadline []string
+	FirstError               string
 }
 
 func (r uberRestartResult) rebuildText() string {
@@ -156,8 +161,12 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 	outcome := make([]string, p.Keys)
 	for len(pending) > 0 {
 		var still []int
-		for _, i := range pending {
-			rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		for k, i := range pending {
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				still = append(still, pending[k:]...)
+				break
+			}
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
 			v, found, err := cl.Get(rctx, uberKey(i), kv.Eventual())
 			cancel()
 			switch {
@@ -183,6 +192,21 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	for _, id := range c2.NodeIDs() {
+		if r := c2.Node(id).Replica(1); r != nil {
+			if st, err := r.Status(); err == nil {
+				res.StatesAtDeadline = append(res.StatesAtDeadline, fmt.Sprintf("%s: %s", id, st.State))
+			}
+		}
+	}
+	for i, o := range outcome {
+		if o == "error" && res.FirstError == "" {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, _, err := cl.Get(rctx, uberKey(i), kv.Eventual())
+			cancel()
+			res.FirstError = fmt.Sprintf("%s: %v", uberKey(i), err)
+		}
+	}
 	for _, o := range outcome {
 		switch o {
 		case "missing":
@@ -195,6 +219,13 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 	}
 	// Let repairs settle, then compare the replicas.
 	res.Converged = uberConverged(ctx, c2, 30*time.Second)
+	for _, id := range c2.NodeIDs() {
+		if r := c2.Node(id).Replica(1); r != nil {
+			if st, err := r.Status(); err == nil {
+				res.States = append(res.States, fmt.Sprintf("%s: %s", id, st.State))
+			}
+		}
+	}
 	for _, id := range c2.NodeIDs() {
 		r := c2.Node(id).Replica(1)
 		if r == nil {
@@ -227,16 +258,28 @@ func uberLoad(ctx context.Context, c *kv.LocalCluster, p uberRestartParams) erro
 		for j := i; j < i+20 && j < batched; j++ {
 			ops = append(ops, kv.Op{Key: uberKey(j), Value: uberValue(j, p.ValueBytes)})
 		}
-		if _, err := cl.Batch(ctx, ops, nil); err != nil {
+		if err := uberRetry(ctx, func() error { _, err := cl.Batch(ctx, ops, nil); return err }); err != nil {
 			return err
 		}
 	}
 	for i := batched; i < p.Keys; i++ {
-		if _, err := cl.Put(ctx, uberKey(i), uberValue(i, p.ValueBytes)); err != nil {
+		if err := uberRetry(ctx, func() error { _, err := cl.Put(ctx, uberKey(i), uberValue(i, p.ValueBytes)); return err }); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// uberRetry retries an idempotent write whose outcome is unknown (a leader
+// change dropped the proposal) a few times.
+func uberRetry(ctx context.Context, write func() error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		if err = write(); err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // uberConverged waits until every running replica reports the same content

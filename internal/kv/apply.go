@@ -1,9 +1,11 @@
 package kv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -262,11 +264,12 @@ func (r *Replica) installSnapshot(index uint64) bool {
 // applyPatchEntry is Figure 5 of DIRECT 001: every replica reaches the
 // PatchRequest at the same point of the log. Healthy replicas send the
 // content of the ranges as of exactly this point; the corrupted replica
-// waits here for the ranges, each from whichever replica has it intact
-// (helix recovery: when every replica is damaged somewhere, each range
-// still comes from one that holds it), and ingests them atomically.
+// waits here until each range is covered, piece by piece, by whichever
+// replicas hold those pieces intact (helix recovery: when every replica is
+// damaged somewhere, a range can still come together from several), and
+// ingests it atomically.
 //
-// Ranges no replica sent within PatchTimeout stay under repair and are
+// Ranges not covered within PatchTimeout stay under repair and are
 // requested again at a later entry: no rebuild, which would need a peer
 // whose whole state reads back. A patch entry of this replica that no
 // repair is waiting for (replayed after a restart: the ingest is durable
@@ -291,19 +294,41 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	if r.stopped() {
 		return false
 	}
-	var done []Range
+	// Each covered range is excised over its wide span; the rows there
+	// outside the range (the separator key the replica still reads) come
+	// from the replica itself, as of this entry.
+	var done, wide, missing []Range
+	var doneBlocks []uint64
 	var rows []*kvpb.KeyValue
-	var bytesIn uint64
-	for _, rg := range ranges {
-		if part, ok := got.rows[rg.String()]; ok {
-			done = append(done, rg)
-			rows = append(rows, part...)
+	for i, rg := range ranges {
+		w := rg
+		if i < len(pr.wide) {
+			w = pr.wide[i]
+		}
+		if !covers(got.pieces[rg.String()], rg) {
+			missing = append(missing, rg)
+			continue
+		}
+		own, err := r.ownRowsOutside(w, rg)
+		if err != nil {
+			missing = append(missing, rg)
+			continue
+		}
+		done, wide = append(done, rg), append(wide, w)
+		if i < len(pr.blocks) {
+			doneBlocks = append(doneBlocks, pr.blocks[i]...)
+		}
+		rows = append(rows, own...)
+		for _, kv := range got.rows[rg.String()] {
+			if rg.Contains(kv.Key) {
+				rows = append(rows, kv)
+			}
 		}
 	}
-	bytesIn = got.bytes
+	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i].Key, rows[j].Key) < 0 })
 	if len(done) > 0 {
 		r.smMu.RLock()
-		err := r.sm.ingestRanges(done, rows, idx, term)
+		err := r.sm.ingestRanges(wide, rows, idx, term)
 		r.smMu.RUnlock()
 		if err != nil {
 			reason := rebuildApplyFailed
@@ -315,25 +340,19 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	} else if !r.applyNoop(idx, term) {
 		return false
 	}
-	var missing []Range
-	for _, rg := range ranges {
-		if _, ok := got.rows[rg.String()]; !ok {
-			missing = append(missing, rg)
-		}
-	}
 	now := r.opts.Clock.Now()
 	r.mu.Lock()
 	if len(done) > 0 {
 		r.stats.PatchesApplied++
-		r.stats.PatchBytesReceived += bytesIn
+		r.stats.PatchBytesReceived += got.bytes
 		r.stats.LastRepair = now.Sub(pr.detected)
 		r.stats.LastDetection = "patched"
 	}
 	var still []Range
 	for _, rec := range r.recovering {
 		covered := false
-		for _, pr := range done {
-			if rangeCovers(pr, rec) {
+		for _, d := range done {
+			if rangeCovers(d, rec) {
 				covered = true
 			}
 		}
@@ -349,6 +368,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 			r.repaired = map[string][]Range{}
 		}
 		r.repaired[pr.path] = append(r.repaired[pr.path], done...)
+		r.noteRepairedBlocksLocked(pr.path, doneBlocks)
 	}
 	delete(r.pending, req.PatchId)
 	r.mu.Unlock()
@@ -359,15 +379,41 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	if len(missing) > 0 {
 		// Ask again at a later entry (a builder may have been damaged in
 		// that range itself, and patched meanwhile).
-		for _, rg := range missing {
-			r.proposeRepair(&pendingRepair{path: pr.path, rg: rg, detected: pr.detected, retryAfter: now.Add(r.opts.PatchTimeout)})
+		retry := &pendingRepair{path: pr.path, detected: pr.detected, retryAfter: now.Add(r.opts.PatchTimeout)}
+		for i, rg := range ranges {
+			for _, m := range missing {
+				if bytes.Equal(m.Start, rg.Start) && bytes.Equal(m.End, rg.End) && i < len(pr.wide) {
+					retry.ranges = append(retry.ranges, rg)
+					retry.wide = append(retry.wide, pr.wide[i])
+					if i < len(pr.blocks) {
+						retry.blocks = append(retry.blocks, pr.blocks[i])
+					}
+				}
+			}
 		}
+		r.proposeRepair(retry)
 	}
 	if len(done) > 0 && r.opts.OnRepair != nil {
 		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: pr.detected, Applied: now,
-			Bytes: bytesIn, Rows: len(rows), Ranges: done})
+			Bytes: got.bytes, Rows: len(rows), Ranges: done})
 	}
 	return true
+}
+
+// ownRowsOutside reads this replica's own rows in the parts of wide outside
+// narrow (the separator key a patch excises but the replica did not lose).
+func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
+	var out []*kvpb.KeyValue
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	for _, part := range subtract(wide, []Range{narrow}) {
+		rows, _, err := scan(r.sm.db, part.Start, part.End, 0)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
 }
 
 func rangeCovers(outer, inner Range) bool {
@@ -375,38 +421,31 @@ func rangeCovers(outer, inner Range) bool {
 		(len(outer.End) == 0 || (len(inner.End) != 0 && string(inner.End) <= string(outer.End)))
 }
 
-// sendPatch builds this healthy replica's patch for the ranges it holds
-// intact and sends it to the corrupted replica. Ranges that overlap its own
-// damage, or whose scan fails (damage on disk; the scan re-reads past
-// transient flips, see readAttempts), are left out for another replica to
-// send.
+// sendPatch builds this replica's patch for the ranges and sends it to the
+// corrupted replica: of each range, the pieces outside its own damage that
+// read back (the scan re-reads past transient flips, see readAttempts).
+// The corrupted replica assembles each range from whichever replicas sent
+// its pieces.
 func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) {
 	to, ok := r.shard.Replicas[base.ReplicaID(req.CorruptedReplica)]
 	if !ok {
 		return
 	}
 	r.mu.Lock()
-	recovering := append([]Range(nil), r.recovering...)
+	own := append([]Range(nil), r.recovering...)
 	r.mu.Unlock()
-	var built []*kvpb.KeyRange
+	var built []Range
 	var rows []*kvpb.KeyValue
 	r.smMu.RLock()
-	for i, rg := range ranges {
-		bad := false
-		for _, rec := range recovering {
-			if rec.Overlaps(rg) {
-				bad = true
+	for _, rg := range ranges {
+		for _, piece := range subtract(rg, own) {
+			part, _, err := scan(r.sm.db, piece.Start, piece.End, 0)
+			if err != nil {
+				continue
 			}
+			built = append(built, piece)
+			rows = append(rows, part...)
 		}
-		if bad {
-			continue
-		}
-		part, _, err := scan(r.sm.db, rg.Start, rg.End, 0)
-		if err != nil {
-			continue
-		}
-		built = append(built, req.Ranges[i])
-		rows = append(rows, part...)
 	}
 	r.smMu.RUnlock()
 	if len(built) == 0 {
@@ -415,7 +454,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	p := &kvpb.Patch{
 		Shard: uint64(r.shard.ID), PatchId: req.PatchId,
 		FromReplica: uint64(r.id), ToReplica: req.CorruptedReplica,
-		Ranges: built, Rows: rows,
+		Ranges: rangesToProto(built), Rows: rows,
 	}
 	p.Crc = rowsCRC(p.Ranges, p.Rows)
 	r.mu.Lock()
@@ -424,43 +463,55 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	r.env.sendPatch(to, p)
 }
 
-// patchParts collects, for one patch id, each range's rows from the first
-// verifying patch that carried the range.
+// patchParts collects, for one patch id, the pieces received for each
+// requested range and their rows (keyed by Range.String() of the range).
 type patchParts struct {
-	rows  map[string][]*kvpb.KeyValue // by Range.String()
-	bytes uint64
+	pieces map[string][]Range
+	rows   map[string][]*kvpb.KeyValue
+	bytes  uint64
 }
 
-// deliverPatch is called when a patch arrives from a peer. Each range is
-// taken from the first patch with a verifying checksum that carries it.
+// deliverPatch is called when a patch arrives from a peer. Its pieces are
+// added to the requested ranges that contain them; a row already received
+// (from another replica's overlapping piece: the same value, as of the same
+// entry) is not added twice.
 func (r *Replica) deliverPatch(p *kvpb.Patch) error {
 	if rowsCRC(p.Ranges, p.Rows) != p.Crc {
 		return base.CorruptionErrorf("kv: %s: patch %d from r%d fails its checksum", r, p.PatchId, p.FromReplica)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	pr, waiting := r.pending[p.PatchId]
+	if !waiting {
+		return nil // late or unknown: nothing waits for it
+	}
 	parts, ok := r.patches[p.PatchId]
 	if !ok {
-		if _, waiting := r.pending[p.PatchId]; !waiting {
-			return nil // late or unknown: nothing waits for it
-		}
-		parts = &patchParts{rows: map[string][]*kvpb.KeyValue{}}
+		parts = &patchParts{pieces: map[string][]Range{}, rows: map[string][]*kvpb.KeyValue{}}
 		r.patches[p.PatchId] = parts
 	}
 	added := false
-	for _, kr := range rangesFromProto(p.Ranges) {
-		key := kr.String()
-		if _, have := parts.rows[key]; have {
-			continue
-		}
-		var in []*kvpb.KeyValue
-		for _, kv := range p.Rows {
-			if kr.Contains(kv.Key) {
-				in = append(in, kv)
+	for _, piece := range rangesFromProto(p.Ranges) {
+		for _, rg := range pr.ranges {
+			if !rangeCovers(rg, piece) {
+				continue
 			}
+			key := rg.String()
+			if covers(parts.pieces[key], piece) {
+				continue // nothing new
+			}
+			have := map[string]bool{}
+			for _, kv := range parts.rows[key] {
+				have[string(kv.Key)] = true
+			}
+			for _, kv := range p.Rows {
+				if piece.Contains(kv.Key) && !have[string(kv.Key)] {
+					parts.rows[key] = append(parts.rows[key], kv)
+				}
+			}
+			parts.pieces[key] = append(parts.pieces[key], piece)
+			added = true
 		}
-		parts.rows[key] = in
-		added = true
 	}
 	if added {
 		parts.bytes += uint64(proto.Size(p))
@@ -470,7 +521,7 @@ func (r *Replica) deliverPatch(p *kvpb.Patch) error {
 	return nil
 }
 
-// waitPatch waits until every range of patch id has arrived, or
+// waitPatch waits until every range of patch id is covered, or
 // PatchTimeout, and returns what arrived.
 func (r *Replica) waitPatch(id uint64, ranges []Range) patchParts {
 	deadline := time.NewTimer(r.opts.PatchTimeout)
@@ -478,15 +529,24 @@ func (r *Replica) waitPatch(id uint64, ranges []Range) patchParts {
 	for {
 		r.mu.Lock()
 		parts, sig := r.patches[id], r.patchSig
-		var out patchParts
+		out := patchParts{pieces: map[string][]Range{}, rows: map[string][]*kvpb.KeyValue{}}
 		if parts != nil {
-			out = patchParts{rows: map[string][]*kvpb.KeyValue{}, bytes: parts.bytes}
+			out.bytes = parts.bytes
+			for k, v := range parts.pieces {
+				out.pieces[k] = append([]Range(nil), v...)
+			}
 			for k, v := range parts.rows {
-				out.rows[k] = v
+				out.rows[k] = append([]*kvpb.KeyValue(nil), v...)
 			}
 		}
 		r.mu.Unlock()
-		if len(out.rows) == len(ranges) {
+		all := true
+		for _, rg := range ranges {
+			if !covers(out.pieces[rg.String()], rg) {
+				all = false
+			}
+		}
+		if all {
 			return out
 		}
 		select {
@@ -548,6 +608,7 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 	if err != nil {
 		return err
 	}
+	r.verified.Store(true) // installState checked the engine against d
 	r.mu.Lock()
 	r.stats.Rebuilds++
 	reason := r.rebuildReason

@@ -22,6 +22,12 @@ func (sm *stateMachine) corruptBlock(key []byte) (string, uint64, error) {
 	if err := sm.db.Flush(); err != nil {
 		return "", 0, classify(err)
 	}
+	// Compact everything (the replica's own keys too) into one level, so
+	// no compaction the flush started is still copying the table being
+	// damaged into a new, undamaged one.
+	if err := sm.db.Compact(context.Background(), []byte{0}, userEnd, false); err != nil {
+		return "", 0, classify(err)
+	}
 	pk := userKey(key)
 	levels, err := sm.db.SSTables()
 	if err != nil {
@@ -65,27 +71,30 @@ func (sm *stateMachine) corruptBlockInFile(path string, pk []byte) (uint64, erro
 		readable.Close()
 		return 0, classify(err)
 	}
-	layout, err := r.Layout()
+	blocks, err := sstDataBlocks(r)
 	r.Close()
 	if err != nil {
 		return 0, classify(err)
 	}
-	// Try each data block: damage it, ask isolateCorruption where the
-	// damage is, keep it if that span holds the key, undo it otherwise.
-	for _, h := range layout.Data {
-		at := int64(h.Offset + h.Length/2)
+	// The key's data block is the first whose index separator is at or
+	// above it (a separator is at least its block's last key and below the
+	// next block's first).
+	for _, b := range blocks {
+		if bytes.Compare(b.sep, pk) < 0 {
+			continue
+		}
+		at := int64(b.h.Offset + b.h.Length/2)
 		if err := flipByteAt(probe, "probe.sst", at); err != nil {
 			return 0, err
 		}
-		iso, err := isolateCorruption(probe, "probe.sst", sm.opts.MakeReaderOptions(), nil, nil)
-		if err == nil && !iso.WholeFile &&
-			(iso.Start == nil || bytes.Compare(pk, iso.Start) >= 0) &&
-			(iso.End == nil || bytes.Compare(pk, iso.End) < 0) {
-			return h.Offset, flipByteAt(sm.fs, path, at)
+		// Check on the copy that the damage is where the key is.
+		spans, _, err := isolateBlocks(probe, "probe.sst", sm.opts.MakeReaderOptions(), nil, nil)
+		if err != nil || len(spans) != 1 ||
+			(spans[0].Start != nil && bytes.Compare(pk, spans[0].Start) < 0) ||
+			(spans[0].End != nil && bytes.Compare(pk, spans[0].End) >= 0) {
+			return 0, base.AssertionFailedf("kv: damaging block %d of %s does not isolate key %q: %v %v", b.h.Offset, path, pk, spans, err)
 		}
-		if err := flipByteAt(probe, "probe.sst", at); err != nil {
-			return 0, err
-		}
+		return b.h.Offset, flipByteAt(sm.fs, path, at)
 	}
 	return 0, base.InvalidArgumentf("kv: no data block of %s holds the key", path)
 }

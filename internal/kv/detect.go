@@ -2,11 +2,14 @@ package kv
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"hash/crc32"
 	"regexp"
 	"strconv"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -73,9 +76,13 @@ func (r *Replica) detectLoop() {
 
 // pendingRepair is a patch request waiting to be applied.
 type pendingRepair struct {
-	path     string
-	rg       Range
-	detected time.Time
+	path string
+	// ranges are what the replica lost (its peers send them); wide[i] is
+	// the span the patch of ranges[i] excises (see isolate); blocks[i] the
+	// damaged data blocks it covers.
+	ranges, wide []Range
+	blocks       [][]uint64
+	detected     time.Time
 	// proposedAt is when the request was last proposed (zero: not yet, or
 	// the proposal was dropped); retryAfter holds a re-request back.
 	proposedAt time.Time
@@ -109,6 +116,15 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		r.enqueue(applyTask{})
 		return
 	}
+	if h, ok := corruptBlockHandle(info.Details); ok && r.repairedBlocks[info.Path][h.Offset] {
+		// A block whose key range a patch already cut out of the live
+		// data (the backing file keeps it until compactions drop the
+		// file): nothing live reads it; a scrub or a compaction of the
+		// backing file did.
+		r.stats.LastDetection = "already repaired"
+		r.mu.Unlock()
+		return
+	}
 	detectedAt := r.opts.Clock.Now()
 	r.mu.Unlock()
 	// Re-read before repairing (MISSION.md; DIRECT 000 4.1.3): a block
@@ -124,25 +140,55 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 			return
 		}
 	}
-	rg := r.isolate(info)
+	spans := r.isolate(info)
+	p := &pendingRepair{path: info.Path, detected: detectedAt}
 	r.mu.Lock()
-	for _, done := range r.repaired[info.Path] {
-		if rangeCovers(done, rg) {
-			// Damage already cut out of the live data by a patch (the
-			// physical file keeps it until compactions drop the file);
-			// the scrubber finds it again, nothing reads it.
-			r.stats.LastDetection = "already repaired"
-			r.mu.Unlock()
-			return
+	for _, sp := range spans {
+		done := false
+		for _, d := range r.repaired[info.Path] {
+			if rangeCovers(d, sp.narrow) {
+				// Damage already cut out of the live data by a patch (the
+				// physical file keeps it until compactions drop the
+				// file); the scrubber finds it again, nothing reads it.
+				done = true
+			}
 		}
+		if !done {
+			p.ranges = append(p.ranges, sp.narrow)
+			p.wide = append(p.wide, sp.wide)
+			p.blocks = append(p.blocks, sp.blocks)
+		} else {
+			r.noteRepairedBlocksLocked(info.Path, sp.blocks)
+		}
+	}
+	if len(p.ranges) == 0 {
+		r.stats.LastDetection = "already repaired"
+		r.mu.Unlock()
+		return
 	}
 	r.stats.CorruptionsDetected++
 	r.stats.LastDetection = "pending"
 	r.detectedAt = detectedAt
-	r.recovering = append(r.recovering, rg)
-	p := &pendingRepair{path: info.Path, rg: rg, detected: r.detectedAt}
+	r.recovering = append(r.recovering, p.ranges...)
 	r.mu.Unlock()
 	r.proposeRepair(p)
+}
+
+// noteRepairedBlocksLocked remembers damaged blocks of path whose key
+// ranges are repaired, so later reports of them cost nothing.
+func (r *Replica) noteRepairedBlocksLocked(path string, blocks []uint64) {
+	if len(blocks) == 0 {
+		return
+	}
+	if r.repairedBlocks == nil {
+		r.repairedBlocks = map[string]map[uint64]bool{}
+	}
+	if r.repairedBlocks[path] == nil {
+		r.repairedBlocks[path] = map[uint64]bool{}
+	}
+	for _, b := range blocks {
+		r.repairedBlocks[path][b] = true
+	}
 }
 
 // proposeRepair registers p under a new patch id and proposes it at once
@@ -188,7 +234,7 @@ func (r *Replica) proposePending() {
 		p.proposedAt = now
 		p.proposalID = r.nextID.Add(1)
 		send = append(send, out{id: p.proposalID, cmd: &kvpb.Command{ProposalId: p.proposalID, Patch: &kvpb.PatchRequest{
-			PatchId: id, CorruptedReplica: uint64(r.id), Ranges: rangesToProto([]Range{p.rg}),
+			PatchId: id, CorruptedReplica: uint64(r.id), Ranges: rangesToProto(p.ranges),
 		}}})
 	}
 	r.mu.Unlock()
@@ -217,10 +263,29 @@ func (r *Replica) proposalDropped(proposalID uint64) {
 	}
 }
 
-// isolate maps a corrupt file to the user key range to repair: the corrupt
-// data block's range if the sstable reader can find it, else the file's
-// bounds, clipped to the shard.
-func (r *Replica) isolate(info pebble.DataCorruptionInfo) Range {
+// repairSpan is one damaged key range of a replica: what it lost (narrow:
+// reads refused, rows its peers send) and the span its patch excises
+// (wide).
+type repairSpan struct {
+	narrow, wide Range
+	blocks       []uint64 // offsets of the damaged data blocks (if known)
+}
+
+// isolate maps a corrupt file to the user key ranges to repair: one per run
+// of adjacent damaged data blocks (isolateBlocks), or, if the table's index
+// cannot be read, the span the sstable iterator isolates, or the file's
+// bounds; clipped to the shard.
+//
+// The excise span (wide) of a run includes the index separators on both
+// sides: Pebble finds the bounds of an excised table's remainders by
+// seeking in it, and a seek at a bound just past a separator lands in the
+// damaged block and drops the remainder. What the replica lost (narrow)
+// leaves out the left separator key when it reads back (versions of one
+// key can straddle a block boundary; a key that reads back did not), so
+// replicas damaged next to each other do not each refuse the key between
+// them; the patch then carries the narrow range from the peers and the
+// separator's row from the replica itself.
+func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 	fileStart, fileEnd := info.Bounds.Start, []byte(nil)
 	if info.Bounds.End.Key != nil {
 		fileEnd = append(bytes.Clone(info.Bounds.End.Key), 0) // inclusive either way: one past
@@ -228,12 +293,41 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) Range {
 	r.smMu.RLock()
 	readerOpts := r.sm.opts.MakeReaderOptions()
 	r.smMu.RUnlock()
+	if spans, _, err := isolateBlocks(r.fs, info.Path, readerOpts, fileStart, fileEnd); err == nil && len(spans) > 0 {
+		out := make([]repairSpan, 0, len(spans))
+		for _, sp := range spans {
+			wide := r.toUserRange(sp.Start, sp.End)
+			narrow := wide
+			if sp.Start != nil && !bytes.Equal(sp.Start, fileStart) && r.readsBack(sp.Start) {
+				narrow = r.toUserRange(append(bytes.Clone(sp.Start), 0), sp.End)
+			}
+			out = append(out, repairSpan{narrow: narrow, wide: wide, blocks: sp.Offsets})
+		}
+		return out
+	}
 	iso, err := isolateCorruption(r.fs, info.Path, readerOpts, fileStart, fileEnd)
 	lo, hi := fileStart, fileEnd
 	if err == nil {
 		lo, hi = iso.Start, iso.End
 	}
-	return r.toUserRange(lo, hi)
+	rg := r.toUserRange(lo, hi)
+	return []repairSpan{{narrow: rg, wide: rg}}
+}
+
+// readsBack reports whether the Pebble key pk reads back through the engine
+// without corruption.
+func (r *Replica) readsBack(pk []byte) bool {
+	k, ok := fromUserKey(pk)
+	if !ok || len(k) == 0 {
+		return false
+	}
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return false
+	}
+	_, _, err := getOnce(r.sm.db, k)
+	return err == nil
 }
 
 // toUserRange converts a Pebble span to a user range within the shard.
@@ -285,24 +379,33 @@ const rereadAttempts = 2
 // rereadBlock reads block h of the sstable at path from the file (not the
 // block cache) and reports whether its checksum verifies on any of
 // rereadAttempts reads. A block that verifies is intact on disk: the error
-// that named it was a transient flip. Pebble writes CRC32C checksums unless
-// configured otherwise; the xxhash64 check covers tables written so.
+// that named it was a transient flip.
 func rereadBlock(fs vfs.FS, path string, h block.Handle) (bool, error) {
 	f, err := fs.Open(path)
 	if err != nil {
 		return false, fmt.Errorf("kv: re-read %s: %w", path, err)
 	}
 	defer f.Close()
-	buf := make([]byte, h.Length+block.TrailerLen)
-	for attempt := 0; attempt < rereadAttempts; attempt++ {
-		if _, err := f.ReadAt(buf, int64(h.Offset)); err != nil {
-			return false, fmt.Errorf("kv: re-read %s block %d/%d: %w", path, h.Offset, h.Length, err)
-		}
-		for _, ct := range []block.ChecksumType{block.ChecksumTypeCRC32c, block.ChecksumTypeXXHash64} {
-			if block.ValidateChecksum(ct, buf, h) == nil {
-				return true, nil
-			}
-		}
+	return blockVerifies(f, h)
+}
+
+// blockChecksumOK checks a block read with its trailer (compression type,
+// checksum) against Pebble's CRC32C (masked, as LevelDB masks it) or
+// xxhash64 checksum.
+//
+// NB: not block.ValidateChecksum: on a mismatch that searches every
+// single-bit flip of the block for a diagnostic, about 130 MB of CRC for a
+// 4 KiB block. A store under repair reads damaged blocks often; Pebble's own
+// reads pay that once per read, ours need not.
+func blockChecksumOK(buf []byte, h block.Handle) bool {
+	if uint64(len(buf)) < h.Length+block.TrailerLen {
+		return false
 	}
-	return false, nil
+	want := binary.LittleEndian.Uint32(buf[h.Length+1:])
+	data := buf[:h.Length+1]
+	c := crc32.Checksum(data, castagnoli)
+	if uint32(c>>15|c<<17)+0xa282ead8 == want {
+		return true
+	}
+	return uint32(xxhash.Sum64(data)) == want
 }

@@ -91,3 +91,87 @@ func sstLayout(t *testing.T, fs vfs.FS, path string, ro sstable.ReaderOptions) *
 	}
 	return l
 }
+
+// TestIsolateBlocksMatchesBruteForce damages several random data blocks of
+// a table and checks isolateBlocks against reading every key: every
+// unreadable key lies in some span, each span holds only damaged blocks'
+// keys plus the separators around them, and runs of adjacent damaged
+// blocks come back as one span each.
+func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for round := 0; round < 5; round++ {
+		fs := vfs.NewMem()
+		sm, err := openStateMachine(fs, "sm", 0, 4<<20, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 2000 + rng.Intn(2000)
+		fillSM(t, sm, n)
+		if err := sm.db.Compact(context.Background(), userPrefix, userEnd, false); err != nil {
+			t.Fatal(err)
+		}
+		levels, _ := sm.db.SSTables()
+		var path string
+		for _, l := range levels {
+			for _, tbl := range l {
+				path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+			}
+		}
+		layout := sstLayout(t, fs, path, sm.opts.MakeReaderOptions())
+		hit := map[int]bool{}
+		for k := 0; k < 1+rng.Intn(4); k++ {
+			i := rng.Intn(len(layout.Data))
+			hit[i] = true
+			h := layout.Data[i]
+			if err := flipByteAt(fs, path, int64(h.Offset)+rng.Int63n(int64(h.Length))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		runs := 0
+		for i := range layout.Data {
+			if hit[i] && !hit[i-1] {
+				runs++
+			}
+		}
+		spans, total, err := isolateBlocks(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+		if err != nil || total != len(layout.Data) || len(spans) != runs {
+			t.Fatalf("seed %d: %d spans of %d blocks (%v), want %d runs of %d blocks", seed, len(spans), total, err, runs, len(layout.Data))
+		}
+		var rgs []Range
+		for _, sp := range spans {
+			lo, _ := fromUserKey(sp.Start)
+			hi, _ := fromUserKey(sp.End)
+			rgs = append(rgs, Range{Start: lo, End: hi})
+		}
+		inSpan := func(k []byte) bool {
+			for _, rg := range rgs {
+				if rg.Contains(k) {
+					return true
+				}
+			}
+			return false
+		}
+		bad, covered := 0, 0
+		for i := 0; i < n; i++ {
+			k := []byte(fmt.Sprintf("key-%05d", i))
+			_, _, err := get(sm.db, k)
+			if err != nil {
+				bad++
+				if !inSpan(k) {
+					t.Fatalf("seed %d: unreadable key %s outside every span %v", seed, k, rgs)
+				}
+			}
+			if inSpan(k) {
+				covered++
+			}
+		}
+		// Each span holds its blocks' keys and at most the separator keys
+		// at its two ends besides.
+		if bad == 0 || covered > bad+2*len(spans) {
+			t.Fatalf("seed %d: %d unreadable keys, %d keys in %d spans", seed, bad, covered, len(spans))
+		}
+		sm.close()
+	}
+}

@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"fmt"
+	"sort"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
@@ -25,8 +26,12 @@ const (
 // them and excise spans never touch it.
 var (
 	appliedKey = []byte("\x00applied")
-	userPrefix = []byte("u")
-	userEnd    = []byte("v") // exclusive end of the user key space
+	// appliedKey2 holds a second copy of the applied record at the other
+	// end of the key space (after userEnd), so the two land in different
+	// data blocks and one damaged block cannot take both.
+	appliedKey2 = []byte("~applied")
+	userPrefix  = []byte("u")
+	userEnd     = []byte("v") // exclusive end of the user key space
 )
 
 func userKey(k []byte) []byte {
@@ -160,4 +165,57 @@ func rangesFromProto(rs []*kvpb.KeyRange) []Range {
 		out[i] = Range{Start: r.Start, End: r.End}
 	}
 	return out
+}
+
+// endBefore reports whether end a (exclusive, empty = unbounded) is below
+// end b.
+func endBefore(a, b []byte) bool {
+	if len(a) == 0 {
+		return false
+	}
+	return len(b) == 0 || bytes.Compare(a, b) < 0
+}
+
+// subtract returns the parts of r not covered by any of holes, in order.
+func subtract(r Range, holes []Range) []Range {
+	out := []Range{r}
+	for _, h := range holes {
+		var next []Range
+		for _, p := range out {
+			if !p.Overlaps(h) {
+				next = append(next, p)
+				continue
+			}
+			if bytes.Compare(p.Start, h.Start) < 0 {
+				next = append(next, Range{Start: p.Start, End: h.Start})
+			}
+			if len(h.End) != 0 && endBefore(h.End, p.End) {
+				next = append(next, Range{Start: h.End, End: p.End})
+			}
+		}
+		out = next
+	}
+	return out
+}
+
+// covers reports whether the union of pieces covers r.
+func covers(pieces []Range, r Range) bool {
+	sorted := append([]Range(nil), pieces...)
+	sort.Slice(sorted, func(i, j int) bool { return bytes.Compare(sorted[i].Start, sorted[j].Start) < 0 })
+	at := r.Start
+	for _, p := range sorted {
+		if bytes.Compare(p.Start, at) > 0 {
+			break // a gap at at
+		}
+		if len(p.End) == 0 {
+			return true
+		}
+		if bytes.Compare(p.End, at) > 0 {
+			at = p.End
+		}
+		if len(r.End) != 0 && bytes.Compare(at, r.End) >= 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -83,6 +83,7 @@ const (
 	rebuildCrash        = "crash baseline"
 	rebuildEngineFailed = "engine could not open"
 	rebuildExcise       = "excise check failed"
+	rebuildAppliedLost  = "applied record unreadable"
 )
 
 // replicaEnv is what a replica needs from its node.
@@ -172,11 +173,14 @@ type Replica struct {
 	patchDetect map[uint64]time.Time      // detection time by patch id (OnRepair)
 	pending     map[uint64]*pendingRepair // proposed patch requests by id
 	repaired    map[string][]Range        // ranges patched, by damaged file
-	patches     map[uint64]*patchParts
-	patchSig    chan struct{}
-	down        bool  // crash baseline: no reads until rebuilt
-	logFailed   error // the raft log failed to persist; the replica is out
-	needRebuild bool
+	// repairedBlocks are damaged data blocks (file offsets) of a file whose
+	// ranges are patched.
+	repairedBlocks map[string]map[uint64]bool
+	patches        map[uint64]*patchParts
+	patchSig       chan struct{}
+	down           bool  // crash baseline: no reads until rebuilt
+	logFailed      error // the raft log failed to persist; the replica is out
+	needRebuild    bool
 	// rebuildTarget is the least applied index a rebuild must reach (a raft
 	// snapshot's index).
 	rebuildTarget uint64
@@ -249,6 +253,9 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 	}
 	r.applied = st.index
 	r.lastCompact = st.index
+	if sm.appliedLost != nil {
+		r.needRebuild, r.rebuildReason = true, rebuildAppliedLost
+	}
 	if !lg.Sealed() {
 		// The log lost entries in both copies. What the engine already
 		// holds needs no repair; the rest comes from the peers before
@@ -298,16 +305,12 @@ func (r *Replica) startRaft() error {
 		// The log was reset to a snapshot from the leader but the state
 		// was not fetched before the stop: fetch it before applying
 		// anything.
-		r.mu.Lock()
-		r.needRebuild, r.rebuildTarget, r.rebuildReason = true, snapIndex, rebuildSnapshot
-		r.mu.Unlock()
+		r.setRebuild(snapIndex, rebuildSnapshot)
 	case applied < first-1 && first-1 > 1:
 		// The log was compacted past what the engine holds durably (the
 		// engine lost flushed state): fetch a peer's state at or past the
 		// log's start. (Index 1 is the bootstrap snapshot: no state.)
-		r.mu.Lock()
-		r.needRebuild, r.rebuildTarget, r.rebuildReason = true, first-1, rebuildBehindLog
-		r.mu.Unlock()
+		r.setRebuild(first-1, rebuildBehindLog)
 	}
 	applied = max(applied, snap.GetMetadata().GetIndex(), first-1)
 	rn, err := r.newRawNode(applied)
@@ -396,6 +399,18 @@ func (r *Replica) clampCommit(m *pb.Message) {
 	}
 }
 
+// setRebuild marks the replica for a rebuild to at least target, keeping
+// the first reason given.
+func (r *Replica) setRebuild(target uint64, reason string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.needRebuild {
+		r.rebuildReason = reason
+	}
+	r.needRebuild = true
+	r.rebuildTarget = max(r.rebuildTarget, target)
+}
+
 func (r *Replica) needsRebuild() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -415,39 +430,22 @@ func (r *Replica) repairLog() {
 	defer r.wg.Done()
 	deadline := time.Now().Add(r.logRepairTimeout())
 	for attempt := 0; ; attempt++ {
-		lo, hi, ok := r.log.RepairSpan()
-		if !ok {
-			break
+		d := r.log.Damage()
+		if len(d.Holes) == 0 {
+			break // only an unknown tail may be left: Seal keeps a vote floor
 		}
-		for rid, node := range r.shard.Replicas {
-			if rid == r.id || r.stopped() {
-				continue
-			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			resp, err := r.env.fetchEntries(ctx, node, &kvpb.FetchEntriesRequest{
-				Shard: uint64(r.shard.ID), Lo: lo, Hi: hi, MaxBytes: 4 << 20})
-			cancel()
-			if err != nil {
-				continue
-			}
-			ents, err := decodeEntries(resp)
-			if err != nil {
-				continue
-			}
-			n, err := r.log.Offer(ents, resp.Commit)
-			if err == nil && n > 0 {
-				r.mu.Lock()
-				r.stats.LogEntriesFilled += uint64(n)
-				r.mu.Unlock()
-			}
-			if _, _, more := r.log.RepairSpan(); !more {
-				break
-			}
+		// Each hole with its anchor (the intact entry after it) on its own:
+		// a peer's answer stops at the peer's own first hole, so one span
+		// from our first hole would leave later holes to other rounds.
+		for _, h := range d.Holes {
+			r.fetchAndOffer(h.Lo, h.Hi+1)
 		}
-		if d := r.log.Damage(); len(d.Holes) == 0 {
-			break // only an unknown tail is left: Seal keeps a vote floor
+		// What anchors could not prove, committed entries can: from just
+		// past our commit index (see raftlog.Log.Offer).
+		if lo, hi, ok := r.log.RepairSpan(); ok && len(r.log.Damage().Holes) > 0 {
+			r.fetchAndOffer(lo, hi)
 		}
-		if time.Now().After(deadline) {
+		if len(r.log.Damage().Holes) == 0 || time.Now().After(deadline) {
 			break
 		}
 		select {
@@ -475,6 +473,43 @@ func (r *Replica) repairLog() {
 		r.mu.Lock()
 		r.logFailed = err
 		r.mu.Unlock()
+	}
+}
+
+// fetchAndOffer asks every peer for the entries [lo, hi] of its log and
+// offers what each returns to the damaged log, until nothing is missing
+// there.
+func (r *Replica) fetchAndOffer(lo, hi uint64) {
+	for rid, node := range r.shard.Replicas {
+		if rid == r.id || r.stopped() {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := r.env.fetchEntries(ctx, node, &kvpb.FetchEntriesRequest{
+			Shard: uint64(r.shard.ID), Lo: lo, Hi: hi, MaxBytes: 4 << 20})
+		cancel()
+		if err != nil {
+			continue
+		}
+		ents, err := decodeEntries(resp)
+		if err != nil {
+			continue
+		}
+		n, err := r.log.Offer(ents, resp.Commit)
+		if err == nil && n > 0 {
+			r.mu.Lock()
+			r.stats.LogEntriesFilled += uint64(n)
+			r.mu.Unlock()
+		}
+		missing := false
+		for _, h := range r.log.Damage().Holes {
+			if h.Lo <= hi && h.Hi >= lo {
+				missing = true
+			}
+		}
+		if !missing {
+			return
+		}
 	}
 }
 
@@ -525,21 +560,19 @@ func (r *Replica) fetchEntries(req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntrie
 	return resp, nil
 }
 
-// verifyEngine checks, once after open, that the engine holds exactly the
-// rows its applied digest accounts for (no MANIFEST that went back in
-// time, no lost table): a full scan of a snapshot against the digest in the
-// same snapshot. Damage the scan runs into is reported like any read's and
-// patched; the scan is retried once repairs settle. A replica that fails
-// the check is rebuilt and never serves the rows it lost or gained. Reads
-// wait for the check (readable).
+// verifyEngine checks, after open, that the engine holds exactly the rows
+// its applied digest accounts for (no MANIFEST that went back in time, no
+// lost table): a full scan of a snapshot against the digest in the same
+// snapshot. Reads wait for the first scan (readable). A replica that fails
+// the check never serves: it is rebuilt. A scan that runs into damage
+// cannot decide; the damage is reported like any read's and patched, the
+// replica serves meanwhile (every read is still checked against its block
+// checksums), and the scan is retried until it decides. Then the scrubber
+// runs once, so damage in files no scan touched is repaired at once too.
 func (r *Replica) verifyEngine() {
 	defer r.wg.Done()
-	defer r.verified.Store(true)
-	// Find damage first: the scrub reports every damaged file at once,
-	// so all repairs start together (and a scan need not run into them
-	// one at a time).
-	_, _, _ = r.Scrub()
 	deadline := time.Now().Add(r.logRepairTimeout() + 10*r.opts.PatchTimeout)
+	scrubbed := false
 	for {
 		if r.stopped() {
 			return
@@ -547,8 +580,13 @@ func (r *Replica) verifyEngine() {
 		ok, err := r.checkDigest()
 		switch {
 		case err == nil && ok:
+			r.verified.Store(true)
+			if !scrubbed {
+				_, _, _ = r.Scrub()
+			}
 			return
 		case err == nil:
+			r.verified.Store(false)
 			r.mu.Lock()
 			r.needRebuild, r.rebuildReason = true, rebuildDiverged
 			r.mu.Unlock()
@@ -557,10 +595,16 @@ func (r *Replica) verifyEngine() {
 		case !base.IsCorruption(err) || time.Now().After(deadline):
 			// Cannot tell (the replica closed, or damage no peer repairs):
 			// the checksums still guard every read.
+			r.verified.Store(true)
 			return
 		}
+		r.verified.Store(true)
+		if !scrubbed {
+			scrubbed = true
+			_, _, _ = r.Scrub()
+		}
 		select {
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 		case <-r.stopc:
 			return
 		}
@@ -943,6 +987,11 @@ func (r *Replica) readable(rg Range) error {
 	if r.logRepair != "" {
 		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is repairing its raft log (%s)", r, r.logRepair)
 	}
+	if _, _, floored := r.log.VoteFloor(); floored {
+		// It lost entries it had acknowledged (or everything): until it
+		// holds them again its state is behind what it once served.
+		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is catching up on raft entries it lost", r)
+	}
 	if r.down || r.needRebuild {
 		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
 	}
@@ -1032,11 +1081,44 @@ func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err e
 	return rowsCRC(nil, all), len(all), st.index, nil
 }
 
-// readApplied reads the applied record (zero for a new state machine).
+// readApplied reads the applied record (zero for a new state machine):
+// the newer of its two copies that reads back and verifies.
 func readApplied(rd pebble.Reader) (appliedState, error) {
-	v, closer, err := rd.Get(appliedKey)
+	var best appliedState
+	var firstErr error
+	found, absent := false, 0
+	for _, k := range [][]byte{appliedKey, appliedKey2} {
+		var st appliedState
+		var err error
+		for attempt := 0; attempt < readAttempts; attempt++ {
+			st, err = readAppliedCopy(rd, k)
+			if !base.IsCorruption(err) {
+				break
+			}
+		}
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			absent++
+		case err != nil:
+			if firstErr == nil {
+				firstErr = err
+			}
+		default:
+			if !found || st.index > best.index {
+				best, found = st, true
+			}
+		}
+	}
+	if !found && absent < 2 {
+		return appliedState{}, firstErr // a copy exists but none reads back
+	}
+	return best, nil
+}
+
+func readAppliedCopy(rd pebble.Reader, k []byte) (appliedState, error) {
+	v, closer, err := rd.Get(k)
 	if errors.Is(err, pebble.ErrNotFound) {
-		return appliedState{}, nil
+		return appliedState{}, err
 	}
 	if err != nil {
 		return appliedState{}, classify(err)

@@ -7,6 +7,8 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
+
+	"github.com/flashmend/flashmend/internal/base"
 )
 
 // Scrub verifies the block checksums of every live sstable of the replica
@@ -42,7 +44,7 @@ func (r *Replica) Scrub() (files, damaged int, err error) {
 			if verr == nil {
 				continue
 			}
-			if !pebble.IsCorruptionError(verr) {
+			if !base.IsCorruption(verr) && !pebble.IsCorruptionError(verr) {
 				continue // the file went away (compacted) meanwhile
 			}
 			damaged++
@@ -57,6 +59,11 @@ func (r *Replica) Scrub() (files, damaged int, err error) {
 	return files, damaged, nil
 }
 
+// verifySSTable checks every data block of the sstable at path against its
+// checksum (our own check, blockChecksumOK: Pebble's ValidateBlockChecksums
+// searches every single-bit flip of a damaged block) and that its
+// metadata reads. It returns an error naming the first damaged block, in
+// the form Pebble's errors take ("block <offset>/<length>"), or nil.
 func verifySSTable(r *Replica, path string, ro sstable.ReaderOptions) error {
 	f, err := r.fs.Open(path)
 	if err != nil {
@@ -70,8 +77,26 @@ func verifySSTable(r *Replica, path string, ro sstable.ReaderOptions) error {
 	rd, err := sstable.NewReader(context.Background(), readable, ro)
 	if err != nil {
 		readable.Close()
-		return err
+		return base.CorruptionErrorf("kv: scrub %s: %w", path, err)
 	}
 	defer rd.Close()
-	return rd.ValidateBlockChecksums()
+	blocks, err := sstDataBlocks(rd)
+	if err != nil {
+		return base.CorruptionErrorf("kv: scrub %s: index: %w", path, err)
+	}
+	raw, err := r.fs.Open(path)
+	if err != nil {
+		return err
+	}
+	defer raw.Close()
+	for _, b := range blocks {
+		ok, err := blockVerifies(raw, b.h)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return base.CorruptionErrorf("kv: scrub %s: block %d/%d: checksum mismatch", path, b.h.Offset, b.h.Length)
+		}
+	}
+	return nil
 }

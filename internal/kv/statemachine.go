@@ -40,6 +40,9 @@ type stateMachine struct {
 	// state is the applied record as of the last applied entry; owned by
 	// the apply worker (the only writer).
 	state appliedState
+	// appliedLost is set when no copy of the applied record read back at
+	// open.
+	appliedLost error
 }
 
 // quietLogger drops Pebble's informational logging; errors reach us
@@ -90,11 +93,18 @@ func openStateMachine(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, on
 	}
 	sm := &stateMachine{fs: fs, dir: dir, opts: opts, db: db}
 	st, err := readApplied(db)
-	if err != nil {
+	switch {
+	case base.IsCorruption(err):
+		// Both copies of the applied record are unreadable: the engine's
+		// rows are there but what they reflect is unknown. The replica
+		// takes a peer's state (appliedLost) rather than guess.
+		sm.appliedLost = err
+	case err != nil:
 		_ = db.Close()
 		return nil, fmt.Errorf("kv: open pebble in %s: %w", dir, err)
+	default:
+		sm.state = st
 	}
-	sm.state = st
 	return sm, nil
 }
 
@@ -120,11 +130,21 @@ func (sm *stateMachine) applied() appliedState { return sm.state }
 func (sm *stateMachine) setApplied(index, term uint64) error {
 	next := sm.state
 	next.index, next.term = index, term
-	if err := sm.db.Set(appliedKey, next.encode(), pebble.NoSync); err != nil {
-		return classify(err)
+	if err := sm.writeApplied(sm.db, next); err != nil {
+		return err
 	}
 	sm.state = next
 	return nil
+}
+
+// writeApplied writes both copies of the applied record (appliedKey,
+// appliedKey2) to w (the DB, or a batch committed by the caller).
+func (sm *stateMachine) writeApplied(w pebble.Writer, st appliedState) error {
+	v := st.encode()
+	if err := w.Set(appliedKey, v, pebble.NoSync); err != nil {
+		return classify(err)
+	}
+	return classify(w.Set(appliedKey2, v, pebble.NoSync))
 }
 
 // durableIndex flushes the memtable and returns an applied index that is
@@ -181,7 +201,7 @@ func (sm *stateMachine) applyWrite(index, term uint64, b *kvpb.WriteBatch) error
 			}
 		}
 	}
-	_ = batch.Set(appliedKey, next.encode(), nil)
+	_ = sm.writeApplied(batch, next)
 	if err := batch.Commit(pebble.NoSync); err != nil {
 		return classify(err)
 	}
@@ -307,9 +327,33 @@ func scan(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue,
 	}
 }
 
-// scanOnce is one iterator's pass of scan. On error it returns the rows
+// scanOnce is one iterator's pass of scan. A range that ends just past a
+// key k (end = k + "\x00") is read as [start, k) and a point read of k:
+// an iterator bounded by k+"\x00" loads the block after k's to learn that
+// nothing else is below the bound, and that block may be damaged, where
+// one bounded by k stops at k's block (its index separator is at least k). On error it returns the rows
 // read before the error with it.
 func scanOnce(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue, more bool, err error) {
+	if n := len(end); n > 0 && end[n-1] == 0 && bytes.Compare(start, end[:n-1]) <= 0 {
+		k := end[:n-1]
+		if bytes.Compare(start, k) < 0 {
+			rows, more, err = scanOnce(r, start, k, limit)
+			if err != nil || more {
+				return rows, more, err
+			}
+		}
+		v, found, err := getOnce(r, k)
+		if err != nil {
+			return rows, false, err
+		}
+		if found {
+			if limit > 0 && len(rows) == limit {
+				return rows, true, nil
+			}
+			rows = append(rows, &kvpb.KeyValue{Key: bytes.Clone(k), Value: v})
+		}
+		return rows, false, nil
+	}
 	lo, hi := pebbleSpan(start, end)
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
@@ -399,8 +443,8 @@ func (sm *stateMachine) installState(rows []*kvpb.KeyValue, index, term uint64, 
 		return err
 	}
 	next := appliedState{index: index, term: term, digest: d}
-	if err := sm.db.Set(appliedKey, next.encode(), pebble.NoSync); err != nil {
-		return classify(err)
+	if err := sm.writeApplied(sm.db, next); err != nil {
+		return err
 	}
 	sm.state = next
 	if _, err := sm.flushDurable(); err != nil {

@@ -22,7 +22,7 @@
 //
 // # Format: small protection units, merged copy by copy
 //
-// The files are cut into blocks (Options.BlockBytes, 4 KiB by default) and
+// The files are cut into blocks (Options.BlockBytes, 512 B by default) and
 // every record is written as fragments that never cross a block (frame.go),
 // each with a CRC32C over its generation, file offset, type and data. No
 // checksum covers more than one block, and a record is as small as its

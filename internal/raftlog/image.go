@@ -278,16 +278,11 @@ func replay(items []item) (*image, Damage) {
 //     is filled from the peer if the peer holds [a, b+1] and its term at
 //     b+1 equals ours (log matching: then the peer's entries up to b+1 are
 //     ours).
-//  2. Committed adoption: if a hole remains (or the tail is unknown) at or
-//     below the peer's commit index, the peer's entries from just past our
-//     own commit index up to the peer's commit index are committed, and a
-//     committed entry is the same on every replica that holds it: they
-//     replace ours (an intact entry of ours there with another term was
-//     never committed). Our entries after
-//     the adopted run stay only if anchored to it (our entry at its end has
-//     the peer's term, or the peer's next entry has our next entry's term);
-//     otherwise they are dropped (they were never committed with the peer's
-//     prefix) and truncated reports it, so the caller keeps a vote floor.
+//  2. Committed entries: entries at or below the peer's commit index are
+//     committed, the same on every replica that holds them; they fill our
+//     holes there, and an intact entry of ours there with another term was
+//     never committed, so it and what follows it are dropped for the
+//     peer's (truncated reports it, so the caller keeps a vote floor).
 func (m *image) offer(peer []*pb.Entry, peerCommit uint64, tailUnknown bool) (filled int, truncated bool) {
 	if len(peer) == 0 {
 		return 0, false
@@ -315,45 +310,38 @@ func (m *image) offer(peer []*pb.Entry, peerCommit uint64, tailUnknown bool) (fi
 			filled++
 		}
 	}
-	// 2. Committed adoption.
-	start := uint64(0)
-	if hs := m.holes(); len(hs) > 0 {
-		start = hs[0].Lo
-	} else if tailUnknown {
-		start = m.lastIndex() + 1
-	}
-	// Adopt from just past our own commit index: everything up to it is
-	// committed and so equals the peer's, which makes the adopted run
-	// consistent with what precedes it even where our entries between our
-	// commit index and the hole came from a branch that was never
-	// committed.
-	lo := max(m.base.index+1, min(start, m.hs.GetCommit()+1))
-	if start == 0 || lo < plo || start > phi || start > peerCommit {
-		return filled, false
-	}
-	start = lo
+	// 2. Committed entries. Every entry at or below the peer's commit
+	// index is committed, and a committed entry is the same on every
+	// replica that holds it: it fills a hole of ours at that index, and an
+	// intact entry of ours there with another term was never committed
+	// (it came from a branch a later leader replaced), so it and everything
+	// after it are dropped and the peer's committed entries taken instead.
+	// (Our own intact entries at or below our commit index are committed
+	// too, so they always agree.)
 	end := min(phi, peerCommit)
-	endTerm, endKnown := m.termAt(end)
-	keepTail := endKnown && endTerm == pAt(end).GetTerm()
-	if !keepTail {
-		if next, pn := m.at(end+1), pAt(end+1); next != nil && pn != nil && pn.GetTerm() == next.GetTerm() {
-			keepTail = true
+	if tailUnknown || len(m.holes()) > 0 {
+		for i := max(plo, m.base.index+1); i <= end; i++ {
+			p := pAt(i)
+			ours := m.at(i)
+			switch {
+			case i > m.lastIndex():
+				if !tailUnknown {
+					return filled, truncated
+				}
+				m.ents = append(m.ents, p) // past our end: only with an unknown tail
+				filled++
+			case ours == nil:
+				m.ents[i-m.base.index-1] = p
+				filled++
+			case ours.GetTerm() != p.GetTerm():
+				truncated = truncated || i < m.lastIndex()
+				m.truncate(i)
+				m.ents = append(m.ents, p)
+				filled++
+			}
 		}
 	}
-	var tail []*pb.Entry
-	if keepTail && end < m.lastIndex() {
-		tail = append(tail, m.ents[end-m.base.index:]...)
-	}
-	hadBeyond := m.lastIndex() > end
-	m.truncate(start)
-	for i := start; i <= end; i++ {
-		m.put(pAt(i))
-		filled++
-	}
-	if keepTail {
-		m.ents = append(m.ents, tail...)
-	}
-	return filled, hadBeyond && !keepTail
+	return filled, truncated
 }
 
 // applyUpdate applies what one Save, Compact or CreateSnapshot call writes

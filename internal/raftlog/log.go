@@ -34,7 +34,12 @@ type Options struct {
 	// MiB, at most 1 GiB.
 	MaxRecordBytes int
 	// BlockBytes is the block size of the fragment layout, the largest
-	// checksum domain in the files. Default 4 KiB, in [512 B, 32 KiB].
+	// checksum domain in the files. Default 512 B, in [512 B, 32 KiB]: a
+	// record spans about one fragment per block, and is lost only if the
+	// same fragment is damaged in both copies, so smaller blocks lose less
+	// at a given bit error rate (at UBER 1e-5 a 16 KiB entry is lost in
+	// both copies with probability about 5% at 512 B blocks, 34% at 4 KiB)
+	// for 7 bytes of header per block (1.4% at 512 B).
 	BlockBytes int
 }
 
@@ -58,7 +63,7 @@ func (o *Options) validate() error {
 		return base.InvalidArgumentf("raftlog: MaxRecordBytes %d outside [1KiB, 1GiB]", o.MaxRecordBytes)
 	}
 	if o.BlockBytes == 0 {
-		o.BlockBytes = 4096
+		o.BlockBytes = 512
 	}
 	if o.BlockBytes < 512 || o.BlockBytes > 32<<10 {
 		return base.InvalidArgumentf("raftlog: BlockBytes %d outside [512, 32768]", o.BlockBytes)
