@@ -468,3 +468,28 @@ func TestFileFailuresPersistWithoutClose(t *testing.T) {
 		t.Fatalf("stats after reopen %v", s)
 	}
 }
+
+// TestFilePagesDeleted: a device whose page file is gone while its state
+// says pages are programmed does not open as an empty device: a corruption
+// error that names the page file.
+func TestFilePagesDeleted(t *testing.T) {
+	g := testGeometry()
+	dir := t.TempDir()
+	e, err := OpenFile(dir, g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := PageAddr{0, 1, 1, 0}
+	if err := e.Program(pa, pageData(g, pa, 2), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "pages")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := OpenFile(dir, g, Options{}); !base.IsCorruption(err) || !strings.Contains(err.Error(), "page file") {
+		t.Fatalf("page file deleted: %v", err)
+	}
+}

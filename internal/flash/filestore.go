@@ -59,6 +59,7 @@ func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 	if err := opts.validate(g); err != nil {
 		return nil, err
 	}
+	_, pagesErr := os.Stat(filepath.Join(dir, "pages"))
 	st, err := openFileStore(dir, g)
 	if err != nil {
 		return nil, err
@@ -72,6 +73,10 @@ func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 	if err != nil {
 		_ = st.close()
 		return nil, fmt.Errorf("flash: open %s (state files %s): %w", dir, strings.Join(st.stateNames(), ", "), err)
+	}
+	if saved != nil && errors.Is(pagesErr, fs.ErrNotExist) && saved.anyWritten() {
+		_ = st.close()
+		return nil, base.CorruptionErrorf("flash: open %s: the page file (pages) is missing, but the device state says pages are programmed", dir)
 	}
 	rebuild := saved == nil
 	if rebuild {

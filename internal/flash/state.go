@@ -370,6 +370,18 @@ func pickLegacyState(g Geometry, copies [][]byte) (*deviceState, bool, error) {
 	return best, best != nil, nil
 }
 
+// anyWritten reports whether the state has a programmed page anywhere.
+func (st *deviceState) anyWritten() bool {
+	for _, blocks := range st.blocks {
+		for _, b := range blocks {
+			if b.written > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // snapshotState copies the device state under every die's lock in turn
 // (each die is consistent in itself; dies are independent).
 func (e *Emulator) snapshotState(clean bool) *deviceState {
