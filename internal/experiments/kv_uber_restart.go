@@ -316,9 +316,13 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 	started := time.Now()
 	keys, seeds := 20000, 3
 	ubers := []float64{1e-8, 3e-8, 1e-7, 1e-6}
+	modes := []bool{false, true}
+	serve := 2 * time.Minute
 	if cfg.Quick {
-		keys, seeds = 2000, 1
-		ubers = []float64{1e-7, 1e-6}
+		keys, seeds = 1000, 1
+		ubers = []float64{1e-6}
+		modes = []bool{true}
+		serve = 30 * time.Second
 	}
 	tmp, err := os.MkdirTemp("", "flashmend-uber-restart-kv-")
 	if err != nil {
@@ -326,11 +330,11 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 	}
 	defer os.RemoveAll(tmp)
 	var results []uberRestartResult
-	for _, crash := range []bool{false, true} {
+	for _, crash := range modes {
 		for _, u := range ubers {
 			for s := 0; s < seeds; s++ {
 				p := uberRestartParams{Keys: keys, ValueBytes: 800, UBER: u, Seed: cfg.Seed + int64(s), Crash: crash,
-					ServeTimeout: 2 * time.Minute}
+					ServeTimeout: serve}
 				res, err := runUberRestartCell(ctx, tmp, p)
 				if err != nil {
 					return nil, fmt.Errorf("uber-restart-kv %v: %w", p, err)
@@ -351,7 +355,7 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 		"client retrying replicas) until it reads back or %v pass; a wrong value is final. *Clean stop*: each engine "+
 		"flushed at stop. *Crash stop*: engines closed without a flush (Pebble runs without its WAL, so what only the "+
 		"memtable held must come back from the raft logs). Seeds %d..%d per cell. Total wall time %v.",
-		keys, 2*time.Minute, cfg.Seed, cfg.Seed+int64(seeds)-1, time.Since(started).Round(time.Second))
+		keys, serve, cfg.Seed, cfg.Seed+int64(seeds)-1, time.Since(started).Round(time.Second))
 	t := report.Table{
 		Caption: "Restart after bit flips in every file (one row per seed)",
 		Header: []string{"stop", "UBER", "seed", "flips (raft log/sstable/other)", "starts", "replicas replaced", "keys missing", "wrong", "errors",

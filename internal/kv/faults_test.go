@@ -215,9 +215,9 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 }
 
 // TestReplicaThatCannotOpenIsReplaced: a replica whose Pebble does not open
-// (its OPTIONS file is junk) is the only one affected: the node starts, the
-// failure is reported, a fresh replica takes its place and rebuilds from its
-// peers, and the shard serves throughout.
+// (its directory is gone, a file in its place) is the only one affected:
+// the node starts, the failure is reported, a fresh replica takes its place
+// and catches up from its peers, and the shard serves throughout.
 func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
 	c, cl := startCluster(t, Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -233,20 +233,15 @@ func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
 	}
 	fs := c.cfg.FS
 	dir := fs.PathJoin(replicaDir(c, victim), "pebble")
-	names, err := fs.List(dir)
+	if err := fs.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Create(dir, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range names {
-		if strings.HasPrefix(name, "OPTIONS-") {
-			f, err := fs.Create(fs.PathJoin(dir, name), vfs.WriteCategoryUnspecified)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.Write([]byte("this is not an options file\n[[[\n"))
-			f.Close()
-		}
-	}
+	f.Write([]byte("not a directory"))
+	f.Close()
 	if err := c.RestartNode(victim); err != nil {
 		t.Fatalf("node did not start: %v", err)
 	}

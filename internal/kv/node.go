@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/guardfs"
 )
 
 // NodeConfig configures the KV part of one storage node.
@@ -39,6 +40,8 @@ type Node struct {
 	// failures records replicas that could not open as they were (see
 	// NewNode): what failed, and whether a fresh replica replaced them.
 	failures []ReplicaFailure
+	// guard is the protection layer every replica's files go through.
+	guard *guardfs.FS
 
 	mu    sync.Mutex
 	peers map[base.NodeID]*peer
@@ -65,10 +68,18 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 		return nil, err
 	}
 	cfg.Options = opts
+	// Pebble's own files (MANIFEST, OPTIONS, markers, sstable metadata)
+	// are protected on whatever file system the node runs on (DIRECT
+	// policy 2 for the engine); the raft logs protect themselves and pass
+	// through.
+	guard, err := guardfs.New(cfg.FS, guardfs.Options{SSTReaderOptions: SSTReaderOptions()})
+	if err != nil {
+		return nil, fmt.Errorf("kv: %s: guardfs: %w", cfg.ID, err)
+	}
 	n := &Node{
 		cfg: cfg, replicas: map[base.ShardID]*Replica{},
 		peers: map[base.NodeID]*peer{}, conns: map[base.NodeID]*grpc.ClientConn{},
-		stop: make(chan struct{}),
+		stop: make(chan struct{}), guard: guard,
 	}
 	for _, s := range cfg.Layout.Shards {
 		rid, ok := s.ReplicaOn(cfg.ID)
@@ -76,7 +87,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 			continue
 		}
 		dir := cfg.FS.PathJoin(cfg.Dir, fmt.Sprintf("shard-%d", uint64(s.ID)))
-		r, err := newReplica(n, cfg.ID, s, rid, cfg.FS, dir, opts, false)
+		r, err := newReplica(n, cfg.ID, s, rid, guard, dir, opts, false)
 		if err != nil {
 			// One replica's failure is only that replica's: keep its files
 			// aside for inspection and start it afresh; it rejoins its
@@ -147,7 +158,7 @@ func (n *Node) replaceReplica(s ShardSpec, rid base.ReplicaID, dir string, openE
 	} else {
 		f.Quarantine = q
 	}
-	r, err := newReplica(n, n.cfg.ID, s, rid, fs, dir, n.cfg.Options, true)
+	r, err := newReplica(n, n.cfg.ID, s, rid, n.guard, dir, n.cfg.Options, true)
 	if err != nil {
 		f.ReplaceErr = err
 		return nil, err
@@ -155,6 +166,9 @@ func (n *Node) replaceReplica(s ShardSpec, rid base.ReplicaID, dir string, openE
 	f.Replaced = true
 	return r, nil
 }
+
+// GuardStats returns the protection layer's counters (what it repaired).
+func (n *Node) GuardStats() guardfs.Stats { return n.guard.Stats() }
 
 // ID returns the node's ID.
 func (n *Node) ID() base.NodeID { return n.cfg.ID }

@@ -62,12 +62,15 @@ func pebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 		onCorruption = func(pebble.DataCorruptionInfo) {}
 	}
 	opts := &pebble.Options{
-		FS:                 fs,
-		DisableWAL:         true,
-		MemTableSize:       uint64(memTableBytes),
-		FormatMajorVersion: pebble.FormatNewest,
-		Cache:              cache,
-		Logger:             quietLogger{},
+		FS:         fs,
+		DisableWAL: true,
+		// internal/guardfs holds a framed file's content in memory while
+		// it is open: keep the MANIFEST small.
+		MaxManifestFileSize: int64(8 * base.MiB),
+		MemTableSize:        uint64(memTableBytes),
+		FormatMajorVersion:  pebble.FormatNewest,
+		Cache:               cache,
+		Logger:              quietLogger{},
 		EventListener: &pebble.EventListener{
 			DataCorruption:  onCorruption,
 			BackgroundError: func(error) {},
