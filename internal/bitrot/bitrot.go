@@ -251,3 +251,26 @@ func Kind(path string) string {
 	}
 	return prefix + base
 }
+
+// Copy copies every file under srcDir in src to dstDir in dst (a store to
+// damage, leaving the original for the next fault).
+func Copy(src vfs.FS, srcDir string, dst vfs.FS, dstDir string) error {
+	files, err := Files(src, srcDir)
+	if err != nil {
+		return err
+	}
+	if err := dst.MkdirAll(dstDir, 0o755); err != nil {
+		return fmt.Errorf("bitrot: mkdir %s: %w", dstDir, err)
+	}
+	for _, p := range files {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, srcDir), "/")
+		to := dst.PathJoin(dstDir, rel)
+		if err := dst.MkdirAll(dst.PathDir(to), 0o755); err != nil {
+			return fmt.Errorf("bitrot: mkdir %s: %w", dst.PathDir(to), err)
+		}
+		if err := vfs.CopyAcrossFS(src, p, dst, to); err != nil {
+			return fmt.Errorf("bitrot: copy %s: %w", p, err)
+		}
+	}
+	return nil
+}

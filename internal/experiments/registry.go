@@ -50,6 +50,7 @@ func All() []Experiment {
 		directRepairLatency(),
 		objstoreCapacity(),
 		uberRestartKV(),
+		kvFaultSweep(),
 		uberRestartObjects(),
 		singleFaultObjects(),
 	}

@@ -13,7 +13,19 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/guardfs"
 )
+
+// guarded is the protection layer a node puts over fs (to write a replica's
+// files as a node would).
+func guarded(t *testing.T, fs vfs.FS) vfs.FS {
+	t.Helper()
+	g, err := guardfs.New(fs, guardfs.Options{SSTReaderOptions: SSTReaderOptions()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
 
 // replicaDir is node's directory of shard 1 in c.
 func replicaDir(c *LocalCluster, node base.NodeID) string {
@@ -146,7 +158,8 @@ func rollbackEngine(t *testing.T, c *LocalCluster, node base.NodeID) {
 	if err := fs.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
-	sm, err := openStateMachine(fs, dir, 0, 4<<20, nil)
+	gfs := guarded(t, fs)
+	sm, err := openStateMachine(gfs, dir, 0, 4<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +192,7 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 	if err := c.StopNode(victim); err != nil {
 		t.Fatal(err)
 	}
-	fs := c.cfg.FS
+	fs := guarded(t, c.cfg.FS)
 	dir := fs.PathJoin(replicaDir(c, victim), "pebble")
 	db, err := pebble.Open(dir, pebbleOptions(fs, nil, 4<<20, nil))
 	if err != nil {
