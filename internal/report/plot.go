@@ -109,15 +109,29 @@ func (lp LinePlot) Build() (*plot.Plot, error) {
 		p.Add(l)
 		p.Legend.Add(s.Name, l)
 	}
-	// An empty log axis (no series had a point) keeps the default range
-	// [0, 1], which a log scale cannot draw: give it one decade.
-	if lp.LogX && p.X.Min <= 0 {
-		p.X.Min, p.X.Max = 1, 10
+	if lp.LogX {
+		p.X.Min, p.X.Max = logRange(p.X.Min, p.X.Max)
 	}
-	if lp.LogY && p.Y.Min <= 0 {
-		p.Y.Min, p.Y.Max = 1, 10
+	if lp.LogY {
+		p.Y.Min, p.Y.Max = logRange(p.Y.Min, p.Y.Max)
 	}
 	return p, nil
+}
+
+// logRange returns a range a log axis can draw. NB: gonum leaves an axis
+// without data at [+Inf, -Inf] and widens an empty range [x, x] to
+// [x-1, x+1] when drawing; either panics on a log scale ("Values must be
+// greater than 0") when no series had a point (an experiment that measured
+// nothing) or every point sat at one x below 1 (a single repair). The first
+// gets one decade, the second a decade on each side.
+func logRange(lo, hi float64) (float64, float64) {
+	switch {
+	case !(lo > 0) || math.IsInf(lo, 0) || math.IsInf(hi, 0) || hi < lo:
+		return 1, 10
+	case lo == hi:
+		return lo / 10, hi * 10
+	}
+	return lo, hi
 }
 
 // decadeTicks marks every power of ten of a log axis and labels at most about

@@ -95,18 +95,29 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// TestEmptyLogPlotDraws: a log-scale plot whose series have no points (an
-// experiment that measured nothing) still renders.
-func TestEmptyLogPlotDraws(t *testing.T) {
-	p, err := LinePlot{Title: "empty", LogX: true, LogY: true, Series: []Series{{Name: "none"}}}.Build()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := New("empty", "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Plot("empty", "nothing measured", p); err != nil {
-		t.Fatal(err)
+// TestDegenerateLogPlotsDraw: log-scale plots whose series have no points
+// (an experiment that measured nothing) or a single x below 1 (one repair)
+// render; gonum panics drawing either unless Build fixes the range.
+func TestDegenerateLogPlotsDraw(t *testing.T) {
+	for name, series := range map[string][]Series{
+		"empty":  {{Name: "none"}},
+		"single": {{Name: "one", X: []float64{0.4}, Y: []float64{1}}},
+		"column": {{Name: "same x", X: []float64{0.01, 0.01}, Y: []float64{0.5, 1}}},
+	} {
+		p, err := LinePlot{Title: name, LogX: true, LogY: true, Series: series}.Build()
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := New(name, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Plot("p", "degenerate", p); err != nil {
+			t.Fatal(err)
+		}
+		// Write draws the plot: that is where gonum panicked.
+		if err := r.Write(t.TempDir(), testEnv()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
 	}
 }
