@@ -430,7 +430,7 @@ func TestCtlThroughBinary(t *testing.T) {
 
 	// Item 13: usage errors show the usage line; ctl kv has its own help;
 	// papers are named.
-	if _, errOut, code := runBinary(t, wd, "kv", "scan"); code != 2 || !strings.Contains(errOut, "usage: flashmend kv scan START END") {
+	if _, errOut, code := runBinary(t, wd, "kv", "scan", "a", "b", "c"); code != 2 || !strings.Contains(errOut, "usage: flashmend kv scan [START [END]]") {
 		t.Fatalf("kv scan: exit %d, %q", code, errOut)
 	}
 	if out, _, _ := runBinary(t, wd, "ctl", "kv", "--help"); strings.Contains(out, "serve a local cluster") || strings.Contains(out, "demo") {

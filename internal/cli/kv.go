@@ -202,7 +202,9 @@ func newKVDataCmds(client kvClientFunc) []*cobra.Command {
 	})
 	var limit int
 	scan := addRead(&cobra.Command{
-		Use: "scan START END", Short: "List keys in [START, END) (END \"\" for no end)", Args: exactArgs(2),
+		Use:   "scan [START [END]]",
+		Short: "List the keys in [START, END), page by page (no START: from the first key; no END or \"\": to the last)",
+		Args:  rangeArgs(0, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opt, err := readOption(consistency, index)
 			if err != nil {
@@ -214,21 +216,21 @@ func newKVDataCmds(client kvClientFunc) []*cobra.Command {
 			}
 			defer cancel()
 			defer c.Close()
-			var end []byte
-			if args[1] != "" {
+			var start, end []byte
+			if len(args) > 0 {
+				start = []byte(args[0])
+			}
+			if len(args) > 1 && args[1] != "" {
 				end = []byte(args[1])
 			}
-			rows, err := c.Scan(ctx, []byte(args[0]), end, limit, opt)
-			if err != nil {
+			w := cmd.OutOrStdout()
+			return c.ScanEach(ctx, start, end, limit, func(r kv.KeyValue) error {
+				_, err := fmt.Fprintf(w, "%s\t%s\n", r.Key, r.Value)
 				return err
-			}
-			for _, r := range rows {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s\t%s\n", r.Key, r.Value)
-			}
-			return nil
+			}, opt)
 		},
 	})
-	scan.Flags().IntVar(&limit, "limit", 100, "at most this many rows")
+	scan.Flags().IntVar(&limit, "limit", 0, "at most this many rows (0: every row)")
 	var node uint64
 	corrupt := &cobra.Command{
 		Use:   "corrupt KEY",
@@ -267,8 +269,8 @@ func newKVDataCmds(client kvClientFunc) []*cobra.Command {
 			defer cancel()
 			defer c.Close()
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "%-6s %-5s %-8s %-6s %-8s %-8s %-7s %-9s %-8s %s\n",
-				"shard", "node", "replica", "leader", "applied", "crc", "keys", "detected", "patches", "state")
+			fmt.Fprintf(w, "%-6s %-5s %-8s %-6s %-8s %-8s %-7s %-9s %-9s %-8s %-8s %s\n",
+				"shard", "node", "replica", "leader", "applied", "crc", "keys", "detected", "transient", "patches", "rebuilds", "state")
 			for _, s := range c.Layout().Shards {
 				var nodes []base.NodeID
 				for _, n := range s.Replicas {
@@ -285,14 +287,51 @@ func newKVDataCmds(client kvClientFunc) []*cobra.Command {
 						fmt.Fprintf(w, "%-6s %-5s unreachable: %v\n", s.ID, n, err)
 						continue
 					}
-					fmt.Fprintf(w, "%-6s %-5s %-8s %-6t %-8d %08x %-7d %-9d %-8d %s\n", s.ID, n, base.ReplicaID(st.Replica),
-						st.Leader, st.AppliedIndex, st.ContentCrc, st.Keys, st.CorruptionsDetected, st.PatchesApplied, st.State)
+					fmt.Fprintf(w, "%-6s %-5s %-8s %-6t %-8d %08x %-7d %-9d %-9d %-8d %-8d %s\n", s.ID, n, base.ReplicaID(st.Replica),
+						st.Leader, st.AppliedIndex, st.ContentCrc, st.Keys, st.CorruptionsDetected, st.TransientErrors,
+						st.PatchesApplied, st.Rebuilds, st.State)
+					for _, line := range kvStatusDetails(st) {
+						fmt.Fprintf(w, "%14s%s\n", "", line)
+					}
 				}
 			}
 			return nil
 		},
 	}
 	return []*cobra.Command{put, get, del, scan, corrupt, status}
+}
+
+// kvStatusDetails says, for one replica, what happened to its last
+// detection, why it was rebuilt, what is pending, and what could not open.
+func kvStatusDetails(st *kvpb.ReplicaStatusResponse) []string {
+	var out []string
+	if st.LastDetection != "" {
+		d := "last detection: " + st.LastDetection
+		switch st.LastDetection {
+		case "transient":
+			d += " (the block verified on a re-read: a flip on the way, nothing to repair)"
+		case "pending":
+			d += fmt.Sprintf(" (%d patch requests in flight)", st.PendingRepairs)
+		case "already repaired":
+			d += " (damage in a range a patch already replaced)"
+		}
+		out = append(out, d)
+	}
+	if len(st.RebuildReasons) > 0 {
+		var reasons []string
+		for k, v := range st.RebuildReasons {
+			reasons = append(reasons, fmt.Sprintf("%d %s", v, k))
+		}
+		sort.Strings(reasons)
+		out = append(out, "rebuilds: "+strings.Join(reasons, "; "))
+	}
+	if st.Failed != "" {
+		out = append(out, "could not open: "+st.Failed)
+	}
+	if st.RaftLog != "" {
+		out = append(out, "raft log: "+st.RaftLog)
+	}
+	return out
 }
 
 func newKVServeCmd() *cobra.Command {

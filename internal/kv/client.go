@@ -293,37 +293,70 @@ type KeyValue struct {
 func (kv KeyValue) String() string { return fmt.Sprintf("%q=%q", kv.Key, kv.Value) }
 
 // Scan returns up to limit rows of [start, end) (end nil: to the end),
-// across shards. limit 0 means MaxScanRows.
+// across shards; limit 0 means every row. It holds them all: ScanEach
+// streams a large range instead.
 func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ...ReadOption) ([]KeyValue, error) {
-	if err := validateRange(start, end); err != nil {
+	var out []KeyValue
+	err := c.ScanEach(ctx, start, end, limit, func(kv KeyValue) error {
+		out = append(out, kv)
+		return nil
+	}, opts...)
+	if err != nil {
 		return nil, err
 	}
-	if limit < 0 || limit > MaxScanRows {
-		return nil, base.InvalidArgumentf("kv: scan limit %d outside [0, %d]", limit, MaxScanRows)
+	return out, nil
+}
+
+// ScanEach calls fn for up to limit rows of [start, end) in key order
+// (limit 0: every row), fetching them a page at a time: each page is
+// bounded by rows (MaxScanRows) and bytes (DefaultScanPageBytes), so a
+// range of any size is walked in bounded memory. Each page is read with
+// the given consistency; a strong scan is linearizable page by page, not
+// as a whole. An error from fn stops the scan and is returned.
+func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn func(KeyValue) error, opts ...ReadOption) error {
+	if err := validateRange(start, end); err != nil {
+		return err
 	}
-	if limit == 0 {
-		limit = MaxScanRows
+	if limit < 0 {
+		return base.InvalidArgumentf("kv: scan limit %d is negative", limit)
 	}
 	ro := readOptions(opts)
-	var out []KeyValue
+	seen := 0
 	for _, shard := range c.layout.Shards {
-		if !shard.Range.Overlaps(Range{Start: start, End: end}) || len(out) >= limit {
+		if !shard.Range.Overlaps(Range{Start: start, End: end}) {
 			continue
 		}
-		var resp *kvpb.ScanResponse
-		err := c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(kc kvpb.KVClient) error {
-			var err error
-			resp, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: uint64(shard.ID), Start: start, End: end, Limit: uint32(limit - len(out)), Read: ro})
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range resp.Rows {
-			out = append(out, KeyValue{Key: r.Key, Value: r.Value})
+		from := start
+		for {
+			if limit > 0 && seen >= limit {
+				return nil
+			}
+			page := MaxScanRows
+			if limit > 0 {
+				page = min(page, limit-seen)
+			}
+			var resp *kvpb.ScanResponse
+			err := c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(kc kvpb.KVClient) error {
+				var err error
+				resp, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: uint64(shard.ID), Start: from, End: end, Limit: uint32(page), Read: ro})
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			for _, r := range resp.Rows {
+				if err := fn(KeyValue{Key: r.Key, Value: r.Value}); err != nil {
+					return err
+				}
+				seen++
+			}
+			if !resp.More || len(resp.Rows) == 0 {
+				break
+			}
+			from = append(bytes.Clone(resp.Rows[len(resp.Rows)-1].Key), 0)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Op is one write of a batch.

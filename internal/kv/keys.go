@@ -17,8 +17,14 @@ const (
 	MaxValueBytes = 1 << 20
 	// MaxBatchOps bounds the operations (and conditions) of one write.
 	MaxBatchOps = 1000
-	// MaxScanRows bounds one scan; a larger limit is an error.
+	// MaxScanRows bounds the rows of one scan page (one Scan RPC); a larger
+	// limit is an error. Client.Scan pages through any number of rows.
 	MaxScanRows = 10000
+	// DefaultScanPageBytes and MaxScanPageBytes bound the keys and values
+	// of one scan page (ScanRequest.max_bytes 0 takes the default): well
+	// under gRPC's default 4 MiB message.
+	DefaultScanPageBytes = 1 << 20
+	MaxScanPageBytes     = 2 << 20
 )
 
 // Pebble key layout of a replica's state machine: user keys live under
@@ -116,6 +122,17 @@ func validateRange(start, end []byte) error {
 		return base.InvalidArgumentf("kv: empty range [%q, %q)", start, end)
 	}
 	return nil
+}
+
+// validatePageBytes maps a request's byte bound to a page's.
+func validatePageBytes(n uint64) (int, error) {
+	if n == 0 {
+		return DefaultScanPageBytes, nil
+	}
+	if n > MaxScanPageBytes {
+		return 0, base.InvalidArgumentf("kv: scan page of %d bytes exceeds %d", n, MaxScanPageBytes)
+	}
+	return int(n), nil
 }
 
 func validateLimit(limit uint32) (int, error) {

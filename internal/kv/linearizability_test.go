@@ -192,7 +192,7 @@ func checkLinearizability(t *testing.T, nemesis string) {
 		// value as of the patch entry.
 		for _, victim := range []*Replica{c.Node(leader).Replica(1), c.Node(leader%3 + 1).Replica(1)} {
 			corruptReplica(t, victim, []byte(keys[rng.Intn(len(keys))]))
-			_, _, _, err := victim.Scan(ctx, nil, nil, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+			_, _, _, err := victim.Scan(ctx, nil, nil, 0, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 			if !base.IsCorruption(err) && !errors.Is(err, ErrReplicaUnavailable) {
 				// (Unavailable: a CAS evaluated on the damaged block first
 				// and the replica is already rebuilding.)

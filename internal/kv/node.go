@@ -495,5 +495,16 @@ func (s *adminServer) ReplicaStatus(_ context.Context, req *kvpb.ReplicaStatusRe
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return r.Status()
+	st, err := r.Status()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if n := s.svc.n.Load(); n != nil {
+		for _, f := range n.Failures() {
+			if uint64(f.Shard) == req.Shard {
+				st.Failed = f.String()
+			}
+		}
+	}
+	return st, nil
 }

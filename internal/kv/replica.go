@@ -1024,8 +1024,10 @@ func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) (
 	return v, found, applied, err
 }
 
-// Scan reads up to limit rows of [start, end) with the given consistency.
-func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts *kvpb.ReadOptions) ([]*kvpb.KeyValue, bool, uint64, error) {
+// Scan reads up to limit rows of [start, end) with the given consistency,
+// stopping once their keys and values reach maxBytes (0: no byte bound);
+// more reports whether rows remain.
+func (r *Replica) Scan(ctx context.Context, start, end []byte, limit, maxBytes int, opts *kvpb.ReadOptions) ([]*kvpb.KeyValue, bool, uint64, error) {
 	if err := r.prepareRead(ctx, opts); err != nil {
 		return nil, false, 0, err
 	}
@@ -1038,7 +1040,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit int, opts *
 		return nil, false, 0, err
 	}
 	applied, _ := r.appliedIndex()
-	rows, more, err := scan(r.sm.db, start, end, limit)
+	rows, more, err := scanBounded(r.sm.db, start, end, limit, maxBytes)
 	return rows, more, applied, err
 }
 

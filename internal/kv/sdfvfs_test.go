@@ -135,7 +135,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 
 	// Reads of every key through the client stay correct; the victim's own
 	// scan runs into the damage.
-	_, _, _, err = victim.Scan(ctx, nil, nil, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	_, _, _, err = victim.Scan(ctx, nil, nil, 0, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	if !base.IsCorruption(err) {
 		t.Fatalf("scan of the damaged replica: %v", err)
 	}

@@ -56,6 +56,10 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	pageBytes, err := validatePageBytes(req.MaxBytes)
+	if err != nil {
+		return nil, toStatus(err)
+	}
 	r, err := s.shardReplica(req.Shard)
 	if err != nil {
 		return nil, toStatus(err)
@@ -78,7 +82,7 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 		}
 		return &kvpb.ScanResponse{Rows: rows, More: more}, nil
 	}
-	rows, more, applied, err := r.Scan(ctx, start, end, limit, req.Read)
+	rows, more, applied, err := r.Scan(ctx, start, end, limit, pageBytes, req.Read)
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -293,26 +293,44 @@ func getOnce(r pebble.Reader, key []byte) ([]byte, bool, error) {
 // corruption is resumed, with a new iterator, just past the last row read;
 // readAttempts consecutive failures without progress return the error.
 func scan(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue, more bool, err error) {
+	return scanBounded(r, start, end, limit, 0)
+}
+
+// rowBytes is what a row costs against a scan's byte bound.
+func rowBytes(kv *kvpb.KeyValue) int { return len(kv.Key) + len(kv.Value) }
+
+// scanBounded is scan that also stops once the rows' keys and values
+// reach maxBytes (after at least one row; 0: no byte bound).
+func scanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*kvpb.KeyValue, more bool, err error) {
 	from := start
+	used := 0
 	for failures := 0; ; {
 		want := 0
 		if limit > 0 {
 			want = limit - len(rows)
-			if want <= 0 {
-				// The rows are all in; only "more" is left to learn.
-				next, _, err := scanOnce(r, from, end, 1)
-				if err == nil {
-					return rows, len(next) > 0, nil
-				}
-				if !base.IsCorruption(err) || failures+1 >= readAttempts {
-					return nil, false, err
-				}
-				failures++
-				continue
-			}
 		}
-		part, more, err := scanOnce(r, from, end, want)
+		full := (limit > 0 && want <= 0) || (maxBytes > 0 && used >= maxBytes && len(rows) > 0)
+		if full {
+			// The rows are all in; only "more" is left to learn.
+			next, _, err := scanOnce(r, from, end, 1, 0)
+			if err == nil {
+				return rows, len(next) > 0, nil
+			}
+			if !base.IsCorruption(err) || failures+1 >= readAttempts {
+				return nil, false, err
+			}
+			failures++
+			continue
+		}
+		budget := 0
+		if maxBytes > 0 {
+			budget = maxBytes - used
+		}
+		part, more, err := scanOnce(r, from, end, want, budget)
 		rows = append(rows, part...)
+		for _, kv := range part {
+			used += rowBytes(kv)
+		}
 		if err == nil {
 			return rows, more, nil
 		}
@@ -330,17 +348,18 @@ func scan(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue,
 	}
 }
 
-// scanOnce is one iterator's pass of scan. A range that ends just past a
-// key k (end = k + "\x00") is read as [start, k) and a point read of k:
-// an iterator bounded by k+"\x00" loads the block after k's to learn that
-// nothing else is below the bound, and that block may be damaged, where
-// one bounded by k stops at k's block (its index separator is at least k). On error it returns the rows
-// read before the error with it.
-func scanOnce(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue, more bool, err error) {
+// scanOnce is one iterator's pass of scan (maxBytes as in scanBounded). A
+// range that ends just past a key k (end = k + "\x00") is read as
+// [start, k) and a point read of k: an iterator bounded by k+"\x00" loads
+// the block after k's to learn that nothing else is below the bound, and
+// that block may be damaged, where one bounded by k stops at k's block (its
+// index separator is at least k). On error it returns the rows read before
+// the error with it.
+func scanOnce(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*kvpb.KeyValue, more bool, err error) {
 	if n := len(end); n > 0 && end[n-1] == 0 && bytes.Compare(start, end[:n-1]) <= 0 {
 		k := end[:n-1]
 		if bytes.Compare(start, k) < 0 {
-			rows, more, err = scanOnce(r, start, k, limit)
+			rows, more, err = scanOnce(r, start, k, limit, maxBytes)
 			if err != nil || more {
 				return rows, more, err
 			}
@@ -350,7 +369,11 @@ func scanOnce(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyVa
 			return rows, false, err
 		}
 		if found {
-			if limit > 0 && len(rows) == limit {
+			used := 0
+			for _, kv := range rows {
+				used += rowBytes(kv)
+			}
+			if (limit > 0 && len(rows) == limit) || (maxBytes > 0 && used >= maxBytes && len(rows) > 0) {
 				return rows, true, nil
 			}
 			rows = append(rows, &kvpb.KeyValue{Key: bytes.Clone(k), Value: v})
@@ -362,8 +385,9 @@ func scanOnce(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyVa
 	if err != nil {
 		return nil, false, classify(err)
 	}
+	used := 0
 	for valid := it.First(); valid; valid = it.Next() {
-		if limit > 0 && len(rows) == limit {
+		if (limit > 0 && len(rows) == limit) || (maxBytes > 0 && used >= maxBytes && len(rows) > 0) {
 			more = true
 			break
 		}
@@ -373,6 +397,7 @@ func scanOnce(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyVa
 			it.Close()
 			return rows, false, classify(err)
 		}
+		used += len(k) + len(v)
 		rows = append(rows, &kvpb.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 	}
 	if err := it.Close(); err != nil {

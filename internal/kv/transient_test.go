@@ -168,7 +168,7 @@ func TestTransientFlipNotRepaired(t *testing.T) {
 	}
 	waitFor(t, "transient error counted", func() bool { return victim.Stats().TransientErrors == 1 })
 	// A scan over the block's neighbourhood and client reads also succeed.
-	rows, _, _, err := victim.Scan(ctx, testKey(1400), testKey(1600), 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	rows, _, _, err := victim.Scan(ctx, testKey(1400), testKey(1600), 0, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	if err != nil || len(rows) != 200 {
 		t.Fatalf("scan after transient flip: %d rows, %v", len(rows), err)
 	}

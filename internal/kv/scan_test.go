@@ -1,0 +1,67 @@
+package kv
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+)
+
+// TestScanPagesByBytes: 2,300 values of 4 KB (9 MB, more than a gRPC
+// message) come back whole from one Client.Scan over two shards, page by
+// page; one page is bounded by bytes; a limit above MaxScanRows works; an
+// oversized page request is refused.
+func TestScanPagesByBytes(t *testing.T) {
+	c, cl := startCluster(t, Options{}, "key-01000")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	value := func(i int) []byte { return []byte(fmt.Sprintf("%04d-%04000d", i, i)) }
+	const n = 2300
+	for i := 0; i < n; i += 50 {
+		var ops []Op
+		for j := i; j < i+50 && j < n; j++ {
+			ops = append(ops, Op{Key: testKey(j), Value: value(j)})
+		}
+		if _, err := cl.Batch(ctx, ops, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := cl.Scan(ctx, nil, nil, 0, Strong())
+	if err != nil || len(rows) != n {
+		t.Fatalf("whole scan: %d rows, %v", len(rows), err)
+	}
+	for i, r := range rows {
+		if string(r.Key) != string(testKey(i)) || string(r.Value) != string(value(i)) {
+			t.Fatalf("row %d: %q", i, r.Key)
+		}
+	}
+	if rows, err := cl.Scan(ctx, nil, nil, MaxScanRows+5, Eventual()); err != nil || len(rows) != n {
+		t.Fatalf("limit above MaxScanRows: %d rows, %v", len(rows), err)
+	}
+	if rows, err := cl.Scan(ctx, testKey(10), nil, 1500); err != nil || len(rows) != 1500 || string(rows[0].Key) != string(testKey(10)) {
+		t.Fatalf("limit across shards: %d rows, %v", len(rows), err)
+	}
+	leader, err := c.WaitLeader(ctx, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, more, _, err := c.Node(leader).Replica(2).Scan(ctx, nil, nil, 0, DefaultScanPageBytes, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	bytes := 0
+	for _, r := range page {
+		bytes += rowBytes(r)
+	}
+	if err != nil || !more || bytes < DefaultScanPageBytes || bytes > DefaultScanPageBytes+5000 {
+		t.Fatalf("one page: %d rows, %d bytes, more=%v, %v", len(page), bytes, more, err)
+	}
+	kc, err := cl.kvClient(leader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: 2, MaxBytes: MaxScanPageBytes + 1})
+	if !base.IsInvalidArgument(fromStatus(err)) {
+		t.Fatalf("oversized page: %v", err)
+	}
+}
