@@ -20,12 +20,20 @@ func TestScanPagesByBytes(t *testing.T) {
 	defer cancel()
 	value := func(i int) []byte { return []byte(fmt.Sprintf("%04d-%04000d", i, i)) }
 	const n = 2300
-	for i := 0; i < n; i += 50 {
+	for i := 0; i < n; i += 25 {
 		var ops []Op
-		for j := i; j < i+50 && j < n; j++ {
+		for j := i; j < i+25 && j < n; j++ {
 			ops = append(ops, Op{Key: testKey(j), Value: value(j)})
 		}
-		if _, err := cl.Batch(ctx, ops, nil); err != nil {
+		// The puts are idempotent: a batch whose outcome is unknown (a
+		// leader change under the race detector's slowdown) is sent again.
+		var err error
+		for attempt := 0; attempt < 5; attempt++ {
+			if _, err = cl.Batch(ctx, ops, nil); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}
