@@ -74,6 +74,11 @@ func TestCoordinatorStoreLost(t *testing.T) {
 				want[key] = data
 				maxVersion = max(maxVersion, rec.Version)
 			}
+			// An empty object (no chunk, only index entries on the nodes).
+			if _, err := c.Put(ctx, "lost/empty", nil, rep); err != nil {
+				t.Fatal(err)
+			}
+			want["lost/empty"] = []byte{}
 			// An overwrite and a delete, both collected before the loss.
 			want["lost/0"] = randomBytes(rng, 1000)
 			if _, err := c.Put(ctx, "lost/0", want["lost/0"], rep); err != nil {

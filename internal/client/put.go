@@ -138,6 +138,20 @@ func (c *Client) writeAll(ctx context.Context, rec *objectpb.ObjectRecord, data 
 	}
 	now := c.opts.Clock.Now().UnixMilli()
 	info := func(shard int) *nodepb.BlobInfo { return l.blobInfo(shard, now) }
+	if l.chunks == 0 {
+		// An empty object stores no chunk; its replicas or shards are
+		// only local index entries (so a rebuilt index still has it).
+		for r := 0; r < l.copies; r++ {
+			shard := 0
+			if l.ec {
+				shard = r
+			}
+			select {
+			case tasks <- writeTask{replica: r, id: l.id(shard, 0), info: info(shard)}:
+			case <-ctx.Done():
+			}
+		}
+	}
 produce:
 	for i := 0; i < l.chunks; i++ {
 		var batch []writeTask

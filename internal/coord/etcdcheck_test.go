@@ -46,8 +46,15 @@ var storeFaults = map[string]func(t *testing.T, dir string){
 	"wal-junk": func(t *testing.T, dir string) {
 		editWAL(t, dir, func(b []byte, u int) []byte { junk(b[u/2 : u/2+4096]); return b })
 	},
-	"wal-flip": func(t *testing.T, dir string) {
-		editWAL(t, dir, func(b []byte, u int) []byte { b[u/2] ^= 1; return b })
+	// One bit in each of eight bytes: a record's padding (up to seven
+	// bytes, not under its CRC) cannot absorb them all.
+	"wal-flips": func(t *testing.T, dir string) {
+		editWAL(t, dir, func(b []byte, u int) []byte {
+			for i := 0; i < 8; i++ {
+				b[u/2+i] ^= 1
+			}
+			return b
+		})
 	},
 	"wal-truncate": func(t *testing.T, dir string) { editWAL(t, dir, func(b []byte, u int) []byte { return b[:u/2] }) },
 	"wal-delete": func(t *testing.T, dir string) {

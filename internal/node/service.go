@@ -40,6 +40,14 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 	if req.Missing && !req.Repair {
 		return nil, ToStatus(base.InvalidArgumentf("chunk %s: a missing-chunk write must be a repair", id))
 	}
+	if len(req.Data) == 0 && req.Info != nil && req.Info.Chunks == 0 && req.Info.SizeBytes == 0 && id.Index == 0 {
+		// An empty object has no chunk: only its local index entry, so
+		// that the nodes still name it when the index is rebuilt.
+		if err := s.n.chunks.PutBlobInfo(blobInfoOf(req.Info)); err != nil {
+			return nil, ToStatus(err)
+		}
+		return &nodepb.WriteChunkResponse{}, nil
+	}
 	if err := s.n.chunks.WriteChunk(id, req.Data, req.Sums, req.Repair); err != nil {
 		if base.IsCorruption(err) {
 			s.n.history.record(KindRejectedWrite, &id, "")
@@ -54,16 +62,19 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 		s.n.history.record(KindRepaired, &id, "")
 	}
 	if info := req.Info; info != nil {
-		err := s.n.chunks.PutBlobInfo(objstore.BlobInfo{
-			Key: info.Key, Object: info.Object, Version: info.Version, Shard: info.Shard,
-			Redundancy: info.Redundancy, Chunks: info.Chunks,
-			SizeBytes: info.SizeBytes, Placement: info.Placement, CreatedUnixMs: info.CreatedUnixMs,
-		})
-		if err != nil {
+		if err := s.n.chunks.PutBlobInfo(blobInfoOf(info)); err != nil {
 			return nil, ToStatus(err)
 		}
 	}
 	return &nodepb.WriteChunkResponse{}, nil
+}
+
+func blobInfoOf(info *nodepb.BlobInfo) objstore.BlobInfo {
+	return objstore.BlobInfo{
+		Key: info.Key, Object: info.Object, Version: info.Version, Shard: info.Shard,
+		Redundancy: info.Redundancy, Chunks: info.Chunks,
+		SizeBytes: info.SizeBytes, Placement: info.Placement, CreatedUnixMs: info.CreatedUnixMs,
+	}
 }
 
 func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (*nodepb.ReadChunkResponse, error) {
