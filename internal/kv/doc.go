@@ -26,100 +26,133 @@
 //   - LocalCluster: in-process nodes on loopback gRPC (tests, CLI,
 //     experiments).
 //
+// # Where a replica keeps what (every file, and what protects it)
+//
+//   - Raft log (Dir/shard-N/raft): internal/raftlog, two copies in small
+//     checksummed fragments merged copy by copy; entries lost in both are
+//     fetched from peers at open (FetchEntries) by raft's own rules, never
+//     mistaken for a torn tail; what no peer holds is cut, under a vote
+//     floor (the replica does not help elect a leader lacking what it
+//     acknowledged, and moves past the leader's term at first contact so
+//     the next leader probes its log afresh). It is the shard's
+//     write-ahead log.
+//   - Engine (Dir/shard-N/pebble): Pebble without its WAL (DisableWAL: the
+//     raft log already holds every write, duplicated and repairable, where
+//     a Pebble WAL would be one more unprotected copy); what Pebble holds
+//     durably is what it flushed, and a restart replays the raft log from
+//     the flushed applied index. The raft log is compacted only up to an
+//     index a completed flush made durable (flushAndCompact), so the log
+//     always covers what the engine may have lost. Every file goes through
+//     internal/guardfs: MANIFEST, OPTIONS and markers in three framed
+//     copies, sstables with a sidecar of their size and metadata blocks.
+//   - The applied record (index, term, digest of the rows) in two copies at
+//     the two ends of the key space, written with every entry's effects.
+//     Unreadable in both: the replica takes a peer's state.
+//
 // # DIRECT in the KV store
 //
 //  1. Detect, re-read, isolate: Pebble's EventListener.DataCorruption names
-//     the file and (in its error) the block handle offset/length. The
-//     replica first re-reads that block from the file and checks its
-//     checksum (rereadBlock, MISSION.md "re-read before repairing"): a
-//     block that verifies was hit by a transient flip on the way; it is
-//     counted (ReplicaStats.TransientErrors) and not repaired, and the read
-//     that failed re-reads it too (get and scan retry a read that fails as
-//     corruption readAttempts times, resuming a scan past its last row;
-//     Pebble never caches a block that failed its checksum). Only damage
-//     that persists on the re-read goes on: isolateCorruption opens the
-//     file with the sstable reader, and the last
-//     readable key before the damage and the first after it (the healthy
-//     neighbouring blocks) bound the corrupt data block's key range. Error
-//     amplification is one data block: other keys of the file, the shard
-//     and the node keep serving. Reads of the range on that replica fail as
-//     corruption (never wrong data) and the Client retries another replica.
-//  2. Local metadata: internal/sdfvfs duplicates MANIFEST, OPTIONS, CURRENT
-//     and (with sdfvfs.SSTMetadataRanges) every sstable's metadata blocks;
-//     raft log records are written twice (internal/raftlog).
-//  3. Recovery through the log (Figure 5): the damaged replica proposes a
-//     PatchRequest, its own raft entry, naming the ranges and itself. Every
-//     healthy replica, applying that entry, scans the ranges at exactly that
-//     point of the log and sends the rows with a CRC32C; the damaged
-//     replica, applying it, waits for the first verifying patch and installs
-//     it atomically with IngestAndExcise (keys absent from the patch are
-//     deleted: implicit deletes), then goes on applying the log. Writes to
-//     the range ordered before the entry are in the patch; those after it
-//     are applied after the ingest. All snapshots of the repaired replica are
-//     invalidated: its open transactions abort and the client re-runs them.
-//     A patch builder (and a rebuild source, FetchState) re-reads past
-//     transient flips like any scan; one whose own copy is damaged on disk
-//     stays silent. With no patch
-//     within Options.PatchTimeout the replica is rebuilt from a peer's whole
-//     state at an applied index at least the entry's (FetchState).
+//     the file and (in its error) the block handle. The replica first
+//     re-reads that block and checks its checksum (rereadBlock, with our
+//     own check: Pebble's searches every single-bit flip of a damaged
+//     block, ~130 MB of CRC per 4 KiB): a block that verifies was hit by a
+//     transient flip on the way; it is counted (TransientErrors) and not
+//     repaired, and the read that failed re-reads it too. Damage that
+//     persists is isolated block by block (isolateBlocks): the table's
+//     index gives each data block's separator, so each run of adjacent
+//     damaged blocks becomes one key range, without reading its
+//     neighbours. A range's excise span keeps the separators on both sides
+//     (Pebble seeks at an excise's bounds to cut the remainders and a seek
+//     that lands in a damaged block drops the remainder); what the replica
+//     lost leaves out the left separator key when it reads back, so
+//     replicas damaged next to each other do not each refuse the key
+//     between them. Error amplification is one data block. Reads of a range
+//     under repair fail as corruption (never wrong data) and the Client
+//     retries another replica.
+//  2. Recovery through the log (Figure 5): the damaged replica proposes a
+//     PatchRequest, its own raft entry, at once (re-proposed within 50 ms
+//     if raft dropped it for want of a leader). Every other replica,
+//     applying that entry, scans the ranges at exactly that point of the
+//     log, leaving out its own damaged ranges, and sends the pieces it read
+//     with a CRC32C. The damaged replica, applying it, waits until each
+//     range is covered piece by piece (helix recovery: when every replica
+//     is damaged somewhere, a range can still come together from several)
+//     and installs it atomically with IngestAndExcise (implicit deletes),
+//     then reads the range back against the patch and checks that the
+//     excise kept every row around the span. A range no replica could send
+//     in PatchTimeout stays under repair and is requested again at a later
+//     entry: patching is retried, not replaced by a rebuild (which would
+//     need a peer whose whole state reads back). All snapshots of the
+//     repaired replica are invalidated: its open transactions abort.
+//  3. No silent divergence: the digest (row count, wrapping sum and xor of
+//     a hash of every row) is updated with every write (old value out, new
+//     in) and stored with the applied index; at open a scan of the engine
+//     must reproduce it (verifyEngine), and a rebuilt state must match its
+//     source's. A replica whose engine lost or gained rows (a MANIFEST
+//     that went back in time) never serves: it is rebuilt (reason
+//     "state machine diverged from its digest"). Reads wait for the first
+//     scan; a scan that meets damage cannot decide until patches land, and
+//     the replica serves meanwhile (every read is still checked against
+//     its block checksums).
 //  4. Cascading errors: an entry whose conditions a replica cannot evaluate
 //     (they read a damaged block) is never guessed: that replica rebuilds
 //     from a peer that applied it; the proposer reports the outcome as
-//     unknown. Conditions re-read past transient flips first, so only
-//     damage that persists gets here (counted: ReplicaStats.ApplyFailures).
-//     A rebuild retries every peer until one serves the state; it never
-//     leaves the replica out for good.
-//  5. Baseline RepairCrash: the first corruption takes the replica down (no
+//     unknown. Every rebuild is counted by reason (ReplicaStats.
+//     RebuildReasons, `kv status`).
+//  5. One replica's failure is only that replica's: a replica that cannot
+//     open (NewNode) has its files moved aside and a fresh replica takes
+//     its place (Node.Failures says what failed); it votes for no one and
+//     serves no read until it holds every committed entry (a barrier entry
+//     it proposed has applied), and catches up from the leader's log or a
+//     peer's state.
+//  6. Baseline RepairCrash: the first corruption takes the replica down (no
 //     reads), its Pebble is deleted, and it is re-replicated whole.
 //
 // The crash baseline (RepairCrash) does not re-read: it is the paper's
-// baseline, and goes down at the first report, transient or not (its
-// rebuild sources do re-read, so the re-replication completes).
+// baseline, and goes down at the first report, transient or not.
 //
-// What remains: a persistent report without a block handle, or naming a
-// non-data block, is still repaired as the file's key range; a report whose
-// re-read fails rereadAttempts times in a row through transient flips alone
-// is taken as persistent (then isolation's own reads, which also re-read
-// past transient flips, decide the range); a
-// patch ingest (IngestAndExcise) that fails on a transient flip is repaired
-// by a rebuild, not retried; a raft log write that fails (handleReady) takes
-// the replica out of its group (logFailed) until restart: that is a write
-// failure, not a corruption.
+// A background scrubber (Options.ScrubInterval, and once after open)
+// verifies every data block of every live sstable (our own checksum), so
+// damage in cold data is repaired before a read needs it.
 //
-// Compactions that read a damaged block fail and install nothing; outputs
-// that cover a range under repair are superseded by the excise.
-//
-// A background scrubber (Options.ScrubInterval) verifies every live
-// sstable's block checksums, so damage in cold data is repaired too; ranges
-// already patched (the damage stays in the physical file under virtual
-// sstables) are not repaired again.
-//
-// NB: every excise is verified (checkExcise): Pebble finds the bounds of
-// the remainders of a partly excised table by seeking in it, and a seek
-// that hits another damaged block drops the remainder silently. A lost
-// remainder turns the patch into a rebuild.
+// What remains: a write whose old value sits in a damaged block leaves the
+// digest unknown until the next rebuild (checked no more at open); an
+// applied record lost in both copies costs a rebuild; a range every
+// replica lost stays unreadable (an explicit error) until an operator
+// restores it; the raft log is cut, under a vote floor, where every replica
+// lost the same entries, and the shard then waits for a replica that has
+// them (at UBER 1e-5 a 16 KiB entry is lost in both copies of one log
+// with probability about 5%).
 //
 // # Invariants
 //
-//   - Invariant: a replica's applied index is stored in Pebble atomically
-//     with the effects of the entry (one batch, or an ingest followed by
-//     the index), so a restart re-applies exactly the missing entries.
+//   - Invariant: a replica's applied record is stored in Pebble atomically
+//     with the effects of the entry (one batch, or an ingest made durable
+//     before the record), so a restart re-applies exactly the missing
+//     entries, and the raft log is never compacted past what the engine
+//     holds durably.
 //   - Invariant: a write's result reaches the client only after the entry
 //     is applied; a failure after the proposal may be in the log is
 //     reported as an unknown outcome and never re-sent by the Client.
 //   - Invariant: a read never returns data from a range the replica is
-//     repairing.
+//     repairing, from an engine that does not match its digest, or from a
+//     replica that lost raft entries it had acknowledged.
+//   - Invariant: a patch holds, for each range, rows read at the patch
+//     entry on replicas whose reads of that range verified.
 //
 // # Failure model
 //
 // Bad input (empty or oversized keys and values, unknown shards, keys
-// outside a shard, empty ranges, oversized limits) is an invalid-argument
-// error and changes nothing. A node may stop at any time; acknowledged
-// writes are in a quorum's raft logs. Sstable corruption is repaired as
-// above; raft log corruption of one copy of a record is repaired by
-// internal/raftlog; both copies lost is data loss at that replica (it must
-// be rebuilt). Membership is static (Layout); the coordinator's placement is
-// not used yet. Raft logs are compacted every Options.LogCompactEntries at a
-// snapshot point; a follower behind the compaction receives the point and
-// fetches the state from a peer.
+// outside a shard, empty ranges, oversized limits or pages) is an
+// invalid-argument error and changes nothing. A node may stop or crash at
+// any time; acknowledged writes are in a quorum's raft logs. Any single
+// fault in any file of a replica (zeroed, junk, flipped, truncated or
+// deleted: TestKVSingleFaultSweep, `flashmend experiments run
+// kv-fault-sweep`) leaves the replica open and repaired, or replaced and
+// rebuilt, while the others serve; bit rot in every file of every replica
+// at UBER up to 1e-6 is repaired by patches and raft log entries from
+// peers (`flashmend experiments run uber-restart-kv`). Membership is static
+// (Layout); the coordinator's placement is not used yet. Scans are paged
+// by rows and bytes (ScanEach). FetchState sends a whole shard in one
+// message (at most 1 GiB).
 package kv
