@@ -65,6 +65,8 @@ type uberRestartResult struct {
 	Patches, Transient, Skipped, LogFilled uint64
 	Rebuilds                               map[string]uint64
 	RaftLog                                []string
+	// PatchLatency is detection to patch applied, for every patch, sorted.
+	PatchLatency []time.Duration
 	// States are the replicas' states at the end; StatesAtDeadline when
 	// the read-back stopped; FirstError is the error of one key that did
 	// not read back.
@@ -84,6 +86,14 @@ func (r uberRestartResult) rebuildText() string {
 	}
 	sort.Strings(parts)
 	return fmt.Sprintf("%d (%s)", total, strings.Join(parts, "; "))
+}
+
+// latencyText is the median and maximum of sorted latencies.
+func latencyText(l []time.Duration) string {
+	if len(l) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s, %s", kvMS(l[len(l)/2]), kvMS(l[len(l)-1]))
 }
 
 func uberKey(i int) []byte { return []byte(fmt.Sprintf("user%08d", i)) }
@@ -107,7 +117,9 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 		return res, err
 	}
 	defer os.RemoveAll(dir)
-	cfg := kv.LocalClusterConfig{FS: vfs.Default, Dir: dir, Options: kv.Options{ScrubInterval: -1}}
+	repairs := &repairLog{}
+	repairs.measured.Store(true)
+	cfg := kv.LocalClusterConfig{FS: vfs.Default, Dir: dir, Options: kv.Options{ScrubInterval: -1, OnRepair: repairs.record}}
 	c, err := kv.StartLocalCluster(cfg)
 	if err != nil {
 		return res, fmt.Errorf("start: %w", err)
@@ -219,6 +231,12 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 	}
 	// Let repairs settle, then compare the replicas.
 	res.Converged = uberConverged(ctx, c2, 30*time.Second)
+	for _, e := range repairs.take() {
+		if !e.Rebuild && !e.Detected.IsZero() {
+			res.PatchLatency = append(res.PatchLatency, e.Latency())
+		}
+	}
+	sort.Slice(res.PatchLatency, func(i, j int) bool { return res.PatchLatency[i] < res.PatchLatency[j] })
 	for _, id := range c2.NodeIDs() {
 		if r := c2.Node(id).Replica(1); r != nil {
 			if st, err := r.Status(); err == nil {
@@ -359,7 +377,7 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 	t := report.Table{
 		Caption: "Restart after bit flips in every file (one row per seed)",
 		Header: []string{"stop", "UBER", "seed", "flips (raft log/sstable/other)", "starts", "replicas replaced", "keys missing", "wrong", "errors",
-			"every key served after", "replicas agree", "patches", "raft log entries from peers", "rebuilds (reason)"},
+			"every key served after", "replicas agree", "patches", "detection to patch applied (median, max)", "raft log entries from peers", "rebuilds (reason)"},
 	}
 	for _, res := range results {
 		stop := "clean"
@@ -388,7 +406,7 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 		t.Rows = append(t.Rows, []string{stop, fmt.Sprintf("%g", res.Params.UBER), fmt.Sprint(res.Params.Seed),
 			fmt.Sprintf("%d (%d/%d/%d)", res.Flips.Flips, rl, sst, other), starts, fmt.Sprint(len(res.Failures)),
 			fmt.Sprint(res.Missing), fmt.Sprint(res.Wrong), fmt.Sprint(res.Errors), served, fmt.Sprint(res.Converged),
-			fmt.Sprint(res.Patches), fmt.Sprint(res.LogFilled), res.rebuildText()})
+			fmt.Sprint(res.Patches), latencyText(res.PatchLatency), fmt.Sprint(res.LogFilled), res.rebuildText()})
 	}
 	if err := r.Table(t); err != nil {
 		return nil, err
