@@ -22,6 +22,12 @@
 //   - Scrubbing: ScrubObject reads every replica and shard (parity included)
 //     and repairs through the same path; Scrubber runs it over the whole
 //     index under a byte budget, with repairs queued behind their own budget.
+//   - Re-protection: ReprotectObject re-creates the replicas and shards of
+//     a dead node on nodes the coordinator picks (through the scrub path:
+//     the new node's missing chunks are damage) and moves the placement;
+//     the Scrubber runs it for nodes down longer than ReprotectAfter.
+//     RebuildIndex asks the coordinator to merge the nodes' local indexes
+//     into its index.
 //   - Fault injection and statistics commands for flashmend ctl.
 //
 // # Failure model
