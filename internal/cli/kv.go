@@ -369,6 +369,13 @@ func newKVServeCmd() *cobra.Command {
 			if splits != "" {
 				fmt.Fprintf(w, "# pass --splits %s to clients\n", splits)
 			}
+			for _, id := range c.NodeIDs() {
+				for _, f := range c.Node(id).Failures() {
+					// One replica's failure is only that replica's: say
+					// which, and that its peers keep the shard.
+					fmt.Fprintf(cmd.ErrOrStderr(), "warning: node %s: replica of %v\n", id, f)
+				}
+			}
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, os.Interrupt)
 			<-sig
