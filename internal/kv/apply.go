@@ -93,6 +93,9 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 	if idx <= applied {
 		return true // already in the state (restart, or a rebuild went past it)
 	}
+	r.mu.Lock()
+	r.appliedBytes += uint64(len(e.GetData()))
+	r.mu.Unlock()
 	if e.GetType() != pb.EntryType_EntryNormal || len(e.GetData()) == 0 {
 		return r.applyNoop(idx, term)
 	}
@@ -190,9 +193,10 @@ func (r *Replica) advance(idx uint64) {
 		close(r.appliedCh)
 		r.appliedCh = make(chan struct{})
 	}
-	compact := !r.compacting && idx >= r.lastCompact+r.opts.LogCompactEntries
+	compact := !r.compacting && (idx >= r.lastCompact+r.opts.LogCompactEntries || r.appliedBytes >= r.opts.LogCompactBytes)
 	if compact {
 		r.compacting = true
+		r.appliedBytes = 0
 	}
 	r.mu.Unlock()
 	if compact {
@@ -240,8 +244,14 @@ func (r *Replica) flushAndCompact() {
 	if _, err := r.log.CreateSnapshot(idx, &pb.ConfState{Voters: voters}, nil); err != nil {
 		return
 	}
+	// Keep at most LogKeepEntries entries and about LogCompactBytes of
+	// them for slow followers.
+	to := r.log.KeepFrom(idx, r.opts.LogCompactBytes)
 	if idx > r.opts.LogKeepEntries {
-		_ = r.log.Compact(idx - r.opts.LogKeepEntries)
+		to = max(to, idx-r.opts.LogKeepEntries)
+	}
+	if to > 1 {
+		_ = r.log.Compact(to)
 	}
 }
 

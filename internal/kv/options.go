@@ -66,6 +66,12 @@ type Options struct {
 	// compacted entries is sent the snapshot point and rebuilds from a peer's
 	// state (FetchState). Defaults 10000 and 1000.
 	LogCompactEntries, LogKeepEntries uint64
+	// LogCompactBytes also triggers that compaction once this many bytes
+	// of entries were applied since the last one (large entries fill the
+	// log long before LogCompactEntries). Default 8 MiB, at least 64 KiB.
+	// Each compaction first flushes the engine (Pebble runs without a WAL:
+	// the raft log holds what the memtable does).
+	LogCompactBytes uint64
 	// ScrubInterval: every this long a replica verifies the block checksums
 	// of all its live sstables, so damage in cold data is found and
 	// repaired before a read needs it. Default 10 minutes; negative turns
@@ -118,6 +124,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.LogCompactEntries == 0 {
 		out.LogCompactEntries = 10000
 	}
+	if out.LogCompactBytes == 0 {
+		out.LogCompactBytes = uint64(8 * base.MiB)
+	}
 	if out.LogKeepEntries == 0 {
 		out.LogKeepEntries = 1000
 	}
@@ -138,6 +147,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return out, base.InvalidArgumentf("kv: unknown repair mode %d", out.Mode)
 	case out.MemTableBytes < int64(256*base.KiB) || out.MemTableBytes > int64(base.GiB):
 		return out, base.InvalidArgumentf("kv: MemTableBytes %d outside [256KiB, 1GiB]", out.MemTableBytes)
+	case out.LogCompactBytes < uint64(64*base.KiB):
+		return out, base.InvalidArgumentf("kv: LogCompactBytes %d below 64 KiB", out.LogCompactBytes)
 	case out.LogKeepEntries >= out.LogCompactEntries || out.LogCompactEntries > 1<<30:
 		return out, base.InvalidArgumentf("kv: need LogKeepEntries (%d) < LogCompactEntries (%d) <= 2^30", out.LogKeepEntries, out.LogCompactEntries)
 	case out.MaxOpenTxns < 1 || out.MaxOpenTxns > 1<<20:

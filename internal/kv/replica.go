@@ -187,6 +187,7 @@ type Replica struct {
 	rebuildReason string
 	lastCompact   uint64 // applied index of the last log compaction
 	compacting    bool   // a flush-then-compact is running
+	appliedBytes  uint64 // entry bytes applied since the last compaction
 	epoch         uint64 // snapshot epoch; a repair bumps it
 	txns          map[uint64]*txn
 	stats         ReplicaStats

@@ -816,7 +816,23 @@ func (l *Log) Compact(i uint64) error {
 	if err != nil {
 		return err
 	}
-	return l.writeLocked([]decoded{{kind: recCompact, id: entryID{i, t}}})
+	if err := l.writeLocked([]decoded{{kind: recCompact, id: entryID{i, t}}}); err != nil {
+		return err
+	}
+	// A file mostly made of compacted entries is rewritten now rather than
+	// at RewriteThresholdBytes, so the log on disk stays near what it
+	// retains.
+	var live int64
+	for _, e := range l.img.ents {
+		live += int64(len(e.GetData())) + 32
+	}
+	if l.fr.off > 1<<20 && l.fr.off > 2*live {
+		if err := l.rewriteLocked(l.gen + 1); err != nil {
+			l.failed = err
+			return err
+		}
+	}
+	return nil
 }
 
 // CreateSnapshot records a snapshot of the state machine at applied index i
@@ -838,6 +854,29 @@ func (l *Log) CreateSnapshot(i uint64, cs *pb.ConfState, data []byte) (*pb.Snaps
 		return nil, err
 	}
 	return snap, nil
+}
+
+// KeepFrom returns the lowest index i <= upTo such that the entries in
+// (i, upTo] hold at most maxBytes of data: compacting up to i keeps about
+// maxBytes of the most recent entries for followers.
+func (l *Log) KeepFrom(upTo, maxBytes uint64) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m := l.img
+	upTo = min(upTo, m.lastIndex())
+	var sum uint64
+	i := upTo
+	for ; i > m.base.index; i-- {
+		e := m.at(i)
+		if e == nil {
+			break
+		}
+		sum += uint64(len(e.GetData()))
+		if sum > maxBytes {
+			break
+		}
+	}
+	return i
 }
 
 // Stats returns counters.
