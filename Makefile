@@ -26,7 +26,7 @@ PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := bin/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all build run test vet fmtcheck lint unit race experiments proto clean
+.PHONY: all build run test vet fmtcheck lint unit race stress experiments proto clean
 
 all: build
 
@@ -67,6 +67,21 @@ race:
 	@if [ -n "$(RACE_PKGS)" ]; then \
 		$(GO) test $(GOFLAGS) -race -tags invariants -count=1 -timeout $(TIMEOUT) $(RACE_PKGS); \
 	fi
+
+# Flake hunt: every package's tests COUNT times in a row (race where `make
+# race` races them), one package at a time, a line per package with its
+# status and wall time. STRESS_PKGS narrows it (a list of import paths).
+COUNT       ?= 20
+STRESS_PKGS ?= $(ALL_PKGS)
+stress:
+	@fail=0; for p in $(STRESS_PKGS); do \
+		race=; case " $(RACE_PKGS) " in *" $$p "*) race=-race;; esac; \
+		start=$$(date +%s); \
+		if $(GO) test $(GOFLAGS) $$race -tags invariants -count=$(COUNT) -timeout 120m $$p > /tmp/flashmend-stress.$$$$.log 2>&1; \
+		then echo "ok   $$p -count=$(COUNT) $$race $$(( $$(date +%s) - start ))s"; \
+		else echo "FAIL $$p -count=$(COUNT) $$race $$(( $$(date +%s) - start ))s"; grep -E -- '^(--- FAIL|panic|FAIL)|_test.go:[0-9]+:' /tmp/flashmend-stress.$$$$.log | head -20; fail=1; fi; \
+		rm -f /tmp/flashmend-stress.$$$$.log; \
+	done; exit $$fail
 
 # Every registered experiment; reports land in docs/results/.
 experiments:
