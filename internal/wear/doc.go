@@ -1,0 +1,76 @@
+// Package wear is Chameleon's wear balancer (paper 004, Zhao et al.,
+// IPDPS'18, sections III-IV) and the baselines it is measured against, as a
+// pure policy: no clock, no I/O, no randomness. Inputs are the flash
+// monitor's per-server statistics, object writes and the end of each epoch;
+// outputs are write plans, mapping-table changes and moves. The coordinator
+// runs it on real heartbeats and the fleet simulator (internal/sim) runs the
+// same code at datacenter scale.
+//
+// # What it owns
+//
+//   - The flash monitor's state per server (ServerStats: erase count,
+//     utilization, capacity, GC victim utilization mu; the erase rate per
+//     epoch it derives) and each object's write heat: popularity with
+//     exponential decay (eq. 1, model.DecayPopularity, in writes) and the
+//     same decay over bytes written, which eq. 2 (model.EraseEstimate) turns
+//     into the erases a part will cause on a server.
+//   - The mapping table (Entry, Table): object -> state (REP, EC, late-REP,
+//     late-EC, REP-EWO, EC-EWO), source and destination layouts, and the
+//     epoch of the last change; an epoch log of every change, compacted to
+//     one row per object, default rows dropped (Figure 3); a checksummed
+//     binary encoding of a row.
+//   - ARPT (Algorithm 1): hot objects (popularity >= l_hot, l_hot set each
+//     epoch at the HotFraction rank) become late-REP, cold ones late-EC;
+//     the conversion happens on the object's next write (PlanWrite). While
+//     the estimated wear variance exceeds SigmaARPT, the hottest candidates
+//     go to the three least worn servers and the coldest to the six most
+//     worn; the others convert onto their default placement. A late state
+//     whose object changed sides before a write is cancelled.
+//   - HCDS (Algorithm 2) with EWO: the hottest part on the most worn server
+//     and the coldest part on the least worn swap servers through the EWO
+//     states: the next write of each lands on its new server (write
+//     offloading), and an EWO object left unwritten for MigrateAfterEpochs
+//     is migrated (a Move), the paper's fallback for cold data.
+//   - The baselines as modes (Mode): rep, ec (RS 4+2), rep+ec (age-based
+//     encoding after ColdAfterEpochs, like HDFS-RAID), edm (migrate the
+//     hottest parts from the most to the least worn server now, ignoring
+//     redundancy) and chameleon.
+//   - Bounds: SigmaARPT and SigmaHCDS, a remap budget and a byte budget per
+//     epoch, and MaxUtilization (no part is placed on a fuller server).
+//
+// # Invariants
+//
+//   - Every row is complete (Entry.Check): a state, a destination of the
+//     state's target redundancy on Width() distinct servers, and a source of
+//     the state's source redundancy exactly when the state is intermediate.
+//   - No decision lowers redundancy: the readable layout (the source of an
+//     intermediate state, else the destination) holds the latest version on
+//     every part until a write to the destination commits (Commit) or a
+//     move to it is confirmed (MoveDone); only then may the caller release
+//     the parts the new layout does not keep. TestNeverUnderRedundant
+//     checks this over random runs.
+//   - Deterministic: the same inputs give the same decisions (objects are
+//     kept in a slice, every ranking breaks ties by object ID).
+//
+// # Failure model
+//
+// The balancer holds no durable state: the caller persists rows (Changed,
+// the epoch log) and restores them with Restore after a restart;
+// popularities restart at zero. A move that fails (MoveFailed) leaves the
+// object on its source and may be issued again; a move that finishes after
+// the object changed (a write, a removal) is refused with ErrStaleMove and
+// the caller drops what it copied. Servers that are not up are never
+// targets; a write planned onto a server that went down is re-planned on
+// the next server of the object's ring walk.
+//
+// # Differences from the paper
+//
+//   - Thresholds are coefficients of variation (sigma over the mean), not
+//     erase counts, so one setting serves every workload and fleet size.
+//   - The variance estimate projects HorizonEpochs of each object's current
+//     write rate through eq. 2 and moves a part's share off its old server
+//     as well as onto its new one (the algorithms only add).
+//   - HCDS makes a swap only when it narrows the gap between the two
+//     servers, and passes over a hot part too large for the gap.
+//   - EDM's migrations are recorded as EWO states while their copy runs.
+package wear

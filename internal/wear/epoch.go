@@ -1,0 +1,731 @@
+package wear
+
+import (
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/model"
+)
+
+// Decisions is what one epoch decided.
+type Decisions struct {
+	Epoch uint32
+	// Mean and Sigma of the up servers' erase counts as reported (sigma is
+	// the population standard deviation, the paper's wear variance).
+	Mean, Sigma float64
+	// SigmaEstimated is the wear variance the balancer expects after
+	// HorizonEpochs of the current write rates with its decisions applied,
+	// as a fraction of the expected mean (eq. 2).
+	SigmaEstimated float64
+	// HotThreshold is l_hot for this epoch (0 when ARPT did not run).
+	HotThreshold float64
+	// Which algorithms ran (their trigger held).
+	ARPT, HCDS, EDM bool
+	// Counts of what was decided.
+	LateREP, LateEC, Cancelled, Remapped, Swapped int
+	// Changed holds every row this epoch changed, in order (to persist).
+	Changed []Entry
+	// Moves are copies to make now.
+	Moves []Move
+}
+
+// CV is the coefficient of variation of the reported erase counts.
+func (d Decisions) CV() float64 {
+	if d.Mean <= 0 {
+		return 0
+	}
+	return d.Sigma / d.Mean
+}
+
+// Epoch ends an epoch: it takes the flash monitor's statistics, ages every
+// object's popularity (eq. 1), and runs the mode's algorithms. It returns
+// the changes it made to the mapping table and the moves to carry out.
+// Servers missing from stats keep their last statistics.
+func (b *Balancer) Epoch(stats []ServerStats) (Decisions, error) {
+	if err := b.monitor(stats); err != nil {
+		return Decisions{}, err
+	}
+	b.Compact()
+	b.epoch++
+	for i := range b.objs {
+		o := &b.objs[i]
+		o.pop = model.DecayPopularity(o.pop, o.writes)
+		o.heat = model.DecayPopularity(o.heat, o.written)
+		o.writes, o.written = 0, 0
+	}
+	d := Decisions{Epoch: b.epoch}
+	est := b.newEstimate()
+	d.Mean, d.Sigma = est.reported()
+	logStart := len(b.table.log)
+	switch b.opts.Mode {
+	case ModeREPEC:
+		b.ageToEC(&d)
+	case ModeEDM:
+		if d.CV() > b.opts.SigmaHCDS {
+			d.EDM = true
+			b.edm(&d, est)
+		}
+	case ModeChameleon:
+		if d.CV() > b.opts.SigmaARPT {
+			d.ARPT = true
+			b.arpt(&d, est)
+		}
+		if d.CV() > b.opts.SigmaHCDS {
+			d.HCDS = true
+			b.hcds(&d, est)
+		}
+		b.fallback(&d)
+	}
+	d.SigmaEstimated = est.cv()
+	for _, r := range b.table.log[logStart:] {
+		d.Changed = append(d.Changed, r.Entry)
+	}
+	return d, nil
+}
+
+// monitor is the flash monitor: it keeps each server's last statistics and
+// its erase rate (erases since the previous epoch).
+func (b *Balancer) monitor(stats []ServerStats) error {
+	for _, st := range stats {
+		if st.Node == 0 {
+			return base.InvalidArgumentf("wear: statistics of node 0")
+		}
+		if !(st.Erases >= 0) || !(st.Utilization >= 0 && st.Utilization <= 1) ||
+			!(st.VictimUtilization >= 0 && st.VictimUtilization < 1) || st.CapacityBytes < 0 {
+			return base.InvalidArgumentf("wear: statistics of %v out of range: %+v", st.Node, st)
+		}
+		s := b.servers[st.Node]
+		if s == nil {
+			s = &server{}
+			b.servers[st.Node] = s
+		}
+		if s.reported {
+			s.EraseRate = math.Max(0, st.Erases-s.Erases)
+		}
+		s.ServerStats = st
+		s.reported = true
+	}
+	return nil
+}
+
+// Server returns the flash monitor's view of n: its last statistics and its
+// erase rate per epoch.
+func (b *Balancer) Server(n base.NodeID) (ServerStats, float64, bool) {
+	s := b.servers[n]
+	if s == nil {
+		return ServerStats{}, 0, false
+	}
+	return s.ServerStats, s.EraseRate, true
+}
+
+// estimate projects each up server's erase count HorizonEpochs ahead:
+// reported erases plus eq. 2 applied to the page writes that the objects
+// whose destination layout holds a part there will send it at their
+// current write heat. Moving a part moves its share from one server to the
+// other. NB: Algorithms 1 and 2 only add the moved object's erases to its
+// new servers; taking them off the old ones too is what makes the
+// estimated variance fall when hot data leaves a worn server.
+type estimate struct {
+	b      *Balancer
+	nodes  []base.NodeID // up servers, sorted
+	index  []int32       // node ID -> position in nodes + 1 (0: not an up server), when IDs are dense
+	sparse map[base.NodeID]int
+	est    []float64
+	mu     []float64 // victim utilization, clamped
+	cap    []float64 // capacity bytes (0 unknown)
+	util   []float64 // utilization, raised by the bytes placed this epoch
+	sum    float64
+	sumSq  float64
+}
+
+func (b *Balancer) newEstimate() *estimate {
+	e := &estimate{b: b}
+	for n, s := range b.servers {
+		if s.reported && s.Up {
+			e.nodes = append(e.nodes, n)
+		}
+	}
+	slices.Sort(e.nodes)
+	if len(e.nodes) > 0 && uint64(e.nodes[len(e.nodes)-1]) <= 4*uint64(len(e.nodes))+1024 {
+		e.index = make([]int32, e.nodes[len(e.nodes)-1]+1)
+	} else {
+		e.sparse = map[base.NodeID]int{}
+	}
+	for i, n := range e.nodes {
+		s := b.servers[n]
+		if e.sparse != nil {
+			e.sparse[n] = i
+		} else {
+			e.index[n] = int32(i + 1)
+		}
+		e.est = append(e.est, s.Erases)
+		e.mu = append(e.mu, math.Min(s.VictimUtilization, 0.95))
+		e.cap = append(e.cap, float64(s.CapacityBytes))
+		e.util = append(e.util, s.Utilization)
+	}
+	for i := range b.objs {
+		o := &b.objs[i]
+		if o.heat == 0 {
+			continue
+		}
+		dst := o.entry.Dst
+		for p := 0; p < dst.Width(); p++ {
+			if k, ok := e.k(dst.Node(p)); ok {
+				e.est[k] += e.partErases(o, dst.Redundancy, k)
+			}
+		}
+	}
+	for _, v := range e.est {
+		e.sum += v
+		e.sumSq += v * v
+	}
+	return e
+}
+
+// k is the position of an up server.
+func (e *estimate) k(n base.NodeID) (int, bool) {
+	if e.sparse != nil {
+		k, ok := e.sparse[n]
+		return k, ok
+	}
+	if uint64(n) >= uint64(len(e.index)) || e.index[n] == 0 {
+		return 0, false
+	}
+	return int(e.index[n] - 1), true
+}
+
+// partErases is eq. 2 for one part of o on server k over the horizon.
+func (e *estimate) partErases(o *object, r Redundancy, k int) float64 {
+	o2 := e.b.opts
+	// Steady state of eq. 1 is twice the per-epoch rate.
+	pages := o.heat / 2 * r.PartShare() / float64(o2.PageBytes) * o2.HorizonEpochs
+	v, err := model.EraseEstimate(pages, o2.PagesPerBlock, e.mu[k])
+	if err != nil {
+		return 0 // unreachable: inputs are bounded above
+	}
+	return v
+}
+
+// reported is the mean and standard deviation of the reported erase counts.
+func (e *estimate) reported() (mean, sigma float64) {
+	if len(e.nodes) == 0 {
+		return 0, 0
+	}
+	var sum, sumSq float64
+	for _, n := range e.nodes {
+		v := e.b.servers[n].Erases
+		sum += v
+		sumSq += v * v
+	}
+	n := float64(len(e.nodes))
+	mean = sum / n
+	return mean, math.Sqrt(math.Max(0, sumSq/n-mean*mean))
+}
+
+// cv is the estimated coefficient of variation.
+func (e *estimate) cv() float64 {
+	n := float64(len(e.nodes))
+	if n == 0 || e.sum <= 0 {
+		return 0
+	}
+	mean := e.sum / n
+	return math.Sqrt(math.Max(0, e.sumSq/n-mean*mean)) / mean
+}
+
+func (e *estimate) add(k int, v float64) {
+	old := e.est[k]
+	e.est[k] = old + v
+	e.sum += v
+	e.sumSq += e.est[k]*e.est[k] - old*old
+}
+
+// room reports whether server k can take bytes more without passing the
+// utilization bound.
+func (e *estimate) room(k int, bytes int64) bool {
+	if !e.b.usable(e.nodes[k]) {
+		return false
+	}
+	if e.cap[k] <= 0 {
+		return e.util[k] < e.b.opts.MaxUtilization
+	}
+	return e.util[k]+float64(bytes)/e.cap[k] < e.b.opts.MaxUtilization
+}
+
+func (e *estimate) place(k int, bytes int64) {
+	if e.cap[k] > 0 {
+		e.util[k] += float64(bytes) / e.cap[k]
+	}
+}
+
+// retarget moves o's future writes from layout from to layout to in the
+// estimate and charges the new parts' bytes to their servers.
+func (e *estimate) retarget(o *object, from, to Layout) {
+	for p := 0; p < from.Width(); p++ {
+		n := from.Node(p)
+		if to.Redundancy == from.Redundancy && to.Node(p) == n {
+			continue
+		}
+		if k, ok := e.k(n); ok {
+			e.add(k, -e.partErases(o, from.Redundancy, k))
+		}
+	}
+	for p := 0; p < to.Width(); p++ {
+		n := to.Node(p)
+		if to.Redundancy == from.Redundancy && from.Node(p) == n {
+			continue
+		}
+		if k, ok := e.k(n); ok {
+			e.add(k, e.partErases(o, to.Redundancy, k))
+			e.place(k, to.Redundancy.PartBytes(o.size))
+		}
+	}
+}
+
+// extremes returns up to n servers with the lowest (or highest) estimate
+// that can take bytes, lowest (highest) first, skipping avoid.
+func (e *estimate) extremes(n int, highest bool, bytes int64, avoid func(base.NodeID) bool) []int {
+	idx := make([]int, 0, len(e.nodes))
+	for k := range e.nodes {
+		if e.room(k, bytes) && (avoid == nil || !avoid(e.nodes[k])) {
+			idx = append(idx, k)
+		}
+	}
+	less := func(a, b int) bool {
+		if e.est[a] != e.est[b] {
+			if highest {
+				return e.est[a] > e.est[b]
+			}
+			return e.est[a] < e.est[b]
+		}
+		return a < b
+	}
+	if len(idx) <= n {
+		sort.Slice(idx, func(i, j int) bool { return less(idx[i], idx[j]) })
+		return idx
+	}
+	// Partial selection: n is at most MaxWidth.
+	for i := 0; i < n; i++ {
+		best := i
+		for j := i + 1; j < len(idx); j++ {
+			if less(idx[j], idx[best]) {
+				best = j
+			}
+		}
+		idx[i], idx[best] = idx[best], idx[i]
+	}
+	return idx[:n]
+}
+
+func (e *estimate) layout(r Redundancy, ks []int) (Layout, bool) {
+	if len(ks) < r.Width() {
+		return Layout{}, false
+	}
+	nodes := make([]base.NodeID, r.Width())
+	for i := range nodes {
+		nodes[i] = e.nodes[ks[i]]
+	}
+	l, err := NewLayout(r, nodes)
+	return l, err == nil
+}
+
+// hotThreshold is l_hot: the popularity of the object ranked HotFraction
+// from the top, and at least HotPopularityMin.
+func (b *Balancer) hotThreshold() float64 {
+	if len(b.objs) == 0 {
+		return b.opts.HotPopularityMin
+	}
+	pops := make([]float64, len(b.objs))
+	for i := range b.objs {
+		pops[i] = b.objs[i].pop
+	}
+	rank := int(float64(len(pops)) * b.opts.HotFraction)
+	if rank >= len(pops) {
+		rank = len(pops) - 1
+	}
+	// The rank-th largest: select in descending order.
+	slices.SortFunc(pops, func(x, y float64) int {
+		switch {
+		case x > y:
+			return -1
+		case x < y:
+			return 1
+		}
+		return 0
+	})
+	return math.Max(pops[rank], b.opts.HotPopularityMin)
+}
+
+// byPopularity orders object indices hottest first (or coldest first),
+// ties by object ID.
+func (b *Balancer) byPopularity(idx []int32, hottest bool) {
+	slices.SortFunc(idx, func(x, y int32) int {
+		px, py := b.objs[x].pop, b.objs[y].pop
+		if px != py {
+			if (px > py) == hottest {
+				return -1
+			}
+			return 1
+		}
+		if b.objs[x].entry.Object < b.objs[y].entry.Object {
+			return -1
+		}
+		return 1
+	})
+}
+
+// arpt is Algorithm 1. Step 1 screens candidates: hot objects that are
+// neither REP nor late-REP become late-REP, cold ones that are neither EC
+// nor late-EC become late-EC; a late state whose object changed sides is
+// cancelled back to its source (Figure 3's compaction case). Step 2, while
+// the estimated wear variance exceeds SigmaARPT and the remap budget
+// lasts, maps the hottest candidate's three copies to the three least worn
+// servers (X) and the coldest candidate's six shards to the six most worn
+// (Y). Candidates step 2 does not reach convert onto their default
+// placement.
+func (b *Balancer) arpt(d *Decisions, est *estimate) {
+	hot := b.hotThreshold()
+	d.HotThreshold = hot
+	var ups, downs []int32
+	for i := range b.objs {
+		o := &b.objs[i]
+		if o.moving {
+			continue
+		}
+		isHot := o.pop >= hot
+		switch o.entry.State {
+		case StateEC:
+			if isHot {
+				ups = append(ups, int32(i))
+			}
+		case StateREP:
+			if !isHot {
+				downs = append(downs, int32(i))
+			}
+		case StateLateREP:
+			if !isHot {
+				b.cancel(o, est)
+				d.Cancelled++
+			}
+		case StateLateEC:
+			if isHot {
+				b.cancel(o, est)
+				d.Cancelled++
+			}
+		}
+	}
+	b.byPopularity(ups, true)
+	b.byPopularity(downs, false)
+	remaps := 0
+	convert := func(i int32, state State, dst Layout) {
+		o := &b.objs[i]
+		src := o.entry.Dst
+		est.retarget(o, src, dst)
+		b.change(o, Entry{Object: o.entry.Object, State: state, Src: src, Dst: dst, Epoch: b.epoch})
+		if state == StateLateREP {
+			d.LateREP++
+		} else {
+			d.LateEC++
+		}
+	}
+	// Step 2: hottest to X, coldest to Y.
+	u, w := 0, 0
+	for (u < len(ups) || w < len(downs)) && remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaARPT {
+		progressed := false
+		if u < len(ups) {
+			o := &b.objs[ups[u]]
+			if x, ok := est.layout(REP, est.extremes(RepCopies, false, o.size, nil)); ok {
+				convert(ups[u], StateLateREP, x)
+				remaps++
+				d.Remapped++
+				progressed = true
+			}
+			u++
+		}
+		if w < len(downs) && remaps < b.opts.MaxRemapsPerEpoch {
+			o := &b.objs[downs[w]]
+			if y, ok := est.layout(EC, est.extremes(MaxWidth, true, EC.PartBytes(o.size), nil)); ok {
+				convert(downs[w], StateLateEC, y)
+				remaps++
+				d.Remapped++
+				progressed = true
+			}
+			w++
+		}
+		if !progressed {
+			break
+		}
+	}
+	// Step 1 for the rest: default placement of the new redundancy.
+	for ; u < len(ups); u++ {
+		o := &b.objs[ups[u]]
+		if l, err := b.place(o.entry.Object, REP, nil); err == nil {
+			convert(ups[u], StateLateREP, l)
+		}
+	}
+	for ; w < len(downs); w++ {
+		o := &b.objs[downs[w]]
+		if l, err := b.place(o.entry.Object, EC, nil); err == nil {
+			convert(downs[w], StateLateEC, l)
+		}
+	}
+}
+
+// cancel returns a late object to the redundancy state of its source: the
+// conversion never happened, the source still holds the latest version.
+func (b *Balancer) cancel(o *object, est *estimate) {
+	src := o.entry.Src
+	est.retarget(o, o.entry.Dst, src)
+	b.change(o, Entry{Object: o.entry.Object, State: Stable(src.Redundancy), Dst: src, Epoch: b.epoch})
+}
+
+// candidates lists, per up server, the objects in a redundancy state with
+// a part there (not moving): what HCDS and EDM may relocate.
+func (b *Balancer) candidates(est *estimate) [][]int32 {
+	per := make([][]int32, len(est.nodes))
+	for i := range b.objs {
+		o := &b.objs[i]
+		if o.moving || o.inflight > 0 || o.entry.State.Intermediate() {
+			continue
+		}
+		dst := o.entry.Dst
+		for p := 0; p < dst.Width(); p++ {
+			if k, ok := est.k(dst.Node(p)); ok {
+				per[k] = append(per[k], int32(i))
+			}
+		}
+	}
+	return per
+}
+
+// relocation is one part of one object to move from server x to server y.
+type relocation struct {
+	obj  int32
+	part int
+	gain float64 // erases the move takes off x (and puts on y)
+}
+
+// pick returns the first object of list (hottest or coldest first) that is
+// still in a redundancy state, holds a part on server k and none on avoid,
+// and for which ok holds.
+func (b *Balancer) pick(est *estimate, list []int32, k int, avoid base.NodeID, ok func(r relocation) bool) (relocation, bool) {
+	n := est.nodes[k]
+	for _, i := range list {
+		o := &b.objs[i]
+		if o.moving || o.entry.State.Intermediate() || o.entry.Dst.Contains(avoid) {
+			continue
+		}
+		p := o.entry.Dst.Index(n)
+		if p < 0 {
+			continue
+		}
+		r := relocation{obj: i, part: p, gain: est.partErases(o, o.entry.Dst.Redundancy, k)}
+		if ok(r) {
+			return r, true
+		}
+	}
+	return relocation{}, false
+}
+
+// offload puts o in its EWO state with part p of its destination moved to
+// node n: its next write goes there.
+func (b *Balancer) offload(est *estimate, i int32, p int, n base.NodeID) {
+	o := &b.objs[i]
+	src := o.entry.Dst
+	dst := src.With(p, n)
+	est.retarget(o, src, dst)
+	state := StateECEWO
+	if src.Redundancy == REP {
+		state = StateREPEWO
+	}
+	b.change(o, Entry{Object: o.entry.Object, State: state, Src: src, Dst: dst, Epoch: b.epoch})
+}
+
+// hcds is Algorithm 2: while the estimated wear variance exceeds SigmaHCDS
+// and the remap budget lasts, take the most worn server x and the least
+// worn y, and swap the hottest object's part on x with the coldest
+// object's part on y. The swap is an endurance-aware write offload: both
+// objects enter their EWO state and move on their next write (or by the
+// migration fallback). A swap is made only when it narrows the gap between
+// x and y; a hot part too large for the gap is passed over for a cooler one.
+func (b *Balancer) hcds(d *Decisions, est *estimate) {
+	per := b.candidates(est)
+	hottest := make([]bool, len(per))
+	coldest := make([]bool, len(per))
+	sortedHot := func(k int) []int32 {
+		if !hottest[k] {
+			b.byPopularity(per[k], true)
+			hottest[k], coldest[k] = true, false
+		}
+		return per[k]
+	}
+	sortedCold := func(k int) []int32 {
+		if !coldest[k] {
+			b.byPopularity(per[k], false)
+			coldest[k], hottest[k] = true, false
+		}
+		return per[k]
+	}
+	remaps := 0
+	for remaps+2 <= b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
+		xs := est.extremes(1, true, 0, nil)
+		if len(xs) == 0 {
+			return
+		}
+		x := xs[0]
+		xNode := est.nodes[x]
+		ys := est.extremes(1, false, 0, func(n base.NodeID) bool { return n == xNode })
+		if len(ys) == 0 {
+			return
+		}
+		y := ys[0]
+		yNode := est.nodes[y]
+		gap := est.est[x] - est.est[y]
+		hot, ok := b.pick(est, sortedHot(x), x, yNode, func(r relocation) bool {
+			o := &b.objs[r.obj]
+			return r.gain > 0 && r.gain < gap && est.room(y, o.entry.Dst.Redundancy.PartBytes(o.size))
+		})
+		if !ok {
+			return
+		}
+		cold, haveCold := b.pick(est, sortedCold(y), y, xNode, func(r relocation) bool {
+			return r.obj != hot.obj && r.gain < hot.gain
+		})
+		b.offload(est, hot.obj, hot.part, yNode)
+		remaps++
+		if haveCold {
+			b.offload(est, cold.obj, cold.part, xNode)
+			remaps++
+		}
+		d.Swapped++
+	}
+}
+
+// edm is the EDM baseline: while the estimated wear variance exceeds
+// SigmaHCDS and the budgets last, move the hottest part on the most worn
+// server to the least worn one, copying it now, whatever its redundancy.
+// The object passes through its EWO state while the copy runs.
+func (b *Balancer) edm(d *Decisions, est *estimate) {
+	per := b.candidates(est)
+	for k := range per {
+		b.byPopularity(per[k], true)
+	}
+	var moved int64
+	remaps := 0
+	for remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
+		xs := est.extremes(1, true, 0, nil)
+		if len(xs) == 0 {
+			return
+		}
+		x := xs[0]
+		xNode := est.nodes[x]
+		ys := est.extremes(1, false, 0, func(n base.NodeID) bool { return n == xNode })
+		if len(ys) == 0 {
+			return
+		}
+		y := ys[0]
+		gap := est.est[x] - est.est[y]
+		r, ok := b.pick(est, per[x], x, est.nodes[y], func(r relocation) bool {
+			o := &b.objs[r.obj]
+			bytes := o.entry.Dst.Redundancy.PartBytes(o.size)
+			return r.gain > 0 && r.gain < gap && moved+bytes <= b.opts.MaxMoveBytesPerEpoch && est.room(y, bytes)
+		})
+		if !ok {
+			return
+		}
+		o := &b.objs[r.obj]
+		bytes := o.entry.Dst.Redundancy.PartBytes(o.size)
+		b.offload(est, r.obj, r.part, est.nodes[y])
+		b.issueMove(d, o, "edm", bytes)
+		moved += bytes
+		remaps++
+		d.Remapped++
+	}
+}
+
+// movedBytes is what a move from src to dst writes: the parts that change.
+func movedBytes(size int64, src, dst Layout) int64 {
+	var n int64
+	for p := 0; p < dst.Width(); p++ {
+		if src.Redundancy == dst.Redundancy && src.Node(p) == dst.Node(p) {
+			continue
+		}
+		n += dst.Redundancy.PartBytes(size)
+	}
+	return n
+}
+
+func (b *Balancer) issueMove(d *Decisions, o *object, reason string, bytes int64) {
+	o.moving = true
+	o.inflight++
+	b.seq++
+	b.outstanding[b.seq] = o.incarnation
+	d.Moves = append(d.Moves, Move{
+		Object: o.entry.Object, From: o.entry.Src, To: o.entry.Dst,
+		Reason: reason, Bytes: bytes, id: b.seq, gen: o.gen,
+	})
+}
+
+// fallback is the migration of EWO data that is never written again
+// (section III-B2): an object left in an EWO state without a write for
+// MigrateAfterEpochs is copied to its destination, oldest first, within
+// the byte budget.
+func (b *Balancer) fallback(d *Decisions) {
+	var idle []int32
+	for i := range b.objs {
+		o := &b.objs[i]
+		s := o.entry.State
+		if o.moving || o.inflight > 0 || (s != StateREPEWO && s != StateECEWO) {
+			continue
+		}
+		if b.epoch-o.since >= uint32(b.opts.MigrateAfterEpochs) {
+			idle = append(idle, int32(i))
+		}
+	}
+	slices.SortFunc(idle, func(x, y int32) int {
+		ox, oy := &b.objs[x], &b.objs[y]
+		if ox.since != oy.since {
+			return int(ox.since) - int(oy.since)
+		}
+		if ox.entry.Object < oy.entry.Object {
+			return -1
+		}
+		return 1
+	})
+	var moved int64
+	for _, i := range idle {
+		o := &b.objs[i]
+		bytes := movedBytes(o.size, o.entry.Src, o.entry.Dst)
+		if moved+bytes > b.opts.MaxMoveBytesPerEpoch {
+			break
+		}
+		moved += bytes
+		b.issueMove(d, o, "ewo-fallback", bytes)
+	}
+}
+
+// ageToEC is the REP+EC baseline: a replicated object not written for
+// ColdAfterEpochs is encoded onto its default placement now (a background
+// conversion, like HDFS-RAID), within the byte budget.
+func (b *Balancer) ageToEC(d *Decisions) {
+	var moved int64
+	for i := range b.objs {
+		o := &b.objs[i]
+		if o.moving || o.inflight > 0 || o.entry.State != StateREP || b.epoch-o.lastWrite < uint32(b.opts.ColdAfterEpochs) {
+			continue
+		}
+		dst, err := b.place(o.entry.Object, EC, nil)
+		if err != nil {
+			continue
+		}
+		bytes := movedBytes(o.size, o.entry.Dst, dst)
+		if moved+bytes > b.opts.MaxMoveBytesPerEpoch {
+			return
+		}
+		moved += bytes
+		b.change(o, Entry{Object: o.entry.Object, State: StateLateEC, Src: o.entry.Dst, Dst: dst, Epoch: b.epoch})
+		d.LateEC++
+		b.issueMove(d, o, "rep+ec", bytes)
+	}
+}

@@ -1,0 +1,168 @@
+package wear
+
+import (
+	"math"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Options configures a Balancer. The zero value of a field means its
+// default; Validate bounds every field.
+type Options struct {
+	// Mode is the policy (default ModeChameleon).
+	Mode Mode
+	// Initial is the redundancy of new objects under ModeEDM and
+	// ModeChameleon (default EC, as in the paper's wear and endurance
+	// figures; its latency and write-amplification figures start from REP).
+	// ModeREP and ModeREPEC always start from REP, ModeEC from EC.
+	Initial Redundancy
+
+	// SigmaARPT triggers ARPT (Algorithm 1) while the standard deviation of
+	// the servers' erase counts exceeds this fraction of their mean (a
+	// coefficient of variation; default 0.05). NB: the paper states the
+	// thresholds in erase counts; a fraction of the mean carries across
+	// workloads, device sizes and run lengths, where a count does not.
+	SigmaARPT float64
+	// SigmaHCDS triggers HCDS (Algorithm 2), and EDM's migration, likewise
+	// (default 0.05).
+	SigmaHCDS float64
+
+	// HotFraction sets the popularity threshold l_hot (paper Table I) each
+	// epoch at the popularity of the object ranked HotFraction from the top
+	// (default 0.05: the paper converts under 5% of the data per hour).
+	HotFraction float64
+	// HotPopularityMin is the least popularity (eq. 1, in writes) that
+	// counts as hot whatever the ranking (default 1).
+	HotPopularityMin float64
+
+	// HorizonEpochs is how many epochs of an object's current write rate
+	// the balancer charges to the server that will hold it when it
+	// estimates the wear variance after a remap (eq. 2; default 8).
+	HorizonEpochs float64
+	// MaxRemapsPerEpoch bounds the objects whose destination an epoch
+	// changes (ARPT remaps, HCDS swaps count two, EDM moves; default 256).
+	MaxRemapsPerEpoch int
+	// MaxMoveBytesPerEpoch bounds the bytes an epoch asks to copy now
+	// (EDM migrations, the migration fallback, REP+EC conversions; counted
+	// as bytes written at the destinations; default 256 MiB).
+	MaxMoveBytesPerEpoch int64
+	// MigrateAfterEpochs: an object left in an EWO state without a write
+	// for this many epochs is migrated (default 6).
+	MigrateAfterEpochs int
+	// ColdAfterEpochs: under ModeREPEC, an object not written for this many
+	// epochs is converted to EC (default 6).
+	ColdAfterEpochs int
+	// MaxUtilization: no part is placed on a server whose utilization (live
+	// fraction of its capacity) is at or above this (default 0.9).
+	MaxUtilization float64
+
+	// PageBytes and PagesPerBlock are the flash geometry of eq. 2 (defaults
+	// 4096 and 64: paper 004 Table II, 4 KB pages in 256 KB blocks).
+	PageBytes     int
+	PagesPerBlock int
+}
+
+// Defaults of Options.
+const (
+	DefaultSigma                = 0.05
+	DefaultHotFraction          = 0.05
+	DefaultHotPopularityMin     = 1
+	DefaultHorizonEpochs        = 8
+	DefaultMaxRemapsPerEpoch    = 256
+	DefaultMaxMoveBytesPerEpoch = 256 << 20
+	DefaultMigrateAfterEpochs   = 6
+	DefaultColdAfterEpochs      = 6
+	DefaultMaxUtilization       = 0.9
+	DefaultPageBytes            = 4096
+	DefaultPagesPerBlock        = 64
+)
+
+// WithDefaults returns o with zero fields set to their defaults and checks
+// every field.
+func (o Options) WithDefaults() (Options, error) {
+	if o.Mode == 0 {
+		o.Mode = ModeChameleon
+	}
+	switch o.Mode {
+	case ModeREP, ModeREPEC:
+		if o.Initial == EC {
+			return o, base.InvalidArgumentf("wear: policy %v starts every object as REP (initial redundancy EC given)", o.Mode)
+		}
+		o.Initial = REP
+	case ModeEC:
+		if o.Initial == REP {
+			return o, base.InvalidArgumentf("wear: policy ec starts every object as EC (initial redundancy REP given)")
+		}
+		o.Initial = EC
+	case ModeEDM, ModeChameleon:
+		if o.Initial == 0 {
+			o.Initial = EC
+		}
+	default:
+		return o, base.InvalidArgumentf("wear: unknown policy %v", o.Mode)
+	}
+	if o.Initial != REP && o.Initial != EC {
+		return o, base.InvalidArgumentf("wear: initial redundancy %v", o.Initial)
+	}
+	setF := func(v *float64, d float64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	setF(&o.SigmaARPT, DefaultSigma)
+	setF(&o.SigmaHCDS, DefaultSigma)
+	setF(&o.HotFraction, DefaultHotFraction)
+	setF(&o.HotPopularityMin, DefaultHotPopularityMin)
+	setF(&o.HorizonEpochs, DefaultHorizonEpochs)
+	setF(&o.MaxUtilization, DefaultMaxUtilization)
+	if o.MaxRemapsPerEpoch == 0 {
+		o.MaxRemapsPerEpoch = DefaultMaxRemapsPerEpoch
+	}
+	if o.MaxMoveBytesPerEpoch == 0 {
+		o.MaxMoveBytesPerEpoch = DefaultMaxMoveBytesPerEpoch
+	}
+	if o.MigrateAfterEpochs == 0 {
+		o.MigrateAfterEpochs = DefaultMigrateAfterEpochs
+	}
+	if o.ColdAfterEpochs == 0 {
+		o.ColdAfterEpochs = DefaultColdAfterEpochs
+	}
+	if o.PageBytes == 0 {
+		o.PageBytes = DefaultPageBytes
+	}
+	if o.PagesPerBlock == 0 {
+		o.PagesPerBlock = DefaultPagesPerBlock
+	}
+	inRange := func(name string, v, lo, hi float64) error {
+		if !(v >= lo && v <= hi) || math.IsNaN(v) {
+			return base.InvalidArgumentf("wear: %s %g outside [%g, %g]", name, v, lo, hi)
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		name      string
+		v, lo, hi float64
+	}{
+		{"SigmaARPT", o.SigmaARPT, 1e-6, 100},
+		{"SigmaHCDS", o.SigmaHCDS, 1e-6, 100},
+		{"HotFraction", o.HotFraction, 1e-6, 1},
+		{"HotPopularityMin", o.HotPopularityMin, 1e-9, 1e12},
+		{"HorizonEpochs", o.HorizonEpochs, 1e-3, 1e6},
+		{"MaxUtilization", o.MaxUtilization, 0.01, 1},
+		{"MaxRemapsPerEpoch", float64(o.MaxRemapsPerEpoch), 1, 1 << 30},
+		{"MaxMoveBytesPerEpoch", float64(o.MaxMoveBytesPerEpoch), 1, 1 << 62},
+		{"MigrateAfterEpochs", float64(o.MigrateAfterEpochs), 1, 1 << 20},
+		{"ColdAfterEpochs", float64(o.ColdAfterEpochs), 1, 1 << 20},
+		{"PageBytes", float64(o.PageBytes), 512, 1 << 20},
+		{"PagesPerBlock", float64(o.PagesPerBlock), 1, 1 << 16},
+	} {
+		if err := inRange(c.name, c.v, c.lo, c.hi); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+// Balancing reports whether the mode changes placements by itself (EDM and
+// Chameleon) or only follows its redundancy rule.
+func (m Mode) Balancing() bool { return m == ModeEDM || m == ModeChameleon }
