@@ -79,3 +79,17 @@ func TestManualClock(t *testing.T) {
 		t.Fatalf("now %v", got)
 	}
 }
+
+func TestCRC32C(t *testing.T) {
+	// The check value of CRC-32C (RFC 3720, appendix B.4) is the CRC of "123456789".
+	if got, want := CRC32C([]byte("123456789")), uint32(0xe3069283); got != want {
+		t.Fatalf("CRC32C(123456789) = %#x, want %#x", got, want)
+	}
+	a, b := []byte("flash"), []byte("mend")
+	if got, want := CRC32CUpdate(CRC32C(a), b), CRC32C([]byte("flashmend")); got != want {
+		t.Fatalf("CRC32CUpdate(CRC32C(a), b) = %#x, want CRC32C(ab) = %#x", got, want)
+	}
+	if got, want := CRC32CUpdate(0, b), CRC32C(b); got != want {
+		t.Fatalf("CRC32CUpdate(0, b) = %#x, want %#x", got, want)
+	}
+}

@@ -19,7 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/node"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // Read modes.
@@ -102,7 +102,7 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
 			return nil, &UnreachableError{Endpoint: endpoint, Reason: unreachableReason(err)}
 		}
-		return nil, fmt.Errorf("client: coordinator at %s: %w", endpoint, node.FromStatus(err))
+		return nil, fmt.Errorf("client: coordinator at %s: %w", endpoint, wire.FromStatus(err))
 	}
 	enc, err := reedsolomon.New(4, 2)
 	if err != nil {
@@ -194,7 +194,7 @@ func (c *Client) readMode(mode string) (string, error) {
 func (c *Client) Nodes(ctx context.Context) ([]*coordpb.NodeInfo, error) {
 	resp, err := c.coord.ListNodes(ctx, &coordpb.ListNodesRequest{})
 	if err != nil {
-		return nil, node.FromStatus(err)
+		return nil, wire.FromStatus(err)
 	}
 	c.nodesMu.Lock()
 	c.nodes = map[uint64]*coordpb.NodeInfo{}
@@ -267,7 +267,7 @@ func (c *Client) Stat(ctx context.Context, key string) (*objectpb.ObjectRecord, 
 	}
 	resp, err := c.coord.Lookup(ctx, &coordpb.LookupRequest{Key: key})
 	if err != nil {
-		return nil, node.FromStatus(err)
+		return nil, wire.FromStatus(err)
 	}
 	return resp.Record, nil
 }
@@ -285,7 +285,7 @@ func (c *Client) DeleteKey(ctx context.Context, key string) (*objectpb.ObjectRec
 	}
 	resp, err := c.coord.Delete(ctx, &coordpb.DeleteRequest{Key: key})
 	if err != nil {
-		return nil, node.FromStatus(err)
+		return nil, wire.FromStatus(err)
 	}
 	return resp.Record, nil
 }
@@ -300,7 +300,7 @@ func (c *Client) List(ctx context.Context, prefix string) ([]*objectpb.ObjectRec
 	for {
 		resp, err := c.coord.List(ctx, &coordpb.ListRequest{Prefix: prefix, StartAfter: after, Limit: 1000})
 		if err != nil {
-			return out, node.FromStatus(err)
+			return out, wire.FromStatus(err)
 		}
 		out = append(out, resp.Records...)
 		if len(resp.Records) < 1000 {
@@ -327,7 +327,7 @@ func (c *Client) NodeStats(ctx context.Context) ([]*nodepb.StatsResponse, error)
 		}
 		st, err := nc.Stats(ctx, &nodepb.StatsRequest{})
 		if err != nil {
-			return out, fmt.Errorf("node %d: %w", n.Id, node.FromStatus(err))
+			return out, fmt.Errorf("node %d: %w", n.Id, wire.FromStatus(err))
 		}
 		out = append(out, st)
 	}
@@ -372,7 +372,7 @@ func (c *Client) NodeReports(ctx context.Context, withHistory bool, perNode time
 			defer cancel()
 			st, err := nc.Stats(cctx, &nodepb.StatsRequest{WithHistory: withHistory})
 			if err != nil {
-				r.Err = fmt.Errorf("node %d: %w", r.Info.Id, node.FromStatus(err))
+				r.Err = fmt.Errorf("node %d: %w", r.Info.Id, wire.FromStatus(err))
 				return
 			}
 			r.Stats = st
@@ -389,7 +389,7 @@ func (c *Client) InjectUBER(ctx context.Context, id uint64, rate float64, persis
 		return err
 	}
 	_, err = nc.InjectUBER(ctx, &nodepb.InjectUBERRequest{Rate: rate, Persistent: persistent})
-	return node.FromStatus(err)
+	return wire.FromStatus(err)
 }
 
 // FailDie fails one die of a node's emulated flash device.
@@ -402,5 +402,5 @@ func (c *Client) FailDie(ctx context.Context, id uint64, die int) error {
 		return err
 	}
 	_, err = nc.FailDie(ctx, &nodepb.FailDieRequest{Die: int32(die)})
-	return node.FromStatus(err)
+	return wire.FromStatus(err)
 }

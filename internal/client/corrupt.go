@@ -6,8 +6,8 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/node"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // Corrupt flips bits consecutive bits of the bytes stored for replica (REP)
@@ -69,7 +69,7 @@ func (c *Client) CorruptAt(ctx context.Context, key string, replica int, offset 
 		OffsetBytes: within, Bits: int32(bits),
 	})
 	if err != nil {
-		return nil, node.FromStatus(err)
+		return nil, wire.FromStatus(err)
 	}
 	return &Corrupted{Record: rec, Replica: replica, Node: l.placement[replica], Chunk: id, OffsetInChunk: within, Bits: bits}, nil
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/node"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // ParseRedundancy parses "rep" or "ec".
@@ -51,7 +51,7 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.
 			Key: key, SizeBytes: int64(len(data)), Redundancy: red, Exclude: exclude,
 		})
 		if err != nil {
-			return nil, node.FromStatus(err)
+			return nil, wire.FromStatus(err)
 		}
 		placement := make([]uint64, len(begin.Placement))
 		for i, n := range begin.Placement {
@@ -66,7 +66,7 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.
 			})
 			if err != nil {
 				c.abort(key, begin.Version)
-				return nil, node.FromStatus(err)
+				return nil, wire.FromStatus(err)
 			}
 			return resp.Record, nil
 		}
@@ -220,7 +220,7 @@ func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id objstore.C
 		Data:  data, Sums: objstore.Sums(id, data), Repair: repair, Info: info, Missing: missing,
 	})
 	if err != nil {
-		return fmt.Errorf("node %d: write %s: %w", nodeID, id, node.FromStatus(err))
+		return fmt.Errorf("node %d: write %s: %w", nodeID, id, wire.FromStatus(err))
 	}
 	return nil
 }
@@ -237,7 +237,7 @@ func (c *Client) readChunk(ctx context.Context, nodeID uint64, id objstore.Chunk
 		Chunk: &nodepb.ChunkRef{Object: id.Object, Version: id.Version, Shard: id.Shard, Index: id.Index},
 	})
 	if err != nil {
-		err = node.FromStatus(err)
+		err = wire.FromStatus(err)
 		if objstore.IsNotFound(err) {
 			// The node answered and has no such chunk, although the
 			// index places it there: damage, re-created by the repair.

@@ -6,7 +6,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/node"
+	"github.com/flashmend/flashmend/internal/wire"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -39,7 +39,7 @@ func (c *Client) ReprotectObject(ctx context.Context, rec *objectpb.ObjectRecord
 			Key: rec.Key, Version: rec.Version, Slot: uint32(slot), From: from,
 		})
 		if err != nil {
-			return rep, fmt.Errorf("re-protect %q v%d slot %d (node %d): %w", rec.Key, rec.Version, slot, from, node.FromStatus(err))
+			return rep, fmt.Errorf("re-protect %q v%d slot %d (node %d): %w", rec.Key, rec.Version, slot, from, wire.FromStatus(err))
 		}
 		to := begin.Target.Id
 		moved := proto.Clone(rec).(*objectpb.ObjectRecord)
@@ -55,7 +55,7 @@ func (c *Client) ReprotectObject(ctx context.Context, rec *objectpb.ObjectRecord
 			Key: rec.Key, Version: rec.Version, Slot: uint32(slot), From: from, To: to,
 		})
 		if err != nil {
-			return rep, fmt.Errorf("re-protect %q v%d slot %d: commit: %w", rec.Key, rec.Version, slot, node.FromStatus(err))
+			return rep, fmt.Errorf("re-protect %q v%d slot %d: commit: %w", rec.Key, rec.Version, slot, wire.FromStatus(err))
 		}
 		c.opts.Logf("client: %q v%d: slot %d re-created on node %d (node %d is dead), %d chunks", rec.Key, rec.Version, slot, to, from, scrub.RepairsByNode[to])
 		rec = resp.Record
@@ -71,5 +71,5 @@ func (c *Client) ReprotectObject(ctx context.Context, rec *objectpb.ObjectRecord
 // nodes hold are restored; see coord.RebuildIndex).
 func (c *Client) RebuildIndex(ctx context.Context) (*coordpb.RebuildIndexResponse, error) {
 	resp, err := c.coord.RebuildIndex(ctx, &coordpb.RebuildIndexRequest{})
-	return resp, node.FromStatus(err)
+	return resp, wire.FromStatus(err)
 }

@@ -28,7 +28,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/node"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // Read modes: DIRECT chunk repair, or the hdfs baseline.
@@ -277,7 +277,7 @@ func rpcErr(err error) error {
 	if errors.As(err, &unavailable) {
 		return status.Error(codes.Unavailable, err.Error())
 	}
-	return node.ToStatus(err)
+	return wire.ToStatus(err)
 }
 
 type unavailableError struct{ msg string }
@@ -402,7 +402,7 @@ func (c *Coordinator) nodes(ctx context.Context) (map[uint64]*coordpb.NodeInfo, 
 // appears or disappears (heartbeats that only refresh statistics do not).
 func (c *Coordinator) watchLiveness(ctx context.Context) {
 	defer c.wg.Done()
-	for resp := range c.cli.Watch(clientv3.WithRequireLeader(ctx), node.LivePrefix, clientv3.WithPrefix()) {
+	for resp := range c.cli.Watch(clientv3.WithRequireLeader(ctx), wire.LivePrefix, clientv3.WithPrefix()) {
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete || ev.IsCreate() {
 				c.invalidateNodes()
@@ -431,7 +431,7 @@ func (c *Coordinator) readNodes(ctx context.Context) (map[uint64]*coordpb.NodeIn
 		}
 		out[info.Id] = info
 	}
-	live, err := c.cli.Get(ctx, node.LivePrefix, clientv3.WithPrefix())
+	live, err := c.cli.Get(ctx, wire.LivePrefix, clientv3.WithPrefix())
 	if err != nil {
 		return nil, err
 	}

@@ -8,7 +8,7 @@
 //   - Membership: nodes join through the coordinator (Join allocates or
 //     confirms a node ID and records the node as a permanent member); each
 //     node then keeps a lease in etcd and heartbeats its statistics under
-//     node.LiveKey. A member without a lease is down.
+//     wire.LiveKey. A member without a lease is down.
 //   - Placement: a consistent-hashing Ring over the members, FNV-1a keyed
 //     (Chameleon 004 section IV-A); n copies or shards go to n distinct
 //     nodes, and a down node is replaced in place by the next usable member

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"strings"
 	"unicode/utf8"
 
@@ -13,11 +12,12 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // etcd key layout. Every value is a protobuf followed by its CRC32C.
 const (
-	prefix          = "/flashmend/"
+	prefix          = wire.KeyPrefix
 	objectsPrefix   = prefix + "objects/"    // key -> ObjectRecord
 	pendingPrefix   = prefix + "pending/"    // %020d version -> PendingPut
 	garbagePrefix   = prefix + "garbage/"    // %020d version -> PendingPut (blobs to delete)
@@ -32,15 +32,13 @@ const (
 
 func versionKey(p string, version uint64) string { return fmt.Sprintf("%s%020d", p, version) }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // encodeValue marshals m and appends its CRC32C.
 func encodeValue(m proto.Message) (string, error) {
 	b, err := proto.Marshal(m)
 	if err != nil {
 		return "", err
 	}
-	return string(binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))), nil
+	return string(binary.LittleEndian.AppendUint32(b, base.CRC32C(b))), nil
 }
 
 // decodeValue verifies the CRC32C of an etcd value and unmarshals it.
@@ -49,7 +47,7 @@ func decodeValue(key string, v []byte, m proto.Message) error {
 		return base.CorruptionErrorf("etcd value %s: truncated", key)
 	}
 	body := v[:len(v)-4]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(v[len(v)-4:]) {
+	if base.CRC32C(body) != binary.LittleEndian.Uint32(v[len(v)-4:]) {
 		return base.CorruptionErrorf("etcd value %s: checksum mismatch", key)
 	}
 	if err := proto.Unmarshal(body, m); err != nil {

@@ -3,11 +3,12 @@ package coord
 import (
 	"encoding/json"
 	"fmt"
-	"hash/crc32"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/flashmend/flashmend/internal/base"
 )
 
 // listenFile remembers the port the coordinator served on, so that a
@@ -23,7 +24,7 @@ type listenRecord struct {
 }
 
 func portChecksum(port int) uint32 {
-	return crc32.Checksum([]byte(strconv.Itoa(port)), crc32.MakeTable(crc32.Castagnoli))
+	return base.CRC32C([]byte(strconv.Itoa(port)))
 }
 
 // RememberedPort returns the coordinator port recorded in dir, 0 when none

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -210,7 +209,7 @@ func openFileStore(dir string, g Geometry) (*fileStore, error) {
 func (s *fileStore) slotCRC(page int64, content []byte) uint32 {
 	var idx [8]byte
 	binary.LittleEndian.PutUint64(idx[:], uint64(page))
-	return crc32.Update(crc32.Checksum(idx[:], castagnoli), castagnoli, content)
+	return base.CRC32CUpdate(base.CRC32C(idx[:]), content)
 }
 
 func (s *fileStore) readPage(page int64, buf []byte) error {

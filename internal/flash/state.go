@@ -2,7 +2,6 @@ package flash
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"sort"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -26,8 +25,6 @@ const (
 	stateHeaderLen = 8 + 4 + 4 + 8 + 1 + 6*4 + 4
 	stateBlockLen  = 4 + 4 + 1 + 8 + 8 + 8
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // deviceState is a decoded state record.
 type deviceState struct {
@@ -76,7 +73,7 @@ func encodeState(g Geometry, st *deviceState) []byte {
 			buf = le.AppendUint64(buf, uint64(b.programUnixNano))
 		}
 	}
-	return le.AppendUint32(buf, crc32.Checksum(buf, castagnoli))
+	return le.AppendUint32(buf, base.CRC32C(buf))
 }
 
 // decodeState verifies and decodes one copy of the state record. A record
@@ -92,7 +89,7 @@ func decodeState(g Geometry, rec []byte) (*deviceState, error) {
 		return nil, base.CorruptionErrorf("flash: state record: length %d of %d bytes", n, len(rec))
 	}
 	rec = rec[:n]
-	if got, want := crc32.Checksum(rec[:n-4], castagnoli), le.Uint32(rec[n-4:]); got != want {
+	if got, want := base.CRC32C(rec[:n-4]), le.Uint32(rec[n-4:]); got != want {
 		return nil, base.CorruptionErrorf("flash: state record: crc32c %08x, stored %08x", got, want)
 	}
 	if v := le.Uint32(rec[8:]); v != stateVersion {
@@ -172,7 +169,7 @@ func frameState(seq uint64, rec []byte) []byte {
 		le.PutUint32(u[16:], uint32(count))
 		le.PutUint16(u[20:], uint16(len(part)))
 		copy(u[stateUnitHeader:], part)
-		le.PutUint32(u[stateUnitSize-4:], crc32.Checksum(u[:stateUnitSize-4], castagnoli))
+		le.PutUint32(u[stateUnitSize-4:], base.CRC32C(u[:stateUnitSize-4]))
 	}
 	return out
 }
@@ -187,7 +184,7 @@ type stateUnit struct {
 // parseStateUnit verifies the unit u (stateUnitSize bytes).
 func parseStateUnit(u []byte) (stateUnit, bool) {
 	le := binary.LittleEndian
-	if le.Uint32(u[0:]) != stateUnitMagic || le.Uint32(u[stateUnitSize-4:]) != crc32.Checksum(u[:stateUnitSize-4], castagnoli) {
+	if le.Uint32(u[0:]) != stateUnitMagic || le.Uint32(u[stateUnitSize-4:]) != base.CRC32C(u[:stateUnitSize-4]) {
 		return stateUnit{}, false
 	}
 	su := stateUnit{seq: le.Uint64(u[4:]), index: int(le.Uint32(u[12:])), count: int(le.Uint32(u[16:]))}

@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"sort"
-)
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+	"github.com/flashmend/flashmend/internal/base"
+)
 
 // Frame layout (little endian), the unit of every guardfs structure:
 //
@@ -48,7 +47,7 @@ func putHeader(h []byte, kind byte, length int, id uint64, off int64) {
 }
 
 func frameChecksum(h, data []byte) uint32 {
-	return crc32.Update(crc32.Checksum(h[:frameCRCOff], castagnoli), castagnoli, data)
+	return base.CRC32CUpdate(base.CRC32C(h[:frameCRCOff]), data)
 }
 
 // appendFrames appends the frames holding data, the logical bytes at off of

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"regexp"
 	"strconv"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
@@ -403,7 +403,7 @@ func blockChecksumOK(buf []byte, h block.Handle) bool {
 	}
 	want := binary.LittleEndian.Uint32(buf[h.Length+1:])
 	data := buf[:h.Length+1]
-	c := crc32.Checksum(data, castagnoli)
+	c := base.CRC32C(data)
 	if uint32(c>>15|c<<17)+0xa282ead8 == want {
 		return true
 	}

@@ -3,7 +3,6 @@ package kv
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/cespare/xxhash/v2"
 
@@ -112,14 +111,14 @@ func (a appliedState) encode() []byte {
 		flags = 1
 	}
 	b = append(b, flags)
-	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.BigEndian.AppendUint32(b, base.CRC32C(b))
 }
 
 func decodeAppliedState(v []byte) (appliedState, error) {
 	if len(v) != appliedStateBytes {
 		return appliedState{}, base.CorruptionErrorf("kv: applied record of %d bytes, want %d", len(v), appliedStateBytes)
 	}
-	if got, want := crc32.Checksum(v[:appliedStateBytes-4], castagnoli), binary.BigEndian.Uint32(v[appliedStateBytes-4:]); got != want {
+	if got, want := base.CRC32C(v[:appliedStateBytes-4]), binary.BigEndian.Uint32(v[appliedStateBytes-4:]); got != want {
 		return appliedState{}, base.CorruptionErrorf("kv: applied record fails its checksum")
 	}
 	return appliedState{

@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"log"
 	"math"
@@ -535,8 +534,8 @@ func entriesCRC(ents [][]byte) uint32 {
 	var lenBuf [binary.MaxVarintLen64]byte
 	for _, b := range ents {
 		n := binary.PutUvarint(lenBuf[:], uint64(len(b)))
-		crc = crc32.Update(crc, castagnoli, lenBuf[:n])
-		crc = crc32.Update(crc, castagnoli, b)
+		crc = base.CRC32CUpdate(crc, lenBuf[:n])
+		crc = base.CRC32CUpdate(crc, b)
 	}
 	return crc
 }

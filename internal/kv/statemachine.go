@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -17,8 +16,6 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // stateMachine is one replica's Pebble instance. The apply worker is its
 // only writer; readers use the DB or a snapshot.
@@ -413,8 +410,8 @@ func rowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 	var lenBuf [binary.MaxVarintLen64]byte
 	add := func(b []byte) {
 		n := binary.PutUvarint(lenBuf[:], uint64(len(b)))
-		crc = crc32.Update(crc, castagnoli, lenBuf[:n])
-		crc = crc32.Update(crc, castagnoli, b)
+		crc = base.CRC32CUpdate(crc, lenBuf[:n])
+		crc = base.CRC32CUpdate(crc, b)
 	}
 	for _, r := range ranges {
 		add(r.Start)
@@ -593,8 +590,8 @@ func (sm *stateMachine) keptCRC(outerLo, lo, hi, outerHi []byte) (uint32, error)
 				it.Close()
 				return 0, classify(err)
 			}
-			crc = crc32.Update(crc, castagnoli, it.Key())
-			crc = crc32.Update(crc, castagnoli, v)
+			crc = base.CRC32CUpdate(crc, it.Key())
+			crc = base.CRC32CUpdate(crc, v)
 		}
 		if err := it.Close(); err != nil {
 			return 0, classify(err)

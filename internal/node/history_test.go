@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 func historyOf(t *testing.T, c nodepb.NodeClient) *nodepb.RepairHistory {
@@ -78,7 +79,7 @@ func TestRepairHistorySurvivesRestart(t *testing.T) {
 	}
 	bad := append([]byte(nil), data...)
 	bad[0] ^= 1
-	if _, err := c.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: ref, Data: bad, Sums: sums, Repair: true}); !base.IsCorruption(FromStatus(err)) {
+	if _, err := c.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: ref, Data: bad, Sums: sums, Repair: true}); !base.IsCorruption(wire.FromStatus(err)) {
 		t.Fatalf("corrupt repair write: %v", err)
 	}
 	const want = "persistent key=\"k\" o=11 v=22 s=0 c=1 \n" +

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"time"
 
@@ -20,14 +19,8 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/wire"
 )
-
-// LivePrefix is the etcd prefix of the nodes' leased liveness keys; the
-// value is a coordpb.NodeInfo with the node's address and statistics.
-const LivePrefix = "/flashmend/live/"
-
-// LiveKey is the liveness key of node id.
-func LiveKey(id base.NodeID) string { return LivePrefix + strconv.FormatUint(uint64(id), 10) }
 
 // Config configures a node. Zero values take the defaults noted.
 type Config struct {
@@ -249,7 +242,7 @@ func (n *Node) join(ctx context.Context, ident *identity) error {
 	}
 	resp, err := coordpb.NewCoordinatorClient(conn).Join(ctx, &coordpb.JoinRequest{NodeId: want, Addr: n.lis.Addr().String(), ClusterId: ident.ClusterID})
 	if err != nil {
-		return fmt.Errorf("node: join: %w", FromStatus(err))
+		return fmt.Errorf("node: join: %w", wire.FromStatus(err))
 	}
 	if ident.ClusterID != "" && ident.ClusterID != resp.ClusterId {
 		return base.InvalidArgumentf("node: store belongs to cluster %s, coordinator runs %s", ident.ClusterID, resp.ClusterId)
@@ -325,7 +318,7 @@ func (n *Node) heartbeat(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = n.etcd.Put(ctx, LiveKey(n.id), string(b), clientv3.WithLease(n.leaseID))
+	_, err = n.etcd.Put(ctx, wire.LiveKey(n.id), string(b), clientv3.WithLease(n.leaseID))
 	return err
 }
 

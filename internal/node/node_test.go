@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 func dial(t *testing.T, addr string) nodepb.NodeClient {
@@ -40,7 +41,7 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 	}
 	bad := append([]byte(nil), data...)
 	bad[3] ^= 8
-	if _, err := c.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: ref, Data: bad, Sums: sums}); !base.IsCorruption(FromStatus(err)) {
+	if _, err := c.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: ref, Data: bad, Sums: sums}); !base.IsCorruption(wire.FromStatus(err)) {
 		t.Fatalf("corrupt write: %v", err)
 	}
 	for _, req := range []*nodepb.WriteChunkRequest{
@@ -50,7 +51,7 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 		{Chunk: ref, Data: data, Sums: sums[:1]},
 		{Chunk: ref, Data: data, Sums: sums, Info: &nodepb.BlobInfo{Key: "k", Object: 1, Version: 3}},
 	} {
-		if _, err := c.WriteChunk(ctx, req); !base.IsInvalidArgument(FromStatus(err)) {
+		if _, err := c.WriteChunk(ctx, req); !base.IsInvalidArgument(wire.FromStatus(err)) {
 			t.Fatalf("malformed write %v: %v", req, err)
 		}
 	}
@@ -58,7 +59,7 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 	if err != nil || !bytes.Equal(r.Data, data) || r.Corrupt {
 		t.Fatalf("read %v", err)
 	}
-	if _, err := c.ReadChunk(ctx, &nodepb.ReadChunkRequest{Chunk: &nodepb.ChunkRef{Object: 1, Version: 5}}); !objstore.IsNotFound(FromStatus(err)) {
+	if _, err := c.ReadChunk(ctx, &nodepb.ReadChunkRequest{Chunk: &nodepb.ChunkRef{Object: 1, Version: 5}}); !objstore.IsNotFound(wire.FromStatus(err)) {
 		t.Fatalf("missing chunk: %v", err)
 	}
 	if _, err := c.CorruptChunk(ctx, &nodepb.CorruptChunkRequest{Chunk: ref, OffsetBytes: 10, Bits: 3}); err != nil {
@@ -67,10 +68,10 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 	if r, _ := c.ReadChunk(ctx, &nodepb.ReadChunkRequest{Chunk: ref}); !r.Corrupt || bytes.Equal(r.Data, data) {
 		t.Fatal("corruption not reported")
 	}
-	if _, err := c.FailDie(ctx, &nodepb.FailDieRequest{Die: 0}); !base.IsInvalidArgument(FromStatus(err)) {
+	if _, err := c.FailDie(ctx, &nodepb.FailDieRequest{Die: 0}); !base.IsInvalidArgument(wire.FromStatus(err)) {
 		t.Fatalf("fail-die on a file store: %v", err)
 	}
-	if _, err := c.InjectUBER(ctx, &nodepb.InjectUBERRequest{Rate: -1}); !base.IsInvalidArgument(FromStatus(err)) {
+	if _, err := c.InjectUBER(ctx, &nodepb.InjectUBERRequest{Rate: -1}); !base.IsInvalidArgument(wire.FromStatus(err)) {
 		t.Fatalf("bad UBER: %v", err)
 	}
 	blobs, err := c.ListBlobs(ctx, &nodepb.ListBlobsRequest{})

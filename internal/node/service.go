@@ -6,6 +6,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // service implements nodepb.NodeServer over the node's chunk store.
@@ -30,21 +31,21 @@ func chunkID(ref *nodepb.ChunkRef) (objstore.ChunkID, error) {
 func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest) (*nodepb.WriteChunkResponse, error) {
 	id, err := chunkID(req.Chunk)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, wire.ToStatus(err)
 	}
 	if info := req.Info; info != nil {
 		if info.Object != id.Object || info.Version != id.Version || info.Shard != id.Shard || info.Key == "" {
-			return nil, ToStatus(base.InvalidArgumentf("blob info %v does not match chunk %s", info, id))
+			return nil, wire.ToStatus(base.InvalidArgumentf("blob info %v does not match chunk %s", info, id))
 		}
 	}
 	if req.Missing && !req.Repair {
-		return nil, ToStatus(base.InvalidArgumentf("chunk %s: a missing-chunk write must be a repair", id))
+		return nil, wire.ToStatus(base.InvalidArgumentf("chunk %s: a missing-chunk write must be a repair", id))
 	}
 	if len(req.Data) == 0 && req.Info != nil && req.Info.Chunks == 0 && req.Info.SizeBytes == 0 && id.Index == 0 {
 		// An empty object has no chunk: only its local index entry, so
 		// that the nodes still name it when the index is rebuilt.
 		if err := s.n.chunks.PutBlobInfo(blobInfoOf(req.Info)); err != nil {
-			return nil, ToStatus(err)
+			return nil, wire.ToStatus(err)
 		}
 		return &nodepb.WriteChunkResponse{}, nil
 	}
@@ -52,7 +53,7 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 		if base.IsCorruption(err) {
 			s.n.history.record(KindRejectedWrite, &id, "")
 		}
-		return nil, ToStatus(err)
+		return nil, wire.ToStatus(err)
 	}
 	switch {
 	case req.Missing:
@@ -63,7 +64,7 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 	}
 	if info := req.Info; info != nil {
 		if err := s.n.chunks.PutBlobInfo(blobInfoOf(info)); err != nil {
-			return nil, ToStatus(err)
+			return nil, wire.ToStatus(err)
 		}
 	}
 	return &nodepb.WriteChunkResponse{}, nil
@@ -80,11 +81,11 @@ func blobInfoOf(info *nodepb.BlobInfo) objstore.BlobInfo {
 func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (*nodepb.ReadChunkResponse, error) {
 	id, err := chunkID(req.Chunk)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, wire.ToStatus(err)
 	}
 	r, err := s.n.chunks.ReadChunk(id)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, wire.ToStatus(err)
 	}
 	s.n.history.countReads(1)
 	switch {
@@ -104,32 +105,32 @@ func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (
 
 func (s *service) DeleteBlob(ctx context.Context, req *nodepb.DeleteBlobRequest) (*nodepb.DeleteBlobResponse, error) {
 	if req.Version == 0 {
-		return nil, ToStatus(base.InvalidArgumentf("delete of version 0"))
+		return nil, wire.ToStatus(base.InvalidArgumentf("delete of version 0"))
 	}
-	return &nodepb.DeleteBlobResponse{}, ToStatus(s.n.chunks.DeleteBlob(req.Object, req.Version))
+	return &nodepb.DeleteBlobResponse{}, wire.ToStatus(s.n.chunks.DeleteBlob(req.Object, req.Version))
 }
 
 func (s *service) CorruptChunk(ctx context.Context, req *nodepb.CorruptChunkRequest) (*nodepb.CorruptChunkResponse, error) {
 	id, err := chunkID(req.Chunk)
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, wire.ToStatus(err)
 	}
 	if req.OffsetBytes < 0 || req.OffsetBytes >= objstore.ChunkSize {
-		return nil, ToStatus(base.InvalidArgumentf("offset %d outside the chunk", req.OffsetBytes))
+		return nil, wire.ToStatus(base.InvalidArgumentf("offset %d outside the chunk", req.OffsetBytes))
 	}
-	return &nodepb.CorruptChunkResponse{}, ToStatus(s.n.chunks.Corrupt(id, req.OffsetBytes, int(req.Bits)))
+	return &nodepb.CorruptChunkResponse{}, wire.ToStatus(s.n.chunks.Corrupt(id, req.OffsetBytes, int(req.Bits)))
 }
 
 func (s *service) InjectUBER(ctx context.Context, req *nodepb.InjectUBERRequest) (*nodepb.InjectUBERResponse, error) {
-	return &nodepb.InjectUBERResponse{}, ToStatus(s.n.fault.SetUBER(req.Rate, req.Persistent))
+	return &nodepb.InjectUBERResponse{}, wire.ToStatus(s.n.fault.SetUBER(req.Rate, req.Persistent))
 }
 
 func (s *service) FailDie(ctx context.Context, req *nodepb.FailDieRequest) (*nodepb.FailDieResponse, error) {
 	df, ok := s.n.inner.(objstore.DieFailer)
 	if !ok {
-		return nil, ToStatus(base.InvalidArgumentf("node %s: store %s has no dies (not on emulated flash)", s.n.id, s.n.inner.Name()))
+		return nil, wire.ToStatus(base.InvalidArgumentf("node %s: store %s has no dies (not on emulated flash)", s.n.id, s.n.inner.Name()))
 	}
-	return &nodepb.FailDieResponse{}, ToStatus(df.FailDie(int(req.Die)))
+	return &nodepb.FailDieResponse{}, wire.ToStatus(df.FailDie(int(req.Die)))
 }
 
 func (s *service) Stats(ctx context.Context, req *nodepb.StatsRequest) (*nodepb.StatsResponse, error) {
@@ -143,11 +144,11 @@ func (s *service) Stats(ctx context.Context, req *nodepb.StatsRequest) (*nodepb.
 func (s *service) ListBlobs(ctx context.Context, req *nodepb.ListBlobsRequest) (*nodepb.ListBlobsResponse, error) {
 	blobs, err := s.n.chunks.Blobs()
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, wire.ToStatus(err)
 	}
 	present, err := s.n.chunks.ChunkCounts()
 	if err != nil {
-		return nil, ToStatus(err)
+		return nil, wire.ToStatus(err)
 	}
 	resp := &nodepb.ListBlobsResponse{}
 	for _, b := range blobs {

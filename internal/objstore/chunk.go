@@ -3,7 +3,6 @@ package objstore
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -16,8 +15,6 @@ const (
 	// SectorsPerChunk is the number of checksums of a full chunk.
 	SectorsPerChunk = ChunkSize / SectorSize
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // ChunkID is the identity of one stored chunk. It is mixed into every
 // checksum so that a chunk written to the wrong place does not verify.
@@ -50,14 +47,14 @@ func SectorCount(n int) int { return (n + SectorSize - 1) / SectorSize }
 // CRC32C(identity || s || sector bytes).
 func Sums(id ChunkID, data []byte) []uint32 {
 	ident := id.identity()
-	seed := crc32.Update(0, castagnoli, ident[:])
+	seed := base.CRC32C(ident[:])
 	sums := make([]uint32, SectorCount(len(data)))
 	var idx [4]byte
 	for s := range sums {
 		end := min((s+1)*SectorSize, len(data))
 		binary.LittleEndian.PutUint32(idx[:], uint32(s))
-		c := crc32.Update(seed, castagnoli, idx[:])
-		sums[s] = crc32.Update(c, castagnoli, data[s*SectorSize:end])
+		c := base.CRC32CUpdate(seed, idx[:])
+		sums[s] = base.CRC32CUpdate(c, data[s*SectorSize:end])
 	}
 	return sums
 }

@@ -3,7 +3,6 @@ package objstore
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -36,7 +35,7 @@ func encodeMeta(seq uint64, payload []byte) []byte {
 	b = binary.LittleEndian.AppendUint64(b, seq)
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(payload)))
 	b = append(b, payload...)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, base.CRC32C(b))
 }
 
 func decodeMeta(b []byte) (seq uint64, payload []byte, ok bool) {
@@ -44,7 +43,7 @@ func decodeMeta(b []byte) (seq uint64, payload []byte, ok bool) {
 		return 0, nil, false
 	}
 	body := b[:len(b)-4]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
+	if base.CRC32C(body) != binary.LittleEndian.Uint32(b[len(b)-4:]) {
 		return 0, nil, false
 	}
 	if binary.LittleEndian.Uint32(body) != metaMagic || int(binary.LittleEndian.Uint32(body[12:])) != len(body)-16 {

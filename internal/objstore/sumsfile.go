@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"hash/fnv"
 	"sync"
 
@@ -83,7 +82,7 @@ func EncodeSums(id ChunkID, dataLen int, sums []uint32) []byte {
 
 func recordCRC(id ChunkID, body []byte) uint32 {
 	ident := id.identity()
-	return crc32.Update(crc32.Update(0, castagnoli, ident[:]), castagnoli, body)
+	return base.CRC32CUpdate(base.CRC32C(ident[:]), body)
 }
 
 // DecodeSums decodes and verifies id's sums record. It returns the chunk's

@@ -2,7 +2,8 @@ package raftlog
 
 import (
 	"encoding/binary"
-	"hash/crc32"
+
+	"github.com/flashmend/flashmend/internal/base"
 )
 
 // The log files are cut into blocks of Options.BlockBytes, and a record is
@@ -35,15 +36,13 @@ const (
 	fragLast   byte = 4
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 func fragCRC(gen uint64, off int64, typ byte, data []byte) uint32 {
 	var id [8 + 8 + 1 + 2]byte
 	binary.LittleEndian.PutUint64(id[0:], gen)
 	binary.LittleEndian.PutUint64(id[8:], uint64(off))
 	id[16] = typ
 	binary.LittleEndian.PutUint16(id[17:], uint16(len(data)))
-	return crc32.Update(crc32.Update(0, castagnoli, id[:]), castagnoli, data)
+	return base.CRC32CUpdate(base.CRC32C(id[:]), data)
 }
 
 // framer appends records to a file of generation gen whose current size is

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"sort"
 	"sync"
@@ -176,7 +175,7 @@ func fillMetaPage(data []byte, epoch uint64, seq uint32, payload []byte) {
 		u[17] = byte(units)
 		le.PutUint16(u[18:], uint16(len(part)))
 		copy(u[metaUnitHeader:], part)
-		le.PutUint32(u[metaUnitSize-4:], crc32.Checksum(u[:metaUnitSize-4], castagnoli))
+		le.PutUint32(u[metaUnitSize-4:], base.CRC32C(u[:metaUnitSize-4]))
 	}
 }
 
@@ -192,7 +191,7 @@ type metaUnit struct {
 // parseMetaUnit verifies one unit (metaUnitSize bytes).
 func parseMetaUnit(u []byte) (metaUnit, bool) {
 	le := binary.LittleEndian
-	if le.Uint32(u[0:]) != metaMagic || le.Uint32(u[metaUnitSize-4:]) != crc32.Checksum(u[:metaUnitSize-4], castagnoli) {
+	if le.Uint32(u[0:]) != metaMagic || le.Uint32(u[metaUnitSize-4:]) != base.CRC32C(u[:metaUnitSize-4]) {
 		return metaUnit{}, false
 	}
 	mu := metaUnit{epoch: le.Uint64(u[4:]), seq: le.Uint32(u[12:]), index: int(u[16]), units: int(u[17])}

@@ -2,14 +2,10 @@ package sdf
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 )
-
-// castagnoli is the CRC32C table (hardware accelerated on amd64 and arm64).
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Page kinds, stored in the first OOB byte of every page this layer programs.
 const (
@@ -142,8 +138,8 @@ func encodeOOB(oob, data []byte, id pageID) {
 	binary.LittleEndian.PutUint64(oob[8:], id.fileID)
 	binary.LittleEndian.PutUint64(oob[16:], id.page)
 	binary.LittleEndian.PutUint64(oob[24:], id.seq)
-	c := crc32.Update(0, castagnoli, data)
-	c = crc32.Update(c, castagnoli, oob[:32])
+	c := base.CRC32C(data)
+	c = base.CRC32CUpdate(c, oob[:32])
 	binary.LittleEndian.PutUint32(oob[32:], c)
 }
 
@@ -159,8 +155,8 @@ func decodeOOB(oob, data []byte) (pageID, bool) {
 	if oob[0] != kindData {
 		return id, false
 	}
-	c := crc32.Update(0, castagnoli, data)
-	c = crc32.Update(c, castagnoli, oob[:32])
+	c := base.CRC32C(data)
+	c = base.CRC32CUpdate(c, oob[:32])
 	return id, c == binary.LittleEndian.Uint32(oob[32:])
 }
 
@@ -184,8 +180,8 @@ func encodeP2L(data []byte, z, about int, owners []owner) {
 		binary.LittleEndian.PutUint32(p[i*p2lEntrySize+8:], o.page)
 	}
 	n := p2lHeaderSize + len(owners)*p2lEntrySize
-	binary.LittleEndian.PutUint32(data[16:], crc32.Checksum(data[p2lHeaderSize:n], castagnoli)^
-		crc32.Checksum(data[0:16], castagnoli))
+	binary.LittleEndian.PutUint32(data[16:], base.CRC32C(data[p2lHeaderSize:n])^
+		base.CRC32C(data[0:16]))
 }
 
 // decodeP2L parses a P2L page written by encodeP2L for zone z about die
@@ -201,8 +197,8 @@ func decodeP2L(data []byte, z, about int) (owners []owner, ok bool) {
 	if n > len(data) {
 		return nil, false
 	}
-	if binary.LittleEndian.Uint32(data[16:]) != crc32.Checksum(data[p2lHeaderSize:n], castagnoli)^
-		crc32.Checksum(data[0:16], castagnoli) {
+	if binary.LittleEndian.Uint32(data[16:]) != base.CRC32C(data[p2lHeaderSize:n])^
+		base.CRC32C(data[0:16]) {
 		return nil, false
 	}
 	owners = make([]owner, cnt)
@@ -220,5 +216,5 @@ func decodeP2L(data []byte, z, about int) (owners []owner, ok bool) {
 func kindOOB(oob []byte, kind byte, data []byte) {
 	clear(oob)
 	oob[0] = kind
-	binary.LittleEndian.PutUint32(oob[32:], crc32.Checksum(data, castagnoli))
+	binary.LittleEndian.PutUint32(oob[32:], base.CRC32C(data))
 }

@@ -3,7 +3,8 @@ package sdf
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/flashmend/flashmend/internal/base"
 )
 
 // Journal record types. A record is
@@ -43,7 +44,7 @@ func (w *recWriter) frame(typ byte) []byte {
 	out = binary.LittleEndian.AppendUint32(out, uint32(len(w.b)))
 	out = append(out, typ)
 	out = append(out, w.b...)
-	c := crc32.Checksum(out[4:], castagnoli)
+	c := base.CRC32C(out[4:])
 	return binary.LittleEndian.AppendUint32(out, c)
 }
 
@@ -104,7 +105,7 @@ func nextRecord(stream []byte) (typ byte, body, rest []byte, ok bool) {
 		return 0, nil, stream, false
 	}
 	c := binary.LittleEndian.Uint32(stream[5+n:])
-	if crc32.Checksum(stream[4:5+n], castagnoli) != c {
+	if base.CRC32C(stream[4:5+n]) != c {
 		return 0, nil, stream, false
 	}
 	return stream[4], stream[5 : 5+n], stream[recOverhead+n:], true

@@ -3,7 +3,6 @@ package sdfvfs
 import (
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path"
@@ -262,7 +261,7 @@ func (fs *FS) channelPair(p string) (primary, shadow int) {
 	if len(hs) < 2 {
 		return -1, -1 // no two channels to pin apart: sdf places them
 	}
-	i := int(crc32.Checksum([]byte(p), castagnoli) % uint32(len(hs)))
+	i := int(base.CRC32C([]byte(p)) % uint32(len(hs)))
 	return hs[i], hs[(i+len(hs)/2)%len(hs)]
 }
 

@@ -3,7 +3,6 @@ package sdfvfs
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
@@ -11,8 +10,6 @@ import (
 	"github.com/flashmend/flashmend/internal/guardfs"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // Range-copy file layout (".sdfvfs/ranges/<path>"), little endian:
 //
@@ -33,7 +30,7 @@ func recordCRC(off int64, data []byte) uint32 {
 	var h [12]byte
 	binary.LittleEndian.PutUint64(h[0:], uint64(off))
 	binary.LittleEndian.PutUint32(h[8:], uint32(len(data)))
-	return crc32.Update(crc32.Checksum(h[:], castagnoli), castagnoli, data)
+	return base.CRC32CUpdate(base.CRC32C(h[:]), data)
 }
 
 // normalizeRanges sorts ranges and merges overlapping or touching ones.
@@ -102,7 +99,7 @@ func (fs *FS) duplicateRangesLocked(p string, ranges []Range) error {
 	binary.LittleEndian.PutUint32(buf[0:], rangesMagic)
 	binary.LittleEndian.PutUint32(buf[4:], rangesVersion)
 	binary.LittleEndian.PutUint32(buf[8:], uint32(len(rs)))
-	binary.LittleEndian.PutUint32(buf[12:], crc32.Checksum(buf[:12], castagnoli))
+	binary.LittleEndian.PutUint32(buf[12:], base.CRC32C(buf[:12]))
 	for _, r := range rs {
 		data := make([]byte, r.Len)
 		if n, err := fs.readAt(f, data, r.Off); n != len(data) {
@@ -234,7 +231,7 @@ func (fs *FS) loadRanges(p string) ([]rangeRecord, error) {
 		return nil, fmt.Errorf("sdfvfs: reading range copy of %q: %w", p, err)
 	}
 	if len(buf) < rangesHeaderSize || binary.LittleEndian.Uint32(buf[0:]) != rangesMagic ||
-		binary.LittleEndian.Uint32(buf[12:]) != crc32.Checksum(buf[:12], castagnoli) {
+		binary.LittleEndian.Uint32(buf[12:]) != base.CRC32C(buf[:12]) {
 		return nil, base.CorruptionErrorf("sdfvfs: range copy of %q has a bad header", p)
 	}
 	if v := binary.LittleEndian.Uint32(buf[4:]); v != rangesVersion {

@@ -1,20 +1,22 @@
-package node
+package wire
 
 import (
 	"context"
 	"errors"
+	"io/fs"
 	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
-	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // ToStatus maps flashmend's error classes onto gRPC status codes so they
-// survive the wire: invalid argument, not found, corruption (DataLoss code,
-// with data loss distinguished by message prefix), and the rest.
+// survive the wire: invalid argument, not found (fs.ErrNotExist), corruption
+// (Aborted), data loss (DataLoss), cancellation and deadlines, and the rest
+// as Internal. An error that already is a gRPC status and carries no class
+// passes through unchanged.
 func ToStatus(err error) error {
 	if err == nil {
 		return nil
@@ -29,7 +31,7 @@ func ToStatus(err error) error {
 		return status.Error(codes.DataLoss, err.Error())
 	case base.IsCorruption(err):
 		return status.Error(codes.Aborted, err.Error())
-	case objstore.IsNotFound(err):
+	case errors.Is(err, fs.ErrNotExist):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
@@ -39,7 +41,8 @@ func ToStatus(err error) error {
 	return status.Error(codes.Internal, err.Error())
 }
 
-// FromStatus maps a gRPC error back to flashmend's error classes.
+// FromStatus maps a gRPC error back to flashmend's error classes; a NotFound
+// status wraps fs.ErrNotExist.
 func FromStatus(err error) error {
 	if err == nil {
 		return nil
@@ -64,4 +67,4 @@ func FromStatus(err error) error {
 type notFound struct{ msg string }
 
 func (e *notFound) Error() string { return e.msg }
-func (e *notFound) Unwrap() error { return objstore.ErrNotFound }
+func (e *notFound) Unwrap() error { return fs.ErrNotExist }
