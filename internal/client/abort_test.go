@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/client/devcluster"
-	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/direct"
 )
 
 // TestInterruptedWriteIsInvisible cancels writes at many points: the key
@@ -23,7 +23,7 @@ func TestInterruptedWriteIsInvisible(t *testing.T) {
 	if _, err := c.Put(ctx, "w/key", old, rep); err != nil {
 		t.Fatal(err)
 	}
-	big := randomBytes(rng, 64*objstore.ChunkSize)
+	big := randomBytes(rng, 64*direct.ChunkSize)
 	interrupted := 0
 	for i := 0; i < 8; i++ {
 		wctx, cancel := context.WithCancel(ctx)
@@ -64,7 +64,7 @@ func TestReadsDuringOverwrites(t *testing.T) {
 	ctx := context.Background()
 	versions := [][]byte{}
 	for i := 0; i < 4; i++ {
-		versions = append(versions, bytes.Repeat([]byte{byte('a' + i)}, 3*objstore.ChunkSize))
+		versions = append(versions, bytes.Repeat([]byte{byte('a' + i)}, 3*direct.ChunkSize))
 	}
 	if _, err := c.Put(ctx, "ow", versions[0], rep); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
 
@@ -66,7 +67,7 @@ func TestCoordinatorStoreLost(t *testing.T) {
 					red = ec
 				}
 				key := fmt.Sprintf("lost/%d", i)
-				data := randomBytes(rng, rng.Intn(5*objstore.ChunkSize))
+				data := randomBytes(rng, rng.Intn(5*direct.ChunkSize))
 				rec, err := c.Put(ctx, key, data, red)
 				if err != nil {
 					t.Fatal(err)

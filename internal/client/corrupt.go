@@ -4,9 +4,9 @@ import (
 	"context"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -27,7 +27,7 @@ type Corrupted struct {
 	Node    uint64
 	// Chunk is the damaged chunk; OffsetInChunk the byte where the flipped
 	// bits start within it.
-	Chunk         objstore.ChunkID
+	Chunk         direct.ChunkID
 	OffsetInChunk int64
 	Bits          int
 }

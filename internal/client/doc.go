@@ -10,8 +10,8 @@
 //     index, so a writer that disconnects leaves no visible partial object.
 //     A node that fails mid-write is excluded and the write is placed again
 //     (the substitutes land in the coordinator's mapping table).
-//   - Reads: the loops around objstore.DecideREP / DecideEC (DIRECT) and
-//     objstore.DecideHDFS (the hdfs baseline); repairs rewrite the bad chunks
+//   - Reads: the loops around direct.DecideREP / DecideEC (DIRECT) and
+//     direct.DecideHDFS (the hdfs baseline); repairs rewrite the bad chunks
 //     out of place on the nodes that had them wrong. A node that answers
 //     "not found" for a chunk the index places on it has lost it: that is
 //     damage, re-created like a corrupt chunk (with the blob's local index

@@ -2,17 +2,19 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sort"
 	"strings"
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // ReadReport says what a read (or scrub) found and repaired.
@@ -87,7 +89,7 @@ type report struct {
 // RepairJob is one chunk rewrite.
 type RepairJob struct {
 	Node uint64
-	ID   objstore.ChunkID
+	ID   direct.ChunkID
 	Data []byte
 	// Missing: the node did not have the chunk; Info, when set, rewrites
 	// its local index entry too.
@@ -127,7 +129,7 @@ func (c *Client) GetWithReport(ctx context.Context, key, mode string) ([]byte, *
 		}
 		now, serr := c.Stat(ctx, key)
 		if serr != nil {
-			if objstore.IsNotFound(serr) {
+			if errors.Is(serr, fs.ErrNotExist) {
 				return nil, rep, serr
 			}
 			return nil, rep, err
@@ -217,14 +219,14 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, 
 	for k := range order {
 		order[k] = (i + k) % l.copies
 	}
-	reads := make([]objstore.ReplicaRead, l.copies)
-	var d objstore.Decision
+	reads := make([]direct.ReplicaRead, l.copies)
+	var d direct.Decision
 	if scrub {
 		c.fetchAll(ctx, l, i, order, reads)
-		d = objstore.ScrubREP(id, n, reads)
+		d = direct.ScrubREP(id, n, reads)
 	} else {
 		for {
-			d = objstore.DecideREP(id, n, reads)
+			d = direct.DecideREP(id, n, reads)
 			if len(d.Fetch) == 0 {
 				break
 			}
@@ -260,7 +262,7 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, 
 
 // fetchAll reads chunk i from every replica in parallel (order maps read
 // slots to replicas; for EC slot k reads shard order[k]).
-func (c *Client) fetchAll(ctx context.Context, l layout, i int, order []int, reads []objstore.ReplicaRead) {
+func (c *Client) fetchAll(ctx context.Context, l layout, i int, order []int, reads []direct.ReplicaRead) {
 	var wg sync.WaitGroup
 	for k := range reads {
 		wg.Add(1)
@@ -323,19 +325,19 @@ func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
 // the other shards' same rows; with scrub every shard, parity included, is
 // read and verified.
 func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep *report, scrub bool) error {
-	var ids [objstore.TotalShards]objstore.ChunkID
+	var ids [direct.TotalShards]direct.ChunkID
 	for s := range ids {
 		ids[s] = l.id(s, i)
 	}
 	n := l.chunkLen(i)
-	var reads [objstore.TotalShards]objstore.ReplicaRead
+	var reads [direct.TotalShards]direct.ReplicaRead
 	if scrub {
 		order := []int{0, 1, 2, 3, 4, 5}
 		c.fetchAll(ctx, l, i, order, reads[:])
 	}
-	var d objstore.Decision
+	var d direct.Decision
 	for {
-		d = objstore.DecideEC(c.enc, ids, n, reads)
+		d = direct.DecideEC(c.enc, ids, n, reads)
 		if len(d.Fetch) == 0 {
 			break
 		}
@@ -352,7 +354,7 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep
 	if d.Err != nil {
 		return d.Err
 	}
-	var missing [objstore.TotalShards]bool
+	var missing [direct.TotalShards]bool
 	for s := range reads {
 		missing[s] = reads[s].Missing
 	}
@@ -375,7 +377,7 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep
 // when every replica has failed. Failed replicas are reported and the whole
 // object is re-replicated to them in the background.
 func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l layout, out []byte, rep *report) error {
-	st := objstore.NewHDFSState(l.copies)
+	st := direct.NewHDFSState(l.copies)
 	next := 0
 	var readErr error
 	for next < l.chunks && readErr == nil {
@@ -384,7 +386,7 @@ func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l lay
 			break
 		}
 		// Stream the rest of the block from the current replica.
-		reads := make([]objstore.ReplicaRead, l.chunks)
+		reads := make([]direct.ReplicaRead, l.chunks)
 		// The callback returns no error: a failed read is recorded in its
 		// ReplicaRead and handled below.
 		_ = c.forEachChunk(ctx, l.chunks-next, func(ctx context.Context, k int) error {
@@ -392,9 +394,9 @@ func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l lay
 			return nil
 		})
 		for ; next < l.chunks; next++ {
-			slot := make([]objstore.ReplicaRead, l.copies)
+			slot := make([]direct.ReplicaRead, l.copies)
 			slot[replica] = reads[next]
-			d := objstore.DecideHDFS(st, l.id(0, next), l.chunkLen(next), slot)
+			d := direct.DecideHDFS(st, l.id(0, next), l.chunkLen(next), slot)
 			if d.Err != nil {
 				readErr = d.Err
 				break

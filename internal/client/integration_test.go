@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
@@ -75,8 +76,8 @@ func TestManyObjects(t *testing.T) {
 		red  objectpb.Redundancy
 	}
 	var objects []object
-	sizes := []int{0, 1, 511, 512, 513, objstore.ChunkSize - 1, objstore.ChunkSize, objstore.ChunkSize + 1,
-		4*objstore.ChunkSize - 1, 4 * objstore.ChunkSize, 4*objstore.ChunkSize + 3, 16 << 20, 5<<20 + 17}
+	sizes := []int{0, 1, 511, 512, 513, direct.ChunkSize - 1, direct.ChunkSize, direct.ChunkSize + 1,
+		4*direct.ChunkSize - 1, 4 * direct.ChunkSize, 4*direct.ChunkSize + 3, 16 << 20, 5<<20 + 17}
 	bigEvery := 100
 	if raceEnabled {
 		// The race detector slows checksums and coding tenfold: keep the

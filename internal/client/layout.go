@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // layout is how an object version is cut into chunks.
@@ -26,17 +26,17 @@ type layout struct {
 	rec       *objectpb.ObjectRecord
 }
 
-const rowBytes = objstore.DataShards * objstore.ChunkSize
+const rowBytes = direct.DataShards * direct.ChunkSize
 
 func newLayout(rec *objectpb.ObjectRecord) (layout, error) {
 	l := layout{size: rec.SizeBytes, object: rec.Object, version: rec.Version, placement: rec.Placement, rec: rec}
 	switch rec.Redundancy {
 	case objectpb.Redundancy_REP:
 		l.copies = 3
-		l.chunks = int((rec.SizeBytes + objstore.ChunkSize - 1) / objstore.ChunkSize)
+		l.chunks = int((rec.SizeBytes + direct.ChunkSize - 1) / direct.ChunkSize)
 	case objectpb.Redundancy_EC:
 		l.ec = true
-		l.copies = objstore.TotalShards
+		l.copies = direct.TotalShards
 		l.chunks = int((rec.SizeBytes + rowBytes - 1) / rowBytes)
 	default:
 		return l, base.CorruptionErrorf("object %q: unknown redundancy %v in index", rec.Key, rec.Redundancy)
@@ -58,10 +58,10 @@ func (l layout) String() string {
 // chunkLen is the length of REP chunk i, or of every shard chunk of EC row i.
 func (l layout) chunkLen(i int) int {
 	if !l.ec {
-		return int(min(objstore.ChunkSize, l.size-int64(i)*objstore.ChunkSize))
+		return int(min(direct.ChunkSize, l.size-int64(i)*direct.ChunkSize))
 	}
 	rem := min(rowBytes, l.size-int64(i)*rowBytes)
-	return int((rem + objstore.DataShards - 1) / objstore.DataShards)
+	return int((rem + direct.DataShards - 1) / direct.DataShards)
 }
 
 // dataLen is the number of object bytes chunk (or row) i carries.
@@ -75,7 +75,7 @@ func (l layout) dataLen(i int) int {
 // offset is the object offset where chunk (or row) i starts.
 func (l layout) offset(i int) int64 {
 	if !l.ec {
-		return int64(i) * objstore.ChunkSize
+		return int64(i) * direct.ChunkSize
 	}
 	return int64(i) * rowBytes
 }
@@ -95,8 +95,8 @@ func (l layout) blobInfo(shard int, createdUnixMs int64) *nodepb.BlobInfo {
 		Placement: append([]uint64(nil), l.placement...), CreatedUnixMs: createdUnixMs}
 }
 
-func (l layout) id(shard, index int) objstore.ChunkID {
-	return objstore.ChunkID{Object: l.object, Version: l.version, Shard: uint32(shard), Index: uint32(index)}
+func (l layout) id(shard, index int) direct.ChunkID {
+	return direct.ChunkID{Object: l.object, Version: l.version, Shard: uint32(shard), Index: uint32(index)}
 }
 
 // replicaBytes is the number of bytes replica or shard r stores.
@@ -115,7 +115,7 @@ func (l layout) locate(offset int64) (chunk int, within int64, err error) {
 		return 0, 0, base.InvalidArgumentf("offset %d outside the %d bytes stored per replica", offset, l.replicaBytes())
 	}
 	// Every chunk but the last is full.
-	return int(offset / objstore.ChunkSize), offset % objstore.ChunkSize, nil
+	return int(offset / direct.ChunkSize), offset % direct.ChunkSize, nil
 }
 
 // rowShards splits EC row i of data into zero-padded data shards and
@@ -124,10 +124,10 @@ func (c *Client) rowShards(l layout, data []byte, i int) ([][]byte, error) {
 	n := l.chunkLen(i)
 	start := l.offset(i)
 	row := data[start : start+int64(l.dataLen(i))]
-	shards := make([][]byte, objstore.TotalShards)
+	shards := make([][]byte, direct.TotalShards)
 	for s := range shards {
 		shards[s] = make([]byte, n)
-		if s < objstore.DataShards && s*n < len(row) {
+		if s < direct.DataShards && s*n < len(row) {
 			copy(shards[s], row[s*n:min(len(row), (s+1)*n)])
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
 
@@ -21,8 +22,8 @@ func TestHDFSBaselineFailsOverAndRereplicates(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 4, devcluster.Options{})
 	ctx := context.Background()
-	data := randomBytes(rng, 4*objstore.ChunkSize)
-	cs := int64(objstore.ChunkSize)
+	data := randomBytes(rng, 4*direct.ChunkSize)
+	cs := int64(direct.ChunkSize)
 
 	// Replica 0 bad at chunk 0, replica 1 bad at chunk 2: the read moves
 	// 0 -> 1 -> 2 and never returns; both bad replicas are re-replicated
@@ -105,13 +106,13 @@ func TestScrubberRepairsWithinBudget(t *testing.T) {
 		if i%2 == 1 {
 			red = ec
 		}
-		data := randomBytes(rng, 2*4*objstore.ChunkSize)
+		data := randomBytes(rng, 2*4*direct.ChunkSize)
 		if _, err := c.Put(ctx, key, data, red); err != nil {
 			t.Fatal(err)
 		}
 		keys = append(keys, key)
 		if red == ec {
-			stored += int64(len(data)) * objstore.TotalShards / objstore.DataShards
+			stored += int64(len(data)) * direct.TotalShards / direct.DataShards
 		} else {
 			stored += int64(len(data)) * 3
 		}
@@ -122,7 +123,7 @@ func TestScrubberRepairsWithinBudget(t *testing.T) {
 		if i%2 == 0 {
 			c.Corrupt(ctx, key, 2, 100, 2)
 		} else {
-			c.Corrupt(ctx, key, 5, objstore.ChunkSize+7, 2)
+			c.Corrupt(ctx, key, 5, direct.ChunkSize+7, 2)
 		}
 	}
 	clock := base.NewManualClock(time.Unix(0, 0))
@@ -143,7 +144,7 @@ func TestScrubberRepairsWithinBudget(t *testing.T) {
 	}
 	// Reads were paced: verifying `stored` bytes at `rate` took at least
 	// stored/rate (less the initial burst).
-	minScan := time.Duration(float64(stored-6*objstore.ChunkSize) / float64(rate) * float64(time.Second))
+	minScan := time.Duration(float64(stored-6*direct.ChunkSize) / float64(rate) * float64(time.Second))
 	if sl.total < minScan {
 		t.Fatalf("scan waited %v for %d bytes at %s/s; want at least %v", sl.total, stored, rate, minScan)
 	}
@@ -174,7 +175,7 @@ func TestTransientFlipsAreCountedAndMasked(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	_, c := startCluster(t, 6, devcluster.Options{})
 	ctx := context.Background()
-	data := randomBytes(rng, 8*objstore.ChunkSize)
+	data := randomBytes(rng, 8*direct.ChunkSize)
 	for _, red := range []string{"rep", "ec"} {
 		r, _ := client.ParseRedundancy(red)
 		if _, err := c.Put(ctx, "u/"+red, data, r); err != nil {
@@ -220,7 +221,7 @@ func TestSDFStoreClusterSurvivesDieFailure(t *testing.T) {
 	objs := map[string][]byte{}
 	for i := 0; i < 12; i++ {
 		key := "d/" + string(rune('a'+i))
-		objs[key] = randomBytes(rng, rng.Intn(6*objstore.ChunkSize)+1)
+		objs[key] = randomBytes(rng, rng.Intn(6*direct.ChunkSize)+1)
 		red := rep
 		if i%2 == 1 {
 			red = ec

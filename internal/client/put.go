@@ -2,16 +2,18 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"sync"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -29,7 +31,7 @@ func ParseRedundancy(s string) (objectpb.Redundancy, error) {
 // writeTask is one chunk bound for one replica or shard.
 type writeTask struct {
 	replica int
-	id      objstore.ChunkID
+	id      direct.ChunkID
 	data    []byte
 	info    *nodepb.BlobInfo
 }
@@ -202,13 +204,13 @@ produce:
 }
 
 // writeChunk sends one chunk with its checksums, computed here once.
-func (c *Client) writeChunk(ctx context.Context, nodeID uint64, id objstore.ChunkID, data []byte, repair bool, info *nodepb.BlobInfo) error {
+func (c *Client) writeChunk(ctx context.Context, nodeID uint64, id direct.ChunkID, data []byte, repair bool, info *nodepb.BlobInfo) error {
 	return c.writeChunkReq(ctx, nodeID, id, data, repair, false, info)
 }
 
 // writeChunkReq is writeChunk with the missing flag: the repair re-creates
 // a chunk the node did not have.
-func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id objstore.ChunkID, data []byte, repair, missing bool, info *nodepb.BlobInfo) error {
+func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id direct.ChunkID, data []byte, repair, missing bool, info *nodepb.BlobInfo) error {
 	nc, err := c.nodeClient(ctx, nodeID)
 	if err != nil {
 		return err
@@ -217,7 +219,7 @@ func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id objstore.C
 	defer cancel()
 	_, err = nc.WriteChunk(ctx, &nodepb.WriteChunkRequest{
 		Chunk: &nodepb.ChunkRef{Object: id.Object, Version: id.Version, Shard: id.Shard, Index: id.Index},
-		Data:  data, Sums: objstore.Sums(id, data), Repair: repair, Info: info, Missing: missing,
+		Data:  data, Sums: direct.Sums(id, data), Repair: repair, Info: info, Missing: missing,
 	})
 	if err != nil {
 		return fmt.Errorf("node %d: write %s: %w", nodeID, id, wire.FromStatus(err))
@@ -226,10 +228,10 @@ func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id objstore.C
 }
 
 // readChunk asks a node for a chunk; the node verifies and re-reads once.
-func (c *Client) readChunk(ctx context.Context, nodeID uint64, id objstore.ChunkID) objstore.ReplicaRead {
+func (c *Client) readChunk(ctx context.Context, nodeID uint64, id direct.ChunkID) direct.ReplicaRead {
 	nc, err := c.memberClient(ctx, nodeID, false)
 	if err != nil {
-		return objstore.ReplicaRead{Fetched: true, Err: err}
+		return direct.ReplicaRead{Fetched: true, Err: err}
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.opts.RPCTimeout)
 	defer cancel()
@@ -238,14 +240,14 @@ func (c *Client) readChunk(ctx context.Context, nodeID uint64, id objstore.Chunk
 	})
 	if err != nil {
 		err = wire.FromStatus(err)
-		if objstore.IsNotFound(err) {
+		if errors.Is(err, fs.ErrNotExist) {
 			// The node answered and has no such chunk, although the
 			// index places it there: damage, re-created by the repair.
-			return objstore.ReplicaRead{Fetched: true, Missing: true}
+			return direct.ReplicaRead{Fetched: true, Missing: true}
 		}
-		return objstore.ReplicaRead{Fetched: true, Err: fmt.Errorf("node %d: read %s: %w", nodeID, id, err)}
+		return direct.ReplicaRead{Fetched: true, Err: fmt.Errorf("node %d: read %s: %w", nodeID, id, err)}
 	}
-	r := objstore.ReplicaRead{Fetched: true, Data: resp.Data}
+	r := direct.ReplicaRead{Fetched: true, Data: resp.Data}
 	if resp.SumsValid {
 		r.Sums = resp.Sums
 		if r.Sums == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
@@ -23,7 +24,7 @@ func storeIsClean(t *testing.T, cl *devcluster.Cluster, rec *objectpb.ObjectReco
 		if rec.Redundancy == ec {
 			shard = r
 		}
-		cid := objstore.ChunkID{Object: rec.Object, Version: rec.Version, Shard: uint32(shard), Index: uint32(i)}
+		cid := direct.ChunkID{Object: rec.Object, Version: rec.Version, Shard: uint32(shard), Index: uint32(i)}
 		got, err := cl.Node(int(id - 1)).Chunks().ReadChunk(cid)
 		if err != nil || got.Corrupt {
 			t.Fatalf("replica %d (node %d) of %s still bad: %v %v", r, id, cid, got, err)
@@ -37,9 +38,9 @@ func TestREPChunkRepair(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 5, devcluster.Options{})
 	ctx := context.Background()
-	data := randomBytes(rng, 3*objstore.ChunkSize+1000)
+	data := randomBytes(rng, 3*direct.ChunkSize+1000)
 	const chunk = 1 // replicas are read from chunk%3 = 1 on
-	at := int64(chunk*objstore.ChunkSize + 777)
+	at := int64(chunk*direct.ChunkSize + 777)
 	for _, tc := range []struct {
 		name     string
 		corrupt  map[int]int64 // replica -> offset
@@ -100,9 +101,9 @@ func TestECRowRepair(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 6, devcluster.Options{})
 	ctx := context.Background()
-	data := randomBytes(rng, 2*4*objstore.ChunkSize+5000) // two full rows and a short one
+	data := randomBytes(rng, 2*4*direct.ChunkSize+5000) // two full rows and a short one
 	const row = 1
-	at := int64(row*objstore.ChunkSize + 4242) // offset in each shard's bytes
+	at := int64(row*direct.ChunkSize + 4242) // offset in each shard's bytes
 	for _, tc := range []struct {
 		name   string
 		shards []int
@@ -128,7 +129,7 @@ func TestECRowRepair(t *testing.T) {
 			}
 			got, report, err := c.GetWithReport(ctx, key, client.ModeDirect)
 			if !tc.ok {
-				if tc.shards[2] < objstore.DataShards {
+				if tc.shards[2] < direct.DataShards {
 					if !base.IsDataLoss(err) || got != nil {
 						t.Fatalf("want data loss, got %d bytes, %v", len(got), err)
 					}
@@ -253,7 +254,7 @@ func TestMissingFilesAreDamage(t *testing.T) {
 	ctx := context.Background()
 	for _, red := range []objectpb.Redundancy{rep, ec} {
 		t.Run(red.String(), func(t *testing.T) {
-			data := randomBytes(rng, 9*objstore.ChunkSize+100)
+			data := randomBytes(rng, 9*direct.ChunkSize+100)
 			key := "missing/" + red.String()
 			rec, err := c.Put(ctx, key, data, red)
 			if err != nil {
@@ -268,7 +269,7 @@ func TestMissingFilesAreDamage(t *testing.T) {
 			}
 			chunks := 0
 			for i := 0; ; i++ {
-				cid := objstore.ChunkID{Object: rec.Object, Version: rec.Version, Index: uint32(i)}
+				cid := direct.ChunkID{Object: rec.Object, Version: rec.Version, Index: uint32(i)}
 				if _, err := cl.Node(int(rec.Placement[0] - 1)).Chunks().ReadChunk(cid); err != nil {
 					break
 				}
@@ -277,7 +278,7 @@ func TestMissingFilesAreDamage(t *testing.T) {
 			// Replica 0: chunk 1's data file deleted. Replica 1: the whole
 			// blob deleted (every chunk, sums file and index entry).
 			n0 := cl.Node(int(rec.Placement[0] - 1))
-			if err := n0.Chunks().Store().Delete(objstore.DataName(objstore.ChunkID{Object: rec.Object, Version: rec.Version, Shard: shardOf(0), Index: 1})); err != nil {
+			if err := n0.Chunks().Store().Delete(objstore.DataName(direct.ChunkID{Object: rec.Object, Version: rec.Version, Shard: shardOf(0), Index: 1})); err != nil {
 				t.Fatal(err)
 			}
 			n1 := cl.Node(int(rec.Placement[1] - 1))

@@ -11,8 +11,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // waitFor polls cond until it holds or the (generous) deadline passes.
@@ -46,7 +46,7 @@ func TestDeadNodeDataIsRecreatedElsewhere(t *testing.T) {
 		if i%2 == 1 {
 			red = ec
 		}
-		data := randomBytes(rng, 1+rng.Intn(6*objstore.ChunkSize))
+		data := randomBytes(rng, 1+rng.Intn(6*direct.ChunkSize))
 		key := fmt.Sprintf("reprotect/%d", i)
 		if _, err := c.Put(ctx, key, data, red); err != nil {
 			t.Fatal(err)
@@ -87,9 +87,9 @@ func TestDeadNodeDataIsRecreatedElsewhere(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chunks := int((rec.SizeBytes + objstore.ChunkSize - 1) / objstore.ChunkSize)
+		chunks := int((rec.SizeBytes + direct.ChunkSize - 1) / direct.ChunkSize)
 		if rec.Redundancy == ec {
-			chunks = int((rec.SizeBytes + 4*objstore.ChunkSize - 1) / (4 * objstore.ChunkSize))
+			chunks = int((rec.SizeBytes + 4*direct.ChunkSize - 1) / (4 * direct.ChunkSize))
 		}
 		for i := 0; i < chunks; i++ {
 			storeIsClean(t, cl, rec, i)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // ScrubObject verifies every replica (REP) or every shard including parity
@@ -89,8 +89,8 @@ func (s ScrubStats) String() string {
 type Scrubber struct {
 	c      *Client
 	opts   ScrubberOptions
-	scrub  *objstore.TokenBucket
-	repair *objstore.TokenBucket
+	scrub  *direct.TokenBucket
+	repair *direct.TokenBucket
 	jobs   chan RepairJob
 	mu     sync.Mutex
 	stats  ScrubStats
@@ -135,11 +135,11 @@ func NewScrubber(c *Client, opts ScrubberOptions) (*Scrubber, error) {
 	}
 	now := opts.Clock.Now()
 	// Bursts of one EC row (6 x 64 KiB) or a few repairs.
-	sb, err := objstore.NewTokenBucket(opts.ScrubBytesPerSecond, 6*objstore.ChunkSize, now)
+	sb, err := direct.NewTokenBucket(opts.ScrubBytesPerSecond, 6*direct.ChunkSize, now)
 	if err != nil {
 		return nil, err
 	}
-	rb, err := objstore.NewTokenBucket(opts.RepairBytesPerSecond, 4*objstore.ChunkSize, now)
+	rb, err := direct.NewTokenBucket(opts.RepairBytesPerSecond, 4*direct.ChunkSize, now)
 	if err != nil {
 		return nil, err
 	}

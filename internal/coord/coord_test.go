@@ -13,11 +13,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/node"
-	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 func TestCoordinatorLifecycle(t *testing.T) {
@@ -98,9 +98,9 @@ func TestCoordinatorLifecycle(t *testing.T) {
 	// A chunk of v1 on a node, then v2 replaces v1: v1 becomes garbage and
 	// the sweeper deletes it.
 	nc := nodeClient(t, bp.Placement[0].Addr)
-	id := objstore.ChunkID{Object: bp.Object, Version: bp.Version}
+	id := direct.ChunkID{Object: bp.Object, Version: bp.Version}
 	data := []byte("hello")
-	if _, err := nc.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: &nodepb.ChunkRef{Object: id.Object, Version: id.Version}, Data: data, Sums: objstore.Sums(id, data)}); err != nil {
+	if _, err := nc.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: &nodepb.ChunkRef{Object: id.Object, Version: id.Version}, Data: data, Sums: direct.Sums(id, data)}); err != nil {
 		t.Fatal(err)
 	}
 	// Node 1 down: the next write substitutes it and lands in the mapping

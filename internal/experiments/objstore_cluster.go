@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
@@ -203,9 +204,9 @@ func (c *objCluster) sumsLayoutOf(objs []*testObject) (sumsLayout, error) {
 	var bits, chunks int64
 	files := map[string]bool{}
 	for _, o := range objs {
-		n := (len(o.data) + objstore.ChunkSize - 1) / objstore.ChunkSize
+		n := (len(o.data) + direct.ChunkSize - 1) / direct.ChunkSize
 		for i := 0; i < n; i++ {
-			name := objstore.SumsName(objstore.ChunkID{Object: o.rec.Object, Version: o.rec.Version, Index: uint32(i)})
+			name := objstore.SumsName(direct.ChunkID{Object: o.rec.Object, Version: o.rec.Version, Index: uint32(i)})
 			b, err := c.stores[0].Get(name)
 			if err != nil {
 				return sumsLayout{}, fmt.Errorf("sums layout: %w", err)
@@ -218,8 +219,8 @@ func (c *objCluster) sumsLayoutOf(objs []*testObject) (sumsLayout, error) {
 	if chunks == 0 {
 		return sumsLayout{}, base.InvalidArgumentf("sums layout: no chunks")
 	}
-	id := objstore.ChunkID{}
-	record := objstore.EncodeSums(id, objstore.ChunkSize, objstore.Sums(id, make([]byte, objstore.ChunkSize)))
+	id := direct.ChunkID{}
+	record := objstore.EncodeSums(id, direct.ChunkSize, direct.Sums(id, make([]byte, direct.ChunkSize)))
 	layout := sumsLayout{RecordBits: 8 * int64(len(record)), ReadBitsPerChunk: bits / chunks,
 		ChunksPerFile: float64(chunks) / float64(len(files))}
 	if _, ok := any(c.stores[0]).(objstore.RangeReader); ok {

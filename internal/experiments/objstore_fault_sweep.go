@@ -19,6 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/bitrot"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
@@ -100,7 +101,7 @@ type sweepOptions struct {
 	CellTimeout time.Duration
 }
 
-const sweepObjectBytes = 3*objstore.ChunkSize + 4321
+const sweepObjectBytes = 3*direct.ChunkSize + 4321
 
 // sweepGeometry is a small flash device for the sweep's sdf nodes.
 func sweepGeometry() flash.Geometry {

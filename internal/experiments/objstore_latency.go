@@ -9,7 +9,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
-	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/report"
 )
 
@@ -33,9 +33,9 @@ type latencyPlan struct {
 
 func latencyPlanFor(cfg Config) latencyPlan {
 	if cfg.Quick {
-		return latencyPlan{Samples: 4, ObjectBytes: 4 * objstore.ChunkSize}
+		return latencyPlan{Samples: 4, ObjectBytes: 4 * direct.ChunkSize}
 	}
-	return latencyPlan{Samples: 300, ObjectBytes: 16 * objstore.ChunkSize}
+	return latencyPlan{Samples: 300, ObjectBytes: 16 * direct.ChunkSize}
 }
 
 // latencyKind is one kind of timed read.
@@ -52,7 +52,7 @@ type latencyKind struct {
 // corruptChunk flips one bit, persistently, at byte within of chunk of
 // replica's stored copy.
 func corruptChunk(ctx context.Context, cli *client.Client, o *testObject, replica, chunk int, within int64) error {
-	return cli.Corrupt(ctx, o.key, replica, int64(chunk)*objstore.ChunkSize+within, 1)
+	return cli.Corrupt(ctx, o.key, replica, int64(chunk)*direct.ChunkSize+within, 1)
 }
 
 func latencyKinds(objectBytes int) []latencyKind {
@@ -64,7 +64,7 @@ func latencyKinds(objectBytes int) []latencyKind {
 			return nil
 		}
 	}
-	chunks := objectBytes / objstore.ChunkSize
+	chunks := objectBytes / direct.ChunkSize
 	return []latencyKind{
 		{Name: "clean read, 64 KiB", Mode: client.ModeDirect,
 			corrupt: func(context.Context, *client.Client, *testObject, *rand.Rand) (func(*client.ReadReport) error, error) {
@@ -74,15 +74,15 @@ func latencyKinds(objectBytes int) []latencyKind {
 			corrupt: func(ctx context.Context, cli *client.Client, o *testObject, rng *rand.Rand) (func(*client.ReadReport) error, error) {
 				// Chunk 0 is read from replica 0 first (client: chunk i
 				// starts at replica i mod 3).
-				return expect(1, 0, 0), corruptChunk(ctx, cli, o, 0, 0, rng.Int63n(objstore.ChunkSize))
+				return expect(1, 0, 0), corruptChunk(ctx, cli, o, 0, 0, rng.Int63n(direct.ChunkSize))
 			}},
 		{Name: "sector merge, 64 KiB", Mode: client.ModeDirect,
 			corrupt: func(ctx context.Context, cli *client.Client, o *testObject, rng *rand.Rand) (func(*client.ReadReport) error, error) {
 				// Every copy corrupt, each in a different 512 B sector:
 				// the chunk is merged from sectors that verify, no vote.
-				sectors := rng.Perm(objstore.SectorsPerChunk)[:3]
+				sectors := rng.Perm(direct.SectorsPerChunk)[:3]
 				for r, sec := range sectors {
-					off := int64(sec*objstore.SectorSize + rng.Intn(objstore.SectorSize))
+					off := int64(sec*direct.SectorSize + rng.Intn(direct.SectorSize))
 					if err := corruptChunk(ctx, cli, o, r, 0, off); err != nil {
 						return nil, err
 					}
@@ -93,9 +93,9 @@ func latencyKinds(objectBytes int) []latencyKind {
 			corrupt: func(ctx context.Context, cli *client.Client, o *testObject, rng *rand.Rand) (func(*client.ReadReport) error, error) {
 				// Every copy corrupt in the same sector, at three distinct
 				// bytes: the sector is voted, no bit is wrong on two copies.
-				sec := rng.Intn(objstore.SectorsPerChunk)
-				for r, b := range rng.Perm(objstore.SectorSize)[:3] {
-					if err := corruptChunk(ctx, cli, o, r, 0, int64(sec*objstore.SectorSize+b)); err != nil {
+				sec := rng.Intn(direct.SectorsPerChunk)
+				for r, b := range rng.Perm(direct.SectorSize)[:3] {
+					if err := corruptChunk(ctx, cli, o, r, 0, int64(sec*direct.SectorSize+b)); err != nil {
 						return nil, err
 					}
 				}
@@ -108,12 +108,12 @@ func latencyKinds(objectBytes int) []latencyKind {
 		{Name: fmt.Sprintf("DIRECT, one bad chunk in %s", base.Bytes(objectBytes)), Large: true, Mode: client.ModeDirect,
 			corrupt: func(ctx context.Context, cli *client.Client, o *testObject, rng *rand.Rand) (func(*client.ReadReport) error, error) {
 				c := rng.Intn(chunks)
-				return expect(1, 0, 0), corruptChunk(ctx, cli, o, c%3, c, rng.Int63n(objstore.ChunkSize))
+				return expect(1, 0, 0), corruptChunk(ctx, cli, o, c%3, c, rng.Int63n(direct.ChunkSize))
 			}},
 		{Name: fmt.Sprintf("hdfs, one bad chunk in %s (failover + re-replication)", base.Bytes(objectBytes)), Large: true, Mode: client.ModeHDFS,
 			corrupt: func(ctx context.Context, cli *client.Client, o *testObject, rng *rand.Rand) (func(*client.ReadReport) error, error) {
 				c := rng.Intn(chunks)
-				return expect(0, 0, 1), corruptChunk(ctx, cli, o, 0, c, rng.Int63n(objstore.ChunkSize))
+				return expect(0, 0, 1), corruptChunk(ctx, cli, o, 0, c, rng.Int63n(direct.ChunkSize))
 			}},
 	}
 }
@@ -133,7 +133,7 @@ func runDirectRepairLatency(ctx context.Context, cfg Config) (*report.Report, er
 		return nil, err
 	}
 	defer cli.Close()
-	small, err := putObjects(ctx, cli, rng, "latency/small", 1, objstore.ChunkSize)
+	small, err := putObjects(ctx, cli, rng, "latency/small", 1, direct.ChunkSize)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +252,7 @@ func latencyReport(pl latencyPlan, kinds []latencyKind, samples [][]time.Duratio
 		return nil, err
 	}
 	clean, chunk, merge, vote := summaries[0], summaries[1], summaries[2], summaries[3]
-	cleanLarge, direct, hdfs := summaries[4], summaries[5], summaries[6]
+	cleanLarge, directSum, hdfs := summaries[4], summaries[5], summaries[6]
 	r.Text("**Discussion.** A chunk repair added %s ms to the median 64 KiB read (%s ms clean), a sector "+
 		"merge %s ms and a majority vote %s ms: merge and vote read all three copies, each node reads its "+
 		"copy twice (the re-read that tells a transient flip from damage), and three repair writes follow. "+
@@ -262,8 +262,8 @@ func latencyReport(pl latencyPlan, kinds []latencyKind, samples [][]time.Duratio
 		"%.1fx DIRECT's): the error amplification DIRECT removes, measured. Tail percentiles (p99, max) on this "+
 		"shared machine are dominated by scheduling noise; compare medians.",
 		ms(chunk.P50-clean.P50), ms(clean.P50), ms(merge.P50-clean.P50), ms(vote.P50-clean.P50), base.Bytes(pl.ObjectBytes),
-		ms(direct.P50-cleanLarge.P50), ms(direct.P50), ms(cleanLarge.P50), pl.ObjectBytes/objstore.ChunkSize, ms(hdfs.P50),
-		ratioOrNaN(float64(hdfs.P50), float64(direct.P50)))
+		ms(directSum.P50-cleanLarge.P50), ms(directSum.P50), ms(cleanLarge.P50), pl.ObjectBytes/direct.ChunkSize, ms(hdfs.P50),
+		ratioOrNaN(float64(hdfs.P50), float64(directSum.P50)))
 	return r, nil
 }
 

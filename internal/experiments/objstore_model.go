@@ -153,7 +153,7 @@ func objectFailure(chunks int, perChunk float64) float64 {
 // DIRECT's full path: chunk recovery; when every replica of a chunk is
 // corrupt, a sector-wise merge (each 512 B sector from a copy where it
 // verifies) and a bit-by-bit vote over the three copies of each sector that
-// is corrupt in all of them (objstore.DecideREP), on the copies the nodes
+// is corrupt in all of them (direct.DecideREP), on the copies the nodes
 // return after their re-read.
 //
 // Per chunk, with X_i "replica i corrupt on the first read", F_i the flips

@@ -13,8 +13,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/model"
-	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/report"
 
 	"gonum.org/v1/plot"
@@ -53,7 +53,7 @@ type readErrorsPlan struct {
 func readErrorsPlanFor(cfg Config) readErrorsPlan {
 	if cfg.Quick {
 		return readErrorsPlan{
-			ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{1e-7, 1e-5},
+			ObjectBytes: 16 * direct.ChunkSize, UBERs: []float64{1e-7, 1e-5},
 			Readers: 2, ObjectsPerReader: 2, MinReads: 6, MaxReads: 16, BoundReads: 6, TargetFailures: 4,
 		}
 	}
@@ -62,7 +62,7 @@ func readErrorsPlanFor(cfg Config) readErrorsPlan {
 		ubers = append(ubers, roundUBER(math.Pow(10, e)))
 	}
 	return readErrorsPlan{
-		ObjectBytes: 16 * objstore.ChunkSize, UBERs: ubers,
+		ObjectBytes: 16 * direct.ChunkSize, UBERs: ubers,
 		Readers: 4, ObjectsPerReader: 4, MinReads: 100, MaxReads: 2000, BoundReads: 200, TargetFailures: 20,
 	}
 }
@@ -107,8 +107,8 @@ func (p readErrorPoint) String() string {
 // series at one UBER.
 func predictions(uber float64, objectBytes int, sums sumsLayout) (inj, paper [numErrorSeries]float64, err error) {
 	ip := injectionParams{
-		UBER: uber, Chunks: objectBytes / objstore.ChunkSize, ChunkBits: 8 * objstore.ChunkSize,
-		SectorBits: 8 * objstore.SectorSize, SumsBits: sums.RecordBits, Replicas: 3,
+		UBER: uber, Chunks: objectBytes / direct.ChunkSize, ChunkBits: 8 * direct.ChunkSize,
+		SectorBits: 8 * direct.SectorSize, SumsBits: sums.RecordBits, Replicas: 3,
 	}
 	if inj[seriesHDFS], err = injectedHDFSFailure(ip); err != nil {
 		return inj, paper, err
@@ -119,7 +119,7 @@ func predictions(uber float64, objectBytes int, sums sumsLayout) (inj, paper [nu
 	if inj[seriesVote], err = injectedVoteFailure(ip); err != nil {
 		return inj, paper, err
 	}
-	mp := model.DirectParams{UBER: uber, BlockBytes: int64(objectBytes), ChunkBytes: objstore.ChunkSize, Replicas: 3}
+	mp := model.DirectParams{UBER: uber, BlockBytes: int64(objectBytes), ChunkBytes: direct.ChunkSize, Replicas: 3}
 	if err := mp.Validate(); err != nil {
 		return inj, paper, err
 	}
@@ -320,7 +320,7 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		"in hdfs mode (fail over at the first bad chunk, never go back, re-replicate the whole object) and in "+
 		"DIRECT mode (per-chunk repair from the next replica; when all three copies of a chunk are corrupt, a "+
 		"merge of the 512 B sectors that verify in some copy and a bit-by-bit majority vote on the sectors "+
-		"corrupt in all three, `objstore.DecideREP`). An application-visible error is a read that returns an explicit data-loss error; a read "+
+		"corrupt in all three, `direct.DecideREP`). An application-visible error is a read that returns an explicit data-loss error; a read "+
 		"that returned wrong bytes would abort the experiment (none did). A read that fails is followed by a "+
 		"fresh write of its object; a read that succeeds leaves the object clean (DIRECT rewrites what it found "+
 		"corrupt, hdfs re-replicates and the reader waits for it), so every read is an independent trial. "+
@@ -329,7 +329,7 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 		"same DIRECT reads (failed, or `ReadReport.AllCorrupt` > 0). The object contents come from the seed; "+
 		"the nodes' injectors are seeded too (node i with seed i), but concurrent readers interleave their "+
 		"draws, so a rerun gives other counts within the intervals, not the same ones.",
-		pl.Readers*pl.ObjectsPerReader, base.Bytes(pl.ObjectBytes), pl.ObjectBytes/objstore.ChunkSize,
+		pl.Readers*pl.ObjectsPerReader, base.Bytes(pl.ObjectBytes), pl.ObjectBytes/direct.ChunkSize,
 		pl.Readers, pl.ObjectsPerReader)
 	r.Text("**Scale.** The paper reads 128 MB HDFS blocks; this machine (2 shared cores) reads %s objects, "+
 		"%.0fx smaller, so the hdfs curve sits %.0fx to the right of the paper's (the same B E) and the "+
@@ -548,7 +548,7 @@ func readErrorsDiscussion(pl readErrorsPlan, points []readErrorPoint) string {
 		"repair only at %.2g and DIRECT's full path at %.2g: DIRECT tolerates %.0fx (chunk) and %.0fx (full "+
 		"path) the UBER of hdfs here; the paper's formulas for the same sizes give %.0fx for its vote (the paper "+
 		"reports 10,000-100,000x for 128 MB blocks, where B/C is 2048 instead of %d). ",
-		target, hInj, cInj, vInj, cInj/hInj, vInj/hInj, vPap/hPap, pl.ObjectBytes/objstore.ChunkSize)
+		target, hInj, cInj, vInj, cInj/hInj, vInj/hInj, vPap/hPap, pl.ObjectBytes/direct.ChunkSize)
 	differ, injIn, paperIn := 0, 0, 0
 	for _, p := range points {
 		if p.Measured.Failures == 0 || math.Max(p.Injection, p.Paper) < 2*math.Min(p.Injection, p.Paper) {

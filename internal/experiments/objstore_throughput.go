@@ -10,7 +10,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
-	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/report"
 )
 
@@ -36,10 +36,10 @@ type throughputPlan struct {
 
 func throughputPlanFor(cfg Config) throughputPlan {
 	if cfg.Quick {
-		return throughputPlan{ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{1e-7, 1e-5},
+		return throughputPlan{ObjectBytes: 16 * direct.ChunkSize, UBERs: []float64{1e-7, 1e-5},
 			Readers: 2, ObjectsPerReader: 2, ReadsPerReader: 2, Repetitions: 1}
 	}
-	return throughputPlan{ObjectBytes: 16 * objstore.ChunkSize, UBERs: []float64{1e-9, 1e-8, 1e-7, 1e-6, 1e-5},
+	return throughputPlan{ObjectBytes: 16 * direct.ChunkSize, UBERs: []float64{1e-9, 1e-8, 1e-7, 1e-6, 1e-5},
 		Readers: 4, ObjectsPerReader: 4, ReadsPerReader: 40, Repetitions: 5}
 }
 

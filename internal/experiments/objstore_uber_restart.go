@@ -16,6 +16,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/model"
@@ -363,10 +364,10 @@ func uberModelTables(r *report.Report, p uberRestartObjectsParams, cells []urCel
 	// A metadata file: a JSON local index entry of about 200 B (the identity
 	// file is smaller) with its 20-byte header and CRC, in three copies.
 	metaFile := model.MergedCopies{Name: "metadata file", UnitBytes: 240, Units: int(math.Round(entries)) + 1, Copies: objstore.MetaCopies, Vote: true}
-	sectorsPerChunk := objstore.ChunkSize / objstore.SectorSize
-	sumsBytes := len(objstore.EncodeSums(objstore.ChunkID{}, objstore.ChunkSize, make([]uint32, sectorsPerChunk)))
-	repObj := model.ObjectAtRest{Rows: p.ObjectBytes / objstore.ChunkSize, SectorsPerChunk: sectorsPerChunk, SectorBytes: objstore.SectorSize, SumsBytes: sumsBytes}
-	ecObj := model.ObjectAtRest{Rows: (p.ObjectBytes + 4*objstore.ChunkSize - 1) / (4 * objstore.ChunkSize), SectorsPerChunk: sectorsPerChunk, SectorBytes: objstore.SectorSize, SumsBytes: sumsBytes}
+	sectorsPerChunk := direct.ChunkSize / direct.SectorSize
+	sumsBytes := len(objstore.EncodeSums(direct.ChunkID{}, direct.ChunkSize, make([]uint32, sectorsPerChunk)))
+	repObj := model.ObjectAtRest{Rows: p.ObjectBytes / direct.ChunkSize, SectorsPerChunk: sectorsPerChunk, SectorBytes: direct.SectorSize, SumsBytes: sumsBytes}
+	ecObj := model.ObjectAtRest{Rows: (p.ObjectBytes + 4*direct.ChunkSize - 1) / (4 * direct.ChunkSize), SectorsPerChunk: sectorsPerChunk, SectorBytes: direct.SectorSize, SumsBytes: sumsBytes}
 	var rows [][]string
 	for _, u := range p.UBERs {
 		rows = append(rows, []string{fmt.Sprintf("%g", u),

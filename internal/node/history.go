@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
@@ -129,13 +130,13 @@ func loadHistory(meta *objstore.MetaFiles, now func() time.Time, logf func(strin
 }
 
 // record adds one event; id is nil for events without a chunk.
-func (h *history) record(kind string, id *objstore.ChunkID, detail string) {
+func (h *history) record(kind string, id *direct.ChunkID, detail string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.recordLocked(kind, id, detail)
 }
 
-func (h *history) recordLocked(kind string, id *objstore.ChunkID, detail string) {
+func (h *history) recordLocked(kind string, id *direct.ChunkID, detail string) {
 	h.rec.Counts[kind]++
 	ev := historyEvent{UnixMs: h.now().UnixMilli(), Kind: kind, Detail: detail}
 	if id != nil {

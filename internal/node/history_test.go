@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/wire"
@@ -51,10 +52,10 @@ func TestRepairHistorySurvivesRestart(t *testing.T) {
 	if n.Dir() != dir {
 		t.Fatalf("Dir %q, want %q", n.Dir(), dir)
 	}
-	id := objstore.ChunkID{Object: 11, Version: 22, Index: 1}
+	id := direct.ChunkID{Object: 11, Version: 22, Index: 1}
 	ref := &nodepb.ChunkRef{Object: 11, Version: 22, Index: 1}
 	data := bytes.Repeat([]byte("history "), 1000)
-	sums := objstore.Sums(id, data)
+	sums := direct.Sums(id, data)
 	info := &nodepb.BlobInfo{Key: "k", Object: 11, Version: 22, Redundancy: "rep", Chunks: 2}
 	steps := []func() error{
 		func() error {
@@ -157,7 +158,7 @@ func TestHistoryIsBounded(t *testing.T) {
 	h := loadHistory(objstore.NewMetaFiles(store), clock.Now, t.Logf)
 	for i := 0; i < 3*historyEvents+7; i++ {
 		clock.Advance(time.Second)
-		h.record(KindTransient, &objstore.ChunkID{Object: 1, Version: 2, Index: uint32(i)}, "")
+		h.record(KindTransient, &direct.ChunkID{Object: 1, Version: 2, Index: uint32(i)}, "")
 		if i%50 == 0 {
 			if err := h.flush(false); err != nil {
 				t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/wire"
@@ -32,9 +33,9 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 	}
 	c := dial(t, n.Addr())
 	ref := &nodepb.ChunkRef{Object: 1, Version: 2, Index: 0}
-	id := objstore.ChunkID{Object: 1, Version: 2}
+	id := direct.ChunkID{Object: 1, Version: 2}
 	data := bytes.Repeat([]byte("flash"), 1000)
-	sums := objstore.Sums(id, data)
+	sums := direct.Sums(id, data)
 	info := &nodepb.BlobInfo{Key: "k", Object: 1, Version: 2, Redundancy: "rep", Chunks: 1}
 	if _, err := c.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: ref, Data: data, Sums: sums, Info: info}); err != nil {
 		t.Fatal(err)

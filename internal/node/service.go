@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/wire"
@@ -15,17 +16,17 @@ type service struct {
 	n *Node
 }
 
-func chunkID(ref *nodepb.ChunkRef) (objstore.ChunkID, error) {
+func chunkID(ref *nodepb.ChunkRef) (direct.ChunkID, error) {
 	if ref == nil {
-		return objstore.ChunkID{}, base.InvalidArgumentf("missing chunk reference")
+		return direct.ChunkID{}, base.InvalidArgumentf("missing chunk reference")
 	}
 	if ref.Version == 0 {
-		return objstore.ChunkID{}, base.InvalidArgumentf("chunk reference with version 0")
+		return direct.ChunkID{}, base.InvalidArgumentf("chunk reference with version 0")
 	}
-	if ref.Shard >= objstore.TotalShards {
-		return objstore.ChunkID{}, base.InvalidArgumentf("shard %d out of range", ref.Shard)
+	if ref.Shard >= direct.TotalShards {
+		return direct.ChunkID{}, base.InvalidArgumentf("shard %d out of range", ref.Shard)
 	}
-	return objstore.ChunkID{Object: ref.Object, Version: ref.Version, Shard: ref.Shard, Index: ref.Index}, nil
+	return direct.ChunkID{Object: ref.Object, Version: ref.Version, Shard: ref.Shard, Index: ref.Index}, nil
 }
 
 func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest) (*nodepb.WriteChunkResponse, error) {
@@ -115,7 +116,7 @@ func (s *service) CorruptChunk(ctx context.Context, req *nodepb.CorruptChunkRequ
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	if req.OffsetBytes < 0 || req.OffsetBytes >= objstore.ChunkSize {
+	if req.OffsetBytes < 0 || req.OffsetBytes >= direct.ChunkSize {
 		return nil, wire.ToStatus(base.InvalidArgumentf("offset %d outside the chunk", req.OffsetBytes))
 	}
 	return &nodepb.CorruptChunkResponse{}, wire.ToStatus(s.n.chunks.Corrupt(id, req.OffsetBytes, int(req.Bits)))

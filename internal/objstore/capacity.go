@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 )
 
 // Capacity is where the raw bytes of an SDF-backed chunk store go, per layer.
@@ -121,7 +122,7 @@ func FillREP(cs *ChunkStore, rng *rand.Rand, size func(*rand.Rand) int, fillFrac
 		return nil, base.InvalidArgumentf("fill fraction %g outside (0, 0.95]", fillFraction)
 	}
 	var chunks []int
-	buf := make([]byte, ChunkSize)
+	buf := make([]byte, direct.ChunkSize)
 	misses := 0
 	for v := uint64(1); misses < 100; v++ {
 		n := size(rng)
@@ -130,19 +131,19 @@ func FillREP(cs *ChunkStore, rng *rand.Rand, size func(*rand.Rand) int, fillFrac
 			return chunks, err
 		}
 		// Room for the object with every page of its chunks and sums.
-		need := base.Bytes(n + (n/ChunkSize+2)*8192)
+		need := base.Bytes(n + (n/direct.ChunkSize+2)*8192)
 		if float64(u.UsedBytes+need) > fillFraction*float64(u.CapacityBytes) {
 			misses++
 			continue
 		}
 		misses = 0
 		obj := rng.Uint64()
-		nc := (n + ChunkSize - 1) / ChunkSize
+		nc := (n + direct.ChunkSize - 1) / direct.ChunkSize
 		for i := 0; i < nc; i++ {
-			l := min(ChunkSize, n-i*ChunkSize)
+			l := min(direct.ChunkSize, n-i*direct.ChunkSize)
 			rng.Read(buf[:l])
-			id := ChunkID{Object: obj, Version: v, Index: uint32(i)}
-			if err := cs.WriteChunk(id, buf[:l], Sums(id, buf[:l]), false); err != nil {
+			id := direct.ChunkID{Object: obj, Version: v, Index: uint32(i)}
+			if err := cs.WriteChunk(id, buf[:l], direct.Sums(id, buf[:l]), false); err != nil {
 				return chunks, err
 			}
 		}

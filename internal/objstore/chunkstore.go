@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 )
 
 // ChunkStore is the object store a node serves: chunks and their sums
@@ -39,7 +40,7 @@ func (c *ChunkStore) Meta() *MetaFiles { return c.meta }
 func blobDir(object, version uint64) string { return fmt.Sprintf("%016x.%d", object, version) }
 
 // DataName is the store file holding a chunk's data.
-func DataName(id ChunkID) string {
+func DataName(id direct.ChunkID) string {
 	return fmt.Sprintf("d/%s/%d.%d", blobDir(id.Object, id.Version), id.Shard, id.Index)
 }
 
@@ -104,17 +105,17 @@ func (c *ChunkStore) AddMetaRepairs(n int) { c.c.metaRepaired.Add(int64(n)) }
 // write that does not verify is refused with a corruption error and changes
 // nothing: corruption does not spread by replication. repair marks the
 // rewrite of a chunk found corrupt.
-func (c *ChunkStore) WriteChunk(id ChunkID, data []byte, sums []uint32, repair bool) error {
-	if len(data) > ChunkSize {
-		return base.InvalidArgumentf("chunk %s: %d bytes exceed the chunk size %d", id, len(data), ChunkSize)
+func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool) error {
+	if len(data) > direct.ChunkSize {
+		return base.InvalidArgumentf("chunk %s: %d bytes exceed the chunk size %d", id, len(data), direct.ChunkSize)
 	}
 	if len(data) == 0 {
 		return base.InvalidArgumentf("chunk %s: empty chunk", id)
 	}
-	if len(sums) != SectorCount(len(data)) {
+	if len(sums) != direct.SectorCount(len(data)) {
 		return base.InvalidArgumentf("chunk %s: %d checksums for %d bytes", id, len(sums), len(data))
 	}
-	if err := Verify(id, data, sums); err != nil {
+	if err := direct.Verify(id, data, sums); err != nil {
 		c.c.rejected.Add(1)
 		return fmt.Errorf("refusing write: %w", err)
 	}
@@ -154,7 +155,7 @@ func (r ChunkRead) String() string {
 // ReadChunk reads and verifies a chunk; on a mismatch it re-reads once to
 // tell a transient flip from damage on the device, and counts which it was.
 // A missing chunk is an error wrapping ErrNotFound.
-func (c *ChunkStore) ReadChunk(id ChunkID) (ChunkRead, error) {
+func (c *ChunkStore) ReadChunk(id direct.ChunkID) (ChunkRead, error) {
 	r, err := c.readOnce(id)
 	if err != nil {
 		return r, err
@@ -177,7 +178,7 @@ func (c *ChunkStore) ReadChunk(id ChunkID) (ChunkRead, error) {
 	return again, nil
 }
 
-func (c *ChunkStore) readOnce(id ChunkID) (ChunkRead, error) {
+func (c *ChunkStore) readOnce(id direct.ChunkID) (ChunkRead, error) {
 	data, err := c.store.Get(DataName(id))
 	if err != nil {
 		return ChunkRead{}, err
@@ -197,15 +198,15 @@ func (c *ChunkStore) readOnce(id ChunkID) (ChunkRead, error) {
 			r.DamagedSums = DamagedSums(rec)
 		}
 	}
-	r.Corrupt = r.Sums == nil || Verify(id, data, r.Sums) != nil
+	r.Corrupt = r.Sums == nil || direct.Verify(id, data, r.Sums) != nil
 	return r, nil
 }
 
 // Corrupt flips bits of a stored chunk's data: bits consecutive bits from
 // byte offset within the chunk (fault injection; persistent damage).
-func (c *ChunkStore) Corrupt(id ChunkID, byteOffset int64, bits int) error {
-	if bits <= 0 || bits > 8*ChunkSize {
-		return base.InvalidArgumentf("corrupt: bits %d outside [1, %d]", bits, 8*ChunkSize)
+func (c *ChunkStore) Corrupt(id direct.ChunkID, byteOffset int64, bits int) error {
+	if bits <= 0 || bits > 8*direct.ChunkSize {
+		return base.InvalidArgumentf("corrupt: bits %d outside [1, %d]", bits, 8*direct.ChunkSize)
 	}
 	return c.store.FlipBits(DataName(id), byteOffset*8, bits)
 }

@@ -1,47 +1,26 @@
-// Package objstore owns flashmend's object format and the DIRECT repair
-// decisions for objects (DIRECT 000 sections 4.2.2 and 5; 001 section 4.2).
+// Package objstore owns flashmend's object storage on a node: the chunk and
+// sums files of object versions on a local Store, the chunk service's verify,
+// re-read and out-of-place repair, and the triplicated metadata files
+// (DIRECT 000 sections 4.2.2 and 5; 001 section 4.2). The chunk format
+// (ChunkID, 512 B sector CRC32Cs bound to the chunk identity) and the DIRECT
+// read decisions that use it live in internal/direct.
 //
 // # What it owns
 //
-//   - The chunk format: an object version is cut into 64 KiB chunks; every
-//     512 B sector of a chunk has a CRC32C (Castagnoli) that also covers the
-//     chunk's identity (object, version, shard, chunk index), so a misdirected
-//     or misplaced write fails verification. Checksums are computed once, at the
-//     writing client, and travel with the data: every node verifies what it
-//     receives before acknowledging, so corruption cannot spread by replication.
-//     Checksums are stored apart from the data they cover (a separate sums
-//     record with its own CRC32C), packed (see Layout).
+//   - The sums records: a chunk's sector checksums (direct.Sums), computed
+//     once at the writing client and travelling with the data, are stored
+//     apart from the data they cover (a separate sums record with its own
+//     CRC32C), packed (see Layout). Every node verifies what it receives
+//     before acknowledging, so corruption cannot spread by replication.
 //   - The capacity accounting of an SDF-backed store per layer
 //     (SDFStore.Capacity) and the fill used to measure it (FillREP,
 //     CapacityMix; experiment objstore-capacity).
-//   - The redundancy layouts: REP (3 identical copies on 3 nodes) and EC
-//     (Reed-Solomon 4+2 over 6 nodes, one 64 KiB chunk per shard per row).
-//   - The pure DIRECT read decision cores: DecideREP (verify, fall back to the
-//     next replica; when every copy is corrupt, take each 512 B sector from a
-//     copy where it verifies and vote bit by bit only on sectors corrupt in
-//     all three, verify the result, else an explicit data-loss error) and
-//     DecideEC (reconstruct only the corrupted 64 KiB row from the other
-//     shards' same rows, and when fewer than four shards verify whole, decode
-//     sector by sector from the shards that verify at each sector). They take
-//     what the replicas returned and give back the data or the error plus the
-//     repairs to make; the loops that do the I/O live in internal/client. A
-//     read that finds no good copy while some copies could not be read
-//     returns ErrUnavailable (an operating error), not data loss.
-//     NB: the sector-wise step goes one step below the paper's 64 KiB chunk
-//     (its repair unit) down to the checksum unit; it repairs strictly more
-//     than the chunk-then-vote order of Figure 6 and never returns bytes
-//     that fail their checksums.
-//   - DecideHDFS, the baseline of the paper's evaluation: fail over from the
-//     first failing offset, never return to a failed replica, re-replicate the
-//     whole block, fail if every replica fails somewhere.
 //   - The node-local store (Store: put/get/delete of named files plus bit
 //     flips for fault injection), its plain-file implementation (FileStore), a
 //     fault-injecting wrapper (FaultStore: UBER flips on read, transient or
 //     persistent), the chunk store a node serves (ChunkStore: verify on write,
 //     verify and re-read once on read, out-of-place repair, counters), and
 //     triplicated checksummed metadata files (MetaFiles, DIRECT 000 4.2.2).
-//   - The scrubber's rate policy (Scrubber): verification at a configured
-//     bytes/s, repairs throttled by the same budget.
 //
 // # Layout on a store
 //
@@ -99,7 +78,7 @@
 // other replicas or shards. A crash between a chunk's data and its record
 // leaves a chunk without a record: corrupt, repaired the same way. A missing
 // chunk file is damage too: the node answers not found, the reader judges the
-// replica corrupt (ReplicaRead.Missing) and re-creates the chunk, counted in
+// replica corrupt (direct.ReplicaRead.Missing) and re-creates the chunk, counted in
 // ChunkStats.MissingRepaired; re-creating chunk 0 rewrites the blob's local
 // index entry as well (BlobInfo carries the version's size and placement, so
 // a node's local index alone names the object versions it holds). Metadata

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 )
 
 // MetaCopies is how many copies of every local metadata file a node keeps
@@ -99,7 +100,7 @@ func (m *MetaFiles) Read(name string) (MetaReadResult, error) {
 		if found < MetaCopies || len(copies[0]) != len(copies[1]) || len(copies[0]) != len(copies[2]) {
 			return res, base.DataLossErrorf("meta %s: all %d copies corrupt", name, found)
 		}
-		voted := MajorityVote(copies[:])
+		voted := direct.MajorityVote(copies[:])
 		seq, payload, ok := decodeMeta(voted)
 		if !ok {
 			return res, base.DataLossErrorf("meta %s: all %d copies corrupt and their majority vote does not verify", name, found)

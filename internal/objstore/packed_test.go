@@ -2,10 +2,12 @@ package objstore
 
 import (
 	"bytes"
-	"github.com/flashmend/flashmend/internal/base"
 	"math/rand"
 	"sync"
 	"testing"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 
 	"github.com/flashmend/flashmend/internal/flash"
 )
@@ -25,14 +27,14 @@ func openSmallSDF(t *testing.T) *SDFStore {
 	return s
 }
 
-func writeBlob(t *testing.T, cs *ChunkStore, rng *rand.Rand, object uint64, n int) map[ChunkID][]byte {
+func writeBlob(t *testing.T, cs *ChunkStore, rng *rand.Rand, object uint64, n int) map[direct.ChunkID][]byte {
 	t.Helper()
-	out := map[ChunkID][]byte{}
+	out := map[direct.ChunkID][]byte{}
 	for i := 0; i < n; i++ {
-		data := make([]byte, ChunkSize-rng.Intn(2)*1000)
+		data := make([]byte, direct.ChunkSize-rng.Intn(2)*1000)
 		rng.Read(data)
-		id := ChunkID{Object: object, Version: 3, Index: uint32(i)}
-		if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+		id := direct.ChunkID{Object: object, Version: 3, Index: uint32(i)}
+		if err := cs.WriteChunk(id, data, direct.Sums(id, data), false); err != nil {
 			t.Fatal(err)
 		}
 		out[id] = data
@@ -40,7 +42,7 @@ func writeBlob(t *testing.T, cs *ChunkStore, rng *rand.Rand, object uint64, n in
 	return out
 }
 
-func checkAll(t *testing.T, cs *ChunkStore, chunks map[ChunkID][]byte) {
+func checkAll(t *testing.T, cs *ChunkStore, chunks map[direct.ChunkID][]byte) {
 	t.Helper()
 	for id, data := range chunks {
 		r, err := cs.ReadChunk(id)
@@ -64,7 +66,7 @@ func TestPackedCorruptRecordRepaired(t *testing.T) {
 			}
 			checkAll(t, cs, chunks)
 			for _, idx := range []uint32{0, 9, 16} {
-				id := ChunkID{Object: 7, Version: 3, Index: idx}
+				id := direct.ChunkID{Object: 7, Version: 3, Index: idx}
 				if err := st.FlipBits(SumsName(id), 8*SumsOffset(id)+8*100+3, 1); err != nil {
 					t.Fatal(err)
 				}
@@ -80,7 +82,7 @@ func TestPackedCorruptRecordRepaired(t *testing.T) {
 						t.Fatalf("%s: damage to %s's record spread: %s %v", other, id, r, err)
 					}
 				}
-				if err := cs.WriteChunk(id, chunks[id], Sums(id, chunks[id]), true); err != nil {
+				if err := cs.WriteChunk(id, chunks[id], direct.Sums(id, chunks[id]), true); err != nil {
 					t.Fatal(err)
 				}
 				checkAll(t, cs, chunks)
@@ -99,7 +101,7 @@ func TestPackedRepairRewritesOnlyItsRecord(t *testing.T) {
 	cs := NewChunkStore(NewFaultStore(st, 1)) // as on a node
 	rng := rand.New(rand.NewSource(2))
 	chunks := writeBlob(t, cs, rng, 8, 7)
-	id := ChunkID{Object: 8, Version: 3, Index: 4}
+	id := direct.ChunkID{Object: 8, Version: 3, Index: 4}
 	before, err := st.Get(SumsName(id))
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +113,7 @@ func TestPackedRepairRewritesOnlyItsRecord(t *testing.T) {
 		t.Fatalf("data damage not reported: %s", r)
 	}
 	s0 := st.FS().Stats()
-	if err := cs.WriteChunk(id, chunks[id], Sums(id, chunks[id]), true); err != nil {
+	if err := cs.WriteChunk(id, chunks[id], direct.Sums(id, chunks[id]), true); err != nil {
 		t.Fatal(err)
 	}
 	s1 := st.FS().Stats()
@@ -151,7 +153,7 @@ func TestPackedConcurrentOutOfOrder(t *testing.T) {
 			const n = 40
 			data := make([][]byte, n)
 			for i := range data {
-				data[i] = make([]byte, 1+rng.Intn(ChunkSize))
+				data[i] = make([]byte, 1+rng.Intn(direct.ChunkSize))
 				rng.Read(data[i])
 			}
 			order := rng.Perm(n)
@@ -163,8 +165,8 @@ func TestPackedConcurrentOutOfOrder(t *testing.T) {
 					defer wg.Done()
 					for k := w; k < n; k += 4 {
 						i := order[k]
-						id := ChunkID{Object: 5, Version: 9, Index: uint32(i)}
-						errs <- cs.WriteChunk(id, data[i], Sums(id, data[i]), false)
+						id := direct.ChunkID{Object: 5, Version: 9, Index: uint32(i)}
+						errs <- cs.WriteChunk(id, data[i], direct.Sums(id, data[i]), false)
 					}
 				}(w)
 			}
@@ -181,7 +183,7 @@ func TestPackedConcurrentOutOfOrder(t *testing.T) {
 			t.Logf("%d flips injected on reads of sums files", fault.Flips())
 			fault.SetUBER(0, false)
 			for i := range data {
-				id := ChunkID{Object: 5, Version: 9, Index: uint32(i)}
+				id := direct.ChunkID{Object: 5, Version: 9, Index: uint32(i)}
 				r, err := cs.ReadChunk(id)
 				if err != nil || r.Corrupt || !bytes.Equal(r.Data, data[i]) {
 					t.Fatalf("%s: %s %v", id, r, err)
@@ -249,12 +251,12 @@ func TestRecordAccessTouchesOnlyItsRecord(t *testing.T) {
 			fault := NewFaultStore(inner, seed)
 			cs := NewChunkStore(fault)
 			rng := rand.New(rand.NewSource(seed))
-			ids := make([]ChunkID, RecordsPerSumsFile)
+			ids := make([]direct.ChunkID, RecordsPerSumsFile)
 			for i := range ids {
-				ids[i] = ChunkID{Object: 7, Version: 1, Index: uint32(i)}
-				data := make([]byte, ChunkSize)
+				ids[i] = direct.ChunkID{Object: 7, Version: 1, Index: uint32(i)}
+				data := make([]byte, direct.ChunkSize)
 				rng.Read(data)
-				if err := cs.WriteChunk(ids[i], data, Sums(ids[i], data), false); err != nil {
+				if err := cs.WriteChunk(ids[i], data, direct.Sums(ids[i], data), false); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
 )
 
@@ -129,10 +130,10 @@ func TestChunkStore(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	fault := NewFaultStore(NewMemStore(), seed)
 	cs := NewChunkStore(fault)
-	id := ChunkID{Object: 3, Version: 4, Index: 1}
+	id := direct.ChunkID{Object: 3, Version: 4, Index: 1}
 	data := make([]byte, 5000)
 	rng.Read(data)
-	sums := Sums(id, data)
+	sums := direct.Sums(id, data)
 
 	bad := append([]byte(nil), data...)
 	bad[10] ^= 1
@@ -142,13 +143,13 @@ func TestChunkStore(t *testing.T) {
 	if _, err := cs.ReadChunk(id); !IsNotFound(err) {
 		t.Fatalf("refused write left a chunk: %v", err)
 	}
-	if err := cs.WriteChunk(ChunkID{Object: 3, Version: 4, Index: 2}, data, sums, false); !base.IsCorruption(err) {
+	if err := cs.WriteChunk(direct.ChunkID{Object: 3, Version: 4, Index: 2}, data, sums, false); !base.IsCorruption(err) {
 		t.Fatalf("misdirected write accepted: %v", err)
 	}
 	for _, tc := range []struct {
 		data []byte
 		sums []uint32
-	}{{nil, nil}, {make([]byte, ChunkSize+1), make([]uint32, SectorsPerChunk+1)}, {data, sums[:3]}} {
+	}{{nil, nil}, {make([]byte, direct.ChunkSize+1), make([]uint32, direct.SectorsPerChunk+1)}, {data, sums[:3]}} {
 		if err := cs.WriteChunk(id, tc.data, tc.sums, false); !base.IsInvalidArgument(err) {
 			t.Fatalf("bad write accepted: %v", err)
 		}
@@ -255,13 +256,13 @@ func TestSDFStore(t *testing.T) {
 	}
 	cs := NewChunkStore(s)
 	rng := rand.New(rand.NewSource(9))
-	ids := []ChunkID{}
+	ids := []direct.ChunkID{}
 	datas := [][]byte{}
 	for i := 0; i < 20; i++ {
-		id := ChunkID{Object: 1, Version: 1, Index: uint32(i)}
-		data := make([]byte, 1+rng.Intn(ChunkSize))
+		id := direct.ChunkID{Object: 1, Version: 1, Index: uint32(i)}
+		data := make([]byte, 1+rng.Intn(direct.ChunkSize))
 		rng.Read(data)
-		if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+		if err := cs.WriteChunk(id, data, direct.Sums(id, data), false); err != nil {
 			t.Fatal(err)
 		}
 		ids, datas = append(ids, id), append(datas, data)
@@ -317,9 +318,9 @@ func TestFileStoreDeleteLeavesNoDirectories(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := NewChunkStore(s)
-	id := ChunkID{Object: 5, Version: 6}
+	id := direct.ChunkID{Object: 5, Version: 6}
 	data := []byte("chunk")
-	if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+	if err := cs.WriteChunk(id, data, direct.Sums(id, data), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := cs.PutBlobInfo(BlobInfo{Key: "k", Object: 5, Version: 6, Chunks: 1}); err != nil {
@@ -335,7 +336,7 @@ func TestFileStoreDeleteLeavesNoDirectories(t *testing.T) {
 		}
 	}
 	// The store still works in the same directories.
-	if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+	if err := cs.WriteChunk(id, data, direct.Sums(id, data), false); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := cs.ReadChunk(id); err != nil || r.Corrupt {
@@ -358,9 +359,9 @@ func TestSDFStoreNeverFormatsImplicitly(t *testing.T) {
 		t.Fatalf("blank directory: %v, want formatted", info)
 	}
 	cs := NewChunkStore(s)
-	id := ChunkID{Object: 3, Version: 4}
+	id := direct.ChunkID{Object: 3, Version: 4}
 	data := bytes.Repeat([]byte("flash"), 1000)
-	if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+	if err := cs.WriteChunk(id, data, direct.Sums(id, data), false); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Close(); err != nil {
@@ -459,16 +460,16 @@ func TestMetaFilesVote(t *testing.T) {
 
 func TestChunkCounts(t *testing.T) {
 	cs := NewChunkStore(NewMemStore())
-	write := func(id ChunkID) {
+	write := func(id direct.ChunkID) {
 		data := []byte("chunk data")
-		if err := cs.WriteChunk(id, data, Sums(id, data), false); err != nil {
+		if err := cs.WriteChunk(id, data, direct.Sums(id, data), false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < 3; i++ {
-		write(ChunkID{Object: 0xabcdef0123456789, Version: 12, Shard: 4, Index: uint32(i)})
+		write(direct.ChunkID{Object: 0xabcdef0123456789, Version: 12, Shard: 4, Index: uint32(i)})
 	}
-	write(ChunkID{Object: 7, Version: 1, Shard: 0, Index: 0})
+	write(direct.ChunkID{Object: 7, Version: 1, Shard: 0, Index: 0})
 	got, err := cs.ChunkCounts()
 	if err != nil {
 		t.Fatal(err)

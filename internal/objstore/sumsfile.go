@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/direct"
 )
 
 // Packed sums layout. A blob (one replica or shard of an object version) keeps
@@ -37,7 +38,7 @@ import (
 // one); its neighbours' bytes are carried over unchanged.
 const (
 	// SumsRecordSize is the bytes of one chunk's sums record.
-	SumsRecordSize = 4 + 4*SectorsPerChunk + 4
+	SumsRecordSize = 4 + 4*direct.SectorsPerChunk + 4
 	// RecordsPerSumsFile is the records per sums file: 7 x 520 = 3640 bytes,
 	// one 4 KiB flash page.
 	RecordsPerSumsFile = 7
@@ -60,17 +61,17 @@ var ErrRangeUnsupported = errors.New("range rewrite unsupported")
 
 // SumsName is the store file holding a chunk's sums record (shared with the
 // other chunks of its group), apart from its data.
-func SumsName(id ChunkID) string {
+func SumsName(id direct.ChunkID) string {
 	return fmt.Sprintf("k/%s/%d.g%d", blobDir(id.Object, id.Version), id.Shard, id.Index/RecordsPerSumsFile)
 }
 
 // SumsOffset is the byte offset of id's record in SumsName(id).
-func SumsOffset(id ChunkID) int64 {
+func SumsOffset(id direct.ChunkID) int64 {
 	return int64(id.Index%RecordsPerSumsFile) * SumsRecordSize
 }
 
 // EncodeSums encodes id's sums record (SumsRecordSize bytes).
-func EncodeSums(id ChunkID, dataLen int, sums []uint32) []byte {
+func EncodeSums(id direct.ChunkID, dataLen int, sums []uint32) []byte {
 	b := make([]byte, SumsRecordSize)
 	binary.LittleEndian.PutUint32(b, uint32(dataLen))
 	for i, s := range sums {
@@ -80,8 +81,8 @@ func EncodeSums(id ChunkID, dataLen int, sums []uint32) []byte {
 	return b
 }
 
-func recordCRC(id ChunkID, body []byte) uint32 {
-	ident := id.identity()
+func recordCRC(id direct.ChunkID, body []byte) uint32 {
+	ident := id.Identity()
 	return base.CRC32CUpdate(base.CRC32C(ident[:]), body)
 }
 
@@ -98,14 +99,14 @@ func DamagedSums(rec []byte) []uint32 {
 	if len(rec) != SumsRecordSize || isZero(rec) {
 		return nil
 	}
-	sums := make([]uint32, SectorsPerChunk)
+	sums := make([]uint32, direct.SectorsPerChunk)
 	for i := range sums {
 		sums[i] = binary.LittleEndian.Uint32(rec[4+4*i:])
 	}
 	return sums
 }
 
-func DecodeSums(id ChunkID, rec []byte) (dataLen int, sums []uint32, err error) {
+func DecodeSums(id direct.ChunkID, rec []byte) (dataLen int, sums []uint32, err error) {
 	if len(rec) != SumsRecordSize {
 		return 0, nil, base.CorruptionErrorf("sums of %s: record of %d bytes, want %d", id, len(rec), SumsRecordSize)
 	}
@@ -117,10 +118,10 @@ func DecodeSums(id ChunkID, rec []byte) (dataLen int, sums []uint32, err error) 
 		return 0, nil, base.CorruptionErrorf("sums of %s: record checksum mismatch (or record of another chunk)", id)
 	}
 	dataLen = int(binary.LittleEndian.Uint32(body))
-	if dataLen <= 0 || dataLen > ChunkSize {
-		return 0, nil, base.CorruptionErrorf("sums of %s: data length %d outside [1, %d]", id, dataLen, ChunkSize)
+	if dataLen <= 0 || dataLen > direct.ChunkSize {
+		return 0, nil, base.CorruptionErrorf("sums of %s: data length %d outside [1, %d]", id, dataLen, direct.ChunkSize)
 	}
-	n := SectorCount(dataLen)
+	n := direct.SectorCount(dataLen)
 	if !isZero(body[4+4*n:]) {
 		return 0, nil, base.CorruptionErrorf("sums of %s: nonzero bytes after %d sums", id, n)
 	}
@@ -146,7 +147,7 @@ func (l *sumsLocks) lock(name string) *sync.Mutex {
 
 // readRecord returns id's record slot from its sums file: nil when the file
 // or the slot does not exist.
-func (c *ChunkStore) readRecord(id ChunkID) ([]byte, error) {
+func (c *ChunkStore) readRecord(id direct.ChunkID) ([]byte, error) {
 	// Only the record's own bytes are read: a chunk read must not touch (and
 	// be exposed to read errors on) its neighbours' records.
 	b, err := getRange(c.store, SumsName(id), SumsOffset(id), SumsRecordSize)
@@ -166,7 +167,7 @@ func (c *ChunkStore) readRecord(id ChunkID) ([]byte, error) {
 // already holds it and the store can, else a new file with every other slot
 // carried over. Slots that do not verify are read up to twice more so
 // that a transient flip on the way out is not written back as damage.
-func (c *ChunkStore) writeRecord(id ChunkID, rec []byte) error {
+func (c *ChunkStore) writeRecord(id direct.ChunkID, rec []byte) error {
 	name, off := SumsName(id), SumsOffset(id)
 	defer c.sumsMu.lock(name).Unlock()
 	// A range write touches only this record's bytes; the fallback below
@@ -209,7 +210,7 @@ func (c *ChunkStore) writeRecord(id ChunkID, rec []byte) error {
 
 // badSlots lists the slots of a sums file (other than id's) holding bytes
 // that do not verify as their chunk's record.
-func (c *ChunkStore) badSlots(id ChunkID, file []byte) []int {
+func (c *ChunkStore) badSlots(id direct.ChunkID, file []byte) []int {
 	var bad []int
 	first := id.Index - id.Index%RecordsPerSumsFile
 	for k := 0; (k+1)*SumsRecordSize <= len(file); k++ {

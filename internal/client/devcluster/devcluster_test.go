@@ -14,6 +14,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
@@ -46,7 +47,7 @@ func TestNodeThatCannotOpenIsOneDeadNode(t *testing.T) {
 	}
 	objects := map[string][]byte{}
 	for i := 0; i < 6; i++ {
-		data := make([]byte, 1+rng.Intn(3*objstore.ChunkSize))
+		data := make([]byte, 1+rng.Intn(3*direct.ChunkSize))
 		rng.Read(data)
 		key := fmt.Sprintf("obj-%d", i)
 		if _, err := c.Put(ctx, key, data, objectpb.Redundancy_REP); err != nil {

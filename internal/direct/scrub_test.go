@@ -1,4 +1,4 @@
-package objstore
+package direct
 
 import (
 	"math/rand"

@@ -1,4 +1,4 @@
-package objstore
+package direct
 
 import (
 	"encoding/binary"
@@ -29,8 +29,8 @@ func (c ChunkID) String() string {
 	return fmt.Sprintf("o%016x/v%d/s%d/c%d", c.Object, c.Version, c.Shard, c.Index)
 }
 
-// identity is the 24-byte encoding mixed into checksums.
-func (c ChunkID) identity() [24]byte {
+// Identity is the 24-byte encoding mixed into checksums.
+func (c ChunkID) Identity() [24]byte {
 	var b [24]byte
 	binary.LittleEndian.PutUint64(b[0:], c.Object)
 	binary.LittleEndian.PutUint64(b[8:], c.Version)
@@ -46,7 +46,7 @@ func SectorCount(n int) int { return (n + SectorSize - 1) / SectorSize }
 // Sums computes the per-sector checksums of a chunk: sector s's checksum is
 // CRC32C(identity || s || sector bytes).
 func Sums(id ChunkID, data []byte) []uint32 {
-	ident := id.identity()
+	ident := id.Identity()
 	seed := base.CRC32C(ident[:])
 	sums := make([]uint32, SectorCount(len(data)))
 	var idx [4]byte
