@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/flashmend/flashmend/internal/kv"
 )
@@ -16,7 +17,9 @@ func runKVCLI(t *testing.T, args ...string) (string, int) {
 }
 
 func TestKVCommandsAgainstLocalCluster(t *testing.T) {
-	c, err := kv.StartLocalCluster(kv.LocalClusterConfig{Splits: []string{"m"}})
+	// No block cache: a clean cached copy of the block damaged below
+	// would hide the damage from reads (see Replica.CorruptBlock).
+	c, err := kv.StartLocalCluster(kv.LocalClusterConfig{Splits: []string{"m"}, Options: kv.Options{CacheBytes: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,8 +43,16 @@ func TestKVCommandsAgainstLocalCluster(t *testing.T) {
 	if out, code := runKVCLI(t, append([]string{"ctl", "kv", "get", "zucchini"}, flags...)...); code != 0 || out != "green\n" {
 		t.Fatalf("ctl kv get: %d %q", code, out)
 	}
-	if out, code := kvRun("get", "banana", "--consistency", "eventual"); code != 0 || out != "yellow\n" {
-		t.Fatalf("eventual get: %d %q", code, out)
+	// An eventual read may be served by a replica that has not applied the
+	// put yet: it sees the value within a bounded time.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		out, code := kvRun("get", "banana", "--consistency", "eventual")
+		if code == 0 && out == "yellow\n" {
+			break
+		}
+		if time.Now().After(deadline) || (code != 0 && !strings.Contains(out, "not found")) {
+			t.Fatalf("eventual get: %d %q", code, out)
+		}
 	}
 	if out, code := kvRun("del", "apple"); code != 0 {
 		t.Fatalf("del: %d %s", code, out)
@@ -58,18 +69,33 @@ func TestKVCommandsAgainstLocalCluster(t *testing.T) {
 	if out, code := kvRun("get", "x", "--consistency", "bogus"); code != 2 {
 		t.Fatalf("bad consistency: exit %d, want 2: %s", code, out)
 	}
-	if out, code := kvRun("corrupt", "banana", "--node", "2"); code != 0 || !strings.Contains(out, "damaged the data block") {
-		t.Fatalf("corrupt: %d %s", code, out)
+	corruptOut, code := kvRun("corrupt", "banana", "--node", "2")
+	if code != 0 || !strings.Contains(corruptOut, "damaged the data block") {
+		t.Fatalf("corrupt: %d %s", code, corruptOut)
 	}
-	out, code := kvRun("status")
-	replicaLines := 0
-	for _, line := range strings.Split(out, "\n") {
-		if strings.HasPrefix(line, "s1 ") || strings.HasPrefix(line, "s2 ") {
-			replicaLines++
+	// The damage is found by the replica's own scrub or a read, whenever
+	// that happens: wait for status to report it.
+	var out string
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, code = kvRun("status")
+		replicaLines := 0
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "s1 ") || strings.HasPrefix(line, "s2 ") {
+				replicaLines++
+			}
 		}
-	}
-	if code != 0 || replicaLines != 6 || !strings.Contains(out, "last detection: ") {
-		t.Fatalf("status: %d %s", code, out)
+		if code != 0 || replicaLines != 6 {
+			t.Fatalf("status: %d %s", code, out)
+		}
+		if strings.Contains(out, "last detection: ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status never reported the detection of %s: %s", corruptOut, out)
+		}
+		// An eventual read of the damaged key from any replica helps the
+		// victim find it sooner.
+		kvRun("get", "banana", "--consistency", "eventual")
 	}
 	if out, code := runKVCLI(t, "kv", "get", "x", "--addrs", "nonsense"); code != 2 {
 		t.Fatalf("bad addrs: exit %d: %s", code, out)

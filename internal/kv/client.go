@@ -21,9 +21,16 @@ import (
 
 // ClientOptions tunes the Go client.
 type ClientOptions struct {
-	// MaxAttempts bounds tries per request across replicas. Default 40.
+	// MaxAttempts bounds tries per request across replicas. Default 1000
+	// (RetryTimeout is what ends retries in practice).
 	MaxAttempts int
-	// RetryBackoff is the pause after a round over all replicas. Default 20ms.
+	// RetryTimeout bounds how long one request keeps retrying (a leader
+	// election, a replica being repaired), within the caller's context.
+	// Default 10s.
+	RetryTimeout time.Duration
+	// RetryBackoff is the first pause after a round over all replicas
+	// (or after as many attempts as there are replicas, when leader hints
+	// bounce); it doubles each round up to 500ms. Default 20ms.
 	RetryBackoff time.Duration
 	// TxnRetries bounds the re-runs of an aborted transaction. Default 20.
 	TxnRetries int
@@ -53,7 +60,10 @@ func NewClient(layout Layout, addrs map[base.NodeID]string, opts ClientOptions) 
 		return nil, err
 	}
 	if opts.MaxAttempts == 0 {
-		opts.MaxAttempts = 40
+		opts.MaxAttempts = 1000
+	}
+	if opts.RetryTimeout == 0 {
+		opts.RetryTimeout = 10 * time.Second
 	}
 	if opts.RetryBackoff == 0 {
 		opts.RetryBackoff = 20 * time.Millisecond
@@ -61,7 +71,7 @@ func NewClient(layout Layout, addrs map[base.NodeID]string, opts ClientOptions) 
 	if opts.TxnRetries == 0 {
 		opts.TxnRetries = 20
 	}
-	if opts.MaxAttempts < 1 || opts.TxnRetries < 1 || opts.RetryBackoff < 0 {
+	if opts.MaxAttempts < 1 || opts.TxnRetries < 1 || opts.RetryBackoff < 0 || opts.RetryTimeout < 0 {
 		return nil, base.InvalidArgumentf("kv: bad client options %+v", opts)
 	}
 	return &Client{
@@ -183,15 +193,28 @@ func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 func (c *Client) do(ctx context.Context, shard ShardSpec, preferLeader, idempotent bool, call func(kvpb.KVClient) error) error {
 	var last error
 	var queue []base.NodeID
-	for attempt := 0; attempt < c.opts.MaxAttempts; attempt++ {
-		if len(queue) == 0 {
-			if attempt > 0 {
-				select {
-				case <-time.After(c.opts.RetryBackoff):
-				case <-ctx.Done():
-					return ctx.Err()
-				}
+	deadline := time.Now().Add(c.opts.RetryTimeout)
+	backoff := c.opts.RetryBackoff
+	sinceRest, replicas := 0, len(shard.Replicas)
+	attempt := 0
+	for ; attempt < c.opts.MaxAttempts; attempt++ {
+		// Rest after a round over the replicas, or after as many attempts
+		// as there are replicas (leader hints bouncing during an
+		// election), so retries last RetryTimeout, not a burst.
+		if attempt > 0 && (len(queue) == 0 || sinceRest >= replicas) {
+			if !time.Now().Before(deadline) {
+				break
 			}
+			select {
+			case <-time.After(backoff):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			backoff = min(2*backoff, 500*time.Millisecond)
+			sinceRest = 0
+		}
+		sinceRest++
+		if len(queue) == 0 {
 			queue = c.order(shard, preferLeader)
 		}
 		n := queue[0]
@@ -234,7 +257,7 @@ func (c *Client) do(ctx context.Context, shard ShardSpec, preferLeader, idempote
 			return ctx.Err()
 		}
 	}
-	return fmt.Errorf("kv: %s: gave up after %d attempts: %w", shard.ID, c.opts.MaxAttempts, last)
+	return fmt.Errorf("kv: %s: gave up after %d attempts: %w", shard.ID, attempt, last)
 }
 
 // ReadOption sets a read's consistency.

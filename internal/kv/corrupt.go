@@ -2,9 +2,13 @@ package kv
 
 import (
 	"bytes"
-	"fmt"
-
 	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -19,6 +23,50 @@ import (
 // Pebble's block cache may still hold a clean copy of the block; callers that
 // need the damage seen use a replica with a small cache.
 func (sm *stateMachine) corruptBlock(key []byte) (string, uint64, error) {
+	// The replica's own flushes and compactions run concurrently and may
+	// replace the table between the listing and the damage (the file is
+	// gone, or read short while it goes): try again on a fresh listing, and
+	// only report a table that is still live after the damage.
+	var lastErr error
+	damaged := map[string]uint64{} // files this call already damaged: never flip one back
+	for attempt := 0; attempt < 10; attempt++ {
+		path, off, err := sm.corruptBlockOnce(key, damaged)
+		switch {
+		case err == nil && sm.liveTable(path):
+			return path, off, nil
+		case err == nil:
+			lastErr = fmt.Errorf("kv: %s was compacted away while it was damaged", path)
+		case errors.Is(err, os.ErrNotExist) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
+			lastErr = err
+		default:
+			return "", 0, err
+		}
+	}
+	return "", 0, lastErr
+}
+
+// liveTable reports whether path is one of the engine's current tables once
+// the compactions under way (which may have read it before it was damaged
+// and be about to replace it) are done.
+func (sm *stateMachine) liveTable(path string) bool {
+	for deadline := time.Now().Add(10 * time.Second); sm.db.Metrics().Compact.NumInProgress > 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	levels, err := sm.db.SSTables()
+	if err != nil {
+		return false
+	}
+	for _, level := range levels {
+		for _, t := range level {
+			if sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", uint64(t.BackingSSTNum))) == path {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (sm *stateMachine) corruptBlockOnce(key []byte, damaged map[string]uint64) (string, uint64, error) {
 	if err := sm.db.Flush(); err != nil {
 		return "", 0, classify(err)
 	}
@@ -39,10 +87,14 @@ func (sm *stateMachine) corruptBlock(key []byte) (string, uint64, error) {
 				continue
 			}
 			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", uint64(t.BackingSSTNum)))
+			if off, ok := damaged[path]; ok {
+				return path, off, nil
+			}
 			off, err := sm.corruptBlockInFile(path, pk)
 			if err != nil {
 				return "", 0, err
 			}
+			damaged[path] = off
 			return path, off, nil
 		}
 	}
