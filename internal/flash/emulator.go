@@ -52,6 +52,10 @@ type die struct {
 	addr   DieAddr
 	index  int
 	failed bool
+	// silent: the die is dead but the device does not say so: reads are
+	// uncorrectable, programs and erases fail and retire their block
+	// (FailDieSilently). The host must detect it (Reparo's Detector).
+	silent bool
 	// failAt is when the random die-failure process kills this die (zero:
 	// never).
 	failAt time.Time
@@ -259,7 +263,7 @@ func (e *Emulator) programAt(issue time.Time, a PageAddr, data, oob []byte) (tim
 		return time.Time{}, opErr(op, a, fmt.Errorf("%w: next page is %d", ErrProgramOrder, b.written))
 	}
 	done := e.schedule(d, opProgram, issue)
-	if e.programFails(d, b, a) {
+	if d.silent || e.programFails(d, b, a) {
 		d.markBad(b)
 		d.ctr.programFailures.Add(1)
 		d.ctr.failedOps.Add(1)
@@ -315,6 +319,14 @@ func (e *Emulator) ReadAt(issue time.Time, a PageAddr, data, oob []byte) (ReadSt
 		return ReadStatus{}, time.Time{}, opErr(op, a, ErrBadBlock)
 	}
 	done := e.schedule(d, opRead, issue)
+	if d.silent {
+		d.ctr.failedOps.Add(1)
+		d.ctr.uncorrectable.Add(1)
+		fill(data, 0)
+		fill(oob, 0)
+		e.wait(done)
+		return ReadStatus{Uncorrectable: true}, done, opErr(op, a, ErrUncorrectable)
+	}
 	d.ctr.reads.Add(1)
 	d.ctr.bytesRead.Add(int64(len(data)))
 	b.reads++
@@ -403,7 +415,7 @@ func (e *Emulator) eraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 		return time.Time{}, opErr(op, pa, ErrBadBlock)
 	}
 	done := e.schedule(d, opErase, issue)
-	if e.eraseFails(d, b, a) {
+	if d.silent || e.eraseFails(d, b, a) {
 		d.markBad(b)
 		d.ctr.eraseFailures.Add(1)
 		d.ctr.failedOps.Add(1)
@@ -459,6 +471,27 @@ func (e *Emulator) FailDie(a DieAddr) error {
 	d := e.dies[a.Index(e.geo)]
 	d.mu.Lock()
 	d.setFailed()
+	d.mu.Unlock()
+	e.persistIfDue()
+	return nil
+}
+
+// FailDieSilently makes the die fail without the device reporting it: every
+// later read of it is uncorrectable and every program or erase fails and
+// retires its block, but no operation returns ErrDieFailed and DieFailed
+// stays false. It is how a die that dies inside an SSD looks to a host that
+// only sees bad blocks (Reparo 003, section 4.2.1); the host's detector
+// must notice it. Persisted with the device state.
+func (e *Emulator) FailDieSilently(a DieAddr) error {
+	if !e.checkDieAddr(a) {
+		return base.InvalidArgumentf("flash: die %s out of range for %s", a, e.geo)
+	}
+	d := e.dies[a.Index(e.geo)]
+	d.mu.Lock()
+	if !d.silent && !d.failed {
+		d.silent = true
+		d.persist.Store(true)
+	}
 	d.mu.Unlock()
 	e.persistIfDue()
 	return nil

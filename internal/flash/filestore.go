@@ -115,6 +115,7 @@ func emptyState(g Geometry) *deviceState {
 	st := &deviceState{}
 	for d := 0; d < g.Dies(); d++ {
 		st.failed = append(st.failed, false)
+		st.silent = append(st.silent, false)
 		st.blocks = append(st.blocks, make([]blockState, g.BlocksPerDie))
 	}
 	return st

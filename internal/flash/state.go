@@ -31,6 +31,7 @@ type deviceState struct {
 	seq    uint64
 	clean  bool
 	failed []bool         // per die
+	silent []bool         // per die: failing without saying so (FailDieSilently)
 	blocks [][]blockState // per die, per block
 }
 
@@ -56,8 +57,11 @@ func encodeState(g Geometry, st *deviceState) []byte {
 	buf = le.AppendUint32(buf, uint32(g.Dies()))
 	for d := range st.blocks {
 		f := byte(0)
-		if st.failed[d] {
+		switch {
+		case st.failed[d]:
 			f = 1
+		case d < len(st.silent) && st.silent[d]:
+			f = 2
 		}
 		buf = append(buf, f)
 		for _, b := range st.blocks[d] {
@@ -110,6 +114,7 @@ func decodeState(g Geometry, rec []byte) (*deviceState, error) {
 	off := stateHeaderLen
 	for d := 0; d < g.Dies(); d++ {
 		st.failed = append(st.failed, rec[off] == 1)
+		st.silent = append(st.silent, rec[off] == 2)
 		off++
 		blocks := make([]blockState, g.BlocksPerDie)
 		for i := range blocks {
@@ -386,6 +391,7 @@ func (e *Emulator) snapshotState(clean bool) *deviceState {
 	for _, d := range e.dies {
 		d.mu.Lock()
 		st.failed = append(st.failed, d.failed)
+		st.silent = append(st.silent, d.silent)
 		st.blocks = append(st.blocks, append([]blockState(nil), d.blocks...))
 		d.mu.Unlock()
 	}
@@ -458,6 +464,7 @@ func (e *Emulator) restore(st *deviceState) error {
 	e.stateSeq = st.seq
 	for i, d := range e.dies {
 		d.failed = st.failed[i]
+		d.silent = i < len(st.silent) && st.silent[i]
 		d.failedNow.Store(d.failed)
 		copy(d.blocks, st.blocks[i])
 		for j := range d.blocks {

@@ -456,6 +456,11 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 				fs.logLocked(zoneStateRecord(z.id, ZoneReadOnly))
 			}
 			fs.mu.Unlock()
+			for _, op := range ops {
+				if op.err != nil {
+					fs.det.observe(fs, op.addr, flash.ReadStatus{}, op.err)
+				}
+			}
 			fs.releaseZone(z)
 			failures++
 			if failures > 8 || !isMediaError(perr) {

@@ -91,6 +91,7 @@ type counters struct {
 	uncorrectables atomic.Int64
 	dieFailedReads atomic.Int64
 	programErrs    atomic.Int64
+	probes         atomic.Int64 // detector probes (first pages of blocks read)
 	readBytes      atomic.Int64
 	rereads        atomic.Int64 // pages read again after a checksum failure
 	transients     atomic.Int64 // ... that verified on the second read
@@ -117,7 +118,7 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 		nextFileID: 1, nextSeq: 1,
 		failed: map[flash.DieAddr]bool{},
 	}
-	fs.det.init(l.g)
+	fs.det.init(l.g, opts)
 	g := l.g
 	fs.infos = make([]flash.BlockInfo, g.Dies()*g.BlocksPerDie)
 	for c := 0; c < g.Channels; c++ {
@@ -263,6 +264,11 @@ func Open(dev flash.Device, opts Options) (*FS, error) {
 	if err := fs.load(); err != nil {
 		fs.stopChannels()
 		return nil, err
+	}
+	// Dies journaled failed before this open are known to the detector
+	// (no second event).
+	for _, d := range fs.failedDieList() {
+		fs.det.core.Reported(rdie(d), fs.opts.Clock.Now())
 	}
 	return fs, nil
 }
@@ -700,6 +706,7 @@ func (fs *FS) resetZone(z *zone) error {
 	fs.chans[z.channel].do(ops...)
 	var dies []int
 	var errs []error
+	var failedOps []*pageOp
 	for _, op := range ops {
 		switch {
 		case op.err == nil:
@@ -711,9 +718,13 @@ func (fs *FS) resetZone(z *zone) error {
 				fs.noteDieFailedLocked(op.addr.DieAddr())
 			}
 			fs.mu.Unlock()
+			failedOps = append(failedOps, op)
 		default:
 			errs = append(errs, op.err)
 		}
+	}
+	for _, op := range failedOps {
+		fs.det.observe(fs, op.addr, flash.ReadStatus{}, op.err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sdf: reset of zone %d: %w", z.id, errors.Join(errs...))

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/reparo"
 )
 
 // Lifetime is a write-lifetime hint (like RocksDB's WriteLifeTimeHint and
@@ -84,6 +85,18 @@ type Options struct {
 	// ScanWorkers is the parallelism of the CDR-style parallel scan of the
 	// file table (LostRangesScan). Default 4, range [1, 256].
 	ScanWorkers int
+	// DieBadBlocks is Reparo's N_bad^die: a die with more bad blocks than
+	// this (found by failed programs, erases and probes of the neighbours of
+	// a failing block) is declared failed. Default 4, range [1, 1<<20].
+	DieBadBlocks int
+	// Handler is where the loss of a die is absorbed (Reparo's Handler):
+	// reparo.HandlerCDR (default) spreads it over every channel so their
+	// utilizations stay equal, reparo.HandlerIDR confines it to the victim
+	// channel.
+	Handler reparo.Policy
+	// OnDieFailure, if set, is called (in its own goroutine) once for each
+	// die the layer declares failed, with the event.
+	OnDieFailure func(DieFailure)
 	// ReadOnly opens without writing anything to the device (no new
 	// checkpoint, no GC, no zone reset): for inspection. Every call that
 	// would change the file system fails with ErrReadOnly; what the layer
@@ -97,6 +110,7 @@ const (
 	defaultWriteBufferBytes = 256 * base.KiB
 	defaultGCFreeZonesMin   = 4
 	defaultScanWorkers      = 4
+	defaultDieBadBlocks     = 4
 )
 
 // withDefaults returns o with zero fields replaced by defaults, or an error
@@ -120,6 +134,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.ScanWorkers == 0 {
 		o.ScanWorkers = defaultScanWorkers
 	}
+	if o.DieBadBlocks == 0 {
+		o.DieBadBlocks = defaultDieBadBlocks
+	}
 	switch {
 	case o.MaxOpenZones < 1 || o.MaxOpenZones > 1024:
 		return o, base.InvalidArgumentf("sdf: MaxOpenZones %d not in [1, 1024]", o.MaxOpenZones)
@@ -131,6 +148,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, base.InvalidArgumentf("sdf: GCFreeZonesMin %d not in [2, 1<<20]", o.GCFreeZonesMin)
 	case o.GCPolicy > GCCostBenefit:
 		return o, base.InvalidArgumentf("sdf: unknown GC policy %d", o.GCPolicy)
+	case o.DieBadBlocks < 1 || o.DieBadBlocks > 1<<20:
+		return o, base.InvalidArgumentf("sdf: DieBadBlocks %d not in [1, 1<<20]", o.DieBadBlocks)
+	case o.Handler != reparo.HandlerCDR && o.Handler != reparo.HandlerIDR:
+		return o, base.InvalidArgumentf("sdf: unknown handler policy %v", o.Handler)
 	case o.ScanWorkers < 1 || o.ScanWorkers > 256:
 		return o, base.InvalidArgumentf("sdf: ScanWorkers %d not in [1, 256]", o.ScanWorkers)
 	}

@@ -43,6 +43,7 @@ type Stats struct {
 	DieFailedReads int64
 	ProgramErrors  int64
 	FailedDies     int
+	Probes         int64 // detector probes: first pages of suspect and neighbouring blocks read
 	ReadBytes      int64
 	RecoveryReads  int64 // pages read on open to recover synced pages of unsealed zones
 	RecoveredPages int64 // pages that recovery mapped
@@ -125,6 +126,7 @@ func (fs *FS) Stats() Stats {
 	s.Uncorrectable = c.uncorrectables.Load()
 	s.DieFailedReads = c.dieFailedReads.Load()
 	s.ProgramErrors = c.programErrs.Load()
+	s.Probes = c.probes.Load()
 	s.ReadBytes = c.readBytes.Load()
 	s.Rereads = c.rereads.Load()
 	s.RecoveryReads = c.recoveryReads.Load()
