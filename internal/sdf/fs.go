@@ -43,6 +43,9 @@ type FS struct {
 	oobPool  sync.Pool  // *[]byte scratch OOB buffers for reads
 	gcMu     sync.Mutex // one garbage collection at a time
 	det      detector
+	// p2lMu guards p2l: the owners CDR* read for each failed die.
+	p2lMu sync.Mutex
+	p2l   map[flash.DieAddr]*p2lOwners
 }
 
 // inode is a file. Guarded by FS.mu.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/reparo"
 )
 
 // FileRange is a byte range of a file.
@@ -24,42 +25,158 @@ func (r FileRange) String() string {
 
 // IdentifyStats reports the work of one identification of lost data.
 type IdentifyStats struct {
-	Method      string // "entrustment" or "scan"
-	PagesRead   int    // flash pages read (P2L pages)
-	ZonesByScan int    // zones that fell back to the file-table scan
-	Entries     int    // mapping entries examined
+	Method      string // "entrustment" (CDR*), "scan" (IDR or CDR)
+	Identifier  reparo.Method
+	Window      reparo.Window
+	Workers     int
+	PagesRead   int // flash pages read (P2L pages)
+	ZonesByScan int // zones that fell back to the file-table scan
+	Entries     int // mapping entries examined
 	Elapsed     time.Duration
 }
 
 func (s IdentifyStats) String() string {
-	return fmt.Sprintf("%s: pages read %d, entries %d, zones by scan %d, %v",
-		s.Method, s.PagesRead, s.Entries, s.ZonesByScan, s.Elapsed)
+	return fmt.Sprintf("%s (%s, %d workers): pages read %d, entries %d, zones by scan %d, %v",
+		s.Identifier, s.Method, s.Workers, s.PagesRead, s.Entries, s.ZonesByScan, s.Elapsed)
 }
 
 func errOutOfRange(d flash.DieAddr) error {
 	return base.InvalidArgumentf("sdf: die %s out of range", d)
 }
 
-// LostRanges lists the live file ranges stored on die d, using block-level
-// P2L entrustment (Reparo 6.2, CDR*): for every zone with a block on d it
-// reads one page, the last page of the neighbouring die's block, which lists
-// the owners of d's block, and keeps the entries the file table still maps
-// there. Zones not yet full use the owner list kept in memory; a zone whose
-// P2L page cannot be read falls back to the scan. The result is sorted by
-// file ID and offset, adjacent pages merged.
+// LostRanges lists the live file ranges stored on die d with CDR* (block-level
+// P2L entrustment), over the whole logical space.
 func (fs *FS) LostRanges(d flash.DieAddr) ([]FileRange, IdentifyStats, error) {
-	start := time.Now()
-	st := IdentifyStats{Method: "entrustment"}
+	return fs.Identify(d, reparo.IdentifyCDRStar, reparo.All)
+}
+
+// LostRangesScan lists the live file ranges on die d with the CDR scan (the
+// file table split among Options.ScanWorkers workers). It is the reference
+// for LostRanges.
+func (fs *FS) LostRangesScan(d flash.DieAddr) ([]FileRange, IdentifyStats, error) {
+	return fs.identifyScan(d, fs.opts.ScanWorkers, reparo.IdentifyCDR, reparo.All)
+}
+
+// Identify lists the live file ranges stored on die d whose files are in
+// window w (Reparo's Identifier answering get_lba_status for one bounded
+// range of the logical space, section 4.2.2), with method m:
+//
+//   - reparo.IdentifyIDR: one worker scans the file table's extents.
+//   - reparo.IdentifyCDR: the file table is split by file ID into one
+//     region per channel, scanned in parallel (section 5.1).
+//   - reparo.IdentifyCDRStar: block-level P2L entrustment (section 6.2): for
+//     every zone with a block on d, one page is read, the last page of the
+//     neighbouring die's block, which lists the owners of d's block. The
+//     owners are read once per die and kept (the paper marks the failed
+//     entries in its map, section 6.3), so later windows read no flash;
+//     every candidate is checked against the file table at query time.
+//     Zones not yet full use the owner list kept in memory; a zone whose
+//     P2L page cannot be read falls back to the scan.
+//
+// All three return the same ranges, sorted by file ID and offset, adjacent
+// pages merged. The die need not have failed (the ranges are what its loss
+// would lose).
+func (fs *FS) Identify(d flash.DieAddr, m reparo.Method, w reparo.Window) ([]FileRange, IdentifyStats, error) {
 	g := fs.l.g
 	if d.Channel < 0 || d.Channel >= g.Channels || d.Die < 0 || d.Die >= g.DiesPerChannel {
-		return nil, st, errOutOfRange(d)
+		return nil, IdentifyStats{}, errOutOfRange(d)
 	}
-	type cand struct {
-		zone, zonePage int
-		o              owner
+	if w.To != 0 && w.To <= w.From {
+		return nil, IdentifyStats{}, base.InvalidArgumentf("sdf: empty identifier window [%d, %d)", w.From, w.To)
 	}
-	var cands []cand
-	var scanZones []int
+	switch m {
+	case reparo.IdentifyIDR:
+		return fs.identifyScan(d, 1, m, w)
+	case reparo.IdentifyCDR:
+		return fs.identifyScan(d, min(g.Channels, 256), m, w)
+	case reparo.IdentifyCDRStar:
+		return fs.identifyP2L(d, w)
+	}
+	return nil, IdentifyStats{}, base.InvalidArgumentf("sdf: unknown identifier %v", m)
+}
+
+func (fs *FS) identifyScan(d flash.DieAddr, workers int, m reparo.Method, w reparo.Window) ([]FileRange, IdentifyStats, error) {
+	start := time.Now()
+	st := IdentifyStats{Method: "scan", Identifier: m, Window: w, Workers: workers}
+	fs.mu.Lock()
+	pages := fs.scanWindowLocked(d, nil, workers, w, &st)
+	out := fs.rangesLocked(pages)
+	fs.mu.Unlock()
+	st.Elapsed = time.Since(start)
+	return out, st, nil
+}
+
+// p2lCand is one owner read from a P2L page (or a zone's in-memory list):
+// the page at zonePage of zone was written for owner o.
+type p2lCand struct {
+	zone, zonePage int
+	o              owner
+}
+
+// p2lOwners is what CDR* learned about one die: every owner entrusted to
+// its neighbours, and the zones that need the scan.
+type p2lOwners struct {
+	cands     []p2lCand
+	scanZones map[int]bool
+	pagesRead int
+}
+
+func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, IdentifyStats, error) {
+	start := time.Now()
+	st := IdentifyStats{Method: "entrustment", Identifier: reparo.IdentifyCDRStar, Window: w, Workers: fs.l.g.Channels}
+	fs.p2lMu.Lock()
+	po := fs.p2l[d]
+	if po == nil {
+		po = fs.readP2L(d)
+		st.PagesRead = po.pagesRead
+		if fs.p2l == nil {
+			fs.p2l = map[flash.DieAddr]*p2lOwners{}
+		}
+		// Only a failed die's owners are kept: on a live die they change
+		// with every write.
+		fs.mu.Lock()
+		if fs.failed[d] {
+			fs.p2l[d] = po
+		}
+		fs.mu.Unlock()
+	}
+	fs.p2lMu.Unlock()
+	fs.mu.Lock()
+	pages := map[uint64][]uint64{} // file ID -> lost file pages
+	for _, c := range po.cands {
+		st.Entries++
+		if c.o.fileID == 0 || !w.Contains(c.o.fileID) {
+			continue
+		}
+		ino := fs.byID[c.o.fileID]
+		if ino == nil {
+			continue
+		}
+		z := fs.zones[c.zone]
+		e, ok := ino.m.find(uint64(c.o.page))
+		if ok && e.zone == c.zone && e.zonePage+int(uint64(c.o.page)-e.filePage) == c.zonePage &&
+			len(z.dies) > 0 && z.dies[c.zonePage%len(z.dies)] == d.Die {
+			pages[ino.id] = append(pages[ino.id], uint64(c.o.page))
+		}
+	}
+	st.ZonesByScan = len(po.scanZones)
+	if len(po.scanZones) > 0 {
+		for id, ps := range fs.scanWindowLocked(d, po.scanZones, 1, w, &st) {
+			pages[id] = append(pages[id], ps...)
+		}
+	}
+	out := fs.rangesLocked(pages)
+	fs.mu.Unlock()
+	st.Elapsed = time.Since(start)
+	return out, st, nil
+}
+
+// readP2L reads the owners of every block of die d: one P2L page per full
+// zone, read in parallel on the channels holding them, and the in-memory
+// lists of zones not yet full.
+func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
+	g := fs.l.g
+	po := &p2lOwners{scanZones: map[int]bool{}}
 	type p2lRead struct {
 		z  *zone
 		di int // d's position in the stripe
@@ -86,17 +203,19 @@ func (fs *FS) LostRanges(d flash.DieAddr) ([]FileRange, IdentifyStats, error) {
 			continue
 		}
 		// Open (or read-only before it filled): owners are in memory.
+		known := true
 		for i := di; i < z.wp; i += w {
 			if z.ownersKnown == nil || !z.ownersKnown[i] {
-				scanZones = append(scanZones, z.id)
+				known = false
 				break
 			}
 		}
-		if len(scanZones) > 0 && scanZones[len(scanZones)-1] == z.id {
+		if !known {
+			po.scanZones[z.id] = true
 			continue
 		}
 		for i := di; i < z.wp; i += w {
-			cands = append(cands, cand{z.id, i, z.owners[i]})
+			po.cands = append(po.cands, p2lCand{z.id, i, z.owners[i]})
 		}
 	}
 	fs.mu.Unlock()
@@ -105,108 +224,71 @@ func (fs *FS) LostRanges(d flash.DieAddr) ([]FileRange, IdentifyStats, error) {
 		ops = append(ops, r.op)
 	}
 	fs.doParallel(ops)
-	st.PagesRead = len(ops)
+	po.pagesRead = len(ops)
 	for _, r := range reads {
 		owners, ok := []owner(nil), r.op.err == nil
 		if ok {
 			owners, ok = decodeP2L(r.op.data, r.z.id, d.Die)
 		}
 		if !ok {
-			scanZones = append(scanZones, r.z.id)
+			po.scanZones[r.z.id] = true
 			continue
 		}
 		for p, o := range owners {
-			cands = append(cands, cand{r.z.id, p*r.w + r.di, o})
+			po.cands = append(po.cands, p2lCand{r.z.id, p*r.w + r.di, o})
 		}
 	}
-	fs.mu.Lock()
-	pages := map[uint64][]uint64{} // file ID -> lost file pages
-	for _, c := range cands {
-		st.Entries++
-		if c.o.fileID == 0 {
-			continue
-		}
-		ino := fs.byID[c.o.fileID]
-		if ino == nil {
-			continue
-		}
-		e, ok := ino.m.find(uint64(c.o.page))
-		if ok && e.zone == c.zone && e.zonePage+int(uint64(c.o.page)-e.filePage) == c.zonePage {
-			pages[ino.id] = append(pages[ino.id], uint64(c.o.page))
-		}
-	}
-	st.ZonesByScan = len(scanZones)
-	if len(scanZones) > 0 {
-		only := map[int]bool{}
-		for _, z := range scanZones {
-			only[z] = true
-		}
-		for id, ps := range fs.scanLocked(d, only, 1, &st) {
-			pages[id] = append(pages[id], ps...)
-		}
-	}
-	out := fs.rangesLocked(pages)
-	fs.mu.Unlock()
-	st.Elapsed = time.Since(start)
-	return out, st, nil
-}
-
-// LostRangesScan lists the live file ranges on die d by scanning the whole
-// file table in parallel (Reparo's CDR Identifier: the mapping entries are
-// split among ScanWorkers workers). It is the reference for LostRanges.
-func (fs *FS) LostRangesScan(d flash.DieAddr) ([]FileRange, IdentifyStats, error) {
-	start := time.Now()
-	st := IdentifyStats{Method: "scan"}
-	g := fs.l.g
-	if d.Channel < 0 || d.Channel >= g.Channels || d.Die < 0 || d.Die >= g.DiesPerChannel {
-		return nil, st, errOutOfRange(d)
-	}
-	fs.mu.Lock()
-	pages := fs.scanLocked(d, nil, fs.opts.ScanWorkers, &st)
-	out := fs.rangesLocked(pages)
-	fs.mu.Unlock()
-	st.Elapsed = time.Since(start)
-	return out, st, nil
+	return po
 }
 
 // scanLocked returns the mapped file pages on die d, restricted to zones in
 // only (nil: all), using `workers` goroutines over a partition of the files.
 func (fs *FS) scanLocked(d flash.DieAddr, only map[int]bool, workers int, st *IdentifyStats) map[uint64][]uint64 {
+	return fs.scanWindowLocked(d, only, workers, reparo.All, st)
+}
+
+// scanWindowLocked is scanLocked over the files in window w: the files,
+// sorted by ID, are cut into `workers` contiguous regions (reparo.Partition)
+// scanned in parallel.
+func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, w reparo.Window, st *IdentifyStats) map[uint64][]uint64 {
 	inos := make([]*inode, 0, len(fs.byID))
-	for _, ino := range fs.byID {
-		inos = append(inos, ino)
+	for id, ino := range fs.byID {
+		if w.Contains(id) {
+			inos = append(inos, ino)
+		}
 	}
+	sort.Slice(inos, func(a, b int) bool { return inos[a].id < inos[b].id })
+	bounds := reparo.Partition(len(inos), workers)
 	results := make([]map[uint64][]uint64, workers)
 	entries := make([]int, workers)
 	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
+	for k := 0; k < workers; k++ {
 		wg.Add(1)
-		go func(w int) {
+		go func(k int) {
 			defer wg.Done()
 			res := map[uint64][]uint64{}
-			for i := w; i < len(inos); i += workers {
-				ino := inos[i]
+			for _, ino := range inos[bounds[k]:bounds[k+1]] {
 				for _, e := range ino.m.exts {
 					z := fs.zones[e.zone]
-					entries[w]++
+					entries[k]++
 					if z.channel != d.Channel || (only != nil && !only[z.id]) {
 						continue
 					}
-					for k := 0; k < e.n; k++ {
-						zp := e.zonePage + k
+					for i := 0; i < e.n; i++ {
+						zp := e.zonePage + i
 						if z.dies[zp%len(z.dies)] == d.Die {
-							res[ino.id] = append(res[ino.id], e.filePage+uint64(k))
+							res[ino.id] = append(res[ino.id], e.filePage+uint64(i))
 						}
 					}
 				}
 			}
-			results[w] = res
-		}(w)
+			results[k] = res
+		}(k)
 	}
 	wg.Wait()
 	out := map[uint64][]uint64{}
-	for w, r := range results {
-		st.Entries += entries[w]
+	for k, r := range results {
+		st.Entries += entries[k]
 		for id, ps := range r {
 			out[id] = append(out[id], ps...)
 		}
