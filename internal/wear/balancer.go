@@ -327,7 +327,8 @@ func (b *Balancer) PlanWrite(id ObjectID) (WritePlan, error) {
 // Commit records a write that PlanWrite planned and the caller made
 // durable on every part of p.New: the object's layout becomes p.New in
 // p.State (a late or EWO state ends here), its size is size and written
-// bytes count toward its popularity.
+// bytes count toward its popularity (a write of 0 bytes, such as loading a
+// data set that already existed, does not).
 func (b *Balancer) Commit(p WritePlan, size, written int64) error {
 	if err := p.New.Check(); err != nil {
 		return err
@@ -348,9 +349,11 @@ func (b *Balancer) Commit(p WritePlan, size, written int64) error {
 		b.change(o, next)
 	}
 	o.size = size
-	o.writes++
-	o.written += float64(written)
-	o.lastWrite = b.epoch
+	if written > 0 {
+		o.writes++
+		o.written += float64(written)
+		o.lastWrite = b.epoch
+	}
 	return nil
 }
 

@@ -336,48 +336,122 @@ func (b *Balancer) hotThreshold() float64 {
 	if len(b.objs) == 0 {
 		return b.opts.HotPopularityMin
 	}
-	pops := make([]float64, len(b.objs))
+	rank := min(int(float64(len(b.objs))*b.opts.HotFraction), len(b.objs)-1)
+	// The rank-th largest: keep the rank+1 largest in a min-heap.
+	h := make([]float64, 0, rank+1)
 	for i := range b.objs {
-		pops[i] = b.objs[i].pop
-	}
-	rank := int(float64(len(pops)) * b.opts.HotFraction)
-	if rank >= len(pops) {
-		rank = len(pops) - 1
-	}
-	// The rank-th largest: select in descending order.
-	slices.SortFunc(pops, func(x, y float64) int {
-		switch {
-		case x > y:
-			return -1
-		case x < y:
-			return 1
+		p := b.objs[i].pop
+		if len(h) < rank+1 {
+			h = append(h, p)
+			for j := len(h) - 1; j > 0 && h[j] < h[(j-1)/2]; j = (j - 1) / 2 {
+				h[j], h[(j-1)/2] = h[(j-1)/2], h[j]
+			}
+			continue
 		}
-		return 0
-	})
-	return math.Max(pops[rank], b.opts.HotPopularityMin)
+		if p <= h[0] {
+			continue
+		}
+		h[0] = p
+		for j := 0; ; {
+			l, m := 2*j+1, j
+			if l < len(h) && h[l] < h[m] {
+				m = l
+			}
+			if l+1 < len(h) && h[l+1] < h[m] {
+				m = l + 1
+			}
+			if m == j {
+				break
+			}
+			h[j], h[m] = h[m], h[j]
+			j = m
+		}
+	}
+	return math.Max(h[0], b.opts.HotPopularityMin)
 }
 
-// byPopularity orders object indices hottest first (or coldest first),
-// ties by object ID.
-func (b *Balancer) byPopularity(idx []int32, hottest bool) {
-	slices.SortFunc(idx, func(x, y int32) int {
-		px, py := b.objs[x].pop, b.objs[y].pop
-		if px != py {
-			if (px > py) == hottest {
-				return -1
+// hotter reports whether object x ranks before y hottest first: higher
+// popularity, ties by object ID. colder ranks coldest first.
+func (b *Balancer) hotter(x, y int32) bool {
+	px, py := b.objs[x].pop, b.objs[y].pop
+	if px != py {
+		return px > py
+	}
+	return b.objs[x].entry.Object < b.objs[y].entry.Object
+}
+
+func (b *Balancer) colder(x, y int32) bool {
+	px, py := b.objs[x].pop, b.objs[y].pop
+	if px != py {
+		return px < py
+	}
+	return b.objs[x].entry.Object < b.objs[y].entry.Object
+}
+
+// topK returns the k first of idx in the order before (a total order),
+// first first, in O(n log k), leaving idx as it was.
+func topK(idx []int32, k int, before func(x, y int32) bool) []int32 {
+	if k >= len(idx) {
+		out := slices.Clone(idx)
+		slices.SortFunc(out, func(x, y int32) int { return order(before, x, y) })
+		return out
+	}
+	if k <= 0 {
+		return nil
+	}
+	// A max-heap on "worst kept first" of size k.
+	h := make([]int32, 0, k)
+	worse := func(i, j int) bool { return before(h[j], h[i]) }
+	down := func(i int) {
+		for {
+			l, m := 2*i+1, i
+			if l < len(h) && worse(l, m) {
+				m = l
 			}
-			return 1
+			if r := l + 1; r < len(h) && worse(r, m) {
+				m = r
+			}
+			if m == i {
+				return
+			}
+			h[i], h[m] = h[m], h[i]
+			i = m
 		}
-		if b.objs[x].entry.Object < b.objs[y].entry.Object {
-			return -1
+	}
+	for _, x := range idx {
+		switch {
+		case len(h) < k:
+			h = append(h, x)
+			for i := len(h) - 1; i > 0; {
+				p := (i - 1) / 2
+				if !worse(i, p) {
+					break
+				}
+				h[i], h[p] = h[p], h[i]
+				i = p
+			}
+		case before(x, h[0]):
+			h[0] = x
+			down(0)
 		}
+	}
+	slices.SortFunc(h, func(x, y int32) int { return order(before, x, y) })
+	return h
+}
+
+func order(before func(x, y int32) bool, x, y int32) int {
+	switch {
+	case before(x, y):
+		return -1
+	case before(y, x):
 		return 1
-	})
+	}
+	return 0
 }
 
 // arpt is Algorithm 1. Step 1 screens candidates: hot objects that are
-// neither REP nor late-REP become late-REP, cold ones that are neither EC
-// nor late-EC become late-EC; a late state whose object changed sides is
+// neither REP nor late-REP become late-REP, cold ones (below ColdFactor
+// times l_hot) that are neither EC nor late-EC become late-EC; a late state whose object changed sides is
 // cancelled back to its source (Figure 3's compaction case). Step 2, while
 // the estimated wear variance exceeds SigmaARPT and the remap budget
 // lasts, maps the hottest candidate's three copies to the three least worn
@@ -394,17 +468,18 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 			continue
 		}
 		isHot := o.pop >= hot
+		isCold := o.pop < hot*b.opts.ColdFactor
 		switch o.entry.State {
 		case StateEC:
 			if isHot {
 				ups = append(ups, int32(i))
 			}
 		case StateREP:
-			if !isHot {
+			if isCold {
 				downs = append(downs, int32(i))
 			}
 		case StateLateREP:
-			if !isHot {
+			if isCold {
 				b.cancel(o, est)
 				d.Cancelled++
 			}
@@ -415,8 +490,9 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 			}
 		}
 	}
-	b.byPopularity(ups, true)
-	b.byPopularity(downs, false)
+	// Step 2 reaches at most MaxRemapsPerEpoch candidates of each kind.
+	hotFirst := topK(ups, b.opts.MaxRemapsPerEpoch, b.hotter)
+	coldFirst := topK(downs, b.opts.MaxRemapsPerEpoch, b.colder)
 	remaps := 0
 	convert := func(i int32, state State, dst Layout) {
 		o := &b.objs[i]
@@ -431,22 +507,22 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 	}
 	// Step 2: hottest to X, coldest to Y.
 	u, w := 0, 0
-	for (u < len(ups) || w < len(downs)) && remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaARPT {
+	for (u < len(hotFirst) || w < len(coldFirst)) && remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaARPT {
 		progressed := false
-		if u < len(ups) {
-			o := &b.objs[ups[u]]
+		if u < len(hotFirst) {
+			o := &b.objs[hotFirst[u]]
 			if x, ok := est.layout(REP, est.extremes(RepCopies, false, o.size, nil)); ok {
-				convert(ups[u], StateLateREP, x)
+				convert(hotFirst[u], StateLateREP, x)
 				remaps++
 				d.Remapped++
 				progressed = true
 			}
 			u++
 		}
-		if w < len(downs) && remaps < b.opts.MaxRemapsPerEpoch {
-			o := &b.objs[downs[w]]
+		if w < len(coldFirst) && remaps < b.opts.MaxRemapsPerEpoch {
+			o := &b.objs[coldFirst[w]]
 			if y, ok := est.layout(EC, est.extremes(MaxWidth, true, EC.PartBytes(o.size), nil)); ok {
-				convert(downs[w], StateLateEC, y)
+				convert(coldFirst[w], StateLateEC, y)
 				remaps++
 				d.Remapped++
 				progressed = true
@@ -457,17 +533,20 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 			break
 		}
 	}
-	// Step 1 for the rest: default placement of the new redundancy.
-	for ; u < len(ups); u++ {
-		o := &b.objs[ups[u]]
-		if l, err := b.place(o.entry.Object, REP, nil); err == nil {
-			convert(ups[u], StateLateREP, l)
+	// Step 1 for the rest, in object order: the default placement of the
+	// new redundancy.
+	for _, i := range ups {
+		if o := &b.objs[i]; o.entry.State == StateEC {
+			if l, err := b.place(o.entry.Object, REP, nil); err == nil {
+				convert(i, StateLateREP, l)
+			}
 		}
 	}
-	for ; w < len(downs); w++ {
-		o := &b.objs[downs[w]]
-		if l, err := b.place(o.entry.Object, EC, nil); err == nil {
-			convert(downs[w], StateLateEC, l)
+	for _, i := range downs {
+		if o := &b.objs[i]; o.entry.State == StateREP {
+			if l, err := b.place(o.entry.Object, EC, nil); err == nil {
+				convert(i, StateLateEC, l)
+			}
 		}
 	}
 }
@@ -506,10 +585,45 @@ type relocation struct {
 	gain float64 // erases the move takes off x (and puts on y)
 }
 
-// pick returns the first object of list (hottest or coldest first) that is
-// still in a redundancy state, holds a part on server k and none on avoid,
-// and for which ok holds.
-func (b *Balancer) pick(est *estimate, list []int32, k int, avoid base.NodeID, ok func(r relocation) bool) (relocation, bool) {
+// rankedLists hands out each server's candidates in one order: a short
+// list of the first rankedShort first, the whole list sorted only if a
+// scan runs past it.
+type rankedLists struct {
+	per    [][]int32
+	before func(x, y int32) bool
+	short  [][]int32
+	full   []bool
+}
+
+const rankedShort = 64
+
+func (b *Balancer) ranked(per [][]int32, before func(x, y int32) bool) *rankedLists {
+	return &rankedLists{per: per, before: before, short: make([][]int32, len(per)), full: make([]bool, len(per))}
+}
+
+// list returns server k's candidates in order; whole asks for all of them.
+func (r *rankedLists) list(k int, whole bool) []int32 {
+	if whole && !r.full[k] {
+		r.short[k] = topK(r.per[k], len(r.per[k]), r.before)
+		r.full[k] = true
+	} else if r.short[k] == nil {
+		r.short[k] = topK(r.per[k], rankedShort, r.before)
+		r.full[k] = len(r.short[k]) == len(r.per[k])
+	}
+	return r.short[k]
+}
+
+// pick returns the first object of server k's ranked list that is still in
+// a redundancy state, holds a part on server k and none on avoid, and for
+// which ok holds.
+func (b *Balancer) pick(est *estimate, lists *rankedLists, k int, avoid base.NodeID, ok func(r relocation) bool) (relocation, bool) {
+	if r, found := b.pickIn(est, lists.list(k, false), k, avoid, ok); found || lists.full[k] {
+		return r, found
+	}
+	return b.pickIn(est, lists.list(k, true), k, avoid, ok)
+}
+
+func (b *Balancer) pickIn(est *estimate, list []int32, k int, avoid base.NodeID, ok func(r relocation) bool) (relocation, bool) {
 	n := est.nodes[k]
 	for _, i := range list {
 		o := &b.objs[i]
@@ -551,22 +665,7 @@ func (b *Balancer) offload(est *estimate, i int32, p int, n base.NodeID) {
 // x and y; a hot part too large for the gap is passed over for a cooler one.
 func (b *Balancer) hcds(d *Decisions, est *estimate) {
 	per := b.candidates(est)
-	hottest := make([]bool, len(per))
-	coldest := make([]bool, len(per))
-	sortedHot := func(k int) []int32 {
-		if !hottest[k] {
-			b.byPopularity(per[k], true)
-			hottest[k], coldest[k] = true, false
-		}
-		return per[k]
-	}
-	sortedCold := func(k int) []int32 {
-		if !coldest[k] {
-			b.byPopularity(per[k], false)
-			coldest[k], hottest[k] = true, false
-		}
-		return per[k]
-	}
+	hot, cold := b.ranked(per, b.hotter), b.ranked(per, b.colder)
 	remaps := 0
 	for remaps+2 <= b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
 		xs := est.extremes(1, true, 0, nil)
@@ -582,20 +681,20 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 		y := ys[0]
 		yNode := est.nodes[y]
 		gap := est.est[x] - est.est[y]
-		hot, ok := b.pick(est, sortedHot(x), x, yNode, func(r relocation) bool {
+		h, ok := b.pick(est, hot, x, yNode, func(r relocation) bool {
 			o := &b.objs[r.obj]
 			return r.gain > 0 && r.gain < gap && est.room(y, o.entry.Dst.Redundancy.PartBytes(o.size))
 		})
 		if !ok {
 			return
 		}
-		cold, haveCold := b.pick(est, sortedCold(y), y, xNode, func(r relocation) bool {
-			return r.obj != hot.obj && r.gain < hot.gain
+		c, haveCold := b.pick(est, cold, y, xNode, func(r relocation) bool {
+			return r.obj != h.obj && r.gain < h.gain
 		})
-		b.offload(est, hot.obj, hot.part, yNode)
+		b.offload(est, h.obj, h.part, yNode)
 		remaps++
 		if haveCold {
-			b.offload(est, cold.obj, cold.part, xNode)
+			b.offload(est, c.obj, c.part, xNode)
 			remaps++
 		}
 		d.Swapped++
@@ -607,10 +706,7 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 // server to the least worn one, copying it now, whatever its redundancy.
 // The object passes through its EWO state while the copy runs.
 func (b *Balancer) edm(d *Decisions, est *estimate) {
-	per := b.candidates(est)
-	for k := range per {
-		b.byPopularity(per[k], true)
-	}
+	hot := b.ranked(b.candidates(est), b.hotter)
 	var moved int64
 	remaps := 0
 	for remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
@@ -626,7 +722,7 @@ func (b *Balancer) edm(d *Decisions, est *estimate) {
 		}
 		y := ys[0]
 		gap := est.est[x] - est.est[y]
-		r, ok := b.pick(est, per[x], x, est.nodes[y], func(r relocation) bool {
+		r, ok := b.pick(est, hot, x, est.nodes[y], func(r relocation) bool {
 			o := &b.objs[r.obj]
 			bytes := o.entry.Dst.Redundancy.PartBytes(o.size)
 			return r.gain > 0 && r.gain < gap && moved+bytes <= b.opts.MaxMoveBytesPerEpoch && est.room(y, bytes)

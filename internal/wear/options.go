@@ -19,7 +19,8 @@ type Options struct {
 
 	// SigmaARPT triggers ARPT (Algorithm 1) while the standard deviation of
 	// the servers' erase counts exceeds this fraction of their mean (a
-	// coefficient of variation; default 0.05). NB: the paper states the
+	// coefficient of variation; default 0.1: ARPT is the coarse step, HCDS
+	// the fine one). NB: the paper states the
 	// thresholds in erase counts; a fraction of the mean carries across
 	// workloads, device sizes and run lengths, where a count does not.
 	SigmaARPT float64
@@ -32,8 +33,15 @@ type Options struct {
 	// (default 0.05: the paper converts under 5% of the data per hour).
 	HotFraction float64
 	// HotPopularityMin is the least popularity (eq. 1, in writes) that
-	// counts as hot whatever the ranking (default 1).
+	// counts as hot whatever the ranking (default 2: eq. 1's steady state
+	// of one write per epoch).
 	HotPopularityMin float64
+	// ColdFactor: a REP or late-REP object is cold (a downgrade candidate)
+	// only below ColdFactor * l_hot (default 0.5). NB: the paper calls
+	// everything under l_hot cold; objects near l_hot then flip between
+	// late-REP and late-EC from one epoch to the next, and every flip that
+	// meets a write converts the whole object.
+	ColdFactor float64
 
 	// HorizonEpochs is how many epochs of an object's current write rate
 	// the balancer charges to the server that will hold it when it
@@ -64,9 +72,11 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultSigma                = 0.05
+	DefaultSigmaARPT            = 0.1
+	DefaultSigmaHCDS            = 0.05
 	DefaultHotFraction          = 0.05
-	DefaultHotPopularityMin     = 1
+	DefaultHotPopularityMin     = 2
+	DefaultColdFactor           = 0.5
 	DefaultHorizonEpochs        = 8
 	DefaultMaxRemapsPerEpoch    = 256
 	DefaultMaxMoveBytesPerEpoch = 256 << 20
@@ -109,8 +119,9 @@ func (o Options) WithDefaults() (Options, error) {
 			*v = d
 		}
 	}
-	setF(&o.SigmaARPT, DefaultSigma)
-	setF(&o.SigmaHCDS, DefaultSigma)
+	setF(&o.SigmaARPT, DefaultSigmaARPT)
+	setF(&o.SigmaHCDS, DefaultSigmaHCDS)
+	setF(&o.ColdFactor, DefaultColdFactor)
 	setF(&o.HotFraction, DefaultHotFraction)
 	setF(&o.HotPopularityMin, DefaultHotPopularityMin)
 	setF(&o.HorizonEpochs, DefaultHorizonEpochs)
@@ -147,6 +158,7 @@ func (o Options) WithDefaults() (Options, error) {
 		{"SigmaHCDS", o.SigmaHCDS, 1e-6, 100},
 		{"HotFraction", o.HotFraction, 1e-6, 1},
 		{"HotPopularityMin", o.HotPopularityMin, 1e-9, 1e12},
+		{"ColdFactor", o.ColdFactor, 1e-6, 1},
 		{"HorizonEpochs", o.HorizonEpochs, 1e-3, 1e6},
 		{"MaxUtilization", o.MaxUtilization, 0.01, 1},
 		{"MaxRemapsPerEpoch", float64(o.MaxRemapsPerEpoch), 1, 1 << 30},

@@ -2,7 +2,10 @@ package wear
 
 import (
 	"errors"
+	"math/rand"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -219,5 +222,38 @@ func TestTableCompaction(t *testing.T) {
 	b.Compact()
 	if b.Table().Rows() != 0 {
 		t.Fatal("removed object keeps its row")
+	}
+}
+
+// TestTopK checks the bounded selection against a full sort.
+func TestTopK(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for run := 0; run < 200; run++ {
+		n := rng.Intn(300)
+		vals := make([]int, n)
+		idx := make([]int32, n)
+		for i := range vals {
+			vals[i] = rng.Intn(20)
+			idx[i] = int32(i)
+		}
+		before := func(x, y int32) bool {
+			if vals[x] != vals[y] {
+				return vals[x] > vals[y]
+			}
+			return x < y
+		}
+		full := topK(idx, n, before)
+		k := rng.Intn(n + 2)
+		got := topK(idx, k, before)
+		if want := full[:min(k, n)]; !slices.Equal(got, want) {
+			t.Fatalf("seed %d: top %d of %v = %v, want %v", seed, k, vals, got, want)
+		}
+		for i := range idx {
+			if idx[i] != int32(i) {
+				t.Fatal("topK changed its input")
+			}
+		}
 	}
 }

@@ -1,0 +1,62 @@
+// Package sim is flashmend's fleet simulator: a seeded, virtual-time model
+// of N storage servers (1 to 100,000), each with a flash device, running a
+// workload under a wear policy. The policy is internal/wear itself, the
+// same balancer the coordinator runs: the simulator feeds it the flash
+// monitor's statistics every epoch and carries out its write plans and
+// moves; it holds no copy of the algorithms.
+//
+// # What it owns
+//
+//   - Device: a page-mapped FTL with greedy garbage collection and 15%
+//     over-provisioning with paper 004 Table II's geometry and timing (4 KB
+//     pages, 256 KB blocks, 25 us read, 200 us program, 1.5 ms erase), or
+//     the SDF host-managed model (HostManaged: zones of several blocks as
+//     the write and erase unit, no over-provisioning beyond the empty zones
+//     garbage collection keeps, internal/sdf's default of 4). It counts
+//     host page writes, GC copies and block erases, and serves requests on
+//     one queue in virtual time (latency = queueing + programs + the GC
+//     copies and erases the request triggered).
+//   - The fleet's default placement: a consistent-hashing ring with FNV-1a
+//     (paper 004 section IV-A), a wear.Placer.
+//   - Workloads: a Zipf generator for YCSB-style traces (exact inverse CDF,
+//     ranks scattered by a seeded permutation), synthetic profiles of Table
+//     III's five traces (request count, data set, bytes requested and write
+//     ratio as in the paper; the Zipf skew of the MSR traces is our
+//     assumption), and a reader of MSR-Cambridge CSV block traces (with a
+//     writer that makes test files).
+//   - The run (Run): objects are ObjectBytes pieces of the address space;
+//     a write of some pages of an object goes where wear.PlanWrite says:
+//     parts that stay on their server are updated in place (REP: the pages;
+//     EC: the data shard pages and the parity rows they touch, 4 KiB stripe
+//     units), parts on new servers are written whole and the old parts
+//     trimmed after the commit. Epochs end on virtual time; moves run at
+//     the epoch's end. Results: erase count per server, its standard
+//     deviation (erase_sigma), total erases, write amplification (flash
+//     programs over host writes), mean write latency per SSD request and
+//     per client write, moved bytes, the state mix per epoch.
+//
+// # Invariants
+//
+//   - A run is a pure function of its Config: no wall clock, no shared
+//     randomness (the seed drives the workload; everything else is
+//     deterministic).
+//   - Every object's parts are on the servers of its readable layout, and
+//     each part holds exactly the pages of the object it should
+//     (checkObjects); device maps are consistent (Device.checkConsistency).
+//   - The preload (the data set that exists before the trace) is not
+//     counted: counters start after it.
+//
+// # Failure model
+//
+// Bad input (configuration, a trace line) is an invalid-argument error that
+// names what is wrong. A server whose device has no room left is an error
+// that says so (the policy never places parts on a server above its
+// MaxUtilization; the default preload fill is 70% of the REP footprint).
+//
+// # Differences from the paper's testbed
+//
+// The paper ran FlashSim behind a log-structured local store; here the FTL
+// sees the object writes directly. Device parallelism is not modelled (a
+// request's pages are programmed one after another), nor is intra-device
+// wear levelling (erase counts per server are what is balanced).
+package sim

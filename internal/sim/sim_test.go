@@ -1,0 +1,161 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/wear"
+)
+
+// tinyYCSB is Table III's YCSB profile at a scale a test runs in well
+// under a second on 16 servers.
+func tinyYCSB(t *testing.T, scale float64) Workload {
+	t.Helper()
+	p, err := LookupProfile("ycsb-zipf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = p.Scaled(scale)
+	p.Duration = 24 * time.Hour
+	w, err := p.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestRunPolicies runs every policy on the same small fleet and workload
+// and checks the run's accounting (every part where its layout says, no
+// leaked parts, consistent devices) and the relations the paper's
+// evaluation rests on: REP erases more than EC, the balancers lower the
+// erase-count deviation below EC's.
+func TestRunPolicies(t *testing.T) {
+	const seed = 42
+	w := tinyYCSB(t, 0.005)
+	results := map[string]*Result{}
+	for _, o := range []wear.Options{
+		{Mode: wear.ModeREP}, {Mode: wear.ModeEC}, {Mode: wear.ModeREPEC, ColdAfterEpochs: 2},
+		{Mode: wear.ModeEDM}, {Mode: wear.ModeChameleon}, {Mode: wear.ModeChameleon, Initial: wear.REP},
+	} {
+		s, err := run(context.Background(), Config{Servers: 16, Workload: w, Policy: o, Seed: seed})
+		if err != nil {
+			t.Fatalf("%v: %v", o.Mode, err)
+		}
+		if err := s.checkObjects(); err != nil {
+			t.Fatalf("%v: %v", o.Mode, err)
+		}
+		if err := s.b.CheckAll(); err != nil {
+			t.Fatalf("%v: %v", o.Mode, err)
+		}
+		r := s.result()
+		key := r.Policy + "/" + r.Initial
+		results[key] = r
+		t.Logf("%-14s sigma %7.1f mean %7.1f total %7.0f WA %.3f lat %5.0f us moved %d remapped %d swapped %d",
+			key, r.EraseSigma, r.EraseMean, r.ErasesTotal, r.WriteAmp, r.LatencyUs, r.MovedBytes, r.Remapped, r.Swapped)
+		if r.Requests != w.Requests || r.Epochs < 23 || r.Epochs > 24 || r.WriteAmp < 1 || r.LatencyUs <= 0 || r.Objects != w.Dataset/w.ObjectBytes {
+			t.Fatalf("%s: %d requests, %d epochs, WA %g, latency %g us, %d objects", key, r.Requests, r.Epochs, r.WriteAmp, r.LatencyUs, r.Objects)
+		}
+	}
+	rep, ec := results["rep/REP"], results["ec/EC"]
+	if rep.ErasesTotal <= ec.ErasesTotal || rep.HostPages <= ec.HostPages {
+		t.Errorf("REP erased %v (wrote %d pages), EC %v (%d)", rep.ErasesTotal, rep.HostPages, ec.ErasesTotal, ec.HostPages)
+	}
+	for _, k := range []string{"edm/EC", "chameleon/EC"} {
+		if results[k].EraseSigma >= ec.EraseSigma {
+			t.Errorf("%s sigma %.1f not below EC's %.1f", k, results[k].EraseSigma, ec.EraseSigma)
+		}
+	}
+	if results["chameleon/REP"].ErasesTotal >= rep.ErasesTotal {
+		t.Errorf("chameleon from REP erased %.0f, REP %.0f", results["chameleon/REP"].ErasesTotal, rep.ErasesTotal)
+	}
+	if results["rep+ec/REP"].LateEC == 0 {
+		t.Error("rep+ec converted nothing")
+	}
+}
+
+// TestRunDeterministic: a run is a function of its configuration.
+func TestRunDeterministic(t *testing.T) {
+	w := tinyYCSB(t, 0.002)
+	cfg := Config{Servers: 12, Workload: w, Policy: wear.Options{Mode: wear.ModeChameleon}, Seed: 5}
+	var out []string
+	for _, seed := range []int64{5, 5, 6} {
+		cfg.Seed = seed
+		r, err := Run(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(r)
+		out = append(out, string(b))
+	}
+	if out[0] != out[1] {
+		t.Fatal("same seed, different results")
+	}
+	if out[0] == out[2] {
+		t.Fatal("different seeds, same results")
+	}
+	var m map[string]any
+	if err := json.Unmarshal([]byte(out[0]), &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"erase_sigma", "erases_total", "write_amplification", "write_latency_us_mean"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("JSON lacks %s", k)
+		}
+	}
+}
+
+// TestRunHostManaged runs the SDF device model.
+func TestRunHostManaged(t *testing.T) {
+	w := tinyYCSB(t, 0.002)
+	r, err := Run(context.Background(), Config{Servers: 8, Workload: w, Policy: wear.Options{Mode: wear.ModeEC},
+		Device: DeviceConfig{HostManaged: true, ZoneBlocks: 4}, Fill: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.HostManaged || r.HostPages == 0 || r.ErasesTotal == 0 {
+		t.Fatalf("%+v", r)
+	}
+	if int64(r.ErasesTotal)%4 != 0 {
+		t.Fatalf("zone resets erase 4 blocks each, total %v", r.ErasesTotal)
+	}
+}
+
+// TestRunScale runs 2,000 servers with a small workload: the fleet size
+// itself (ring, balancer epochs, devices) stays cheap.
+func TestRunScale(t *testing.T) {
+	w := tinyYCSB(t, 0.02)
+	r, err := Run(context.Background(), Config{Servers: 2000, Workload: w, Policy: wear.Options{Mode: wear.ModeChameleon}, Epoch: 4 * time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Servers != 2000 || len(r.ServerErases) != 2000 || r.Epochs != 5 {
+		t.Fatalf("%d servers, %d epochs", r.Servers, r.Epochs)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	w := tinyYCSB(t, 0.001)
+	for name, c := range map[string]Config{
+		"servers":  {Servers: 0, Workload: w},
+		"workload": {Servers: 8},
+		"fill":     {Servers: 8, Workload: w, Fill: 2},
+		"epoch":    {Servers: 8, Workload: w, Epoch: time.Millisecond},
+		"policy":   {Servers: 8, Workload: w, Policy: wear.Options{Mode: wear.ModeEC, Initial: wear.REP}},
+	} {
+		if _, err := Run(context.Background(), c); !base.IsInvalidArgument(err) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// Too few servers for EC: a clear error, not a panic.
+	if _, err := Run(context.Background(), Config{Servers: 4, Workload: w, Policy: wear.Options{Mode: wear.ModeEC}}); err == nil {
+		t.Error("EC on 4 servers accepted")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := Run(ctx, Config{Servers: 8, Workload: tinyYCSB(t, 0.01)}); err == nil {
+		t.Error("cancelled run finished")
+	}
+}
