@@ -592,7 +592,7 @@ func (fs *FS) releaseZone(z *zone) {
 // caller should collect garbage before a new zone is handed out.
 func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, needGC bool) {
 	if p := ino.last; p != nil && p.state == ZoneOpen && p.hint == hint && p.writable(fs.l) && p.writers == 0 &&
-		(ino.channel < 0 || p.channel == ino.channel) {
+		(ino.channel < 0 || p.channel == ino.channel) && !fs.avoided(p.channel) {
 		return p, false
 	}
 	open := 0
@@ -602,7 +602,7 @@ func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, ne
 			continue
 		}
 		open++
-		if !c.writable(fs.l) || (ino.channel >= 0 && c.channel != ino.channel) {
+		if !c.writable(fs.l) || (ino.channel >= 0 && c.channel != ino.channel) || (ino.channel < 0 && fs.avoided(c.channel)) {
 			continue
 		}
 		if c.writers == 0 && c.hint == hint && sameHint == nil {
@@ -665,9 +665,18 @@ func (fs *FS) countStateLocked(s ZoneState) int {
 // lowest ID).
 func (fs *FS) allocEmptyLocked(only int) *zone {
 	C := fs.l.g.Channels
+	if fs.alloc != nil && only < 0 {
+		// A die failed: Reparo's Handler weights the channels.
+		if ch := fs.alloc.Next(func(c int) bool { return !fs.avoided(c) && fs.emptyZoneOnLocked(c) != nil }); ch >= 0 {
+			return fs.emptyZoneOnLocked(ch)
+		}
+		if fs.avoid == nil {
+			return nil
+		}
+	}
 	for i := 0; i < C; i++ {
 		ch := (fs.rr + i) % C
-		if only >= 0 && ch != only {
+		if (only >= 0 && ch != only) || (only < 0 && fs.avoided(ch)) {
 			continue
 		}
 		var best *zone
@@ -688,6 +697,24 @@ func (fs *FS) allocEmptyLocked(only int) *zone {
 		}
 	}
 	return nil
+}
+
+// avoided reports whether Rebalance is moving data off channel c.
+func (fs *FS) avoided(c int) bool { return c < len(fs.avoid) && fs.avoid[c] }
+
+// emptyZoneOnLocked is the least-worn empty zone of channel c, or nil.
+func (fs *FS) emptyZoneOnLocked(c int) *zone {
+	var best *zone
+	for b := 0; b < fs.l.g.BlocksPerDie; b++ {
+		z := fs.zones[b*fs.l.g.Channels+c]
+		if z.meta || z.state != ZoneEmpty || len(z.dies) == 0 {
+			continue
+		}
+		if best == nil || z.erases < best.erases {
+			best = z
+		}
+	}
+	return best
 }
 
 // finishZone writes the zone's P2L entrustment pages (the last page of the

@@ -10,6 +10,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
+	"github.com/flashmend/flashmend/internal/reparo"
 )
 
 // FS is the SDF host layer over one raw flash device: zones, channel
@@ -46,6 +47,11 @@ type FS struct {
 	// p2lMu guards p2l: the owners CDR* read for each failed die.
 	p2lMu sync.Mutex
 	p2l   map[flash.DieAddr]*p2lOwners
+	// alloc chooses the channel of new zones once a die failed (Reparo's
+	// Handler, handler.go); avoid, during Rebalance, marks the channels
+	// holding more than their share. Both guarded by mu.
+	alloc *reparo.Allocator
+	avoid []bool
 }
 
 // inode is a file. Guarded by FS.mu.
@@ -95,6 +101,7 @@ type counters struct {
 	dieFailedReads atomic.Int64
 	programErrs    atomic.Int64
 	probes         atomic.Int64 // detector probes (first pages of blocks read)
+	rebalanced     atomic.Int64 // bytes Rebalance moved
 	readBytes      atomic.Int64
 	rereads        atomic.Int64 // pages read again after a checksum failure
 	transients     atomic.Int64 // ... that verified on the second read
@@ -272,6 +279,11 @@ func Open(dev flash.Device, opts Options) (*FS, error) {
 	// (no second event).
 	for _, d := range fs.failedDieList() {
 		fs.det.core.Reported(rdie(d), fs.opts.Clock.Now())
+	}
+	if len(fs.failed) > 0 {
+		fs.mu.Lock()
+		fs.updateHandlerLocked()
+		fs.mu.Unlock()
 	}
 	return fs, nil
 }
@@ -795,6 +807,7 @@ func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
 		return
 	}
 	fs.failed[d] = true
+	fs.updateHandlerLocked()
 	var w recWriter
 	w.u(uint64(d.Channel))
 	w.u(uint64(d.Die))

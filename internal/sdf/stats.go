@@ -44,6 +44,7 @@ type Stats struct {
 	ProgramErrors  int64
 	FailedDies     int
 	Probes         int64 // detector probes: first pages of suspect and neighbouring blocks read
+	Rebalanced     int64 // bytes Rebalance moved off channels above their share (Reparo's fake failures)
 	ReadBytes      int64
 	RecoveryReads  int64 // pages read on open to recover synced pages of unsealed zones
 	RecoveredPages int64 // pages that recovery mapped
@@ -127,6 +128,7 @@ func (fs *FS) Stats() Stats {
 	s.DieFailedReads = c.dieFailedReads.Load()
 	s.ProgramErrors = c.programErrs.Load()
 	s.Probes = c.probes.Load()
+	s.Rebalanced = c.rebalanced.Load()
 	s.ReadBytes = c.readBytes.Load()
 	s.Rereads = c.rereads.Load()
 	s.RecoveryReads = c.recoveryReads.Load()

@@ -1,0 +1,212 @@
+package sdf
+
+import (
+	"sort"
+
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/reparo"
+)
+
+// Reparo's Handler (sections 4.2.3 and 5.2) on the host-managed layer.
+//
+// Zones are re-formed without a failed die when they are next reset (a zone's
+// die set changes only on reset), so a channel with f failed dies has zones
+// (x-f)/x as wide. Where the loss is absorbed is the choice of channel for
+// each new zone (reparo.Allocator, weights from reparo.Shares and
+// reparo.ZoneWeights):
+//
+//   - CDR (default): every channel's share of the data follows its surviving
+//     dies, which for our zones is one zone per channel in turn (a narrower
+//     zone holds proportionally less): utilizations stay equal. Data the
+//     victim channel holds above its new share is what the paper reports as
+//     fake failures (section 5.2.3); FakeFailures lists it and Rebalance
+//     moves it, here by a verified local read and a rewrite elsewhere (the
+//     host owns the flash, so it need not fetch remote copies as the
+//     paper's device must).
+//   - IDR: every channel keeps an equal share of the bytes, so the victim
+//     takes more, narrower zones and its utilization rises by 1/(x-1)
+//     (Table 1).
+//
+// With no failed die the allocator is not used: zones are handed out in
+// plain round-robin, SDF's placement.
+
+// ChannelUsage is one channel's live data against its surviving capacity.
+type ChannelUsage struct {
+	Channel       int
+	LiveDies      int
+	LivePages     int64 // data pages some file maps (pages on a failed die count until they are repaired)
+	CapacityPages int64 // data pages of the channel's zones on surviving dies
+	Utilization   float64
+}
+
+// ChannelUsage reports every data channel's usage.
+func (fs *FS) ChannelUsage() []ChannelUsage {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.channelUsageLocked()
+}
+
+func (fs *FS) channelUsageLocked() []ChannelUsage {
+	g := fs.l.g
+	out := make([]ChannelUsage, g.Channels)
+	live := fs.liveDiesLocked()
+	for c := range out {
+		out[c] = ChannelUsage{Channel: c, LiveDies: live[c]}
+	}
+	per := int64(fs.l.dataPagesPerBlock())
+	for _, z := range fs.zones[metaZoneCount:] {
+		u := &out[z.channel]
+		u.CapacityPages += per * int64(len(fs.goodDies(z)))
+		u.LivePages += int64(z.live)
+	}
+	for c := range out {
+		if out[c].CapacityPages > 0 {
+			out[c].Utilization = float64(out[c].LivePages) / float64(out[c].CapacityPages)
+		}
+	}
+	return out
+}
+
+// liveDiesLocked counts the surviving dies of every channel.
+func (fs *FS) liveDiesLocked() []int {
+	g := fs.l.g
+	out := make([]int, g.Channels)
+	for c := range out {
+		for d := 0; d < g.DiesPerChannel; d++ {
+			if !fs.failed[flash.DieAddr{Channel: c, Die: d}] {
+				out[c]++
+			}
+		}
+	}
+	return out
+}
+
+// updateHandlerLocked sets the allocator's weights after a die failure.
+func (fs *FS) updateHandlerLocked() {
+	live := fs.liveDiesLocked()
+	w := reparo.ZoneWeights(reparo.Shares(fs.opts.Handler, live), live)
+	if fs.alloc == nil {
+		fs.alloc = reparo.NewAllocator(w)
+	} else {
+		fs.alloc.SetWeights(w)
+	}
+}
+
+// excessPagesLocked is, per channel, the live pages above its share.
+func (fs *FS) excessPagesLocked() []int64 {
+	usage := fs.channelUsageLocked()
+	live := make([]int64, len(usage))
+	dies := make([]int, len(usage))
+	for c, u := range usage {
+		live[c], dies[c] = u.LivePages, u.LiveDies
+	}
+	return reparo.Excess(reparo.Shares(fs.opts.Handler, dies), live)
+}
+
+// FakeFailures lists the live file ranges Rebalance would move off the
+// channels holding more than their share (none under IDR, which leaves the
+// loss on the victim): what a Reparo device reports to its host as fake
+// failures (section 5.2.3). Ranges on failed dies are not listed (they are
+// real failures, LostRanges).
+func (fs *FS) FakeFailures() []FileRange {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	rs, _ := fs.fakeFailuresLocked()
+	return rs
+}
+
+func (fs *FS) fakeFailuresLocked() ([]FileRange, []bool) {
+	if fs.opts.Handler == reparo.HandlerIDR || len(fs.failed) == 0 {
+		return nil, nil
+	}
+	excess := fs.excessPagesLocked()
+	over := make([]bool, len(excess))
+	pages := map[uint64][]uint64{}
+	for c, n := range excess {
+		if n <= 0 {
+			continue
+		}
+		over[c] = true
+		// Emptiest zones first: moving their pages frees whole zones.
+		var zs []*zone
+		for b := 0; b < fs.l.g.BlocksPerDie; b++ {
+			z := fs.zones[b*fs.l.g.Channels+c]
+			if !z.meta && z.live > 0 {
+				zs = append(zs, z)
+			}
+		}
+		sort.Slice(zs, func(a, b int) bool {
+			return zs[a].live < zs[b].live || (zs[a].live == zs[b].live && zs[a].id < zs[b].id)
+		})
+		want := map[int]bool{}
+		for _, z := range zs {
+			if n <= 0 {
+				break
+			}
+			want[z.id] = true
+			n -= int64(z.live)
+		}
+		for _, ino := range fs.byID {
+			for _, e := range ino.m.exts {
+				if !want[e.zone] {
+					continue
+				}
+				z := fs.zones[e.zone]
+				for i := 0; i < e.n; i++ {
+					if !fs.failed[flash.DieAddr{Channel: z.channel, Die: z.dies[(e.zonePage+i)%len(z.dies)]}] {
+						pages[ino.id] = append(pages[ino.id], e.filePage+uint64(i))
+					}
+				}
+			}
+		}
+	}
+	return fs.rangesLocked(pages), over
+}
+
+// Rebalance moves the fake failures (FakeFailures) off the channels that
+// hold more than their share, at most maxBytes (0: all), by reading each
+// range (verified) and writing it again on the other channels. A range that
+// does not read back is left for the repair path and reported in the error.
+// It returns the bytes moved.
+func (fs *FS) Rebalance(maxBytes int64) (int64, error) {
+	if fs.opts.ReadOnly {
+		return 0, ErrReadOnly
+	}
+	fs.mu.Lock()
+	rs, over := fs.fakeFailuresLocked()
+	if len(rs) > 0 {
+		fs.avoid = over
+	}
+	fs.mu.Unlock()
+	defer func() {
+		fs.mu.Lock()
+		fs.avoid = nil
+		fs.mu.Unlock()
+	}()
+	var moved int64
+	var firstErr error
+	for _, r := range rs {
+		if maxBytes > 0 && moved >= maxBytes {
+			break
+		}
+		f, err := fs.OpenFile(r.Name)
+		if err != nil {
+			continue // removed meanwhile
+		}
+		buf := make([]byte, r.Len)
+		_, err = f.ReadAt(buf, r.Off)
+		f.Close()
+		if err == nil {
+			err = fs.RewriteRange(r.Name, r.Off, buf)
+		}
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		moved += r.Len
+		fs.ctr.rebalanced.Add(r.Len)
+	}
+	return moved, firstErr
+}

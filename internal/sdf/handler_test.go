@@ -1,0 +1,106 @@
+package sdf
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/reparo"
+)
+
+func usageSpread(us []ChannelUsage) (lo, hi float64) {
+	lo, hi = 2, -1
+	for _, u := range us {
+		lo, hi = min(lo, u.Utilization), max(hi, u.Utilization)
+	}
+	return lo, hi
+}
+
+// TestHandlerAfterSuccessiveDieFailures: five dies of one channel fail one
+// after another (the paper's worst case, section 7.2.3). After each, the
+// lost ranges are identified and rewritten (the cluster's repair) and,
+// under CDR, the victim's excess moved (fake failures): every byte reads
+// back, and CDR keeps the channels' utilizations within a zone's worth of
+// each other while IDR leaves the victim fuller.
+func TestHandlerAfterSuccessiveDieFailures(t *testing.T) {
+	g := flash.Geometry{Channels: 4, DiesPerChannel: 8, BlocksPerDie: 16, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+	victimGap := map[reparo.Policy]float64{}
+	for _, policy := range []reparo.Policy{reparo.HandlerCDR, reparo.HandlerIDR} {
+		t.Run(policy.String(), func(t *testing.T) {
+			rng := rand.New(rand.NewSource(21))
+			dev, fs := newMem(t, g, Options{Handler: policy, MaxOpenZones: 4})
+			defer fs.Close()
+			want := map[string][]byte{}
+			for i := 0; i < 40; i++ {
+				name := fmt.Sprintf("f%02d", i)
+				want[name] = randBytes(rng, 100_000+rng.Intn(200_000))
+				writeFile(t, fs, name, LifetimeNone, want[name])
+			}
+			const victim = 2
+			for k := 0; k < 5; k++ {
+				die := flash.DieAddr{Channel: victim, Die: k}
+				if err := dev.FailDie(die); err != nil {
+					t.Fatal(err)
+				}
+				if err := fs.MarkDieFailed(die); err != nil {
+					t.Fatal(err)
+				}
+				lost, _, err := fs.LostRanges(die)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range lost {
+					if err := fs.RewriteRange(r.Name, r.Off, want[r.Name][r.Off:r.Off+r.Len]); err != nil {
+						t.Fatalf("repair of %v after %d failures: %v", r, k+1, err)
+					}
+				}
+				fake := fs.FakeFailures()
+				moved, err := fs.Rebalance(0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if policy == reparo.HandlerIDR && (len(fake) != 0 || moved != 0) {
+					t.Fatalf("IDR moved %d bytes", moved)
+				}
+				checkFiles(t, fs, want)
+				// The workload goes on: every file is written again, so
+				// the data settles where the handler places new zones.
+				for name := range want {
+					if err := fs.Remove(name); err != nil {
+						t.Fatal(err)
+					}
+					writeFile(t, fs, name, LifetimeNone, want[name])
+				}
+				if _, err := fs.GC(); err != nil {
+					t.Fatal(err)
+				}
+				checkFiles(t, fs, want)
+				us := fs.ChannelUsage()
+				lo, hi := usageSpread(us)
+				zone := float64(fs.l.dataPagesPerBlock()*(g.DiesPerChannel-k-1)) / float64(us[victim].CapacityPages)
+				t.Logf("%v after %d failures: lost %d ranges, fake %d, moved %d B; utilization %.3f..%.3f (victim %.3f); usage %+v",
+					policy, k+1, len(lost), len(fake), moved, lo, hi, us[victim].Utilization, us)
+				if policy == reparo.HandlerCDR && hi-lo > 2*zone+0.02 {
+					t.Fatalf("CDR after %d failures: utilization spread %.3f..%.3f, more than two zones (%.3f)", k+1, lo, hi, zone)
+				}
+				if k == 4 {
+					other := 0.0
+					for c, u := range us {
+						if c != victim {
+							other = max(other, u.Utilization)
+						}
+					}
+					victimGap[policy] = us[victim].Utilization - other
+				}
+			}
+			if got := fs.Stats().FailedDies; got != 5 {
+				t.Fatalf("failed dies %d", got)
+			}
+		})
+	}
+	t.Logf("victim's utilization above the fullest helper after 5 failures: CDR %.3f, IDR %.3f", victimGap[reparo.HandlerCDR], victimGap[reparo.HandlerIDR])
+	if victimGap[reparo.HandlerIDR] <= victimGap[reparo.HandlerCDR] {
+		t.Fatalf("IDR did not leave the victim fuller than CDR: %v", victimGap)
+	}
+}
