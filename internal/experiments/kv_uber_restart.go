@@ -3,6 +3,7 @@ package experiments
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"sort"
@@ -429,5 +430,46 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 		"copies and fetched from a peer at open (`internal/raftlog`: small protection units, peers' entries accepted "+
 		"only where raft's log matching or commit rules prove them equal); patches are DIRECT key-range repairs of "+
 		"damaged sstable blocks; a rebuild (a peer's whole state) is listed with its reason.", wrong, len(results))
+	var bad []string
+	for _, res := range results {
+		if res.Missing+res.Errors == 0 && res.Converged {
+			continue
+		}
+		stop := "clean"
+		if res.Params.Crash {
+			stop = "crash"
+		}
+		line := fmt.Sprintf("- %s stop, UBER %g, seed %d: %d missing, %d errors, replicas agree %t",
+			stop, res.Params.UBER, res.Params.Seed, res.Missing, res.Errors, res.Converged)
+		if res.FirstError != "" {
+			line += fmt.Sprintf("; one failing read: `%s`", res.FirstError)
+		}
+		if len(res.StatesAtDeadline) > 0 {
+			line += fmt.Sprintf("; replicas when the read-back stopped: `%s`", strings.Join(res.StatesAtDeadline, "; "))
+		}
+		if len(res.States) > 0 {
+			line += fmt.Sprintf("; at the end: `%s`", strings.Join(res.States, "; "))
+		}
+		bad = append(bad, line)
+	}
+	if len(bad) > 0 {
+		// A model predicts how often every copy of some key is damaged;
+		// the cells above are the measurement.
+		blocks := float64(keys*800) / 4096
+		var model []string
+		for _, u := range ubers {
+			p := 1 - math.Pow(1-u, 8*4096)
+			model = append(model, fmt.Sprintf("%g: %.2g", u, blocks*p*p*p))
+		}
+		r.Text("**Cells where a key was not served or the replicas did not converge.** A key none of the three "+
+			"replicas can read is lost: its reads fail with an explicit error (never a wrong value) and the replicas "+
+			"holding the damaged ranges stay under repair, waiting for a copy no one has.\n\n%s\n\n"+
+			"Independent flips damage a 4 KiB block with probability p = 1-(1-UBER)^32768, so with about %.0f data "+
+			"blocks per replica the expected number of blocks damaged on all three replicas at once (whose keys no "+
+			"repair can bring back) is blocks x p^3, per UBER: %s per cell. Keys lost that way are data loss of the "+
+			"configuration (three copies), not of the repair; raft log entries still held past the engines' last "+
+			"flush are the only other copy, and the engine does not yet replay them into a range every replica lost.",
+			strings.Join(bad, "\n"), blocks, strings.Join(model, ", "))
+	}
 	return r, nil
 }
