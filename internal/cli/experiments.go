@@ -47,12 +47,9 @@ func newExperimentsCmd() *cobra.Command {
 			case len(args) == 0:
 				return usageError{fmt.Errorf("name an experiment (see `flashmend experiments list`) or pass --all")}
 			default:
-				for _, name := range args {
-					e, err := experiments.Lookup(name)
-					if err != nil {
-						return base.InvalidArgumentf("%v", err)
-					}
-					todo = append(todo, e)
+				var err error
+				if todo, err = experiments.LookupAll(args); err != nil {
+					return base.InvalidArgumentf("%v", err)
 				}
 			}
 			for _, e := range todo {

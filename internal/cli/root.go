@@ -75,6 +75,7 @@ balances wear across servers (Chameleon).`,
 		newDevCmd(),
 		newCtlCmd(),
 		newPebbleCmd(),
+		newSimCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	addKVCmds(root)          // kv and ctl kv (kv.go)

@@ -38,8 +38,11 @@ func Command(name string, cfg Config) string {
 // DefaultSeed is the seed of the committed reports.
 const DefaultSeed = 1
 
-// All returns every registered experiment, sorted by name.
+// All returns every registered experiment, sorted by name. Experiments
+// returned by one call may share work (the Chameleon figures share their
+// simulation runs).
 func All() []Experiment {
+	memo := newSimMemo()
 	all := []Experiment{
 		modelDirect(),
 		kvYCSBCorruption(),
@@ -53,9 +56,36 @@ func All() []Experiment {
 		kvFaultSweep(),
 		uberRestartObjects(),
 		singleFaultObjects(),
+		chameleonWear(memo),
+		chameleonEndurance(memo),
+		chameleonLatency(memo),
+		chameleonWA(memo),
+		chameleonStates(memo),
+		chameleonScaleExp(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
+}
+
+// LookupAll returns the experiments called names, from one All() so that
+// they share work.
+func LookupAll(names []string) ([]Experiment, error) {
+	all := All()
+	var out []Experiment
+	for _, name := range names {
+		found := false
+		for _, e := range all {
+			if e.Name == name {
+				out = append(out, e)
+				found = true
+			}
+		}
+		if !found {
+			_, err := Lookup(name)
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // Lookup returns the experiment called name.

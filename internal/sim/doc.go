@@ -51,7 +51,8 @@
 // Bad input (configuration, a trace line) is an invalid-argument error that
 // names what is wrong. A server whose device has no room left is an error
 // that says so (the policy never places parts on a server above its
-// MaxUtilization; the default preload fill is 70% of the REP footprint).
+// MaxUtilization; devices are sized so that the most loaded server's REP
+// footprint under the default placement fills 70% of its logical capacity).
 //
 // # Differences from the paper's testbed
 //

@@ -21,10 +21,11 @@ type Config struct {
 	// simulator sets PageBytes and PagesPerBlock from the device.
 	Policy wear.Options
 	// Device is every server's flash. A zero LogicalBytes sizes it from the
-	// workload: the REP footprint of the data set per server over Fill.
+	// workload: the REP footprint of the most loaded server (under the
+	// default placement) over Fill.
 	Device DeviceConfig
-	// Fill is the REP footprint's share of a server's logical capacity when
-	// the device is sized from the workload (default 0.7).
+	// Fill is that footprint's share of the logical capacity when the
+	// device is sized from the workload (default 0.7).
 	Fill float64
 	// Epoch is the balancer's period in virtual time (default 1 hour).
 	Epoch time.Duration
@@ -154,16 +155,35 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Epoch < time.Second {
 		return c, base.InvalidArgumentf("sim: epoch %v (want at least 1s)", c.Epoch)
 	}
-	if c.Device.LogicalBytes == 0 {
-		page := int64(DefaultPageBytes)
-		if c.Device.PageBytes != 0 {
-			page = int64(c.Device.PageBytes)
-		}
-		perServer := float64(c.Workload.Dataset) * wear.RepCopies / float64(c.Servers)
-		logical := int64(math.Ceil(perServer/c.Fill/float64(page))) * page
-		c.Device.LogicalBytes = max(logical, 64*page)
-	}
 	return c, nil
+}
+
+// sizeDevices sets the logical capacity from the REP footprint of the most
+// loaded server under the default placement.
+func sizeDevices(c *Config, r *ring) {
+	if c.Device.LogicalBytes != 0 {
+		return
+	}
+	page := int64(DefaultPageBytes)
+	if c.Device.PageBytes != 0 {
+		page = int64(c.Device.PageBytes)
+	}
+	parts := make([]int64, c.Servers+1)
+	objects := c.Workload.Dataset / c.Workload.ObjectBytes
+	for i := int64(0); i < objects; i++ {
+		k := 0
+		r.Walk(wear.ObjectID(i+1), func(n base.NodeID) bool {
+			parts[n]++
+			k++
+			return k < wear.RepCopies
+		})
+	}
+	most := int64(0)
+	for _, p := range parts {
+		most = max(most, p)
+	}
+	logical := int64(math.Ceil(float64(most*c.Workload.ObjectBytes)/c.Fill/float64(page))) * page
+	c.Device.LogicalBytes = max(logical, 64*page)
 }
 
 // Run simulates the workload on the fleet under the policy, in virtual
@@ -181,6 +201,8 @@ func run(ctx context.Context, cfg Config) (*simulator, error) {
 	if err != nil {
 		return nil, err
 	}
+	placement := newRing(c.Servers)
+	sizeDevices(&c, placement)
 	s := &simulator{cfg: c}
 	for i := 0; i < c.Servers; i++ {
 		d, err := NewDevice(c.Device)
@@ -197,7 +219,7 @@ func run(ctx context.Context, cfg Config) (*simulator, error) {
 	pol := c.Policy
 	pol.PageBytes = dc.PageBytes
 	pol.PagesPerBlock = int(s.devs[0].PagesPerEraseUnit())
-	if s.b, err = wear.New(pol, newRing(c.Servers)); err != nil {
+	if s.b, err = wear.New(pol, placement); err != nil {
 		return nil, err
 	}
 	s.mu = make([]float64, c.Servers)

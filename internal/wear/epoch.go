@@ -3,7 +3,6 @@ package wear
 import (
 	"math"
 	"slices"
-	"sort"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/model"
@@ -136,6 +135,7 @@ type estimate struct {
 	mu     []float64 // victim utilization, clamped
 	cap    []float64 // capacity bytes (0 unknown)
 	util   []float64 // utilization, raised by the bytes placed this epoch
+	tree   *extremaTree
 	sum    float64
 	sumSq  float64
 }
@@ -181,6 +181,7 @@ func (b *Balancer) newEstimate() *estimate {
 		e.sum += v
 		e.sumSq += v * v
 	}
+	e.tree = newExtremaTree(e.est)
 	return e
 }
 
@@ -239,6 +240,7 @@ func (e *estimate) add(k int, v float64) {
 	e.est[k] = old + v
 	e.sum += v
 	e.sumSq += e.est[k]*e.est[k] - old*old
+	e.tree.set(k, e.est[k])
 }
 
 // room reports whether server k can take bytes more without passing the
@@ -284,39 +286,109 @@ func (e *estimate) retarget(o *object, from, to Layout) {
 }
 
 // extremes returns up to n servers with the lowest (or highest) estimate
-// that can take bytes, lowest (highest) first, skipping avoid.
+// that can take bytes (any server when bytes < 0), lowest (highest) first,
+// skipping avoid.
 func (e *estimate) extremes(n int, highest bool, bytes int64, avoid func(base.NodeID) bool) []int {
-	idx := make([]int, 0, len(e.nodes))
-	for k := range e.nodes {
-		if e.room(k, bytes) && (avoid == nil || !avoid(e.nodes[k])) {
-			idx = append(idx, k)
+	var out, masked []int
+	for len(out) < n {
+		var k int
+		var ok bool
+		if highest {
+			k, ok = e.tree.max()
+		} else {
+			k, ok = e.tree.min()
 		}
-	}
-	less := func(a, b int) bool {
-		if e.est[a] != e.est[b] {
-			if highest {
-				return e.est[a] > e.est[b]
-			}
-			return e.est[a] < e.est[b]
+		if !ok {
+			break
 		}
-		return a < b
-	}
-	if len(idx) <= n {
-		sort.Slice(idx, func(i, j int) bool { return less(idx[i], idx[j]) })
-		return idx
-	}
-	// Partial selection: n is at most MaxWidth.
-	for i := 0; i < n; i++ {
-		best := i
-		for j := i + 1; j < len(idx); j++ {
-			if less(idx[j], idx[best]) {
-				best = j
-			}
+		e.tree.mask(k, true)
+		masked = append(masked, k)
+		if (bytes >= 0 && !e.room(k, bytes)) || (avoid != nil && avoid(e.nodes[k])) {
+			continue
 		}
-		idx[i], idx[best] = idx[best], idx[i]
+		out = append(out, k)
 	}
-	return idx[:n]
+	for _, k := range masked {
+		e.tree.mask(k, false)
+	}
+	return out
 }
+
+// extremaTree is a segment tree over the servers' estimates answering the
+// lowest and the highest (ties: the lower position) in O(1) and updating in
+// O(log n), so that a balancing loop over 10,000 servers costs O(log n) per
+// step. Masked positions are left out of both answers.
+type extremaTree struct {
+	size     int
+	val      []float64
+	masked   []bool
+	mn, mx   []float64
+	amn, amx []int32
+}
+
+func newExtremaTree(vals []float64) *extremaTree {
+	size := 1
+	for size < len(vals) {
+		size *= 2
+	}
+	t := &extremaTree{size: size, val: make([]float64, size), masked: make([]bool, size),
+		mn: make([]float64, 2*size), mx: make([]float64, 2*size), amn: make([]int32, 2*size), amx: make([]int32, 2*size)}
+	for i := 0; i < size; i++ {
+		if i < len(vals) {
+			t.val[i] = vals[i]
+		} else {
+			t.masked[i] = true
+		}
+		t.leaf(i)
+	}
+	for i := size - 1; i >= 1; i-- {
+		t.pull(i)
+	}
+	return t
+}
+
+func (t *extremaTree) leaf(i int) {
+	j := t.size + i
+	if t.masked[i] {
+		t.mn[j], t.mx[j], t.amn[j], t.amx[j] = math.Inf(1), math.Inf(-1), -1, -1
+		return
+	}
+	t.mn[j], t.mx[j], t.amn[j], t.amx[j] = t.val[i], t.val[i], int32(i), int32(i)
+}
+
+func (t *extremaTree) pull(j int) {
+	l, r := 2*j, 2*j+1
+	if t.amn[r] >= 0 && (t.amn[l] < 0 || t.mn[r] < t.mn[l]) {
+		t.mn[j], t.amn[j] = t.mn[r], t.amn[r]
+	} else {
+		t.mn[j], t.amn[j] = t.mn[l], t.amn[l]
+	}
+	if t.amx[r] >= 0 && (t.amx[l] < 0 || t.mx[r] > t.mx[l]) {
+		t.mx[j], t.amx[j] = t.mx[r], t.amx[r]
+	} else {
+		t.mx[j], t.amx[j] = t.mx[l], t.amx[l]
+	}
+}
+
+func (t *extremaTree) update(i int) {
+	t.leaf(i)
+	for j := (t.size + i) / 2; j >= 1; j /= 2 {
+		t.pull(j)
+	}
+}
+
+func (t *extremaTree) set(i int, v float64) {
+	t.val[i] = v
+	t.update(i)
+}
+
+func (t *extremaTree) mask(i int, on bool) {
+	t.masked[i] = on
+	t.update(i)
+}
+
+func (t *extremaTree) min() (int, bool) { return int(t.amn[1]), t.amn[1] >= 0 }
+func (t *extremaTree) max() (int, bool) { return int(t.amx[1]), t.amx[1] >= 0 }
 
 func (e *estimate) layout(r Redundancy, ks []int) (Layout, bool) {
 	if len(ks) < r.Width() {
@@ -668,7 +740,7 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 	hot, cold := b.ranked(per, b.hotter), b.ranked(per, b.colder)
 	remaps := 0
 	for remaps+2 <= b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
-		xs := est.extremes(1, true, 0, nil)
+		xs := est.extremes(1, true, -1, nil)
 		if len(xs) == 0 {
 			return
 		}
@@ -710,7 +782,7 @@ func (b *Balancer) edm(d *Decisions, est *estimate) {
 	var moved int64
 	remaps := 0
 	for remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
-		xs := est.extremes(1, true, 0, nil)
+		xs := est.extremes(1, true, -1, nil)
 		if len(xs) == 0 {
 			return
 		}

@@ -257,3 +257,46 @@ func TestTopK(t *testing.T) {
 		}
 	}
 }
+
+// TestExtremaTree checks the segment tree against a scan.
+func TestExtremaTree(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	for run := 0; run < 50; run++ {
+		n := 1 + rng.Intn(40)
+		vals := make([]float64, n)
+		for i := range vals {
+			vals[i] = float64(rng.Intn(10))
+		}
+		tr := newExtremaTree(vals)
+		masked := make([]bool, n)
+		for step := 0; step < 200; step++ {
+			i := rng.Intn(n)
+			if rng.Intn(3) == 0 {
+				masked[i] = !masked[i]
+				tr.mask(i, masked[i])
+			} else {
+				vals[i] = float64(rng.Intn(10))
+				tr.set(i, vals[i])
+			}
+			lo, hi := -1, -1
+			for j := range vals {
+				if masked[j] {
+					continue
+				}
+				if lo < 0 || vals[j] < vals[lo] {
+					lo = j
+				}
+				if hi < 0 || vals[j] > vals[hi] {
+					hi = j
+				}
+			}
+			gotLo, okLo := tr.min()
+			gotHi, okHi := tr.max()
+			if (lo < 0) == okLo || (hi < 0) == okHi || (okLo && gotLo != lo) || (okHi && gotHi != hi) {
+				t.Fatalf("seed %d: %v masked %v: min %d (%v) max %d (%v), want %d %d", seed, vals, masked, gotLo, okLo, gotHi, okHi, lo, hi)
+			}
+		}
+	}
+}
