@@ -56,7 +56,10 @@ type ScrubberOptions struct {
 	// scrubber saw it) before its replicas and shards are re-created on
 	// other nodes (default 10 minutes; negative: never).
 	ReprotectAfter time.Duration
-	Clock          base.Clock
+	// DieRepairPoll is how often Run asks the nodes for die-repair jobs
+	// (RepairDies; default 500ms, negative: never).
+	DieRepairPoll time.Duration
+	Clock         base.Clock
 	// Sleep waits (injected for tests; default time.Sleep honoring ctx).
 	Sleep func(ctx context.Context, d time.Duration) error
 }
@@ -121,6 +124,9 @@ func NewScrubber(c *Client, opts ScrubberOptions) (*Scrubber, error) {
 	if opts.Clock == nil {
 		opts.Clock = base.SystemClock{}
 	}
+	if opts.DieRepairPoll == 0 {
+		opts.DieRepairPoll = 500 * time.Millisecond
+	}
 	if opts.Sleep == nil {
 		opts.Sleep = func(ctx context.Context, d time.Duration) error {
 			t := time.NewTimer(d)
@@ -168,6 +174,13 @@ func (s *Scrubber) Run(ctx context.Context) error {
 		defer wg.Done()
 		s.drain(ctx)
 	}()
+	if s.opts.DieRepairPoll > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.runDieRepairs(ctx, s.opts.DieRepairPoll)
+		}()
+	}
 	defer wg.Wait()
 	for {
 		if err := s.Pass(ctx); err != nil && ctx.Err() != nil {
@@ -307,13 +320,16 @@ func (s *Scrubber) drain(ctx context.Context) {
 	}
 }
 
-func (s *Scrubber) apply(ctx context.Context, j RepairJob) {
+func (s *Scrubber) apply(ctx context.Context, j RepairJob) { _ = s.applyNow(ctx, j) }
+
+// applyNow applies one repair within the repair budget and counts it.
+func (s *Scrubber) applyNow(ctx context.Context, j RepairJob) error {
 	s.mu.Lock()
 	d := s.repair.Reserve(int64(len(j.Data)), s.opts.Clock.Now())
 	s.mu.Unlock()
 	if d > 0 {
 		if err := s.opts.Sleep(ctx, d); err != nil {
-			return
+			return err
 		}
 	}
 	err := s.c.applyRepair(ctx, j)
@@ -327,4 +343,5 @@ func (s *Scrubber) apply(ctx context.Context, j RepairJob) {
 			}
 		}
 	})
+	return err
 }

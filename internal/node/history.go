@@ -22,6 +22,10 @@ const (
 	KindRejectedWrite   = "rejected-write"
 	KindMetaRepaired    = "meta-repaired"
 	KindHistoryLost     = "history-lost"
+	// KindDieFailed and KindDieRepaired: a die the flash layer declared
+	// failed with what it held, and each round of its repair (Reparo).
+	KindDieFailed   = "die-failed"
+	KindDieRepaired = "die-repaired"
 	// CountChunksRead is not a repair kind: the chunk reads the counts above
 	// are out of, kept with them (without events).
 	CountChunksRead = "chunks-read"
@@ -30,7 +34,7 @@ const (
 // RepairKinds lists the repair kinds in display order.
 func RepairKinds() []string {
 	return []string{KindTransient, KindPersistent, KindRepaired, KindMissingRepaired,
-		KindRejectedWrite, KindMetaRepaired, KindHistoryLost}
+		KindRejectedWrite, KindMetaRepaired, KindHistoryLost, KindDieFailed, KindDieRepaired}
 }
 
 // historyFile is the repair history's metadata file (objstore.MetaFiles:

@@ -78,6 +78,9 @@ type Node struct {
 	metaSeen   int64
 	histCancel context.CancelFunc
 
+	// dies holds the die-repair jobs (die.go).
+	dies dieRepairs
+
 	etcd    *clientv3.Client
 	leaseID clientv3.LeaseID
 	ttl     int64
@@ -181,6 +184,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.histCancel = histCancel
 	n.wg.Add(1)
 	go n.historyLoop(histCtx)
+	n.dies.jobs = map[uint64]*dieJob{}
+	if dr, ok := inner.(objstore.DieReporter); ok {
+		n.wg.Add(1)
+		go n.dieLoop(histCtx, dr)
+	}
 	if n.etcd != nil {
 		hbCtx, cancel := context.WithCancel(context.Background())
 		n.cancel = cancel
@@ -377,6 +385,9 @@ func (n *Node) Addr() string { return n.lis.Addr().String() }
 
 // Chunks is the node's chunk store.
 func (n *Node) Chunks() *objstore.ChunkStore { return n.chunks }
+
+// Store returns the node's device store (under the fault injector).
+func (n *Node) Store() objstore.Store { return n.inner }
 
 // Stats returns the node's statistics.
 func (n *Node) Stats() *nodepb.StatsResponse {

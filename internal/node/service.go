@@ -134,6 +134,14 @@ func (s *service) FailDie(ctx context.Context, req *nodepb.FailDieRequest) (*nod
 	return &nodepb.FailDieResponse{}, wire.ToStatus(df.FailDie(int(req.Die)))
 }
 
+func (s *service) DieRepairs(ctx context.Context, req *nodepb.DieRepairsRequest) (*nodepb.DieRepairsResponse, error) {
+	return &nodepb.DieRepairsResponse{Jobs: s.n.DieRepairs()}, nil
+}
+
+func (s *service) DieRepairDone(ctx context.Context, req *nodepb.DieRepairDoneRequest) (*nodepb.DieRepairDoneResponse, error) {
+	return &nodepb.DieRepairDoneResponse{}, wire.ToStatus(s.n.DieRepairDone(req))
+}
+
 func (s *service) Stats(ctx context.Context, req *nodepb.StatsRequest) (*nodepb.StatsResponse, error) {
 	resp := s.n.Stats()
 	if req.WithHistory {

@@ -76,6 +76,12 @@ func (m *MetaFiles) Read(name string) (MetaReadResult, error) {
 			if IsNotFound(err) {
 				continue
 			}
+			if base.IsCorruption(err) {
+				// A copy the store cannot read (say, on a failed die):
+				// invalid, rewritten from a good one below.
+				found++
+				continue
+			}
 			return res, err
 		}
 		found++

@@ -44,6 +44,8 @@ type SDFStore struct {
 	seq  atomic.Uint64
 	mu   sync.Mutex // serializes FlipBits with writers of the same name
 	info SDFOpenInfo
+	// dies receives the flash layer's die-failure events (DieEvents).
+	dies chan sdf.DieFailure
 }
 
 var _ Store = (*SDFStore)(nil)
@@ -83,18 +85,25 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	}
 	marker := filepath.Join(dir, sdfFormattedMarker)
 	info := SDFOpenInfo{Device: dev.OpenInfo()}
+	dies := make(chan sdf.DieFailure, 64)
+	fsOpts := sdf.Options{OnDieFailure: func(f sdf.DieFailure) {
+		select {
+		case dies <- f:
+		default: // nobody listens; FailedDies still lists it
+		}
+	}}
 	_, statErr := os.Stat(marker)
 	var fs *sdf.FS
 	switch {
 	case statErr == nil:
-		fs, err = sdf.Open(dev, sdf.Options{})
+		fs, err = sdf.Open(dev, fsOpts)
 		if err != nil {
 			err = fmt.Errorf("sdfstore: mount %s: %w", devDir, err)
 		}
 	case !errors.Is(statErr, iofs.ErrNotExist):
 		err = fmt.Errorf("sdfstore: format marker: %w", statErr)
 	case info.Device.New:
-		fs, err = sdf.Format(dev, sdf.Options{})
+		fs, err = sdf.Format(dev, fsOpts)
 		if err != nil {
 			err = fmt.Errorf("sdfstore: format %s: %w", devDir, err)
 		} else if err = writeMarker(dir, marker); err != nil {
@@ -104,7 +113,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	default:
 		// State but no marker: the marker was lost, or a format never
 		// finished. Mount what is there; never erase it.
-		fs, err = sdf.Open(dev, sdf.Options{})
+		fs, err = sdf.Open(dev, fsOpts)
 		if err != nil {
 			err = fmt.Errorf("sdfstore: %s holds an emulated flash device (%s) but no format marker (%s) and no SDF file system that mounts: %w; "+
 				"refusing to format it implicitly: to erase it, remove %s and start again", dir, dev.OpenInfo(), sdfFormattedMarker, err, dir)
@@ -121,7 +130,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		return nil, err
 	}
 	info.FS = fs.OpenInfo()
-	return &SDFStore{dir: dir, dev: dev, fs: fs, info: info}, nil
+	return &SDFStore{dir: dir, dev: dev, fs: fs, info: info, dies: dies}, nil
 }
 
 // SDFOpenInfo says how an SDFStore was opened.
@@ -177,8 +186,20 @@ func (s *SDFStore) Put(name string, data []byte) error {
 	if err := ValidName(name); err != nil {
 		return err
 	}
+	return s.put(name, data, -1)
+}
+
+// put writes name through a temporary file renamed over it, on channel ch
+// (-1: wherever the layer places it).
+func (s *SDFStore) put(name string, data []byte, ch int) error {
 	tmp := fmt.Sprintf("%s.tmp%d", name, s.seq.Add(1))
-	f, err := s.fs.Create(tmp, sdf.LifetimeNone)
+	var f *sdf.File
+	var err error
+	if ch >= 0 {
+		f, err = s.fs.CreateOn(tmp, sdf.LifetimeNone, ch)
+	} else {
+		f, err = s.fs.Create(tmp, sdf.LifetimeNone)
+	}
 	if err != nil {
 		return fmt.Errorf("sdfstore: %w", err)
 	}

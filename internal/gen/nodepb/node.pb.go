@@ -819,6 +819,348 @@ func (*FailDieResponse) Descriptor() ([]byte, []int) {
 	return file_flashmend_node_node_proto_rawDescGZIP(), []int{13}
 }
 
+// A die the node's flash layer declared failed, and what it lost (Reparo,
+// paper 003): the cluster repairs exactly these objects' chunks.
+type DieRepairJob struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Channel int32                  `protobuf:"varint,2,opt,name=channel,proto3" json:"channel,omitempty"`
+	Die     int32                  `protobuf:"varint,3,opt,name=die,proto3" json:"die,omitempty"`
+	// When the first failing operation was seen, and when the die was
+	// declared failed (Unix nanoseconds).
+	FirstFailureUnixNano int64 `protobuf:"varint,4,opt,name=first_failure_unix_nano,json=firstFailureUnixNano,proto3" json:"first_failure_unix_nano,omitempty"`
+	DetectedUnixNano     int64 `protobuf:"varint,5,opt,name=detected_unix_nano,json=detectedUnixNano,proto3" json:"detected_unix_nano,omitempty"`
+	// What the identifier found: file ranges, bytes and files lost.
+	Ranges    int64 `protobuf:"varint,6,opt,name=ranges,proto3" json:"ranges,omitempty"`
+	LostBytes int64 `protobuf:"varint,7,opt,name=lost_bytes,json=lostBytes,proto3" json:"lost_bytes,omitempty"`
+	Files     int64 `protobuf:"varint,8,opt,name=files,proto3" json:"files,omitempty"`
+	// Objects (ID, version) with a chunk, sums or index file in the lost
+	// ranges.
+	Objects  []uint64 `protobuf:"varint,9,rep,packed,name=objects,proto3" json:"objects,omitempty"`
+	Versions []uint64 `protobuf:"varint,10,rep,packed,name=versions,proto3" json:"versions,omitempty"`
+	// Node metadata files (triplicated) with a lost copy; the node rewrote
+	// them from their other copies.
+	MetaFiles     []string `protobuf:"bytes,11,rep,name=meta_files,json=metaFiles,proto3" json:"meta_files,omitempty"`
+	Identifier    string   `protobuf:"bytes,12,opt,name=identifier,proto3" json:"identifier,omitempty"`
+	IdentifyNanos int64    `protobuf:"varint,13,opt,name=identify_nanos,json=identifyNanos,proto3" json:"identify_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DieRepairJob) Reset() {
+	*x = DieRepairJob{}
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DieRepairJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DieRepairJob) ProtoMessage() {}
+
+func (x *DieRepairJob) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DieRepairJob.ProtoReflect.Descriptor instead.
+func (*DieRepairJob) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DieRepairJob) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetChannel() int32 {
+	if x != nil {
+		return x.Channel
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetDie() int32 {
+	if x != nil {
+		return x.Die
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetFirstFailureUnixNano() int64 {
+	if x != nil {
+		return x.FirstFailureUnixNano
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetDetectedUnixNano() int64 {
+	if x != nil {
+		return x.DetectedUnixNano
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetRanges() int64 {
+	if x != nil {
+		return x.Ranges
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetLostBytes() int64 {
+	if x != nil {
+		return x.LostBytes
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetFiles() int64 {
+	if x != nil {
+		return x.Files
+	}
+	return 0
+}
+
+func (x *DieRepairJob) GetObjects() []uint64 {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *DieRepairJob) GetVersions() []uint64 {
+	if x != nil {
+		return x.Versions
+	}
+	return nil
+}
+
+func (x *DieRepairJob) GetMetaFiles() []string {
+	if x != nil {
+		return x.MetaFiles
+	}
+	return nil
+}
+
+func (x *DieRepairJob) GetIdentifier() string {
+	if x != nil {
+		return x.Identifier
+	}
+	return ""
+}
+
+func (x *DieRepairJob) GetIdentifyNanos() int64 {
+	if x != nil {
+		return x.IdentifyNanos
+	}
+	return 0
+}
+
+type DieRepairsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DieRepairsRequest) Reset() {
+	*x = DieRepairsRequest{}
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DieRepairsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DieRepairsRequest) ProtoMessage() {}
+
+func (x *DieRepairsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DieRepairsRequest.ProtoReflect.Descriptor instead.
+func (*DieRepairsRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
+}
+
+type DieRepairsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Jobs not yet reported done.
+	Jobs          []*DieRepairJob `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DieRepairsResponse) Reset() {
+	*x = DieRepairsResponse{}
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DieRepairsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DieRepairsResponse) ProtoMessage() {}
+
+func (x *DieRepairsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DieRepairsResponse.ProtoReflect.Descriptor instead.
+func (*DieRepairsResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DieRepairsResponse) GetJobs() []*DieRepairJob {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+type DieRepairDoneRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	ObjectsRepaired int64                  `protobuf:"varint,2,opt,name=objects_repaired,json=objectsRepaired,proto3" json:"objects_repaired,omitempty"`
+	ObjectsFailed   int64                  `protobuf:"varint,3,opt,name=objects_failed,json=objectsFailed,proto3" json:"objects_failed,omitempty"`
+	BytesRepaired   int64                  `protobuf:"varint,4,opt,name=bytes_repaired,json=bytesRepaired,proto3" json:"bytes_repaired,omitempty"`
+	ChunksRepaired  int64                  `protobuf:"varint,5,opt,name=chunks_repaired,json=chunksRepaired,proto3" json:"chunks_repaired,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *DieRepairDoneRequest) Reset() {
+	*x = DieRepairDoneRequest{}
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DieRepairDoneRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DieRepairDoneRequest) ProtoMessage() {}
+
+func (x *DieRepairDoneRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DieRepairDoneRequest.ProtoReflect.Descriptor instead.
+func (*DieRepairDoneRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *DieRepairDoneRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *DieRepairDoneRequest) GetObjectsRepaired() int64 {
+	if x != nil {
+		return x.ObjectsRepaired
+	}
+	return 0
+}
+
+func (x *DieRepairDoneRequest) GetObjectsFailed() int64 {
+	if x != nil {
+		return x.ObjectsFailed
+	}
+	return 0
+}
+
+func (x *DieRepairDoneRequest) GetBytesRepaired() int64 {
+	if x != nil {
+		return x.BytesRepaired
+	}
+	return 0
+}
+
+func (x *DieRepairDoneRequest) GetChunksRepaired() int64 {
+	if x != nil {
+		return x.ChunksRepaired
+	}
+	return 0
+}
+
+type DieRepairDoneResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DieRepairDoneResponse) Reset() {
+	*x = DieRepairDoneResponse{}
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DieRepairDoneResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DieRepairDoneResponse) ProtoMessage() {}
+
+func (x *DieRepairDoneResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DieRepairDoneResponse.ProtoReflect.Descriptor instead.
+func (*DieRepairDoneResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
+}
+
 type StatsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Include the repair history (recent events resolved to keys).
@@ -829,7 +1171,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +1183,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +1196,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *StatsRequest) GetWithHistory() bool {
@@ -890,7 +1232,7 @@ type DeviceStats struct {
 
 func (x *DeviceStats) Reset() {
 	*x = DeviceStats{}
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1244,7 @@ func (x *DeviceStats) String() string {
 func (*DeviceStats) ProtoMessage() {}
 
 func (x *DeviceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1257,7 @@ func (x *DeviceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStats.ProtoReflect.Descriptor instead.
 func (*DeviceStats) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DeviceStats) GetDevice() string {
@@ -1040,7 +1382,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1394,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1407,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsResponse) GetNodeId() uint64 {
@@ -1142,7 +1484,7 @@ type RepairEvent struct {
 
 func (x *RepairEvent) Reset() {
 	*x = RepairEvent{}
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1496,7 @@ func (x *RepairEvent) String() string {
 func (*RepairEvent) ProtoMessage() {}
 
 func (x *RepairEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1509,7 @@ func (x *RepairEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairEvent.ProtoReflect.Descriptor instead.
 func (*RepairEvent) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RepairEvent) GetUnixMs() int64 {
@@ -1239,7 +1581,7 @@ type RepairHistory struct {
 
 func (x *RepairHistory) Reset() {
 	*x = RepairHistory{}
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1593,7 @@ func (x *RepairHistory) String() string {
 func (*RepairHistory) ProtoMessage() {}
 
 func (x *RepairHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1606,7 @@ func (x *RepairHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairHistory.ProtoReflect.Descriptor instead.
 func (*RepairHistory) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RepairHistory) GetCounts() map[string]int64 {
@@ -1296,7 +1638,7 @@ type ListBlobsRequest struct {
 
 func (x *ListBlobsRequest) Reset() {
 	*x = ListBlobsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1650,7 @@ func (x *ListBlobsRequest) String() string {
 func (*ListBlobsRequest) ProtoMessage() {}
 
 func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1663,7 @@ func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsRequest.ProtoReflect.Descriptor instead.
 func (*ListBlobsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{24}
 }
 
 type ListBlobsResponse struct {
@@ -1333,7 +1675,7 @@ type ListBlobsResponse struct {
 
 func (x *ListBlobsResponse) Reset() {
 	*x = ListBlobsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1687,7 @@ func (x *ListBlobsResponse) String() string {
 func (*ListBlobsResponse) ProtoMessage() {}
 
 func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1700,7 @@ func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsResponse.ProtoReflect.Descriptor instead.
 func (*ListBlobsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListBlobsResponse) GetBlobs() []*BlobInfo {
@@ -1427,7 +1769,36 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x12InjectUBERResponse\"\"\n" +
 	"\x0eFailDieRequest\x12\x10\n" +
 	"\x03die\x18\x01 \x01(\x05R\x03die\"\x11\n" +
-	"\x0fFailDieResponse\"1\n" +
+	"\x0fFailDieResponse\"\x98\x03\n" +
+	"\fDieRepairJob\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\achannel\x18\x02 \x01(\x05R\achannel\x12\x10\n" +
+	"\x03die\x18\x03 \x01(\x05R\x03die\x125\n" +
+	"\x17first_failure_unix_nano\x18\x04 \x01(\x03R\x14firstFailureUnixNano\x12,\n" +
+	"\x12detected_unix_nano\x18\x05 \x01(\x03R\x10detectedUnixNano\x12\x16\n" +
+	"\x06ranges\x18\x06 \x01(\x03R\x06ranges\x12\x1d\n" +
+	"\n" +
+	"lost_bytes\x18\a \x01(\x03R\tlostBytes\x12\x14\n" +
+	"\x05files\x18\b \x01(\x03R\x05files\x12\x18\n" +
+	"\aobjects\x18\t \x03(\x04R\aobjects\x12\x1a\n" +
+	"\bversions\x18\n" +
+	" \x03(\x04R\bversions\x12\x1d\n" +
+	"\n" +
+	"meta_files\x18\v \x03(\tR\tmetaFiles\x12\x1e\n" +
+	"\n" +
+	"identifier\x18\f \x01(\tR\n" +
+	"identifier\x12%\n" +
+	"\x0eidentify_nanos\x18\r \x01(\x03R\ridentifyNanos\"\x13\n" +
+	"\x11DieRepairsRequest\"F\n" +
+	"\x12DieRepairsResponse\x120\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1c.flashmend.node.DieRepairJobR\x04jobs\"\xc8\x01\n" +
+	"\x14DieRepairDoneRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
+	"\x10objects_repaired\x18\x02 \x01(\x03R\x0fobjectsRepaired\x12%\n" +
+	"\x0eobjects_failed\x18\x03 \x01(\x03R\robjectsFailed\x12%\n" +
+	"\x0ebytes_repaired\x18\x04 \x01(\x03R\rbytesRepaired\x12'\n" +
+	"\x0fchunks_repaired\x18\x05 \x01(\x03R\x0echunksRepaired\"\x17\n" +
+	"\x15DieRepairDoneResponse\"1\n" +
 	"\fStatsRequest\x12!\n" +
 	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\x93\x04\n" +
 	"\vDeviceStats\x12\x16\n" +
@@ -1479,7 +1850,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x12\n" +
 	"\x10ListBlobsRequest\"C\n" +
 	"\x11ListBlobsResponse\x12.\n" +
-	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs2\x96\x05\n" +
+	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs2\xc9\x06\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteChunk\x12!.flashmend.node.WriteChunkRequest\x1a\".flashmend.node.WriteChunkResponse\x12P\n" +
@@ -1489,7 +1860,10 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\fCorruptChunk\x12#.flashmend.node.CorruptChunkRequest\x1a$.flashmend.node.CorruptChunkResponse\x12S\n" +
 	"\n" +
 	"InjectUBER\x12!.flashmend.node.InjectUBERRequest\x1a\".flashmend.node.InjectUBERResponse\x12J\n" +
-	"\aFailDie\x12\x1e.flashmend.node.FailDieRequest\x1a\x1f.flashmend.node.FailDieResponse\x12D\n" +
+	"\aFailDie\x12\x1e.flashmend.node.FailDieRequest\x1a\x1f.flashmend.node.FailDieResponse\x12S\n" +
+	"\n" +
+	"DieRepairs\x12!.flashmend.node.DieRepairsRequest\x1a\".flashmend.node.DieRepairsResponse\x12\\\n" +
+	"\rDieRepairDone\x12$.flashmend.node.DieRepairDoneRequest\x1a%.flashmend.node.DieRepairDoneResponse\x12D\n" +
 	"\x05Stats\x12\x1c.flashmend.node.StatsRequest\x1a\x1d.flashmend.node.StatsResponse\x12P\n" +
 	"\tListBlobs\x12 .flashmend.node.ListBlobsRequest\x1a!.flashmend.node.ListBlobsResponseB4Z2github.com/flashmend/flashmend/internal/gen/nodepbb\x06proto3"
 
@@ -1505,62 +1879,72 @@ func file_flashmend_node_node_proto_rawDescGZIP() []byte {
 	return file_flashmend_node_node_proto_rawDescData
 }
 
-var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_flashmend_node_node_proto_goTypes = []any{
-	(*ChunkRef)(nil),             // 0: flashmend.node.ChunkRef
-	(*BlobInfo)(nil),             // 1: flashmend.node.BlobInfo
-	(*WriteChunkRequest)(nil),    // 2: flashmend.node.WriteChunkRequest
-	(*WriteChunkResponse)(nil),   // 3: flashmend.node.WriteChunkResponse
-	(*ReadChunkRequest)(nil),     // 4: flashmend.node.ReadChunkRequest
-	(*ReadChunkResponse)(nil),    // 5: flashmend.node.ReadChunkResponse
-	(*DeleteBlobRequest)(nil),    // 6: flashmend.node.DeleteBlobRequest
-	(*DeleteBlobResponse)(nil),   // 7: flashmend.node.DeleteBlobResponse
-	(*CorruptChunkRequest)(nil),  // 8: flashmend.node.CorruptChunkRequest
-	(*CorruptChunkResponse)(nil), // 9: flashmend.node.CorruptChunkResponse
-	(*InjectUBERRequest)(nil),    // 10: flashmend.node.InjectUBERRequest
-	(*InjectUBERResponse)(nil),   // 11: flashmend.node.InjectUBERResponse
-	(*FailDieRequest)(nil),       // 12: flashmend.node.FailDieRequest
-	(*FailDieResponse)(nil),      // 13: flashmend.node.FailDieResponse
-	(*StatsRequest)(nil),         // 14: flashmend.node.StatsRequest
-	(*DeviceStats)(nil),          // 15: flashmend.node.DeviceStats
-	(*StatsResponse)(nil),        // 16: flashmend.node.StatsResponse
-	(*RepairEvent)(nil),          // 17: flashmend.node.RepairEvent
-	(*RepairHistory)(nil),        // 18: flashmend.node.RepairHistory
-	(*ListBlobsRequest)(nil),     // 19: flashmend.node.ListBlobsRequest
-	(*ListBlobsResponse)(nil),    // 20: flashmend.node.ListBlobsResponse
-	nil,                          // 21: flashmend.node.RepairHistory.CountsEntry
+	(*ChunkRef)(nil),              // 0: flashmend.node.ChunkRef
+	(*BlobInfo)(nil),              // 1: flashmend.node.BlobInfo
+	(*WriteChunkRequest)(nil),     // 2: flashmend.node.WriteChunkRequest
+	(*WriteChunkResponse)(nil),    // 3: flashmend.node.WriteChunkResponse
+	(*ReadChunkRequest)(nil),      // 4: flashmend.node.ReadChunkRequest
+	(*ReadChunkResponse)(nil),     // 5: flashmend.node.ReadChunkResponse
+	(*DeleteBlobRequest)(nil),     // 6: flashmend.node.DeleteBlobRequest
+	(*DeleteBlobResponse)(nil),    // 7: flashmend.node.DeleteBlobResponse
+	(*CorruptChunkRequest)(nil),   // 8: flashmend.node.CorruptChunkRequest
+	(*CorruptChunkResponse)(nil),  // 9: flashmend.node.CorruptChunkResponse
+	(*InjectUBERRequest)(nil),     // 10: flashmend.node.InjectUBERRequest
+	(*InjectUBERResponse)(nil),    // 11: flashmend.node.InjectUBERResponse
+	(*FailDieRequest)(nil),        // 12: flashmend.node.FailDieRequest
+	(*FailDieResponse)(nil),       // 13: flashmend.node.FailDieResponse
+	(*DieRepairJob)(nil),          // 14: flashmend.node.DieRepairJob
+	(*DieRepairsRequest)(nil),     // 15: flashmend.node.DieRepairsRequest
+	(*DieRepairsResponse)(nil),    // 16: flashmend.node.DieRepairsResponse
+	(*DieRepairDoneRequest)(nil),  // 17: flashmend.node.DieRepairDoneRequest
+	(*DieRepairDoneResponse)(nil), // 18: flashmend.node.DieRepairDoneResponse
+	(*StatsRequest)(nil),          // 19: flashmend.node.StatsRequest
+	(*DeviceStats)(nil),           // 20: flashmend.node.DeviceStats
+	(*StatsResponse)(nil),         // 21: flashmend.node.StatsResponse
+	(*RepairEvent)(nil),           // 22: flashmend.node.RepairEvent
+	(*RepairHistory)(nil),         // 23: flashmend.node.RepairHistory
+	(*ListBlobsRequest)(nil),      // 24: flashmend.node.ListBlobsRequest
+	(*ListBlobsResponse)(nil),     // 25: flashmend.node.ListBlobsResponse
+	nil,                           // 26: flashmend.node.RepairHistory.CountsEntry
 }
 var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 0: flashmend.node.WriteChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
 	1,  // 1: flashmend.node.WriteChunkRequest.info:type_name -> flashmend.node.BlobInfo
 	0,  // 2: flashmend.node.ReadChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
 	0,  // 3: flashmend.node.CorruptChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
-	15, // 4: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
-	18, // 5: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
-	21, // 6: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
-	17, // 7: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
-	1,  // 8: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
-	2,  // 9: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
-	4,  // 10: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
-	6,  // 11: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
-	8,  // 12: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
-	10, // 13: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
-	12, // 14: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
-	14, // 15: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
-	19, // 16: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
-	3,  // 17: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
-	5,  // 18: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
-	7,  // 19: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
-	9,  // 20: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
-	11, // 21: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
-	13, // 22: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
-	16, // 23: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
-	20, // 24: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
-	17, // [17:25] is the sub-list for method output_type
-	9,  // [9:17] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	14, // 4: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
+	20, // 5: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
+	23, // 6: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
+	26, // 7: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
+	22, // 8: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
+	1,  // 9: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
+	2,  // 10: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
+	4,  // 11: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
+	6,  // 12: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
+	8,  // 13: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
+	10, // 14: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
+	12, // 15: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
+	15, // 16: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
+	17, // 17: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
+	19, // 18: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
+	24, // 19: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
+	3,  // 20: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
+	5,  // 21: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
+	7,  // 22: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
+	9,  // 23: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
+	11, // 24: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
+	13, // 25: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
+	16, // 26: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
+	18, // 27: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
+	21, // 28: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
+	25, // 29: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_node_node_proto_init() }
@@ -1574,7 +1958,7 @@ func file_flashmend_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_node_node_proto_rawDesc), len(file_flashmend_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

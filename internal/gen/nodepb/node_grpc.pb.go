@@ -22,14 +22,16 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Node_WriteChunk_FullMethodName   = "/flashmend.node.Node/WriteChunk"
-	Node_ReadChunk_FullMethodName    = "/flashmend.node.Node/ReadChunk"
-	Node_DeleteBlob_FullMethodName   = "/flashmend.node.Node/DeleteBlob"
-	Node_CorruptChunk_FullMethodName = "/flashmend.node.Node/CorruptChunk"
-	Node_InjectUBER_FullMethodName   = "/flashmend.node.Node/InjectUBER"
-	Node_FailDie_FullMethodName      = "/flashmend.node.Node/FailDie"
-	Node_Stats_FullMethodName        = "/flashmend.node.Node/Stats"
-	Node_ListBlobs_FullMethodName    = "/flashmend.node.Node/ListBlobs"
+	Node_WriteChunk_FullMethodName    = "/flashmend.node.Node/WriteChunk"
+	Node_ReadChunk_FullMethodName     = "/flashmend.node.Node/ReadChunk"
+	Node_DeleteBlob_FullMethodName    = "/flashmend.node.Node/DeleteBlob"
+	Node_CorruptChunk_FullMethodName  = "/flashmend.node.Node/CorruptChunk"
+	Node_InjectUBER_FullMethodName    = "/flashmend.node.Node/InjectUBER"
+	Node_FailDie_FullMethodName       = "/flashmend.node.Node/FailDie"
+	Node_DieRepairs_FullMethodName    = "/flashmend.node.Node/DieRepairs"
+	Node_DieRepairDone_FullMethodName = "/flashmend.node.Node/DieRepairDone"
+	Node_Stats_FullMethodName         = "/flashmend.node.Node/Stats"
+	Node_ListBlobs_FullMethodName     = "/flashmend.node.Node/ListBlobs"
 )
 
 // NodeClient is the client API for Node service.
@@ -42,6 +44,8 @@ type NodeClient interface {
 	CorruptChunk(ctx context.Context, in *CorruptChunkRequest, opts ...grpc.CallOption) (*CorruptChunkResponse, error)
 	InjectUBER(ctx context.Context, in *InjectUBERRequest, opts ...grpc.CallOption) (*InjectUBERResponse, error)
 	FailDie(ctx context.Context, in *FailDieRequest, opts ...grpc.CallOption) (*FailDieResponse, error)
+	DieRepairs(ctx context.Context, in *DieRepairsRequest, opts ...grpc.CallOption) (*DieRepairsResponse, error)
+	DieRepairDone(ctx context.Context, in *DieRepairDoneRequest, opts ...grpc.CallOption) (*DieRepairDoneResponse, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	ListBlobs(ctx context.Context, in *ListBlobsRequest, opts ...grpc.CallOption) (*ListBlobsResponse, error)
 }
@@ -114,6 +118,26 @@ func (c *nodeClient) FailDie(ctx context.Context, in *FailDieRequest, opts ...gr
 	return out, nil
 }
 
+func (c *nodeClient) DieRepairs(ctx context.Context, in *DieRepairsRequest, opts ...grpc.CallOption) (*DieRepairsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DieRepairsResponse)
+	err := c.cc.Invoke(ctx, Node_DieRepairs_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *nodeClient) DieRepairDone(ctx context.Context, in *DieRepairDoneRequest, opts ...grpc.CallOption) (*DieRepairDoneResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DieRepairDoneResponse)
+	err := c.cc.Invoke(ctx, Node_DieRepairDone_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *nodeClient) Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(StatsResponse)
@@ -144,6 +168,8 @@ type NodeServer interface {
 	CorruptChunk(context.Context, *CorruptChunkRequest) (*CorruptChunkResponse, error)
 	InjectUBER(context.Context, *InjectUBERRequest) (*InjectUBERResponse, error)
 	FailDie(context.Context, *FailDieRequest) (*FailDieResponse, error)
+	DieRepairs(context.Context, *DieRepairsRequest) (*DieRepairsResponse, error)
+	DieRepairDone(context.Context, *DieRepairDoneRequest) (*DieRepairDoneResponse, error)
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	ListBlobs(context.Context, *ListBlobsRequest) (*ListBlobsResponse, error)
 	mustEmbedUnimplementedNodeServer()
@@ -173,6 +199,12 @@ func (UnimplementedNodeServer) InjectUBER(context.Context, *InjectUBERRequest) (
 }
 func (UnimplementedNodeServer) FailDie(context.Context, *FailDieRequest) (*FailDieResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FailDie not implemented")
+}
+func (UnimplementedNodeServer) DieRepairs(context.Context, *DieRepairsRequest) (*DieRepairsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DieRepairs not implemented")
+}
+func (UnimplementedNodeServer) DieRepairDone(context.Context, *DieRepairDoneRequest) (*DieRepairDoneResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DieRepairDone not implemented")
 }
 func (UnimplementedNodeServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Stats not implemented")
@@ -309,6 +341,42 @@ func _Node_FailDie_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_DieRepairs_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DieRepairsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).DieRepairs(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_DieRepairs_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).DieRepairs(ctx, req.(*DieRepairsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Node_DieRepairDone_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DieRepairDoneRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).DieRepairDone(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_DieRepairDone_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).DieRepairDone(ctx, req.(*DieRepairDoneRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Node_Stats_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(StatsRequest)
 	if err := dec(in); err != nil {
@@ -375,6 +443,14 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FailDie",
 			Handler:    _Node_FailDie_Handler,
+		},
+		{
+			MethodName: "DieRepairs",
+			Handler:    _Node_DieRepairs_Handler,
+		},
+		{
+			MethodName: "DieRepairDone",
+			Handler:    _Node_DieRepairDone_Handler,
 		},
 		{
 			MethodName: "Stats",

@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf"
+)
+
+// Die repair (Reparo, paper 003), the node's part. When the flash layer
+// declares a die failed, the node asks the identifier what the die held
+// (objstore.DieReporter.LostOnDie: window by window, CDR* by default) and
+// opens a die-repair job naming the blobs with a file there. The cluster's
+// repairer (client.Scrubber.RepairDies) polls DieRepairs, repairs those
+// blobs through the DIRECT read path (their chunks on the dead die read as
+// corruption and are re-created from the other replicas or the EC row,
+// written out of place on the surviving dies), and reports DieRepairDone.
+// The node then identifies again: a job is finished only when the die holds
+// nothing the store still maps, so a crash, a lost report or a repair that
+// failed leaves the job open; after a restart, every failed die that still
+// holds live data opens a job again (the state is on flash, not in memory).
+
+// dieRepairRounds bounds how often a job is reopened for what is left.
+const dieRepairRounds = 5
+
+type dieJob struct {
+	pb     *nodepb.DieRepairJob
+	rounds int
+	done   bool
+	opened time.Time
+}
+
+type dieRepairs struct {
+	mu     sync.Mutex
+	seq    uint64
+	jobs   map[uint64]*dieJob
+	method reparo.Method
+}
+
+// dieLoop opens a job for each die failure, and at start for every failed
+// die that still holds live data.
+func (n *Node) dieLoop(ctx context.Context, dr objstore.DieReporter) {
+	defer n.wg.Done()
+	for _, d := range dr.FailedDies() {
+		n.openDieJob(dr, sdf.DieFailure{Die: d, First: time.Now(), At: time.Now()}, true)
+	}
+	for {
+		select {
+		case ev := <-dr.DieEvents():
+			n.openDieJob(dr, ev, false)
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bool) {
+	loss, err := dr.LostOnDie(ev.Die, n.dies.method)
+	if err != nil {
+		n.cfg.Logf("node %s: die %s failed; identifying what it held: %v", n.id, ev.Die, err)
+		return
+	}
+	n.repairMetaCopies(loss)
+	if !atStart {
+		n.history.record(KindDieFailed, nil, fmt.Sprintf("die %s failed (%d bad blocks, detected %v after its first failure); lost %d ranges, %s in %d files of %d blobs",
+			ev.Die, ev.BadBlocks, ev.Latency().Round(time.Microsecond), loss.Ranges, base.Bytes(loss.Bytes), loss.Files, len(loss.Blobs)))
+	}
+	if len(loss.Blobs) == 0 {
+		return
+	}
+	n.cfg.Logf("node %s: die %s failed: %d ranges, %s in %d files of %d blobs to repair (identified by %v in %v, %d windows)",
+		n.id, ev.Die, loss.Ranges, base.Bytes(loss.Bytes), loss.Files, len(loss.Blobs), loss.Method, loss.Elapsed, loss.Windows)
+	n.dies.mu.Lock()
+	defer n.dies.mu.Unlock()
+	n.dies.seq++
+	n.dies.jobs[n.dies.seq] = &dieJob{pb: jobProto(n.dies.seq, ev, loss), opened: time.Now()}
+}
+
+// repairMetaCopies rewrites the copies of triplicated metadata files that
+// were on the die from their other copies (reading a MetaFiles file
+// rewrites every copy that does not verify).
+func (n *Node) repairMetaCopies(loss objstore.DieLoss) {
+	fixed := 0
+	for _, name := range loss.MetaFiles {
+		res, err := n.chunks.Meta().Read(name)
+		if err != nil {
+			n.cfg.Logf("node %s: die %s: metadata file %s: %v", n.id, loss.Die, name, err)
+			continue
+		}
+		fixed += res.Repaired
+	}
+	if fixed > 0 {
+		n.history.record(KindMetaRepaired, nil, fmt.Sprintf("die %s: %d metadata copies rewritten from their other copies", loss.Die, fixed))
+	}
+}
+
+func jobProto(id uint64, ev sdf.DieFailure, loss objstore.DieLoss) *nodepb.DieRepairJob {
+	pb := &nodepb.DieRepairJob{
+		Id: id, Channel: int32(ev.Die.Channel), Die: int32(ev.Die.Die),
+		FirstFailureUnixNano: ev.First.UnixNano(), DetectedUnixNano: ev.At.UnixNano(),
+		Ranges: int64(loss.Ranges), LostBytes: loss.Bytes, Files: int64(loss.Files),
+		MetaFiles: append(append([]string(nil), loss.MetaFiles...), loss.OtherFiles...), Identifier: loss.Method.String(), IdentifyNanos: loss.Elapsed.Nanoseconds(),
+	}
+	sort.Slice(loss.Blobs, func(a, b int) bool {
+		return loss.Blobs[a].Object < loss.Blobs[b].Object ||
+			(loss.Blobs[a].Object == loss.Blobs[b].Object && loss.Blobs[a].Version < loss.Blobs[b].Version)
+	})
+	for _, b := range loss.Blobs {
+		pb.Objects = append(pb.Objects, b.Object)
+		pb.Versions = append(pb.Versions, b.Version)
+	}
+	return pb
+}
+
+// DieRepairs lists the open die-repair jobs.
+func (n *Node) DieRepairs() []*nodepb.DieRepairJob {
+	n.dies.mu.Lock()
+	defer n.dies.mu.Unlock()
+	var out []*nodepb.DieRepairJob
+	for _, j := range n.dies.jobs {
+		if !j.done {
+			out = append(out, j.pb)
+		}
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Id < out[b].Id })
+	return out
+}
+
+// DieRepairDone records the repairer's report for a job, identifies the die
+// again and reopens the job for what is left (up to dieRepairRounds).
+func (n *Node) DieRepairDone(req *nodepb.DieRepairDoneRequest) error {
+	n.dies.mu.Lock()
+	j, ok := n.dies.jobs[req.Id]
+	if !ok || j.done {
+		n.dies.mu.Unlock()
+		return base.InvalidArgumentf("node %s: no open die-repair job %d", n.id, req.Id)
+	}
+	j.done = true
+	j.rounds++
+	pb, rounds, opened := j.pb, j.rounds, j.opened
+	n.dies.mu.Unlock()
+	dr, _ := n.inner.(objstore.DieReporter)
+	die := flash.DieAddr{Channel: int(pb.Channel), Die: int(pb.Die)}
+	var left objstore.DieLoss
+	if dr != nil {
+		var err error
+		if left, err = dr.LostOnDie(die, n.dies.method); err != nil {
+			return err
+		}
+		if len(left.MetaFiles) > 0 {
+			n.repairMetaCopies(left)
+			if left, err = dr.LostOnDie(die, n.dies.method); err != nil {
+				return err
+			}
+		}
+	}
+	took := time.Since(time.Unix(0, pb.DetectedUnixNano)).Round(time.Millisecond)
+	detail := fmt.Sprintf("die %s: %d ranges, %s lost in %d files; %d blobs repaired, %d failed, %d chunks (%s) written, %v after detection (round %d)",
+		die, pb.Ranges, base.Bytes(pb.LostBytes), pb.Files, req.ObjectsRepaired, req.ObjectsFailed, req.ChunksRepaired,
+		base.Bytes(req.BytesRepaired), took, rounds)
+	if left.Ranges > 0 {
+		detail += fmt.Sprintf("; %d ranges (%s) still on the die", left.Ranges, base.Bytes(left.Bytes))
+	}
+	n.history.record(KindDieRepaired, nil, detail)
+	n.cfg.Logf("node %s: %s", n.id, detail)
+	if left.Ranges > 0 && rounds < dieRepairRounds {
+		n.dies.mu.Lock()
+		defer n.dies.mu.Unlock()
+		n.dies.seq++
+		ev := sdf.DieFailure{Die: die, First: time.Unix(0, pb.FirstFailureUnixNano), At: time.Unix(0, pb.DetectedUnixNano)}
+		n.dies.jobs[n.dies.seq] = &dieJob{pb: jobProto(n.dies.seq, ev, left), rounds: rounds, opened: opened}
+	}
+	return nil
+}

@@ -1,0 +1,145 @@
+package objstore
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf"
+)
+
+// DieReporter is a store on flash whose dies can fail: it reports each
+// failure (Reparo's Detector event) and what the die held (its Identifier),
+// so that the cluster repairs exactly that.
+type DieReporter interface {
+	// DieEvents delivers each die the flash layer declares failed.
+	DieEvents() <-chan sdf.DieFailure
+	// FailedDies lists the dies known failed (journaled before this open
+	// included).
+	FailedDies() []flash.DieAddr
+	// LostOnDie identifies what the die held and the store still maps.
+	LostOnDie(d flash.DieAddr, m reparo.Method) (DieLoss, error)
+}
+
+var _ DieReporter = (*SDFStore)(nil)
+
+// BlobRef names one blob (object version) of the chunk store.
+type BlobRef struct {
+	Object, Version uint64
+}
+
+// DieLoss is what a failed die held: the store's file ranges on it, the
+// blobs those files belong to, and the other files (node metadata copies).
+type DieLoss struct {
+	Die    flash.DieAddr
+	Method reparo.Method
+	Ranges int
+	Bytes  int64
+	Files  int
+	Blobs  []BlobRef
+	// MetaFiles are triplicated metadata files (MetaFiles: local index
+	// entries, identity, history) with a copy on the die; the node
+	// rewrites that copy from the others.
+	MetaFiles  []string
+	OtherFiles []string
+	Windows    int
+	PagesRead  int
+	Elapsed    time.Duration
+}
+
+// Geometry is the emulated device's geometry.
+func (s *SDFStore) Geometry() flash.Geometry { return s.dev.Geometry() }
+
+// DieEvents implements DieReporter.
+func (s *SDFStore) DieEvents() <-chan sdf.DieFailure { return s.dies }
+
+// FailedDies implements DieReporter.
+func (s *SDFStore) FailedDies() []flash.DieAddr { return s.fs.FailedDies() }
+
+// identifyWindowFiles is how many file IDs one identifier query covers: a
+// bounded window, so no single call walks a whole large device's map.
+const identifyWindowFiles = 4096
+
+// LostOnDie implements DieReporter: it asks the flash layer's identifier,
+// window by window over the file IDs, for the live ranges on the die, and
+// names the blobs (object, version) whose chunk, sums or index files they
+// are in. Files being written (temporary names) are left out: their writer
+// sees the failure.
+func (s *SDFStore) LostOnDie(d flash.DieAddr, m reparo.Method) (DieLoss, error) {
+	start := time.Now()
+	loss := DieLoss{Die: d, Method: m}
+	blobs := map[BlobRef]bool{}
+	files := map[string]bool{}
+	metas := map[string]bool{}
+	for _, w := range reparo.Windows(s.fs.MaxFileID(), identifyWindowFiles) {
+		rs, st, err := s.fs.Identify(d, m, w)
+		if err != nil {
+			return loss, err
+		}
+		loss.Windows++
+		loss.PagesRead += st.PagesRead
+		for _, r := range rs {
+			if strings.Contains(r.Name, ".tmp") {
+				continue
+			}
+			loss.Ranges++
+			loss.Bytes += r.Len
+			if files[r.Name] {
+				continue
+			}
+			files[r.Name] = true
+			if logical, ok := metaCopyOf(r.Name); ok {
+				if !metas[logical] {
+					metas[logical] = true
+					loss.MetaFiles = append(loss.MetaFiles, logical)
+				}
+			} else if b, ok := blobOfFile(r.Name); ok {
+				blobs[b] = true
+			} else {
+				loss.OtherFiles = append(loss.OtherFiles, r.Name)
+			}
+		}
+	}
+	loss.Files = len(files)
+	for b := range blobs {
+		loss.Blobs = append(loss.Blobs, b)
+	}
+	loss.Elapsed = time.Since(start)
+	return loss, nil
+}
+
+// metaCopyOf returns the logical name of a MetaFiles copy (metaCopyName).
+func metaCopyOf(name string) (string, bool) {
+	i := strings.LastIndex(name, ".m")
+	if i <= 0 || i+2 == len(name) {
+		return "", false
+	}
+	if _, err := strconv.Atoi(name[i+2:]); err != nil {
+		return "", false
+	}
+	return name[:i], true
+}
+
+// blobOfFile parses the blob directory of a chunk-store file name
+// ("d/<object hex>.<version>/..." and the like, see blobDir).
+func blobOfFile(name string) (BlobRef, bool) {
+	parts := strings.Split(name, "/")
+	if len(parts) < 3 {
+		return BlobRef{}, false
+	}
+	obj, ver, ok := strings.Cut(parts[1], ".")
+	if !ok || len(obj) != 16 {
+		return BlobRef{}, false
+	}
+	o, err := strconv.ParseUint(obj, 16, 64)
+	if err != nil {
+		return BlobRef{}, false
+	}
+	v, err := strconv.ParseUint(ver, 10, 64)
+	if err != nil {
+		return BlobRef{}, false
+	}
+	return BlobRef{Object: o, Version: v}, true
+}
