@@ -16,6 +16,8 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
 
 // kvAddrsEnv is read when --addrs is not given; `kv serve` prints it.
@@ -71,7 +73,7 @@ and the shard split keys the cluster was started with (--splits).`,
 	cmd.PersistentFlags().StringVar(&splits, "splits", "", "shard split keys, comma separated (as the cluster was started)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "request timeout")
 
-	client := func() (*kv.Client, context.Context, context.CancelFunc, error) {
+	client := func() (*kvclient.Client, context.Context, context.CancelFunc, error) {
 		if addrs == "" {
 			addrs = os.Getenv(kvAddrsEnv)
 		}
@@ -85,7 +87,7 @@ and the shard split keys the cluster was started with (--splits).`,
 		}
 		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 		layout := kv.UniformLayout(ids, splitList(splits)...)
-		c, err := kv.NewClient(layout, m, kv.ClientOptions{})
+		c, err := kvclient.New(layout, m, kvclient.Options{})
 		if err != nil {
 			return nil, nil, nil, err
 		}
@@ -97,7 +99,7 @@ and the shard split keys the cluster was started with (--splits).`,
 	return cmd
 }
 
-type kvClientFunc func() (*kv.Client, context.Context, context.CancelFunc, error)
+type kvClientFunc func() (*kvclient.Client, context.Context, context.CancelFunc, error)
 
 func splitList(s string) []string {
 	if s == "" {
@@ -122,14 +124,14 @@ func parseAddrs(s string) (map[base.NodeID]string, error) {
 	return out, nil
 }
 
-func readOption(consistency string, index uint64) (kv.ReadOption, error) {
+func readOption(consistency string, index uint64) (kvclient.ReadOption, error) {
 	switch consistency {
 	case "strong":
-		return kv.Strong(), nil
+		return kvclient.Strong(), nil
 	case "eventual":
-		return kv.Eventual(), nil
+		return kvclient.Eventual(), nil
 	case "after":
-		return kv.AfterIndex(index), nil
+		return kvclient.AfterIndex(index), nil
 	}
 	return nil, base.InvalidArgumentf("unknown consistency %q (strong, eventual or after)", consistency)
 }
@@ -224,7 +226,7 @@ func newKVDataCmds(client kvClientFunc) []*cobra.Command {
 				end = []byte(args[1])
 			}
 			w := cmd.OutOrStdout()
-			return c.ScanEach(ctx, start, end, limit, func(r kv.KeyValue) error {
+			return c.ScanEach(ctx, start, end, limit, func(r kvclient.KeyValue) error {
 				_, err := fmt.Fprintf(w, "%s\t%s\n", r.Key, r.Value)
 				return err
 			}, opt)
@@ -350,11 +352,11 @@ func newKVServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			cfg := kv.LocalClusterConfig{Nodes: nodes, Splits: splitList(splits), Options: kv.Options{Mode: m}}
+			cfg := kvcluster.Config{Nodes: nodes, Splits: splitList(splits), Options: kv.Options{Mode: m}}
 			if dir != "" {
 				cfg.FS, cfg.Dir = vfs.Default, dir
 			}
-			c, err := kv.StartLocalCluster(cfg)
+			c, err := kvcluster.Start(cfg)
 			if err != nil {
 				return err
 			}
@@ -409,7 +411,7 @@ func newKVDemoCmd() *cobra.Command {
 			if keys < 1000 || keys > 1_000_000 {
 				return base.InvalidArgumentf("--keys %d outside [1000, 1000000]", keys)
 			}
-			rep, err := kv.RunRepairDemo(context.Background(), kv.RepairDemoConfig{Keys: keys, Mode: m})
+			rep, err := kvcluster.RunRepairDemo(context.Background(), kvcluster.RepairDemoConfig{Keys: keys, Mode: m})
 			if err != nil {
 				return err
 			}

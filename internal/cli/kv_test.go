@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
 
 func runKVCLI(t *testing.T, args ...string) (string, int) {
@@ -19,7 +20,7 @@ func runKVCLI(t *testing.T, args ...string) (string, int) {
 func TestKVCommandsAgainstLocalCluster(t *testing.T) {
 	// No block cache: a clean cached copy of the block damaged below
 	// would hide the damage from reads (see Replica.CorruptBlock).
-	c, err := kv.StartLocalCluster(kv.LocalClusterConfig{Splits: []string{"m"}, Options: kv.Options{CacheBytes: -1}})
+	c, err := kvcluster.Start(kvcluster.Config{Splits: []string{"m"}, Options: kv.Options{CacheBytes: -1}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/bitrot"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/report"
 )
 
@@ -72,10 +74,10 @@ type kvSweepParams struct {
 // kvSweepBase builds the stored cluster every cell starts from: two
 // loads with a restart between them (two sstables, MANIFEST edits and raft
 // log generations per replica), then a stop.
-func kvSweepBase(ctx context.Context, p kvSweepParams) (vfs.FS, kv.LocalClusterConfig, error) {
+func kvSweepBase(ctx context.Context, p kvSweepParams) (vfs.FS, kvcluster.Config, error) {
 	fs := vfs.NewMem()
-	cfg := kv.LocalClusterConfig{FS: fs, Dir: "kv", Options: kv.Options{ScrubInterval: -1, CacheBytes: -1}}
-	c, err := kv.StartLocalCluster(cfg)
+	cfg := kvcluster.Config{FS: fs, Dir: "kv", Options: kv.Options{ScrubInterval: -1, CacheBytes: -1}}
+	c, err := kvcluster.Start(cfg)
 	if err != nil {
 		return nil, cfg, err
 	}
@@ -89,11 +91,11 @@ func kvSweepBase(ctx context.Context, p kvSweepParams) (vfs.FS, kv.LocalClusterC
 		return nil, cfg, err
 	}
 	c.Close()
-	c, err = kv.StartLocalCluster(cfg)
+	c, err = kvcluster.Start(cfg)
 	if err != nil {
 		return nil, cfg, err
 	}
-	cl, err := c.NewClient(kv.ClientOptions{Seed: p.Seed})
+	cl, err := c.NewClient(kvclient.Options{Seed: p.Seed})
 	if err != nil {
 		c.Close()
 		return nil, cfg, err
@@ -212,7 +214,7 @@ func runKVFaultSweep(ctx context.Context, p kvSweepParams) ([]kvSweepCell, error
 	return cells, nil
 }
 
-func runKVSweepCell(ctx context.Context, baseFS vfs.FS, cfg kv.LocalClusterConfig, file, fault string, p kvSweepParams,
+func runKVSweepCell(ctx context.Context, baseFS vfs.FS, cfg kvcluster.Config, file, fault string, p kvSweepParams,
 	rng *rand.Rand) (kvSweepCell, error) {
 	cell := kvSweepCell{Kind: bitrot.Kind(file), File: strings.TrimPrefix(file, cfg.Dir+"/"), Fault: fault, Crash: p.Crash}
 	fs := vfs.NewMem()
@@ -226,13 +228,13 @@ func runKVSweepCell(ctx context.Context, baseFS vfs.FS, cfg kv.LocalClusterConfi
 	cell.What = what
 	started := time.Now()
 	cfg.FS = fs
-	c, err := kv.StartLocalCluster(cfg)
+	c, err := kvcluster.Start(cfg)
 	if err != nil {
 		cell.StartErr = err.Error()
 		return cell, nil
 	}
 	defer c.Close()
-	cl, err := c.NewClient(kv.ClientOptions{Seed: p.Seed})
+	cl, err := c.NewClient(kvclient.Options{Seed: p.Seed})
 	if err != nil {
 		return cell, err
 	}
@@ -241,7 +243,7 @@ func runKVSweepCell(ctx context.Context, baseFS vfs.FS, cfg kv.LocalClusterConfi
 	for i := 0; i < p.Keys; i++ {
 		for {
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			v, found, err := cl.Get(rctx, uberKey(i), kv.Eventual())
+			v, found, err := cl.Get(rctx, uberKey(i), kvclient.Eventual())
 			cancel()
 			if err == nil && found && string(v) != string(uberValue(i, 800)) {
 				cell.Wrong++
@@ -312,7 +314,7 @@ func runKVFaultSweepExperiment(ctx context.Context, cfg Config) (*report.Report,
 	if err != nil {
 		return nil, err
 	}
-	r.Text("Three replicas of one shard (`kv.LocalCluster` on an in-memory file system, %d keys of 800 B written in "+
+	r.Text("Three replicas of one shard (`kvcluster.Cluster` on an in-memory file system, %d keys of 800 B written in "+
 		"two phases with a restart between them, so each replica has two sstables, MANIFEST edits and two raft log "+
 		"generations), then stopped (*clean*: engines flushed; *crash*: not). For every file replica n1 keeps and every "+
 		"fault, one at a time, on a fresh copy of the stopped store: the fault is applied to that file, the cluster "+

@@ -18,6 +18,8 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/bitrot"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
 )
 
@@ -221,7 +223,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 		return res, err
 	}
 	log := &repairLog{}
-	c, err := kv.StartLocalCluster(kv.LocalClusterConfig{
+	c, err := kvcluster.Start(kvcluster.Config{
 		Nodes: 3, Splits: ycsbSplits(p.Records, p.Shards), FS: flips,
 		Options: kv.Options{
 			Mode: p.Mode, CacheBytes: p.CacheBytes, MemTableBytes: p.MemTableBytes, OnRepair: log.record,
@@ -343,7 +345,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 
 // kvWaitCaughtUp waits until every replica of every shard has applied the
 // same index.
-func kvWaitCaughtUp(ctx context.Context, c *kv.LocalCluster) error {
+func kvWaitCaughtUp(ctx context.Context, c *kvcluster.Cluster) error {
 	deadline := time.Now().Add(time.Minute)
 	for _, s := range c.Layout.Shards {
 		for {
@@ -368,14 +370,14 @@ func kvWaitCaughtUp(ctx context.Context, c *kv.LocalCluster) error {
 }
 
 // kvLoad inserts every record, in batches that stay within one shard.
-func kvLoad(ctx context.Context, c *kv.LocalCluster, p kvRunParams) error {
-	cl, err := c.NewClient(kv.ClientOptions{Seed: p.Seed})
+func kvLoad(ctx context.Context, c *kvcluster.Cluster, p kvRunParams) error {
+	cl, err := c.NewClient(kvclient.Options{Seed: p.Seed})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	const batch = 64
-	var ops []kv.Op
+	var ops []kvclient.Op
 	flush := func() error {
 		if len(ops) == 0 {
 			return nil
@@ -402,7 +404,7 @@ func kvLoad(ctx context.Context, c *kv.LocalCluster, p kvRunParams) error {
 				return err
 			}
 		}
-		ops = append(ops, kv.Op{Key: k, Value: ycsbValue(i, 0, p.ValueBytes)})
+		ops = append(ops, kvclient.Op{Key: k, Value: ycsbValue(i, 0, p.ValueBytes)})
 	}
 	return flush()
 }
@@ -412,7 +414,7 @@ type kvTally struct {
 }
 
 // kvDrive runs the closed-loop clients until the duration is over.
-func kvDrive(ctx context.Context, c *kv.LocalCluster, p kvRunParams) ([]kvTally, []kvSecond, error) {
+func kvDrive(ctx context.Context, c *kvcluster.Cluster, p kvRunParams) ([]kvTally, []kvSecond, error) {
 	keys, err := newScrambledZipfian(p.Records)
 	if err != nil {
 		return nil, nil, err
@@ -426,13 +428,13 @@ func kvDrive(ctx context.Context, c *kv.LocalCluster, p kvRunParams) ([]kvTally,
 	errs := make([]error, p.Clients)
 	var wg sync.WaitGroup
 	for w := 0; w < p.Clients; w++ {
-		cl, err := c.NewClient(kv.ClientOptions{Seed: p.Seed + int64(w) + 1})
+		cl, err := c.NewClient(kvclient.Options{Seed: p.Seed + int64(w) + 1})
 		if err != nil {
 			return nil, nil, err
 		}
 		defer cl.Close()
 		wg.Add(1)
-		go func(w int, cl *kv.Client) {
+		go func(w int, cl *kvclient.Client) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(p.Seed*1000 + int64(w)))
 			t := &tallies[w]
@@ -442,7 +444,7 @@ func kvDrive(ctx context.Context, c *kv.LocalCluster, p kvRunParams) ([]kvTally,
 				octx, cancel := context.WithTimeout(ctx, p.OpTimeout)
 				if rng.Float64() < p.Mix.ReadFraction {
 					before := cl.Retries()
-					v, found, err := cl.Get(octx, ycsbKey(i), kv.Eventual())
+					v, found, err := cl.Get(octx, ycsbKey(i), kvclient.Eventual())
 					sec := second()
 					t.reads++
 					retries := int64(cl.Retries() - before)

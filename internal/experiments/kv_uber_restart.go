@@ -14,6 +14,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/bitrot"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/report"
 )
 
@@ -120,8 +122,8 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 	defer os.RemoveAll(dir)
 	repairs := &repairLog{}
 	repairs.measured.Store(true)
-	cfg := kv.LocalClusterConfig{FS: vfs.Default, Dir: dir, Options: kv.Options{ScrubInterval: -1, OnRepair: repairs.record}}
-	c, err := kv.StartLocalCluster(cfg)
+	cfg := kvcluster.Config{FS: vfs.Default, Dir: dir, Options: kv.Options{ScrubInterval: -1, OnRepair: repairs.record}}
+	c, err := kvcluster.Start(cfg)
 	if err != nil {
 		return res, fmt.Errorf("start: %w", err)
 	}
@@ -147,7 +149,7 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 		return res, err
 	}
 	started := time.Now()
-	c2, err := kv.StartLocalCluster(cfg)
+	c2, err := kvcluster.Start(cfg)
 	if err != nil {
 		res.StartErr = err.Error()
 		return res, nil
@@ -159,7 +161,7 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 			res.Failures = append(res.Failures, fmt.Sprintf("%s: %v", id, f))
 		}
 	}
-	cl, err := c2.NewClient(kv.ClientOptions{Seed: p.Seed})
+	cl, err := c2.NewClient(kvclient.Options{Seed: p.Seed})
 	if err != nil {
 		return res, err
 	}
@@ -180,7 +182,7 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 				break
 			}
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			v, found, err := cl.Get(rctx, uberKey(i), kv.Eventual())
+			v, found, err := cl.Get(rctx, uberKey(i), kvclient.Eventual())
 			cancel()
 			switch {
 			case err != nil:
@@ -215,7 +217,7 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 	for i, o := range outcome {
 		if o == "error" && res.FirstError == "" {
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			_, _, err := cl.Get(rctx, uberKey(i), kv.Eventual())
+			_, _, err := cl.Get(rctx, uberKey(i), kvclient.Eventual())
 			cancel()
 			res.FirstError = fmt.Sprintf("%s: %v", uberKey(i), err)
 		}
@@ -265,17 +267,17 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 
 // uberLoad writes the keys: most in batches of 20 (one raft entry each),
 // the last tenth one by one.
-func uberLoad(ctx context.Context, c *kv.LocalCluster, p uberRestartParams) error {
-	cl, err := c.NewClient(kv.ClientOptions{Seed: p.Seed})
+func uberLoad(ctx context.Context, c *kvcluster.Cluster, p uberRestartParams) error {
+	cl, err := c.NewClient(kvclient.Options{Seed: p.Seed})
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	batched := p.Keys - p.Keys/10
 	for i := 0; i < batched; i += 20 {
-		var ops []kv.Op
+		var ops []kvclient.Op
 		for j := i; j < i+20 && j < batched; j++ {
-			ops = append(ops, kv.Op{Key: uberKey(j), Value: uberValue(j, p.ValueBytes)})
+			ops = append(ops, kvclient.Op{Key: uberKey(j), Value: uberValue(j, p.ValueBytes)})
 		}
 		if err := uberRetry(ctx, func() error { _, err := cl.Batch(ctx, ops, nil); return err }); err != nil {
 			return err
@@ -303,7 +305,7 @@ func uberRetry(ctx context.Context, write func() error) error {
 
 // uberConverged waits until every running replica reports the same content
 // checksum at the same applied index.
-func uberConverged(ctx context.Context, c *kv.LocalCluster, wait time.Duration) bool {
+func uberConverged(ctx context.Context, c *kvcluster.Cluster, wait time.Duration) bool {
 	deadline := time.Now().Add(wait)
 	for {
 		sums := map[string]bool{}

@@ -470,7 +470,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	r.mu.Lock()
 	r.stats.PatchesSent++
 	r.mu.Unlock()
-	r.env.sendPatch(to, p)
+	r.env.SendPatch(to, p)
 }
 
 // patchParts collects, for one patch id, the pieces received for each
@@ -481,11 +481,11 @@ type patchParts struct {
 	bytes  uint64
 }
 
-// deliverPatch is called when a patch arrives from a peer. Its pieces are
+// DeliverPatch is called when a patch arrives from a peer. Its pieces are
 // added to the requested ranges that contain them; a row already received
 // (from another replica's overlapping piece: the same value, as of the same
 // entry) is not added twice.
-func (r *Replica) deliverPatch(p *kvpb.Patch) error {
+func (r *Replica) DeliverPatch(p *kvpb.Patch) error {
 	if rowsCRC(p.Ranges, p.Rows) != p.Crc {
 		return base.CorruptionErrorf("kv: %s: patch %d from r%d fails its checksum", r, p.PatchId, p.FromReplica)
 	}
@@ -585,7 +585,7 @@ func (r *Replica) rebuild(idx uint64) bool {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			resp, err := r.env.fetchState(ctx, node, r.shard.ID)
+			resp, err := r.env.FetchState(ctx, node, r.shard.ID)
 			cancel()
 			if err != nil || resp.AppliedIndex < idx || rowsCRC(nil, resp.Rows) != resp.Crc {
 				continue
@@ -653,9 +653,9 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 	return nil
 }
 
-// fetchState serves a peer's rebuild: the whole shard content and the
+// StateForPeer serves a peer's rebuild: the whole shard content and the
 // applied index it reflects, from one Pebble snapshot.
-func (r *Replica) fetchState() (*kvpb.FetchStateResponse, error) {
+func (r *Replica) StateForPeer() (*kvpb.FetchStateResponse, error) {
 	if err := r.readable(Range{}); err != nil {
 		return nil, err
 	}

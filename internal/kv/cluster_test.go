@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -8,19 +8,22 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
 
-func startCluster(t *testing.T, opts Options, splits ...string) (*LocalCluster, *Client) {
+func startCluster(t *testing.T, opts kv.Options, splits ...string) (*kvcluster.Cluster, *kvclient.Client) {
 	t.Helper()
 	if opts.CacheBytes == 0 {
 		opts.CacheBytes = -1 // no block cache: injected damage is always seen
 	}
-	c, err := StartLocalCluster(LocalClusterConfig{Splits: splits, Options: opts})
+	c, err := kvcluster.Start(kvcluster.Config{Splits: splits, Options: opts})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	cl, err := c.NewClient(ClientOptions{Seed: 1})
+	cl, err := c.NewClient(kvclient.Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +40,7 @@ func startCluster(t *testing.T, opts Options, splits ...string) (*LocalCluster, 
 
 // checksums returns each running replica's content checksum once all have
 // applied the same index.
-func checksums(t *testing.T, c *LocalCluster, shard base.ShardID) map[base.NodeID]string {
+func checksums(t *testing.T, c *kvcluster.Cluster, shard base.ShardID) map[base.NodeID]string {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -83,7 +86,7 @@ func assertSame(t *testing.T, sums map[base.NodeID]string) {
 }
 
 func TestClusterBasicOps(t *testing.T) {
-	c, cl := startCluster(t, Options{}, "m")
+	c, cl := startCluster(t, kv.Options{}, "m")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i := 0; i < 50; i++ {
@@ -95,7 +98,7 @@ func TestClusterBasicOps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, opt := range []ReadOption{Strong(), AfterIndex(idx)} {
+	for _, opt := range []kvclient.ReadOption{kvclient.Strong(), kvclient.AfterIndex(idx)} {
 		v, found, err := cl.Get(ctx, []byte("zz"), opt)
 		if err != nil || !found || string(v) != "last" {
 			t.Fatalf("get zz: %q %v %v", v, found, err)
@@ -129,9 +132,9 @@ func TestClusterBasicOps(t *testing.T) {
 		t.Fatalf("cas absent: %v %v", ok, err)
 	}
 	// Atomic batch with a failing condition applies nothing.
-	_, err = cl.Batch(ctx, []Op{{Key: []byte("b1"), Value: []byte("1")}, {Key: []byte("b2"), Value: []byte("2")}},
-		[]Condition{{Key: []byte("b1"), Exists: true, Value: []byte("nope")}})
-	if err != ErrConditionFailed && !isReason(err, ErrConditionFailed) {
+	_, err = cl.Batch(ctx, []kvclient.Op{{Key: []byte("b1"), Value: []byte("1")}, {Key: []byte("b2"), Value: []byte("2")}},
+		[]kvclient.Condition{{Key: []byte("b1"), Exists: true, Value: []byte("nope")}})
+	if err != kv.ErrConditionFailed && !isReason(err, kv.ErrConditionFailed) {
 		t.Fatalf("batch condition: %v", err)
 	}
 	if _, found, _ := cl.Get(ctx, []byte("b2")); found {
@@ -139,18 +142,21 @@ func TestClusterBasicOps(t *testing.T) {
 	}
 	// Bad input.
 	for name, err := range map[string]error{
-		"empty key":   func() error { _, err := cl.Put(ctx, nil, []byte("x")); return err }(),
-		"big key":     func() error { _, err := cl.Put(ctx, make([]byte, MaxKeyBytes+1), nil); return err }(),
-		"big value":   func() error { _, err := cl.Put(ctx, []byte("a"), make([]byte, MaxValueBytes+1)); return err }(),
-		"cross shard": func() error { _, err := cl.Batch(ctx, []Op{{Key: []byte("a")}, {Key: []byte("z")}}, nil); return err }(),
-		"bad range":   func() error { _, err := cl.Scan(ctx, []byte("z"), []byte("a"), 0); return err }(),
+		"empty key": func() error { _, err := cl.Put(ctx, nil, []byte("x")); return err }(),
+		"big key":   func() error { _, err := cl.Put(ctx, make([]byte, kv.MaxKeyBytes+1), nil); return err }(),
+		"big value": func() error { _, err := cl.Put(ctx, []byte("a"), make([]byte, kv.MaxValueBytes+1)); return err }(),
+		"cross shard": func() error {
+			_, err := cl.Batch(ctx, []kvclient.Op{{Key: []byte("a")}, {Key: []byte("z")}}, nil)
+			return err
+		}(),
+		"bad range": func() error { _, err := cl.Scan(ctx, []byte("z"), []byte("a"), 0); return err }(),
 	} {
 		if !base.IsInvalidArgument(err) {
 			t.Errorf("%s: err = %v; want invalid argument", name, err)
 		}
 	}
 	// Malformed requests straight to the gRPC service.
-	kc, err := cl.kvClient(1)
+	kc, err := cl.KVClient(1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +178,7 @@ func TestClusterBasicOps(t *testing.T) {
 			return err
 		},
 		"scan limit": func() error {
-			_, err := kc.Scan(ctx, &kvpb.ScanRequest{Shard: 1, Limit: MaxScanRows + 1})
+			_, err := kc.Scan(ctx, &kvpb.ScanRequest{Shard: 1, Limit: kv.MaxScanRows + 1})
 			return err
 		},
 		"unknown txn": func() error {
@@ -184,7 +190,7 @@ func TestClusterBasicOps(t *testing.T) {
 			return err
 		},
 	} {
-		if err := fromStatus(call()); !base.IsInvalidArgument(err) {
+		if err := kv.FromStatus(call()); !base.IsInvalidArgument(err) {
 			t.Errorf("%s: err = %v; want invalid argument", name, err)
 		}
 	}
@@ -193,7 +199,7 @@ func TestClusterBasicOps(t *testing.T) {
 	}
 }
 
-func isReason(err error, target *Error) bool {
-	e, ok := err.(*Error)
+func isReason(err error, target *kv.Error) bool {
+	e, ok := err.(*kv.Error)
 	return ok && e.Reason == target.Reason
 }

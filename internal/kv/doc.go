@@ -1,30 +1,27 @@
-// Package kv is flashmend's replicated key-value store: the key space is
-// split into range shards, each shard is a raft group (go.etcd.io/raft/v3
-// RawNode) of replicas on distinct nodes, and each replica's state machine is
-// its own Pebble instance on any vfs.FS. It implements DIRECT's KV recovery
-// (paper 000 section 4.1, 001 sections 4.1-4.2, ZippyDB-DIRECT).
+// Package kv is the core of flashmend's replicated key-value store: a range
+// shard's replica (a raft group member, go.etcd.io/raft/v3 RawNode), its
+// state machine (its own Pebble instance on any vfs.FS) and DIRECT's KV
+// recovery (paper 000 section 4.1, 001 sections 4.1-4.2, ZippyDB-DIRECT).
+// The node that hosts replicas and serves them over gRPC is
+// internal/kv/kvserver, the Go client internal/kv/kvclient, an in-process
+// cluster and the repair demo internal/kv/kvcluster.
 //
 // # What it owns
 //
-//   - Node: one node's replicas of every shard it holds (multi-raft), the
-//     raft transport (messages of all shards batched per destination node in
-//     one Replication.Send RPC), and the KV, Replication and KVAdmin gRPC
-//     services (proto/flashmend/kv). Service registers them on a gRPC
-//     server before the Node exists (internal/node's
-//     Config.RegisterServices hook) and serves it once attached.
-//   - Replica: a raft loop goroutine (the pure RawNode; it persists each
-//     Ready to internal/raftlog before sending) and an apply worker that
-//     applies committed entries to Pebble in log order. The apply worker is
-//     the state machine's only writer, and may block at a patch entry
-//     without stalling raft.
-//   - Client: routes keys to shards, finds leaders, and retries reads on
-//     another replica when one reports corruption; consistency per read
+//   - Replica (OpenReplica): a raft loop goroutine (the pure RawNode; it
+//     persists each Ready to internal/raftlog before sending) and an apply
+//     worker that applies committed entries to Pebble in log order. The
+//     apply worker is the state machine's only writer, and may block at a
+//     patch entry without stalling raft. The replica reaches its peers
+//     only through a Transport its host gives it.
+//   - The request semantics the services expose: consistency per read
 //     (Strong: read index on the leader or a follower; AfterIndex: any
 //     replica that applied a write's index; Eventual: any replica); atomic
 //     batches and compare-and-set within a shard; optimistic transactions
-//     on a leader's Pebble snapshot, validated at apply time.
-//   - LocalCluster: in-process nodes on loopback gRPC (tests, CLI,
-//     experiments).
+//     on a leader's Pebble snapshot, validated at apply time; the limits on
+//     input (Validate*, MaxKeyBytes...).
+//   - The shard map (Layout, ShardSpec, Range) and the KV error reasons and
+//     their gRPC form (Error, ToStatus, FromStatus).
 //
 // # Where a replica keeps what (every file, and what protects it)
 //
@@ -67,8 +64,8 @@
 //     lost leaves out the left separator key when it reads back, so
 //     replicas damaged next to each other do not each refuse the key
 //     between them. Error amplification is one data block. Reads of a range
-//     under repair fail as corruption (never wrong data) and the Client
-//     retries another replica.
+//     under repair fail as corruption (never wrong data) and the client
+//     (kvclient) retries another replica.
 //  2. Recovery through the log (Figure 5): the damaged replica proposes a
 //     PatchRequest, its own raft entry, at once (re-proposed within 50 ms
 //     if raft dropped it for want of a leader). Every other replica,
@@ -100,11 +97,11 @@
 //     unknown. Every rebuild is counted by reason (ReplicaStats.
 //     RebuildReasons, `kv status`).
 //  5. One replica's failure is only that replica's: a replica that cannot
-//     open (NewNode) has its files moved aside and a fresh replica takes
-//     its place (Node.Failures says what failed); it votes for no one and
-//     serves no read until it holds every committed entry (a barrier entry
-//     it proposed has applied), and catches up from the leader's log or a
-//     peer's state.
+//     open has its files moved aside by its host (kvserver.NewNode) and a
+//     fresh replica takes its place (ReplicaConfig.Replaced; the host's
+//     Failures says what failed); it votes for no one and serves no read
+//     until it holds every committed entry (a barrier entry it proposed has
+//     applied), and catches up from the leader's log or a peer's state.
 //  6. Baseline RepairCrash: the first corruption takes the replica down (no
 //     reads), its Pebble is deleted, and it is re-replicated whole.
 //
@@ -133,7 +130,7 @@
 //     holds durably.
 //   - Invariant: a write's result reaches the client only after the entry
 //     is applied; a failure after the proposal may be in the log is
-//     reported as an unknown outcome and never re-sent by the Client.
+//     reported as an unknown outcome and never re-sent by kvclient.
 //   - Invariant: a read never returns data from a range the replica is
 //     repairing, from an engine that does not match its digest, or from a
 //     replica that lost raft entries it had acknowledged.
@@ -153,6 +150,6 @@
 // at UBER up to 1e-6 is repaired by patches and raft log entries from
 // peers (`flashmend experiments run uber-restart-kv`). Membership is static
 // (Layout); the coordinator's placement is not used yet. Scans are paged
-// by rows and bytes (ScanEach). FetchState sends a whole shard in one
+// by rows and bytes (kvclient's ScanEach). FetchState sends a whole shard in one
 // message (at most 1 GiB).
 package kv

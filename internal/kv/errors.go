@@ -40,12 +40,12 @@ var (
 	ErrReplicaUnavailable = &Error{Reason: kvpb.ErrorDetail_REPLICA_UNAVAILABLE}
 )
 
-func newError(reason kvpb.ErrorDetail_Reason, format string, args ...any) *Error {
+func NewError(reason kvpb.ErrorDetail_Reason, format string, args ...any) *Error {
 	return &Error{Reason: reason, Msg: fmt.Sprintf(format, args...)}
 }
 
-// toStatus maps an error to a gRPC status carrying an ErrorDetail.
-func toStatus(err error) error {
+// ToStatus maps an error to a gRPC status carrying an ErrorDetail.
+func ToStatus(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -91,8 +91,8 @@ func isKVError(err error) bool {
 	return errors.As(err, &kerr)
 }
 
-// fromStatus turns a gRPC error back into a KV error where it carries one.
-func fromStatus(err error) error {
+// FromStatus turns a gRPC error back into a KV error where it carries one.
+func FromStatus(err error) error {
 	if err == nil {
 		return nil
 	}

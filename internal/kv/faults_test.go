@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -14,13 +14,16 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/guardfs"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
 
 // guarded is the protection layer a node puts over fs (to write a replica's
 // files as a node would).
 func guarded(t *testing.T, fs vfs.FS) vfs.FS {
 	t.Helper()
-	g, err := guardfs.New(fs, guardfs.Options{SSTReaderOptions: SSTReaderOptions()})
+	g, err := guardfs.New(fs, guardfs.Options{SSTReaderOptions: kv.SSTReaderOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,15 +31,15 @@ func guarded(t *testing.T, fs vfs.FS) vfs.FS {
 }
 
 // replicaDir is node's directory of shard 1 in c.
-func replicaDir(c *LocalCluster, node base.NodeID) string {
-	return c.cfg.FS.PathJoin(c.cfg.Dir, fmt.Sprintf("n%d", uint64(node)), "shard-1")
+func replicaDir(c *kvcluster.Cluster, node base.NodeID) string {
+	return c.Config().FS.PathJoin(c.Config().Dir, fmt.Sprintf("n%d", uint64(node)), "shard-1")
 }
 
 // damageBothRaftLogCopies destroys the same bytes in both copies of node's
 // raft log (the newest generation), n places, away from the files' ends.
-func damageBothRaftLogCopies(t *testing.T, c *LocalCluster, node base.NodeID, rng *rand.Rand, n int) {
+func damageBothRaftLogCopies(t *testing.T, c *kvcluster.Cluster, node base.NodeID, rng *rand.Rand, n int) {
 	t.Helper()
-	fs := c.cfg.FS
+	fs := c.Config().FS
 	dir := fs.PathJoin(replicaDir(c, node), "raft")
 	names, err := fs.List(dir)
 	if err != nil {
@@ -85,7 +88,7 @@ func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
 	for _, role := range []string{"leader", "follower"} {
 		t.Run(role, func(t *testing.T) {
 			// A long compaction interval keeps the entries in the log.
-			c, cl := startCluster(t, Options{LogCompactEntries: 100000, LogKeepEntries: 1000})
+			c, cl := startCluster(t, kv.Options{LogCompactEntries: 100000, LogKeepEntries: 1000})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			for i := 0; i < 600; i++ { // single-entry records
@@ -102,8 +105,8 @@ func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
 				victim = leader%3 + 1
 			}
 			waitFor(t, "caught up", func() bool {
-				a, _ := c.Node(victim).Replica(1).appliedIndex()
-				b, _ := c.Node(leader).Replica(1).appliedIndex()
+				a := c.Node(victim).Replica(1).AppliedIndex()
+				b := c.Node(leader).Replica(1).AppliedIndex()
 				return a == b
 			})
 			// The engine flushes at close, so the whole log is applied
@@ -117,11 +120,11 @@ func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := c.Node(victim).Replica(1)
-			waitFor(t, "raft running", func() bool { return r.raftUp.Load() })
+			waitFor(t, "raft running", func() bool { return r.RaftUp() })
 			st := r.Stats()
-			t.Logf("raft log %v; replica %v", r.log.Stats(), st)
+			t.Logf("raft log %v; replica %v", r.RaftLog().Stats(), st)
 			if st.LogEntriesFilled == 0 {
-				t.Fatalf("no entry repaired from a peer: %v", r.log.Stats())
+				t.Fatalf("no entry repaired from a peer: %v", r.RaftLog().Stats())
 			}
 			// Stop another node: the restarted one is now needed for quorum.
 			other := victim%3 + 1
@@ -129,7 +132,7 @@ func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := 0; i < 600; i += 7 {
-				v, found, err := cl.Get(ctx, testKey(i), Strong())
+				v, found, err := cl.Get(ctx, testKey(i), kvclient.Strong())
 				if err != nil || !found || string(v) != string(testValue(i)) {
 					t.Fatalf("key %d: %q %v %v", i, v, found, err)
 				}
@@ -151,22 +154,22 @@ func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
 // rollbackEngine replaces node's Pebble with an empty one whose applied
 // record says index 1 (as if nothing was ever flushed): every entry must
 // then come from the raft log.
-func rollbackEngine(t *testing.T, c *LocalCluster, node base.NodeID) {
+func rollbackEngine(t *testing.T, c *kvcluster.Cluster, node base.NodeID) {
 	t.Helper()
-	fs := c.cfg.FS
+	fs := c.Config().FS
 	dir := fs.PathJoin(replicaDir(c, node), "pebble")
 	if err := fs.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
 	gfs := guarded(t, fs)
-	sm, err := openStateMachine(gfs, dir, 0, 4<<20, nil)
+	sm, err := kv.OpenStateMachine(gfs, dir, 0, 4<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sm.setApplied(1, 1); err != nil {
+	if err := sm.SetApplied(1, 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := sm.close(); err != nil {
+	if err := sm.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -175,7 +178,7 @@ func rollbackEngine(t *testing.T, c *LocalCluster, node base.NodeID) {
 // behind its digest's back (an engine that does not match its applied log)
 // are found at open; the replica never serves them and is rebuilt.
 func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
-	c, cl := startCluster(t, Options{})
+	c, cl := startCluster(t, kv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	loadKeys(t, cl, 500)
@@ -185,23 +188,23 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 	}
 	victim := leader%3 + 1
 	waitFor(t, "caught up", func() bool {
-		a, _ := c.Node(victim).Replica(1).appliedIndex()
-		b, _ := c.Node(leader).Replica(1).appliedIndex()
+		a := c.Node(victim).Replica(1).AppliedIndex()
+		b := c.Node(leader).Replica(1).AppliedIndex()
 		return a == b
 	})
 	if err := c.StopNode(victim); err != nil {
 		t.Fatal(err)
 	}
-	fs := guarded(t, c.cfg.FS)
+	fs := guarded(t, c.Config().FS)
 	dir := fs.PathJoin(replicaDir(c, victim), "pebble")
-	db, err := pebble.Open(dir, pebbleOptions(fs, nil, 4<<20, nil))
+	db, err := pebble.Open(dir, kv.PebbleOptions(fs, nil, 4<<20, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Set(userKey([]byte("ghost")), []byte("boo"), pebble.NoSync); err != nil {
+	if err := db.Set(kv.UserKey([]byte("ghost")), []byte("boo"), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Delete(userKey(testKey(7)), pebble.NoSync); err != nil {
+	if err := db.Delete(kv.UserKey(testKey(7)), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Flush(); err != nil {
@@ -216,10 +219,10 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 	r := c.Node(victim).Replica(1)
 	waitFor(t, "rebuild", func() bool { return r.Stats().Rebuilds >= 1 })
 	st := r.Stats()
-	if st.RebuildReasons[rebuildDiverged] != 1 {
+	if st.RebuildReasons[kv.RebuildDiverged] != 1 {
 		t.Fatalf("rebuild reasons %v", st.RebuildReasons)
 	}
-	waitFor(t, "verified", func() bool { return r.verified.Load() })
+	waitFor(t, "verified", func() bool { return r.Verified() })
 	_, found, _, err := r.Get(ctx, []byte("ghost"), &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	if err != nil || found {
 		t.Fatalf("ghost row after rebuild: found=%v err=%v", found, err)
@@ -232,7 +235,7 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 // the node starts, the failure is reported, a fresh replica takes its place
 // and catches up from its peers, and the shard serves throughout.
 func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
-	c, cl := startCluster(t, Options{})
+	c, cl := startCluster(t, kv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	loadKeys(t, cl, 500)
@@ -244,7 +247,7 @@ func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
 	if err := c.StopNode(victim); err != nil {
 		t.Fatal(err)
 	}
-	fs := c.cfg.FS
+	fs := c.Config().FS
 	dir := fs.PathJoin(replicaDir(c, victim), "pebble")
 	if err := fs.RemoveAll(dir); err != nil {
 		t.Fatal(err)
@@ -272,12 +275,12 @@ func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
 		if err != nil || l == victim {
 			return false
 		}
-		a, _ := r.appliedIndex()
-		b, _ := c.Node(l).Replica(1).appliedIndex()
+		a := r.AppliedIndex()
+		b := c.Node(l).Replica(1).AppliedIndex()
 		return a == b && a > 1
 	})
 	for i := 0; i < 500; i += 11 {
-		v, found, err := cl.Get(ctx, testKey(i), Strong())
+		v, found, err := cl.Get(ctx, testKey(i), kvclient.Strong())
 		if err != nil || !found || string(v) != string(testValue(i)) {
 			t.Fatalf("key %d: %q %v %v", i, v, found, err)
 		}
@@ -285,7 +288,7 @@ func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
 	if _, err := cl.Put(ctx, []byte("after"), []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "vote floor lifted", func() bool { _, _, ok := r.log.VoteFloor(); return !ok })
+	waitFor(t, "vote floor lifted", func() bool { _, _, ok := r.RaftLog().VoteFloor(); return !ok })
 	assertSame(t, checksums(t, c, 1))
 }
 
@@ -294,7 +297,7 @@ func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
 // key back: each damaged range is patched from a replica that holds it,
 // with no rebuild.
 func TestHelixRepairAtOpen(t *testing.T) {
-	c, cl := startCluster(t, Options{})
+	c, cl := startCluster(t, kv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	const n = 3000
@@ -306,8 +309,8 @@ func TestHelixRepairAtOpen(t *testing.T) {
 	for _, id := range c.NodeIDs() {
 		r := c.Node(id).Replica(1)
 		waitFor(t, "caught up", func() bool {
-			a, _ := r.appliedIndex()
-			b, _ := c.Node(leader).Replica(1).appliedIndex()
+			a := r.AppliedIndex()
+			b := c.Node(leader).Replica(1).AppliedIndex()
 			return a == b
 		})
 	}
@@ -326,7 +329,7 @@ func TestHelixRepairAtOpen(t *testing.T) {
 	}
 	start := time.Now()
 	for i := 0; i < n; i++ {
-		v, found, err := cl.Get(ctx, testKey(i), Eventual())
+		v, found, err := cl.Get(ctx, testKey(i), kvclient.Eventual())
 		if err != nil || !found || string(v) != string(testValue(i)) {
 			t.Fatalf("key %d: %q %v %v", i, v, found, err)
 		}

@@ -63,7 +63,7 @@ func pebbleSpan(start, end []byte) ([]byte, []byte) {
 	return s, userKey(end)
 }
 
-func validateKey(k []byte) error {
+func ValidateKey(k []byte) error {
 	if len(k) == 0 {
 		return base.InvalidArgumentf("kv: empty key")
 	}
@@ -73,14 +73,14 @@ func validateKey(k []byte) error {
 	return nil
 }
 
-func validateValue(v []byte) error {
+func ValidateValue(v []byte) error {
 	if len(v) > MaxValueBytes {
 		return base.InvalidArgumentf("kv: value of %d bytes exceeds %d", len(v), MaxValueBytes)
 	}
 	return nil
 }
 
-func validateBatch(b *kvpb.WriteBatch) error {
+func ValidateBatch(b *kvpb.WriteBatch) error {
 	if b == nil || len(b.Ops) == 0 {
 		return base.InvalidArgumentf("kv: empty write batch")
 	}
@@ -88,12 +88,12 @@ func validateBatch(b *kvpb.WriteBatch) error {
 		return base.InvalidArgumentf("kv: batch of %d operations exceeds %d", len(b.Ops)+len(b.Conditions), MaxBatchOps)
 	}
 	for _, op := range b.Ops {
-		if err := validateKey(op.Key); err != nil {
+		if err := ValidateKey(op.Key); err != nil {
 			return err
 		}
 		switch op.Kind {
 		case kvpb.Op_PUT:
-			if err := validateValue(op.Value); err != nil {
+			if err := ValidateValue(op.Value); err != nil {
 				return err
 			}
 		case kvpb.Op_DELETE:
@@ -102,19 +102,19 @@ func validateBatch(b *kvpb.WriteBatch) error {
 		}
 	}
 	for _, c := range b.Conditions {
-		if err := validateKey(c.Key); err != nil {
+		if err := ValidateKey(c.Key); err != nil {
 			return err
 		}
 	}
 	for _, s := range b.Scans {
-		if err := validateRange(s.Start, s.End); err != nil {
+		if err := ValidateRange(s.Start, s.End); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func validateRange(start, end []byte) error {
+func ValidateRange(start, end []byte) error {
 	if len(start) > MaxKeyBytes || len(end) > MaxKeyBytes {
 		return base.InvalidArgumentf("kv: range bound exceeds %d bytes", MaxKeyBytes)
 	}
@@ -124,8 +124,8 @@ func validateRange(start, end []byte) error {
 	return nil
 }
 
-// validatePageBytes maps a request's byte bound to a page's.
-func validatePageBytes(n uint64) (int, error) {
+// ValidatePageBytes maps a request's byte bound to a page's.
+func ValidatePageBytes(n uint64) (int, error) {
 	if n == 0 {
 		return DefaultScanPageBytes, nil
 	}
@@ -135,7 +135,7 @@ func validatePageBytes(n uint64) (int, error) {
 	return int(n), nil
 }
 
-func validateLimit(limit uint32) (int, error) {
+func ValidateLimit(limit uint32) (int, error) {
 	if limit == 0 {
 		return MaxScanRows, nil
 	}

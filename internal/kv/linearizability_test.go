@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
 // registerInput is one operation on a key of the register model.
@@ -89,7 +91,7 @@ func TestLinearizabilityUnderCorruptionAndRestarts(t *testing.T) {
 func checkLinearizability(t *testing.T, nemesis string) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
-	c, cl := startCluster(t, Options{PatchTimeout: time.Second})
+	c, cl := startCluster(t, kv.Options{PatchTimeout: time.Second})
 	loadKeys(t, cl, 2000)                                      // filler so that data blocks exist around the registers
 	keys := []string{"key-00500r", "key-01000r", "key-01500r"} // absent at first, among the filler
 
@@ -112,7 +114,7 @@ func checkLinearizability(t *testing.T, nemesis string) {
 		go func(id int) {
 			defer wg.Done()
 			rng := rand.New(rand.NewSource(seed + int64(id)))
-			own, err := c.NewClient(ClientOptions{Seed: seed + int64(id)})
+			own, err := c.NewClient(kvclient.Options{Seed: seed + int64(id)})
 			if err != nil {
 				t.Error(err)
 				return
@@ -129,7 +131,7 @@ func checkLinearizability(t *testing.T, nemesis string) {
 				call := now()
 				switch r := rng.Intn(10); {
 				case r < 5:
-					v, found, err := own.Get(ctx, []byte(key), Strong())
+					v, found, err := own.Get(ctx, []byte(key), kvclient.Strong())
 					if err == nil {
 						s := ""
 						if found {
@@ -147,7 +149,7 @@ func checkLinearizability(t *testing.T, nemesis string) {
 					record(id, registerInput{op: "put", key: key, value: val}, registerOutput{unknown: err != nil}, call, ret)
 				default:
 					// Compare-and-set from the value this client last read.
-					v, found, err := own.Get(ctx, []byte(key), Strong())
+					v, found, err := own.Get(ctx, []byte(key), kvclient.Strong())
 					if err != nil {
 						cancel()
 						continue
@@ -190,10 +192,10 @@ func checkLinearizability(t *testing.T, nemesis string) {
 		// follower; a background scan on the victim (other traffic) runs
 		// into the damage, and the repair must carry the register's latest
 		// value as of the patch entry.
-		for _, victim := range []*Replica{c.Node(leader).Replica(1), c.Node(leader%3 + 1).Replica(1)} {
+		for _, victim := range []*kv.Replica{c.Node(leader).Replica(1), c.Node(leader%3 + 1).Replica(1)} {
 			corruptReplica(t, victim, []byte(keys[rng.Intn(len(keys))]))
 			_, _, _, err := victim.Scan(ctx, nil, nil, 0, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
-			if !base.IsCorruption(err) && !errors.Is(err, ErrReplicaUnavailable) {
+			if !base.IsCorruption(err) && !errors.Is(err, kv.ErrReplicaUnavailable) {
 				// (Unavailable: a CAS evaluated on the damaged block first
 				// and the replica is already rebuilding.)
 				t.Fatalf("scan over damaged block: %v", err)

@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -9,6 +9,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvserver"
 	"github.com/flashmend/flashmend/internal/node"
 )
 
@@ -18,10 +21,10 @@ func TestKVOnStorageNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ids := []base.NodeID{1, 2, 3}
-	svcs := map[base.NodeID]*Service{}
+	svcs := map[base.NodeID]*kvserver.Service{}
 	addrs := map[base.NodeID]string{}
 	for _, id := range ids {
-		svc := &Service{}
+		svc := &kvserver.Service{}
 		sn, err := node.Start(ctx, node.Config{Dir: t.TempDir(), NodeID: id, RegisterServices: svc.RegisterServices})
 		if err != nil {
 			t.Fatal(err)
@@ -29,17 +32,17 @@ func TestKVOnStorageNodes(t *testing.T) {
 		t.Cleanup(func() { sn.Close() })
 		svcs[id], addrs[id] = svc, sn.Addr()
 	}
-	layout := UniformLayout(ids, "m")
+	layout := kv.UniformLayout(ids, "m")
 	for _, id := range ids {
-		kn, err := NewNode(NodeConfig{ID: id, Layout: layout, Addrs: addrs, FS: vfs.Default, Dir: t.TempDir(),
-			Options: Options{CacheBytes: -1}})
+		kn, err := kvserver.NewNode(kvserver.Config{ID: id, Layout: layout, Addrs: addrs, FS: vfs.Default, Dir: t.TempDir(),
+			Options: kv.Options{CacheBytes: -1}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { kn.Close() })
 		svcs[id].Attach(kn)
 	}
-	cl, err := NewClient(layout, addrs, ClientOptions{})
+	cl, err := kvclient.New(layout, addrs, kvclient.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

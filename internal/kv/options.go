@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/base"
 )
 
@@ -89,7 +90,9 @@ type Options struct {
 	OnRepair func(RepairEvent)
 }
 
-func (o *Options) withDefaults() (Options, error) {
+// WithDefaults returns the options with every zero value replaced by its
+// default, or an invalid-argument error for a value out of range.
+func (o *Options) WithDefaults() (Options, error) {
 	out := *o
 	if out.TickInterval == 0 {
 		out.TickInterval = 10 * time.Millisecond
@@ -155,4 +158,26 @@ func (o *Options) withDefaults() (Options, error) {
 		return out, base.InvalidArgumentf("kv: MaxOpenTxns %d outside [1, 2^20]", out.MaxOpenTxns)
 	}
 	return out, nil
+}
+
+// ReplicaConfig says where a replica lives and who it talks to
+// (OpenReplica).
+type ReplicaConfig struct {
+	// Transport carries the replica's messages to its peers.
+	Transport Transport
+	// Node is the node that hosts the replica; ID is its raft ID in Shard.
+	Node  base.NodeID
+	Shard ShardSpec
+	ID    base.ReplicaID
+	// FS and Dir hold the replica's files: Dir/raft (the raft log) and
+	// Dir/pebble (the engine). The host puts FS behind internal/guardfs.
+	FS  vfs.FS
+	Dir string
+	// Options must have been through WithDefaults.
+	Options Options
+	// Replaced is set for a fresh replica started in place of one whose
+	// files could not be opened: it may have voted and acknowledged
+	// entries it no longer knows of, so it starts under a vote floor above
+	// every log.
+	Replaced bool
 }

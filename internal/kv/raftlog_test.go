@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -14,13 +14,16 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
 
 // damageRaftLog flips bytes in one copy of a node's raft log for shard 1.
-func damageRaftLog(t *testing.T, c *LocalCluster, node base.NodeID, rng *rand.Rand) {
+func damageRaftLog(t *testing.T, c *kvcluster.Cluster, node base.NodeID, rng *rand.Rand) {
 	t.Helper()
-	fs := c.cfg.FS
-	dir := fs.PathJoin(c.cfg.Dir, fmt.Sprintf("n%d", uint64(node)), "shard-1", "raft")
+	fs := c.Config().FS
+	dir := fs.PathJoin(c.Config().Dir, fmt.Sprintf("n%d", uint64(node)), "shard-1", "raft")
 	names, err := fs.List(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +60,7 @@ func TestCorruptRaftLogRecordLosesNothing(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for _, role := range []string{"leader", "follower"} {
 		t.Run(role, func(t *testing.T) {
-			c, cl := startCluster(t, Options{})
+			c, cl := startCluster(t, kv.Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			const n = 1000
@@ -82,7 +85,7 @@ func TestCorruptRaftLogRecordLosesNothing(t *testing.T) {
 			if err := c.RestartNode(victim); err != nil {
 				t.Fatal(err)
 			}
-			if st := c.Node(victim).Replica(1).log.Stats(); st.FragmentsRepaired == 0 {
+			if st := c.Node(victim).Replica(1).RaftLog().Stats(); st.FragmentsRepaired == 0 {
 				t.Fatalf("no record repaired: %v", st)
 			} else {
 				t.Logf("raft log after restart: %v", st)
@@ -94,7 +97,7 @@ func TestCorruptRaftLogRecordLosesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := 0; i < n; i += 37 {
-				v, found, err := cl.Get(ctx, testKey(i), Strong())
+				v, found, err := cl.Get(ctx, testKey(i), kvclient.Strong())
 				if err != nil || !found || string(v) != string(testValue(i)) {
 					t.Fatalf("key %d: %q %v %v", i, v, found, err)
 				}
@@ -111,7 +114,7 @@ func TestCorruptRaftLogRecordLosesNothing(t *testing.T) {
 }
 
 func TestCrashBaselineRereplicatesWhole(t *testing.T) {
-	c, cl := startCluster(t, Options{Mode: RepairCrash})
+	c, cl := startCluster(t, kv.Options{Mode: kv.RepairCrash})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	loadKeys(t, cl, 2000)
@@ -121,13 +124,13 @@ func TestCrashBaselineRereplicatesWhole(t *testing.T) {
 	}
 	victim := c.Node(leader%3 + 1).Replica(1)
 	waitFor(t, "victim caught up", func() bool {
-		a, _ := victim.appliedIndex()
-		b, _ := c.Node(leader).Replica(1).appliedIndex()
+		a := victim.AppliedIndex()
+		b := c.Node(leader).Replica(1).AppliedIndex()
 		return a == b
 	})
 	corruptReplica(t, victim, testKey(1000))
 	for i := 0; i < 10; i++ {
-		v, found, err := cl.Get(ctx, testKey(1000), Eventual())
+		v, found, err := cl.Get(ctx, testKey(1000), kvclient.Eventual())
 		if err != nil || !found || string(v) != string(testValue(1000)) {
 			t.Fatalf("client read: %q %v %v", v, found, err)
 		}
@@ -147,7 +150,7 @@ func TestCrashBaselineRereplicatesWhole(t *testing.T) {
 // leave each replica's raft log around LogCompactBytes, not the whole
 // history (the engine is flushed before each compaction).
 func TestRaftLogStaysBoundedUnderLargeEntries(t *testing.T) {
-	c, cl := startCluster(t, Options{LogCompactBytes: 2 << 20})
+	c, cl := startCluster(t, kv.Options{LogCompactBytes: 2 << 20})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	value := make([]byte, 100<<10)
@@ -182,7 +185,7 @@ func TestRaftLogStaysBoundedUnderLargeEntries(t *testing.T) {
 		}
 	}
 	for i := 0; i < 240; i += 17 {
-		v, found, err := cl.Get(ctx, testKey(i), Strong())
+		v, found, err := cl.Get(ctx, testKey(i), kvclient.Strong())
 		if err != nil || !found || len(v) != len(value) {
 			t.Fatalf("key %d: %d bytes %v %v", i, len(v), found, err)
 		}

@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -11,21 +11,23 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
 func testKey(i int) []byte   { return []byte(fmt.Sprintf("key-%05d", i)) }
 func testValue(i int) []byte { return []byte(fmt.Sprintf("value-%05d-%0100d", i, i)) }
 
 // loadKeys writes n keys in batches and returns the last index.
-func loadKeys(t *testing.T, cl *Client, n int) uint64 {
+func loadKeys(t *testing.T, cl *kvclient.Client, n int) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var idx uint64
 	for i := 0; i < n; i += 100 {
-		var ops []Op
+		var ops []kvclient.Op
 		for j := i; j < i+100 && j < n; j++ {
-			ops = append(ops, Op{Key: testKey(j), Value: testValue(j)})
+			ops = append(ops, kvclient.Op{Key: testKey(j), Value: testValue(j)})
 		}
 		var err error
 		if idx, err = cl.Batch(ctx, ops, nil); err != nil {
@@ -48,12 +50,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 // corruptReplica compacts the replica's Pebble to one level and damages the
 // data block holding key.
-func corruptReplica(t *testing.T, r *Replica, key []byte) {
+func corruptReplica(t *testing.T, r *kv.Replica, key []byte) {
 	t.Helper()
-	r.smMu.RLock()
-	err := r.sm.db.Compact(context.Background(), []byte("u"), []byte("v"), false)
-	r.smMu.RUnlock()
-	if err != nil {
+	if err := r.Compact(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	file, off, err := r.CorruptBlock(key)
@@ -66,7 +65,7 @@ func corruptReplica(t *testing.T, r *Replica, key []byte) {
 func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 	for _, role := range []string{"leader", "follower"} {
 		t.Run(role, func(t *testing.T) {
-			c, cl := startCluster(t, Options{})
+			c, cl := startCluster(t, kv.Options{})
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			const n = 3000
@@ -81,8 +80,8 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			}
 			victim := c.Node(victimNode).Replica(1)
 			waitFor(t, "victim caught up", func() bool {
-				a, _ := victim.appliedIndex()
-				b, _ := c.Node(leader).Replica(1).appliedIndex()
+				a := victim.AppliedIndex()
+				b := c.Node(leader).Replica(1).AppliedIndex()
 				return a == b
 			})
 			// An open transaction on the leader, begun before the damage.
@@ -100,11 +99,11 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			// A key that must not exist (a stray row next to the damage):
 			// the patch's implicit delete removes it.
 			stray := append(append([]byte(nil), target...), '~')
-			victim.smMu.RLock()
-			if err := victim.sm.db.Set(userKey(stray), []byte("stray"), pebble.NoSync); err != nil {
+			sm, unlock := victim.LockSM()
+			if err := sm.DB().Set(kv.UserKey(stray), []byte("stray"), pebble.NoSync); err != nil {
 				t.Fatal(err)
 			}
-			victim.smMu.RUnlock()
+			unlock()
 
 			// A read on the damaged replica fails as corruption (or, if the
 			// patch it started landed between its re-reads, returns the
@@ -115,7 +114,7 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			}
 			// ...while the client library retries elsewhere: correct data.
 			for i := 0; i < 20; i++ {
-				v, found, err := cl.Get(ctx, target, Eventual())
+				v, found, err := cl.Get(ctx, target, kvclient.Eventual())
 				if err != nil || !found || string(v) != string(testValue(1500)) {
 					t.Fatalf("client read: %q %v %v", v, found, err)
 				}
@@ -132,8 +131,11 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			if st.PatchBytesReceived > 64<<10 {
 				t.Fatalf("patch of %d bytes: more than a block's worth", st.PatchBytesReceived)
 			}
-			if _, found, err := get(victim.sm.db, stray); err != nil || found {
-				t.Fatalf("implicit delete: found=%v err=%v", found, err)
+			sm, unlock = victim.LockSM()
+			_, strayFound, err := kv.Get(sm.DB(), stray)
+			unlock()
+			if err != nil || strayFound {
+				t.Fatalf("implicit delete: found=%v err=%v", strayFound, err)
 			}
 			v, found, _, err := victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 			if err != nil || !found || string(v) != string(testValue(1500)) {
@@ -150,7 +152,7 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			// The open transaction on the leader aborts only if the leader
 			// was the one repaired.
 			_, err = lr.TxnCommit(ctx, txnID, []*kvpb.Op{{Kind: kvpb.Op_PUT, Key: testKey(8), Value: []byte("t")}})
-			if role == "leader" && !errors.Is(err, ErrTxnAborted) {
+			if role == "leader" && !errors.Is(err, kv.ErrTxnAborted) {
 				t.Fatalf("txn on repaired replica: %v; want aborted", err)
 			}
 			if role == "follower" && err != nil {

@@ -85,12 +85,16 @@ const (
 	rebuildAppliedLost  = "applied record unreadable"
 )
 
-// replicaEnv is what a replica needs from its node.
-type replicaEnv interface {
-	sendRaft(shard base.ShardID, msgs []*pb.Message)
-	sendPatch(to base.NodeID, p *kvpb.Patch)
-	fetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error)
-	fetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error)
+// Transport is what a replica needs from the node that hosts it: raft
+// messages and patches out to the replicas of its shard on other nodes, and
+// a peer's state or raft entries in (internal/kv/kvserver implements it over
+// gRPC). Sends are best effort (raft retransmits; a patch that does not
+// arrive is requested again); fetches return the peer's error.
+type Transport interface {
+	SendRaft(shard base.ShardID, msgs []*pb.Message)
+	SendPatch(to base.NodeID, p *kvpb.Patch)
+	FetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error)
+	FetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error)
 }
 
 type proposal struct {
@@ -120,7 +124,7 @@ type applyTask struct {
 // goroutine, and an apply worker that applies committed entries to the
 // Pebble state machine in log order.
 type Replica struct {
-	env   replicaEnv
+	env   Transport
 	shard ShardSpec
 	id    base.ReplicaID
 	node  base.NodeID
@@ -198,13 +202,14 @@ type Replica struct {
 	barrier uint64
 }
 
-// newReplica opens (or creates) a replica in dir. replaced is set for a
-// fresh replica started in place of one whose files could not be opened: it
-// may have voted and acknowledged entries it no longer knows of, so it
-// starts under a vote floor above every log.
-func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.ReplicaID, fs vfs.FS, dir string, opts Options, replaced bool) (*Replica, error) {
+// OpenReplica opens (or creates) a replica in cfg.Dir and starts its loops.
+func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
+	if cfg.Transport == nil || cfg.FS == nil || cfg.Dir == "" || cfg.ID == 0 || cfg.Node == 0 {
+		return nil, base.AssertionFailedf("kv: replica config %+v incomplete", cfg)
+	}
+	fs, dir, opts, shard := cfg.FS, cfg.Dir, cfg.Options, cfg.Shard
 	r := &Replica{
-		env: env, shard: shard, id: id, node: node, opts: opts, fs: fs, dir: dir,
+		env: cfg.Transport, shard: shard, id: cfg.ID, node: cfg.Node, opts: opts, fs: fs, dir: dir,
 		propc:     make(chan proposal, 256),
 		recvc:     make(chan *pb.Message, 4096),
 		readc:     make(chan readIndexRequest, 256),
@@ -244,7 +249,7 @@ func newReplica(env replicaEnv, node base.NodeID, shard ShardSpec, id base.Repli
 			return nil, err
 		}
 	}
-	if replaced {
+	if cfg.Replaced {
 		if err := lg.SetVoteFloor(math.MaxUint64, math.MaxUint64); err != nil {
 			sm.close()
 			lg.Close()
@@ -485,7 +490,7 @@ func (r *Replica) fetchAndOffer(lo, hi uint64) {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := r.env.fetchEntries(ctx, node, &kvpb.FetchEntriesRequest{
+		resp, err := r.env.FetchEntries(ctx, node, &kvpb.FetchEntriesRequest{
 			Shard: uint64(r.shard.ID), Lo: lo, Hi: hi, MaxBytes: 4 << 20})
 		cancel()
 		if err != nil {
@@ -540,9 +545,9 @@ func entriesCRC(ents [][]byte) uint32 {
 	return crc
 }
 
-// fetchEntries serves a peer's raft log repair from this replica's log
+// EntriesForPeer serves a peer's raft log repair from this replica's log
 // (whole or itself under repair: its intact entries).
-func (r *Replica) fetchEntries(req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
+func (r *Replica) EntriesForPeer(req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
 	maxBytes := req.MaxBytes
 	if maxBytes == 0 || maxBytes > 16<<20 {
 		maxBytes = 16 << 20
@@ -672,7 +677,7 @@ func (r *Replica) raftLoop() {
 		select {
 		case <-ticker.C:
 			floorTerm, floorIndex, floored := r.log.VoteFloor()
-			if floored && !r.isLeader() {
+			if floored && !r.IsLeader() {
 				// A replica whose log lost entries it may have acknowledged
 				// does not campaign until the floor is lifted (see
 				// raftlog.Log.VoteFloor): it lets a replica that holds them
@@ -683,7 +688,7 @@ func (r *Replica) raftLoop() {
 			r.rn.Tick()
 		case p := <-r.propc:
 			if err := r.rn.Propose(p.data); err != nil {
-				r.finish(p.id, 0, newError(kvpb.ErrorDetail_NOT_LEADER, "proposal dropped: %v", err))
+				r.finish(p.id, 0, NewError(kvpb.ErrorDetail_NOT_LEADER, "proposal dropped: %v", err))
 				r.proposalDropped(p.id)
 			}
 		case m := <-r.recvc:
@@ -766,7 +771,7 @@ func (r *Replica) handleReady() error {
 		if err := r.log.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
 			return err
 		}
-		r.env.sendRaft(r.shard.ID, rd.Messages)
+		r.env.SendRaft(r.shard.ID, rd.Messages)
 		if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
 			r.enqueue(applyTask{snapshotIndex: rd.Snapshot.GetMetadata().GetIndex()})
 		}
@@ -805,22 +810,43 @@ func (r *Replica) enqueue(t applyTask) {
 	}
 }
 
-// step hands a received raft message to the loop; a full queue drops it
+// Step hands a received raft message to the loop; a full queue drops it
 // (raft tolerates lost messages).
-func (r *Replica) step(m *pb.Message) {
+func (r *Replica) Step(m *pb.Message) {
 	select {
 	case r.recvc <- m:
 	default:
 	}
 }
 
-// isLeader reports whether this replica leads its shard.
-func (r *Replica) isLeader() bool { return r.leader.Load() == uint64(r.id) }
+// IsLeader reports whether this replica leads its shard.
+func (r *Replica) IsLeader() bool { return r.leader.Load() == uint64(r.id) }
 
 // leaderNode is the node of the current leader, or 0.
 func (r *Replica) leaderNode() base.NodeID {
 	return r.shard.Replicas[base.ReplicaID(r.leader.Load())]
 }
+
+// Shard returns the shard this replica belongs to.
+func (r *Replica) Shard() ShardSpec { return r.shard }
+
+// ID returns the replica's raft ID.
+func (r *Replica) ID() base.ReplicaID { return r.id }
+
+// AppliedIndex returns the index of the last entry the replica applied.
+func (r *Replica) AppliedIndex() uint64 {
+	applied, _ := r.appliedIndex()
+	return applied
+}
+
+// Close stops the replica: its loops end, its engine is flushed (so a
+// restart replays little of the raft log) and its files closed.
+func (r *Replica) Close() error { return r.close(false) }
+
+// Crash stops the replica as a crash would: the engine is closed without a
+// flush (Pebble runs without a WAL, so what is only in memtables is gone and
+// the raft log must bring it back). Files stay as they are.
+func (r *Replica) Crash() error { return r.close(true) }
 
 // ---- proposals ---------------------------------------------------------------
 
@@ -920,7 +946,7 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
 // linearizable read must wait for.
 func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
 	if !r.raftUp.Load() {
-		return 0, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft not running yet (raft log repair)", r)
+		return 0, NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft not running yet (raft log repair)", r)
 	}
 	reqCtx := make([]byte, 8)
 	id := r.nextID.Add(1)
@@ -950,7 +976,7 @@ func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-timer.C:
-		return 0, newError(kvpb.ErrorDetail_NOT_LEADER, "%s: read index not confirmed", r)
+		return 0, NewError(kvpb.ErrorDetail_NOT_LEADER, "%s: read index not confirmed", r)
 	case <-r.stopc:
 		return 0, ErrReplicaUnavailable
 	}
@@ -977,23 +1003,23 @@ func (r *Replica) prepareRead(ctx context.Context, opts *kvpb.ReadOptions) error
 // while it is down.
 func (r *Replica) readable(rg Range) error {
 	if !r.verified.Load() {
-		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is checking its engine against its digest", r)
+		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is checking its engine against its digest", r)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.logFailed != nil {
-		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft log failed: %v", r, r.logFailed)
+		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft log failed: %v", r, r.logFailed)
 	}
 	if r.logRepair != "" {
-		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is repairing its raft log (%s)", r, r.logRepair)
+		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is repairing its raft log (%s)", r, r.logRepair)
 	}
 	if _, _, floored := r.log.VoteFloor(); floored {
 		// It lost entries it had acknowledged (or everything): until it
 		// holds them again its state is behind what it once served.
-		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is catching up on raft entries it lost", r)
+		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is catching up on raft entries it lost", r)
 	}
 	if r.down || r.needRebuild {
-		return newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
+		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
 	}
 	for _, rec := range r.recovering {
 		if rec.Overlaps(rg) {
@@ -1046,7 +1072,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit, maxBytes i
 
 // Write proposes a batch; this replica must lead the shard.
 func (r *Replica) Write(ctx context.Context, b *kvpb.WriteBatch) (uint64, error) {
-	if !r.isLeader() {
+	if !r.IsLeader() {
 		return 0, &Error{Reason: kvpb.ErrorDetail_NOT_LEADER, Leader: r.leaderNode(), Msg: r.String() + " is not the leader"}
 	}
 	return r.propose(ctx, &kvpb.Command{Write: b})
@@ -1129,6 +1155,18 @@ func readAppliedCopy(rd pebble.Reader, k []byte) (appliedState, error) {
 	return decodeAppliedState(v)
 }
 
+// Compact compacts the replica's user key space in its engine, flushing
+// what is in memtables: its rows then sit in sstable data blocks (the demo
+// and tests damage those).
+func (r *Replica) Compact(ctx context.Context) error {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return ErrReplicaUnavailable
+	}
+	return r.sm.db.Compact(ctx, userPrefix, userEnd, false)
+}
+
 // CorruptBlock damages the sstable data block holding key (tests, `ctl kv
 // corrupt`).
 func (r *Replica) CorruptBlock(key []byte) (string, uint64, error) {
@@ -1167,7 +1205,7 @@ func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
 		state = "unreadable: " + strings.ReplaceAll(err.Error(), "\n", " ")
 	}
 	return &kvpb.ReplicaStatusResponse{
-		Replica: uint64(r.id), AppliedIndex: applied, Leader: r.isLeader(),
+		Replica: uint64(r.id), AppliedIndex: applied, Leader: r.IsLeader(),
 		ContentCrc: crc, Keys: uint64(rows), PatchesApplied: st.PatchesApplied,
 		CorruptionsDetected: st.CorruptionsDetected, Rebuilds: st.Rebuilds, State: state,
 		TransientErrors: st.TransientErrors, PendingRepairs: uint64(pending), LastDetection: st.LastDetection,

@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
 // TestScanPagesByBytes: 2,300 values of 4 KB (9 MB, more than a gRPC
@@ -15,15 +17,15 @@ import (
 // page; one page is bounded by bytes; a limit above MaxScanRows works; an
 // oversized page request is refused.
 func TestScanPagesByBytes(t *testing.T) {
-	c, cl := startCluster(t, Options{}, "key-01000")
+	c, cl := startCluster(t, kv.Options{}, "key-01000")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	value := func(i int) []byte { return []byte(fmt.Sprintf("%04d-%04000d", i, i)) }
 	const n = 2300
 	for i := 0; i < n; i += 25 {
-		var ops []Op
+		var ops []kvclient.Op
 		for j := i; j < i+25 && j < n; j++ {
-			ops = append(ops, Op{Key: testKey(j), Value: value(j)})
+			ops = append(ops, kvclient.Op{Key: testKey(j), Value: value(j)})
 		}
 		// The puts are idempotent: a batch whose outcome is unknown (a
 		// leader change under the race detector's slowdown) is sent again.
@@ -37,7 +39,7 @@ func TestScanPagesByBytes(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rows, err := cl.Scan(ctx, nil, nil, 0, Strong())
+	rows, err := cl.Scan(ctx, nil, nil, 0, kvclient.Strong())
 	if err != nil || len(rows) != n {
 		t.Fatalf("whole scan: %d rows, %v", len(rows), err)
 	}
@@ -46,7 +48,7 @@ func TestScanPagesByBytes(t *testing.T) {
 			t.Fatalf("row %d: %q", i, r.Key)
 		}
 	}
-	if rows, err := cl.Scan(ctx, nil, nil, MaxScanRows+5, Eventual()); err != nil || len(rows) != n {
+	if rows, err := cl.Scan(ctx, nil, nil, kv.MaxScanRows+5, kvclient.Eventual()); err != nil || len(rows) != n {
 		t.Fatalf("limit above MaxScanRows: %d rows, %v", len(rows), err)
 	}
 	if rows, err := cl.Scan(ctx, testKey(10), nil, 1500); err != nil || len(rows) != 1500 || string(rows[0].Key) != string(testKey(10)) {
@@ -56,20 +58,20 @@ func TestScanPagesByBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, more, _, err := c.Node(leader).Replica(2).Scan(ctx, nil, nil, 0, DefaultScanPageBytes, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	page, more, _, err := c.Node(leader).Replica(2).Scan(ctx, nil, nil, 0, kv.DefaultScanPageBytes, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	bytes := 0
 	for _, r := range page {
-		bytes += rowBytes(r)
+		bytes += kv.RowBytes(r)
 	}
-	if err != nil || !more || bytes < DefaultScanPageBytes || bytes > DefaultScanPageBytes+5000 {
+	if err != nil || !more || bytes < kv.DefaultScanPageBytes || bytes > kv.DefaultScanPageBytes+5000 {
 		t.Fatalf("one page: %d rows, %d bytes, more=%v, %v", len(page), bytes, more, err)
 	}
-	kc, err := cl.kvClient(leader)
+	kc, err := cl.KVClient(leader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: 2, MaxBytes: MaxScanPageBytes + 1})
-	if !base.IsInvalidArgument(fromStatus(err)) {
+	_, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: 2, MaxBytes: kv.MaxScanPageBytes + 1})
+	if !base.IsInvalidArgument(kv.FromStatus(err)) {
 		t.Fatalf("oversized page: %v", err)
 	}
 }

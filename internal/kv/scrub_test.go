@@ -1,16 +1,18 @@
-package kv
+package kv_test
 
 import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/kv"
 )
 
 // TestScrubberRepairsColdData damages a block nobody reads: the scrubber
 // finds it and the patch goes through the log; later scrubs, which still see
 // the damage in the physical file, do not repair the excised range again.
 func TestScrubberRepairsColdData(t *testing.T) {
-	c, cl := startCluster(t, Options{ScrubInterval: 100 * time.Millisecond, OnRepair: func(e RepairEvent) { t.Logf("repair: %v", e) }})
+	c, cl := startCluster(t, kv.Options{ScrubInterval: 100 * time.Millisecond, OnRepair: func(e kv.RepairEvent) { t.Logf("repair: %v", e) }})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	loadKeys(t, cl, 2000)
@@ -20,8 +22,8 @@ func TestScrubberRepairsColdData(t *testing.T) {
 	}
 	victim := c.Node(leader%3 + 1).Replica(1)
 	waitFor(t, "victim caught up", func() bool {
-		a, _ := victim.appliedIndex()
-		b, _ := c.Node(leader).Replica(1).appliedIndex()
+		a := victim.AppliedIndex()
+		b := c.Node(leader).Replica(1).AppliedIndex()
 		return a == b
 	})
 	corruptReplica(t, victim, testKey(700))

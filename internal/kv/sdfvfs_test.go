@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"bytes"
@@ -13,6 +13,9 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/sdf"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
 )
@@ -72,8 +75,8 @@ func pageOf(t *testing.T, dev *flash.Emulator, fs *sdfvfs.FS, path string, off i
 func TestRepairOnEmulatedFlash(t *testing.T) {
 	devs := map[base.NodeID]*flash.Emulator{}
 	fss := map[base.NodeID]*sdfvfs.FS{}
-	c, err := StartLocalCluster(LocalClusterConfig{
-		Options: Options{CacheBytes: -1, MemTableBytes: 1 << 20},
+	c, err := kvcluster.Start(kvcluster.Config{
+		Options: kv.Options{CacheBytes: -1, MemTableBytes: 1 << 20},
 		NodeFS: func(id base.NodeID) (vfs.FS, error) {
 			dev, err := flash.NewMemory(flashGeometry(), flash.Options{Seed: int64(id)})
 			if err != nil {
@@ -83,7 +86,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			fs, err := sdfvfs.New(sfs, sdfvfs.Options{MetadataRanges: sdfvfs.SSTMetadataRanges(SSTReaderOptions())})
+			fs, err := sdfvfs.New(sfs, sdfvfs.Options{MetadataRanges: sdfvfs.SSTMetadataRanges(kv.SSTReaderOptions())})
 			if err != nil {
 				return nil, err
 			}
@@ -95,7 +98,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	cl, err := c.NewClient(ClientOptions{Seed: 1})
+	cl, err := c.NewClient(kvclient.Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +113,11 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 	victimNode := leader%3 + 1
 	victim := c.Node(victimNode).Replica(1)
 	waitFor(t, "victim caught up", func() bool {
-		a, _ := victim.appliedIndex()
-		b, _ := c.Node(leader).Replica(1).appliedIndex()
+		a := victim.AppliedIndex()
+		b := c.Node(leader).Replica(1).AppliedIndex()
 		return a == b
 	})
-	victim.smMu.RLock()
-	db := victim.sm.db
-	victim.smMu.RUnlock()
-	if err := db.Compact(ctx, userPrefix, userEnd, false); err != nil {
+	if err := victim.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}
 	// Find the data block of the target key in the one sstable, as the
@@ -139,7 +139,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 	if !base.IsCorruption(err) {
 		t.Fatalf("scan of the damaged replica: %v", err)
 	}
-	rows, err := cl.Scan(ctx, nil, nil, 0, Eventual())
+	rows, err := cl.Scan(ctx, nil, nil, 0, kvclient.Eventual())
 	if err != nil || len(rows) != 3000 {
 		t.Fatalf("client scan: %d rows, %v", len(rows), err)
 	}
@@ -154,18 +154,19 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 }
 
 // sstableHolding returns the path of the sstable whose bounds hold key.
-func sstableHolding(t *testing.T, r *Replica, key []byte) string {
+func sstableHolding(t *testing.T, r *kv.Replica, key []byte) string {
 	t.Helper()
-	r.smMu.RLock()
-	levels, err := r.sm.db.SSTables()
-	r.smMu.RUnlock()
+	sm, unlock := r.LockSM()
+	levels, err := sm.DB().SSTables()
+	unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, level := range levels {
 		for _, tbl := range level {
-			if bytes.Compare(userKey(key), tbl.Smallest.UserKey) >= 0 && bytes.Compare(userKey(key), tbl.Largest.UserKey) <= 0 {
-				return r.fs.PathJoin(r.dir, "pebble", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+			if bytes.Compare(kv.UserKey(key), tbl.Smallest.UserKey) >= 0 && bytes.Compare(kv.UserKey(key), tbl.Largest.UserKey) <= 0 {
+				fs, dir := r.Files()
+				return fs.PathJoin(dir, "pebble", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
 			}
 		}
 	}

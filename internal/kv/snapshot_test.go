@@ -1,17 +1,19 @@
-package kv
+package kv_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/kv"
 )
 
 // TestLaggingFollowerCatchesUpFromSnapshot compacts the raft log while a
 // follower is down; on restart the leader no longer has the entries it
 // needs and sends a snapshot point, and the follower fetches the state.
 func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
-	c, cl := startCluster(t, Options{LogCompactEntries: 50, LogKeepEntries: 10})
+	c, cl := startCluster(t, kv.Options{LogCompactEntries: 50, LogKeepEntries: 10})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	leader, err := c.WaitLeader(ctx, 1)
@@ -28,7 +30,7 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		}
 	}
 	lr := c.Node(leader).Replica(1)
-	if first, _ := lr.log.FirstIndex(); first < 100 {
+	if first, _ := lr.RaftLog().FirstIndex(); first < 100 {
 		t.Fatalf("leader log not compacted: first index %d", first)
 	}
 	if err := c.RestartNode(follower); err != nil {
@@ -51,5 +53,5 @@ func TestLaggingFollowerCatchesUpFromSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertSame(t, checksums(t, c, 1))
-	t.Logf("leader log %v; follower %v", lr.log.Stats(), c.Node(follower).Replica(1).Stats())
+	t.Logf("leader log %v; follower %v", lr.RaftLog().Stats(), c.Node(follower).Replica(1).Stats())
 }

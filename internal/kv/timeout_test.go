@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
 // TestSilentPatchBuildersRetryUntilAPeerHasTheRange damages the same block
@@ -17,7 +19,7 @@ import (
 // back it sends the range and both damaged replicas are patched, not
 // rebuilt.
 func TestSilentPatchBuildersRetryUntilAPeerHasTheRange(t *testing.T) {
-	c, cl := startCluster(t, Options{PatchTimeout: 300 * time.Millisecond})
+	c, cl := startCluster(t, kv.Options{PatchTimeout: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	loadKeys(t, cl, 2000)
@@ -27,9 +29,9 @@ func TestSilentPatchBuildersRetryUntilAPeerHasTheRange(t *testing.T) {
 	}
 	a, b, down := leader, leader%3+1, (leader+1)%3+1
 	waitFor(t, "replicas caught up", func() bool {
-		x, _ := c.Node(a).Replica(1).appliedIndex()
-		y, _ := c.Node(b).Replica(1).appliedIndex()
-		z, _ := c.Node(down).Replica(1).appliedIndex()
+		x := c.Node(a).Replica(1).AppliedIndex()
+		y := c.Node(b).Replica(1).AppliedIndex()
+		z := c.Node(down).Replica(1).AppliedIndex()
 		return x == y && y == z
 	})
 	if err := c.StopNode(down); err != nil {
@@ -39,14 +41,14 @@ func TestSilentPatchBuildersRetryUntilAPeerHasTheRange(t *testing.T) {
 	ra, rb := c.Node(a).Replica(1), c.Node(b).Replica(1)
 	corruptReplica(t, ra, target)
 	corruptReplica(t, rb, target)
-	for _, r := range []*Replica{ra, rb} {
+	for _, r := range []*kv.Replica{ra, rb} {
 		if _, _, _, err := r.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL}); !base.IsCorruption(err) {
 			t.Fatalf("%s: read of damaged block: %v", r, err)
 		}
 	}
 	// Every copy reachable is damaged: an explicit error, never wrong data.
 	short, cancelShort := context.WithTimeout(ctx, 500*time.Millisecond)
-	_, _, err = cl.Get(short, target, Eventual())
+	_, _, err = cl.Get(short, target, kvclient.Eventual())
 	cancelShort()
 	if err == nil {
 		t.Fatal("read with every reachable copy damaged succeeded")
@@ -61,12 +63,12 @@ func TestSilentPatchBuildersRetryUntilAPeerHasTheRange(t *testing.T) {
 	waitFor(t, "patches from the third replica", func() bool {
 		return ra.Stats().PatchesApplied > 0 && rb.Stats().PatchesApplied > 0
 	})
-	for _, r := range []*Replica{ra, rb} {
+	for _, r := range []*kv.Replica{ra, rb} {
 		if st := r.Stats(); st.Rebuilds != 0 {
 			t.Fatalf("%s rebuilt: %v", r, st)
 		}
 	}
-	v, found, err := cl.Get(ctx, target, Strong())
+	v, found, err := cl.Get(ctx, target, kvclient.Strong())
 	if err != nil || !found || string(v) != string(testValue(1000)) {
 		t.Fatalf("read after repair: %q %v %v", v, found, err)
 	}

@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -12,6 +12,9 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
 
 // transientFS flips one bit in the caller's buffer (never in the stored
@@ -70,12 +73,12 @@ func (t *transientFile) ReadAt(p []byte, off int64) (int, error) {
 
 // startTransientCluster starts 3 nodes, each on its own transientFS, with
 // no block cache (every read goes to the file).
-func startTransientCluster(t *testing.T) (*LocalCluster, *Client, map[base.NodeID]*transientFS) {
+func startTransientCluster(t *testing.T) (*kvcluster.Cluster, *kvclient.Client, map[base.NodeID]*transientFS) {
 	t.Helper()
 	fss := map[base.NodeID]*transientFS{}
 	var mu sync.Mutex
-	c, err := StartLocalCluster(LocalClusterConfig{
-		Options: Options{CacheBytes: -1},
+	c, err := kvcluster.Start(kvcluster.Config{
+		Options: kv.Options{CacheBytes: -1},
 		NodeFS: func(id base.NodeID) (vfs.FS, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -87,7 +90,7 @@ func startTransientCluster(t *testing.T) (*LocalCluster, *Client, map[base.NodeI
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Close() })
-	cl, err := c.NewClient(ClientOptions{Seed: 1})
+	cl, err := c.NewClient(kvclient.Options{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,28 +105,28 @@ func startTransientCluster(t *testing.T) (*LocalCluster, *Client, map[base.NodeI
 
 // compactAndArm compacts r's Pebble to quiescence and arms fs to flip the
 // next read of any data block of the sstable holding key.
-func compactAndArm(t *testing.T, r *Replica, fs *transientFS, key []byte) string {
+func compactAndArm(t *testing.T, r *kv.Replica, fs *transientFS, key []byte) string {
 	t.Helper()
-	r.smMu.RLock()
-	defer r.smMu.RUnlock()
-	if err := r.sm.db.Flush(); err != nil {
+	sm, unlock := r.LockSM()
+	defer unlock()
+	if err := sm.DB().Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.sm.db.Compact(context.Background(), []byte("u"), []byte("v"), false); err != nil {
+	if err := sm.DB().Compact(context.Background(), []byte("u"), []byte("v"), false); err != nil {
 		t.Fatal(err)
 	}
-	levels, err := r.sm.db.SSTables()
+	levels, err := sm.DB().SSTables()
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk := userKey(key)
+	pk := kv.UserKey(key)
 	for _, level := range levels {
 		for _, tbl := range level {
 			if string(pk) < string(tbl.Smallest.UserKey) || string(pk) > string(tbl.Largest.UserKey) {
 				continue
 			}
-			path := r.sm.fs.PathJoin(r.sm.dir, fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-			layout := sstLayout(t, r.sm.fs, path, r.sm.opts.MakeReaderOptions())
+			path := sm.FS().PathJoin(sm.Dir(), fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+			layout := kv.SSTLayout(t, sm.FS(), path, sm.Opts().MakeReaderOptions())
 			var offs []int64
 			for _, h := range layout.Data {
 				offs = append(offs, int64(h.Offset+h.Length/2))
@@ -153,8 +156,8 @@ func TestTransientFlipNotRepaired(t *testing.T) {
 	victimNode := leader%3 + 1
 	victim := c.Node(victimNode).Replica(1)
 	waitFor(t, "victim caught up", func() bool {
-		a, _ := victim.appliedIndex()
-		b, _ := c.Node(leader).Replica(1).appliedIndex()
+		a := victim.AppliedIndex()
+		b := c.Node(leader).Replica(1).AppliedIndex()
 		return a == b
 	})
 	target := testKey(1500)
@@ -173,7 +176,7 @@ func TestTransientFlipNotRepaired(t *testing.T) {
 		t.Fatalf("scan after transient flip: %d rows, %v", len(rows), err)
 	}
 	for i := 1490; i < 1510; i++ {
-		v, found, err := cl.Get(ctx, testKey(i), Eventual())
+		v, found, err := cl.Get(ctx, testKey(i), kvclient.Eventual())
 		if err != nil || !found || string(v) != string(testValue(i)) {
 			t.Fatalf("client read %d: %q %v %v", i, v, found, err)
 		}
@@ -184,9 +187,7 @@ func TestTransientFlipNotRepaired(t *testing.T) {
 	if st.CorruptionsDetected != 0 || st.PatchesApplied != 0 || st.Rebuilds != 0 {
 		t.Fatalf("a transient flip was repaired: %v", st)
 	}
-	victim.mu.Lock()
-	recovering, pending := len(victim.recovering), len(victim.pending)
-	victim.mu.Unlock()
+	recovering, pending := victim.Repairing()
 	if recovering != 0 || pending != 0 {
 		t.Fatalf("%d ranges refused, %d patches pending after a transient flip", recovering, pending)
 	}
@@ -217,8 +218,8 @@ func TestTransientFlipDuringPatchBuild(t *testing.T) {
 	for _, id := range c.NodeIDs() {
 		r := c.Node(id).Replica(1)
 		waitFor(t, "replica caught up", func() bool {
-			a, _ := r.appliedIndex()
-			b, _ := c.Node(leader).Replica(1).appliedIndex()
+			a := r.AppliedIndex()
+			b := c.Node(leader).Replica(1).AppliedIndex()
 			return a == b
 		})
 	}
@@ -295,22 +296,22 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 4; round++ {
 		fs := &transientFS{FS: vfs.NewMem()}
-		sm, err := openStateMachine(fs, "sm", 0, 4<<20, nil)
+		sm, err := kv.OpenStateMachine(fs, "sm", 0, 4<<20, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fillSM(t, sm, 2000+rng.Intn(1000))
-		if err := sm.db.Compact(context.Background(), userPrefix, userEnd, false); err != nil {
+		kv.FillSM(t, sm, 2000+rng.Intn(1000))
+		if err := sm.DB().Compact(context.Background(), kv.UserPrefix, kv.UserEnd, false); err != nil {
 			t.Fatal(err)
 		}
-		levels, _ := sm.db.SSTables()
+		levels, _ := sm.DB().SSTables()
 		var path string
 		for _, l := range levels {
 			for _, tbl := range l {
 				path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
 			}
 		}
-		layout := sstLayout(t, fs, path, sm.opts.MakeReaderOptions())
+		layout := kv.SSTLayout(t, fs, path, sm.Opts().MakeReaderOptions())
 		if len(layout.Data) < 4 {
 			t.Fatalf("seed %d: %d data blocks", seed, len(layout.Data))
 		}
@@ -318,11 +319,11 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 		// (forward pass) or after it (backward pass).
 		bad := len(layout.Data)/4 + rng.Intn(len(layout.Data)/2)
 		h := layout.Data[bad]
-		if err := flipByteAt(fs, path, int64(h.Offset+h.Length/2)); err != nil {
+		if err := kv.FlipByteAt(fs, path, int64(h.Offset+h.Length/2)); err != nil {
 			t.Fatal(err)
 		}
-		ro := sm.opts.MakeReaderOptions()
-		want, err := isolateCorruption(fs, path, ro, nil, nil)
+		ro := sm.Opts().MakeReaderOptions()
+		want, err := kv.IsolateCorruption(fs, path, ro, nil, nil)
 		if err != nil || want.WholeFile {
 			t.Fatalf("seed %d: isolation %v, %v", seed, want, err)
 		}
@@ -332,13 +333,13 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 		}
 		oh := layout.Data[other]
 		fs.arm(path, []int64{int64(oh.Offset + oh.Length/2)})
-		got, err := isolateCorruption(fs, path, ro, nil, nil)
+		got, err := kv.IsolateCorruption(fs, path, ro, nil, nil)
 		if fs.flipped() != 1 {
 			t.Fatalf("seed %d: %d transient flips injected, want 1", seed, fs.flipped())
 		}
 		if err != nil || got.String() != want.String() {
 			t.Fatalf("seed %d: block %d damaged, transient flip in block %d: isolation %v, want %v (%v)", seed, bad, other, got, want, err)
 		}
-		sm.close()
+		sm.Close()
 	}
 }

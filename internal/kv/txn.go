@@ -55,7 +55,7 @@ func (r *Replica) invalidateSnapshots() {
 
 // TxnBegin opens a transaction at a linearizable point.
 func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
-	if !r.isLeader() {
+	if !r.IsLeader() {
 		return 0, &Error{Reason: kvpb.ErrorDetail_NOT_LEADER, Leader: r.leaderNode(), Msg: r.String() + " is not the leader"}
 	}
 	if err := r.prepareRead(ctx, &kvpb.ReadOptions{Consistency: kvpb.Consistency_STRONG}); err != nil {
@@ -64,7 +64,7 @@ func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
 	if err := r.readable(Range{}); err != nil {
 		// A replica under repair cannot offer a whole snapshot; the client
 		// retries (the leader may move, or the repair finishes).
-		return 0, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %v", r, err)
+		return 0, NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %v", r, err)
 	}
 	r.smMu.RLock()
 	if r.smClosed {
@@ -77,7 +77,7 @@ func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
 	defer r.mu.Unlock()
 	if len(r.txns) >= r.opts.MaxOpenTxns {
 		_ = snap.Close()
-		return 0, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %d transactions open", r, len(r.txns))
+		return 0, NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %d transactions open", r, len(r.txns))
 	}
 	t := &txn{id: r.nextID.Add(1), snap: snap, epoch: r.epoch}
 	r.txns[t.id] = t
@@ -92,7 +92,7 @@ func (r *Replica) openTxn(id uint64) (*txn, error) {
 		return nil, base.InvalidArgumentf("kv: %s: no open transaction %d", r, id)
 	}
 	if t.invalid || t.epoch != r.epoch {
-		return nil, newError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot invalidated by a repair", r, id)
+		return nil, NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot invalidated by a repair", r, id)
 	}
 	return t, nil
 }
@@ -107,7 +107,7 @@ func (r *Replica) TxnGet(id uint64, key []byte) ([]byte, bool, error) {
 	var found bool
 	t.mu.Lock()
 	if t.snap == nil {
-		err = newError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
+		err = NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
 		v, found, err = get(t.snap, key)
 	}
@@ -132,7 +132,7 @@ func (r *Replica) TxnScan(id uint64, start, end []byte, limit int) ([]*kvpb.KeyV
 	var more bool
 	t.mu.Lock()
 	if t.snap == nil {
-		err = newError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
+		err = NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
 		rows, more, err = scan(t.snap, start, end, limit)
 	}
@@ -161,12 +161,12 @@ func (r *Replica) TxnCommit(ctx context.Context, id uint64, ops []*kvpb.Op) (uin
 	r.mu.Lock()
 	b := &kvpb.WriteBatch{Ops: ops, Conditions: t.conds, Scans: t.scans}
 	r.mu.Unlock()
-	if err := validateBatch(b); err != nil {
+	if err := ValidateBatch(b); err != nil {
 		return 0, err
 	}
 	idx, err := r.Write(ctx, b)
 	if errors.Is(err, ErrConditionFailed) {
-		return 0, newError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d read changed", r, id)
+		return 0, NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d read changed", r, id)
 	}
 	return idx, err
 }

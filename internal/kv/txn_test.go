@@ -1,4 +1,4 @@
-package kv
+package kv_test
 
 import (
 	"context"
@@ -10,17 +10,19 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
 // TestTxnCountersAreSerializable runs concurrent read-modify-write
 // transactions on two counters that must always sum to zero; optimistic
 // validation must abort and re-run conflicting ones.
 func TestTxnCountersAreSerializable(t *testing.T) {
-	c, cl := startCluster(t, Options{})
+	c, cl := startCluster(t, kv.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	a, b := []byte("acct-a"), []byte("acct-b")
-	readInt := func(tx *Txn, k []byte) (int, error) {
+	readInt := func(tx *kvclient.Txn, k []byte) (int, error) {
 		v, found, err := tx.Get(ctx, k)
 		if err != nil || !found {
 			return 0, err
@@ -35,7 +37,7 @@ func TestTxnCountersAreSerializable(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
-				n, err := cl.Txn(ctx, a, func(ctx context.Context, tx *Txn) error {
+				n, err := cl.Txn(ctx, a, func(ctx context.Context, tx *kvclient.Txn) error {
 					x, err := readInt(tx, a)
 					if err != nil {
 						return err
@@ -92,7 +94,7 @@ func TestTxnCountersAreSerializable(t *testing.T) {
 	r.TxnScan(id, []byte("s"), []byte("t"), 0)
 	cl.Put(ctx, []byte("s3"), []byte("phantom"))
 	_, err = r.TxnCommit(ctx, id, []*kvpb.Op{{Kind: kvpb.Op_PUT, Key: []byte("s9"), Value: []byte("x")}})
-	if !errors.Is(err, ErrTxnAborted) {
+	if !errors.Is(err, kv.ErrTxnAborted) {
 		t.Fatalf("phantom: %v; want aborted", err)
 	}
 }

@@ -1,4 +1,4 @@
-package kv
+package kvclient
 
 import (
 	"bytes"
@@ -17,10 +17,11 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
 )
 
-// ClientOptions tunes the Go client.
-type ClientOptions struct {
+// Options tunes the Go client.
+type Options struct {
 	// MaxAttempts bounds tries per request across replicas. Default 1000
 	// (RetryTimeout is what ends retries in practice).
 	MaxAttempts int
@@ -42,8 +43,8 @@ type ClientOptions struct {
 // retries transparently on another replica when one reports corruption, so
 // the application sees correct data (DIRECT 4.1: reads that hit corruption).
 type Client struct {
-	layout Layout
-	opts   ClientOptions
+	layout kv.Layout
+	opts   Options
 
 	mu      sync.Mutex
 	conns   map[base.NodeID]*grpc.ClientConn
@@ -54,8 +55,8 @@ type Client struct {
 	retries int
 }
 
-// NewClient connects lazily to the nodes at addrs.
-func NewClient(layout Layout, addrs map[base.NodeID]string, opts ClientOptions) (*Client, error) {
+// New connects lazily to the nodes at addrs.
+func New(layout kv.Layout, addrs map[base.NodeID]string, opts Options) (*Client, error) {
 	if err := layout.Validate(); err != nil {
 		return nil, err
 	}
@@ -81,7 +82,7 @@ func NewClient(layout Layout, addrs map[base.NodeID]string, opts ClientOptions) 
 }
 
 // Layout returns the shard map the client routes by.
-func (c *Client) Layout() *Layout { return &c.layout }
+func (c *Client) Layout() *kv.Layout { return &c.layout }
 
 // Close closes the connections.
 func (c *Client) Close() error {
@@ -101,7 +102,9 @@ func (c *Client) Retries() int {
 	return c.retries
 }
 
-func (c *Client) kvClient(n base.NodeID) (kvpb.KVClient, error) {
+// KVClient returns the KV client of node n (requests sent as they are:
+// no routing, no retries).
+func (c *Client) KVClient(n base.NodeID) (kvpb.KVClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cc, ok := c.conns[n]; ok {
@@ -121,7 +124,7 @@ func (c *Client) kvClient(n base.NodeID) (kvpb.KVClient, error) {
 
 // AdminClient returns the KVAdmin client of node n.
 func (c *Client) AdminClient(n base.NodeID) (kvpb.KVAdminClient, error) {
-	if _, err := c.kvClient(n); err != nil {
+	if _, err := c.KVClient(n); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
@@ -131,7 +134,7 @@ func (c *Client) AdminClient(n base.NodeID) (kvpb.KVAdminClient, error) {
 
 // order lists the nodes to try: the believed leader first for strong
 // requests, a random replica first otherwise.
-func (c *Client) order(shard ShardSpec, preferLeader bool) []base.NodeID {
+func (c *Client) order(shard kv.ShardSpec, preferLeader bool) []base.NodeID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var nodes []base.NodeID
@@ -163,7 +166,7 @@ func (c *Client) order(shard ShardSpec, preferLeader bool) []base.NodeID {
 // retryable classifies an error: whether another replica (or the same one
 // later) may succeed, and whether the request certainly did not take effect.
 func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
-	var kerr *Error
+	var kerr *kv.Error
 	if errors.As(err, &kerr) {
 		switch kerr.Reason {
 		case kvpb.ErrorDetail_NOT_LEADER, kvpb.ErrorDetail_REPLICA_UNAVAILABLE:
@@ -190,7 +193,7 @@ func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 //
 // A write (preferLeader and not a read) is re-sent only on errors that prove
 // it was not proposed.
-func (c *Client) do(ctx context.Context, shard ShardSpec, preferLeader, idempotent bool, call func(kvpb.KVClient) error) error {
+func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idempotent bool, call func(kvpb.KVClient) error) error {
 	var last error
 	var queue []base.NodeID
 	deadline := time.Now().Add(c.opts.RetryTimeout)
@@ -219,11 +222,11 @@ func (c *Client) do(ctx context.Context, shard ShardSpec, preferLeader, idempote
 		}
 		n := queue[0]
 		queue = queue[1:]
-		kc, err := c.kvClient(n)
+		kc, err := c.KVClient(n)
 		if err != nil {
 			return err
 		}
-		err = fromStatus(call(kc))
+		err = kv.FromStatus(call(kc))
 		if err == nil {
 			if preferLeader {
 				c.mu.Lock()
@@ -291,7 +294,7 @@ func readOptions(opts []ReadOption) *kvpb.ReadOptions {
 
 // Get reads key. found is false if the key does not exist.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value []byte, found bool, err error) {
-	if err := validateKey(key); err != nil {
+	if err := kv.ValidateKey(key); err != nil {
 		return nil, false, err
 	}
 	shard := c.layout.ShardFor(key)
@@ -337,7 +340,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 // the given consistency; a strong scan is linearizable page by page, not
 // as a whole. An error from fn stops the scan and is returned.
 func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn func(KeyValue) error, opts ...ReadOption) error {
-	if err := validateRange(start, end); err != nil {
+	if err := kv.ValidateRange(start, end); err != nil {
 		return err
 	}
 	if limit < 0 {
@@ -346,7 +349,7 @@ func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn 
 	ro := readOptions(opts)
 	seen := 0
 	for _, shard := range c.layout.Shards {
-		if !shard.Range.Overlaps(Range{Start: start, End: end}) {
+		if !shard.Range.Overlaps(kv.Range{Start: start, End: end}) {
 			continue
 		}
 		from := start
@@ -354,7 +357,7 @@ func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn 
 			if limit > 0 && seen >= limit {
 				return nil
 			}
-			page := MaxScanRows
+			page := kv.MaxScanRows
 			if limit > 0 {
 				page = min(page, limit-seen)
 			}
@@ -413,7 +416,7 @@ func (c *Client) Batch(ctx context.Context, ops []Op, conds []Condition) (uint64
 	for _, cd := range conds {
 		b.Conditions = append(b.Conditions, &kvpb.Condition{Key: cd.Key, Exists: cd.Exists, Value: cd.Value})
 	}
-	if err := validateBatch(b); err != nil {
+	if err := kv.ValidateBatch(b); err != nil {
 		return 0, err
 	}
 	shard := c.layout.ShardFor(ops[0].Key)
@@ -453,7 +456,7 @@ func (c *Client) Delete(ctx context.Context, key []byte) (uint64, error) {
 // is absent). It reports whether the swap happened.
 func (c *Client) CompareAndSet(ctx context.Context, key, old, value []byte) (bool, error) {
 	_, err := c.Batch(ctx, []Op{{Key: key, Value: value}}, []Condition{{Key: key, Exists: old != nil, Value: old}})
-	if errors.Is(err, ErrConditionFailed) {
+	if errors.Is(err, kv.ErrConditionFailed) {
 		return false, nil
 	}
 	return err == nil, err
@@ -463,7 +466,7 @@ func (c *Client) CompareAndSet(ctx context.Context, key, old, value []byte) (boo
 // snapshot, writes are buffered, commit validates the reads through the log.
 type Txn struct {
 	c      *Client
-	shard  ShardSpec
+	shard  kv.ShardSpec
 	node   base.NodeID
 	id     uint64
 	writes []*kvpb.Op
@@ -472,7 +475,7 @@ type Txn struct {
 
 // Get reads key as of the transaction's snapshot (or its own writes).
 func (t *Txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	if err := validateKey(key); err != nil {
+	if err := kv.ValidateKey(key); err != nil {
 		return nil, false, err
 	}
 	if !t.shard.Range.Contains(key) {
@@ -481,13 +484,13 @@ func (t *Txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	if v, ok := t.seen[string(key)]; ok {
 		return v, v != nil, nil
 	}
-	kc, err := t.c.kvClient(t.node)
+	kc, err := t.c.KVClient(t.node)
 	if err != nil {
 		return nil, false, err
 	}
 	resp, err := kc.Get(ctx, &kvpb.GetRequest{Shard: uint64(t.shard.ID), Key: key, TxnId: t.id})
 	if err != nil {
-		return nil, false, fromStatus(err)
+		return nil, false, kv.FromStatus(err)
 	}
 	return resp.Value, resp.Found, nil
 }
@@ -495,13 +498,13 @@ func (t *Txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 // Scan reads rows of [start, end) as of the snapshot (buffered writes are
 // not merged in).
 func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue, error) {
-	kc, err := t.c.kvClient(t.node)
+	kc, err := t.c.KVClient(t.node)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := kc.Scan(ctx, &kvpb.ScanRequest{Shard: uint64(t.shard.ID), Start: start, End: end, Limit: uint32(limit), TxnId: t.id})
 	if err != nil {
-		return nil, fromStatus(err)
+		return nil, kv.FromStatus(err)
 	}
 	out := make([]KeyValue, 0, len(resp.Rows))
 	for _, r := range resp.Rows {
@@ -512,10 +515,10 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 
 // Put buffers a write.
 func (t *Txn) Put(key, value []byte) error {
-	if err := validateKey(key); err != nil {
+	if err := kv.ValidateKey(key); err != nil {
 		return err
 	}
-	if err := validateValue(value); err != nil {
+	if err := kv.ValidateValue(value); err != nil {
 		return err
 	}
 	if !t.shard.Range.Contains(key) {
@@ -531,7 +534,7 @@ func (t *Txn) Put(key, value []byte) error {
 
 // Delete buffers a delete.
 func (t *Txn) Delete(key []byte) error {
-	if err := validateKey(key); err != nil {
+	if err := kv.ValidateKey(key); err != nil {
 		return err
 	}
 	if !t.shard.Range.Contains(key) {
@@ -566,18 +569,18 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 		err = fn(ctx, t)
 		if err == nil {
 			var kc kvpb.KVClient
-			kc, err = c.kvClient(t.node)
+			kc, err = c.KVClient(t.node)
 			if err == nil {
 				_, err = kc.TxnCommit(ctx, &kvpb.TxnCommitRequest{Shard: uint64(shard.ID), TxnId: t.id, Ops: t.writes})
-				err = fromStatus(err)
+				err = kv.FromStatus(err)
 			}
 			if err == nil {
 				return attempt, nil
 			}
-		} else if kc, kerr := c.kvClient(t.node); kerr == nil {
+		} else if kc, kerr := c.KVClient(t.node); kerr == nil {
 			_, _ = kc.TxnAbort(ctx, &kvpb.TxnAbortRequest{Shard: uint64(shard.ID), TxnId: t.id})
 		}
-		if retry, _ := retryable(err, false); !errors.Is(err, ErrTxnAborted) && !retry {
+		if retry, _ := retryable(err, false); !errors.Is(err, kv.ErrTxnAborted) && !retry {
 			return attempt, err
 		}
 		select {
@@ -586,5 +589,5 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 			return attempt, ctx.Err()
 		}
 	}
-	return c.opts.TxnRetries, fmt.Errorf("kv: transaction aborted %d times: %w", c.opts.TxnRetries, ErrTxnAborted)
+	return c.opts.TxnRetries, fmt.Errorf("kv: transaction aborted %d times: %w", c.opts.TxnRetries, kv.ErrTxnAborted)
 }

@@ -1,4 +1,4 @@
-package kv
+package kvserver
 
 import (
 	"context"
@@ -16,27 +16,28 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/guardfs"
+	"github.com/flashmend/flashmend/internal/kv"
 )
 
-// NodeConfig configures the KV part of one storage node.
-type NodeConfig struct {
+// Config configures the KV part of one storage node.
+type Config struct {
 	ID     base.NodeID
-	Layout Layout
+	Layout kv.Layout
 	// Addrs gives every node's gRPC address (loopback in tests).
 	Addrs map[base.NodeID]string
 	// FS and Dir hold the node's replicas: Dir/shard-N/{raft,pebble}. Any
 	// vfs.FS works (vfs.Default, vfs.NewMem(), later sdfvfs).
 	FS  vfs.FS
 	Dir string
-	Options
+	kv.Options
 }
 
 // Node hosts this node's replicas of every shard (multi-raft), batches
 // their raft messages per destination node, and serves the KV,
 // Replication and KVAdmin gRPC services.
 type Node struct {
-	cfg      NodeConfig
-	replicas map[base.ShardID]*Replica
+	cfg      Config
+	replicas map[base.ShardID]*kv.Replica
 	// failures records replicas that could not open as they were (see
 	// NewNode): what failed, and whether a fresh replica replaced them.
 	failures []ReplicaFailure
@@ -50,10 +51,10 @@ type Node struct {
 	wg    sync.WaitGroup
 }
 
-var _ replicaEnv = (*Node)(nil)
+var _ kv.Transport = (*Node)(nil)
 
 // NewNode opens (or creates) the node's replicas and starts them.
-func NewNode(cfg NodeConfig) (*Node, error) {
+func NewNode(cfg Config) (*Node, error) {
 	if cfg.ID == 0 {
 		return nil, base.InvalidArgumentf("kv: node id 0")
 	}
@@ -63,7 +64,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.Layout.Validate(); err != nil {
 		return nil, err
 	}
-	opts, err := cfg.Options.withDefaults()
+	opts, err := cfg.Options.WithDefaults()
 	if err != nil {
 		return nil, err
 	}
@@ -72,12 +73,12 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	// are protected on whatever file system the node runs on (DIRECT
 	// policy 2 for the engine); the raft logs protect themselves and pass
 	// through.
-	guard, err := guardfs.New(cfg.FS, guardfs.Options{SSTReaderOptions: SSTReaderOptions()})
+	guard, err := guardfs.New(cfg.FS, guardfs.Options{SSTReaderOptions: kv.SSTReaderOptions()})
 	if err != nil {
 		return nil, fmt.Errorf("kv: %s: guardfs: %w", cfg.ID, err)
 	}
 	n := &Node{
-		cfg: cfg, replicas: map[base.ShardID]*Replica{},
+		cfg: cfg, replicas: map[base.ShardID]*kv.Replica{},
 		peers: map[base.NodeID]*peer{}, conns: map[base.NodeID]*grpc.ClientConn{},
 		stop: make(chan struct{}), guard: guard,
 	}
@@ -87,7 +88,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 			continue
 		}
 		dir := cfg.FS.PathJoin(cfg.Dir, fmt.Sprintf("shard-%d", uint64(s.ID)))
-		r, err := newReplica(n, cfg.ID, s, rid, guard, dir, opts, false)
+		r, err := kv.OpenReplica(kv.ReplicaConfig{Transport: n, Node: cfg.ID, Shard: s, ID: rid, FS: guard, Dir: dir, Options: opts})
 		if err != nil {
 			// One replica's failure is only that replica's: keep its files
 			// aside for inspection and start it afresh; it rejoins its
@@ -139,7 +140,7 @@ func (n *Node) Failures() []ReplicaFailure {
 
 // replaceReplica moves a replica that cannot open out of the way and
 // starts a fresh one in its place.
-func (n *Node) replaceReplica(s ShardSpec, rid base.ReplicaID, dir string, openErr error) (*Replica, error) {
+func (n *Node) replaceReplica(s kv.ShardSpec, rid base.ReplicaID, dir string, openErr error) (*kv.Replica, error) {
 	f := ReplicaFailure{Shard: s.ID, Dir: dir, Err: openErr}
 	defer func() {
 		n.mu.Lock()
@@ -158,7 +159,7 @@ func (n *Node) replaceReplica(s ShardSpec, rid base.ReplicaID, dir string, openE
 	} else {
 		f.Quarantine = q
 	}
-	r, err := newReplica(n, n.cfg.ID, s, rid, n.guard, dir, n.cfg.Options, true)
+	r, err := kv.OpenReplica(kv.ReplicaConfig{Transport: n, Node: n.cfg.ID, Shard: s, ID: rid, FS: n.guard, Dir: dir, Options: n.cfg.Options, Replaced: true})
 	if err != nil {
 		f.ReplaceErr = err
 		return nil, err
@@ -174,7 +175,7 @@ func (n *Node) GuardStats() guardfs.Stats { return n.guard.Stats() }
 func (n *Node) ID() base.NodeID { return n.cfg.ID }
 
 // Replica returns this node's replica of shard, or nil.
-func (n *Node) Replica(shard base.ShardID) *Replica { return n.replicas[shard] }
+func (n *Node) Replica(shard base.ShardID) *kv.Replica { return n.replicas[shard] }
 
 // RegisterServices registers the KV, Replication and KVAdmin services for
 // this node.
@@ -202,10 +203,10 @@ func (svc *Service) RegisterServices(s *grpc.Server) {
 // Attach makes the services serve node n.
 func (svc *Service) Attach(n *Node) { svc.n.Store(n) }
 
-func (svc *Service) replica(shard uint64) (*Replica, error) {
+func (svc *Service) replica(shard uint64) (*kv.Replica, error) {
 	n := svc.n.Load()
 	if n == nil {
-		return nil, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "kv service not attached to a node yet")
+		return nil, kv.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "kv service not attached to a node yet")
 	}
 	return n.replica(shard)
 }
@@ -231,7 +232,11 @@ func (n *Node) close(crash bool) error {
 	n.mu.Unlock()
 	var first error
 	for _, r := range n.replicas {
-		if err := r.close(crash); err != nil && first == nil {
+		stop := r.Close
+		if crash {
+			stop = r.Crash
+		}
+		if err := stop(); err != nil && first == nil {
 			first = err
 		}
 	}
@@ -292,8 +297,8 @@ func (n *Node) peerFor(to base.NodeID) *peer {
 	return p
 }
 
-// sendRaft routes a replica's outgoing messages to their nodes' queues.
-func (n *Node) sendRaft(shard base.ShardID, msgs []*pb.Message) {
+// SendRaft routes a replica's outgoing messages to their nodes' queues.
+func (n *Node) SendRaft(shard base.ShardID, msgs []*pb.Message) {
 	spec, ok := n.cfg.Layout.Shard(shard)
 	if !ok {
 		return
@@ -371,7 +376,7 @@ func splitBatch(msgs []*kvpb.RaftMessage, maxBytes int) [][]*kvpb.RaftMessage {
 	return out
 }
 
-func (n *Node) sendPatch(to base.NodeID, p *kvpb.Patch) {
+func (n *Node) SendPatch(to base.NodeID, p *kvpb.Patch) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -385,29 +390,29 @@ func (n *Node) sendPatch(to base.NodeID, p *kvpb.Patch) {
 	}()
 }
 
-func (n *Node) fetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
+func (n *Node) FetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
 	c, err := n.conn(from)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := kvpb.NewReplicationClient(c).FetchEntries(ctx, req, grpc.MaxCallRecvMsgSize(64<<20))
-	return resp, fromStatus(err)
+	return resp, kv.FromStatus(err)
 }
 
-func (n *Node) fetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error) {
+func (n *Node) FetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error) {
 	c, err := n.conn(from)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := kvpb.NewReplicationClient(c).FetchState(ctx, &kvpb.FetchStateRequest{Shard: uint64(shard)}, grpc.MaxCallRecvMsgSize(1<<30))
-	return resp, fromStatus(err)
+	return resp, kv.FromStatus(err)
 }
 
-func (n *Node) replica(shard uint64) (*Replica, error) {
+func (n *Node) replica(shard uint64) (*kv.Replica, error) {
 	r, ok := n.replicas[base.ShardID(shard)]
 	if !ok {
 		if _, known := n.cfg.Layout.Shard(base.ShardID(shard)); known {
-			return nil, newError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "node %s holds no replica of %s", n.cfg.ID, base.ShardID(shard))
+			return nil, kv.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "node %s holds no replica of %s", n.cfg.ID, base.ShardID(shard))
 		}
 		return nil, base.InvalidArgumentf("kv: unknown shard %d", shard)
 	}
@@ -431,7 +436,7 @@ func (s *replicationServer) Send(_ context.Context, b *kvpb.RaftBatch) (*kvpb.Ra
 		if err := proto.Unmarshal(rm.Message, m); err != nil {
 			continue
 		}
-		r.step(m)
+		r.Step(m)
 	}
 	return &kvpb.RaftAck{}, nil
 }
@@ -439,33 +444,33 @@ func (s *replicationServer) Send(_ context.Context, b *kvpb.RaftBatch) (*kvpb.Ra
 func (s *replicationServer) SendPatch(_ context.Context, p *kvpb.Patch) (*kvpb.PatchAck, error) {
 	r, err := s.svc.replica(p.Shard)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, kv.ToStatus(err)
 	}
-	if base.ReplicaID(p.ToReplica) != r.id {
-		return nil, toStatus(base.InvalidArgumentf("kv: patch for r%d delivered to %s", p.ToReplica, r))
+	if base.ReplicaID(p.ToReplica) != r.ID() {
+		return nil, kv.ToStatus(base.InvalidArgumentf("kv: patch for r%d delivered to %s", p.ToReplica, r))
 	}
-	return &kvpb.PatchAck{}, toStatus(r.deliverPatch(p))
+	return &kvpb.PatchAck{}, kv.ToStatus(r.DeliverPatch(p))
 }
 
 func (s *replicationServer) FetchState(_ context.Context, req *kvpb.FetchStateRequest) (*kvpb.FetchStateResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, kv.ToStatus(err)
 	}
-	resp, err := r.fetchState()
-	return resp, toStatus(err)
+	resp, err := r.StateForPeer()
+	return resp, kv.ToStatus(err)
 }
 
 func (s *replicationServer) FetchEntries(_ context.Context, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, kv.ToStatus(err)
 	}
 	if req.Lo == 0 || req.Hi < req.Lo {
-		return nil, toStatus(base.InvalidArgumentf("kv: fetch entries [%d, %d]", req.Lo, req.Hi))
+		return nil, kv.ToStatus(base.InvalidArgumentf("kv: fetch entries [%d, %d]", req.Lo, req.Hi))
 	}
-	resp, err := r.fetchEntries(req)
-	return resp, toStatus(err)
+	resp, err := r.EntriesForPeer(req)
+	return resp, kv.ToStatus(err)
 }
 
 // ---- Admin service -------------------------------------------------------------
@@ -478,14 +483,14 @@ type adminServer struct {
 func (s *adminServer) CorruptBlock(_ context.Context, req *kvpb.CorruptBlockRequest) (*kvpb.CorruptBlockResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, kv.ToStatus(err)
 	}
-	if err := validateKey(req.Key); err != nil {
-		return nil, toStatus(err)
+	if err := kv.ValidateKey(req.Key); err != nil {
+		return nil, kv.ToStatus(err)
 	}
 	file, off, err := r.CorruptBlock(req.Key)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, kv.ToStatus(err)
 	}
 	return &kvpb.CorruptBlockResponse{File: file, BlockOffset: off}, nil
 }
@@ -493,11 +498,11 @@ func (s *adminServer) CorruptBlock(_ context.Context, req *kvpb.CorruptBlockRequ
 func (s *adminServer) ReplicaStatus(_ context.Context, req *kvpb.ReplicaStatusRequest) (*kvpb.ReplicaStatusResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, kv.ToStatus(err)
 	}
 	st, err := r.Status()
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, kv.ToStatus(err)
 	}
 	if n := s.svc.n.Load(); n != nil {
 		for _, f := range n.Failures() {

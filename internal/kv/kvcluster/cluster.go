@@ -1,4 +1,4 @@
-package kv
+package kvcluster
 
 import (
 	"context"
@@ -12,13 +12,16 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvserver"
 )
 
-// LocalClusterConfig describes an in-process cluster on loopback: real gRPC
+// Config describes an in-process cluster on loopback: real gRPC
 // servers on 127.0.0.1 ports chosen at run time, one Node each. Tests,
 // `flashmend kv serve` and experiments use it until internal/node hosts the
 // KV service.
-type LocalClusterConfig struct {
+type Config struct {
 	// Nodes is the number of nodes (default 3); every shard has a replica on
 	// every node.
 	Nodes int
@@ -31,13 +34,13 @@ type LocalClusterConfig struct {
 	// internal/sdfvfs over the node's emulated flash); FS is then unused.
 	// It is called once per node; restarts reuse the result.
 	NodeFS func(base.NodeID) (vfs.FS, error)
-	Options
+	kv.Options
 }
 
-// LocalCluster is a running in-process cluster.
-type LocalCluster struct {
-	cfg    LocalClusterConfig
-	Layout Layout
+// Cluster is a running in-process cluster.
+type Cluster struct {
+	cfg    Config
+	Layout kv.Layout
 	Addrs  map[base.NodeID]string
 
 	mu    sync.Mutex
@@ -46,13 +49,13 @@ type LocalCluster struct {
 }
 
 type localNode struct {
-	node *Node
+	node *kvserver.Node
 	srv  *grpc.Server
 	done chan struct{}
 }
 
-// StartLocalCluster starts the nodes.
-func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
+// Start starts the nodes.
+func Start(cfg Config) (*Cluster, error) {
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 3
 	}
@@ -66,7 +69,7 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		cfg.Dir = "cluster"
 	}
 	var ids []base.NodeID
-	c := &LocalCluster{cfg: cfg, Addrs: map[base.NodeID]string{}, nodes: map[base.NodeID]*localNode{}, fss: map[base.NodeID]vfs.FS{}}
+	c := &Cluster{cfg: cfg, Addrs: map[base.NodeID]string{}, nodes: map[base.NodeID]*localNode{}, fss: map[base.NodeID]vfs.FS{}}
 	listeners := map[base.NodeID]net.Listener{}
 	for i := 1; i <= cfg.Nodes; i++ {
 		id := base.NodeID(i)
@@ -81,7 +84,7 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 		listeners[id] = lis
 		c.Addrs[id] = lis.Addr().String()
 	}
-	c.Layout = UniformLayout(ids, cfg.Splits...)
+	c.Layout = kv.UniformLayout(ids, cfg.Splits...)
 	if err := c.Layout.Validate(); err != nil {
 		return nil, err
 	}
@@ -97,8 +100,12 @@ func StartLocalCluster(cfg LocalClusterConfig) (*LocalCluster, error) {
 	return c, nil
 }
 
+// Config returns the configuration the cluster was started with (defaults
+// filled in).
+func (c *Cluster) Config() Config { return c.cfg }
+
 // NodeFS returns the file system of node id.
-func (c *LocalCluster) NodeFS(id base.NodeID) (vfs.FS, error) {
+func (c *Cluster) NodeFS(id base.NodeID) (vfs.FS, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if fs, ok := c.fss[id]; ok {
@@ -115,12 +122,12 @@ func (c *LocalCluster) NodeFS(id base.NodeID) (vfs.FS, error) {
 	return fs, nil
 }
 
-func (c *LocalCluster) startNode(id base.NodeID, lis net.Listener) error {
+func (c *Cluster) startNode(id base.NodeID, lis net.Listener) error {
 	fs, err := c.NodeFS(id)
 	if err != nil {
 		return err
 	}
-	n, err := NewNode(NodeConfig{
+	n, err := kvserver.NewNode(kvserver.Config{
 		ID: id, Layout: c.Layout, Addrs: c.Addrs, FS: fs,
 		Dir: fs.PathJoin(c.cfg.Dir, fmt.Sprintf("n%d", uint64(id))), Options: c.cfg.Options,
 	})
@@ -141,7 +148,7 @@ func (c *LocalCluster) startNode(id base.NodeID, lis net.Listener) error {
 }
 
 // Node returns a running node, or nil if it is stopped.
-func (c *LocalCluster) Node(id base.NodeID) *Node {
+func (c *Cluster) Node(id base.NodeID) *kvserver.Node {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if ln, ok := c.nodes[id]; ok {
@@ -151,7 +158,7 @@ func (c *LocalCluster) Node(id base.NodeID) *Node {
 }
 
 // NodeIDs lists the cluster's nodes.
-func (c *LocalCluster) NodeIDs() []base.NodeID {
+func (c *Cluster) NodeIDs() []base.NodeID {
 	var ids []base.NodeID
 	for id := range c.Addrs {
 		ids = append(ids, id)
@@ -161,13 +168,13 @@ func (c *LocalCluster) NodeIDs() []base.NodeID {
 }
 
 // StopNode stops a node's server and closes its replicas (files stay).
-func (c *LocalCluster) StopNode(id base.NodeID) error { return c.stopNode(id, false) }
+func (c *Cluster) StopNode(id base.NodeID) error { return c.stopNode(id, false) }
 
 // CrashNode stops a node as a crash would (Node.Crash): what its engines
 // held only in memory is gone.
-func (c *LocalCluster) CrashNode(id base.NodeID) error { return c.stopNode(id, true) }
+func (c *Cluster) CrashNode(id base.NodeID) error { return c.stopNode(id, true) }
 
-func (c *LocalCluster) stopNode(id base.NodeID, crash bool) error {
+func (c *Cluster) stopNode(id base.NodeID, crash bool) error {
 	c.mu.Lock()
 	ln, ok := c.nodes[id]
 	delete(c.nodes, id)
@@ -184,7 +191,7 @@ func (c *LocalCluster) stopNode(id base.NodeID, crash bool) error {
 }
 
 // RestartNode starts a stopped node again on its old address and files.
-func (c *LocalCluster) RestartNode(id base.NodeID) error {
+func (c *Cluster) RestartNode(id base.NodeID) error {
 	addr, ok := c.Addrs[id]
 	if !ok {
 		return base.InvalidArgumentf("kv: unknown node %s", id)
@@ -208,19 +215,19 @@ func (c *LocalCluster) RestartNode(id base.NodeID) error {
 }
 
 // NewClient returns a client of the cluster.
-func (c *LocalCluster) NewClient(opts ClientOptions) (*Client, error) {
-	return NewClient(c.Layout, c.Addrs, opts)
+func (c *Cluster) NewClient(opts kvclient.Options) (*kvclient.Client, error) {
+	return kvclient.New(c.Layout, c.Addrs, opts)
 }
 
 // WaitLeader waits until the shard has a leader known to a running node.
-func (c *LocalCluster) WaitLeader(ctx context.Context, shard base.ShardID) (base.NodeID, error) {
+func (c *Cluster) WaitLeader(ctx context.Context, shard base.ShardID) (base.NodeID, error) {
 	for {
 		for _, id := range c.NodeIDs() {
 			n := c.Node(id)
 			if n == nil {
 				continue
 			}
-			if r := n.Replica(shard); r != nil && r.isLeader() {
+			if r := n.Replica(shard); r != nil && r.IsLeader() {
 				return id, nil
 			}
 		}
@@ -233,7 +240,7 @@ func (c *LocalCluster) WaitLeader(ctx context.Context, shard base.ShardID) (base
 }
 
 // Close stops every node.
-func (c *LocalCluster) Close() error {
+func (c *Cluster) Close() error {
 	var first error
 	for _, id := range c.NodeIDs() {
 		c.mu.Lock()

@@ -1,4 +1,4 @@
-package kv
+package kvcluster
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
 // RepairDemoConfig configures RunRepairDemo.
@@ -18,12 +20,12 @@ type RepairDemoConfig struct {
 	// Keys to load (default 5000), each with a 128-byte value.
 	Keys int
 	// Mode is the repair mode under test.
-	Mode RepairMode
+	Mode kv.RepairMode
 }
 
 // RepairDemoReport is what RunRepairDemo measured.
 type RepairDemoReport struct {
-	Mode        RepairMode
+	Mode        kv.RepairMode
 	Keys        int
 	Victim      string
 	File        string
@@ -73,12 +75,12 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 		return RepairDemoReport{}, base.InvalidArgumentf("kv: demo needs at least 100 keys")
 	}
 	rep := RepairDemoReport{Mode: cfg.Mode, Keys: cfg.Keys}
-	c, err := StartLocalCluster(LocalClusterConfig{Options: Options{Mode: cfg.Mode, CacheBytes: -1}})
+	c, err := Start(Config{Options: kv.Options{Mode: cfg.Mode, CacheBytes: -1}})
 	if err != nil {
 		return rep, err
 	}
 	defer c.Close()
-	cl, err := c.NewClient(ClientOptions{Seed: 1})
+	cl, err := c.NewClient(kvclient.Options{Seed: 1})
 	if err != nil {
 		return rep, err
 	}
@@ -90,9 +92,9 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 		return rep, err
 	}
 	for i := 0; i < cfg.Keys; i += 100 {
-		var ops []Op
+		var ops []kvclient.Op
 		for j := i; j < i+100 && j < cfg.Keys; j++ {
-			ops = append(ops, Op{Key: demoKey(j), Value: demoValue(j)})
+			ops = append(ops, kvclient.Op{Key: demoKey(j), Value: demoValue(j)})
 		}
 		if _, err := cl.Batch(ctx, ops, nil); err != nil {
 			return rep, err
@@ -102,9 +104,7 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 	victim := c.Node(victimNode).Replica(1)
 	lr := c.Node(leader).Replica(1)
 	for {
-		a, _ := victim.appliedIndex()
-		b, _ := lr.appliedIndex()
-		if a == b {
+		if victim.AppliedIndex() == lr.AppliedIndex() {
 			break
 		}
 		if ctx.Err() != nil {
@@ -113,10 +113,7 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 		time.Sleep(5 * time.Millisecond)
 	}
 	rep.Victim = victim.String()
-	victim.smMu.RLock()
-	err = victim.sm.db.Compact(ctx, userPrefix, userEnd, false)
-	victim.smMu.RUnlock()
-	if err != nil {
+	if err := victim.Compact(ctx); err != nil {
 		return rep, err
 	}
 	target := cfg.Keys / 2
@@ -127,7 +124,7 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 	_, _, _, _ = victim.Get(ctx, demoKey(target), &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	for {
 		for k := target - 20; k <= target+20; k++ {
-			v, found, err := cl.Get(ctx, demoKey(k), Eventual())
+			v, found, err := cl.Get(ctx, demoKey(k), kvclient.Eventual())
 			rep.Reads++
 			switch {
 			case err != nil:
@@ -148,7 +145,7 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 	rep.Repair, rep.Patches, rep.Rebuilds = st.LastRepair, st.PatchesApplied, st.Rebuilds
 	rep.Transferred = st.PatchBytesReceived + st.RebuildBytes
 	rep.Retries = cl.Retries()
-	if full, err := lr.fetchState(); err == nil {
+	if full, err := lr.StateForPeer(); err == nil {
 		rep.ShardBytes = uint64(proto.Size(full))
 	}
 	// Wait until every replica applied the same index, then compare.

@@ -1,0 +1,61 @@
+package kv
+
+import (
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/raftlog"
+)
+
+// What the external tests (package kv_test, which run whole clusters from
+// internal/kv/kvcluster) reach inside a replica for.
+
+var (
+	FlipByteAt        = flipByteAt
+	Get               = get
+	IsolateCorruption = isolateCorruption
+	OpenStateMachine  = openStateMachine
+	PebbleOptions     = pebbleOptions
+	RowBytes          = rowBytes
+	UserKey           = userKey
+	UserPrefix        = userPrefix
+	UserEnd           = userEnd
+	FillSM            = fillSM
+	SSTLayout         = sstLayout
+)
+
+const RebuildDiverged = rebuildDiverged
+
+// LockSM returns the replica's state machine held shared (a rebuild cannot
+// replace it) until unlock is called.
+func (r *Replica) LockSM() (sm *stateMachine, unlock func()) {
+	r.smMu.RLock()
+	return r.sm, r.smMu.RUnlock
+}
+
+// RaftLog is the replica's raft log.
+func (r *Replica) RaftLog() *raftlog.Log { return r.log }
+
+// RaftUp reports whether the raft loop runs (the log is whole).
+func (r *Replica) RaftUp() bool { return r.raftUp.Load() }
+
+// Verified reports whether the engine was checked against its digest.
+func (r *Replica) Verified() bool { return r.verified.Load() }
+
+// Repairing returns how many ranges the replica is repairing and how many
+// patch requests it has in flight.
+func (r *Replica) Repairing() (recovering, pending int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.recovering), len(r.pending)
+}
+
+// Files returns where the replica keeps its files.
+func (r *Replica) Files() (vfs.FS, string) { return r.fs, r.dir }
+
+func (sm *stateMachine) DB() *pebble.DB               { return sm.db }
+func (sm *stateMachine) FS() vfs.FS                   { return sm.fs }
+func (sm *stateMachine) Dir() string                  { return sm.dir }
+func (sm *stateMachine) Opts() *pebble.Options        { return sm.opts }
+func (sm *stateMachine) Close() error                 { return sm.close() }
+func (sm *stateMachine) SetApplied(i, t uint64) error { return sm.setApplied(i, t) }

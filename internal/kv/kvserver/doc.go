@@ -1,0 +1,35 @@
+// Package kvserver hosts the replicas of internal/kv on a node and serves
+// them over gRPC (proto/flashmend/kv).
+//
+// # What it owns
+//
+//   - Node: one node's replicas of every shard it holds (multi-raft), each
+//     opened in Dir/shard-N on the node's file system behind
+//     internal/guardfs (Pebble's own files protected on any file system).
+//     A replica that cannot open from its files is moved aside
+//     (Dir/shard-N.failed-T) and replaced by a fresh one that rebuilds from
+//     its peers; Failures lists them.
+//   - The raft transport (Node implements kv.Transport): messages of all
+//     shards batched per destination node in one Replication.Send RPC
+//     (at most maxBatchBytes each, at most maxPeerQueue queued per peer,
+//     more dropped: raft retransmits), patches, and a peer's state or raft
+//     entries fetched on demand.
+//   - The KV, Replication and KVAdmin gRPC services. Service registers them
+//     on a gRPC server before the Node exists (internal/node's
+//     Config.RegisterServices hook: a node registers its services before it
+//     serves, while the KV Node needs the shard map and every peer's
+//     address) and serves it once attached; until then requests fail as
+//     unavailable. Every handler validates its input first.
+//
+// # Invariants
+//
+//   - A request reaches a replica only if its keys lie in the replica's
+//     shard; errors travel as kv.ToStatus codes with an ErrorDetail.
+//
+// # Failure model
+//
+// A peer may be unreachable: sends are dropped after a one-second deadline
+// (raft and the patch protocol retry), fetches return the error to the
+// replica, which tries another peer. Membership is static for the life of
+// a Node (Config.Layout).
+package kvserver
