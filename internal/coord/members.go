@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
@@ -275,17 +277,47 @@ func (c *Coordinator) replaceMember(ctx context.Context, members []*storeMember,
 			parts = append(parts, name+"="+u)
 		}
 	}
-	if err := os.RemoveAll(filepath.Join(m.dir, "data")); err != nil {
-		return err
-	}
-	cfg := etcdConfig(m.dir, m.ports, m.name, strings.Join(parts, ","), embed.ClusterStateFlagExisting, c.cfg.UnsafeNoFsync, "error")
-	m.e, err = launchEtcd(ctx, cfg, m.dir, memberReadyTimeout)
-	if err != nil {
-		return fmt.Errorf("coordinator: start the new store member %s: %w", m.name, err)
+	// The new member checks its view against the membership of the peer
+	// it first reaches, which may not have applied the MemberAdd yet
+	// ("member count is unequal"): wait until every running member lists
+	// it, and start again if a peer still lagged.
+	waitMemberListed(ctx, eps, added.Member.ID)
+	for attempt := 1; ; attempt++ {
+		if err := os.RemoveAll(filepath.Join(m.dir, "data")); err != nil {
+			return err
+		}
+		cfg := etcdConfig(m.dir, m.ports, m.name, strings.Join(parts, ","), embed.ClusterStateFlagExisting, c.cfg.UnsafeNoFsync, "error")
+		m.e, err = launchEtcd(ctx, cfg, m.dir, memberReadyTimeout)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !strings.Contains(err.Error(), "member count is unequal") || ctx.Err() != nil {
+			return fmt.Errorf("coordinator: start the new store member %s: %w", m.name, err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	m.replace = false
 	c.cfg.Logf("coordinator: store member %s in %s replaced; it caught up from the others", m.name, m.dir)
 	return nil
+}
+
+// waitMemberListed waits (bounded by ctx) until the member list each of
+// eps serves includes id.
+func waitMemberListed(ctx context.Context, eps []string, id uint64) {
+	for _, ep := range eps {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		if err != nil {
+			continue
+		}
+		for ctx.Err() == nil {
+			list, err := cli.MemberList(ctx)
+			if err == nil && slices.ContainsFunc(list.Members, func(mm *etcdserverpb.Member) bool { return mm.ID == id }) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		cli.Close()
+	}
 }
 
 func endpointsOf(members []*storeMember) ([]string, bool) {
