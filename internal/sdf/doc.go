@@ -29,8 +29,10 @@
 //     first seven zones (DIRECT 000 section 4.2.2, policy 2: duplicate and
 //     checksum local metadata).
 //   - Per-page integrity and block-level P2L entrustment (Reparo 003 section
-//     6.2), the die-failure Detector and the lost-data Identifier
-//     (LostRanges, and LostRangesScan as the CDR-style reference).
+//     6.2), the die-failure Detector (detector.go), the lost-data
+//     Identifier answering bounded windows with IDR, CDR or CDR* (Identify,
+//     p2l.go) and the Handler's channel weights and fake failures
+//     (handler.go); their policy is internal/reparo.
 //   - Typed corruption (*CorruptionError) and the repair hooks ReadRaw and
 //     RewriteRange.
 //
@@ -113,9 +115,11 @@
 // rewrite is retried against the new mapping before it is reported. A
 // failed program marks the zone read-only and writes the pages elsewhere; a
 // failed erase retires the block and the zone continues on fewer dies. A
-// device-reported die failure, or 16 uncorrectable reads in a row on a die
-// (the Detector), marks the die failed: its zones stop taking writes,
-// LostRanges lists exactly the file ranges to rebuild. Metadata survives the
+// device-reported die failure, or more than DieBadBlocks bad blocks on a die
+// (program and erase failures, and failed probes of the first pages of a
+// failing block and its neighbours: the Detector), marks the die failed: its
+// zones stop taking writes, Identify lists exactly the file ranges to
+// rebuild, and new zones follow the Handler's weights. Metadata survives the
 // loss of any two copies of a metadata page (or two whole metadata zones),
 // and damage in all three copies as long as each unit verifies in some copy
 // or is voted back; losing a unit beyond that loses the records after its
