@@ -86,10 +86,10 @@ func runChameleonStates(ctx context.Context, cfg Config, m *simMemo) (*report.Re
 		"(late-REP, then REP) after three hours, HCDS starts at hour five, the EWO share climbs to about 20%% by "+
 		"hour 20, hovers until hour 65 and then falls; under 5%% of the data is in ARPT's states and under 20%% in "+
 		"HCDS's in any hour. Here the EWO share peaks at %.2f%% (hour %.0f) and the late states at %.2f%%. The shares "+
-		"are far smaller because our HCDS moves only what narrows the gap between the most and least worn servers, "+
-		"within a budget of %d remaps per epoch, and because hot objects, the ones worth moving, are written again "+
-		"within the hour and leave their EWO state at once; the paper's swaps evidently involved much more cold "+
-		"data. The hot data in REP is what ARPT upgraded while the wear variance was above its trigger.",
+		"differ because our HCDS moves only what narrows the gap between the most and least worn servers, within "+
+		"a budget of %d remaps per epoch, and because hot objects, the ones worth moving, are written again within "+
+		"the hour and leave their EWO state at once; how much cold data the paper's swaps carried it does not "+
+		"say. The data in REP is what ARPT upgraded while the wear variance was above its trigger.",
 		maxEWO, hourEWO, maxLate, wear.DefaultMaxRemapsPerEpoch)
 	return r, nil
 }
