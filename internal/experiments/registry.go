@@ -62,6 +62,7 @@ func All() []Experiment {
 		chameleonWA(memo),
 		chameleonStates(memo),
 		chameleonScaleExp(),
+		reparoIdentifier(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all

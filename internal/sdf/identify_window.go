@@ -1,5 +1,11 @@
 package sdf
 
+import (
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/reparo"
+)
+
 // MaxFileID is the highest file ID handed out so far: identifier windows
 // (reparo.Windows) cover [0, MaxFileID].
 func (fs *FS) MaxFileID() uint64 {
@@ -9,4 +15,46 @@ func (fs *FS) MaxFileID() uint64 {
 		return 0
 	}
 	return fs.nextFileID - 1
+}
+
+// IdentifyScan is the scan identifier with the given number of workers
+// (IDR is 1, CDR one per channel): for measuring how the scan scales.
+func (fs *FS) IdentifyScan(d flash.DieAddr, workers int, w reparo.Window) ([]FileRange, IdentifyStats, error) {
+	g := fs.l.g
+	if d.Channel < 0 || d.Channel >= g.Channels || d.Die < 0 || d.Die >= g.DiesPerChannel {
+		return nil, IdentifyStats{}, errOutOfRange(d)
+	}
+	if workers < 1 || workers > 256 {
+		return nil, IdentifyStats{}, base.InvalidArgumentf("sdf: %d scan workers not in [1, 256]", workers)
+	}
+	m := reparo.IdentifyCDR
+	if workers == 1 {
+		m = reparo.IdentifyIDR
+	}
+	return fs.identifyScan(d, workers, m, w)
+}
+
+// DiePagesWritten counts the programmed data pages of die d's blocks in
+// data zones: what a page-level P2L entrustment (Reparo 6.1) would read,
+// one spare area per page, against one page per block for the block-level
+// scheme.
+func (fs *FS) DiePagesWritten(d flash.DieAddr) int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	n := 0
+	g := fs.l.g
+	for b := 0; b < g.BlocksPerDie; b++ {
+		z := fs.zones[b*g.Channels+d.Channel]
+		if z.meta || z.wp == 0 {
+			continue
+		}
+		di := z.dieIndex(d.Die)
+		if di < 0 {
+			continue
+		}
+		for i := di; i < z.wp; i += len(z.dies) {
+			n++
+		}
+	}
+	return n
 }
