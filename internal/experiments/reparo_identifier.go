@@ -90,13 +90,13 @@ func runReparoIdentifier(ctx context.Context, cfg Config) (*report.Report, error
 	if err := r.Table(t); err != nil {
 		return nil, err
 	}
-	r.Text("**What the numbers mean.** The scan's work grows with the mapping table (every extent of every file), so "+
-		"its time grows with the data on the device; CDR* reads one page per block of the failed die, so its work grows "+
-		"with the die's blocks only, and its flash reads are BlocksPerDie pages against a page-level scheme's one per "+
-		"programmed page (the two right columns). Our map is extent-based (one entry per run of pages in a zone), not "+
-		"the paper's page-level L2P table, so the scan walks far fewer entries than a real FTL's and its times are "+
-		"microseconds to milliseconds where the paper's are minutes to hours at 32 TB; the ratio of the work, not the "+
-		"absolute time, is what carries over. With 2 cores, more than 2 scan workers cannot run in parallel on this "+
+	r.Text("**What the numbers mean.** The scan's work grows with the mapping table (every extent of every file), so " +
+		"its time grows with the data on the device; CDR* reads one page per block of the failed die, so its work grows " +
+		"with the die's blocks only, and its flash reads are BlocksPerDie pages against a page-level scheme's one per " +
+		"programmed page (the two right columns). Our map is extent-based (one entry per run of pages in a zone), not " +
+		"the paper's page-level L2P table, so the scan walks far fewer entries than a real FTL's and its times are " +
+		"microseconds to milliseconds where the paper's are minutes to hours at 32 TB; the ratio of the work, not the " +
+		"absolute time, is what carries over. With 2 cores, more than 2 scan workers cannot run in parallel on this " +
 		"machine.")
 	return r, nil
 }
