@@ -36,6 +36,8 @@ type dieJob struct {
 	rounds int
 	done   bool
 	opened time.Time
+	// flash is the device's programmed bytes when the job opened.
+	flash int64
 }
 
 type dieRepairs struct {
@@ -81,7 +83,7 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 	n.dies.mu.Lock()
 	defer n.dies.mu.Unlock()
 	n.dies.seq++
-	n.dies.jobs[n.dies.seq] = &dieJob{pb: jobProto(n.dies.seq, ev, loss), opened: time.Now()}
+	n.dies.jobs[n.dies.seq] = &dieJob{pb: jobProto(n.dies.seq, ev, loss), opened: time.Now(), flash: dr.FlashBytes()}
 }
 
 // repairMetaCopies rewrites the copies of triplicated metadata files that
@@ -145,7 +147,7 @@ func (n *Node) DieRepairDone(req *nodepb.DieRepairDoneRequest) error {
 	}
 	j.done = true
 	j.rounds++
-	pb, rounds, opened := j.pb, j.rounds, j.opened
+	pb, rounds, opened, flash0 := j.pb, j.rounds, j.opened, j.flash
 	n.dies.mu.Unlock()
 	dr, _ := n.inner.(objstore.DieReporter)
 	die := flash.DieAddr{Channel: int(pb.Channel), Die: int(pb.Die)}
@@ -166,6 +168,10 @@ func (n *Node) DieRepairDone(req *nodepb.DieRepairDoneRequest) error {
 	detail := fmt.Sprintf("die %s: %d ranges, %s lost in %d files; %d blobs repaired, %d failed, %d chunks (%s) written, %v after detection (round %d)",
 		die, pb.Ranges, base.Bytes(pb.LostBytes), pb.Files, req.ObjectsRepaired, req.ObjectsFailed, req.ChunksRepaired,
 		base.Bytes(req.BytesRepaired), took, rounds)
+	if dr != nil {
+		// Everything the device programmed meanwhile (other writes too).
+		detail += fmt.Sprintf("; device programmed %s meanwhile", base.Bytes(dr.FlashBytes()-flash0))
+	}
 	if left.Ranges > 0 {
 		detail += fmt.Sprintf("; %d ranges (%s) still on the die", left.Ranges, base.Bytes(left.Bytes))
 	}
@@ -176,7 +182,7 @@ func (n *Node) DieRepairDone(req *nodepb.DieRepairDoneRequest) error {
 		defer n.dies.mu.Unlock()
 		n.dies.seq++
 		ev := sdf.DieFailure{Die: die, First: time.Unix(0, pb.FirstFailureUnixNano), At: time.Unix(0, pb.DetectedUnixNano)}
-		n.dies.jobs[n.dies.seq] = &dieJob{pb: jobProto(n.dies.seq, ev, left), rounds: rounds, opened: opened}
+		n.dies.jobs[n.dies.seq] = &dieJob{pb: jobProto(n.dies.seq, ev, left), rounds: rounds, opened: opened, flash: dr.FlashBytes()}
 	}
 	return nil
 }

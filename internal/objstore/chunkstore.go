@@ -2,6 +2,7 @@ package objstore
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -119,18 +120,77 @@ func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, r
 		c.c.rejected.Add(1)
 		return fmt.Errorf("refusing write: %w", err)
 	}
-	if err := c.store.Put(DataName(id), data); err != nil {
-		return err
+	written := int64(len(data))
+	patched := false
+	if repair {
+		n, ok, err := c.patchChunk(id, data)
+		if err != nil {
+			return err
+		}
+		patched, written = ok, n
+	}
+	if !patched {
+		if err := c.store.Put(DataName(id), data); err != nil {
+			return err
+		}
 	}
 	if err := c.writeRecord(id, EncodeSums(id, len(data), sums)); err != nil {
 		return err
 	}
 	c.c.chunksWritten.Add(1)
-	c.c.bytesWritten.Add(int64(len(data)))
+	c.c.bytesWritten.Add(written)
 	if repair {
 		c.c.repaired.Add(1)
 	}
 	return nil
+}
+
+// patchChunk repairs a chunk in place at the smallest granularity the store
+// allows: the stored content (as the device reads it, damage included) is
+// compared with the verified data sector by sector and only the runs of
+// sectors that differ are rewritten (out of place: RangeWriter, on SDF
+// sdf.FS.RewriteRange reprograms only the pages they touch). A die that
+// failed under a chunk striped over every die costs one page of flash
+// writes, not the chunk. It reports false (and the caller writes the whole
+// chunk) when the store cannot rewrite ranges, the file is missing or of
+// another length, or most of it differs.
+func (c *ChunkStore) patchChunk(id direct.ChunkID, data []byte) (int64, bool, error) {
+	rw, ok := c.store.(RangeWriter)
+	if !ok {
+		return 0, false, nil
+	}
+	name := DataName(id)
+	cur, err := c.store.Get(name)
+	if err != nil || len(cur) != len(data) {
+		return 0, false, nil
+	}
+	type run struct{ off, end int }
+	var runs []run
+	diff := 0
+	for off := 0; off < len(data); off += direct.SectorSize {
+		end := min(off+direct.SectorSize, len(data))
+		if string(cur[off:end]) == string(data[off:end]) {
+			continue
+		}
+		diff += end - off
+		if n := len(runs); n > 0 && runs[n-1].end == off {
+			runs[n-1].end = end
+		} else {
+			runs = append(runs, run{off, end})
+		}
+	}
+	if diff > len(data)/2 {
+		return 0, false, nil
+	}
+	for _, r := range runs {
+		if err := rw.WriteAt(name, int64(r.off), data[r.off:r.end]); err != nil {
+			if errors.Is(err, ErrRangeUnsupported) {
+				return 0, false, nil
+			}
+			return 0, false, err
+		}
+	}
+	return int64(diff), true, nil
 }
 
 // ChunkRead is what a node returns for a chunk read.

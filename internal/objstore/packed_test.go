@@ -94,8 +94,9 @@ func TestPackedCorruptRecordRepaired(t *testing.T) {
 	}
 }
 
-// On SDF a chunk repair reprograms the chunk's data file and, inside its
-// sums file, only its record's range: the sums file is not written anew.
+// On SDF a chunk repair reprograms only the damaged sectors of the chunk's
+// data file and, inside its sums file, only its record's range: neither
+// file is written anew.
 func TestPackedRepairRewritesOnlyItsRecord(t *testing.T) {
 	st := openSmallSDF(t)
 	cs := NewChunkStore(NewFaultStore(st, 1)) // as on a node
@@ -117,11 +118,13 @@ func TestPackedRepairRewritesOnlyItsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	s1 := st.FS().Stats()
-	if d := s1.RewriteBytes - s0.RewriteBytes; d != SumsRecordSize {
-		t.Fatalf("repair rewrote %d bytes in place, want one record (%d)", d, SumsRecordSize)
+	// The damaged sector and the record are rewritten in place (patchChunk,
+	// writeRecord); nothing is appended (no new chunk or sums file).
+	if d := s1.RewriteBytes - s0.RewriteBytes; d != direct.SectorSize+SumsRecordSize {
+		t.Fatalf("repair rewrote %d bytes in place, want one sector and one record (%d)", d, direct.SectorSize+SumsRecordSize)
 	}
-	if d := s1.UserBytes - s0.UserBytes; d != int64(len(chunks[id])) {
-		t.Fatalf("repair appended %d bytes, want the chunk's %d (no new sums file)", d, len(chunks[id]))
+	if d := s1.UserBytes - s0.UserBytes; d != 0 {
+		t.Fatalf("repair appended %d bytes, want none", d)
 	}
 	after, err := st.Get(SumsName(id))
 	if err != nil || !bytes.Equal(before, after) {

@@ -21,6 +21,9 @@ type DieReporter interface {
 	FailedDies() []flash.DieAddr
 	// LostOnDie identifies what the die held and the store still maps.
 	LostOnDie(d flash.DieAddr, m reparo.Method) (DieLoss, error)
+	// FlashBytes is the bytes programmed on the device so far (data, P2L
+	// and metadata pages): a repair's flash cost is its difference.
+	FlashBytes() int64
 }
 
 var _ DieReporter = (*SDFStore)(nil)
@@ -51,6 +54,9 @@ type DieLoss struct {
 
 // Geometry is the emulated device's geometry.
 func (s *SDFStore) Geometry() flash.Geometry { return s.dev.Geometry() }
+
+// FlashBytes implements DieReporter.
+func (s *SDFStore) FlashBytes() int64 { return s.fs.Stats().FlashBytes }
 
 // DieEvents implements DieReporter.
 func (s *SDFStore) DieEvents() <-chan sdf.DieFailure { return s.dies }

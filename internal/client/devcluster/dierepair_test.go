@@ -84,6 +84,7 @@ func TestDieRepairRepairsExactlyTheDie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	flash0 := st.FlashBytes()
 	if err := st.FailDie(die.Channel*g.DiesPerChannel + die.Die); err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +126,9 @@ func TestDieRepairRepairsExactlyTheDie(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("die %s held %d B in %d ranges of %d blobs (node uses %d B); repair wrote %d chunks, %d B; left %d B",
-		die, best.Bytes, best.Ranges, len(best.Blobs), used.UsedBytes, total.ChunksRepaired, total.BytesRepaired, left.Bytes)
+	programmed := st.FlashBytes() - flash0
+	t.Logf("die %s held %d B in %d ranges of %d blobs (node uses %d B); repair sent %d chunks, %d B; the device programmed %d B; left %d B",
+		die, best.Bytes, best.Ranges, len(best.Blobs), used.UsedBytes, total.ChunksRepaired, total.BytesRepaired, programmed, left.Bytes)
 	// Every blob's files are off the die. NB: the three copies of a small
 	// metadata file (local index entry, identity, history) may share a die
 	// (the layer does not place them apart yet); those the node could not
