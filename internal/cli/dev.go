@@ -25,6 +25,7 @@ type devOptions struct {
 	// (sdf store); an existing device keeps its size.
 	deviceSize base.Bytes
 	readMode   string
+	dieRepair  string
 	maxObject  base.Bytes
 	scrub      scrubFlags
 	start      startFlags
@@ -59,6 +60,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	f.StringVar(&o.store, "store", "sdf", "node store: sdf (SDF extent files on an emulated flash device in each node's directory) or file (plain files)")
 	f.Var(&o.deviceSize, "device-size", "data capacity of each node's emulated flash device (sdf store)")
 	f.StringVar(&o.readMode, "read-mode", "direct", "cluster read mode: direct or hdfs (baseline)")
+	f.StringVar(&o.dieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
 	f.Var(&o.maxObject, "max-object", "largest object accepted")
 	// A dev cluster's nodes restart in seconds: one down for a minute has
 	// failed (a node that cannot open is reported dead at start).
@@ -76,7 +78,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		return base.InvalidArgumentf("--dir is required")
 	}
 	opts := devcluster.Options{
-		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, MaxObjectBytes: o.maxObject, SyncWrites: true, EtcdMembers: o.etcdMembers,
+		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, DieRepair: o.dieRepair, MaxObjectBytes: o.maxObject, SyncWrites: true, EtcdMembers: o.etcdMembers,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
 	}
 	store, err := devStore(o.store, o.deviceSize)

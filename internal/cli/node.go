@@ -55,6 +55,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.StringVar(&cfg.Dir, "dir", "", "data directory")
 	f.StringVar(&cfg.CoordinatorAddr, "coordinator", "", "coordinator address (host:port)")
 	f.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:0", "gRPC listen address")
+	f.StringVar(&cfg.DieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
 	f.Uint64Var(&id, "id", 0, "node ID (0: from the identity file, or allocated)")
 	f.BoolVar(&cfg.SyncWrites, "sync", true, "fsync every chunk write")
 	start.register(cmd)

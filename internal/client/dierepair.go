@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
@@ -51,7 +52,12 @@ func (s *Scrubber) RepairDies(ctx context.Context) (DieRepairReport, error) {
 					return out, err
 				}
 			}
-			done := s.repairDieJob(ctx, job, recs, &out)
+			var done *nodepb.DieRepairDoneRequest
+			if job.Rebuild {
+				done = s.rebuildDieJob(ctx, n.Id, job, recs, &out)
+			} else {
+				done = s.repairDieJob(ctx, job, recs, &out)
+			}
 			if _, err := nc.DieRepairDone(ctx, done); err != nil {
 				s.c.opts.Logf("die repair: node %d job %d: %v", n.Id, job.Id, err)
 			}
@@ -97,6 +103,43 @@ func (s *Scrubber) repairDieJob(ctx context.Context, job *nodepb.DieRepairJob, r
 		}
 	}
 	out.ObjectsUnknown += len(want) - found
+	out.ObjectsRepaired += done.ObjectsRepaired
+	out.ObjectsFailed += done.ObjectsFailed
+	out.ChunksRepaired += done.ChunksRepaired
+	out.BytesRepaired += done.BytesRepaired
+	return done
+}
+
+// rebuildDieJob is the `rebuild` baseline: the node retired its device
+// with the die, so every replica or shard it held is re-created on another
+// node (the dead-node re-protection path, ReprotectObject), the whole
+// device's data whatever the die held.
+func (s *Scrubber) rebuildDieJob(ctx context.Context, nodeID uint64, job *nodepb.DieRepairJob, recs []*objectpb.ObjectRecord, out *DieRepairReport) *nodepb.DieRepairDoneRequest {
+	done := &nodepb.DieRepairDoneRequest{Id: job.Id}
+	retired := func(id uint64) bool { return id == nodeID }
+	for _, rec := range recs {
+		if !slices.Contains(rec.Placement, nodeID) {
+			continue
+		}
+		rp, err := s.c.reprotect(ctx, rec, retired, true, s.wait)
+		if rp != nil {
+			done.Moved += int64(rp.Moved)
+			done.ChunksRepaired += int64(rp.ChunksWritten)
+			// About the bytes: a replica is the object, an RS(4+2)
+			// shard a quarter of it.
+			per := rec.SizeBytes
+			if rec.Redundancy == objectpb.Redundancy_EC {
+				per = (rec.SizeBytes + 3) / 4
+			}
+			done.BytesRepaired += int64(rp.Moved) * per
+		}
+		if err != nil {
+			done.ObjectsFailed++
+			s.c.opts.Logf("die rebuild: node %d: %v", nodeID, err)
+		} else {
+			done.ObjectsRepaired++
+		}
+	}
 	out.ObjectsRepaired += done.ObjectsRepaired
 	out.ObjectsFailed += done.ObjectsFailed
 	out.ChunksRepaired += done.ChunksRepaired

@@ -29,6 +29,12 @@ type ReprotectReport struct {
 // re-creation with every chunk written is committed; otherwise the
 // coordinator collects the partial blob.
 func (c *Client) ReprotectObject(ctx context.Context, rec *objectpb.ObjectRecord, dead func(id uint64) bool, wait func(ctx context.Context, bytes int64) error) (*ReprotectReport, error) {
+	return c.reprotect(ctx, rec, dead, false, wait)
+}
+
+// reprotect is ReprotectObject; retired says the nodes dead names are live
+// but retired their devices (the die-repair rebuild baseline).
+func (c *Client) reprotect(ctx context.Context, rec *objectpb.ObjectRecord, dead func(id uint64) bool, retired bool, wait func(ctx context.Context, bytes int64) error) (*ReprotectReport, error) {
 	rep := &ReprotectReport{Record: rec}
 	for slot := range rec.Placement {
 		from := rec.Placement[slot]
@@ -36,7 +42,7 @@ func (c *Client) ReprotectObject(ctx context.Context, rec *objectpb.ObjectRecord
 			continue
 		}
 		begin, err := c.coord.BeginReplace(ctx, &coordpb.BeginReplaceRequest{
-			Key: rec.Key, Version: rec.Version, Slot: uint32(slot), From: from,
+			Key: rec.Key, Version: rec.Version, Slot: uint32(slot), From: from, Retired: retired,
 		})
 		if err != nil {
 			return rep, fmt.Errorf("re-protect %q v%d slot %d (node %d): %w", rec.Key, rec.Version, slot, from, wire.FromStatus(err))

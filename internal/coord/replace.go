@@ -63,7 +63,7 @@ func (c *Coordinator) BeginReplace(ctx context.Context, req *coordpb.BeginReplac
 	if err != nil {
 		return nil, rpcErr(err)
 	}
-	if nodes[req.From].GetLive() {
+	if nodes[req.From].GetLive() && !req.Retired {
 		return nil, rpcErr(base.InvalidArgumentf("replace in %q v%d: node %d is live", req.Key, req.Version, req.From))
 	}
 	garbage, err := c.cli.Get(ctx, versionKey(garbagePrefix, rec.Version), clientv3.WithPrefix())

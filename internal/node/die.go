@@ -28,6 +28,12 @@ import (
 // failed leaves the job open; after a restart, every failed die that still
 // holds live data opens a job again (the state is on flash, not in memory).
 
+// Die repair modes (Config.DieRepair).
+const (
+	DieRepairReparo  = "reparo"
+	DieRepairRebuild = "rebuild"
+)
+
 // dieRepairRounds bounds how often a job is reopened for what is left.
 const dieRepairRounds = 5
 
@@ -71,6 +77,26 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 		return
 	}
 	n.repairMetaCopies(loss)
+	rebuild := n.cfg.DieRepair == DieRepairRebuild
+	if rebuild {
+		// The baseline: the device is retired with its die; every blob
+		// it holds goes elsewhere.
+		// Every blob with a chunk on the device (from the chunk files'
+		// names: the local index may have lost entries with the die).
+		names, err := n.chunks.Store().List("d/")
+		if err != nil {
+			n.cfg.Logf("node %s: die %s failed; listing the device's chunks for the rebuild: %v", n.id, ev.Die, err)
+			return
+		}
+		seen := map[objstore.BlobRef]bool{}
+		loss.Blobs = loss.Blobs[:0]
+		for _, name := range names {
+			if ref, ok := objstore.BlobOfFile(name); ok && !seen[ref] {
+				seen[ref] = true
+				loss.Blobs = append(loss.Blobs, ref)
+			}
+		}
+	}
 	if !atStart {
 		n.history.record(KindDieFailed, nil, fmt.Sprintf("die %s failed (%d bad blocks, detected %v after its first failure); lost %d ranges, %s in %d files of %d blobs",
 			ev.Die, ev.BadBlocks, ev.Latency().Round(time.Microsecond), loss.Ranges, base.Bytes(loss.Bytes), loss.Files, len(loss.Blobs)))
@@ -83,7 +109,9 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 	n.dies.mu.Lock()
 	defer n.dies.mu.Unlock()
 	n.dies.seq++
-	n.dies.jobs[n.dies.seq] = &dieJob{pb: jobProto(n.dies.seq, ev, loss), opened: time.Now(), flash: dr.FlashBytes()}
+	pb := jobProto(n.dies.seq, ev, loss)
+	pb.Rebuild = rebuild
+	n.dies.jobs[n.dies.seq] = &dieJob{pb: pb, opened: time.Now(), flash: dr.FlashBytes()}
 }
 
 // repairMetaCopies rewrites the copies of triplicated metadata files that
@@ -151,6 +179,14 @@ func (n *Node) DieRepairDone(req *nodepb.DieRepairDoneRequest) error {
 	n.dies.mu.Unlock()
 	dr, _ := n.inner.(objstore.DieReporter)
 	die := flash.DieAddr{Channel: int(pb.Channel), Die: int(pb.Die)}
+	if pb.Rebuild {
+		detail := fmt.Sprintf("die %s: rebuild: the device is retired; %d blobs, %d replicas or shards re-created on other nodes (%d chunks, %s), %d failed, %v after detection",
+			die, len(pb.Objects), req.Moved, req.ChunksRepaired, base.Bytes(req.BytesRepaired), req.ObjectsFailed,
+			time.Since(time.Unix(0, pb.DetectedUnixNano)).Round(time.Millisecond))
+		n.history.record(KindDieRepaired, nil, detail)
+		n.cfg.Logf("node %s: %s", n.id, detail)
+		return nil
+	}
 	var left objstore.DieLoss
 	if dr != nil {
 		var err error

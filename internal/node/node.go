@@ -42,6 +42,11 @@ type Config struct {
 	HeartbeatInterval time.Duration
 	// FaultSeed seeds the fault injector's generator.
 	FaultSeed int64
+	// DieRepair is what a failed flash die costs: "reparo" (default)
+	// repairs only what the die held; "rebuild" is the baseline that
+	// retires the whole device and re-creates all of its data on other
+	// nodes (what RAID rebuild and HDFS do).
+	DieRepair string
 	// RegisterServices, when set, registers more gRPC services (for
 	// example the KV store) on the node's server before it starts serving.
 	RegisterServices func(*grpc.Server)
@@ -107,6 +112,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
+	}
+	switch cfg.DieRepair {
+	case "":
+		cfg.DieRepair = DieRepairReparo
+	case DieRepairReparo, DieRepairRebuild:
+	default:
+		return nil, base.InvalidArgumentf("node: die repair mode %q (want %s or %s)", cfg.DieRepair, DieRepairReparo, DieRepairRebuild)
 	}
 	inner := cfg.Store
 	if inner == nil {

@@ -101,7 +101,7 @@ func (s *SDFStore) LostOnDie(d flash.DieAddr, m reparo.Method) (DieLoss, error) 
 					metas[logical] = true
 					loss.MetaFiles = append(loss.MetaFiles, logical)
 				}
-			} else if b, ok := blobOfFile(r.Name); ok {
+			} else if b, ok := BlobOfFile(r.Name); ok {
 				blobs[b] = true
 			} else {
 				loss.OtherFiles = append(loss.OtherFiles, r.Name)
@@ -128,9 +128,9 @@ func metaCopyOf(name string) (string, bool) {
 	return name[:i], true
 }
 
-// blobOfFile parses the blob directory of a chunk-store file name
+// BlobOfFile parses the blob directory of a chunk-store file name
 // ("d/<object hex>.<version>/..." and the like, see blobDir).
-func blobOfFile(name string) (BlobRef, bool) {
+func BlobOfFile(name string) (BlobRef, bool) {
 	parts := strings.Split(name, "/")
 	if len(parts) < 3 {
 		return BlobRef{}, false

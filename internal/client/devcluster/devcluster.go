@@ -34,6 +34,8 @@ type Options struct {
 	HeartbeatInterval time.Duration // default 500ms
 	MaxObjectBytes    base.Bytes
 	ReadMode          string
+	// DieRepair is each node's die repair mode (node.Config.DieRepair).
+	DieRepair string
 	// UnsafeNoFsync disables etcd's fsyncs (tests).
 	UnsafeNoFsync bool
 	// EtcdMembers is the coordinator's number of embedded etcd members (1
@@ -161,7 +163,7 @@ func (c *Cluster) startNodeLocked(ctx context.Context, i int) (*node.Node, error
 	return node.Start(ctx, node.Config{
 		Dir: dir, CoordinatorAddr: c.Coord.Addr(), NodeID: base.NodeID(i + 1), Store: store,
 		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
-		FaultSeed: int64(i + 1), Logf: c.opts.Logf,
+		FaultSeed: int64(i + 1), Logf: c.opts.Logf, DieRepair: c.opts.DieRepair,
 	})
 }
 

@@ -1210,11 +1210,14 @@ func (*ReportBadReplicaResponse) Descriptor() ([]byte, []int) {
 // BeginReplace asks where to re-create the replica or shard in slot `slot`
 // of a version's placement, held by node `from` (dead or gone).
 type BeginReplaceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Slot          uint32                 `protobuf:"varint,3,opt,name=slot,proto3" json:"slot,omitempty"`
-	From          uint64                 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Key     string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Slot    uint32                 `protobuf:"varint,3,opt,name=slot,proto3" json:"slot,omitempty"`
+	From    uint64                 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	// The node is live but retired its device (the die-repair `rebuild`
+	// baseline): replace its slot anyway.
+	Retired       bool `protobuf:"varint,5,opt,name=retired,proto3" json:"retired,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1275,6 +1278,13 @@ func (x *BeginReplaceRequest) GetFrom() uint64 {
 		return x.From
 	}
 	return 0
+}
+
+func (x *BeginReplaceRequest) GetRetired() bool {
+	if x != nil {
+		return x.Retired
+	}
+	return false
 }
 
 type BeginReplaceResponse struct {
@@ -1679,12 +1689,13 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\x1a\n" +
-	"\x18ReportBadReplicaResponse\"i\n" +
+	"\x18ReportBadReplicaResponse\"\x83\x01\n" +
 	"\x13BeginReplaceRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04slot\x18\x03 \x01(\rR\x04slot\x12\x12\n" +
-	"\x04from\x18\x04 \x01(\x04R\x04from\"I\n" +
+	"\x04from\x18\x04 \x01(\x04R\x04from\x12\x18\n" +
+	"\aretired\x18\x05 \x01(\bR\aretired\"I\n" +
 	"\x14BeginReplaceResponse\x121\n" +
 	"\x06target\x18\x01 \x01(\v2\x19.flashmend.coord.NodeInfoR\x06target\"z\n" +
 	"\x14CommitReplaceRequest\x12\x10\n" +

@@ -843,6 +843,10 @@ type DieRepairJob struct {
 	MetaFiles     []string `protobuf:"bytes,11,rep,name=meta_files,json=metaFiles,proto3" json:"meta_files,omitempty"`
 	Identifier    string   `protobuf:"bytes,12,opt,name=identifier,proto3" json:"identifier,omitempty"`
 	IdentifyNanos int64    `protobuf:"varint,13,opt,name=identify_nanos,json=identifyNanos,proto3" json:"identify_nanos,omitempty"`
+	// The node runs the `rebuild` baseline: the die failure retires the
+	// whole device, and every blob it holds is re-created on other nodes
+	// (objects lists them all).
+	Rebuild       bool `protobuf:"varint,14,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -968,6 +972,13 @@ func (x *DieRepairJob) GetIdentifyNanos() int64 {
 	return 0
 }
 
+func (x *DieRepairJob) GetRebuild() bool {
+	if x != nil {
+		return x.Rebuild
+	}
+	return false
+}
+
 type DieRepairsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1056,8 +1067,10 @@ type DieRepairDoneRequest struct {
 	ObjectsFailed   int64                  `protobuf:"varint,3,opt,name=objects_failed,json=objectsFailed,proto3" json:"objects_failed,omitempty"`
 	BytesRepaired   int64                  `protobuf:"varint,4,opt,name=bytes_repaired,json=bytesRepaired,proto3" json:"bytes_repaired,omitempty"`
 	ChunksRepaired  int64                  `protobuf:"varint,5,opt,name=chunks_repaired,json=chunksRepaired,proto3" json:"chunks_repaired,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Rebuild jobs: replicas or shards re-created on other nodes.
+	Moved         int64 `protobuf:"varint,6,opt,name=moved,proto3" json:"moved,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DieRepairDoneRequest) Reset() {
@@ -1121,6 +1134,13 @@ func (x *DieRepairDoneRequest) GetBytesRepaired() int64 {
 func (x *DieRepairDoneRequest) GetChunksRepaired() int64 {
 	if x != nil {
 		return x.ChunksRepaired
+	}
+	return 0
+}
+
+func (x *DieRepairDoneRequest) GetMoved() int64 {
+	if x != nil {
+		return x.Moved
 	}
 	return 0
 }
@@ -1769,7 +1789,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x12InjectUBERResponse\"\"\n" +
 	"\x0eFailDieRequest\x12\x10\n" +
 	"\x03die\x18\x01 \x01(\x05R\x03die\"\x11\n" +
-	"\x0fFailDieResponse\"\x98\x03\n" +
+	"\x0fFailDieResponse\"\xb2\x03\n" +
 	"\fDieRepairJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\x05R\achannel\x12\x10\n" +
@@ -1788,16 +1808,18 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\n" +
 	"identifier\x18\f \x01(\tR\n" +
 	"identifier\x12%\n" +
-	"\x0eidentify_nanos\x18\r \x01(\x03R\ridentifyNanos\"\x13\n" +
+	"\x0eidentify_nanos\x18\r \x01(\x03R\ridentifyNanos\x12\x18\n" +
+	"\arebuild\x18\x0e \x01(\bR\arebuild\"\x13\n" +
 	"\x11DieRepairsRequest\"F\n" +
 	"\x12DieRepairsResponse\x120\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x1c.flashmend.node.DieRepairJobR\x04jobs\"\xc8\x01\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1c.flashmend.node.DieRepairJobR\x04jobs\"\xde\x01\n" +
 	"\x14DieRepairDoneRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x10objects_repaired\x18\x02 \x01(\x03R\x0fobjectsRepaired\x12%\n" +
 	"\x0eobjects_failed\x18\x03 \x01(\x03R\robjectsFailed\x12%\n" +
 	"\x0ebytes_repaired\x18\x04 \x01(\x03R\rbytesRepaired\x12'\n" +
-	"\x0fchunks_repaired\x18\x05 \x01(\x03R\x0echunksRepaired\"\x17\n" +
+	"\x0fchunks_repaired\x18\x05 \x01(\x03R\x0echunksRepaired\x12\x14\n" +
+	"\x05moved\x18\x06 \x01(\x03R\x05moved\"\x17\n" +
 	"\x15DieRepairDoneResponse\"1\n" +
 	"\fStatsRequest\x12!\n" +
 	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\x93\x04\n" +
