@@ -385,6 +385,12 @@ func TestCtlThroughBinary(t *testing.T) {
 	if out, _ := ctl(0, "fail-die", "--node", "3", "--die", "1"); out != "node 3: die 1 of its emulated flash device failed\n" {
 		t.Fatalf("fail-die: %q", out)
 	}
+	if _, errOut := ctl(2, "fail-die", "--node", "3", "--die", "1"); !strings.Contains(errOut, "already failed") {
+		t.Fatalf("failing a failed die again: %s", errOut)
+	}
+	if _, errOut := ctl(2, "fail-die", "--node", "99", "--die", "1"); errOut == "" {
+		t.Fatal("fail-die on a node that does not exist said nothing")
+	}
 	if out, _ := ctl(0, "rm", "hello"); out != "deleted hello version 2 (its chunks are collected in the background)\n" {
 		t.Fatalf("rm: %q", out)
 	}

@@ -6,6 +6,7 @@ import (
 	iofs "io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -341,6 +342,9 @@ func (s *SDFStore) FailDie(die int) error {
 		return base.InvalidArgumentf("die %d outside [0, %d)", die, g.Dies())
 	}
 	addr := flash.DieAddr{Channel: die / g.DiesPerChannel, Die: die % g.DiesPerChannel}
+	if slices.Contains(s.fs.FailedDies(), addr) {
+		return base.InvalidArgumentf("die %d (%s) has already failed", die, addr)
+	}
 	if err := s.dev.FailDie(addr); err != nil {
 		return err
 	}
