@@ -822,14 +822,16 @@ func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
 				fs.logLocked(zoneStateRecord(z.id, ZoneReadOnly))
 			}
 		}
-		if z.state == ZoneEmpty {
+		// An empty data zone is re-formed without the die now; a metadata
+		// zone's die set is the journal's business (the active ones are
+		// written under jr.mu without fs.mu, and every metadata zone is
+		// reset, on its good dies, before it is used again).
+		if z.state == ZoneEmpty && !z.meta {
 			z.dies = removeDie(z.dies, d.Die)
 			if len(z.dies) == 0 {
 				z.state = ZoneOffline
 			}
-			if !z.meta {
-				fs.logLocked(zoneResetRecord(z.id, maskOf(z.dies)))
-			}
+			fs.logLocked(zoneResetRecord(z.id, maskOf(z.dies)))
 		}
 	}
 }
