@@ -34,11 +34,21 @@ type ctlFlags struct {
 // findEndpoint). A cluster that does not answer is one line saying where
 // the endpoint came from and what to check.
 func (f *ctlFlags) dial(ctx context.Context) (*client.Client, error) {
-	ep, err := resolveEndpoint(f.endpoint)
+	return dialEndpointMode(ctx, f.endpoint, f.readMode)
+}
+
+// dialEndpoint connects to the cluster as ctl's commands do (see
+// ctlFlags.dial), with the cluster's read mode.
+func dialEndpoint(ctx context.Context, flag string) (*client.Client, error) {
+	return dialEndpointMode(ctx, flag, "")
+}
+
+func dialEndpointMode(ctx context.Context, flag, readMode string) (*client.Client, error) {
+	ep, err := resolveEndpoint(flag)
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Dial(ctx, ep.addr, client.Options{ReadMode: f.readMode})
+	c, err := client.Dial(ctx, ep.addr, client.Options{ReadMode: readMode})
 	var unreachable *client.UnreachableError
 	if errors.As(err, &unreachable) {
 		return nil, ep.unreachable(unreachable)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
 
@@ -29,6 +30,9 @@ type devOptions struct {
 	maxObject  base.Bytes
 	scrub      scrubFlags
 	start      startFlags
+	// kv makes every node host the KV store; kvSplits cut its shards.
+	kv       bool
+	kvSplits string
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -43,6 +47,10 @@ The cluster endpoint's port is chosen the first time and kept for later runs
 on the same DIR. While it runs, DIR/endpoint holds the endpoint; 'flashmend
 ctl' finds .flashmend/dev/endpoint by itself, or takes --endpoint ADDR or
 FLASHMEND_ENDPOINT.
+
+Every node also hosts the replicated KV store (--kv) on the same port; the
+coordinator places its shards (cut at --kv-splits) over the nodes the first
+time, and keeps the placement: 'flashmend ctl kv put KEY VALUE' and friends.
 
 Only one flashmend may run on a DIR: a second one fails at once, naming the
 first one's pid. Ctrl-C (or SIGTERM) stops it cleanly and exits 0; a second
@@ -66,6 +74,8 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	// failed (a node that cannot open is reported dead at start).
 	o.scrub.register(cmd, time.Minute)
 	o.start.register(cmd)
+	f.BoolVar(&o.kv, "kv", true, "every node hosts the replicated KV store ('flashmend ctl kv')")
+	f.StringVar(&o.kvSplits, "kv-splits", "g,n,t", "KV shard split keys, comma separated (used when the cluster has no KV layout yet)")
 	f.IntVar(&o.etcdMembers, "etcd-members", 1,
 		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
 	return cmd
@@ -80,6 +90,9 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	opts := devcluster.Options{
 		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, DieRepair: o.dieRepair, MaxObjectBytes: o.maxObject, SyncWrites: true, EtcdMembers: o.etcdMembers,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
+	}
+	if o.kv {
+		opts.KV, opts.KVSplits = &kv.Options{}, splitList(o.kvSplits)
 	}
 	store, err := devStore(o.store, o.deviceSize)
 	if err != nil {
@@ -130,6 +143,9 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	}
 	fmt.Fprintf(out, "endpoint %s (in %s)\n", cl.Endpoint(), filepath.Join(o.dir, endpointFile))
 	fmt.Fprintf(out, "try: flashmend ctl --endpoint %s nodes\n", cl.Endpoint())
+	if o.kv {
+		fmt.Fprintf(out, "kv: every node hosts the KV store; try: flashmend ctl kv --endpoint %s put KEY VALUE\n", cl.Endpoint())
+	}
 	if ready != nil {
 		ready(cl)
 	}

@@ -2,7 +2,9 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/signal"
 	"sort"
@@ -38,12 +40,14 @@ func addKVCmds(root *cobra.Command) {
 // (no serve, no demo), with its own help.
 func newCtlKVCmd() *cobra.Command {
 	cmd := newKVCmd()
-	cmd.Short = "Read, write, scan and damage a running KV cluster (started with 'flashmend kv serve')"
+	cmd.Short = "Read, write, scan and damage the KV store of a running cluster"
 	cmd.Long = `ctl kv is the client of flashmend's replicated KV store: put, get, del, scan,
-damage a replica's sstable block (corrupt) and show every replica (status) of a
-cluster that 'flashmend kv serve' runs. It needs the nodes' addresses (--addrs
-"1=127.0.0.1:7001,2=...", or $` + kvAddrsEnv + `, which kv serve prints) and the shard
-split keys the cluster was started with (--splits).`
+damage a replica's sstable block (corrupt), show every replica (status), and
+place the shards (init) of the cluster ctl finds (--endpoint, $` + EndpointEnv + `, or the
+.flashmend/dev that 'make run' keeps): its storage nodes host the KV store and
+its coordinator keeps the shard placement. For a KV-only cluster of 'flashmend
+kv serve', pass the nodes' addresses (--addrs "1=127.0.0.1:7001,2=...", or
+$` + kvAddrsEnv + `, which kv serve prints) and its split keys (--splits).`
 	for _, sub := range cmd.Commands() {
 		if sub.Name() == "serve" || sub.Name() == "demo" {
 			cmd.RemoveCommand(sub)
@@ -55,9 +59,10 @@ split keys the cluster was started with (--splits).`
 // newKVCmd is `flashmend kv`: the replicated KV store (internal/kv).
 func newKVCmd() *cobra.Command {
 	var (
-		addrs   string
-		splits  string
-		timeout time.Duration
+		addrs    string
+		splits   string
+		endpoint string
+		timeout  time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "kv",
@@ -66,40 +71,121 @@ func newKVCmd() *cobra.Command {
 three replicas with a Pebble state machine, repaired from corruption key range
 by key range through the raft log (DIRECT).
 
-Clients need the nodes' addresses (--addrs "1=127.0.0.1:7001,2=...", or $` + kvAddrsEnv + `)
-and the shard split keys the cluster was started with (--splits).`,
+The client commands talk to the cluster ctl finds (--endpoint, $` + EndpointEnv + `, or
+the .flashmend/dev that 'make run' keeps), whose storage nodes host the KV store
+with the coordinator's shard placement; or, with the nodes' addresses (--addrs
+"1=127.0.0.1:7001,2=...", or $` + kvAddrsEnv + `) and split keys (--splits), to a KV-only
+cluster of 'kv serve'.`,
 	}
 	cmd.PersistentFlags().StringVar(&addrs, "addrs", "", "node addresses, ID=host:port comma separated (default $"+kvAddrsEnv+")")
-	cmd.PersistentFlags().StringVar(&splits, "splits", "", "shard split keys, comma separated (as the cluster was started)")
+	cmd.PersistentFlags().StringVar(&splits, "splits", "", "shard split keys, comma separated (with --addrs: as the cluster was started; with init: where to cut)")
+	cmd.PersistentFlags().StringVar(&endpoint, "endpoint", "", "cluster endpoint (default $"+EndpointEnv+", or .flashmend/dev)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "request timeout")
 
 	client := func() (*kvclient.Client, context.Context, context.CancelFunc, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		if addrs == "" {
 			addrs = os.Getenv(kvAddrsEnv)
 		}
-		m, err := parseAddrs(addrs)
+		var c *kvclient.Client
+		var err error
+		if addrs != "" {
+			c, err = staticKVClient(addrs, splits)
+		} else {
+			c, err = clusterKVClient(ctx, endpoint)
+		}
 		if err != nil {
+			cancel()
 			return nil, nil, nil, err
 		}
-		var ids []base.NodeID
-		for id := range m {
-			ids = append(ids, id)
-		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-		layout := kv.UniformLayout(ids, splitList(splits)...)
-		c, err := kvclient.New(layout, m, kvclient.Options{})
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		return c, ctx, cancel, nil
 	}
+	initCmd := func() *cobra.Command {
+		return &cobra.Command{
+			Use:   "init",
+			Short: "Place the KV store's shards on the cluster's live nodes (cut at --splits), once",
+			Args:  exactArgs(0),
+			RunE: func(cmd *cobra.Command, _ []string) error {
+				ctx, cancel := context.WithTimeout(context.Background(), timeout)
+				defer cancel()
+				c, err := dialEndpoint(ctx, endpoint)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				m, created, err := c.KVLayout(ctx, true, splitList(splits))
+				if err != nil {
+					return err
+				}
+				l, err := kv.LayoutFromProto(m)
+				if err != nil {
+					return err
+				}
+				if !created {
+					fmt.Fprintln(cmd.OutOrStdout(), "the cluster already has a KV layout (kept as it is):")
+				}
+				for _, s := range l.Shards {
+					fmt.Fprintln(cmd.OutOrStdout(), s)
+				}
+				return nil
+			},
+		}
+	}
+	cmd.AddCommand(initCmd())
 	cmd.AddCommand(newKVServeCmd(), newKVDemoCmd())
 	cmd.AddCommand(newKVDataCmds(client)...)
 	return cmd
 }
 
 type kvClientFunc func() (*kvclient.Client, context.Context, context.CancelFunc, error)
+
+// staticKVClient is a client of a KV-only cluster ('kv serve'): every
+// shard on every node.
+func staticKVClient(addrs, splits string) (*kvclient.Client, error) {
+	m, err := parseAddrs(addrs)
+	if err != nil {
+		return nil, err
+	}
+	var ids []base.NodeID
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return kvclient.New(kv.UniformLayout(ids, splitList(splits)...), m, kvclient.Options{})
+}
+
+// clusterKVClient is a client of the KV store that a cluster's storage
+// nodes host: the coordinator gives the shard layout and the nodes'
+// addresses.
+func clusterKVClient(ctx context.Context, endpoint string) (*kvclient.Client, error) {
+	c, err := dialEndpoint(ctx, endpoint)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	m, _, err := c.KVLayout(ctx, false, nil)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the cluster has no KV layout yet: place one with 'flashmend ctl kv init [--splits a,b,...]' (%w)", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	layout, err := kv.LayoutFromProto(m)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addrs := map[base.NodeID]string{}
+	for _, n := range nodes {
+		if n.Addr != "" {
+			addrs[base.NodeID(n.Id)] = n.Addr
+		}
+	}
+	return kvclient.New(layout, addrs, kvclient.Options{})
+}
 
 func splitList(s string) []string {
 	if s == "" {

@@ -2,10 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
@@ -108,5 +114,71 @@ func TestKVDemo(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "patches 1, rebuilds 0") || !strings.Contains(out, "replicas identical   true") ||
 		!strings.Contains(out, "errors seen by the application 0, wrong data 0") {
 		t.Fatalf("demo: %d\n%s", code, out)
+	}
+}
+
+// TestKVAgainstDevCluster: the dev cluster's storage nodes host the KV
+// store with the coordinator's placement; kv and ctl kv reach it through
+// the cluster endpoint alone.
+func TestKVAgainstDevCluster(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan *devcluster.Cluster, 1)
+	done := make(chan error, 1)
+	go func() {
+		o := devOptions{dir: dir, nodes: 4, store: "file", readMode: "direct", maxObject: base.MiB, kv: true, kvSplits: "m"}
+		o.scrub.off = true
+		done <- runDev(ctx, o, io.Discard, io.Discard, func(c *devcluster.Cluster) { ready <- c })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("dev: %v", err)
+	}
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("dev: %v", err)
+		}
+	}()
+	ep, err := os.ReadFile(filepath.Join(dir, "endpoint"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	endpoint := []string{"--endpoint", strings.TrimSpace(string(ep))}
+	// The nodes open their replicas once they see the layout: the first
+	// write waits for them (the client retries an unavailable replica).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, code := runKVCLI(t, append([]string{"ctl", "kv", "put", "apple", "red"}, endpoint...)...)
+		if code == 0 && strings.HasPrefix(out, "ok index=") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ctl kv put: %d %s", code, out)
+		}
+	}
+	if out, code := runKVCLI(t, append([]string{"kv", "put", "zebra", "stripes"}, endpoint...)...); code != 0 {
+		t.Fatalf("kv put: %d %s", code, out)
+	}
+	if out, code := runKVCLI(t, append([]string{"ctl", "kv", "get", "zebra"}, endpoint...)...); code != 0 || out != "stripes\n" {
+		t.Fatalf("ctl kv get: %d %q", code, out)
+	}
+	if out, code := runKVCLI(t, append([]string{"kv", "scan"}, endpoint...)...); code != 0 || out != "apple\tred\nzebra\tstripes\n" {
+		t.Fatalf("kv scan: %d %q", code, out)
+	}
+	out, code := runKVCLI(t, append([]string{"ctl", "kv", "init", "--splits", "a,b,c"}, endpoint...)...)
+	if code != 0 || !strings.Contains(out, "already has a KV layout") || strings.Count(out, "replicas=") != 2 {
+		t.Fatalf("ctl kv init on a placed cluster: %d %s", code, out)
+	}
+	// Every replica (2 shards x 3) reports healthy once it has opened and
+	// checked its engine.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		out, code = runKVCLI(t, append([]string{"ctl", "kv", "status"}, endpoint...)...)
+		if code == 0 && strings.Count(out, "healthy") == 6 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ctl kv status: %d %s", code, out)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/node"
 )
 
@@ -14,12 +15,15 @@ func newNodeCmd() *cobra.Command {
 	var cfg node.Config
 	var id uint64
 	var start startFlags
+	var withKV bool
 	cmd := &cobra.Command{
 		Use:   "node --dir DIR --coordinator ADDR",
 		Short: "Run a storage node",
 		Long: `Runs a storage node: a gRPC server over a local store of 64 KiB chunks with
 end-to-end CRC32C checksums. It joins the cluster through the coordinator,
-keeps a lease in etcd and heartbeats its statistics. Only one flashmend may run
+keeps a lease in etcd and heartbeats its statistics. With --kv (the default) it
+also hosts the replicated KV store on the same port: its replicas of the shards
+the coordinator placed on it, in DIR/kv. Only one flashmend may run
 on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -30,6 +34,9 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 				return base.InvalidArgumentf("--coordinator is required")
 			}
 			cfg.NodeID = base.NodeID(id)
+			if withKV {
+				cfg.KV = &kv.Options{}
+			}
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
 			ctx, stop := signalContext()
 			defer stop()
@@ -58,6 +65,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.StringVar(&cfg.DieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
 	f.Uint64Var(&id, "id", 0, "node ID (0: from the identity file, or allocated)")
 	f.BoolVar(&cfg.SyncWrites, "sync", true, "fsync every chunk write")
+	f.BoolVar(&withKV, "kv", true, "host the replicated KV store (replicas of the shards the coordinator places here)")
 	start.register(cmd)
 	return cmd
 }

@@ -20,6 +20,11 @@
 //     CommitPut, one etcd transaction that publishes the record, retires the
 //     previous version to the garbage list and updates the mapping table. A
 //     writer that never commits leaves only a pending record, which expires.
+//   - The KV store's shard placement (KVLayout, kvlayout.go): placed once,
+//     over the live members, on the same ring as objects (key
+//     "kv/shard/ID", replica raft ID = node ID), stored as one checksummed
+//     etcd value; the first stored wins. A coordinator without one adopts
+//     the layout a node offers. Replicas do not move yet.
 //   - The mapping table (MappingTable, etcd-backed): objects whose placement
 //     or redundancy differs from the default; see its doc for the scale limit.
 //   - The cluster endpoint's port: with a directory and no explicit listen

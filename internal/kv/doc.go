@@ -149,7 +149,8 @@
 // rebuilt, while the others serve; bit rot in every file of every replica
 // at UBER up to 1e-6 is repaired by patches and raft log entries from
 // peers (`flashmend experiments run uber-restart-kv`). Membership is static
-// (Layout); the coordinator's placement is not used yet. Scans are paged
+// (Layout): the coordinator places the shards once (coord KVLayout) and a
+// replica never moves to another node. Scans are paged
 // by rows and bytes (kvclient's ScanEach). FetchState sends a whole shard in one
 // message (at most 1 GiB).
 package kv

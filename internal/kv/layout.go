@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
 // ShardSpec is one range shard: its key range and its replicas.
@@ -109,4 +110,30 @@ func UniformLayout(nodes []base.NodeID, splits ...string) Layout {
 		start = end
 	}
 	return l
+}
+
+// Proto returns the layout as the coordinator stores and sends it.
+func (l *Layout) Proto() *kvpb.ShardMap {
+	m := &kvpb.ShardMap{}
+	for _, s := range l.Shards {
+		p := &kvpb.ShardPlacement{Id: uint64(s.ID), Start: s.Range.Start, End: s.Range.End, Replicas: map[uint64]uint64{}}
+		for r, n := range s.Replicas {
+			p.Replicas[uint64(r)] = uint64(n)
+		}
+		m.Shards = append(m.Shards, p)
+	}
+	return m
+}
+
+// LayoutFromProto returns the layout m describes, validated.
+func LayoutFromProto(m *kvpb.ShardMap) (Layout, error) {
+	var l Layout
+	for _, p := range m.GetShards() {
+		s := ShardSpec{ID: base.ShardID(p.Id), Range: Range{Start: p.Start, End: p.End}, Replicas: map[base.ReplicaID]base.NodeID{}}
+		for r, n := range p.Replicas {
+			s.Replicas[base.ReplicaID(r)] = base.NodeID(n)
+		}
+		l.Shards = append(l.Shards, s)
+	}
+	return l, l.Validate()
 }

@@ -26,8 +26,16 @@
 //   - Fault injection behind the same API: UBER flips on read, transient or
 //     persistent (objstore.FaultStore); bit flips at an offset; die failures
 //     when the store is on emulated flash.
-//   - A hook, Config.RegisterServices, for other services (the KV store) to
-//     register on the node's gRPC server.
+//   - The KV store's replicas (Config.KV, kv.go): the KV services share the
+//     node's gRPC server and port; once the coordinator has a KV layout
+//     (KVLayout; the node offers the one it holds, so a coordinator that
+//     lost its store takes it back), the node opens its replicas of the
+//     shards placed on it in Dir/kv (internal/kv/kvserver) and keeps the
+//     layout in the metadata file node/kv-layout (three checksummed
+//     copies). Peers are found through their liveness records, so a node
+//     that restarts on another port is reached again.
+//   - A hook, Config.RegisterServices, for more services to register on
+//     the node's gRPC server.
 //
 // # Failure model
 //

@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/wire"
 )
@@ -47,9 +48,14 @@ type Config struct {
 	// retires the whole device and re-creates all of its data on other
 	// nodes (what RAID rebuild and HDFS do).
 	DieRepair string
-	// RegisterServices, when set, registers more gRPC services (for
-	// example the KV store) on the node's server before it starts serving.
+	// RegisterServices, when set, registers more gRPC services on the
+	// node's server before it starts serving.
 	RegisterServices func(*grpc.Server)
+	// KV, when set, makes the node host the KV store (internal/kv/kvserver)
+	// on the same server and port: its replicas of the shards the
+	// coordinator placed on it, in Dir/kv, opened once the coordinator has
+	// a layout. It needs a coordinator and a Dir.
+	KV *kv.Options
 	// Logf receives operational messages; nil discards them.
 	Logf func(format string, args ...any)
 }
@@ -93,6 +99,9 @@ type Node struct {
 	wg      sync.WaitGroup
 
 	closeOnce sync.Once
+
+	// kv is the node's part of the KV store (Config.KV).
+	kv kvHost
 }
 
 // Start opens the node's store, checks (and repairs) its identity file,
@@ -100,6 +109,9 @@ type Node struct {
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Store == nil && cfg.Dir == "" {
 		return nil, base.InvalidArgumentf("node: a data directory or a store is required")
+	}
+	if cfg.KV != nil && (cfg.CoordinatorAddr == "" || cfg.Dir == "") {
+		return nil, base.InvalidArgumentf("node: the KV store needs a coordinator and a data directory")
 	}
 	if cfg.CoordinatorAddr == "" && cfg.NodeID == 0 {
 		return nil, base.InvalidArgumentf("node: standalone node needs a node ID")
@@ -180,8 +192,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.id = base.NodeID(ident.NodeID)
 	}
-	n.srv = grpc.NewServer()
+	var srvOpts []grpc.ServerOption
+	if cfg.KV != nil {
+		// Patches and raft batches of the KV store; a peer's whole shard
+		// (FetchState) goes out in one message.
+		srvOpts = append(srvOpts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(1<<30))
+	}
+	n.srv = grpc.NewServer(srvOpts...)
 	nodepb.RegisterNodeServer(n.srv, &service{n: n})
+	if cfg.KV != nil {
+		n.kv.svc.RegisterServices(n.srv)
+	}
 	if cfg.RegisterServices != nil {
 		cfg.RegisterServices(n.srv)
 	}
@@ -210,6 +231,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.wg.Add(1)
 		go n.heartbeatLoop(hbCtx)
+		if cfg.KV != nil {
+			n.wg.Add(1)
+			go n.kvLoop(hbCtx)
+		}
 	}
 	return n, nil
 }
@@ -454,6 +479,7 @@ func (n *Node) stop(graceful bool) error {
 		}
 		n.lis.Close()
 		n.wg.Wait()
+		n.closeKV(graceful)
 		// A clean stop writes the last events and the read count; a crash
 		// (Kill) loses what came after the last flush, as a real one would.
 		if graceful && n.history != nil {

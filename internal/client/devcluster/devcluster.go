@@ -18,8 +18,11 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/coord"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
+	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/node"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // Options configures a dev cluster. Zero values take the defaults noted.
@@ -43,7 +46,12 @@ type Options struct {
 	EtcdMembers int
 	// Scrub, when set, runs a scrubber in the background.
 	Scrub *client.ScrubberOptions
-	Logf  func(format string, args ...any)
+	// KV, when set, makes every node host the KV store (node.Config.KV);
+	// once the nodes serve, the coordinator places a layout cut at
+	// KVSplits if it has none.
+	KV       *kv.Options
+	KVSplits []string
+	Logf     func(format string, args ...any)
 }
 
 // Cluster is a running dev cluster.
@@ -111,6 +119,18 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		c.Close()
 		return nil, fmt.Errorf("devcluster: no node started: %w", errors.Join(errs...))
 	}
+	if opts.KV != nil {
+		// Placed once every node that could start serves, so that the
+		// shards spread over all of them. Too few live nodes: the nodes
+		// wait for a layout ('flashmend ctl kv init' places one later).
+		req := &coordpb.KVLayoutRequest{Create: true}
+		for _, s := range opts.KVSplits {
+			req.Splits = append(req.Splits, []byte(s))
+		}
+		if _, err := co.KVLayout(ctx, req); err != nil {
+			opts.Logf("devcluster: kv layout: %v", wire.FromStatus(err))
+		}
+	}
 	if opts.Scrub != nil {
 		if err := c.startScrubber(ctx, *opts.Scrub); err != nil {
 			c.Close()
@@ -163,7 +183,7 @@ func (c *Cluster) startNodeLocked(ctx context.Context, i int) (*node.Node, error
 	return node.Start(ctx, node.Config{
 		Dir: dir, CoordinatorAddr: c.Coord.Addr(), NodeID: base.NodeID(i + 1), Store: store,
 		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
-		FaultSeed: int64(i + 1), Logf: c.opts.Logf, DieRepair: c.opts.DieRepair,
+		FaultSeed: int64(i + 1), Logf: c.opts.Logf, DieRepair: c.opts.DieRepair, KV: c.opts.KV,
 	})
 }
 

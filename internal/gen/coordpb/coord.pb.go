@@ -10,6 +10,7 @@
 package coordpb
 
 import (
+	kvpb "github.com/flashmend/flashmend/internal/gen/kvpb"
 	objectpb "github.com/flashmend/flashmend/internal/gen/objectpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
@@ -1596,11 +1597,138 @@ func (x *RebuildIndexResponse) GetErrors() []string {
 	return nil
 }
 
+type KVLayoutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// create places a layout over the live members when none exists yet,
+	// cut at splits (strictly increasing, non-empty keys) with replicas
+	// replicas per shard (0: 3). A stored layout is returned as it is.
+	Create   bool     `protobuf:"varint,1,opt,name=create,proto3" json:"create,omitempty"`
+	Splits   [][]byte `protobuf:"bytes,2,rep,name=splits,proto3" json:"splits,omitempty"`
+	Replicas uint32   `protobuf:"varint,3,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// adopt is a layout a node already holds replicas of: stored when none
+	// exists (a coordinator that lost its store takes the nodes' layout
+	// back), ignored otherwise.
+	Adopt         *kvpb.ShardMap `protobuf:"bytes,4,opt,name=adopt,proto3" json:"adopt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVLayoutRequest) Reset() {
+	*x = KVLayoutRequest{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVLayoutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVLayoutRequest) ProtoMessage() {}
+
+func (x *KVLayoutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVLayoutRequest.ProtoReflect.Descriptor instead.
+func (*KVLayoutRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *KVLayoutRequest) GetCreate() bool {
+	if x != nil {
+		return x.Create
+	}
+	return false
+}
+
+func (x *KVLayoutRequest) GetSplits() [][]byte {
+	if x != nil {
+		return x.Splits
+	}
+	return nil
+}
+
+func (x *KVLayoutRequest) GetReplicas() uint32 {
+	if x != nil {
+		return x.Replicas
+	}
+	return 0
+}
+
+func (x *KVLayoutRequest) GetAdopt() *kvpb.ShardMap {
+	if x != nil {
+		return x.Adopt
+	}
+	return nil
+}
+
+type KVLayoutResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Layout *kvpb.ShardMap         `protobuf:"bytes,1,opt,name=layout,proto3" json:"layout,omitempty"`
+	// Set when this call placed the layout.
+	Created       bool `protobuf:"varint,2,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVLayoutResponse) Reset() {
+	*x = KVLayoutResponse{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVLayoutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVLayoutResponse) ProtoMessage() {}
+
+func (x *KVLayoutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVLayoutResponse.ProtoReflect.Descriptor instead.
+func (*KVLayoutResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *KVLayoutResponse) GetLayout() *kvpb.ShardMap {
+	if x != nil {
+		return x.Layout
+	}
+	return nil
+}
+
+func (x *KVLayoutResponse) GetCreated() bool {
+	if x != nil {
+		return x.Created
+	}
+	return false
+}
+
 var File_flashmend_coord_coord_proto protoreflect.FileDescriptor
 
 const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\n" +
-	"\x1bflashmend/coord/coord.proto\x12\x0fflashmend.coord\x1a\x1dflashmend/object/object.proto\"\xb6\x03\n" +
+	"\x1bflashmend/coord/coord.proto\x12\x0fflashmend.coord\x1a\x15flashmend/kv/kv.proto\x1a\x1dflashmend/object/object.proto\"\xb6\x03\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12\x12\n" +
@@ -1716,7 +1844,15 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\fobjects_kept\x18\x05 \x01(\x03R\vobjectsKept\x12)\n" +
 	"\x10versions_garbage\x18\x06 \x01(\x03R\x0fversionsGarbage\x12-\n" +
 	"\x12blobs_unrestorable\x18\a \x01(\x03R\x11blobsUnrestorable\x12\x16\n" +
-	"\x06errors\x18\b \x03(\tR\x06errors2\xd4\b\n" +
+	"\x06errors\x18\b \x03(\tR\x06errors\"\x8b\x01\n" +
+	"\x0fKVLayoutRequest\x12\x16\n" +
+	"\x06create\x18\x01 \x01(\bR\x06create\x12\x16\n" +
+	"\x06splits\x18\x02 \x03(\fR\x06splits\x12\x1a\n" +
+	"\breplicas\x18\x03 \x01(\rR\breplicas\x12,\n" +
+	"\x05adopt\x18\x04 \x01(\v2\x16.flashmend.kv.ShardMapR\x05adopt\"\\\n" +
+	"\x10KVLayoutResponse\x12.\n" +
+	"\x06layout\x18\x01 \x01(\v2\x16.flashmend.kv.ShardMapR\x06layout\x12\x18\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated2\xa5\t\n" +
 	"\vCoordinator\x12C\n" +
 	"\x04Join\x12\x1c.flashmend.coord.JoinRequest\x1a\x1d.flashmend.coord.JoinResponse\x12X\n" +
 	"\vClusterInfo\x12#.flashmend.coord.ClusterInfoRequest\x1a$.flashmend.coord.ClusterInfoResponse\x12R\n" +
@@ -1730,7 +1866,8 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x10ReportBadReplica\x12(.flashmend.coord.ReportBadReplicaRequest\x1a).flashmend.coord.ReportBadReplicaResponse\x12[\n" +
 	"\fBeginReplace\x12$.flashmend.coord.BeginReplaceRequest\x1a%.flashmend.coord.BeginReplaceResponse\x12^\n" +
 	"\rCommitReplace\x12%.flashmend.coord.CommitReplaceRequest\x1a&.flashmend.coord.CommitReplaceResponse\x12[\n" +
-	"\fRebuildIndex\x12$.flashmend.coord.RebuildIndexRequest\x1a%.flashmend.coord.RebuildIndexResponseB5Z3github.com/flashmend/flashmend/internal/gen/coordpbb\x06proto3"
+	"\fRebuildIndex\x12$.flashmend.coord.RebuildIndexRequest\x1a%.flashmend.coord.RebuildIndexResponse\x12O\n" +
+	"\bKVLayout\x12 .flashmend.coord.KVLayoutRequest\x1a!.flashmend.coord.KVLayoutResponseB5Z3github.com/flashmend/flashmend/internal/gen/coordpbb\x06proto3"
 
 var (
 	file_flashmend_coord_coord_proto_rawDescOnce sync.Once
@@ -1744,7 +1881,7 @@ func file_flashmend_coord_coord_proto_rawDescGZIP() []byte {
 	return file_flashmend_coord_coord_proto_rawDescData
 }
 
-var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*NodeInfo)(nil),                 // 0: flashmend.coord.NodeInfo
 	(*JoinRequest)(nil),              // 1: flashmend.coord.JoinRequest
@@ -1773,51 +1910,58 @@ var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*CommitReplaceResponse)(nil),    // 24: flashmend.coord.CommitReplaceResponse
 	(*RebuildIndexRequest)(nil),      // 25: flashmend.coord.RebuildIndexRequest
 	(*RebuildIndexResponse)(nil),     // 26: flashmend.coord.RebuildIndexResponse
-	(objectpb.Redundancy)(0),         // 27: flashmend.object.Redundancy
-	(*objectpb.ObjectRecord)(nil),    // 28: flashmend.object.ObjectRecord
+	(*KVLayoutRequest)(nil),          // 27: flashmend.coord.KVLayoutRequest
+	(*KVLayoutResponse)(nil),         // 28: flashmend.coord.KVLayoutResponse
+	(objectpb.Redundancy)(0),         // 29: flashmend.object.Redundancy
+	(*objectpb.ObjectRecord)(nil),    // 30: flashmend.object.ObjectRecord
+	(*kvpb.ShardMap)(nil),            // 31: flashmend.kv.ShardMap
 }
 var file_flashmend_coord_coord_proto_depIdxs = []int32{
-	27, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	29, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
 	0,  // 1: flashmend.coord.BeginPutResponse.placement:type_name -> flashmend.coord.NodeInfo
-	27, // 2: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
-	28, // 3: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
-	28, // 4: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
-	28, // 5: flashmend.coord.DeleteResponse.record:type_name -> flashmend.object.ObjectRecord
-	28, // 6: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
+	29, // 2: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	30, // 3: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
+	30, // 4: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
+	30, // 5: flashmend.coord.DeleteResponse.record:type_name -> flashmend.object.ObjectRecord
+	30, // 6: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
 	0,  // 7: flashmend.coord.ListNodesResponse.nodes:type_name -> flashmend.coord.NodeInfo
 	0,  // 8: flashmend.coord.BeginReplaceResponse.target:type_name -> flashmend.coord.NodeInfo
-	28, // 9: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
-	1,  // 10: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
-	17, // 11: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
-	15, // 12: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
-	3,  // 13: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
-	5,  // 14: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
-	7,  // 15: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
-	9,  // 16: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
-	11, // 17: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
-	13, // 18: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
-	19, // 19: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
-	21, // 20: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
-	23, // 21: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
-	25, // 22: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
-	2,  // 23: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
-	18, // 24: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
-	16, // 25: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
-	4,  // 26: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
-	6,  // 27: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
-	8,  // 28: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
-	10, // 29: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
-	12, // 30: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
-	14, // 31: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
-	20, // 32: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
-	22, // 33: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
-	24, // 34: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
-	26, // 35: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
-	23, // [23:36] is the sub-list for method output_type
-	10, // [10:23] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	30, // 9: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
+	31, // 10: flashmend.coord.KVLayoutRequest.adopt:type_name -> flashmend.kv.ShardMap
+	31, // 11: flashmend.coord.KVLayoutResponse.layout:type_name -> flashmend.kv.ShardMap
+	1,  // 12: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
+	17, // 13: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
+	15, // 14: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
+	3,  // 15: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
+	5,  // 16: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
+	7,  // 17: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
+	9,  // 18: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
+	11, // 19: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
+	13, // 20: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
+	19, // 21: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
+	21, // 22: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
+	23, // 23: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
+	25, // 24: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
+	27, // 25: flashmend.coord.Coordinator.KVLayout:input_type -> flashmend.coord.KVLayoutRequest
+	2,  // 26: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
+	18, // 27: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
+	16, // 28: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
+	4,  // 29: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
+	6,  // 30: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
+	8,  // 31: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
+	10, // 32: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
+	12, // 33: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
+	14, // 34: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
+	20, // 35: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
+	22, // 36: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
+	24, // 37: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
+	26, // 38: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
+	28, // 39: flashmend.coord.Coordinator.KVLayout:output_type -> flashmend.coord.KVLayoutResponse
+	26, // [26:40] is the sub-list for method output_type
+	12, // [12:26] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_coord_coord_proto_init() }
@@ -1831,7 +1975,7 @@ func file_flashmend_coord_coord_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_coord_coord_proto_rawDesc), len(file_flashmend_coord_coord_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

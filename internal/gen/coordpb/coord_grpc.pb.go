@@ -35,6 +35,7 @@ const (
 	Coordinator_BeginReplace_FullMethodName     = "/flashmend.coord.Coordinator/BeginReplace"
 	Coordinator_CommitReplace_FullMethodName    = "/flashmend.coord.Coordinator/CommitReplace"
 	Coordinator_RebuildIndex_FullMethodName     = "/flashmend.coord.Coordinator/RebuildIndex"
+	Coordinator_KVLayout_FullMethodName         = "/flashmend.coord.Coordinator/KVLayout"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -59,6 +60,8 @@ type CoordinatorClient interface {
 	// Rebuild the object index and mapping table from the nodes' local
 	// indexes (the coordinator's own store lost or damaged).
 	RebuildIndex(ctx context.Context, in *RebuildIndexRequest, opts ...grpc.CallOption) (*RebuildIndexResponse, error)
+	// The KV store's shard placement (NotFound until one is created).
+	KVLayout(ctx context.Context, in *KVLayoutRequest, opts ...grpc.CallOption) (*KVLayoutResponse, error)
 }
 
 type coordinatorClient struct {
@@ -199,6 +202,16 @@ func (c *coordinatorClient) RebuildIndex(ctx context.Context, in *RebuildIndexRe
 	return out, nil
 }
 
+func (c *coordinatorClient) KVLayout(ctx context.Context, in *KVLayoutRequest, opts ...grpc.CallOption) (*KVLayoutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KVLayoutResponse)
+	err := c.cc.Invoke(ctx, Coordinator_KVLayout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -221,6 +234,8 @@ type CoordinatorServer interface {
 	// Rebuild the object index and mapping table from the nodes' local
 	// indexes (the coordinator's own store lost or damaged).
 	RebuildIndex(context.Context, *RebuildIndexRequest) (*RebuildIndexResponse, error)
+	// The KV store's shard placement (NotFound until one is created).
+	KVLayout(context.Context, *KVLayoutRequest) (*KVLayoutResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -269,6 +284,9 @@ func (UnimplementedCoordinatorServer) CommitReplace(context.Context, *CommitRepl
 }
 func (UnimplementedCoordinatorServer) RebuildIndex(context.Context, *RebuildIndexRequest) (*RebuildIndexResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method RebuildIndex not implemented")
+}
+func (UnimplementedCoordinatorServer) KVLayout(context.Context, *KVLayoutRequest) (*KVLayoutResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method KVLayout not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -525,6 +543,24 @@ func _Coordinator_RebuildIndex_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_KVLayout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KVLayoutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).KVLayout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_KVLayout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).KVLayout(ctx, req.(*KVLayoutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -583,6 +619,10 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RebuildIndex",
 			Handler:    _Coordinator_RebuildIndex_Handler,
+		},
+		{
+			MethodName: "KVLayout",
+			Handler:    _Coordinator_KVLayout_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -181,7 +181,7 @@ func (x ErrorDetail_Reason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorDetail_Reason.Descriptor instead.
 func (ErrorDetail_Reason) EnumDescriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{10, 0}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{12, 0}
 }
 
 type ReadOptions struct {
@@ -534,6 +534,124 @@ func (x *KeyRange) GetEnd() []byte {
 	return nil
 }
 
+// ShardPlacement is one range shard of the key space and the node that
+// holds each of its replicas.
+type ShardPlacement struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Start []byte                 `protobuf:"bytes,2,opt,name=start,proto3" json:"start,omitempty"`
+	// Exclusive; empty: unbounded.
+	End []byte `protobuf:"bytes,3,opt,name=end,proto3" json:"end,omitempty"`
+	// Replica (raft) ID -> node ID.
+	Replicas      map[uint64]uint64 `protobuf:"bytes,4,rep,name=replicas,proto3" json:"replicas,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardPlacement) Reset() {
+	*x = ShardPlacement{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardPlacement) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardPlacement) ProtoMessage() {}
+
+func (x *ShardPlacement) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardPlacement.ProtoReflect.Descriptor instead.
+func (*ShardPlacement) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ShardPlacement) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ShardPlacement) GetStart() []byte {
+	if x != nil {
+		return x.Start
+	}
+	return nil
+}
+
+func (x *ShardPlacement) GetEnd() []byte {
+	if x != nil {
+		return x.End
+	}
+	return nil
+}
+
+func (x *ShardPlacement) GetReplicas() map[uint64]uint64 {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+// ShardMap is the KV store's shard layout: shards cover the key space
+// without gaps or overlaps. The coordinator keeps it (KVLayout).
+type ShardMap struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Shards        []*ShardPlacement      `protobuf:"bytes,1,rep,name=shards,proto3" json:"shards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ShardMap) Reset() {
+	*x = ShardMap{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ShardMap) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ShardMap) ProtoMessage() {}
+
+func (x *ShardMap) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ShardMap.ProtoReflect.Descriptor instead.
+func (*ShardMap) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ShardMap) GetShards() []*ShardPlacement {
+	if x != nil {
+		return x.Shards
+	}
+	return nil
+}
+
 // WriteBatch is applied atomically if every condition and scan still holds.
 type WriteBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -546,7 +664,7 @@ type WriteBatch struct {
 
 func (x *WriteBatch) Reset() {
 	*x = WriteBatch{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[6]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -558,7 +676,7 @@ func (x *WriteBatch) String() string {
 func (*WriteBatch) ProtoMessage() {}
 
 func (x *WriteBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[6]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -571,7 +689,7 @@ func (x *WriteBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteBatch.ProtoReflect.Descriptor instead.
 func (*WriteBatch) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{6}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WriteBatch) GetOps() []*Op {
@@ -609,7 +727,7 @@ type PatchRequest struct {
 
 func (x *PatchRequest) Reset() {
 	*x = PatchRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[7]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +739,7 @@ func (x *PatchRequest) String() string {
 func (*PatchRequest) ProtoMessage() {}
 
 func (x *PatchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[7]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +752,7 @@ func (x *PatchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchRequest.ProtoReflect.Descriptor instead.
 func (*PatchRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{7}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PatchRequest) GetPatchId() uint64 {
@@ -671,7 +789,7 @@ type Barrier struct {
 
 func (x *Barrier) Reset() {
 	*x = Barrier{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +801,7 @@ func (x *Barrier) String() string {
 func (*Barrier) ProtoMessage() {}
 
 func (x *Barrier) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[8]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +814,7 @@ func (x *Barrier) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Barrier.ProtoReflect.Descriptor instead.
 func (*Barrier) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{8}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Barrier) GetReplica() uint64 {
@@ -726,7 +844,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +856,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[9]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +869,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{9}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Command) GetProposalId() uint64 {
@@ -793,7 +911,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -805,7 +923,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[10]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -818,7 +936,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{10}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ErrorDetail) GetReason() ErrorDetail_Reason {
@@ -847,7 +965,7 @@ type GetRequest struct {
 
 func (x *GetRequest) Reset() {
 	*x = GetRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +977,7 @@ func (x *GetRequest) String() string {
 func (*GetRequest) ProtoMessage() {}
 
 func (x *GetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[11]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +990,7 @@ func (x *GetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRequest.ProtoReflect.Descriptor instead.
 func (*GetRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{11}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetRequest) GetShard() uint64 {
@@ -914,7 +1032,7 @@ type GetResponse struct {
 
 func (x *GetResponse) Reset() {
 	*x = GetResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1044,7 @@ func (x *GetResponse) String() string {
 func (*GetResponse) ProtoMessage() {}
 
 func (x *GetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[12]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1057,7 @@ func (x *GetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResponse.ProtoReflect.Descriptor instead.
 func (*GetResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{12}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetResponse) GetFound() bool {
@@ -981,7 +1099,7 @@ type ScanRequest struct {
 
 func (x *ScanRequest) Reset() {
 	*x = ScanRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1111,7 @@ func (x *ScanRequest) String() string {
 func (*ScanRequest) ProtoMessage() {}
 
 func (x *ScanRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[13]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1124,7 @@ func (x *ScanRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanRequest.ProtoReflect.Descriptor instead.
 func (*ScanRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{13}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ScanRequest) GetShard() uint64 {
@@ -1071,7 +1189,7 @@ type ScanResponse struct {
 
 func (x *ScanResponse) Reset() {
 	*x = ScanResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1083,7 +1201,7 @@ func (x *ScanResponse) String() string {
 func (*ScanResponse) ProtoMessage() {}
 
 func (x *ScanResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[14]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1096,7 +1214,7 @@ func (x *ScanResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScanResponse.ProtoReflect.Descriptor instead.
 func (*ScanResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{14}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ScanResponse) GetRows() []*KeyValue {
@@ -1130,7 +1248,7 @@ type WriteRequest struct {
 
 func (x *WriteRequest) Reset() {
 	*x = WriteRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1142,7 +1260,7 @@ func (x *WriteRequest) String() string {
 func (*WriteRequest) ProtoMessage() {}
 
 func (x *WriteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[15]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1155,7 +1273,7 @@ func (x *WriteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteRequest.ProtoReflect.Descriptor instead.
 func (*WriteRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{15}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WriteRequest) GetShard() uint64 {
@@ -1182,7 +1300,7 @@ type WriteResponse struct {
 
 func (x *WriteResponse) Reset() {
 	*x = WriteResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1312,7 @@ func (x *WriteResponse) String() string {
 func (*WriteResponse) ProtoMessage() {}
 
 func (x *WriteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[16]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1325,7 @@ func (x *WriteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WriteResponse.ProtoReflect.Descriptor instead.
 func (*WriteResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{16}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WriteResponse) GetIndex() uint64 {
@@ -1226,7 +1344,7 @@ type TxnBeginRequest struct {
 
 func (x *TxnBeginRequest) Reset() {
 	*x = TxnBeginRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1356,7 @@ func (x *TxnBeginRequest) String() string {
 func (*TxnBeginRequest) ProtoMessage() {}
 
 func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[17]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1369,7 @@ func (x *TxnBeginRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginRequest.ProtoReflect.Descriptor instead.
 func (*TxnBeginRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{17}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TxnBeginRequest) GetShard() uint64 {
@@ -1270,7 +1388,7 @@ type TxnBeginResponse struct {
 
 func (x *TxnBeginResponse) Reset() {
 	*x = TxnBeginResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1400,7 @@ func (x *TxnBeginResponse) String() string {
 func (*TxnBeginResponse) ProtoMessage() {}
 
 func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[18]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1413,7 @@ func (x *TxnBeginResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnBeginResponse.ProtoReflect.Descriptor instead.
 func (*TxnBeginResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{18}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TxnBeginResponse) GetTxnId() uint64 {
@@ -1316,7 +1434,7 @@ type TxnCommitRequest struct {
 
 func (x *TxnCommitRequest) Reset() {
 	*x = TxnCommitRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1328,7 +1446,7 @@ func (x *TxnCommitRequest) String() string {
 func (*TxnCommitRequest) ProtoMessage() {}
 
 func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[19]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1341,7 +1459,7 @@ func (x *TxnCommitRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnCommitRequest.ProtoReflect.Descriptor instead.
 func (*TxnCommitRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{19}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TxnCommitRequest) GetShard() uint64 {
@@ -1375,7 +1493,7 @@ type TxnAbortRequest struct {
 
 func (x *TxnAbortRequest) Reset() {
 	*x = TxnAbortRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1505,7 @@ func (x *TxnAbortRequest) String() string {
 func (*TxnAbortRequest) ProtoMessage() {}
 
 func (x *TxnAbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[20]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1518,7 @@ func (x *TxnAbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnAbortRequest.ProtoReflect.Descriptor instead.
 func (*TxnAbortRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{20}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TxnAbortRequest) GetShard() uint64 {
@@ -1425,7 +1543,7 @@ type TxnAbortResponse struct {
 
 func (x *TxnAbortResponse) Reset() {
 	*x = TxnAbortResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1555,7 @@ func (x *TxnAbortResponse) String() string {
 func (*TxnAbortResponse) ProtoMessage() {}
 
 func (x *TxnAbortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[21]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1568,7 @@ func (x *TxnAbortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnAbortResponse.ProtoReflect.Descriptor instead.
 func (*TxnAbortResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{21}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{23}
 }
 
 // RaftMessage is one raftpb.Message (marshalled) for a shard's replica.
@@ -1464,7 +1582,7 @@ type RaftMessage struct {
 
 func (x *RaftMessage) Reset() {
 	*x = RaftMessage{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1594,7 @@ func (x *RaftMessage) String() string {
 func (*RaftMessage) ProtoMessage() {}
 
 func (x *RaftMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[22]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1607,7 @@ func (x *RaftMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftMessage.ProtoReflect.Descriptor instead.
 func (*RaftMessage) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{22}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RaftMessage) GetShard() uint64 {
@@ -1517,7 +1635,7 @@ type RaftBatch struct {
 
 func (x *RaftBatch) Reset() {
 	*x = RaftBatch{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1529,7 +1647,7 @@ func (x *RaftBatch) String() string {
 func (*RaftBatch) ProtoMessage() {}
 
 func (x *RaftBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[23]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1542,7 +1660,7 @@ func (x *RaftBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftBatch.ProtoReflect.Descriptor instead.
 func (*RaftBatch) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{23}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RaftBatch) GetFromNode() uint64 {
@@ -1567,7 +1685,7 @@ type RaftAck struct {
 
 func (x *RaftAck) Reset() {
 	*x = RaftAck{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1697,7 @@ func (x *RaftAck) String() string {
 func (*RaftAck) ProtoMessage() {}
 
 func (x *RaftAck) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[24]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1710,7 @@ func (x *RaftAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RaftAck.ProtoReflect.Descriptor instead.
 func (*RaftAck) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{24}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{26}
 }
 
 // Patch is a healthy replica's content of the ranges as of the patch entry.
@@ -1612,7 +1730,7 @@ type Patch struct {
 
 func (x *Patch) Reset() {
 	*x = Patch{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1624,7 +1742,7 @@ func (x *Patch) String() string {
 func (*Patch) ProtoMessage() {}
 
 func (x *Patch) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[25]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1637,7 +1755,7 @@ func (x *Patch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Patch.ProtoReflect.Descriptor instead.
 func (*Patch) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{25}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Patch) GetShard() uint64 {
@@ -1697,7 +1815,7 @@ type PatchAck struct {
 
 func (x *PatchAck) Reset() {
 	*x = PatchAck{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1827,7 @@ func (x *PatchAck) String() string {
 func (*PatchAck) ProtoMessage() {}
 
 func (x *PatchAck) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[26]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1840,7 @@ func (x *PatchAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PatchAck.ProtoReflect.Descriptor instead.
 func (*PatchAck) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{26}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{28}
 }
 
 // FetchStateRequest asks a healthy replica for its whole shard state (the
@@ -1736,7 +1854,7 @@ type FetchStateRequest struct {
 
 func (x *FetchStateRequest) Reset() {
 	*x = FetchStateRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1866,7 @@ func (x *FetchStateRequest) String() string {
 func (*FetchStateRequest) ProtoMessage() {}
 
 func (x *FetchStateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[27]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1879,7 @@ func (x *FetchStateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchStateRequest.ProtoReflect.Descriptor instead.
 func (*FetchStateRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{27}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FetchStateRequest) GetShard() uint64 {
@@ -1786,7 +1904,7 @@ type Summary struct {
 
 func (x *Summary) Reset() {
 	*x = Summary{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1916,7 @@ func (x *Summary) String() string {
 func (*Summary) ProtoMessage() {}
 
 func (x *Summary) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[28]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1929,7 @@ func (x *Summary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Summary.ProtoReflect.Descriptor instead.
 func (*Summary) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{28}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Summary) GetRows() uint64 {
@@ -1848,7 +1966,7 @@ type FetchStateResponse struct {
 
 func (x *FetchStateResponse) Reset() {
 	*x = FetchStateResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +1978,7 @@ func (x *FetchStateResponse) String() string {
 func (*FetchStateResponse) ProtoMessage() {}
 
 func (x *FetchStateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[29]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +1991,7 @@ func (x *FetchStateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchStateResponse.ProtoReflect.Descriptor instead.
 func (*FetchStateResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{29}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *FetchStateResponse) GetAppliedIndex() uint64 {
@@ -1925,7 +2043,7 @@ type FetchEntriesRequest struct {
 
 func (x *FetchEntriesRequest) Reset() {
 	*x = FetchEntriesRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2055,7 @@ func (x *FetchEntriesRequest) String() string {
 func (*FetchEntriesRequest) ProtoMessage() {}
 
 func (x *FetchEntriesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[30]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2068,7 @@ func (x *FetchEntriesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchEntriesRequest.ProtoReflect.Descriptor instead.
 func (*FetchEntriesRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{30}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *FetchEntriesRequest) GetShard() uint64 {
@@ -1995,7 +2113,7 @@ type FetchEntriesResponse struct {
 
 func (x *FetchEntriesResponse) Reset() {
 	*x = FetchEntriesResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2007,7 +2125,7 @@ func (x *FetchEntriesResponse) String() string {
 func (*FetchEntriesResponse) ProtoMessage() {}
 
 func (x *FetchEntriesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[31]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2020,7 +2138,7 @@ func (x *FetchEntriesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchEntriesResponse.ProtoReflect.Descriptor instead.
 func (*FetchEntriesResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{31}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FetchEntriesResponse) GetEntries() [][]byte {
@@ -2056,7 +2174,7 @@ type CorruptBlockRequest struct {
 
 func (x *CorruptBlockRequest) Reset() {
 	*x = CorruptBlockRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[32]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2068,7 +2186,7 @@ func (x *CorruptBlockRequest) String() string {
 func (*CorruptBlockRequest) ProtoMessage() {}
 
 func (x *CorruptBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[32]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2081,7 +2199,7 @@ func (x *CorruptBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptBlockRequest.ProtoReflect.Descriptor instead.
 func (*CorruptBlockRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{32}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CorruptBlockRequest) GetShard() uint64 {
@@ -2115,7 +2233,7 @@ type CorruptBlockResponse struct {
 
 func (x *CorruptBlockResponse) Reset() {
 	*x = CorruptBlockResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[33]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2245,7 @@ func (x *CorruptBlockResponse) String() string {
 func (*CorruptBlockResponse) ProtoMessage() {}
 
 func (x *CorruptBlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[33]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2258,7 @@ func (x *CorruptBlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptBlockResponse.ProtoReflect.Descriptor instead.
 func (*CorruptBlockResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{33}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CorruptBlockResponse) GetFile() string {
@@ -2166,7 +2284,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2296,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2309,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{34}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReplicaStatusRequest) GetShard() uint64 {
@@ -2232,7 +2350,7 @@ type ReplicaStatusResponse struct {
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2362,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2375,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{35}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReplicaStatusResponse) GetReplica() uint64 {
@@ -2395,7 +2513,17 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x03crc\x18\x04 \x01(\aR\x03crc\"2\n" +
 	"\bKeyRange\x12\x14\n" +
 	"\x05start\x18\x01 \x01(\fR\x05start\x12\x10\n" +
-	"\x03end\x18\x02 \x01(\fR\x03end\"\x97\x01\n" +
+	"\x03end\x18\x02 \x01(\fR\x03end\"\xcd\x01\n" +
+	"\x0eShardPlacement\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05start\x18\x02 \x01(\fR\x05start\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\fR\x03end\x12F\n" +
+	"\breplicas\x18\x04 \x03(\v2*.flashmend.kv.ShardPlacement.ReplicasEntryR\breplicas\x1a;\n" +
+	"\rReplicasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x04R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"@\n" +
+	"\bShardMap\x124\n" +
+	"\x06shards\x18\x01 \x03(\v2\x1c.flashmend.kv.ShardPlacementR\x06shards\"\x97\x01\n" +
 	"\n" +
 	"WriteBatch\x12\"\n" +
 	"\x03ops\x18\x01 \x03(\v2\x10.flashmend.kv.OpR\x03ops\x127\n" +
@@ -2572,7 +2700,7 @@ func file_flashmend_kv_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flashmend_kv_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flashmend_kv_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_flashmend_kv_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_flashmend_kv_kv_proto_goTypes = []any{
 	(Consistency)(0),              // 0: flashmend.kv.Consistency
 	(Op_Kind)(0),                  // 1: flashmend.kv.Op.Kind
@@ -2583,89 +2711,94 @@ var file_flashmend_kv_kv_proto_goTypes = []any{
 	(*Condition)(nil),             // 6: flashmend.kv.Condition
 	(*ScanRead)(nil),              // 7: flashmend.kv.ScanRead
 	(*KeyRange)(nil),              // 8: flashmend.kv.KeyRange
-	(*WriteBatch)(nil),            // 9: flashmend.kv.WriteBatch
-	(*PatchRequest)(nil),          // 10: flashmend.kv.PatchRequest
-	(*Barrier)(nil),               // 11: flashmend.kv.Barrier
-	(*Command)(nil),               // 12: flashmend.kv.Command
-	(*ErrorDetail)(nil),           // 13: flashmend.kv.ErrorDetail
-	(*GetRequest)(nil),            // 14: flashmend.kv.GetRequest
-	(*GetResponse)(nil),           // 15: flashmend.kv.GetResponse
-	(*ScanRequest)(nil),           // 16: flashmend.kv.ScanRequest
-	(*ScanResponse)(nil),          // 17: flashmend.kv.ScanResponse
-	(*WriteRequest)(nil),          // 18: flashmend.kv.WriteRequest
-	(*WriteResponse)(nil),         // 19: flashmend.kv.WriteResponse
-	(*TxnBeginRequest)(nil),       // 20: flashmend.kv.TxnBeginRequest
-	(*TxnBeginResponse)(nil),      // 21: flashmend.kv.TxnBeginResponse
-	(*TxnCommitRequest)(nil),      // 22: flashmend.kv.TxnCommitRequest
-	(*TxnAbortRequest)(nil),       // 23: flashmend.kv.TxnAbortRequest
-	(*TxnAbortResponse)(nil),      // 24: flashmend.kv.TxnAbortResponse
-	(*RaftMessage)(nil),           // 25: flashmend.kv.RaftMessage
-	(*RaftBatch)(nil),             // 26: flashmend.kv.RaftBatch
-	(*RaftAck)(nil),               // 27: flashmend.kv.RaftAck
-	(*Patch)(nil),                 // 28: flashmend.kv.Patch
-	(*PatchAck)(nil),              // 29: flashmend.kv.PatchAck
-	(*FetchStateRequest)(nil),     // 30: flashmend.kv.FetchStateRequest
-	(*Summary)(nil),               // 31: flashmend.kv.Summary
-	(*FetchStateResponse)(nil),    // 32: flashmend.kv.FetchStateResponse
-	(*FetchEntriesRequest)(nil),   // 33: flashmend.kv.FetchEntriesRequest
-	(*FetchEntriesResponse)(nil),  // 34: flashmend.kv.FetchEntriesResponse
-	(*CorruptBlockRequest)(nil),   // 35: flashmend.kv.CorruptBlockRequest
-	(*CorruptBlockResponse)(nil),  // 36: flashmend.kv.CorruptBlockResponse
-	(*ReplicaStatusRequest)(nil),  // 37: flashmend.kv.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 38: flashmend.kv.ReplicaStatusResponse
-	nil,                           // 39: flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
+	(*ShardPlacement)(nil),        // 9: flashmend.kv.ShardPlacement
+	(*ShardMap)(nil),              // 10: flashmend.kv.ShardMap
+	(*WriteBatch)(nil),            // 11: flashmend.kv.WriteBatch
+	(*PatchRequest)(nil),          // 12: flashmend.kv.PatchRequest
+	(*Barrier)(nil),               // 13: flashmend.kv.Barrier
+	(*Command)(nil),               // 14: flashmend.kv.Command
+	(*ErrorDetail)(nil),           // 15: flashmend.kv.ErrorDetail
+	(*GetRequest)(nil),            // 16: flashmend.kv.GetRequest
+	(*GetResponse)(nil),           // 17: flashmend.kv.GetResponse
+	(*ScanRequest)(nil),           // 18: flashmend.kv.ScanRequest
+	(*ScanResponse)(nil),          // 19: flashmend.kv.ScanResponse
+	(*WriteRequest)(nil),          // 20: flashmend.kv.WriteRequest
+	(*WriteResponse)(nil),         // 21: flashmend.kv.WriteResponse
+	(*TxnBeginRequest)(nil),       // 22: flashmend.kv.TxnBeginRequest
+	(*TxnBeginResponse)(nil),      // 23: flashmend.kv.TxnBeginResponse
+	(*TxnCommitRequest)(nil),      // 24: flashmend.kv.TxnCommitRequest
+	(*TxnAbortRequest)(nil),       // 25: flashmend.kv.TxnAbortRequest
+	(*TxnAbortResponse)(nil),      // 26: flashmend.kv.TxnAbortResponse
+	(*RaftMessage)(nil),           // 27: flashmend.kv.RaftMessage
+	(*RaftBatch)(nil),             // 28: flashmend.kv.RaftBatch
+	(*RaftAck)(nil),               // 29: flashmend.kv.RaftAck
+	(*Patch)(nil),                 // 30: flashmend.kv.Patch
+	(*PatchAck)(nil),              // 31: flashmend.kv.PatchAck
+	(*FetchStateRequest)(nil),     // 32: flashmend.kv.FetchStateRequest
+	(*Summary)(nil),               // 33: flashmend.kv.Summary
+	(*FetchStateResponse)(nil),    // 34: flashmend.kv.FetchStateResponse
+	(*FetchEntriesRequest)(nil),   // 35: flashmend.kv.FetchEntriesRequest
+	(*FetchEntriesResponse)(nil),  // 36: flashmend.kv.FetchEntriesResponse
+	(*CorruptBlockRequest)(nil),   // 37: flashmend.kv.CorruptBlockRequest
+	(*CorruptBlockResponse)(nil),  // 38: flashmend.kv.CorruptBlockResponse
+	(*ReplicaStatusRequest)(nil),  // 39: flashmend.kv.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 40: flashmend.kv.ReplicaStatusResponse
+	nil,                           // 41: flashmend.kv.ShardPlacement.ReplicasEntry
+	nil,                           // 42: flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
 }
 var file_flashmend_kv_kv_proto_depIdxs = []int32{
 	0,  // 0: flashmend.kv.ReadOptions.consistency:type_name -> flashmend.kv.Consistency
 	1,  // 1: flashmend.kv.Op.kind:type_name -> flashmend.kv.Op.Kind
-	5,  // 2: flashmend.kv.WriteBatch.ops:type_name -> flashmend.kv.Op
-	6,  // 3: flashmend.kv.WriteBatch.conditions:type_name -> flashmend.kv.Condition
-	7,  // 4: flashmend.kv.WriteBatch.scans:type_name -> flashmend.kv.ScanRead
-	8,  // 5: flashmend.kv.PatchRequest.ranges:type_name -> flashmend.kv.KeyRange
-	9,  // 6: flashmend.kv.Command.write:type_name -> flashmend.kv.WriteBatch
-	10, // 7: flashmend.kv.Command.patch:type_name -> flashmend.kv.PatchRequest
-	11, // 8: flashmend.kv.Command.barrier:type_name -> flashmend.kv.Barrier
-	2,  // 9: flashmend.kv.ErrorDetail.reason:type_name -> flashmend.kv.ErrorDetail.Reason
-	3,  // 10: flashmend.kv.GetRequest.read:type_name -> flashmend.kv.ReadOptions
-	3,  // 11: flashmend.kv.ScanRequest.read:type_name -> flashmend.kv.ReadOptions
-	4,  // 12: flashmend.kv.ScanResponse.rows:type_name -> flashmend.kv.KeyValue
-	9,  // 13: flashmend.kv.WriteRequest.batch:type_name -> flashmend.kv.WriteBatch
-	5,  // 14: flashmend.kv.TxnCommitRequest.ops:type_name -> flashmend.kv.Op
-	25, // 15: flashmend.kv.RaftBatch.messages:type_name -> flashmend.kv.RaftMessage
-	8,  // 16: flashmend.kv.Patch.ranges:type_name -> flashmend.kv.KeyRange
-	4,  // 17: flashmend.kv.Patch.rows:type_name -> flashmend.kv.KeyValue
-	4,  // 18: flashmend.kv.FetchStateResponse.rows:type_name -> flashmend.kv.KeyValue
-	31, // 19: flashmend.kv.FetchStateResponse.summary:type_name -> flashmend.kv.Summary
-	39, // 20: flashmend.kv.ReplicaStatusResponse.rebuild_reasons:type_name -> flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
-	14, // 21: flashmend.kv.KV.Get:input_type -> flashmend.kv.GetRequest
-	16, // 22: flashmend.kv.KV.Scan:input_type -> flashmend.kv.ScanRequest
-	18, // 23: flashmend.kv.KV.Write:input_type -> flashmend.kv.WriteRequest
-	20, // 24: flashmend.kv.KV.TxnBegin:input_type -> flashmend.kv.TxnBeginRequest
-	22, // 25: flashmend.kv.KV.TxnCommit:input_type -> flashmend.kv.TxnCommitRequest
-	23, // 26: flashmend.kv.KV.TxnAbort:input_type -> flashmend.kv.TxnAbortRequest
-	26, // 27: flashmend.kv.Replication.Send:input_type -> flashmend.kv.RaftBatch
-	28, // 28: flashmend.kv.Replication.SendPatch:input_type -> flashmend.kv.Patch
-	30, // 29: flashmend.kv.Replication.FetchState:input_type -> flashmend.kv.FetchStateRequest
-	33, // 30: flashmend.kv.Replication.FetchEntries:input_type -> flashmend.kv.FetchEntriesRequest
-	35, // 31: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
-	37, // 32: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
-	15, // 33: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
-	17, // 34: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
-	19, // 35: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
-	21, // 36: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
-	19, // 37: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
-	24, // 38: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
-	27, // 39: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
-	29, // 40: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
-	32, // 41: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
-	34, // 42: flashmend.kv.Replication.FetchEntries:output_type -> flashmend.kv.FetchEntriesResponse
-	36, // 43: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
-	38, // 44: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	41, // 2: flashmend.kv.ShardPlacement.replicas:type_name -> flashmend.kv.ShardPlacement.ReplicasEntry
+	9,  // 3: flashmend.kv.ShardMap.shards:type_name -> flashmend.kv.ShardPlacement
+	5,  // 4: flashmend.kv.WriteBatch.ops:type_name -> flashmend.kv.Op
+	6,  // 5: flashmend.kv.WriteBatch.conditions:type_name -> flashmend.kv.Condition
+	7,  // 6: flashmend.kv.WriteBatch.scans:type_name -> flashmend.kv.ScanRead
+	8,  // 7: flashmend.kv.PatchRequest.ranges:type_name -> flashmend.kv.KeyRange
+	11, // 8: flashmend.kv.Command.write:type_name -> flashmend.kv.WriteBatch
+	12, // 9: flashmend.kv.Command.patch:type_name -> flashmend.kv.PatchRequest
+	13, // 10: flashmend.kv.Command.barrier:type_name -> flashmend.kv.Barrier
+	2,  // 11: flashmend.kv.ErrorDetail.reason:type_name -> flashmend.kv.ErrorDetail.Reason
+	3,  // 12: flashmend.kv.GetRequest.read:type_name -> flashmend.kv.ReadOptions
+	3,  // 13: flashmend.kv.ScanRequest.read:type_name -> flashmend.kv.ReadOptions
+	4,  // 14: flashmend.kv.ScanResponse.rows:type_name -> flashmend.kv.KeyValue
+	11, // 15: flashmend.kv.WriteRequest.batch:type_name -> flashmend.kv.WriteBatch
+	5,  // 16: flashmend.kv.TxnCommitRequest.ops:type_name -> flashmend.kv.Op
+	27, // 17: flashmend.kv.RaftBatch.messages:type_name -> flashmend.kv.RaftMessage
+	8,  // 18: flashmend.kv.Patch.ranges:type_name -> flashmend.kv.KeyRange
+	4,  // 19: flashmend.kv.Patch.rows:type_name -> flashmend.kv.KeyValue
+	4,  // 20: flashmend.kv.FetchStateResponse.rows:type_name -> flashmend.kv.KeyValue
+	33, // 21: flashmend.kv.FetchStateResponse.summary:type_name -> flashmend.kv.Summary
+	42, // 22: flashmend.kv.ReplicaStatusResponse.rebuild_reasons:type_name -> flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
+	16, // 23: flashmend.kv.KV.Get:input_type -> flashmend.kv.GetRequest
+	18, // 24: flashmend.kv.KV.Scan:input_type -> flashmend.kv.ScanRequest
+	20, // 25: flashmend.kv.KV.Write:input_type -> flashmend.kv.WriteRequest
+	22, // 26: flashmend.kv.KV.TxnBegin:input_type -> flashmend.kv.TxnBeginRequest
+	24, // 27: flashmend.kv.KV.TxnCommit:input_type -> flashmend.kv.TxnCommitRequest
+	25, // 28: flashmend.kv.KV.TxnAbort:input_type -> flashmend.kv.TxnAbortRequest
+	28, // 29: flashmend.kv.Replication.Send:input_type -> flashmend.kv.RaftBatch
+	30, // 30: flashmend.kv.Replication.SendPatch:input_type -> flashmend.kv.Patch
+	32, // 31: flashmend.kv.Replication.FetchState:input_type -> flashmend.kv.FetchStateRequest
+	35, // 32: flashmend.kv.Replication.FetchEntries:input_type -> flashmend.kv.FetchEntriesRequest
+	37, // 33: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
+	39, // 34: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
+	17, // 35: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
+	19, // 36: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
+	21, // 37: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
+	23, // 38: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
+	21, // 39: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
+	26, // 40: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
+	29, // 41: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
+	31, // 42: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
+	34, // 43: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
+	36, // 44: flashmend.kv.Replication.FetchEntries:output_type -> flashmend.kv.FetchEntriesResponse
+	38, // 45: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
+	40, // 46: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
+	35, // [35:47] is the sub-list for method output_type
+	23, // [23:35] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_kv_kv_proto_init() }
@@ -2679,7 +2812,7 @@ func file_flashmend_kv_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_kv_kv_proto_rawDesc), len(file_flashmend_kv_kv_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -18,9 +18,9 @@ import (
 )
 
 // Config describes an in-process cluster on loopback: real gRPC
-// servers on 127.0.0.1 ports chosen at run time, one Node each. Tests,
-// `flashmend kv serve` and experiments use it until internal/node hosts the
-// KV service.
+// servers on 127.0.0.1 ports chosen at run time, one Node each, serving
+// only the KV store (the storage nodes of internal/node host it in a full
+// cluster). Tests, `flashmend kv serve` and experiments use it.
 type Config struct {
 	// Nodes is the number of nodes (default 3); every shard has a replica on
 	// every node.

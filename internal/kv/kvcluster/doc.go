@@ -15,6 +15,7 @@
 // # Failure model
 //
 // A node that fails to start fails Start (or RestartNode); the others are
-// stopped. Nothing here is a production deployment: the storage nodes of
-// internal/node host the KV service there.
+// stopped. Nothing here is a deployment: there, the storage nodes of
+// internal/node host the KV service (node.Config.KV) with the
+// coordinator's placement.
 package kvcluster

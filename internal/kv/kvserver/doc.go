@@ -30,6 +30,8 @@
 //
 // A peer may be unreachable: sends are dropped after a one-second deadline
 // (raft and the patch protocol retry), fetches return the error to the
-// replica, which tries another peer. Membership is static for the life of
-// a Node (Config.Layout).
+// replica, which tries another peer. A peer that restarted elsewhere (a
+// new port) is found again: a call that finds it unavailable makes the next
+// one ask Config.Resolve for its address. Membership is static for the life
+// of a Node (Config.Layout).
 package kvserver

@@ -10,7 +10,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -23,8 +25,12 @@ import (
 type Config struct {
 	ID     base.NodeID
 	Layout kv.Layout
-	// Addrs gives every node's gRPC address (loopback in tests).
-	Addrs map[base.NodeID]string
+	// Addrs gives every node's gRPC address (loopback in tests); Resolve,
+	// when set, is asked instead, whenever the node connects to a peer
+	// (nodes that listen on a port chosen at start move when they
+	// restart).
+	Addrs   map[base.NodeID]string
+	Resolve func(ctx context.Context, id base.NodeID) (string, error)
 	// FS and Dir hold the node's replicas: Dir/shard-N/{raft,pebble}. Any
 	// vfs.FS works (vfs.Default, vfs.NewMem(), later sdfvfs).
 	FS  vfs.FS
@@ -46,7 +52,7 @@ type Node struct {
 
 	mu    sync.Mutex
 	peers map[base.NodeID]*peer
-	conns map[base.NodeID]*grpc.ClientConn
+	conns map[base.NodeID]*peerConn
 	stop  chan struct{}
 	wg    sync.WaitGroup
 }
@@ -79,7 +85,7 @@ func NewNode(cfg Config) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, replicas: map[base.ShardID]*kv.Replica{},
-		peers: map[base.NodeID]*peer{}, conns: map[base.NodeID]*grpc.ClientConn{},
+		peers: map[base.NodeID]*peer{}, conns: map[base.NodeID]*peerConn{},
 		stop: make(chan struct{}), guard: guard,
 	}
 	for _, s := range cfg.Layout.Shards {
@@ -243,28 +249,76 @@ func (n *Node) close(crash bool) error {
 	n.wg.Wait()
 	n.mu.Lock()
 	for _, c := range n.conns {
-		c.Close()
+		c.cc.Close()
 	}
 	n.mu.Unlock()
 	return first
 }
 
+// peerConn is a connection to a peer and the address it was made to.
+type peerConn struct {
+	addr string
+	cc   *grpc.ClientConn
+	// stale is set when a call failed as unavailable: the next use asks
+	// for the peer's address again.
+	stale bool
+}
+
 func (n *Node) conn(to base.NodeID) (*grpc.ClientConn, error) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
-	if c, ok := n.conns[to]; ok {
-		return c, nil
+	pc, ok := n.conns[to]
+	if ok && !pc.stale {
+		n.mu.Unlock()
+		return pc.cc, nil
 	}
-	addr, ok := n.cfg.Addrs[to]
-	if !ok {
-		return nil, base.InvalidArgumentf("kv: no address for node %s", to)
+	n.mu.Unlock()
+	// NB: the lookup may ask another process (Config.Resolve); n.mu is not
+	// held meanwhile.
+	addr, err := n.addr(to)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if cur, ok := n.conns[to]; ok && (err != nil || cur.addr == addr) {
+		cur.stale = false // keep what we have: same address, or none better
+		return cur.cc, nil
+	} else if ok {
+		cur.cc.Close()
+	}
+	if err != nil {
+		return nil, err
 	}
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err
 	}
-	n.conns[to] = c
+	n.conns[to] = &peerConn{addr: addr, cc: c}
 	return c, nil
+}
+
+// addr finds peer to's address.
+func (n *Node) addr(to base.NodeID) (string, error) {
+	if n.cfg.Resolve != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		return n.cfg.Resolve(ctx, to)
+	}
+	addr, ok := n.cfg.Addrs[to]
+	if !ok {
+		return "", base.InvalidArgumentf("kv: no address for node %s", to)
+	}
+	return addr, nil
+}
+
+// noteErr marks the connection to peer to for a fresh address lookup when
+// a call on it found the peer unavailable.
+func (n *Node) noteErr(to base.NodeID, err error) {
+	if status.Code(err) != codes.Unavailable {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if pc, ok := n.conns[to]; ok {
+		pc.stale = true
+	}
 }
 
 // ---- transport: batched raft messages ----------------------------------------
@@ -297,7 +351,8 @@ func (n *Node) peerFor(to base.NodeID) *peer {
 	return p
 }
 
-// SendRaft routes a replica's outgoing messages to their nodes' queues.
+// SendRaft routes a replica's outgoing messages to their nodes' queues
+// (kv.Transport).
 func (n *Node) SendRaft(shard base.ShardID, msgs []*pb.Message) {
 	spec, ok := n.cfg.Layout.Shard(shard)
 	if !ok {
@@ -346,8 +401,9 @@ func (n *Node) sendLoop(p *peer) {
 		}
 		for _, batch := range splitBatch(queued, maxBatchBytes) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = kvpb.NewReplicationClient(c).Send(ctx, &kvpb.RaftBatch{FromNode: uint64(n.cfg.ID), Messages: batch})
+			_, err := kvpb.NewReplicationClient(c).Send(ctx, &kvpb.RaftBatch{FromNode: uint64(n.cfg.ID), Messages: batch})
 			cancel()
+			n.noteErr(p.to, err)
 		}
 	}
 }
@@ -376,6 +432,7 @@ func splitBatch(msgs []*kvpb.RaftMessage, maxBytes int) [][]*kvpb.RaftMessage {
 	return out
 }
 
+// SendPatch sends a patch to a peer in the background (kv.Transport).
 func (n *Node) SendPatch(to base.NodeID, p *kvpb.Patch) {
 	n.wg.Add(1)
 	go func() {
@@ -386,25 +443,30 @@ func (n *Node) SendPatch(to base.NodeID, p *kvpb.Patch) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		_, _ = kvpb.NewReplicationClient(c).SendPatch(ctx, p)
+		_, err = kvpb.NewReplicationClient(c).SendPatch(ctx, p)
+		n.noteErr(to, err)
 	}()
 }
 
+// FetchEntries asks a peer for raft log entries (kv.Transport).
 func (n *Node) FetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
 	c, err := n.conn(from)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := kvpb.NewReplicationClient(c).FetchEntries(ctx, req, grpc.MaxCallRecvMsgSize(64<<20))
+	n.noteErr(from, err)
 	return resp, kv.FromStatus(err)
 }
 
+// FetchState asks a peer for its whole state of shard (kv.Transport).
 func (n *Node) FetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error) {
 	c, err := n.conn(from)
 	if err != nil {
 		return nil, err
 	}
 	resp, err := kvpb.NewReplicationClient(c).FetchState(ctx, &kvpb.FetchStateRequest{Shard: uint64(shard)}, grpc.MaxCallRecvMsgSize(1<<30))
+	n.noteErr(from, err)
 	return resp, kv.FromStatus(err)
 }
 
