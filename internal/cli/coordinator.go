@@ -22,6 +22,7 @@ func newCoordinatorCmd() *cobra.Command {
 	var maxObject = base.GiB
 	var scrub scrubFlags
 	var start startFlags
+	var wearF wearFlags
 	cmd := &cobra.Command{
 		Use:   "coordinator --dir DIR",
 		Short: "Run the coordinator (embedded etcd by default)",
@@ -41,6 +42,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 				cfg.EtcdEndpoints = strings.Split(etcd, ",")
 			}
 			cfg.MaxObjectBytes = maxObject
+			cfg.Wear = wearF.config()
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
 			ctx, stop := signalContext()
 			defer stop()
@@ -71,15 +73,25 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			}()
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s (etcd %s)\n",
 				c.ClusterID(), c.Addr(), strings.Join(c.EtcdEndpoints(), ","))
-			if scrub.off {
-				<-ctx.Done()
-				return nil
-			}
 			cli, err := client.Dial(ctx, c.Addr(), client.Options{Logf: cfg.Logf})
 			if err != nil {
 				return err
 			}
 			defer cli.Close()
+			moverCtx, stopMover := context.WithCancel(ctx)
+			moverDone := make(chan struct{})
+			go func() {
+				defer close(moverDone)
+				wearF.runMover(moverCtx, cli, cfg.Logf)
+			}()
+			defer func() {
+				stopMover()
+				<-moverDone
+			}()
+			if scrub.off {
+				<-ctx.Done()
+				return nil
+			}
 			s, err := client.NewScrubber(cli, scrub.options())
 			if err != nil {
 				return err
@@ -103,6 +115,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 		"refuse to start on a damaged embedded etcd store instead of setting it aside and rebuilding the index from the nodes")
 	scrub.register(cmd, 10*time.Minute)
 	start.register(cmd)
+	wearF.register(cmd)
 	return cmd
 }
 

@@ -81,7 +81,7 @@ func newCtlCmd() *cobra.Command {
 	inject := &cobra.Command{Use: "inject", Short: "Inject faults into a node"}
 	inject.AddCommand(ctlInjectUBER(f))
 	cmd.AddCommand(ctlPut(f), ctlGet(f), ctlStat(f), ctlRm(f), ctlLs(f), ctlNodes(f), ctlRepairs(f),
-		inject, ctlCorrupt(f), ctlFailDie(f), ctlScrub(f), ctlRebuildIndex(f))
+		inject, ctlCorrupt(f), ctlFailDie(f), ctlScrub(f), ctlRebuildIndex(f), ctlWear(f))
 	return cmd
 }
 

@@ -33,6 +33,7 @@ type devOptions struct {
 	// kv makes every node host the KV store; kvSplits cut its shards.
 	kv       bool
 	kvSplits string
+	wear     wearFlags
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -76,6 +77,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	o.start.register(cmd)
 	f.BoolVar(&o.kv, "kv", true, "every node hosts the replicated KV store ('flashmend ctl kv')")
 	f.StringVar(&o.kvSplits, "kv-splits", "g,n,t", "KV shard split keys, comma separated (used when the cluster has no KV layout yet)")
+	o.wear.register(cmd)
 	f.IntVar(&o.etcdMembers, "etcd-members", 1,
 		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
 	return cmd
@@ -99,6 +101,9 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		return err
 	}
 	opts.NodeStore = store
+	if o.wear.policy != "" {
+		opts.Wear, opts.WearMoveInterval = o.wear.config(), o.wear.moves
+	}
 	if !o.scrub.off {
 		so := o.scrub.options()
 		opts.Scrub = &so

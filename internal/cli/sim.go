@@ -183,7 +183,7 @@ func printSimText(w io.Writer, r *sim.Result, wall time.Duration) {
 	fmt.Fprintf(w, "erases_total %.0f\n", r.ErasesTotal)
 	fmt.Fprintf(w, "write_amplification %.3f (host pages %d, GC copies %d)\n", r.WriteAmp, r.HostPages, r.GCPages)
 	fmt.Fprintf(w, "write_latency_us_mean %.0f per SSD write, %.0f per client write\n", r.LatencyUs, r.ClientLatUs)
-	fmt.Fprintf(w, "balancer: %d remapped, %d swaps, %d late-REP, %d late-EC, %d moves (%s), %d mapping rows (%d B)\n",
-		r.Remapped, r.Swapped, r.LateREP, r.LateEC, r.Moves, base.Bytes(r.MovedBytes), r.MappingRows, r.EntryBytes)
+	fmt.Fprintf(w, "balancer: %d remapped, %d swaps, %d late-REP, %d late-EC, %d moves (%s, %d failed), %d mapping rows (%d B)\n",
+		r.Remapped, r.Swapped, r.LateREP, r.LateEC, r.Moves, base.Bytes(r.MovedBytes), r.MovesFailed, r.MappingRows, r.EntryBytes)
 	fmt.Fprintf(w, "wall time %s\n", wall.Round(time.Millisecond))
 }

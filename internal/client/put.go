@@ -55,6 +55,9 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.
 		if err != nil {
 			return nil, wire.FromStatus(err)
 		}
+		if begin.Redundancy != objectpb.Redundancy_REDUNDANCY_UNSPECIFIED {
+			red = begin.Redundancy // the cluster's wear policy decides
+		}
 		placement := make([]uint64, len(begin.Placement))
 		for i, n := range begin.Placement {
 			placement[i] = n.Id

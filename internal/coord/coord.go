@@ -28,6 +28,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/wear"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -76,8 +77,10 @@ type Config struct {
 	// cluster (its own store lost) every joining node's local index is
 	// merged into the index (default 10 minutes).
 	RecoveryWindow time.Duration
-	Clock          base.Clock
-	Logf           func(format string, args ...any)
+	// Wear runs the wear balancer (wear.go); off by default.
+	Wear  WearConfig
+	Clock base.Clock
+	Logf  func(format string, args ...any)
 }
 
 // Coordinator is a running coordinator.
@@ -111,6 +114,8 @@ type Coordinator struct {
 	nodesMu    sync.Mutex
 	nodesCache map[uint64]*coordpb.NodeInfo
 	nodesAt    time.Time
+
+	wear *wearHost // nil when the wear balancer is off
 }
 
 // nodesCacheTTL bounds the staleness of the membership view used for
@@ -212,6 +217,10 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	go c.recoveryLoop(sweepCtx)
 	if c.recovering.Load() {
 		c.kickRebuild()
+	}
+	if err := c.startWear(ctx, sweepCtx); err != nil {
+		c.Close()
+		return nil, err
 	}
 	return c, nil
 }
@@ -491,9 +500,20 @@ func (c *Coordinator) BeginPut(ctx context.Context, req *coordpb.BeginPutRequest
 	usable := func(id base.NodeID) bool {
 		return nodes[uint64(id)].GetLive() && !slices.Contains(req.Exclude, uint64(id))
 	}
-	p, err := NewRing(members).Place(req.Key, n, usable)
-	if err != nil {
-		return nil, rpcErr(&unavailableError{err.Error()})
+	var placed []base.NodeID
+	var plan wear.WritePlan
+	if c.wear != nil {
+		// The wear balancer decides the redundancy and the placement.
+		if plan, err = c.wearPlace(ctx, req.Key, req.Exclude, nodes); err != nil {
+			return nil, rpcErr(err)
+		}
+		placed = plan.New.Nodes()
+	} else {
+		p, err := NewRing(members).Place(req.Key, n, usable)
+		if err != nil {
+			return nil, rpcErr(&unavailableError{err.Error()})
+		}
+		placed = p.Actual
 	}
 	version, err := c.allocateVersion(ctx)
 	if err != nil {
@@ -504,7 +524,11 @@ func (c *Coordinator) BeginPut(ctx context.Context, req *coordpb.BeginPutRequest
 		DeadlineUnixMs: c.cfg.Clock.Now().Add(c.cfg.PendingTimeout).UnixMilli(),
 	}
 	resp := &coordpb.BeginPutResponse{Object: pending.Object, Version: version}
-	for _, id := range p.Actual {
+	if c.wear != nil {
+		c.wear.rememberPlan(version, plan, c.cfg.Clock.Now())
+		resp.Redundancy = redundancyOf(plan.New.Redundancy)
+	}
+	for _, id := range placed {
 		pending.Placement = append(pending.Placement, uint64(id))
 		resp.Placement = append(resp.Placement, nodes[uint64(id)])
 	}
@@ -548,6 +572,11 @@ func (c *Coordinator) CommitPut(ctx context.Context, req *coordpb.CommitPutReque
 	}
 	if !slices.Equal(pending.Placement, req.Placement) {
 		return nil, rpcErr(base.InvalidArgumentf("commit placement %v differs from the allocated %v", req.Placement, pending.Placement))
+	}
+	if c.wear != nil {
+		if err := c.wear.checkCommit(req.Version, req.Redundancy, pending.Placement); err != nil {
+			return nil, rpcErr(err)
+		}
 	}
 	rec := &objectpb.ObjectRecord{
 		Key: req.Key, Object: pending.Object, Version: req.Version, SizeBytes: req.SizeBytes,
@@ -593,6 +622,9 @@ func (c *Coordinator) CommitPut(ctx context.Context, req *coordpb.CommitPutReque
 			return nil, rpcErr(err)
 		}
 		if resp.Succeeded {
+			if c.wear != nil {
+				c.wear.committed(req.Version, req.SizeBytes)
+			}
 			return &coordpb.CommitPutResponse{Record: rec}, nil
 		}
 		if _, _, err := c.getPending(ctx, req.Key, req.Version); err != nil {
@@ -646,6 +678,9 @@ func (c *Coordinator) AbortPut(ctx context.Context, req *coordpb.AbortPutRequest
 	pending, rev, err := c.getPending(ctx, req.Key, req.Version)
 	if err != nil {
 		return nil, rpcErr(err)
+	}
+	if c.wear != nil {
+		c.wear.dropPlan(req.Version)
 	}
 	return &coordpb.AbortPutResponse{}, rpcErr(c.retirePending(ctx, versionKey(pendingPrefix, pending.Version), pending, rev))
 }
@@ -730,6 +765,9 @@ func (c *Coordinator) Delete(ctx context.Context, req *coordpb.DeleteRequest) (*
 			return nil, rpcErr(err)
 		}
 		if resp.Succeeded {
+			if c.wear != nil {
+				c.wear.removed(rec.Object)
+			}
 			return &coordpb.DeleteResponse{Record: rec}, nil
 		}
 	}

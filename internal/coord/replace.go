@@ -63,6 +63,9 @@ func (c *Coordinator) BeginReplace(ctx context.Context, req *coordpb.BeginReplac
 	if err != nil {
 		return nil, rpcErr(err)
 	}
+	if req.To != 0 {
+		return c.beginWearReplace(ctx, rec, req, nodes)
+	}
 	if nodes[req.From].GetLive() && !req.Retired {
 		return nil, rpcErr(base.InvalidArgumentf("replace in %q v%d: node %d is live", req.Key, req.Version, req.From))
 	}
@@ -156,6 +159,9 @@ func (c *Coordinator) CommitReplace(ctx context.Context, req *coordpb.CommitRepl
 	}
 	if !txn.Succeeded {
 		return nil, rpcErr(&unavailableError{fmt.Sprintf("replace in %q v%d: the record changed meanwhile; try again", req.Key, req.Version)})
+	}
+	if c.wear != nil {
+		c.wear.replaced(next, int(req.Slot), req.To, c.cfg.Logf)
 	}
 	c.cfg.Logf("coordinator: %q v%d slot %d moved from node %d to node %d", req.Key, req.Version, req.Slot, req.From, req.To)
 	return &coordpb.CommitReplaceResponse{Record: next}, nil

@@ -151,7 +151,7 @@ func runChameleonScale(ctx context.Context, cfg Config) (*report.Report, error) 
 			fmt.Sprint(n), fmt.Sprint(ch.Requests), fmt.Sprint(ch.Objects),
 			fmt.Sprintf("%.1f (%.3f)", ec.EraseSigma, ec.EraseCV), fmt.Sprintf("%.1f (%.3f)", ch.EraseSigma, ch.EraseCV),
 			chamSigned(chamChange(ch.EraseSigma, ec.EraseSigma)), walls["ec"].Round(time.Millisecond).String(),
-			walls["chameleon"].Round(time.Millisecond).String(), base.Bytes(ch.MovedBytes).String(),
+			walls["chameleon"].Round(time.Millisecond).String(), fmt.Sprintf("%s (%d failed moves)", base.Bytes(ch.MovedBytes), ch.MovesFailed),
 		})
 		xs = append(xs, float64(n))
 		ecCV, chCV = append(ecCV, ec.EraseCV), append(chCV, ch.EraseCV)

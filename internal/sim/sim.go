@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -79,19 +80,22 @@ type Result struct {
 	Epochs      int     `json:"epochs"`
 	VirtualHour float64 `json:"virtual_hours"`
 
-	EraseSigma   float64          `json:"erase_sigma"`
-	EraseMean    float64          `json:"erase_mean"`
-	EraseMin     float64          `json:"erase_min"`
-	EraseMax     float64          `json:"erase_max"`
-	ErasesTotal  float64          `json:"erases_total"`
-	EraseCV      float64          `json:"erase_cv"`
-	WriteAmp     float64          `json:"write_amplification"`
-	HostPages    int64            `json:"host_pages_written"`
-	GCPages      int64            `json:"gc_pages_copied"`
-	LatencyUs    float64          `json:"write_latency_us_mean"`
-	ClientLatUs  float64          `json:"client_write_latency_us_mean"`
-	MovedBytes   int64            `json:"moved_bytes"`
-	Moves        int64            `json:"moves"`
+	EraseSigma  float64 `json:"erase_sigma"`
+	EraseMean   float64 `json:"erase_mean"`
+	EraseMin    float64 `json:"erase_min"`
+	EraseMax    float64 `json:"erase_max"`
+	ErasesTotal float64 `json:"erases_total"`
+	EraseCV     float64 `json:"erase_cv"`
+	WriteAmp    float64 `json:"write_amplification"`
+	HostPages   int64   `json:"host_pages_written"`
+	GCPages     int64   `json:"gc_pages_copied"`
+	LatencyUs   float64 `json:"write_latency_us_mean"`
+	ClientLatUs float64 `json:"client_write_latency_us_mean"`
+	MovedBytes  int64   `json:"moved_bytes"`
+	Moves       int64   `json:"moves"`
+	MovesFailed int64   `json:"moves_failed"`
+	// WriteRetries counts writes placed again because a server was full.
+	WriteRetries int64            `json:"write_retries"`
 	Remapped     int64            `json:"remapped"`
 	Swapped      int64            `json:"swapped"`
 	LateREP      int64            `json:"late_rep"`
@@ -128,6 +132,8 @@ type simulator struct {
 	latSum, clientSum float64
 	latN, clientN     int64
 	moved, moves      int64
+	movesFailed       int64
+	writeRetries      int64
 	remapped, swapped int64
 	lateREP, lateEC   int64
 	epochs            []EpochStats
@@ -293,18 +299,45 @@ func (s *simulator) dev(n base.NodeID) *Device { return s.devs[n-1] }
 // write carries out one write of pages of object idx at virtual time now
 // as the balancer plans it: parts kept in place are updated where the
 // pages land, parts on new servers are written whole (the rest read from
-// the old layout), old parts not kept are trimmed after the commit.
+// the old layout), old parts not kept are trimmed after the commit. A
+// server whose device is full fails the write there, as a node out of
+// space would: the writer drops what it wrote to new parts and asks for a
+// plan without that server.
 func (s *simulator) write(idx int64, pages uint64, now int64, measured bool) error {
+	var full []base.NodeID
+	for attempt := 0; ; attempt++ {
+		err := s.writeOnce(idx, pages, now, measured, full)
+		var df *deviceFull
+		if !errors.As(err, &df) || attempt == 3 {
+			return err
+		}
+		full = append(full, df.node)
+		s.writeRetries++
+	}
+}
+
+// deviceFull is a write refused by a full server.
+type deviceFull struct {
+	node base.NodeID
+	err  error
+}
+
+func (e *deviceFull) Error() string { return fmt.Sprintf("server %v: %v", e.node, e.err) }
+func (e *deviceFull) Unwrap() error { return e.err }
+
+func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool, avoid []base.NodeID) error {
 	id := wear.ObjectID(idx + 1)
 	st := s.object(idx)
-	plan, err := s.b.PlanWrite(id)
+	plan, err := s.b.PlanWriteAvoiding(id, func(n base.NodeID) bool { return slices.Contains(avoid, n) })
 	if err != nil {
 		return err
 	}
 	written := st.written | pages
 	var newParts [wear.MaxWidth]int32
 	kept := [wear.MaxWidth]bool{}
+	fresh := [wear.MaxWidth]bool{}
 	clientLat := int64(0)
+	latSum, latN := 0.0, int64(0)
 	for p := 0; p < plan.New.Width(); p++ {
 		n := plan.New.Node(p)
 		d := s.dev(n)
@@ -318,6 +351,7 @@ func (s *simulator) write(idx int64, pages uint64, now int64, measured bool) err
 			if part, err = d.NewPart(s.partPages(plan.New.Redundancy)); err != nil {
 				return err
 			}
+			fresh[p] = true
 			mask = partMask(plan.New.Redundancy, p, written)
 			if st.exists {
 				// The pages this write does not bring come from the old layout.
@@ -333,18 +367,28 @@ func (s *simulator) write(idx int64, pages uint64, now int64, measured bool) err
 		}
 		lat, err := d.Write(part, mask, now)
 		if err != nil {
+			if errors.Is(err, ErrDeviceFull) {
+				for q := 0; q <= p; q++ {
+					if fresh[q] {
+						s.dev(plan.New.Node(q)).FreePart(newParts[q])
+					}
+				}
+				return &deviceFull{node: n, err: err}
+			}
 			return fmt.Errorf("server %v: %w", n, err)
 		}
-		if measured {
-			s.latSum += float64(lat)
-			s.latN++
-			clientLat = max(clientLat, lat)
-		}
+		latSum += float64(lat)
+		latN++
+		clientLat = max(clientLat, lat)
 	}
 	size := s.cfg.Workload.ObjectBytes
 	wb := int64(0)
 	if measured {
 		wb = int64(bits.OnesCount64(pages)) * int64(s.devs[0].Config().PageBytes)
+		s.latSum += latSum
+		s.latN += latN
+		s.clientSum += float64(clientLat)
+		s.clientN++
 	}
 	if err := s.b.Commit(plan, size, wb); err != nil {
 		return err
@@ -357,10 +401,6 @@ func (s *simulator) write(idx int64, pages uint64, now int64, measured bool) err
 		}
 	}
 	st.parts, st.written, st.exists = newParts, written, true
-	if measured {
-		s.clientSum += float64(clientLat)
-		s.clientN++
-	}
 	return nil
 }
 
@@ -412,7 +452,19 @@ func (s *simulator) move(m wear.Move, now int64) error {
 		}
 		s.dev(m.From.Node(min(p, m.From.Width()-1))).Read(bits.OnesCount64(mask), now)
 		if _, err := d.Write(part, mask, now); err != nil {
-			return fmt.Errorf("server %v: move of %v: %w", m.To.Node(p), m.Object, err)
+			if !errors.Is(err, ErrDeviceFull) {
+				return fmt.Errorf("server %v: move of %v: %w", m.To.Node(p), m.Object, err)
+			}
+			// The destination filled up since the balancer chose it: the
+			// move fails as a mover's would, and what it copied is dropped.
+			for q := 0; q <= p; q++ {
+				if changed[q] {
+					s.dev(m.To.Node(q)).FreePart(newParts[q])
+				}
+			}
+			s.b.MoveFailed(m)
+			s.movesFailed++
+			return nil
 		}
 		s.moved += int64(bits.OnesCount64(mask)) * int64(d.Config().PageBytes)
 	}
@@ -552,7 +604,7 @@ func (s *simulator) result() *Result {
 		Workload: s.cfg.Workload.Name, Policy: opts.Mode.String(), Initial: opts.Initial.String(),
 		Servers: s.cfg.Servers, Seed: s.cfg.Seed, HostManaged: s.devs[0].Config().HostManaged,
 		Requests: s.reqs, Writes: s.writes, Objects: int64(s.b.Len()), Epochs: len(s.epochs),
-		MovedBytes: s.moved, Moves: s.moves, Remapped: s.remapped, Swapped: s.swapped,
+		MovedBytes: s.moved, Moves: s.moves, MovesFailed: s.movesFailed, WriteRetries: s.writeRetries, Remapped: s.remapped, Swapped: s.swapped,
 		LateREP: s.lateREP, LateEC: s.lateEC, DevicePages: s.devs[0].PhysicalPages(),
 		EpochLog: s.epochs, StateObjects: map[string]int64{},
 	}

@@ -143,6 +143,9 @@ type Balancer struct {
 	// outstanding maps each move not yet reported to the incarnation of
 	// the object it was issued for.
 	outstanding map[uint64]uint64
+	// avoid, while set (PlanWriteAvoiding), marks servers a writer could
+	// not reach as down.
+	avoid func(base.NodeID) bool
 }
 
 // New returns a balancer over the default placement placer.
@@ -203,6 +206,9 @@ func (b *Balancer) defaultRedundancy() Redundancy { return b.opts.Initial }
 
 // usable reports whether n may receive new parts of bytes bytes.
 func (b *Balancer) usable(n base.NodeID) bool {
+	if b.avoid != nil && b.avoid(n) {
+		return false
+	}
 	s := b.servers[n]
 	if s == nil || !s.reported {
 		return true // no statistics yet: the placer's member list decides
@@ -212,6 +218,9 @@ func (b *Balancer) usable(n base.NodeID) bool {
 
 // up reports whether n takes writes (a part already on it may be updated).
 func (b *Balancer) up(n base.NodeID) bool {
+	if b.avoid != nil && b.avoid(n) {
+		return false
+	}
 	s := b.servers[n]
 	return s == nil || !s.reported || s.Up
 }
@@ -322,6 +331,35 @@ func (b *Balancer) PlanWrite(id ObjectID) (WritePlan, error) {
 		return WritePlan{}, err
 	}
 	return WritePlan{Object: id, Old: old, New: target, State: state}, nil
+}
+
+// PlanWriteAvoiding is PlanWrite with the servers avoid reports treated as
+// down: the coordinator's view of liveness, and the servers a writer could
+// not reach in an earlier attempt.
+func (b *Balancer) PlanWriteAvoiding(id ObjectID, avoid func(base.NodeID) bool) (WritePlan, error) {
+	b.avoid = avoid
+	defer func() { b.avoid = nil }()
+	return b.PlanWrite(id)
+}
+
+// Relocate records that the object's latest version now lives on l, moved
+// by something other than the balancer (re-protection of a dead server's
+// part): the object is in a redundancy state on l, and whatever the
+// balancer had planned for it is dropped (a move in flight goes stale).
+func (b *Balancer) Relocate(id ObjectID, l Layout) error {
+	if err := l.Check(); err != nil {
+		return err
+	}
+	o := b.lookup(id)
+	if o == nil {
+		return nil
+	}
+	e := Entry{Object: id, State: Stable(l.Redundancy), Dst: l, Epoch: b.epoch}
+	if o.entry.State == e.State && o.entry.Dst == l {
+		return nil
+	}
+	b.change(o, e)
+	return nil
 }
 
 // Commit records a write that PlanWrite planned and the caller made

@@ -167,6 +167,19 @@ func (b *Balancer) newEstimate() *estimate {
 	}
 	for i := range b.objs {
 		o := &b.objs[i]
+		// Parts decided but not written yet (an intermediate state's new
+		// parts) will take room: count them, so that one epoch's decisions
+		// do not fill a server another epoch already promised.
+		if src, dst := o.entry.Src, o.entry.Dst; o.entry.State.Intermediate() {
+			for p := 0; p < dst.Width(); p++ {
+				if src.Redundancy == dst.Redundancy && src.Node(p) == dst.Node(p) {
+					continue
+				}
+				if k, ok := e.k(dst.Node(p)); ok {
+					e.place(k, dst.Redundancy.PartBytes(o.size))
+				}
+			}
+		}
 		if o.heat == 0 {
 			continue
 		}
@@ -606,21 +619,41 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 		}
 	}
 	// Step 1 for the rest, in object order: the default placement of the
-	// new redundancy.
+	// new redundancy, on servers with room for the part (counting what this
+	// epoch already placed there).
 	for _, i := range ups {
 		if o := &b.objs[i]; o.entry.State == StateEC {
-			if l, err := b.place(o.entry.Object, REP, nil); err == nil {
+			if l, ok := est.placeDefault(o.entry.Object, REP, o.size); ok {
 				convert(i, StateLateREP, l)
 			}
 		}
 	}
 	for _, i := range downs {
 		if o := &b.objs[i]; o.entry.State == StateREP {
-			if l, err := b.place(o.entry.Object, EC, nil); err == nil {
+			if l, ok := est.placeDefault(o.entry.Object, EC, o.size); ok {
 				convert(i, StateLateEC, l)
 			}
 		}
 	}
+}
+
+// placeDefault is the object's default placement for redundancy r,
+// skipping servers that are not up or lack room for a part of an object
+// of size bytes.
+func (e *estimate) placeDefault(id ObjectID, r Redundancy, size int64) (Layout, bool) {
+	part := r.PartBytes(size)
+	nodes := make([]base.NodeID, 0, MaxWidth)
+	e.b.placer.Walk(id, func(n base.NodeID) bool {
+		if k, ok := e.k(n); ok && e.room(k, part) {
+			nodes = append(nodes, n)
+		}
+		return len(nodes) < r.Width()
+	})
+	if len(nodes) < r.Width() {
+		return Layout{}, false
+	}
+	l, err := NewLayout(r, nodes)
+	return l, err == nil
 }
 
 // cancel returns a late object to the redundancy state of its source: the

@@ -33,6 +33,7 @@ var update = flag.Bool("update", false, "rewrite testdata golden files")
 //	plan oI                print the plan of the next write, commit nothing
 //	epoch                  end the epoch with the last stats; prints decisions
 //	moves done|fail        finish every outstanding move
+//	relocate oI N1,N2,...  the object's latest version now lives there
 //	entries                every object's row
 //	table                  compact the epoch log and print the rows
 //	mix                    objects per state
@@ -241,6 +242,29 @@ func (s *scriptRun) run(line string) []string {
 		}
 		s.pending = nil
 		return out
+	case "relocate":
+		id := s.object(fields[1])
+		var nodes []base.NodeID
+		for _, f := range strings.Split(fields[2], ",") {
+			n, err := strconv.ParseUint(strings.TrimPrefix(f, "n"), 10, 64)
+			if err != nil {
+				s.t.Fatalf("node %q", f)
+			}
+			nodes = append(nodes, base.NodeID(n))
+		}
+		r := REP
+		if len(nodes) == MaxWidth {
+			r = EC
+		}
+		l, err := NewLayout(r, nodes)
+		if err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		if err := s.b.Relocate(id, l); err != nil {
+			return []string{"error: " + err.Error()}
+		}
+		e, _ := s.b.Entry(id)
+		return []string{e.String()}
 	case "entries":
 		var out []string
 		for _, e := range s.b.Entries() {

@@ -52,6 +52,11 @@ type Options struct {
 	KV       *kv.Options
 	KVSplits []string
 	Logf     func(format string, args ...any)
+	// Wear turns the coordinator's wear balancer on (coord.WearConfig).
+	Wear coord.WearConfig
+	// WearMoveInterval, when set, runs a mover that carries out the wear
+	// balancer's moves (client.RunWearMoves) at this period.
+	WearMoveInterval time.Duration
 }
 
 // Cluster is a running dev cluster.
@@ -68,6 +73,9 @@ type Cluster struct {
 	scrubCli *client.Client
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	moverCli    *client.Client
+	moverCancel context.CancelFunc
 }
 
 // Start starts the coordinator and the nodes.
@@ -93,7 +101,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	co, err := coord.Start(ctx, coord.Config{
 		Dir: filepath.Join(opts.Dir, "coordinator"), LeaseTTLSeconds: opts.LeaseTTLSeconds,
 		MaxObjectBytes: opts.MaxObjectBytes, ReadMode: opts.ReadMode, UnsafeNoFsync: opts.UnsafeNoFsync,
-		EtcdMembers: opts.EtcdMembers, Logf: opts.Logf,
+		EtcdMembers: opts.EtcdMembers, Wear: opts.Wear, Logf: opts.Logf,
 	})
 	if err != nil {
 		return nil, err
@@ -137,7 +145,40 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if opts.WearMoveInterval > 0 {
+		if err := c.startMover(ctx, opts.WearMoveInterval); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
 	return c, nil
+}
+
+// startMover runs client.RunWearMoves every interval.
+func (c *Cluster) startMover(ctx context.Context, interval time.Duration) error {
+	cli, err := client.Dial(ctx, c.Endpoint(), client.Options{Logf: c.opts.Logf})
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	c.moverCli, c.moverCancel = cli, cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-t.C:
+				if _, err := cli.RunWearMoves(runCtx, 100, nil); err != nil && runCtx.Err() == nil {
+					c.opts.Logf("devcluster: wear mover: %v", err)
+				}
+			}
+		}
+	}()
+	return nil
 }
 
 func (c *Cluster) nodeDir(i int) string { return NodeDir(c.opts.Dir, i) }
@@ -229,6 +270,9 @@ func (c *Cluster) Node(i int) *node.Node {
 	return c.Nodes[i]
 }
 
+// Dir is the cluster's directory (Options.Dir).
+func (c *Cluster) Dir() string { return c.opts.Dir }
+
 // Endpoint is the address clients dial.
 func (c *Cluster) Endpoint() string { return c.Coord.Addr() }
 
@@ -260,10 +304,18 @@ func (c *Cluster) startScrubber(ctx context.Context, opts client.ScrubberOptions
 
 // Close stops everything cleanly.
 func (c *Cluster) Close() error {
+	if c.moverCancel != nil {
+		c.moverCancel()
+	}
 	if c.cancel != nil {
 		c.cancel()
-		c.wg.Wait()
+	}
+	c.wg.Wait()
+	if c.scrubCli != nil {
 		c.scrubCli.Close()
+	}
+	if c.moverCli != nil {
+		c.moverCli.Close()
 	}
 	var errs []error
 	c.mu.Lock()

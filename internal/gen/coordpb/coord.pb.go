@@ -379,10 +379,13 @@ func (x *BeginPutRequest) GetExclude() []uint64 {
 }
 
 type BeginPutResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Object        uint64                 `protobuf:"varint,1,opt,name=object,proto3" json:"object,omitempty"`
-	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
-	Placement     []*NodeInfo            `protobuf:"bytes,3,rep,name=placement,proto3" json:"placement,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Object    uint64                 `protobuf:"varint,1,opt,name=object,proto3" json:"object,omitempty"`
+	Version   uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Placement []*NodeInfo            `protobuf:"bytes,3,rep,name=placement,proto3" json:"placement,omitempty"`
+	// The redundancy the write must use and commit: the wear policy's
+	// decision (a late conversion happens here). UNSPECIFIED: the one asked.
+	Redundancy    objectpb.Redundancy `protobuf:"varint,4,opt,name=redundancy,proto3,enum=flashmend.object.Redundancy" json:"redundancy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -436,6 +439,13 @@ func (x *BeginPutResponse) GetPlacement() []*NodeInfo {
 		return x.Placement
 	}
 	return nil
+}
+
+func (x *BeginPutResponse) GetRedundancy() objectpb.Redundancy {
+	if x != nil {
+		return x.Redundancy
+	}
+	return objectpb.Redundancy(0)
 }
 
 type CommitPutRequest struct {
@@ -1218,7 +1228,10 @@ type BeginReplaceRequest struct {
 	From    uint64                 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
 	// The node is live but retired its device (the die-repair `rebuild`
 	// baseline): replace its slot anyway.
-	Retired       bool `protobuf:"varint,5,opt,name=retired,proto3" json:"retired,omitempty"`
+	Retired bool `protobuf:"varint,5,opt,name=retired,proto3" json:"retired,omitempty"`
+	// A wear move's destination (from WearMoves); `from` may then be live.
+	// 0: re-protection, the coordinator picks the target.
+	To            uint64 `protobuf:"varint,6,opt,name=to,proto3" json:"to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1286,6 +1299,13 @@ func (x *BeginReplaceRequest) GetRetired() bool {
 		return x.Retired
 	}
 	return false
+}
+
+func (x *BeginReplaceRequest) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
 }
 
 type BeginReplaceResponse struct {
@@ -1724,6 +1744,633 @@ func (x *KVLayoutResponse) GetCreated() bool {
 	return false
 }
 
+// The wear balancer (Chameleon, internal/wear) as the coordinator runs it.
+type WearStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearStatusRequest) Reset() {
+	*x = WearStatusRequest{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearStatusRequest) ProtoMessage() {}
+
+func (x *WearStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearStatusRequest.ProtoReflect.Descriptor instead.
+func (*WearStatusRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{29}
+}
+
+type WearNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Live  bool                   `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
+	// Cumulative block erases of the node's device.
+	Erases int64 `protobuf:"varint,3,opt,name=erases,proto3" json:"erases,omitempty"`
+	// Erases during the last epoch.
+	EraseRate     float64 `protobuf:"fixed64,4,opt,name=erase_rate,json=eraseRate,proto3" json:"erase_rate,omitempty"`
+	Utilization   float64 `protobuf:"fixed64,5,opt,name=utilization,proto3" json:"utilization,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearNode) Reset() {
+	*x = WearNode{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearNode) ProtoMessage() {}
+
+func (x *WearNode) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearNode.ProtoReflect.Descriptor instead.
+func (*WearNode) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *WearNode) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WearNode) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+func (x *WearNode) GetErases() int64 {
+	if x != nil {
+		return x.Erases
+	}
+	return 0
+}
+
+func (x *WearNode) GetEraseRate() float64 {
+	if x != nil {
+		return x.EraseRate
+	}
+	return 0
+}
+
+func (x *WearNode) GetUtilization() float64 {
+	if x != nil {
+		return x.Utilization
+	}
+	return 0
+}
+
+type WearStateCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         string                 `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	Objects       int64                  `protobuf:"varint,2,opt,name=objects,proto3" json:"objects,omitempty"`
+	Bytes         int64                  `protobuf:"varint,3,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearStateCount) Reset() {
+	*x = WearStateCount{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearStateCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearStateCount) ProtoMessage() {}
+
+func (x *WearStateCount) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearStateCount.ProtoReflect.Descriptor instead.
+func (*WearStateCount) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *WearStateCount) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *WearStateCount) GetObjects() int64 {
+	if x != nil {
+		return x.Objects
+	}
+	return 0
+}
+
+func (x *WearStateCount) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type WearStatusResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "" when the balancer is off.
+	Policy            string            `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
+	InitialRedundancy string            `protobuf:"bytes,2,opt,name=initial_redundancy,json=initialRedundancy,proto3" json:"initial_redundancy,omitempty"`
+	Epoch             uint32            `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	EpochMillis       int64             `protobuf:"varint,4,opt,name=epoch_millis,json=epochMillis,proto3" json:"epoch_millis,omitempty"`
+	EraseMean         float64           `protobuf:"fixed64,5,opt,name=erase_mean,json=eraseMean,proto3" json:"erase_mean,omitempty"`
+	EraseSigma        float64           `protobuf:"fixed64,6,opt,name=erase_sigma,json=eraseSigma,proto3" json:"erase_sigma,omitempty"`
+	Nodes             []*WearNode       `protobuf:"bytes,7,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	States            []*WearStateCount `protobuf:"bytes,8,rep,name=states,proto3" json:"states,omitempty"`
+	MovesPending      int64             `protobuf:"varint,9,opt,name=moves_pending,json=movesPending,proto3" json:"moves_pending,omitempty"`
+	MovesDone         int64             `protobuf:"varint,10,opt,name=moves_done,json=movesDone,proto3" json:"moves_done,omitempty"`
+	MovesFailed       int64             `protobuf:"varint,11,opt,name=moves_failed,json=movesFailed,proto3" json:"moves_failed,omitempty"`
+	BytesMoved        int64             `protobuf:"varint,12,opt,name=bytes_moved,json=bytesMoved,proto3" json:"bytes_moved,omitempty"`
+	MappingRows       int64             `protobuf:"varint,13,opt,name=mapping_rows,json=mappingRows,proto3" json:"mapping_rows,omitempty"`
+	Arpt              bool              `protobuf:"varint,14,opt,name=arpt,proto3" json:"arpt,omitempty"`
+	Hcds              bool              `protobuf:"varint,15,opt,name=hcds,proto3" json:"hcds,omitempty"`
+	Edm               bool              `protobuf:"varint,16,opt,name=edm,proto3" json:"edm,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *WearStatusResponse) Reset() {
+	*x = WearStatusResponse{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearStatusResponse) ProtoMessage() {}
+
+func (x *WearStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearStatusResponse.ProtoReflect.Descriptor instead.
+func (*WearStatusResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *WearStatusResponse) GetPolicy() string {
+	if x != nil {
+		return x.Policy
+	}
+	return ""
+}
+
+func (x *WearStatusResponse) GetInitialRedundancy() string {
+	if x != nil {
+		return x.InitialRedundancy
+	}
+	return ""
+}
+
+func (x *WearStatusResponse) GetEpoch() uint32 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetEpochMillis() int64 {
+	if x != nil {
+		return x.EpochMillis
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetEraseMean() float64 {
+	if x != nil {
+		return x.EraseMean
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetEraseSigma() float64 {
+	if x != nil {
+		return x.EraseSigma
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetNodes() []*WearNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *WearStatusResponse) GetStates() []*WearStateCount {
+	if x != nil {
+		return x.States
+	}
+	return nil
+}
+
+func (x *WearStatusResponse) GetMovesPending() int64 {
+	if x != nil {
+		return x.MovesPending
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetMovesDone() int64 {
+	if x != nil {
+		return x.MovesDone
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetMovesFailed() int64 {
+	if x != nil {
+		return x.MovesFailed
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetBytesMoved() int64 {
+	if x != nil {
+		return x.BytesMoved
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetMappingRows() int64 {
+	if x != nil {
+		return x.MappingRows
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetArpt() bool {
+	if x != nil {
+		return x.Arpt
+	}
+	return false
+}
+
+func (x *WearStatusResponse) GetHcds() bool {
+	if x != nil {
+		return x.Hcds
+	}
+	return false
+}
+
+func (x *WearStatusResponse) GetEdm() bool {
+	if x != nil {
+		return x.Edm
+	}
+	return false
+}
+
+// One part of one object version to move: slot `slot` of `version` from
+// node `from` to node `to`, by BeginReplace (with `to`), a verified re-copy
+// and CommitReplace.
+type WearMove struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Version       uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Slot          uint32                 `protobuf:"varint,4,opt,name=slot,proto3" json:"slot,omitempty"`
+	From          uint64                 `protobuf:"varint,5,opt,name=from,proto3" json:"from,omitempty"`
+	To            uint64                 `protobuf:"varint,6,opt,name=to,proto3" json:"to,omitempty"`
+	Bytes         int64                  `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	Reason        string                 `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearMove) Reset() {
+	*x = WearMove{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearMove) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearMove) ProtoMessage() {}
+
+func (x *WearMove) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearMove.ProtoReflect.Descriptor instead.
+func (*WearMove) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *WearMove) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WearMove) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *WearMove) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *WearMove) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *WearMove) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *WearMove) GetTo() uint64 {
+	if x != nil {
+		return x.To
+	}
+	return 0
+}
+
+func (x *WearMove) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+func (x *WearMove) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type WearMovesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Limit         int32                  `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearMovesRequest) Reset() {
+	*x = WearMovesRequest{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearMovesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearMovesRequest) ProtoMessage() {}
+
+func (x *WearMovesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearMovesRequest.ProtoReflect.Descriptor instead.
+func (*WearMovesRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *WearMovesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type WearMovesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moves         []*WearMove            `protobuf:"bytes,1,rep,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearMovesResponse) Reset() {
+	*x = WearMovesResponse{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearMovesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearMovesResponse) ProtoMessage() {}
+
+func (x *WearMovesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearMovesResponse.ProtoReflect.Descriptor instead.
+func (*WearMovesResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *WearMovesResponse) GetMoves() []*WearMove {
+	if x != nil {
+		return x.Moves
+	}
+	return nil
+}
+
+type WearMoveDoneRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Ok            bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearMoveDoneRequest) Reset() {
+	*x = WearMoveDoneRequest{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearMoveDoneRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearMoveDoneRequest) ProtoMessage() {}
+
+func (x *WearMoveDoneRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearMoveDoneRequest.ProtoReflect.Descriptor instead.
+func (*WearMoveDoneRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WearMoveDoneRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *WearMoveDoneRequest) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *WearMoveDoneRequest) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type WearMoveDoneResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearMoveDoneResponse) Reset() {
+	*x = WearMoveDoneResponse{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearMoveDoneResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearMoveDoneResponse) ProtoMessage() {}
+
+func (x *WearMoveDoneResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearMoveDoneResponse.ProtoReflect.Descriptor instead.
+func (*WearMoveDoneResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{37}
+}
+
 var File_flashmend_coord_coord_proto protoreflect.FileDescriptor
 
 const file_flashmend_coord_coord_proto_rawDesc = "" +
@@ -1768,11 +2415,14 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\n" +
 	"redundancy\x18\x03 \x01(\x0e2\x1c.flashmend.object.RedundancyR\n" +
 	"redundancy\x12\x18\n" +
-	"\aexclude\x18\x04 \x03(\x04R\aexclude\"}\n" +
+	"\aexclude\x18\x04 \x03(\x04R\aexclude\"\xbb\x01\n" +
 	"\x10BeginPutResponse\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\x04R\x06object\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x127\n" +
-	"\tplacement\x18\x03 \x03(\v2\x19.flashmend.coord.NodeInfoR\tplacement\"\xb9\x01\n" +
+	"\tplacement\x18\x03 \x03(\v2\x19.flashmend.coord.NodeInfoR\tplacement\x12<\n" +
+	"\n" +
+	"redundancy\x18\x04 \x01(\x0e2\x1c.flashmend.object.RedundancyR\n" +
+	"redundancy\"\xb9\x01\n" +
 	"\x10CommitPutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x1d\n" +
@@ -1817,13 +2467,14 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x17\n" +
 	"\anode_id\x18\x03 \x01(\x04R\x06nodeId\"\x1a\n" +
-	"\x18ReportBadReplicaResponse\"\x83\x01\n" +
+	"\x18ReportBadReplicaResponse\"\x93\x01\n" +
 	"\x13BeginReplaceRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04slot\x18\x03 \x01(\rR\x04slot\x12\x12\n" +
 	"\x04from\x18\x04 \x01(\x04R\x04from\x12\x18\n" +
-	"\aretired\x18\x05 \x01(\bR\aretired\"I\n" +
+	"\aretired\x18\x05 \x01(\bR\aretired\x12\x0e\n" +
+	"\x02to\x18\x06 \x01(\x04R\x02to\"I\n" +
 	"\x14BeginReplaceResponse\x121\n" +
 	"\x06target\x18\x01 \x01(\v2\x19.flashmend.coord.NodeInfoR\x06target\"z\n" +
 	"\x14CommitReplaceRequest\x12\x10\n" +
@@ -1852,7 +2503,59 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x05adopt\x18\x04 \x01(\v2\x16.flashmend.kv.ShardMapR\x05adopt\"\\\n" +
 	"\x10KVLayoutResponse\x12.\n" +
 	"\x06layout\x18\x01 \x01(\v2\x16.flashmend.kv.ShardMapR\x06layout\x12\x18\n" +
-	"\acreated\x18\x02 \x01(\bR\acreated2\xa5\t\n" +
+	"\acreated\x18\x02 \x01(\bR\acreated\"\x13\n" +
+	"\x11WearStatusRequest\"\x87\x01\n" +
+	"\bWearNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\bR\x04live\x12\x16\n" +
+	"\x06erases\x18\x03 \x01(\x03R\x06erases\x12\x1d\n" +
+	"\n" +
+	"erase_rate\x18\x04 \x01(\x01R\teraseRate\x12 \n" +
+	"\vutilization\x18\x05 \x01(\x01R\vutilization\"V\n" +
+	"\x0eWearStateCount\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
+	"\aobjects\x18\x02 \x01(\x03R\aobjects\x12\x14\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"\xa3\x04\n" +
+	"\x12WearStatusResponse\x12\x16\n" +
+	"\x06policy\x18\x01 \x01(\tR\x06policy\x12-\n" +
+	"\x12initial_redundancy\x18\x02 \x01(\tR\x11initialRedundancy\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\rR\x05epoch\x12!\n" +
+	"\fepoch_millis\x18\x04 \x01(\x03R\vepochMillis\x12\x1d\n" +
+	"\n" +
+	"erase_mean\x18\x05 \x01(\x01R\teraseMean\x12\x1f\n" +
+	"\verase_sigma\x18\x06 \x01(\x01R\n" +
+	"eraseSigma\x12/\n" +
+	"\x05nodes\x18\a \x03(\v2\x19.flashmend.coord.WearNodeR\x05nodes\x127\n" +
+	"\x06states\x18\b \x03(\v2\x1f.flashmend.coord.WearStateCountR\x06states\x12#\n" +
+	"\rmoves_pending\x18\t \x01(\x03R\fmovesPending\x12\x1d\n" +
+	"\n" +
+	"moves_done\x18\n" +
+	" \x01(\x03R\tmovesDone\x12!\n" +
+	"\fmoves_failed\x18\v \x01(\x03R\vmovesFailed\x12\x1f\n" +
+	"\vbytes_moved\x18\f \x01(\x03R\n" +
+	"bytesMoved\x12!\n" +
+	"\fmapping_rows\x18\r \x01(\x03R\vmappingRows\x12\x12\n" +
+	"\x04arpt\x18\x0e \x01(\bR\x04arpt\x12\x12\n" +
+	"\x04hcds\x18\x0f \x01(\bR\x04hcds\x12\x10\n" +
+	"\x03edm\x18\x10 \x01(\bR\x03edm\"\xac\x01\n" +
+	"\bWearMove\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x12\n" +
+	"\x04slot\x18\x04 \x01(\rR\x04slot\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\x04R\x04from\x12\x0e\n" +
+	"\x02to\x18\x06 \x01(\x04R\x02to\x12\x14\n" +
+	"\x05bytes\x18\a \x01(\x03R\x05bytes\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\"(\n" +
+	"\x10WearMovesRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\x05R\x05limit\"D\n" +
+	"\x11WearMovesResponse\x12/\n" +
+	"\x05moves\x18\x01 \x03(\v2\x19.flashmend.coord.WearMoveR\x05moves\"K\n" +
+	"\x13WearMoveDoneRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\x16\n" +
+	"\x14WearMoveDoneResponse2\xad\v\n" +
 	"\vCoordinator\x12C\n" +
 	"\x04Join\x12\x1c.flashmend.coord.JoinRequest\x1a\x1d.flashmend.coord.JoinResponse\x12X\n" +
 	"\vClusterInfo\x12#.flashmend.coord.ClusterInfoRequest\x1a$.flashmend.coord.ClusterInfoResponse\x12R\n" +
@@ -1867,7 +2570,11 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\fBeginReplace\x12$.flashmend.coord.BeginReplaceRequest\x1a%.flashmend.coord.BeginReplaceResponse\x12^\n" +
 	"\rCommitReplace\x12%.flashmend.coord.CommitReplaceRequest\x1a&.flashmend.coord.CommitReplaceResponse\x12[\n" +
 	"\fRebuildIndex\x12$.flashmend.coord.RebuildIndexRequest\x1a%.flashmend.coord.RebuildIndexResponse\x12O\n" +
-	"\bKVLayout\x12 .flashmend.coord.KVLayoutRequest\x1a!.flashmend.coord.KVLayoutResponseB5Z3github.com/flashmend/flashmend/internal/gen/coordpbb\x06proto3"
+	"\bKVLayout\x12 .flashmend.coord.KVLayoutRequest\x1a!.flashmend.coord.KVLayoutResponse\x12U\n" +
+	"\n" +
+	"WearStatus\x12\".flashmend.coord.WearStatusRequest\x1a#.flashmend.coord.WearStatusResponse\x12R\n" +
+	"\tWearMoves\x12!.flashmend.coord.WearMovesRequest\x1a\".flashmend.coord.WearMovesResponse\x12[\n" +
+	"\fWearMoveDone\x12$.flashmend.coord.WearMoveDoneRequest\x1a%.flashmend.coord.WearMoveDoneResponseB5Z3github.com/flashmend/flashmend/internal/gen/coordpbb\x06proto3"
 
 var (
 	file_flashmend_coord_coord_proto_rawDescOnce sync.Once
@@ -1881,7 +2588,7 @@ func file_flashmend_coord_coord_proto_rawDescGZIP() []byte {
 	return file_flashmend_coord_coord_proto_rawDescData
 }
 
-var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*NodeInfo)(nil),                 // 0: flashmend.coord.NodeInfo
 	(*JoinRequest)(nil),              // 1: flashmend.coord.JoinRequest
@@ -1912,56 +2619,75 @@ var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*RebuildIndexResponse)(nil),     // 26: flashmend.coord.RebuildIndexResponse
 	(*KVLayoutRequest)(nil),          // 27: flashmend.coord.KVLayoutRequest
 	(*KVLayoutResponse)(nil),         // 28: flashmend.coord.KVLayoutResponse
-	(objectpb.Redundancy)(0),         // 29: flashmend.object.Redundancy
-	(*objectpb.ObjectRecord)(nil),    // 30: flashmend.object.ObjectRecord
-	(*kvpb.ShardMap)(nil),            // 31: flashmend.kv.ShardMap
+	(*WearStatusRequest)(nil),        // 29: flashmend.coord.WearStatusRequest
+	(*WearNode)(nil),                 // 30: flashmend.coord.WearNode
+	(*WearStateCount)(nil),           // 31: flashmend.coord.WearStateCount
+	(*WearStatusResponse)(nil),       // 32: flashmend.coord.WearStatusResponse
+	(*WearMove)(nil),                 // 33: flashmend.coord.WearMove
+	(*WearMovesRequest)(nil),         // 34: flashmend.coord.WearMovesRequest
+	(*WearMovesResponse)(nil),        // 35: flashmend.coord.WearMovesResponse
+	(*WearMoveDoneRequest)(nil),      // 36: flashmend.coord.WearMoveDoneRequest
+	(*WearMoveDoneResponse)(nil),     // 37: flashmend.coord.WearMoveDoneResponse
+	(objectpb.Redundancy)(0),         // 38: flashmend.object.Redundancy
+	(*objectpb.ObjectRecord)(nil),    // 39: flashmend.object.ObjectRecord
+	(*kvpb.ShardMap)(nil),            // 40: flashmend.kv.ShardMap
 }
 var file_flashmend_coord_coord_proto_depIdxs = []int32{
-	29, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	38, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
 	0,  // 1: flashmend.coord.BeginPutResponse.placement:type_name -> flashmend.coord.NodeInfo
-	29, // 2: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
-	30, // 3: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
-	30, // 4: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
-	30, // 5: flashmend.coord.DeleteResponse.record:type_name -> flashmend.object.ObjectRecord
-	30, // 6: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
-	0,  // 7: flashmend.coord.ListNodesResponse.nodes:type_name -> flashmend.coord.NodeInfo
-	0,  // 8: flashmend.coord.BeginReplaceResponse.target:type_name -> flashmend.coord.NodeInfo
-	30, // 9: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
-	31, // 10: flashmend.coord.KVLayoutRequest.adopt:type_name -> flashmend.kv.ShardMap
-	31, // 11: flashmend.coord.KVLayoutResponse.layout:type_name -> flashmend.kv.ShardMap
-	1,  // 12: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
-	17, // 13: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
-	15, // 14: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
-	3,  // 15: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
-	5,  // 16: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
-	7,  // 17: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
-	9,  // 18: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
-	11, // 19: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
-	13, // 20: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
-	19, // 21: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
-	21, // 22: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
-	23, // 23: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
-	25, // 24: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
-	27, // 25: flashmend.coord.Coordinator.KVLayout:input_type -> flashmend.coord.KVLayoutRequest
-	2,  // 26: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
-	18, // 27: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
-	16, // 28: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
-	4,  // 29: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
-	6,  // 30: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
-	8,  // 31: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
-	10, // 32: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
-	12, // 33: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
-	14, // 34: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
-	20, // 35: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
-	22, // 36: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
-	24, // 37: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
-	26, // 38: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
-	28, // 39: flashmend.coord.Coordinator.KVLayout:output_type -> flashmend.coord.KVLayoutResponse
-	26, // [26:40] is the sub-list for method output_type
-	12, // [12:26] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	38, // 2: flashmend.coord.BeginPutResponse.redundancy:type_name -> flashmend.object.Redundancy
+	38, // 3: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	39, // 4: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
+	39, // 5: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
+	39, // 6: flashmend.coord.DeleteResponse.record:type_name -> flashmend.object.ObjectRecord
+	39, // 7: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
+	0,  // 8: flashmend.coord.ListNodesResponse.nodes:type_name -> flashmend.coord.NodeInfo
+	0,  // 9: flashmend.coord.BeginReplaceResponse.target:type_name -> flashmend.coord.NodeInfo
+	39, // 10: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
+	40, // 11: flashmend.coord.KVLayoutRequest.adopt:type_name -> flashmend.kv.ShardMap
+	40, // 12: flashmend.coord.KVLayoutResponse.layout:type_name -> flashmend.kv.ShardMap
+	30, // 13: flashmend.coord.WearStatusResponse.nodes:type_name -> flashmend.coord.WearNode
+	31, // 14: flashmend.coord.WearStatusResponse.states:type_name -> flashmend.coord.WearStateCount
+	33, // 15: flashmend.coord.WearMovesResponse.moves:type_name -> flashmend.coord.WearMove
+	1,  // 16: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
+	17, // 17: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
+	15, // 18: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
+	3,  // 19: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
+	5,  // 20: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
+	7,  // 21: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
+	9,  // 22: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
+	11, // 23: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
+	13, // 24: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
+	19, // 25: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
+	21, // 26: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
+	23, // 27: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
+	25, // 28: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
+	27, // 29: flashmend.coord.Coordinator.KVLayout:input_type -> flashmend.coord.KVLayoutRequest
+	29, // 30: flashmend.coord.Coordinator.WearStatus:input_type -> flashmend.coord.WearStatusRequest
+	34, // 31: flashmend.coord.Coordinator.WearMoves:input_type -> flashmend.coord.WearMovesRequest
+	36, // 32: flashmend.coord.Coordinator.WearMoveDone:input_type -> flashmend.coord.WearMoveDoneRequest
+	2,  // 33: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
+	18, // 34: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
+	16, // 35: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
+	4,  // 36: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
+	6,  // 37: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
+	8,  // 38: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
+	10, // 39: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
+	12, // 40: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
+	14, // 41: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
+	20, // 42: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
+	22, // 43: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
+	24, // 44: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
+	26, // 45: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
+	28, // 46: flashmend.coord.Coordinator.KVLayout:output_type -> flashmend.coord.KVLayoutResponse
+	32, // 47: flashmend.coord.Coordinator.WearStatus:output_type -> flashmend.coord.WearStatusResponse
+	35, // 48: flashmend.coord.Coordinator.WearMoves:output_type -> flashmend.coord.WearMovesResponse
+	37, // 49: flashmend.coord.Coordinator.WearMoveDone:output_type -> flashmend.coord.WearMoveDoneResponse
+	33, // [33:50] is the sub-list for method output_type
+	16, // [16:33] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_coord_coord_proto_init() }
@@ -1975,7 +2701,7 @@ func file_flashmend_coord_coord_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_coord_coord_proto_rawDesc), len(file_flashmend_coord_coord_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,9 @@ const (
 	Coordinator_CommitReplace_FullMethodName    = "/flashmend.coord.Coordinator/CommitReplace"
 	Coordinator_RebuildIndex_FullMethodName     = "/flashmend.coord.Coordinator/RebuildIndex"
 	Coordinator_KVLayout_FullMethodName         = "/flashmend.coord.Coordinator/KVLayout"
+	Coordinator_WearStatus_FullMethodName       = "/flashmend.coord.Coordinator/WearStatus"
+	Coordinator_WearMoves_FullMethodName        = "/flashmend.coord.Coordinator/WearMoves"
+	Coordinator_WearMoveDone_FullMethodName     = "/flashmend.coord.Coordinator/WearMoveDone"
 )
 
 // CoordinatorClient is the client API for Coordinator service.
@@ -62,6 +65,10 @@ type CoordinatorClient interface {
 	RebuildIndex(ctx context.Context, in *RebuildIndexRequest, opts ...grpc.CallOption) (*RebuildIndexResponse, error)
 	// The KV store's shard placement (NotFound until one is created).
 	KVLayout(ctx context.Context, in *KVLayoutRequest, opts ...grpc.CallOption) (*KVLayoutResponse, error)
+	// The wear balancer: its state, the moves it wants made, their outcome.
+	WearStatus(ctx context.Context, in *WearStatusRequest, opts ...grpc.CallOption) (*WearStatusResponse, error)
+	WearMoves(ctx context.Context, in *WearMovesRequest, opts ...grpc.CallOption) (*WearMovesResponse, error)
+	WearMoveDone(ctx context.Context, in *WearMoveDoneRequest, opts ...grpc.CallOption) (*WearMoveDoneResponse, error)
 }
 
 type coordinatorClient struct {
@@ -212,6 +219,36 @@ func (c *coordinatorClient) KVLayout(ctx context.Context, in *KVLayoutRequest, o
 	return out, nil
 }
 
+func (c *coordinatorClient) WearStatus(ctx context.Context, in *WearStatusRequest, opts ...grpc.CallOption) (*WearStatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WearStatusResponse)
+	err := c.cc.Invoke(ctx, Coordinator_WearStatus_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) WearMoves(ctx context.Context, in *WearMovesRequest, opts ...grpc.CallOption) (*WearMovesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WearMovesResponse)
+	err := c.cc.Invoke(ctx, Coordinator_WearMoves_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coordinatorClient) WearMoveDone(ctx context.Context, in *WearMoveDoneRequest, opts ...grpc.CallOption) (*WearMoveDoneResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WearMoveDoneResponse)
+	err := c.cc.Invoke(ctx, Coordinator_WearMoveDone_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoordinatorServer is the server API for Coordinator service.
 // All implementations must embed UnimplementedCoordinatorServer
 // for forward compatibility.
@@ -236,6 +273,10 @@ type CoordinatorServer interface {
 	RebuildIndex(context.Context, *RebuildIndexRequest) (*RebuildIndexResponse, error)
 	// The KV store's shard placement (NotFound until one is created).
 	KVLayout(context.Context, *KVLayoutRequest) (*KVLayoutResponse, error)
+	// The wear balancer: its state, the moves it wants made, their outcome.
+	WearStatus(context.Context, *WearStatusRequest) (*WearStatusResponse, error)
+	WearMoves(context.Context, *WearMovesRequest) (*WearMovesResponse, error)
+	WearMoveDone(context.Context, *WearMoveDoneRequest) (*WearMoveDoneResponse, error)
 	mustEmbedUnimplementedCoordinatorServer()
 }
 
@@ -287,6 +328,15 @@ func (UnimplementedCoordinatorServer) RebuildIndex(context.Context, *RebuildInde
 }
 func (UnimplementedCoordinatorServer) KVLayout(context.Context, *KVLayoutRequest) (*KVLayoutResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method KVLayout not implemented")
+}
+func (UnimplementedCoordinatorServer) WearStatus(context.Context, *WearStatusRequest) (*WearStatusResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WearStatus not implemented")
+}
+func (UnimplementedCoordinatorServer) WearMoves(context.Context, *WearMovesRequest) (*WearMovesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WearMoves not implemented")
+}
+func (UnimplementedCoordinatorServer) WearMoveDone(context.Context, *WearMoveDoneRequest) (*WearMoveDoneResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method WearMoveDone not implemented")
 }
 func (UnimplementedCoordinatorServer) mustEmbedUnimplementedCoordinatorServer() {}
 func (UnimplementedCoordinatorServer) testEmbeddedByValue()                     {}
@@ -561,6 +611,60 @@ func _Coordinator_KVLayout_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Coordinator_WearStatus_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WearStatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).WearStatus(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_WearStatus_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).WearStatus(ctx, req.(*WearStatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_WearMoves_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WearMovesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).WearMoves(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_WearMoves_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).WearMoves(ctx, req.(*WearMovesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Coordinator_WearMoveDone_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WearMoveDoneRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoordinatorServer).WearMoveDone(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Coordinator_WearMoveDone_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoordinatorServer).WearMoveDone(ctx, req.(*WearMoveDoneRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Coordinator_ServiceDesc is the grpc.ServiceDesc for Coordinator service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -623,6 +727,18 @@ var Coordinator_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "KVLayout",
 			Handler:    _Coordinator_KVLayout_Handler,
+		},
+		{
+			MethodName: "WearStatus",
+			Handler:    _Coordinator_WearStatus_Handler,
+		},
+		{
+			MethodName: "WearMoves",
+			Handler:    _Coordinator_WearMoves_Handler,
+		},
+		{
+			MethodName: "WearMoveDone",
+			Handler:    _Coordinator_WearMoveDone_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

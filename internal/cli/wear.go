@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/coord"
+)
+
+// wearFlags turn the coordinator's wear balancer on (coordinator, dev).
+type wearFlags struct {
+	policy     string
+	redundancy string
+	epoch      time.Duration
+	moves      time.Duration
+}
+
+func (w *wearFlags) register(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.StringVar(&w.policy, "wear-policy", "", "run the wear balancer: rep, ec, edm or chameleon (default off)")
+	f.StringVar(&w.redundancy, "wear-redundancy", "", "initial redundancy of edm and chameleon: ec (default) or rep")
+	f.DurationVar(&w.epoch, "wear-epoch", time.Minute, "wear balancer epoch")
+	f.DurationVar(&w.moves, "wear-move-interval", 10*time.Second, "how often the mover carries out the balancer's moves")
+}
+
+func (w *wearFlags) config() coord.WearConfig {
+	return coord.WearConfig{Policy: w.policy, Redundancy: w.redundancy, Epoch: w.epoch}
+}
+
+// runMover carries out the wear balancer's moves every interval until ctx
+// ends (the coordinator process runs it next to the scrubber).
+func (w *wearFlags) runMover(ctx context.Context, cli *client.Client, logf func(string, ...any)) {
+	if w.policy == "" || w.moves <= 0 {
+		return
+	}
+	t := time.NewTicker(w.moves)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := cli.RunWearMoves(ctx, 100, nil); err != nil && ctx.Err() == nil {
+				logf("wear mover: %v", err)
+			}
+		}
+	}
+}
+
+func ctlWear(f *ctlFlags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "wear",
+		Short: "Show the wear balancer: erase counts per node, their standard deviation, the state mix, the moves",
+		Long: `wear shows the coordinator's wear balancer (Chameleon, internal/wear): the
+policy, the epoch, each node's cumulative block erases (from its heartbeats),
+erases in the last epoch and utilization, the standard deviation of the live
+nodes' erase counts, how many objects and bytes are in each state (REP, EC,
+late-REP, late-EC, REP-EWO, EC-EWO), and the moves made, failed and pending.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(func(ctx context.Context, c *client.Client) error {
+				st, err := c.WearStatus(ctx)
+				if err != nil {
+					return err
+				}
+				out := cmd.OutOrStdout()
+				if st.Policy == "" {
+					fmt.Fprintln(out, "wear balancer: off (start the coordinator with --wear-policy)")
+					return nil
+				}
+				var ran []string
+				for name, on := range map[string]bool{"ARPT": st.Arpt, "HCDS": st.Hcds, "EDM": st.Edm} {
+					if on {
+						ran = append(ran, name)
+					}
+				}
+				if len(ran) == 0 {
+					ran = []string{"nothing"}
+				}
+				cv := 0.0
+				if st.EraseMean > 0 {
+					cv = st.EraseSigma / st.EraseMean
+				}
+				fmt.Fprintf(out, "wear balancer: policy %s (initial %s), epoch %d every %s; last epoch ran %s\n",
+					st.Policy, st.InitialRedundancy, st.Epoch, time.Duration(st.EpochMillis)*time.Millisecond, strings.Join(sortedStrings(ran), ", "))
+				fmt.Fprintf(out, "erase counts: mean %.1f, sigma %.1f (sigma/mean %.3f) over the live nodes\n", st.EraseMean, st.EraseSigma, cv)
+				rows := [][]string{{"NODE", "STATE", "ERASES", "LAST EPOCH", "UTILIZATION"}}
+				for _, n := range st.Nodes {
+					state := "down"
+					if n.Live {
+						state = "up"
+					}
+					rows = append(rows, []string{fmt.Sprint(n.Id), state, fmt.Sprint(n.Erases), fmt.Sprintf("%.0f", n.EraseRate), fmt.Sprintf("%.1f%%", 100*n.Utilization)})
+				}
+				if err := writeTable(out, rows); err != nil {
+					return err
+				}
+				rows = [][]string{{"STATE", "OBJECTS", "BYTES"}}
+				for _, s := range st.States {
+					rows = append(rows, []string{s.State, fmt.Sprint(s.Objects), base.Bytes(s.Bytes).String()})
+				}
+				if err := writeTable(out, rows); err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "moves: %d done (%s), %d failed, %d pending; %d mapping rows\n",
+					st.MovesDone, base.Bytes(st.BytesMoved), st.MovesFailed, st.MovesPending, st.MappingRows)
+				return nil
+			})
+		},
+	}
+}
+
+func sortedStrings(s []string) []string {
+	out := slices.Clone(s)
+	slices.Sort(out)
+	return out
+}
