@@ -121,8 +121,13 @@ func identifyOnce(ctx context.Context, g flash.Geometry, seed int64, workers []i
 		if ctx.Err() != nil {
 			return run, ctx.Err()
 		}
-		name := fmt.Sprintf("f%06d", rng.Intn(names+1))
-		if name == fmt.Sprintf("f%06d", names) {
+		// Mostly new files, one in five an overwrite of an earlier one
+		// (so the device holds garbage and GC runs), until 70% is live.
+		var name string
+		if names > 0 && rng.Intn(5) == 0 {
+			name = fmt.Sprintf("f%06d", rng.Intn(names))
+		} else {
+			name = fmt.Sprintf("f%06d", names)
 			names++
 		}
 		rng.Read(buf)
