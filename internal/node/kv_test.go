@@ -11,7 +11,26 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
+
+// put writes key=value, sending it again when its outcome is unknown (the
+// proposal timed out on a slow machine): writing the same value twice is
+// harmless.
+func put(ctx context.Context, t *testing.T, cl *kvclient.Client, key, value string) {
+	t.Helper()
+	for {
+		_, err := cl.Put(ctx, []byte(key), []byte(value))
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil || status.Code(err) != codes.DeadlineExceeded {
+			t.Fatalf("put %s: %v", key, err)
+		}
+		t.Logf("put %s: %v: again", key, err)
+	}
+}
 
 // waitUntil polls cond until it holds or the deadline passes.
 func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
@@ -80,9 +99,7 @@ func TestNodesHostKV(t *testing.T) {
 	}
 	cl := client()
 	for i := 0; i < 50; i++ {
-		if _, err := cl.Put(ctx, []byte(fmt.Sprintf("%c-%02d", 'a'+i%26, i)), []byte("v1")); err != nil {
-			t.Fatal(err)
-		}
+		put(ctx, t, cl, fmt.Sprintf("%c-%02d", 'a'+i%26, i), "v1")
 	}
 
 	// Node 2 stops; writes go on; it comes back on another port.
@@ -91,17 +108,13 @@ func TestNodesHostKV(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 50; i++ {
-		if _, err := cl.Put(ctx, []byte(fmt.Sprintf("%c-%02d", 'a'+i%26, i)), []byte("v2")); err != nil {
-			t.Fatal(err)
-		}
+		put(ctx, t, cl, fmt.Sprintf("%c-%02d", 'a'+i%26, i), "v2")
 	}
 	nodes[1] = start(1)
 	t.Logf("node 2 moved from %s to %s", old, nodes[1].Addr())
 	waitUntil(t, "node 2 reopens its replicas", 30*time.Second, func() bool { return nodes[1].KV() != nil })
 	cl = client()
-	if _, err := cl.Put(ctx, []byte("z-last"), []byte("v3")); err != nil {
-		t.Fatal(err)
-	}
+	put(ctx, t, cl, "z-last", "v3")
 	for _, s := range layout.Shards {
 		if _, ok := s.ReplicaOn(2); !ok {
 			continue
