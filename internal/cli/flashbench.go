@@ -1,78 +1,34 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"math"
-	"math/rand"
-	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/experiments"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/report"
-	"github.com/flashmend/flashmend/internal/sdf"
 )
 
-type benchKey struct {
-	test     string
-	channels int
-	request  base.Bytes
-}
-
-// benchSamples collects one throughput sample per run for every row.
-type benchSamples struct {
-	mbps   map[benchKey][]float64
-	errors map[benchKey]int64
-	order  []benchKey
-	// ratio holds, per channel count, the layer/raw read ratio of each run
-	// (the two reads run back to back, so pairing them cancels slow drifts
-	// in the machine's load).
-	ratio map[int][]float64
-}
-
-func newBenchSamples() *benchSamples {
-	return &benchSamples{mbps: map[benchKey][]float64{}, errors: map[benchKey]int64{}, ratio: map[int][]float64{}}
-}
-
-func (b *benchSamples) add(rows []sdf.BenchRow) {
-	for i, r := range rows {
-		if r.Test == "seq-read" && i+1 < len(rows) && rows[i+1].Test == "raw-read" && rows[i+1].MBps() > 0 {
-			b.ratio[r.Channels] = append(b.ratio[r.Channels], r.MBps()/rows[i+1].MBps())
-		}
-		k := benchKey{r.Test, r.Channels, r.Request}
-		if _, ok := b.mbps[k]; !ok {
-			b.order = append(b.order, k)
-		}
-		b.mbps[k] = append(b.mbps[k], r.MBps())
-		b.errors[k] += r.Errors
-	}
-}
-
-func (b *benchSamples) median(test string, ch int, req base.Bytes) float64 {
-	return median(b.mbps[benchKey{test, ch, req}])
-}
-
 type benchConfig struct {
-	dir             string
-	runs            int
-	reportPath      string
-	bytesPerChannel base.Bytes
-	channels        string
-	uber            float64
-	fills           string
-	randomReads     int
-	timing          string
+	dir        string
+	reportPath string
+	channels   string
+	fills      string
+	timing     string
+	bc         experiments.SDFBenchConfig
 }
 
+// newFlashBenchCmd is `flash bench`: the sdf experiment
+// (internal/experiments, RunSDFBench) on the device in --dir.
 func newFlashBenchCmd() *cobra.Command {
-	bc := benchConfig{runs: 3, uber: 1e-7, fills: "0.5,0.7,0.85", randomReads: 200, timing: "real"}
+	c := benchConfig{fills: "0.5,0.7,0.85", timing: "real", bc: experiments.SDFBenchConfig{Runs: 3, UBER: 1e-7, RandomReads: 200}}
 	cmd := &cobra.Command{
 		Use:   "bench --dir DIR",
 		Short: "Measure the SDF layer: throughput against channels, raw-read ratio, capacity, write amplification, UBER cost",
@@ -84,295 +40,67 @@ run. It repeats everything --runs times and reports medians. It then repeats
 the reads on the same device with a transient UBER (default 1e-7) to measure
 the cost of the error model, and measures write amplification under random
 overwrites at several fills on an in-memory device of the same block shape.
-With --report it writes a Markdown report (and an SVG plot beside it).`,
+It prints a Markdown report; with --report it writes it (and an SVG plot beside
+it). 'flashmend experiments run sdf' runs the same on the device of the
+committed report (docs/results/sdf.md).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if bc.dir == "" {
+			if c.dir == "" {
 				return usageError{errors.New("--dir is required")}
 			}
-			return runFlashBench(cmd, bc)
+			return runFlashBench(cmd, c)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&bc.dir, "dir", "", "device directory (formatted by flash format; bench erases it)")
-	f.IntVar(&bc.runs, "runs", bc.runs, "repetitions (medians are reported)")
-	f.StringVar(&bc.reportPath, "report", "", "write a Markdown report to this path (e.g. docs/results/sdf.md)")
-	f.Var(&bc.bytesPerChannel, "bytes-per-channel", "file size per channel (default: min(8MiB, a quarter of a channel))")
-	f.StringVar(&bc.channels, "channels", "", "channel counts to measure, e.g. 1,2,4 (default 1,2,4,...,all)")
-	f.Float64Var(&bc.uber, "uber", bc.uber, "UBER for the error-model cost measurement (0 skips it; default: the rate set with flash inject, else 1e-7)")
-	f.StringVar(&bc.fills, "fills", bc.fills, "fills for the write-amplification measurement")
-	f.IntVar(&bc.randomReads, "random-reads", bc.randomReads, "random reads per channel per request size")
-	f.StringVar(&bc.timing, "timing", bc.timing, "device timing: real (the preset's latencies on the wall clock) or none")
+	f.StringVar(&c.dir, "dir", "", "device directory (formatted by flash format; bench erases it)")
+	f.IntVar(&c.bc.Runs, "runs", c.bc.Runs, "repetitions (medians are reported)")
+	f.StringVar(&c.reportPath, "report", "", "write a Markdown report to this path (e.g. docs/results/sdf.md)")
+	f.Var(&c.bc.BytesPerChannel, "bytes-per-channel", "file size per channel (default: min(8MiB, a quarter of a channel))")
+	f.StringVar(&c.channels, "channels", "", "channel counts to measure, e.g. 1,2,4 (default 1,2,4,...,all)")
+	f.Float64Var(&c.bc.UBER, "uber", c.bc.UBER, "UBER for the error-model cost measurement (0 skips it; default: the rate set with flash inject, else 1e-7)")
+	f.StringVar(&c.fills, "fills", c.fills, "fills for the write-amplification measurement")
+	f.IntVar(&c.bc.RandomReads, "random-reads", c.bc.RandomReads, "random reads per channel per request size")
+	f.StringVar(&c.timing, "timing", c.timing, "device timing: real (the preset's latencies on the wall clock) or none")
 	return cmd
 }
 
-func runFlashBench(cmd *cobra.Command, bc benchConfig) error {
+func runFlashBench(cmd *cobra.Command, c benchConfig) error {
 	out := cmd.OutOrStdout()
-	cfg, err := loadDeviceConfig(bc.dir)
+	cfg, err := loadDeviceConfig(c.dir)
 	if err != nil {
 		return err
 	}
+	bc := c.bc
+	bc.Dir, bc.Preset, bc.Geometry, bc.Seed, bc.Progress = c.dir, cfg.Preset, cfg.Geometry, cfg.Seed, out
 	if !cmd.Flags().Changed("uber") && cfg.UBER > 0 {
-		bc.uber = cfg.UBER // the rate set with flash inject
+		bc.UBER = cfg.UBER // the rate set with flash inject
 	}
-	mode, err := flash.ParseTimingMode(bc.timing)
-	if err != nil || mode == flash.TimingVirtual {
-		return base.InvalidArgumentf("--timing %q: want real or none", bc.timing)
+	if bc.Timing, err = flash.ParseTimingMode(c.timing); err != nil || bc.Timing == flash.TimingVirtual {
+		return usageError{fmt.Errorf("--timing %q: want real or none", c.timing)}
 	}
-	if bc.runs < 1 || bc.runs > 100 {
-		return base.InvalidArgumentf("--runs %d not in [1, 100]", bc.runs)
+	if bc.Channels, err = parseInts(c.channels); err != nil {
+		return err
 	}
-	chans, err := parseInts(bc.channels)
+	if bc.Fills, err = parseFloats(c.fills); err != nil {
+		return err
+	}
+	name := "sdf"
+	if c.reportPath != "" {
+		name = strings.TrimSuffix(filepath.Base(c.reportPath), ".md")
+	}
+	r, err := experiments.RunSDFBench(context.Background(), name, bc)
 	if err != nil {
 		return err
 	}
-	fills, err := parseFloats(bc.fills)
-	if err != nil {
-		return err
-	}
-	preset, err := flash.LookupPreset(cfg.Preset)
-	if err != nil {
-		return err
-	}
-	g := cfg.Geometry
-	opts := sdf.BenchOptions{Channels: chans, BytesPerChannel: bc.bytesPerChannel, RandomReads: bc.randomReads}
-	if opts.BytesPerChannel == 0 {
-		zone := base.Bytes(g.DiesPerChannel*(g.PagesPerBlock-1)) * base.Bytes(g.PageSize)
-		opts.BytesPerChannel = min(8*base.MiB, base.Bytes(g.BlocksPerDie)*zone/4)
-		opts.BytesPerChannel -= opts.BytesPerChannel % base.Bytes(g.PageSize)
-	}
-	fsOpts := sdf.Options{MaxOpenZones: min(1024, max(8, 2*g.Channels))}
-	loadBefore := loadAverage()
-	clean, noisy := newBenchSamples(), newBenchSamples()
-	var capacity sdf.Stats
-	var noisyStats []sdf.Stats
-	for run := 0; run < bc.runs; run++ {
-		opts.Seed = int64(run)
-		rows, st, err := benchOnce(bc.dir, cfg.Geometry, preset.Options(mode, nil, cfg.Seed), fsOpts, opts)
-		if err != nil {
+	env := report.CaptureEnv(commandLine(cmd), time.Now())
+	fmt.Fprintf(out, "%s", r.Markdown(env))
+	if c.reportPath != "" {
+		if err := r.Write(filepath.Dir(c.reportPath), env); err != nil {
 			return err
 		}
-		capacity = st
-		clean.add(rows)
-		fmt.Fprintf(out, "run %d/%d done\n", run+1, bc.runs)
-		if bc.uber > 0 {
-			uopts := opts
-			uopts.Channels = []int{g.Channels}
-			rows, st, err := benchOnce(bc.dir, cfg.Geometry,
-				preset.Options(mode, flash.UBERModel{UBER: bc.uber}, cfg.Seed+int64(run)), fsOpts, uopts)
-			if err != nil {
-				return err
-			}
-			noisy.add(rows)
-			noisyStats = append(noisyStats, st)
-		}
-	}
-	cpuLayer, cpuRaw, err := cpuCost(cfg.Geometry)
-	if err != nil {
-		return err
-	}
-	walWA, err := syncedAppendsOnce(cfg.Geometry)
-	if err != nil {
-		return err
-	}
-	ident, err := identifyOnce(cfg.Geometry)
-	if err != nil {
-		return err
-	}
-	var was []sdf.OverwriteResult
-	for _, fill := range fills {
-		r, err := overwriteOnce(cfg.Geometry, fill)
-		if err != nil {
-			return err
-		}
-		was = append(was, r)
-	}
-	rep, err := buildBenchReport(cfg, g, preset, mode, bc, opts, clean, noisy, noisyStats, capacity, was)
-	if err != nil {
-		return err
-	}
-	tl := report.Table{Caption: "Write amplification of synced appends (a write-ahead log: append one record, sync, repeat; " +
-		"up to 1000 records each), same in-memory device", Header: []string{"record", "write amplification"}}
-	for _, w := range walWA {
-		tl.Rows = append(tl.Rows, []string{w.record.String(), fmt.Sprintf("%.2f", w.wa)})
-	}
-	rep.add(benchBlock{table: &tl})
-	rep.add(benchBlock{text: "A sync programs the padded partial page (programmed again, out of place, by the next " +
-		"sync); it writes no metadata, because open recovers synced pages of open zones from their OOB."})
-	ti := report.Table{Caption: fmt.Sprintf("Identifying the data on die %s (Reparo section 6): in-memory device with the block "+
-		"shape above (%d channels, %d blocks per die) filled to about 60%% with files of 8KiB-256KiB, a third of them "+
-		"removed; all three agree: %t", ident.Die, min(g.Channels, 4), min(g.BlocksPerDie, 32), ident.AgreeEntrustScan),
-		Header: []string{"identifier", "flash pages read", "map entries examined", "zones by scan", "time", "ranges"}}
-	for _, row := range []struct {
-		name string
-		st   sdf.IdentifyStats
-	}{{"IDR: file-table scan, 1 worker", ident.ScanOne}, {fmt.Sprintf("CDR: parallel scan, %d workers", ident.ScanWorkers), ident.ScanAll},
-		{"CDR*: block-level P2L entrustment", ident.Entrustment}} {
-		ti.Rows = append(ti.Rows, []string{row.name, fmt.Sprint(row.st.PagesRead), fmt.Sprint(row.st.Entries),
-			fmt.Sprint(row.st.ZonesByScan), row.st.Elapsed.String(), fmt.Sprint(ident.Ranges)})
-	}
-	rep.add(benchBlock{table: &ti})
-	rep.add(benchBlock{text: fmt.Sprintf("CPU cost of the read path, measured without device timing on an in-memory device "+
-		"(one channel, same page shape, so the numbers are CPU throughput on this machine): layer %.0f MB/s, raw device "+
-		"reads %.0f MB/s. Verification (CRC32C over data and identity of every page) is most of the difference; where the "+
-		"CPUs are saturated the layer's read throughput relative to raw falls towards this ratio (%.0f%%).",
-		cpuLayer, cpuRaw, 100*cpuLayer/cpuRaw)})
-	rep.add(benchBlock{text: fmt.Sprintf("Load average (1, 5, 15 min) at the start: %s; at the end: %s. The machine is shared: "+
-		"with real timing every page operation sleeps on the wall clock, so when the CPUs are saturated the throughput at many "+
-		"channels is limited by the CPU, for the layer and the raw reads alike.", loadBefore, loadAverage())})
-	fmt.Fprint(out, rep.text)
-	if bc.reportPath != "" {
-		name := strings.TrimSuffix(filepath.Base(bc.reportPath), ".md")
-		r, err := report.New(name, "SDF host layer: throughput, capacity, write amplification, error cost")
-		if err != nil {
-			return err
-		}
-		for _, b := range rep.blocks {
-			switch {
-			case b.table != nil:
-				if err := r.Table(*b.table); err != nil {
-					return err
-				}
-			case b.plot != nil:
-				p, err := b.plot.Build()
-				if err != nil {
-					return err
-				}
-				if err := r.Plot(b.stem, b.plot.Title, p); err != nil {
-					return err
-				}
-			default:
-				r.Text("%s", b.text)
-			}
-		}
-		env := report.CaptureEnv(commandLine(cmd), time.Now())
-		if err := r.Write(filepath.Dir(bc.reportPath), env); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "report written to %s\n", bc.reportPath)
+		fmt.Fprintf(out, "report written to %s\n", c.reportPath)
 	}
 	return nil
-}
-
-// cpuCost runs the one-channel sequential read of sdf.Bench without timing
-// on an in-memory device with g's page shape and returns the layer's and
-// the raw reads' median MB/s over 5 repetitions.
-func cpuCost(g flash.Geometry) (layer, raw float64, err error) {
-	g.Channels = 1
-	g.BlocksPerDie = min(g.BlocksPerDie, 32)
-	var ls, rs []float64
-	for i := 0; i < 5; i++ {
-		dev, err := flash.NewMemory(g, flash.Options{})
-		if err != nil {
-			return 0, 0, err
-		}
-		fs, err := sdf.Format(dev, sdf.Options{})
-		if err != nil {
-			return 0, 0, err
-		}
-		rows, err := sdf.Bench(dev, fs, sdf.BenchOptions{Channels: []int{1}, RandomReads: 1, RandomReadBytes: []base.Bytes{base.Bytes(g.PageSize)}})
-		err = errors.Join(err, fs.Close(), dev.Close())
-		if err != nil {
-			return 0, 0, err
-		}
-		for _, r := range rows {
-			switch r.Test {
-			case "seq-read":
-				ls = append(ls, r.MBps())
-			case "raw-read":
-				rs = append(rs, r.MBps())
-			}
-		}
-	}
-	return median(ls), median(rs), nil
-}
-
-type walPoint struct {
-	record base.Bytes
-	wa     float64
-}
-
-// syncedAppendsOnce measures sdf.BenchSyncedAppends for a few record sizes
-// on an in-memory device with g's page shape.
-func syncedAppendsOnce(g flash.Geometry) ([]walPoint, error) {
-	g.Channels = min(g.Channels, 4)
-	g.BlocksPerDie = min(g.BlocksPerDie, 32)
-	var out []walPoint
-	for _, rec := range []base.Bytes{128, 1 * base.KiB, 4 * base.KiB, 64 * base.KiB} {
-		dev, err := flash.NewMemory(g, flash.Options{})
-		if err != nil {
-			return nil, err
-		}
-		fs, err := sdf.Format(dev, sdf.Options{})
-		if err != nil {
-			return nil, errors.Join(err, dev.Close())
-		}
-		// Up to 1000 records, bounded so the log fits in a quarter of
-		// the device even before GC reclaims the superseded tail pages.
-		n := int(min(1000, int64(fs.Stats().Usable)/(4*int64(max(rec, base.Bytes(g.PageSize))))))
-		wa, err := sdf.BenchSyncedAppends(fs, rec, max(n, 1))
-		if err = errors.Join(err, fs.Close(), dev.Close()); err != nil {
-			return nil, err
-		}
-		out = append(out, walPoint{rec, wa})
-	}
-	return out, nil
-}
-
-// identifyOnce fills an in-memory device with g's block shape and compares
-// the identifiers of the data on die ch0/d0.
-func identifyOnce(g flash.Geometry) (sdf.IdentifyResult, error) {
-	g.Channels = min(g.Channels, 4)
-	g.BlocksPerDie = min(g.BlocksPerDie, 32)
-	dev, err := flash.NewMemory(g, flash.Options{})
-	if err != nil {
-		return sdf.IdentifyResult{}, err
-	}
-	defer dev.Close()
-	fs, err := sdf.Format(dev, sdf.Options{})
-	if err != nil {
-		return sdf.IdentifyResult{}, err
-	}
-	rng := rand.New(rand.NewSource(1))
-	target := int64(float64(fs.Stats().Usable) * 0.6)
-	buf := make([]byte, 256*base.KiB)
-	var written int64
-	for i := 0; written < target; i++ {
-		n := 8*int(base.KiB) + rng.Intn(248*int(base.KiB))
-		rng.Read(buf[:n])
-		name := fmt.Sprintf("id/%d", i)
-		f, err := fs.Create(name, sdf.Lifetime(rng.Intn(4)))
-		if err != nil {
-			return sdf.IdentifyResult{}, errors.Join(err, fs.Close())
-		}
-		_, err = f.Write(buf[:n])
-		if err = errors.Join(err, f.Close()); err != nil {
-			return sdf.IdentifyResult{}, errors.Join(err, fs.Close())
-		}
-		written += int64(n)
-		if rng.Intn(3) == 0 {
-			if err := fs.Remove(name); err != nil {
-				return sdf.IdentifyResult{}, errors.Join(err, fs.Close())
-			}
-			written -= int64(n)
-		}
-	}
-	r, err := sdf.BenchIdentify(fs, flash.DieAddr{})
-	return r, errors.Join(err, fs.Close())
-}
-
-// loadAverage reads the first three fields of /proc/loadavg ("unknown"
-// elsewhere).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
 
 // commandLine reconstructs the command with the flags that were set.
@@ -380,203 +108,4 @@ func commandLine(cmd *cobra.Command) string {
 	parts := []string{cmd.CommandPath()}
 	cmd.Flags().Visit(func(f *pflag.Flag) { parts = append(parts, "--"+f.Name+"="+f.Value.String()) })
 	return strings.Join(parts, " ")
-}
-
-// benchOnce opens the device with devOpts, formats it and runs sdf.Bench.
-func benchOnce(dir string, g flash.Geometry, devOpts flash.Options, fsOpts sdf.Options, o sdf.BenchOptions) ([]sdf.BenchRow, sdf.Stats, error) {
-	dev, err := flash.OpenFile(dir, g, devOpts)
-	if err != nil {
-		return nil, sdf.Stats{}, err
-	}
-	fs, err := sdf.Format(dev, fsOpts)
-	if err != nil {
-		dev.Close()
-		return nil, sdf.Stats{}, err
-	}
-	rows, err := sdf.Bench(dev, fs, o)
-	st := fs.Stats()
-	return rows, st, errors.Join(err, fs.Close(), dev.Close())
-}
-
-// overwriteOnce measures write amplification on an in-memory device with
-// the block shape of g, at most 4 channels and 32 blocks per die (so the
-// measurement stays a few seconds).
-func overwriteOnce(g flash.Geometry, fill float64) (sdf.OverwriteResult, error) {
-	g.Channels = min(g.Channels, 4)
-	g.BlocksPerDie = min(g.BlocksPerDie, 32)
-	dev, err := flash.NewMemory(g, flash.Options{})
-	if err != nil {
-		return sdf.OverwriteResult{}, err
-	}
-	defer dev.Close()
-	fs, err := sdf.Format(dev, sdf.Options{})
-	if err != nil {
-		return sdf.OverwriteResult{}, err
-	}
-	r, err := sdf.BenchOverwrite(fs, fill, 4*base.Bytes(g.PageSize), 1, 1)
-	return r, errors.Join(err, fs.Close())
-}
-
-type benchBlock struct {
-	text  string
-	table *report.Table
-	plot  *report.LinePlot
-	stem  string
-}
-
-type benchReport struct {
-	text   string
-	blocks []benchBlock
-}
-
-func (r *benchReport) add(b benchBlock) {
-	r.blocks = append(r.blocks, b)
-	switch {
-	case b.table != nil:
-		writeTextTable(&r.text, *b.table)
-	case b.plot != nil:
-	default:
-		r.text += b.text + "\n\n"
-	}
-}
-
-func writeTextTable(s *string, t report.Table) {
-	var b strings.Builder
-	if t.Caption != "" {
-		b.WriteString(t.Caption + "\n")
-	}
-	widths := make([]int, len(t.Header))
-	for i, h := range t.Header {
-		widths[i] = len(h)
-	}
-	for _, row := range t.Rows {
-		for i, c := range row {
-			widths[i] = max(widths[i], len(c))
-		}
-	}
-	line := func(cells []string) {
-		for i, c := range cells {
-			fmt.Fprintf(&b, "%-*s  ", widths[i], c)
-		}
-		b.WriteString("\n")
-	}
-	line(t.Header)
-	for _, row := range t.Rows {
-		line(row)
-	}
-	b.WriteString("\n")
-	*s += b.String()
-}
-
-func buildBenchReport(cfg deviceConfig, g flash.Geometry, preset flash.Preset, mode flash.TimingMode, bc benchConfig,
-	o sdf.BenchOptions, clean, noisy *benchSamples, noisyStats []sdf.Stats, capacity sdf.Stats, was []sdf.OverwriteResult) (*benchReport, error) {
-	r := &benchReport{}
-	f1 := func(v float64) string { return fmt.Sprintf("%.1f", v) }
-	r.add(benchBlock{text: fmt.Sprintf("The device was created with `flashmend flash format --dir DIR --preset %s --channels %d "+
-		"--dies %d --blocks %d --pages %d --page-size %d --oob %d --seed %d`; bench reformats it.",
-		cfg.Preset, g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize, cfg.Seed)})
-	r.add(benchBlock{text: fmt.Sprintf("Device: file-backed emulator, preset `%s` (%s), geometry %s, timing %s. "+
-		"Every number is the median of %d runs. Sequential tests: one goroutine per channel, each on its own file pinned "+
-		"to its channel (`sdf.FS.CreateOn`), %s per channel in %s requests (one zone, SDF's write unit). "+
-		"`raw` reads the same physical pages straight from the device in the same run, one goroutine per die, without "+
-		"verification: the device's own read bandwidth over this backing store.",
-		cfg.Preset, preset.Timing, g, mode, bc.runs, o.BytesPerChannel, base.Bytes(g.DiesPerChannel*(g.PagesPerBlock-1)*g.PageSize))})
-	var chans []int
-	seen := map[int]bool{}
-	for _, k := range clean.order {
-		if k.test == "seq-read" && !seen[k.channels] {
-			chans = append(chans, k.channels)
-			seen[k.channels] = true
-		}
-	}
-	sort.Ints(chans)
-	t := report.Table{Caption: "Sequential throughput against channels used (SDF Figure 7), MB/s (10^6 B/s)",
-		Header: []string{"channels", "write", "read", "raw read", "read / raw (median of per-run ratios)"}}
-	var xs, w, rd, raw []float64
-	for _, c := range chans {
-		var req base.Bytes
-		for _, k := range clean.order {
-			if k.test == "seq-read" && k.channels == c {
-				req = k.request
-			}
-		}
-		sw := clean.median("seq-write", c, req)
-		sr := clean.median("seq-read", c, req)
-		rr := clean.median("raw-read", c, base.Bytes(g.PageSize))
-		t.Rows = append(t.Rows, []string{fmt.Sprint(c), f1(sw), f1(sr), f1(rr), fmt.Sprintf("%.1f%%", 100*median(clean.ratio[c]))})
-		xs, w, rd, raw = append(xs, float64(c)), append(w, sw), append(rd, sr), append(raw, rr)
-	}
-	r.add(benchBlock{table: &t})
-	r.add(benchBlock{stem: "throughput", plot: &report.LinePlot{Title: "SDF layer throughput against channels used",
-		XLabel: "channels", YLabel: "MB/s", Series: []report.Series{
-			{Name: "write", X: xs, Y: w, Points: true}, {Name: "read", X: xs, Y: rd, Points: true},
-			{Name: "raw read", X: xs, Y: raw, Dashed: true}}}})
-	t4 := report.Table{Caption: fmt.Sprintf("Random reads on all %d channels (SDF Table 4 style), MB/s", g.Channels),
-		Header: []string{"request", "read", fmt.Sprintf("read at UBER %g", bc.uber), "ratio", "reads failed at UBER"}}
-	for _, k := range clean.order {
-		if k.test != "rand-read" {
-			continue
-		}
-		c := median(clean.mbps[k])
-		n := median(noisy.mbps[k])
-		ratio := "-"
-		if n > 0 {
-			ratio = fmt.Sprintf("%.1f%%", 100*n/c)
-		}
-		t4.Rows = append(t4.Rows, []string{k.request.String(), f1(c), f1(n), ratio, fmt.Sprint(noisy.errors[k])})
-	}
-	r.add(benchBlock{table: &t4})
-	net := capacity.Raw - capacity.BadBytes - capacity.MetaReserved
-	r.add(benchBlock{text: fmt.Sprintf("Usable capacity: %s of %s raw = %.2f%% of raw; %.2f%% of raw excluding bad blocks (%s) and the "+
-		"metadata zones (%s). The only other reservation is the last page of every block (P2L entrustment); "+
-		"there is no over-provisioning and no parity.",
-		capacity.Usable, capacity.Raw, 100*capacity.UsableFraction(), 100*float64(capacity.Usable)/float64(net),
-		capacity.BadBytes, capacity.MetaReserved)})
-	if bc.uber > 0 {
-		var seqKey benchKey
-		for _, k := range noisy.order {
-			if k.test == "seq-read" {
-				seqKey = k
-			}
-		}
-		c := clean.median("seq-read", g.Channels, seqKey.request)
-		n := median(noisy.mbps[seqKey])
-		var rereads, transients, visible int64
-		for _, s := range noisyStats {
-			rereads += s.Rereads
-			transients += s.Transients
-			visible += s.Corruptions
-		}
-		var reads int64
-		for _, s := range noisyStats {
-			for _, n := range s.ChannelReads {
-				reads += n
-			}
-		}
-		first := reads - rereads
-		// A page fails verification when a flip lands in the bytes the
-		// CRC covers (data and the 36-byte identity); a flip must hit both
-		// reads of a page for the caller to see it.
-		p := 1 - math.Pow(1-bc.uber, float64(8*(g.PageSize+36)))
-		r.add(benchBlock{text: fmt.Sprintf("Closed form for the same runs: %d first reads of a page, each failing its checksum with "+
-			"probability p = 1-(1-UBER)^(8*(%d+36)) = %.2e, predict %.0f re-reads (measured %d) and %.1f errors visible "+
-			"to the caller (p squared per page; measured %d).", first, g.PageSize, p, float64(first)*p, rereads,
-			float64(first)*p*p, visible)})
-		r.add(benchBlock{text: fmt.Sprintf("Cost of the error model at UBER %g (transient flips, DIRECT's injection): sequential read on "+
-			"all %d channels %.1f MB/s against %.1f MB/s without errors (%.1f%%). Over %d runs %d pages failed their checksum "+
-			"and were re-read, %d verified on the re-read (transient flips absorbed by the layer), and %d reads returned a "+
-			"CorruptionError to the caller (to be repaired from a replica by the layers above).",
-			bc.uber, g.Channels, n, c, 100*n/c, bc.runs, rereads, transients, visible)})
-	}
-	tw := report.Table{Caption: "Write amplification under random overwrites (RewriteRange of random 4-page chunks, one full " +
-		"pass over the live data, greedy GC), in-memory device with the same block shape",
-		Header: []string{"fill", "total WA", "data-only WA", "GC pages copied", "zone resets"}}
-	for _, a := range was {
-		tw.Rows = append(tw.Rows, []string{fmt.Sprintf("%.0f%%", 100*a.Fill), fmt.Sprintf("%.3f", a.Amplification),
-			fmt.Sprintf("%.3f", a.DataAmplification), fmt.Sprint(a.GCPages), fmt.Sprint(a.Resets)})
-	}
-	r.add(benchBlock{table: &tw})
-	r.add(benchBlock{text: "Total WA counts every page programmed (data, padding, GC copies, P2L pages, and both copies " +
-		"of the metadata journal page each durable RewriteRange writes); data-only WA counts data pages."})
-	return r, nil
 }

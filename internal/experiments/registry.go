@@ -45,6 +45,8 @@ func All() []Experiment {
 	memo := newSimMemo()
 	all := []Experiment{
 		modelDirect(),
+		sdfBench(),
+		sdfvfsWriteAmplification(),
 		kvYCSBCorruption(),
 		kvRecoveryLatency(),
 		kvPatchSize(),

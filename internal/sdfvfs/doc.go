@@ -86,15 +86,9 @@
 //
 // # Measured
 //
-// BenchmarkPebbleWrite (64 MiB emulated device, 50,000 keys of 16 B with
-// 100 B values, random order): sdf write amplification 1.21-1.26 with a
-// synced batch per 100 keys (zero padding of synced partial pages, their
-// rewrite, one metadata page per sync) and 1.09-1.11 with unsynced batches
-// of 1,000; Pebble's own amplification (WAL, flushes, compactions, copies)
-// 2.6-3.4, varying with compaction timing; host GC copies almost no pages
-// (0-1), since Pebble deletes whole files and lifetime classes keep them in
-// zones of their own. The copies cost 0.04-0.07% of the application bytes
-// for the MANIFEST/OPTIONS shadows and about 1.1% with range copies of
-// every sstable's metadata (sdf write amplification 1.09 -> 1.11: each
-// small copy file pads its last page).
+// The write amplification of each layer (sdf's: padding of synced partial
+// pages, their rewrite, P2L pages, metadata, GC copies; Pebble's own) and
+// the bytes the metadata copies cost are measured by `flashmend experiments
+// run sdfvfs-write-amplification` (docs/results/sdfvfs-write-amplification.md)
+// and BenchmarkPebbleWrite; no figure is kept here.
 package sdfvfs
