@@ -95,7 +95,7 @@ type readErrorPoint struct {
 	UBER      float64
 	Series    errorSeries
 	Measured  rateEstimate
-	Injection float64 // model of the injection path (objstore_model.go)
+	Injection float64 // model of the injection path (model.DirectInjected*)
 	Paper     float64 // internal/model closed form for the same B, C, R
 }
 
@@ -106,17 +106,17 @@ func (p readErrorPoint) String() string {
 // predictions returns the injection-path and paper predictions of every
 // series at one UBER.
 func predictions(uber float64, objectBytes int, sums sumsLayout) (inj, paper [numErrorSeries]float64, err error) {
-	ip := injectionParams{
+	ip := model.DirectInjectionParams{
 		UBER: uber, Chunks: objectBytes / direct.ChunkSize, ChunkBits: 8 * direct.ChunkSize,
 		SectorBits: 8 * direct.SectorSize, SumsBits: sums.RecordBits, Replicas: 3,
 	}
-	if inj[seriesHDFS], err = injectedHDFSFailure(ip); err != nil {
+	if inj[seriesHDFS], err = model.DirectInjectedHDFSFailure(ip); err != nil {
 		return inj, paper, err
 	}
-	if inj[seriesChunk], err = injectedChunkFailure(ip); err != nil {
+	if inj[seriesChunk], err = model.DirectInjectedChunkFailure(ip); err != nil {
 		return inj, paper, err
 	}
-	if inj[seriesVote], err = injectedVoteFailure(ip); err != nil {
+	if inj[seriesVote], err = model.DirectInjectedVoteFailure(ip); err != nil {
 		return inj, paper, err
 	}
 	mp := model.DirectParams{UBER: uber, BlockBytes: int64(objectBytes), ChunkBytes: direct.ChunkSize, Replicas: 3}
@@ -343,7 +343,7 @@ func readErrorsReport(pl readErrorsPlan, points []readErrorPoint, elapsed time.D
 	r.Text("**Two models.** *Paper* is the closed form of DIRECT 000 section 3.1 (`internal/model`: "+
 		"`DirectBlockRecovery`, `DirectChunkRecovery`, `DirectMajorityVote`) for B = %s, C = 64 KiB, R = 3: "+
 		"independent flips at rate E per stored data bit, read once. *Injection* models what the injection "+
-		"path really does (`objstore_model.go`): (1) the node also reads the chunk's sums record (%d bits, "+
+		"path really does (`internal/model` `injection.go`): (1) the node also reads the chunk's sums record (%d bits, "+
 		"stored apart; found at run time in files of %.1f records, %d bits fetched per chunk read) and a "+
 		"flip in the record makes the chunk count as corrupt, so a replica's chunk is bad with probability "+
 		"1-(1-E)^(C+%d); (2) a node re-reads a chunk that fails verification, and with persistent "+

@@ -14,6 +14,13 @@
 //     comment; DirectMajorityVoteAnyBit is the paper's informal upper
 //     bound), for DirectParams; DirectSweep and DirectTable1 for plots and
 //     printing.
+//   - The DIRECT injection path (injection.go): what the object store's
+//     persistent flip-on-read injection really does (sums records read
+//     with the chunk, a re-read that adds flips, hdfs failover at an
+//     offset, sector-wise merge before the vote), for the
+//     direct-read-errors experiment (DirectInjectedHDFSFailure,
+//     DirectInjectedChunkFailure, DirectInjectedVoteFailure), checked
+//     against a bit-level simulation of the read path.
 //   - ECC: the binomial tail of a t-correcting codeword
 //     (CodewordFailureProbability), the UBER it implies (UBERFromRBER, one
 //     uncorrectable event per failed codeword per bit read) and its inverse

@@ -1,4 +1,4 @@
-package experiments
+package model
 
 import (
 	"fmt"
@@ -9,7 +9,8 @@ import (
 )
 
 // This file models what the object store's UBER injection path actually
-// does, so that the direct-read-errors experiment can compare its
+// does, so that the direct-read-errors experiment (internal/experiments) can
+// compare its
 // measurements with a prediction of the same process. The paper's closed
 // forms (internal/model, DIRECT 000 section 3.1) assume that each replica of
 // a block holds independent flips at rate E per data bit and that a read
@@ -39,10 +40,10 @@ import (
 // two or more copies, or when none of the three returned sums records is
 // valid (nothing to verify against).
 
-// injectionParams describe one object read under the node's persistent
+// DirectInjectionParams describe one object read under the node's persistent
 // flip-on-read injection: Chunks chunks of ChunkBits data bits, each with a
 // sums record of SumsBits bits, on Replicas replicas.
-type injectionParams struct {
+type DirectInjectionParams struct {
 	UBER      float64
 	Chunks    int
 	ChunkBits int64
@@ -54,18 +55,18 @@ type injectionParams struct {
 	Replicas   int
 }
 
-func (p injectionParams) String() string {
+func (p DirectInjectionParams) String() string {
 	return fmt.Sprintf("UBER=%g chunks=%d chunk=%db sector=%db sums=%db R=%d",
 		p.UBER, p.Chunks, p.ChunkBits, p.SectorBits, p.SumsBits, p.Replicas)
 }
 
-// Bounds of injectionParams.
+// Bounds of DirectInjectionParams.
 const (
 	maxInjectionChunks = 1 << 20
 	maxInjectionBits   = 1 << 30
 )
 
-func (p injectionParams) validate() error {
+func (p DirectInjectionParams) validate() error {
 	switch {
 	case !(p.UBER >= 0 && p.UBER < 1):
 		return base.InvalidArgumentf("injection model: UBER %g outside [0, 1)", p.UBER)
@@ -87,16 +88,16 @@ func (p injectionParams) validate() error {
 
 // replicaChunkCorrupt is q: the probability that one replica's chunk fails
 // verification on its first read.
-func (p injectionParams) replicaChunkCorrupt() float64 {
+func (p DirectInjectionParams) replicaChunkCorrupt() float64 {
 	return -math.Expm1(float64(p.ChunkBits+p.SumsBits) * math.Log1p(-p.UBER))
 }
 
-// injectedHDFSFailure is the probability that an hdfs-mode object read
+// DirectInjectedHDFSFailure is the probability that an hdfs-mode object read
 // fails: replica 1 fails first at chunk f1, replica 2 fails at some chunk
 // f2 >= f1, ..., replica R at fR >= f(R-1). Computed by a forward pass over
 // the distribution of the current failure offset (sums of positive terms,
 // so tiny probabilities keep their digits).
-func injectedHDFSFailure(p injectionParams) (float64, error) {
+func DirectInjectedHDFSFailure(p DirectInjectionParams) (float64, error) {
 	if err := p.validate(); err != nil {
 		return math.NaN(), err
 	}
@@ -131,9 +132,9 @@ func injectedHDFSFailure(p injectionParams) (float64, error) {
 	return math.Min(total, 1), nil
 }
 
-// injectedChunkFailure is the probability that an object read fails under
+// DirectInjectedChunkFailure is the probability that an object read fails under
 // chunk recovery alone: some chunk is corrupt on every replica.
-func injectedChunkFailure(p injectionParams) (float64, error) {
+func DirectInjectedChunkFailure(p DirectInjectionParams) (float64, error) {
 	if err := p.validate(); err != nil {
 		return math.NaN(), err
 	}
@@ -149,7 +150,7 @@ func objectFailure(chunks int, perChunk float64) float64 {
 	return -math.Expm1(float64(chunks) * math.Log1p(-perChunk))
 }
 
-// injectedVoteFailure is the probability that an object read fails under
+// DirectInjectedVoteFailure is the probability that an object read fails under
 // DIRECT's full path: chunk recovery; when every replica of a chunk is
 // corrupt, a sector-wise merge (each 512 B sector from a copy where it
 // verifies) and a bit-by-bit vote over the three copies of each sector that
@@ -183,7 +184,7 @@ func objectFailure(chunks int, perChunk float64) float64 {
 // flip a bit. The alternating sums cancel almost completely at small E, so
 // everything is evaluated in math/big at a precision raised until the
 // result keeps 64 significant bits.
-func injectedVoteFailure(p injectionParams) (float64, error) {
+func DirectInjectedVoteFailure(p DirectInjectionParams) (float64, error) {
 	if err := p.validate(); err != nil {
 		return math.NaN(), err
 	}
@@ -207,7 +208,7 @@ func injectedVoteFailure(p injectionParams) (float64, error) {
 	return objectFailure(p.Chunks, perChunk), nil
 }
 
-func injectedVoteChunkBig(p injectionParams, prec uint) *big.Float {
+func injectedVoteChunkBig(p DirectInjectionParams, prec uint) *big.Float {
 	nf := func() *big.Float { return new(big.Float).SetPrec(prec) }
 	f := func(x float64) *big.Float { return nf().SetFloat64(x) }
 	one := f(1)
@@ -215,18 +216,18 @@ func injectedVoteChunkBig(p injectionParams, prec uint) *big.Float {
 	u := nf().Sub(one, e) // 1-E
 	e2 := nf().Mul(f(2), e)
 	e2.Mul(e2, u) // 2E(1-E)
-	uSb := bigPow(u, p.SumsBits, prec)
+	uSb := powBig(u, p.SumsBits, prec)
 	a := nf().Sub(one, uSb)
 	a.Mul(a, uSb)
 	same := nf().Mul(u, u)
 	same.Add(same, nf().Mul(e, e))
-	b := nf().Sub(one, bigPow(same, p.SumsBits, prec))
+	b := nf().Sub(one, powBig(same, p.SumsBits, prec))
 	r := p.Replicas
 	sectors := p.ChunkBits / p.SectorBits
 
 	allX := nf()
 	kept := nf() // P(all X, not W, not L)
-	uAll := bigPow(u, p.ChunkBits+p.SumsBits, prec)
+	uAll := powBig(u, p.ChunkBits+p.SumsBits, prec)
 	for s := 0; s <= r; s++ {
 		choose := f(float64(new(big.Int).Binomial(int64(r), int64(s)).Int64()))
 		rates := make([]*big.Float, r)
@@ -236,12 +237,12 @@ func injectedVoteChunkBig(p injectionParams, prec uint) *big.Float {
 				rates[i] = e
 			}
 		}
-		sums := nf().Sub(bigPow(uSb, int64(s), prec), nf().Mul(bigPow(a, int64(s), prec), bigPow(b, int64(r-s), prec)))
+		sums := nf().Sub(powBig(uSb, int64(s), prec), nf().Mul(powBig(a, int64(s), prec), powBig(b, int64(r-s), prec)))
 		sector := nf().Sub(one, sectorLost(rates, p.SectorBits, prec))
-		sector.Mul(sector, bigPow(u, int64(s)*p.SectorBits, prec))
+		sector.Mul(sector, powBig(u, int64(s)*p.SectorBits, prec))
 		term := nf().Mul(choose, sums)
-		term.Mul(term, bigPow(sector, sectors, prec))
-		termX := nf().Mul(choose, bigPow(uAll, int64(s), prec))
+		term.Mul(term, powBig(sector, sectors, prec))
+		termX := nf().Mul(choose, powBig(uAll, int64(s), prec))
 		if s%2 == 0 {
 			allX.Add(allX, termX)
 			kept.Add(kept, term)
@@ -259,7 +260,7 @@ func injectedVoteChunkBig(p injectionParams, prec uint) *big.Float {
 func sectorLost(rates []*big.Float, sectorBits int64, prec uint) *big.Float {
 	nf := func() *big.Float { return new(big.Float).SetPrec(prec) }
 	one := nf().SetInt64(1)
-	double := nf().Sub(one, bigPow(fewerThanTwo(rates, prec), sectorBits, prec))
+	double := nf().Sub(one, powBig(fewerThanTwo(rates, prec), sectorBits, prec))
 	someClean, someCleanNoDouble := nf(), nf()
 	n := len(rates)
 	for mask := 1; mask < 1<<n; mask++ {
@@ -274,8 +275,8 @@ func sectorLost(rates []*big.Float, sectorBits int64, prec uint) *big.Float {
 				others = append(others, p)
 			}
 		}
-		c := bigPow(clean, sectorBits, prec)
-		cn := bigPow(nf().Mul(clean, fewerThanTwo(others, prec)), sectorBits, prec)
+		c := powBig(clean, sectorBits, prec)
+		cn := powBig(nf().Mul(clean, fewerThanTwo(others, prec)), sectorBits, prec)
 		if size%2 == 1 {
 			someClean.Add(someClean, c)
 			someCleanNoDouble.Add(someCleanNoDouble, cn)
@@ -308,20 +309,4 @@ func fewerThanTwo(rates []*big.Float, prec uint) *big.Float {
 		sum.Add(sum, t)
 	}
 	return sum
-}
-
-// bigPow is x^n for n >= 0, by repeated squaring.
-func bigPow(x *big.Float, n int64, prec uint) *big.Float {
-	result := new(big.Float).SetPrec(prec).SetInt64(1)
-	sq := new(big.Float).SetPrec(prec).Set(x)
-	for n > 0 {
-		if n&1 == 1 {
-			result.Mul(result, sq)
-		}
-		n >>= 1
-		if n > 0 {
-			sq.Mul(sq, sq)
-		}
-	}
-	return result
 }
