@@ -15,7 +15,7 @@ import (
 
 // The KV experiments of DIRECT (paper 000 sections 4.1 and 5.1, ZippyDB;
 // paper 001 section 5, Table 4) on internal/kv: a 3-node loopback cluster in
-// one process, Pebble on an in-memory FS wrapped by flipFS. Every number is
+// one process, Pebble on an in-memory FS wrapped by internal/flipfs. Every number is
 // a wall-clock measurement on a shared machine: reports quote medians and
 // ratios of runs made side by side in the same invocation.
 
@@ -161,8 +161,8 @@ func kvYCSBReport(cfg Config, params kvRunParams, cells []kvCell, elapsed time.D
 	}
 	r.Text("DIRECT 000 section 5.1 and 001 section 5 (Table 4) measure ZippyDB with and without DIRECT while a "+
 		"custom RocksDB environment flips bits as they are read. Here the same method runs against flashmend's KV "+
-		"store (`internal/kv`): YCSB-style clients load a 3-node cluster while flipFS "+
-		"(`internal/experiments/kv_flipfs.go`) flips each bit read from an sstable with probability UBER "+
+		"store (`internal/kv`): YCSB-style clients load a 3-node cluster while "+
+		"`internal/flipfs` flips each bit read from an sstable with probability UBER "+
 		"(the table's UBER column, scaled up from the paper's 1e-10..1e-13 so that errors occur in a %v run). *Transient* flips change "+
 		"only the bytes returned by that read; *persistent* flips are also written back into the file, as decayed "+
 		"flash would be. DIRECT isolates the damaged data block and repairs its key range with a patch through "+

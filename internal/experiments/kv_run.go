@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/bitrot"
+	"github.com/flashmend/flashmend/internal/flipfs"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
@@ -25,7 +26,7 @@ import (
 
 // kvRunParams is one measured run of the KV store: a 3-node in-memory
 // loopback cluster, loaded with Records records, then driven by Clients
-// closed-loop YCSB clients for Duration while flipFS flips bits in sstable
+// closed-loop YCSB clients for Duration while internal/flipfs flips bits in sstable
 // reads.
 type kvRunParams struct {
 	Mode       kv.RepairMode
@@ -117,7 +118,7 @@ type kvRunResult struct {
 	// DownAtEnd counts replicas still rebuilding (refusing reads) when the
 	// measured phase ended.
 	DownAtEnd int
-	Flips     flipStats
+	Flips     flipfs.Stats
 	// AtRest is what the flips at rest before the run did (AtRest runs).
 	AtRest bitrot.Report
 	// Repairs completed in the measured phase (kv.Options.OnRepair).
@@ -218,7 +219,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 	if p.ProtectMeta {
 		protect = sdfvfs.SSTMetadataRanges(kv.SSTReaderOptions())
 	}
-	flips, err := newFlipFS(vfs.NewMem(), p.UBER, p.Persistent, protect, p.Seed)
+	flips, err := flipfs.New(vfs.NewMem(), flipfs.Options{UBER: p.UBER, Persistent: p.Persistent, ProtectMeta: protect, Seed: p.Seed})
 	if err != nil {
 		return res, err
 	}
@@ -279,7 +280,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 		}
 	}
 
-	flips.enable(true)
+	flips.Enable(true)
 	log.measured.Store(true)
 	cpu0, err := processCPU()
 	if err != nil {
@@ -289,7 +290,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 	tallies, seconds, err := kvDrive(ctx, c, p)
 	res.Elapsed = time.Since(start)
 	cpu1, cpuErr := processCPU()
-	flips.enable(false)
+	flips.Enable(false)
 	log.measured.Store(false)
 	if err != nil {
 		return res, err

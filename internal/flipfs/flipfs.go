@@ -1,4 +1,4 @@
-package experiments
+package flipfs
 
 import (
 	"fmt"
@@ -14,32 +14,8 @@ import (
 	"github.com/flashmend/flashmend/internal/sdfvfs"
 )
 
-// flipFS is the KV experiments' error injector: a vfs.FS that flips bits in
-// the bytes Pebble reads from sstables, one flip per 1/UBER bits read on
-// average (DIRECT 000 section 5, "Error Injection": ZippyDB's custom RocksDB
-// environment "flips bits as they are read from a file"). Every bit read from
-// a file whose name ends in ".sst" flips independently with probability UBER;
-// the gaps between flips are geometric, so the cost is per read, not per bit.
-//
-// Transient flips change only the caller's buffer (a re-read is clean);
-// persistent flips are also written back into the stored file, as a flash
-// page that decayed would be. WAL, MANIFEST and raft log reads are never
-// touched: those have their own duplication (internal/raftlog, sdfvfs) and
-// are not what the ZippyDB experiments measure.
-//
-// With protectMeta, an sstable's metadata blocks (index, filter,
-// properties, footer: sdfvfs.SSTMetadataRanges) are taken to be duplicated
-// locally (DIRECT policy 2, as internal/sdfvfs does on flash): a flip that
-// lands there is repaired from the local copy before Pebble sees it, so it
-// is counted (MetaAbsorbed) and not applied. Only data blocks then reach
-// the KV store's repair, as in ZippyDB-DIRECT.
-//
-// NB: internal/flash's UBERModel injects the same flips at the device; under
-// internal/sdfvfs the SDF layer re-reads a page that fails its checksum and
-// absorbs a transient flip before Pebble sees it. The KV experiments measure
-// what happens above that layer (a flip the device could not hide), so they
-// inject at the Pebble file boundary instead.
-type flipFS struct {
+// FS is the injector: see the package comment.
+type FS struct {
 	vfs.FS
 	persistent  bool
 	protectMeta sdfvfs.RangesFunc // nil: metadata is not protected
@@ -49,12 +25,12 @@ type flipFS struct {
 	rng     *rand.Rand                // guarded by mu
 	uber    float64                   // guarded by mu
 	gap     int64                     // bits still to read before the next flip; guarded by mu
-	stats   flipStats                 // guarded by mu
+	stats   Stats                     // guarded by mu
 	meta    map[string][]sdfvfs.Range // metadata ranges by path; guarded by mu
 }
 
-// flipStats counts what a flipFS read and injected.
-type flipStats struct {
+// Stats counts what an FS read and injected.
+type Stats struct {
 	SSTBitsRead int64
 	Flips       int64
 	// MetaAbsorbed counts flips that landed in protected metadata blocks
@@ -64,26 +40,39 @@ type flipStats struct {
 	PerNode map[string]int64
 }
 
-func (s flipStats) String() string {
+func (s Stats) String() string {
 	return fmt.Sprintf("sstBitsRead=%d flips=%d metaAbsorbed=%d perNode=%v", s.SSTBitsRead, s.Flips, s.MetaAbsorbed, s.PerNode)
 }
 
-var _ vfs.FS = (*flipFS)(nil)
+var _ vfs.FS = (*FS)(nil)
 
-// newFlipFS wraps inner. Flips start disabled (loading a store is not part of
-// the measurement); setUBER and enable control them. protectMeta, if not
-// nil, finds each sstable's locally duplicated metadata ranges.
-func newFlipFS(inner vfs.FS, uber float64, persistent bool, protectMeta sdfvfs.RangesFunc, seed int64) (*flipFS, error) {
-	f := &flipFS{FS: inner, persistent: persistent, protectMeta: protectMeta, rng: rand.New(rand.NewSource(seed)),
+// Options configures an FS.
+type Options struct {
+	// UBER is the probability that a bit read flips, in [0, 1e-2).
+	UBER float64
+	// Persistent writes each flip back into the stored file; otherwise
+	// only the caller's buffer changes (a re-read is clean).
+	Persistent bool
+	// ProtectMeta, if set, finds each sstable's locally duplicated
+	// metadata ranges: flips there are counted and not applied.
+	ProtectMeta sdfvfs.RangesFunc
+	// Seed seeds the flip positions.
+	Seed int64
+}
+
+// New wraps inner. Flips start disabled (loading a store is usually not
+// part of a measurement); SetUBER and Enable control them.
+func New(inner vfs.FS, opts Options) (*FS, error) {
+	f := &FS{FS: inner, persistent: opts.Persistent, protectMeta: opts.ProtectMeta, rng: rand.New(rand.NewSource(opts.Seed)),
 		meta: map[string][]sdfvfs.Range{}}
-	if err := f.setUBER(uber); err != nil {
+	if err := f.SetUBER(opts.UBER); err != nil {
 		return nil, err
 	}
 	return f, nil
 }
 
-// setUBER changes the flip probability per bit read.
-func (f *flipFS) setUBER(uber float64) error {
+// SetUBER changes the flip probability per bit read.
+func (f *FS) SetUBER(uber float64) error {
 	if !(uber >= 0 && uber < 1e-2) {
 		return base.InvalidArgumentf("flipfs: UBER %g outside [0, 1e-2)", uber)
 	}
@@ -94,11 +83,12 @@ func (f *flipFS) setUBER(uber float64) error {
 	return nil
 }
 
-func (f *flipFS) enable(on bool) { f.enabled.Store(on) }
+// Enable turns the flips on or off (a new FS starts with them off).
+func (f *FS) Enable(on bool) { f.enabled.Store(on) }
 
 // nextGapLocked draws the number of clean bits before the next flip:
 // geometric with success probability uber (inverse transform sampling).
-func (f *flipFS) nextGapLocked() int64 {
+func (f *FS) nextGapLocked() int64 {
 	if f.uber == 0 {
 		return math.MaxInt64
 	}
@@ -111,7 +101,7 @@ func (f *flipFS) nextGapLocked() int64 {
 }
 
 // Stats returns a copy of the counters.
-func (f *flipFS) Stats() flipStats {
+func (f *FS) Stats() Stats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := f.stats
@@ -123,7 +113,7 @@ func (f *flipFS) Stats() flipStats {
 }
 
 // Open wraps sstables so their reads go through the injector.
-func (f *flipFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+func (f *FS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	file, err := f.FS.Open(name, opts...)
 	if err != nil || !strings.HasSuffix(name, ".sst") {
 		return file, err
@@ -132,11 +122,11 @@ func (f *flipFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 }
 
 // Unwrap returns the wrapped file system.
-func (f *flipFS) Unwrap() vfs.FS { return f.FS }
+func (f *FS) Unwrap() vfs.FS { return f.FS }
 
 // flipOffsets decides which bits of a read of n bytes flip, and counts them.
 // It returns bit offsets within the read.
-func (f *flipFS) flipOffsets(name string, file vfs.File, off int64, n int) []int64 {
+func (f *FS) flipOffsets(name string, file vfs.File, off int64, n int) []int64 {
 	if n <= 0 || !f.enabled.Load() {
 		return nil
 	}
@@ -179,7 +169,7 @@ func (f *flipFS) flipOffsets(name string, file vfs.File, off int64, n int) []int
 // metaRangesLocked returns (and caches) the metadata ranges of an sstable.
 // A table that does not parse (being written, or damaged) is treated as
 // having none: every flip in it applies.
-func (f *flipFS) metaRangesLocked(name string, file vfs.File) []sdfvfs.Range {
+func (f *FS) metaRangesLocked(name string, file vfs.File) []sdfvfs.Range {
 	if rs, ok := f.meta[name]; ok {
 		return rs
 	}
@@ -202,7 +192,7 @@ func inRanges(rs []sdfvfs.Range, at int64) bool {
 	return false
 }
 
-// nodeDirOf finds the "nN" element of a LocalCluster path
+// nodeDirOf finds the "nN" element of a kvcluster path
 // ("cluster/n2/shard-1/pebble/000005.sst" -> "n2").
 func nodeDirOf(path string) string {
 	for _, el := range strings.Split(path, "/") {
@@ -215,7 +205,7 @@ func nodeDirOf(path string) string {
 
 type flipFile struct {
 	vfs.File
-	fs   *flipFS
+	fs   *FS
 	name string
 	pos  int64 // for Read
 }
@@ -246,7 +236,7 @@ func (ff *flipFile) inject(p []byte, off int64) {
 }
 
 // writeBack stores a flipped byte in the file itself (persistent flips).
-func (f *flipFS) writeBack(name string, at int64, b byte) error {
+func (f *FS) writeBack(name string, at int64, b byte) error {
 	w, err := f.FS.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err
