@@ -64,6 +64,7 @@ func All() []Experiment {
 		chameleonWA(memo),
 		chameleonStates(memo),
 		chameleonScaleExp(),
+		chameleonLive(),
 		reparoIdentifier(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })

@@ -213,13 +213,15 @@ func (b *Balancer) usable(n base.NodeID) bool {
 	if s == nil || !s.reported {
 		return true // no statistics yet: the placer's member list decides
 	}
-	return s.Up && s.Utilization < b.opts.MaxUtilization
+	// A caller's current view of liveness (avoid) replaces the last
+	// epoch's: a server that came back since then takes writes again.
+	return (s.Up || b.avoid != nil) && s.Utilization < b.opts.MaxUtilization
 }
 
 // up reports whether n takes writes (a part already on it may be updated).
 func (b *Balancer) up(n base.NodeID) bool {
-	if b.avoid != nil && b.avoid(n) {
-		return false
+	if b.avoid != nil {
+		return !b.avoid(n)
 	}
 	s := b.servers[n]
 	return s == nil || !s.reported || s.Up
@@ -333,9 +335,10 @@ func (b *Balancer) PlanWrite(id ObjectID) (WritePlan, error) {
 	return WritePlan{Object: id, Old: old, New: target, State: state}, nil
 }
 
-// PlanWriteAvoiding is PlanWrite with the servers avoid reports treated as
-// down: the coordinator's view of liveness, and the servers a writer could
-// not reach in an earlier attempt.
+// PlanWriteAvoiding is PlanWrite with the caller's current view of which
+// servers cannot take writes (the coordinator's liveness, the servers a
+// writer could not reach in an earlier attempt): it replaces the liveness
+// of the last epoch's statistics, which may be an epoch old.
 func (b *Balancer) PlanWriteAvoiding(id ObjectID, avoid func(base.NodeID) bool) (WritePlan, error) {
 	b.avoid = avoid
 	defer func() { b.avoid = nil }()
