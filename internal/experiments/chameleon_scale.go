@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -176,7 +177,28 @@ func runChameleonScale(ctx context.Context, cfg Config) (*report.Report, error) 
 	if err := r.Plot("wall", "simulator wall time against fleet size", wallPlot); err != nil {
 		return nil, err
 	}
-	r.Text("The paper evaluates 50 servers only. The coefficient of variation is the fleet-size-free measure: " +
-		"sigma itself grows with the mean erase count. Wall time is the whole run, preload included.")
+	// How much of the load the hottest object carries, against a server's
+	// mean share: placement moves whole parts, so no balancer spreads one
+	// object's writes over more than its six shards (or three copies).
+	var lines []string
+	for _, n := range fleets {
+		objects := float64(p.Scaled(perServer*float64(n)).Dataset / p.ObjectBytes)
+		zeta := 0.0
+		for i := 1.0; i <= objects; i++ {
+			zeta += math.Pow(i, -p.Theta)
+		}
+		top := 1 / zeta
+		// An EC write of a whole object programs a quarter of it on each
+		// of six servers; the fleet programs 1.5 objects per write.
+		ratio := (top / 4) / (1.5 / float64(n))
+		lines = append(lines, fmt.Sprintf("at %d servers %.1f%% of the writes (%.1fx a server's mean load on each of its six)", n, 100*top, ratio))
+	}
+	r.Text("The paper evaluates 50 servers only. The coefficient of variation is the fleet-size-free measure (sigma "+
+		"grows with the mean erase count). With a constant load per server the Zipf head does not shrink as the fleet "+
+		"grows: the hottest object takes %s. A balancer that places whole parts cannot spread one object's writes "+
+		"over more servers than it has parts, so past a few hundred servers the hottest objects' servers wear out "+
+		"ahead whatever the policy. Compare the coefficients of variation above: the absolute sigma of Chameleon "+
+		"can rise with its mean, which ARPT's REP copies of the hottest objects raise. Wall time is the whole run, "+
+		"preload included.", strings.Join(lines, "; "))
 	return r, nil
 }
