@@ -41,8 +41,8 @@ type Options struct {
 	WriteAttempts int
 	// Logf receives operational messages; nil discards them.
 	Logf func(format string, args ...any)
-	// Clock stamps the blob entries a write records on the nodes (default
-	// the system clock).
+	// Clock stamps the blob entries a write records on the nodes and
+	// dates the membership view (default the system clock).
 	Clock base.Clock
 }
 
@@ -201,7 +201,7 @@ func (c *Client) Nodes(ctx context.Context) ([]*coordpb.NodeInfo, error) {
 	for _, n := range resp.Nodes {
 		c.nodes[n.Id] = n
 	}
-	c.nodesAt = time.Now()
+	c.nodesAt = c.opts.Clock.Now()
 	c.nodesMu.Unlock()
 	return resp.Nodes, nil
 }
@@ -211,7 +211,7 @@ func (c *Client) Nodes(ctx context.Context) ([]*coordpb.NodeInfo, error) {
 func (c *Client) nodeInfo(ctx context.Context, id uint64) (*coordpb.NodeInfo, error) {
 	c.nodesMu.Lock()
 	n, ok := c.nodes[id]
-	fresh := time.Since(c.nodesAt) < time.Second
+	fresh := c.opts.Clock.Now().Sub(c.nodesAt) < time.Second
 	c.nodesMu.Unlock()
 	if ok && fresh {
 		return n, nil

@@ -78,7 +78,10 @@ type Config struct {
 	// merged into the index (default 10 minutes).
 	RecoveryWindow time.Duration
 	// Wear runs the wear balancer (wear.go); off by default.
-	Wear  WearConfig
+	Wear WearConfig
+	// Clock dates pending writes, records and the membership view's age
+	// (default the system clock). The sweeper's period is a wall-clock
+	// ticker.
 	Clock base.Clock
 	Logf  func(format string, args ...any)
 }
@@ -396,14 +399,14 @@ func (c *Coordinator) ClusterInfo(ctx context.Context, req *coordpb.ClusterInfoR
 func (c *Coordinator) nodes(ctx context.Context) (map[uint64]*coordpb.NodeInfo, error) {
 	c.nodesMu.Lock()
 	defer c.nodesMu.Unlock()
-	if c.nodesCache != nil && time.Since(c.nodesAt) < nodesCacheTTL {
+	if c.nodesCache != nil && c.cfg.Clock.Now().Sub(c.nodesAt) < nodesCacheTTL {
 		return c.nodesCache, nil
 	}
 	nodes, err := c.readNodes(ctx)
 	if err != nil {
 		return nil, err
 	}
-	c.nodesCache, c.nodesAt = nodes, time.Now()
+	c.nodesCache, c.nodesAt = nodes, c.cfg.Clock.Now()
 	return nodes, nil
 }
 

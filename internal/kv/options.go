@@ -82,8 +82,11 @@ type Options struct {
 	Mode RepairMode
 	// MaxOpenTxns bounds open transactions per replica. Default 1024.
 	MaxOpenTxns int
-	// Clock stamps events (durations measured for reports). Default the
-	// system clock.
+	// Clock stamps events (durations measured for reports), dates the
+	// deadlines of raft log repair at open, and is the time base of
+	// proposal ids (it must move forward between a replica's runs).
+	// Default the system clock. Raft ticks and request timeouts are
+	// timers on the wall clock.
 	Clock base.Clock
 	// OnRepair, if set, is called after each completed repair (experiments,
 	// metrics). It runs on the replica's apply worker: it must not block.

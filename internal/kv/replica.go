@@ -224,8 +224,9 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	}
 	// NB: proposal, read and patch ids must not repeat across restarts (a
 	// replayed entry must not answer a new waiter), hence a time base
-	// rather than a seeded generator.
-	r.nextID.Store(uint64(time.Now().UnixNano()) << 8)
+	// rather than a seeded generator: a clock injected in Options must move
+	// forward between a replica's runs.
+	r.nextID.Store(uint64(opts.Clock.Now().UnixNano()) << 8)
 	lg, err := raftlog.Open(raftlog.Options{FS: fs, Dir: fs.PathJoin(dir, "raft")})
 	if err != nil {
 		return nil, err
@@ -433,7 +434,7 @@ func (r *Replica) logRepairTimeout() time.Duration {
 // peers' logs (raftlog.Log.Offer), seals it, and starts raft.
 func (r *Replica) repairLog() {
 	defer r.wg.Done()
-	deadline := time.Now().Add(r.logRepairTimeout())
+	deadline := r.opts.Clock.Now().Add(r.logRepairTimeout())
 	for attempt := 0; ; attempt++ {
 		d := r.log.Damage()
 		if len(d.Holes) == 0 {
@@ -450,7 +451,7 @@ func (r *Replica) repairLog() {
 		if lo, hi, ok := r.log.RepairSpan(); ok && len(r.log.Damage().Holes) > 0 {
 			r.fetchAndOffer(lo, hi)
 		}
-		if len(r.log.Damage().Holes) == 0 || time.Now().After(deadline) {
+		if len(r.log.Damage().Holes) == 0 || r.opts.Clock.Now().After(deadline) {
 			break
 		}
 		select {
@@ -576,7 +577,7 @@ func (r *Replica) EntriesForPeer(req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntr
 // runs once, so damage in files no scan touched is repaired at once too.
 func (r *Replica) verifyEngine() {
 	defer r.wg.Done()
-	deadline := time.Now().Add(r.logRepairTimeout() + 10*r.opts.PatchTimeout)
+	deadline := r.opts.Clock.Now().Add(r.logRepairTimeout() + 10*r.opts.PatchTimeout)
 	scrubbed := false
 	for {
 		if r.stopped() {
@@ -597,7 +598,7 @@ func (r *Replica) verifyEngine() {
 			r.mu.Unlock()
 			r.enqueue(applyTask{})
 			return
-		case !base.IsCorruption(err) || time.Now().After(deadline):
+		case !base.IsCorruption(err) || r.opts.Clock.Now().After(deadline):
 			// Cannot tell (the replica closed, or damage no peer repairs):
 			// the checksums still guard every read.
 			r.verified.Store(true)

@@ -96,13 +96,13 @@ func (fs *FS) Identify(d flash.DieAddr, m reparo.Method, w reparo.Window) ([]Fil
 }
 
 func (fs *FS) identifyScan(d flash.DieAddr, workers int, m reparo.Method, w reparo.Window) ([]FileRange, IdentifyStats, error) {
-	start := time.Now()
+	start := fs.opts.Clock.Now()
 	st := IdentifyStats{Method: "scan", Identifier: m, Window: w, Workers: workers}
 	fs.mu.Lock()
 	pages := fs.scanWindowLocked(d, nil, workers, w, &st)
 	out := fs.rangesLocked(pages)
 	fs.mu.Unlock()
-	st.Elapsed = time.Since(start)
+	st.Elapsed = fs.opts.Clock.Now().Sub(start)
 	return out, st, nil
 }
 
@@ -122,7 +122,7 @@ type p2lOwners struct {
 }
 
 func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, IdentifyStats, error) {
-	start := time.Now()
+	start := fs.opts.Clock.Now()
 	st := IdentifyStats{Method: "entrustment", Identifier: reparo.IdentifyCDRStar, Window: w, Workers: fs.l.g.Channels}
 	fs.p2lMu.Lock()
 	po := fs.p2l[d]
@@ -167,7 +167,7 @@ func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, Identi
 	}
 	out := fs.rangesLocked(pages)
 	fs.mu.Unlock()
-	st.Elapsed = time.Since(start)
+	st.Elapsed = fs.opts.Clock.Now().Sub(start)
 	return out, st, nil
 }
 
