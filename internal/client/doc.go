@@ -22,6 +22,10 @@
 //   - Scrubbing: ScrubObject reads every replica and shard (parity included)
 //     and repairs through the same path; Scrubber runs it over the whole
 //     index under a byte budget, with repairs queued behind their own budget.
+//   - Wear moves: RunWearMoves carries out the coordinator's wear balancer
+//     moves, each a replacement of one part re-created through the scrub
+//     path and committed by CommitReplace; Put writes the redundancy the
+//     coordinator's plan names.
 //   - Re-protection: ReprotectObject re-creates the replicas and shards of
 //     a dead node on nodes the coordinator picks (through the scrub path:
 //     the new node's missing chunks are damage) and moves the placement;

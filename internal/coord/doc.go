@@ -34,6 +34,11 @@
 //   - The sweeper: expired pending writes become garbage; garbage versions
 //     are deleted from their live nodes and forgotten once every node of the
 //     placement has deleted its part.
+//   - The wear balancer (wear.go, Config.Wear): Chameleon's internal/wear
+//     run on the nodes' heartbeats every epoch; it places every put
+//     (redundancy and nodes), hands its moves to a mover as replacements
+//     of one part (BeginReplace with a destination), and keeps its mapping
+//     rows in etcd, reconciled with the records at start.
 //   - Re-protection (replace.go): a replica or shard on a dead node is
 //     re-created elsewhere. BeginReplace picks the target (the first live
 //     member on the key's ring walk holding no part and no garbage of the
