@@ -136,6 +136,10 @@
 //     replica that lost raft entries it had acknowledged.
 //   - Invariant: a patch holds, for each range, rows read at the patch
 //     entry on replicas whose reads of that range verified.
+//   - In invariants builds the applied record is decoded back before it is
+//     written (checksum before the write); both copies are verified when
+//     read, and a patched range is read back against the patch after its
+//     ingest (verify after the read).
 //
 // # Failure model
 //

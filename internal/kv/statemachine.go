@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/invariants"
 )
 
 // stateMachine is one replica's Pebble instance. The apply worker is its
@@ -141,6 +142,12 @@ func (sm *stateMachine) setApplied(index, term uint64) error {
 // appliedKey2) to w (the DB, or a batch committed by the caller).
 func (sm *stateMachine) writeApplied(w pebble.Writer, st appliedState) error {
 	v := st.encode()
+	if invariants.Enabled {
+		// Checksum before the write: the record decodes back to st
+		// (readApplied verifies both copies it reads).
+		back, err := decodeAppliedState(v)
+		_ = invariants.Check(err == nil && back == st, "kv: applied record %+v decodes back as %+v (%v)", st, back, err)
+	}
 	if err := w.Set(appliedKey, v, pebble.NoSync); err != nil {
 		return classify(err)
 	}

@@ -4,11 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
+	"github.com/flashmend/flashmend/internal/invariants"
 )
 
 // ChunkStore is the object store a node serves: chunks and their sums
@@ -134,7 +136,15 @@ func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, r
 			return err
 		}
 	}
-	if err := c.writeRecord(id, EncodeSums(id, len(data), sums)); err != nil {
+	rec := EncodeSums(id, len(data), sums)
+	if invariants.Enabled {
+		// Checksum before the write: the record decodes back to what it
+		// stores (the read side verifies every record it reads).
+		n, back, err := DecodeSums(id, rec)
+		_ = invariants.Check(err == nil && n == len(data) && slices.Equal(back, sums),
+			"objstore: sums record of %s does not decode back before its write: %v", id, err)
+	}
+	if err := c.writeRecord(id, rec); err != nil {
 		return err
 	}
 	c.c.chunksWritten.Add(1)

@@ -65,7 +65,10 @@
 //     its sums record out of place (range rewrite or new file); the old bytes
 //     are never modified in place. Writing one chunk's record never changes
 //     another chunk's record bytes.
-//   - Every on-disk structure carries a CRC32C.
+//   - Every on-disk structure carries a CRC32C. Assertions come in pairs
+//     around persistence: in invariants builds a sums record or metadata
+//     record is decoded back before it is written, and every read verifies
+//     what it read (internal/invariants).
 //
 // # Failure model
 //

@@ -1,11 +1,13 @@
 package objstore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
+	"github.com/flashmend/flashmend/internal/invariants"
 )
 
 // MetaCopies is how many copies of every local metadata file a node keeps
@@ -145,6 +147,12 @@ func (m *MetaFiles) WriteNew(name string, payload []byte) error { return m.write
 
 func (m *MetaFiles) write(name string, seq uint64, payload []byte) error {
 	rec := encodeMeta(seq, payload)
+	if invariants.Enabled {
+		// Checksum before the write: the record decodes back to what it
+		// stores (Read verifies every copy it reads).
+		s, p, ok := decodeMeta(rec)
+		_ = invariants.Check(ok && s == seq && bytes.Equal(p, payload), "objstore: meta %s does not decode back before its write", name)
+	}
 	for i := 0; i < MetaCopies; i++ {
 		if err := m.store.Put(metaCopyName(name, i), rec); err != nil {
 			return fmt.Errorf("meta %s: write copy %d: %w", name, i, err)
