@@ -11,13 +11,13 @@ import (
 	"sync"
 	"time"
 
+	"gonum.org/v1/plot"
+
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/model"
 	"github.com/flashmend/flashmend/internal/report"
-
-	"gonum.org/v1/plot"
 )
 
 // directReadErrors is DIRECT Figure 10 (paper 000 section 5, 001 section

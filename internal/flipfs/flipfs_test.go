@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/flashmend/flashmend/internal/sdfvfs"
 )
 

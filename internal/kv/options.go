@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/flashmend/flashmend/internal/base"
 )
 

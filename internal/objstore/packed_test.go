@@ -8,7 +8,6 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
-
 	"github.com/flashmend/flashmend/internal/flash"
 )
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/sdf"
 )

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
+
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/guardfs"
 	"github.com/flashmend/flashmend/internal/sdf"
