@@ -1,0 +1,213 @@
+package sdf
+
+import (
+	"errors"
+	"io"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
+)
+
+// ReadAt reads len(p) bytes at off (io.ReaderAt). Every page is verified
+// against its checksum and identity; a page that fails is reported as a
+// *CorruptionError naming the file range, and n counts the bytes before it.
+func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, base.InvalidArgumentf("sdf: negative offset %d", off)
+	}
+	f.mu.Lock()
+	closed := f.closed
+	f.mu.Unlock()
+	if closed {
+		return 0, ErrClosed
+	}
+	n, err := f.fs.readAt(f.ino, p, off, false, nil)
+	return n, err
+}
+
+// pageRead is one page of a read: from a buffer or from flash.
+type pageRead struct {
+	page     uint64
+	dst      []byte // where its bytes go in the caller's buffer
+	skip     int    // offset of dst's first byte within the page
+	buffered bool
+	e        extent // mapping when not buffered
+	op       *pageOp
+}
+
+// readAt reads into p at off. With raw, pages that fail verification are
+// returned as read (corrupt content) and listed in *bad instead of ending
+// the read.
+func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*CorruptionError) (int, error) {
+	ps := int64(fs.l.g.PageSize)
+	for retry := 0; ; retry++ {
+		fs.mu.Lock()
+		if fs.closed {
+			fs.mu.Unlock()
+			return 0, ErrClosed
+		}
+		size := ino.size
+		if off >= size {
+			fs.mu.Unlock()
+			if len(p) == 0 {
+				return 0, nil
+			}
+			return 0, io.EOF
+		}
+		want := min(int64(len(p)), size-off)
+		npages := int((off+want-1)/ps - off/ps + 1)
+		// One allocation each for the page records, ops and OOB buffers.
+		slab := make([]pageRead, npages)
+		opSlab := make([]pageOp, npages)
+		oobSlab := fs.getOOB(npages * fs.l.g.OOBSize)
+		reads := make([]*pageRead, 0, npages)
+		ops := make([]*pageOp, 0, npages)
+		for pos := off; pos < off+want; {
+			pg := uint64(pos / ps)
+			skip := int(pos % ps)
+			n := min(ps-int64(skip), off+want-pos)
+			i := len(reads)
+			r := &slab[i]
+			*r = pageRead{page: pg, dst: p[pos-off : pos-off+n], skip: skip}
+			if pg >= ino.bufPage && len(ino.buf) > 0 {
+				bo := int64(pg-ino.bufPage)*ps + int64(skip)
+				copy(r.dst, ino.buf[bo:])
+				r.buffered = true
+			} else {
+				e, ok := ino.m.find(pg)
+				if !ok {
+					// A hole (never programmed): reads as zeros.
+					clear(r.dst)
+					r.buffered = true
+				} else {
+					r.e = e
+					z := fs.zones[e.zone]
+					d := int(pg - e.filePage)
+					data := r.dst
+					if skip != 0 || n != ps {
+						data = make([]byte, ps)
+					}
+					o := fs.l.g.OOBSize
+					r.op = &opSlab[i]
+					*r.op = pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, z.dies, e.zonePage+d),
+						data: data, oob: oobSlab[i*o : (i+1)*o : (i+1)*o], decode: true}
+					ops = append(ops, r.op)
+				}
+			}
+			reads = append(reads, r)
+			pos += n
+		}
+		name := ino.name
+		fs.mu.Unlock()
+		fs.doParallel(ops)
+		defer fs.putOOB(oobSlab)
+		stale := false
+		for i, r := range reads {
+			if r.buffered {
+				continue
+			}
+			cerr := fs.verify(ino, name, r, ps)
+			if cerr != nil && retry < 2 && fs.mappingChanged(ino, r) {
+				stale = true
+				break
+			}
+			if cerr != nil && r.op.err == nil {
+				// A checksum failure with a clean device status may be a
+				// transient flip on the way out: read once more before
+				// reporting (DIRECT: tell transient flips from damage).
+				fs.ctr.rereads.Add(1)
+				fs.chans[r.op.addr.Channel].do(r.op)
+				if cerr = fs.verify(ino, name, r, ps); cerr == nil {
+					fs.ctr.transients.Add(1)
+				}
+			}
+			if len(r.op.data) != len(r.dst) || &r.op.data[0] != &r.dst[0] {
+				copy(r.dst, r.op.data[r.skip:])
+			}
+			if cerr != nil {
+				fs.ctr.corruptions.Add(1)
+				if !raw {
+					done := 0
+					for _, q := range reads[:i] {
+						done += len(q.dst)
+					}
+					return done, cerr
+				}
+				if bad != nil {
+					*bad = append(*bad, cerr)
+				}
+			}
+		}
+		if stale {
+			continue
+		}
+		fs.ctr.readBytes.Add(want)
+		if want < int64(len(p)) {
+			return int(want), io.EOF
+		}
+		return int(want), nil
+	}
+}
+
+// getOOB returns a scratch buffer of n bytes for OOB areas (the device
+// overwrites them, so they need no clearing); putOOB recycles it.
+func (fs *FS) getOOB(n int) []byte {
+	if b, ok := fs.oobPool.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]byte, n)
+}
+
+func (fs *FS) putOOB(b []byte) {
+	if cap(b) <= 4<<20 {
+		fs.oobPool.Put(&b)
+	}
+}
+
+// mappingChanged reports whether r's page is now mapped elsewhere (a
+// concurrent GC, rewrite or reset made the read stale).
+func (fs *FS) mappingChanged(ino *inode, r *pageRead) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	e, ok := ino.m.find(r.page)
+	return !ok || e.zone != r.e.zone || e.seq+(r.page-e.filePage) != r.e.seq+(r.page-r.e.filePage)
+}
+
+// verify checks a page read from flash and returns the corruption, if any.
+func (fs *FS) verify(ino *inode, name string, r *pageRead, ps int64) *CorruptionError {
+	op := r.op
+	wantSeq := r.e.seq + (r.page - r.e.filePage)
+	var cause error
+	if op.err != nil {
+		cause = op.err
+		fs.det.observe(fs, op.addr, op.status, op.err)
+		switch {
+		case errors.Is(op.err, flash.ErrDieFailed):
+			fs.ctr.dieFailedReads.Add(1)
+		case errors.Is(op.err, flash.ErrUncorrectable):
+			fs.ctr.uncorrectables.Add(1)
+		}
+	} else {
+		fs.det.observe(fs, op.addr, op.status, nil)
+		id, ok := op.id, op.idOK
+		if !op.decode {
+			id, ok = decodeOOB(op.oob, op.data)
+		}
+		switch {
+		case !ok:
+			cause = errChecksum
+			fs.ctr.checksumErrs.Add(1)
+		case id.fileID != ino.id || id.page != r.page || id.seq != wantSeq:
+			cause = errIdentity
+			fs.ctr.checksumErrs.Add(1)
+		}
+	}
+	if cause == nil {
+		return nil
+	}
+	off := int64(r.page) * ps
+	fs.mu.Lock()
+	length := min(ps, ino.size-off)
+	fs.mu.Unlock()
+	return &CorruptionError{Addr: op.addr, Zone: r.e.zone, FileID: ino.id, Name: name, Off: off, Len: max(length, 0), Err: cause}
+}

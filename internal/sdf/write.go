@@ -1,0 +1,290 @@
+package sdf
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/invariants"
+)
+
+// Write appends p to the file. Data is buffered and programmed in whole
+// pages; Sync makes it durable.
+func (f *File) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, ErrClosed
+	}
+	if !f.writable {
+		return 0, ErrReadOnly
+	}
+	fs := f.fs
+	fs.mu.Lock()
+	if fs.closed {
+		fs.mu.Unlock()
+		return 0, ErrClosed
+	}
+	ino := f.ino
+	ino.buf = append(ino.buf, p...)
+	ino.size += int64(len(p))
+	ino.mtime = fs.opts.Clock.Now().UnixNano()
+	full := len(ino.buf) >= int(fs.opts.WriteBufferBytes)
+	fs.mu.Unlock()
+	fs.ctr.userBytes.Add(int64(len(p)))
+	if full {
+		if err := fs.flushFile(ino, false); err != nil {
+			return len(p), err
+		}
+	}
+	return len(p), nil
+}
+
+// Sync programs every buffered byte (padding a partial last page with
+// zeros) and makes the file's data and size durable.
+func (f *File) Sync() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	if !f.writable {
+		return f.fs.Sync()
+	}
+	if err := f.fs.flushFile(f.ino, true); err != nil {
+		return err
+	}
+	// The pages are durable now. Their extents are found again on open by
+	// scanning the unsealed zones' OOB (recoverUnsealed), so the journal
+	// is flushed only if a zone was opened since its last flush.
+	f.fs.mu.Lock()
+	urgent := f.fs.jr.urgent
+	f.fs.mu.Unlock()
+	if urgent {
+		if err := f.fs.flushJournal(); err != nil {
+			return err
+		}
+	}
+	return f.fs.reclaim()
+}
+
+// Close syncs a writable handle and releases the handle.
+func (f *File) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return ErrClosed
+	}
+	f.closed = true
+	fs := f.fs
+	var err error
+	if f.writable {
+		err = fs.flushFile(f.ino, true)
+		err = errors.Join(err, fs.flushJournal())
+	}
+	fs.mu.Lock()
+	if f.writable {
+		f.ino.writing = false
+		f.ino.buf = nil
+	}
+	f.ino.opens--
+	freed := f.ino.unlinked && f.ino.opens == 0
+	if freed {
+		fs.freeLocked(f.ino)
+	}
+	fs.mu.Unlock()
+	if freed {
+		err = errors.Join(err, fs.reclaim())
+	}
+	return err
+}
+
+// flushFile programs the whole pages of ino's buffer, and with pad also the
+// partial last page padded with zeros (which stays buffered: the next flush
+// programs it again, out of place, with the bytes appended since).
+func (fs *FS) flushFile(ino *inode, pad bool) error {
+	ps := fs.l.g.PageSize
+	fs.mu.Lock()
+	full := len(ino.buf) / ps
+	partial := len(ino.buf) % ps
+	n := full
+	if pad && partial > 0 {
+		n++
+	}
+	if n == 0 || ino.unlinked && ino.opens == 0 {
+		fs.mu.Unlock()
+		return nil
+	}
+	data := make([]byte, n*ps)
+	copy(data, ino.buf)
+	start := ino.bufPage
+	lastValid := ps
+	if n > full {
+		lastValid = partial
+	}
+	hint := ino.hint
+	fs.mu.Unlock()
+	if n > full {
+		fs.ctr.padBytes.Add(int64(ps - partial))
+	}
+	err := fs.writePages(ino, hint, start, data, lastValid, writeNormal, nil)
+	if err != nil {
+		return err
+	}
+	fs.mu.Lock()
+	ino.buf = append([]byte(nil), ino.buf[full*ps:]...)
+	ino.bufPage += uint64(full)
+	if n > full {
+		// The padded page will be programmed again with more bytes.
+		fs.ctr.tailRewrites.Add(1)
+	}
+	fs.mu.Unlock()
+	return nil
+}
+
+// writeKind says how writePages installs what it programmed.
+type writeKind uint8
+
+const (
+	writeNormal  writeKind = iota // append or rewrite: replaces the mapping
+	writeGC                       // relocation: only where the mapping is unchanged
+	writeRewrite                  // repair rewrite: like normal, counted apart
+)
+
+// writePages programs data (whole pages) as the file pages from startPage on,
+// over as many zones as needed, and installs the mapping piece by piece.
+// lastValid is the valid bytes of the last page. For writeGC, expect[i] is
+// the sequence number the mapping of page startPage+i must still have for
+// the relocated copy to be installed.
+func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byte, lastValid int, kind writeKind, expect []uint64) error {
+	ps := fs.l.g.PageSize
+	total := len(data) / ps
+	done := 0
+	failures := 0
+	for done < total {
+		z, err := fs.acquireZone(hint, ino, kind == writeGC)
+		if err != nil {
+			return err
+		}
+		fs.mu.Lock()
+		n := min(total-done, z.capacity(fs.l)-z.wp)
+		first := z.wp
+		z.wp += n
+		seq := fs.nextSeq
+		fs.nextSeq += uint64(n)
+		fs.mu.Unlock()
+		ops := make([]*pageOp, n)
+		opSlab := make([]pageOp, n)
+		o := fs.l.g.OOBSize
+		oobSlab := make([]byte, n*o)
+		for k := 0; k < n; k++ {
+			i := done + k
+			pd := data[i*ps : (i+1)*ps]
+			valid := ps
+			if i == total-1 {
+				valid = lastValid
+			}
+			oob := oobSlab[k*o : (k+1)*o : (k+1)*o]
+			encodeOOB(oob, pd, pageID{valid: uint32(valid), fileID: ino.id, page: startPage + uint64(i), seq: seq + uint64(k)})
+			opSlab[k] = pageOp{kind: opProgram, addr: fs.l.dataPageAddr(z.id, z.dies, first+k), data: pd, oob: oob}
+			ops[k] = &opSlab[k]
+		}
+		fs.chans[z.channel].do(ops...)
+		fs.ctr.dataPages.Add(int64(n))
+		var perr error
+		for _, op := range ops {
+			if op.err != nil {
+				perr = op.err
+				break
+			}
+		}
+		if perr != nil {
+			// A failed program retires the block: stop writing the zone
+			// and program these pages again elsewhere.
+			fs.ctr.programErrs.Add(1)
+			fs.mu.Lock()
+			if errors.Is(perr, flash.ErrDieFailed) {
+				for _, op := range ops {
+					if errors.Is(op.err, flash.ErrDieFailed) {
+						fs.noteDieFailedLocked(op.addr.DieAddr())
+					}
+				}
+			}
+			if z.state == ZoneOpen || z.state == ZoneEmpty {
+				z.state = ZoneReadOnly
+				fs.logLocked(zoneStateRecord(z.id, ZoneReadOnly))
+			}
+			fs.mu.Unlock()
+			for _, op := range ops {
+				if op.err != nil {
+					fs.det.observe(fs, op.addr, flash.ReadStatus{}, op.err)
+				}
+			}
+			fs.releaseZone(z)
+			failures++
+			if failures > 8 || !isMediaError(perr) {
+				return fmt.Errorf("sdf: programming %q: %w", ino.name, perr)
+			}
+			continue
+		}
+		fs.mu.Lock()
+		now := fs.opts.Clock.Now()
+		z.lastWrite = now
+		if z.owners == nil {
+			z.owners = make([]owner, z.capacity(fs.l))
+			z.ownersKnown = make([]bool, z.capacity(fs.l))
+		}
+		for k := 0; k < n; k++ {
+			z.owners[first+k] = owner{fileID: ino.id, page: uint32(startPage + uint64(done+k))}
+			z.ownersKnown[first+k] = true
+		}
+		e := extent{filePage: startPage + uint64(done), zone: z.id, zonePage: first, n: n, seq: seq}
+		fs.installLocked(ino, e, kind, expect[min(done, len(expect)):])
+		ino.last = z
+		full := z.wp == z.capacity(fs.l)
+		fs.mu.Unlock()
+		if full {
+			fs.finishZone(z)
+		}
+		fs.releaseZone(z)
+		done += n
+	}
+	return nil
+}
+
+// installLocked maps e into ino and logs it. For GC only the pages whose
+// mapping still has the expected sequence number are installed.
+func (fs *FS) installLocked(ino *inode, e extent, kind writeKind, expect []uint64) {
+	if ino.unlinked && ino.opens == 0 || fs.byID[ino.id] != ino {
+		return // deleted meanwhile: the pages are dead
+	}
+	var pieces []extent
+	if kind == writeGC {
+		start := -1
+		for k := 0; k <= e.n; k++ {
+			ok := false
+			if k < e.n && k < len(expect) {
+				cur, found := ino.m.find(e.filePage + uint64(k))
+				ok = found && cur.seq+(e.filePage+uint64(k)-cur.filePage) == expect[k]
+			}
+			if ok && start < 0 {
+				start = k
+			}
+			if !ok && start >= 0 {
+				pieces = append(pieces, e.slice(e.filePage+uint64(start), e.filePage+uint64(k)))
+				start = -1
+			}
+		}
+	} else {
+		pieces = []extent{e}
+	}
+	for _, p := range pieces {
+		ino.m.put(p, fs.dropLocked)
+		z := fs.zones[p.zone]
+		z.live += p.n
+		_ = invariants.Check(z.live <= z.wp, "sdf: zone %d has %d live pages above its write pointer %d", z.id, z.live, z.wp)
+	}
+	if len(pieces) > 0 && !ino.unlinked {
+		fs.logLocked(extentsRecord(ino, pieces))
+	}
+}

@@ -1,0 +1,259 @@
+package sdf
+
+import "github.com/flashmend/flashmend/internal/flash"
+
+// acquireZone picks a zone to append to and locks its program order.
+// Preference: the file's last zone; an open zone of the same lifetime hint
+// that nobody is writing; a new zone (round-robin over channels, least worn
+// on the channel) while fewer than MaxOpenZones are open; any open zone.
+// When empty zones run low, host GC runs first (not for GC's own writes).
+func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zone, error) {
+	reserve := forGC
+	for attempt := 0; attempt < 16; attempt++ {
+		fs.mu.Lock()
+		if fs.closed {
+			fs.mu.Unlock()
+			return nil, ErrClosed
+		}
+		z, needGC := fs.pickZoneLocked(hint, ino, reserve)
+		if z != nil {
+			z.writers++
+			if z.state == ZoneEmpty {
+				z.state = ZoneOpen
+				z.hint = hint
+				z.unsealed = true
+				fs.logLocked(zoneRecord(recZoneOpen, z.id))
+				fs.jr.urgent = true
+			}
+			fs.mu.Unlock()
+			z.wmu.Lock()
+			fs.mu.Lock()
+			ok := z.writable(fs.l)
+			fs.mu.Unlock()
+			if ok {
+				return z, nil
+			}
+			fs.releaseZone(z)
+			continue
+		}
+		fs.mu.Unlock()
+		if !needGC || forGC {
+			break
+		}
+		progressed, err := fs.gcOnce()
+		if err != nil {
+			return nil, err
+		}
+		if !progressed {
+			// Nothing to collect: the reserve of empty zones is all
+			// there is.
+			reserve = true
+		}
+	}
+	return nil, ErrNoSpace
+}
+
+func (fs *FS) releaseZone(z *zone) {
+	z.wmu.Unlock()
+	fs.mu.Lock()
+	z.writers--
+	fs.mu.Unlock()
+}
+
+// pickZoneLocked implements acquireZone's preference. needGC is set when the
+// caller should collect garbage before a new zone is handed out.
+func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, needGC bool) {
+	if p := ino.last; p != nil && p.state == ZoneOpen && p.hint == hint && p.writable(fs.l) && p.writers == 0 &&
+		(ino.channel < 0 || p.channel == ino.channel) && !fs.avoided(p.channel) {
+		return p, false
+	}
+	open := 0
+	var sameHint, anyIdle, anyOpen *zone
+	for _, c := range fs.zones[metaZoneCount:] {
+		if c.state != ZoneOpen {
+			continue
+		}
+		open++
+		if !c.writable(fs.l) || (ino.channel >= 0 && c.channel != ino.channel) || (ino.channel < 0 && fs.avoided(c.channel)) {
+			continue
+		}
+		if c.writers == 0 && c.hint == hint && sameHint == nil {
+			sameHint = c
+		}
+		if c.writers == 0 && (anyIdle == nil || absDiff(c.hint, hint) < absDiff(anyIdle.hint, hint)) {
+			anyIdle = c
+		}
+		if anyOpen == nil || c.writers < anyOpen.writers {
+			anyOpen = c
+		}
+	}
+	if sameHint != nil {
+		return sameHint, false
+	}
+	if open < fs.opts.MaxOpenZones {
+		empty := fs.countStateLocked(ZoneEmpty)
+		if empty > fs.opts.GCFreeZonesMin || forGC {
+			if e := fs.allocEmptyLocked(ino.channel); e != nil {
+				return e, false
+			}
+		} else if anyIdle == nil && anyOpen == nil {
+			return nil, true
+		}
+	}
+	if anyIdle != nil {
+		return anyIdle, false
+	}
+	if anyOpen != nil {
+		return anyOpen, false
+	}
+	if forGC && fs.countStateLocked(ZoneEmpty) > 0 {
+		if e := fs.allocEmptyLocked(ino.channel); e != nil {
+			return e, false
+		}
+	}
+	return nil, true
+}
+
+func absDiff(a, b Lifetime) int {
+	if a > b {
+		return int(a - b)
+	}
+	return int(b - a)
+}
+
+func (fs *FS) countStateLocked(s ZoneState) int {
+	n := 0
+	for _, z := range fs.zones[metaZoneCount:] {
+		if z.state == s {
+			n++
+		}
+	}
+	return n
+}
+
+// allocEmptyLocked hands out an empty zone: channels in round-robin order
+// (SDF places consecutive writes on consecutive channels), and on the
+// channel the least-worn empty zone (dynamic wear leveling; ties to the
+// lowest ID).
+func (fs *FS) allocEmptyLocked(only int) *zone {
+	C := fs.l.g.Channels
+	if fs.alloc != nil && only < 0 {
+		// A die failed: Reparo's Handler weights the channels.
+		if ch := fs.alloc.Next(func(c int) bool { return !fs.avoided(c) && fs.emptyZoneOnLocked(c) != nil }); ch >= 0 {
+			return fs.emptyZoneOnLocked(ch)
+		}
+		if fs.avoid == nil {
+			return nil
+		}
+	}
+	for i := 0; i < C; i++ {
+		ch := (fs.rr + i) % C
+		if (only >= 0 && ch != only) || (only < 0 && fs.avoided(ch)) {
+			continue
+		}
+		var best *zone
+		for b := 0; b < fs.l.g.BlocksPerDie; b++ {
+			z := fs.zones[b*C+ch]
+			if z.meta || z.state != ZoneEmpty || len(z.dies) == 0 {
+				continue
+			}
+			if best == nil || z.erases < best.erases {
+				best = z
+			}
+		}
+		if best != nil {
+			if only < 0 {
+				fs.rr = ch + 1
+			}
+			return best
+		}
+	}
+	return nil
+}
+
+// avoided reports whether Rebalance is moving data off channel c.
+func (fs *FS) avoided(c int) bool { return c < len(fs.avoid) && fs.avoid[c] }
+
+// emptyZoneOnLocked is the least-worn empty zone of channel c, or nil.
+func (fs *FS) emptyZoneOnLocked(c int) *zone {
+	var best *zone
+	for b := 0; b < fs.l.g.BlocksPerDie; b++ {
+		z := fs.zones[b*fs.l.g.Channels+c]
+		if z.meta || z.state != ZoneEmpty || len(z.dies) == 0 {
+			continue
+		}
+		if best == nil || z.erases < best.erases {
+			best = z
+		}
+	}
+	return best
+}
+
+// finishZone writes the zone's P2L entrustment pages (the last page of the
+// block on each die records the owners of the next die's block, Reparo 6.2)
+// and marks it full. The caller holds z.wmu.
+func (fs *FS) finishZone(z *zone) {
+	fs.mu.Lock()
+	dies := append([]int(nil), z.dies...)
+	owners := append([]owner(nil), z.owners...)
+	known := append([]bool(nil), z.ownersKnown...)
+	fs.mu.Unlock()
+	w := len(dies)
+	g := fs.l.g
+	// Owners of pages programmed before a reopen are read back from OOB.
+	var reads []*pageOp
+	var idx []int
+	for i := range owners {
+		if !known[i] {
+			reads = append(reads, &pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, dies, i),
+				data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)})
+			idx = append(idx, i)
+		}
+	}
+	fs.chans[z.channel].do(reads...)
+	for k, op := range reads {
+		if op.err == nil {
+			if id, ok := decodeOOB(op.oob, op.data); ok {
+				owners[idx[k]] = owner{fileID: id.fileID, page: uint32(id.page)}
+			}
+		}
+	}
+	var ops []*pageOp
+	if w >= 2 {
+		for hi, host := range dies {
+			about := dies[(hi+1)%w]
+			ai := (hi + 1) % w
+			var list []owner
+			for p := 0; p < fs.l.dataPagesPerBlock(); p++ {
+				list = append(list, owners[p*w+ai])
+			}
+			data := make([]byte, g.PageSize)
+			encodeP2L(data, z.id, about, list)
+			oob := make([]byte, g.OOBSize)
+			kindOOB(oob, kindP2L, data)
+			ops = append(ops, &pageOp{kind: opProgram,
+				addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.p2lPage()}, data: data, oob: oob})
+		}
+		fs.chans[z.channel].do(ops...)
+		fs.ctr.p2lPages.Add(int64(len(ops)))
+	}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	ok := w >= 2
+	for _, op := range ops {
+		if op.err != nil {
+			ok = false
+		}
+	}
+	z.p2l = ok
+	if z.state == ZoneOpen {
+		z.state = ZoneFull
+	}
+	if z.unsealed {
+		// Every page of the zone is installed and its extents record
+		// queued before this one, so once this is durable replay need not
+		// scan the zone.
+		z.unsealed = false
+		fs.logLocked(zoneRecord(recZoneSealed, z.id))
+	}
+}
