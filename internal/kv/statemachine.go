@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -38,6 +39,10 @@ type stateMachine struct {
 	// state is the applied record as of the last applied entry; owned by
 	// the apply worker (the only writer).
 	state appliedState
+	// stateMu guards state against readers outside the apply loop
+	// (applied: flushAndCompact, status); the apply loop, its only
+	// writer, reads it without the lock.
+	stateMu sync.Mutex
 	// appliedLost is set when no copy of the applied record read back at
 	// open.
 	appliedLost error
@@ -74,6 +79,13 @@ func pebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 			BackgroundError: func(error) {},
 		},
 	}
+	// No flushable ingests: an ingest that overlaps the memtable would be
+	// queued as a flushable whose excise runs inside a later flush, and an
+	// excise that must read a damaged table there fails that flush again
+	// and again while the ingest waits for it forever (seen: a rebuild's
+	// IngestAndExcise hung for 45 minutes). Ingested directly, the excise
+	// error comes back to the caller, which repairs or rebuilds.
+	opts.Experimental.DisableIngestAsFlushable = func() bool { return true }
 	opts.EnsureDefaults()
 	return opts
 }
@@ -104,7 +116,7 @@ func openStateMachine(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, on
 		_ = db.Close()
 		return nil, fmt.Errorf("kv: open pebble in %s: %w", dir, err)
 	default:
-		sm.state = st
+		sm.setState(st)
 	}
 	return sm, nil
 }
@@ -124,7 +136,17 @@ func (sm *stateMachine) close() error {
 	return sm.db.Close()
 }
 
-func (sm *stateMachine) applied() appliedState { return sm.state }
+func (sm *stateMachine) applied() appliedState {
+	sm.stateMu.Lock()
+	defer sm.stateMu.Unlock()
+	return sm.state
+}
+
+func (sm *stateMachine) setState(st appliedState) {
+	sm.stateMu.Lock()
+	sm.state = st
+	sm.stateMu.Unlock()
+}
 
 // setApplied records index (of term) as applied with no change to the rows
 // (entries that are not writes, patches seen by healthy replicas).
@@ -134,7 +156,7 @@ func (sm *stateMachine) setApplied(index, term uint64) error {
 	if err := sm.writeApplied(sm.db, next); err != nil {
 		return err
 	}
-	sm.state = next
+	sm.setState(next)
 	return nil
 }
 
@@ -212,7 +234,7 @@ func (sm *stateMachine) applyWrite(index, term uint64, b *kvpb.WriteBatch) error
 	if err := batch.Commit(pebble.NoSync); err != nil {
 		return classify(err)
 	}
-	sm.state = next
+	sm.setState(next)
 	if !ok {
 		return errConditionFailed
 	}
@@ -478,7 +500,7 @@ func (sm *stateMachine) installState(rows []*kvpb.KeyValue, index, term uint64, 
 	if err := sm.writeApplied(sm.db, next); err != nil {
 		return err
 	}
-	sm.state = next
+	sm.setState(next)
 	if _, err := sm.flushDurable(); err != nil {
 		return err
 	}
