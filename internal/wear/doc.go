@@ -61,7 +61,10 @@
 // the object changed (a write, a removal) is refused with ErrStaleMove and
 // the caller drops what it copied. Servers that are not up are never
 // targets; a write planned onto a server that went down is re-planned on
-// the next server of the object's ring walk.
+// the next server of the object's ring walk (PlanWriteAvoiding takes the
+// caller's current view of liveness, which replaces the last epoch's). A
+// part moved by something else (re-protection of a dead server) is
+// reported with Relocate: the object's pending decision is dropped.
 //
 // # Differences from the paper
 //
