@@ -45,9 +45,6 @@ func liveParamsFor(cfg Config) liveParams {
 		return liveParams{nodes: 8, objects: 24, objectBytes: 64 << 10, putsPerPhase: 240, writers: 2,
 			epoch: 300 * time.Millisecond, moveEvery: 200 * time.Millisecond, sampleEvery: 60}
 	}
-	// Two writers: with more, the versions a put replaces pile up faster
-	// than the coordinator's sweeper deletes them on this machine, and the
-	// 64 MiB devices fill with garbage (live bytes past MaxUtilization).
 	return liveParams{nodes: 8, objects: 160, objectBytes: 128 << 10, putsPerPhase: 4000, writers: 2,
 		epoch: 3 * time.Second, moveEvery: time.Second, sampleEvery: 250}
 }
@@ -128,6 +125,8 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		failed          int64
 		killed          uint64
 		putErrors       int
+		pauses          int
+		paused          time.Duration
 		wallTime        time.Duration
 		mean, sigmaCum  float64
 		states          map[string]int64
@@ -229,6 +228,10 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 			done++
 			return fmt.Sprintf("obj-%04d", zipf.next(rng)), rng.Int63(), true
 		}
+		// Back-pressure: the coordinator's sweeper deletes replaced versions
+		// behind the puts; when a node's live bytes pass 60% of its device
+		// the writers pause until they are under 40% again.
+		var gate sync.RWMutex
 		var wg sync.WaitGroup
 		for w := 0; w < p.writers; w++ {
 			wg.Add(1)
@@ -239,6 +242,7 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 					if !ok {
 						return
 					}
+					gate.RLock()
 					l := objs.lock(k)
 					l.Lock()
 					_, err := cli.Put(ctx, k, objs.content(seed), objectpb.Redundancy_EC)
@@ -248,6 +252,7 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 						objs.mu.Unlock()
 					}
 					l.Unlock()
+					gate.RUnlock()
 					if err != nil {
 						mu.Lock()
 						res.putErrors++
@@ -275,6 +280,19 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 				if err := sample(); err != nil {
 					firstErr = err
 					break
+				}
+				if u, err := maxUtilization(ctx, cli); err == nil && u > 0.6 {
+					gate.Lock()
+					pauseStart := clock.Now()
+					for clock.Now().Sub(pauseStart) < 5*time.Minute {
+						if u, err := maxUtilization(ctx, cli); err != nil || u < 0.4 {
+							break
+						}
+						time.Sleep(500 * time.Millisecond)
+					}
+					res.pauses++
+					res.paused += clock.Now().Sub(pauseStart)
+					gate.Unlock()
 				}
 			}
 			if policy == "chameleon" && killedIdx < 0 && d >= p.putsPerPhase/2 {
@@ -392,11 +410,13 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		"nodes' heartbeats, a mover every %v), and phase 2 repeats the workload; half way through it the most worn "+
 		"node is killed and it is restarted a quarter later. Erase counts are the nodes' device totals since the "+
 		"data set was loaded; the balancer balances these cumulative counts, so phase 2 has to undo phase 1's "+
-		"imbalance. Wall-clock times are this machine's (below). Seed %d.",
+		"imbalance. The writers pause whenever a node's live bytes pass 60%% of its device, until the coordinator's "+
+		"sweeper has deleted enough replaced versions to bring it under 40%% (on this shared machine it falls "+
+		"behind the puts). Wall-clock times are this machine's (below). Seed %d.",
 		p.nodes, base.Bytes(deviceBytes), p.objects, base.Bytes(p.objectBytes), p.putsPerPhase, p.writers,
 		p.epoch, p.moveEvery, cfg.Seed)
 	t := report.Table{Caption: "Per phase: erases during the phase per node, and the cumulative figures at its end",
-		Header: []string{"phase", "erases per node (node: count)", "cumulative mean", "cumulative sigma (sigma/mean)", "moves done / failed", "bytes moved", "node killed", "put retries exhausted", "objects verified / wrong", "wall"}}
+		Header: []string{"phase", "erases per node (node: count)", "cumulative mean", "cumulative sigma (sigma/mean)", "moves done / failed", "bytes moved", "node killed", "put retries exhausted", "objects verified / wrong", "pauses (time)", "wall"}}
 	for _, ph := range phases {
 		ids := make([]uint64, 0, len(ph.erases))
 		for id := range ph.erases {
@@ -420,7 +440,8 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		}
 		t.Rows = append(t.Rows, []string{ph.name, cells, fmt.Sprintf("%.0f", ph.mean), fmt.Sprintf("%.1f (%.3f)", ph.sigmaCum, cv),
 			fmt.Sprintf("%d / %d", ph.moves, ph.failed), base.Bytes(ph.moved).String(), killed, fmt.Sprint(ph.putErrors),
-			fmt.Sprintf("%d / %d", ph.verified, ph.wrong), ph.wallTime.Round(time.Second).String()})
+			fmt.Sprintf("%d / %d", ph.verified, ph.wrong), fmt.Sprintf("%d (%s)", ph.pauses, ph.paused.Round(time.Second)),
+			ph.wallTime.Round(time.Second).String()})
 	}
 	if err := r.Table(t); err != nil {
 		return nil, err
@@ -492,6 +513,21 @@ func meanSigma(xs []float64) (mean, sigma float64) {
 	n := float64(len(xs))
 	mean = sum / n
 	return mean, math.Sqrt(math.Max(0, sumSq/n-mean*mean))
+}
+
+// maxUtilization is the highest live-bytes share of a live node's device.
+func maxUtilization(ctx context.Context, cli *client.Client) (float64, error) {
+	reports, err := cli.NodeReports(ctx, true, 5*time.Second)
+	if err != nil {
+		return 0, err
+	}
+	u := 0.0
+	for _, r := range reports {
+		if r.Info.Live && r.Info.CapacityBytes > 0 {
+			u = math.Max(u, float64(r.Info.UsedBytes)/float64(r.Info.CapacityBytes))
+		}
+	}
+	return u, nil
 }
 
 // waitAllLive waits until n nodes are live.
