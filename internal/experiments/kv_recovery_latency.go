@@ -1,0 +1,144 @@
+package experiments
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/report"
+)
+
+func kvRecoveryLatency() Experiment {
+	return Experiment{
+		Name:        "kv-recovery-latency",
+		Description: "DIRECT 000 Figure 8/10: CDF of detection-to-patch-applied latency, against whole-replica re-replication (crash)",
+		Run:         runKVRecoveryLatency,
+	}
+}
+
+func kvLatencySpecs(cfg Config) ([]kvRunParams, []string) {
+	params := kvBaseParams(cfg)
+	direct := params
+	direct.Persistent, direct.Duration = true, 40*time.Second
+	transient := params
+	transient.Duration = 25 * time.Second
+	crash := params
+	// At the DIRECT UBERs the crash baseline's whole-shard transfer itself
+	// hits flips and cascades (kv-ycsb-corruption); a lower UBER lets its
+	// rebuilds finish, so their latency can be measured at all.
+	crash.Mode, crash.Persistent, crash.Duration, crash.UBER = kv.RepairCrash, true, 30*time.Second, 2e-8
+	if cfg.Quick {
+		direct.UBER, direct.Duration = 2e-6, 2*time.Second
+		transient.Duration, crash.Duration, crash.UBER = time.Second, time.Second, 1e-6
+	}
+	specs := []kvRunParams{direct, transient, crash}
+	var labels []string
+	for _, p := range specs {
+		labels = append(labels, fmt.Sprintf("%s, %s flips, UBER %g", p.Mode, flipKind(p.Persistent), p.UBER))
+	}
+	return specs, labels
+}
+
+func runKVRecoveryLatency(ctx context.Context, cfg Config) (*report.Report, error) {
+	specs, labels := kvLatencySpecs(cfg)
+	started := time.Now()
+	runs, err := kvCDFRuns(ctx, cfg, specs, labels)
+	if err != nil {
+		return nil, err
+	}
+	r, err := report.New("kv-recovery-latency", "KV recovery latency: DIRECT patches against whole-replica re-replication")
+	if err != nil {
+		return nil, err
+	}
+	r.Text("Paper 000 Figure 8 (Figure 10 in the later numbering) is the CDF of the time ZippyDB-DIRECT takes to "+
+		"recover from a corruption: detection, the patch request's trip through the Paxos log, building the patch on "+
+		"a healthy replica and ingesting it; unmodified ZippyDB takes minutes to re-replicate the crashed server. Here "+
+		"each repair completed during YCSB %s load is recorded by `kv.Options.OnRepair` with its detection time "+
+		"(the Pebble corruption report) and the time the patch (or the whole state, for `crash`) was installed. "+
+		"Target (mission): p99 under 100 ms on a local 3-node cluster. Total wall time %v.",
+		specs[0].Mix.Name, time.Since(started).Round(time.Second))
+	r.Text("Parameters: %s", kvParamsText(specs[0]))
+	t := report.Table{
+		Caption: "Repair latency from detection to repaired state installed",
+		Header:  []string{"series", "run", "repairs", "p50", "p90", "p99", "max", "median bytes moved", "p99 < 100 ms"},
+	}
+	var series []report.Series
+	for _, run := range runs {
+		var lat []time.Duration
+		var sizes []float64
+		for _, e := range run.res.Repairs {
+			if e.Detected.IsZero() {
+				continue // a cascading rebuild without its own detection
+			}
+			lat = append(lat, e.Latency())
+			sizes = append(sizes, float64(e.Bytes))
+		}
+		row := []string{run.label, fmt.Sprintf("%v", run.res.Params.Duration), fmt.Sprint(len(lat)), "-", "-", "-", "-", "-", "-"}
+		if len(lat) > 0 {
+			sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+			q := func(f float64) time.Duration { return lat[kvRank(len(lat), f)] }
+			sort.Float64s(sizes)
+			row[3], row[4], row[5], row[6] = kvMS(q(0.5)), kvMS(q(0.9)), kvMS(q(0.99)), kvMS(lat[len(lat)-1])
+			row[7] = fmt.Sprintf("%.1f KiB", sizes[len(sizes)/2]/1024)
+			row[8] = fmt.Sprint(q(0.99) < 100*time.Millisecond)
+			var xs, ys []float64
+			for i, l := range lat {
+				xs = append(xs, math.Max(float64(l)/float64(time.Millisecond), 0.01))
+				ys = append(ys, float64(i+1)/float64(len(lat)))
+			}
+			series = append(series, report.Series{Name: run.label, X: xs, Y: ys})
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	if err := r.Table(t); err != nil {
+		return nil, err
+	}
+	p, err := report.LinePlot{
+		Title: "Recovery latency CDF", XLabel: "detection to repaired (ms)", YLabel: "fraction of repairs",
+		LogX: true, Series: series,
+	}.Build()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Plot("cdf", "CDF of recovery latency (paper 000 Figure 8/10)", p); err != nil {
+		return nil, err
+	}
+	if err := kvRunsTable(r, runs); err != nil {
+		return nil, err
+	}
+	var measured []string
+	for _, run := range runs {
+		var lat []time.Duration
+		var bytesMoved []float64
+		for _, e := range run.res.Repairs {
+			if !e.Detected.IsZero() {
+				lat = append(lat, e.Latency())
+				bytesMoved = append(bytesMoved, float64(e.Bytes))
+			}
+		}
+		if len(lat) == 0 {
+			measured = append(measured, run.label+": no repair completed")
+			continue
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		sort.Float64s(bytesMoved)
+		measured = append(measured, fmt.Sprintf("%s: p50 %s over %d repairs moving a median %s",
+			run.label, kvMS(lat[kvRank(len(lat), 0.5)]), len(lat), kvKiB(bytesMoved[len(bytesMoved)/2])))
+	}
+	r.Text("**Measured.** %s.", strings.Join(measured, "; "))
+	r.Text("**What the numbers mean.** A DIRECT repair's latency is dominated by queueing, not by the work: the patch " +
+		"request waits for its turn in the raft log and on each replica's apply worker (behind the writes of 8 clients), " +
+		"and the damaged replica waits for the first healthy replica's patch. The whole-replica rebuild of `crash` moves " +
+		"the whole shard (megabytes here, terabytes in the paper), so its latency grows with the shard while a block " +
+		"patch does not; on this small store the two differ by the ratio of bytes moved rather than by the paper's 10^4. " +
+		"On this shared 2-core machine (other engineers' builds and tests run at the same time) every latency includes " +
+		"scheduler delay: the p99 is the number most exposed to it, and the p50 is the better estimate of the mechanism. " +
+		"Latencies are wall-clock and not reproducible run to run; the counts of repairs depend on where flips land. " +
+		"Transient flips are isolated only to the file's key range (the re-read is clean, see kv-ycsb-corruption), so " +
+		"their patches, and latencies, are larger than block patches.")
+	return r, nil
+}
