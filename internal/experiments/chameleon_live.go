@@ -21,6 +21,8 @@ import (
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/wear"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func chameleonLive() Experiment {
@@ -229,8 +231,8 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 			return fmt.Sprintf("obj-%04d", zipf.next(rng)), rng.Int63(), true
 		}
 		// Back-pressure: the coordinator's sweeper deletes replaced versions
-		// behind the puts; when a node's live bytes pass 60% of its device
-		// the writers pause until they are under 40% again.
+		// behind the puts; when a node's live bytes pass 50% of its device
+		// the writers pause until they are under 30% again.
 		var gate sync.RWMutex
 		var wg sync.WaitGroup
 		for w := 0; w < p.writers; w++ {
@@ -254,9 +256,12 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 					l.Unlock()
 					gate.RUnlock()
 					if err != nil {
+						// A put the cluster refuses (no room on enough
+						// live nodes) changes nothing: counted, and the
+						// run goes on; anything else, or too many, ends it.
 						mu.Lock()
 						res.putErrors++
-						if res.putErrors > 10 && firstErr == nil {
+						if (status.Code(err) != codes.Unavailable || res.putErrors > p.putsPerPhase/10) && firstErr == nil {
 							firstErr = err
 						}
 						mu.Unlock()
@@ -265,7 +270,8 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 			}()
 		}
 		// The driver: samples, and the kill and restart in the second phase.
-		lastSample := 0
+		lastSample, lastGate := 0, 0
+		gateEvery := max(p.sampleEvery/5, 1)
 		killedIdx := -1
 		for {
 			mu.Lock()
@@ -281,11 +287,14 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 					firstErr = err
 					break
 				}
-				if u, err := maxUtilization(ctx, cli); err == nil && u > 0.6 {
+			}
+			if d-lastGate >= gateEvery {
+				lastGate = d
+				if u, err := maxUtilization(ctx, cli); err == nil && u > 0.5 {
 					gate.Lock()
 					pauseStart := clock.Now()
 					for clock.Now().Sub(pauseStart) < 5*time.Minute {
-						if u, err := maxUtilization(ctx, cli); err != nil || u < 0.4 {
+						if u, err := maxUtilization(ctx, cli); err != nil || u < 0.3 {
 							break
 						}
 						time.Sleep(500 * time.Millisecond)
@@ -410,13 +419,13 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		"nodes' heartbeats, a mover every %v), and phase 2 repeats the workload; half way through it the most worn "+
 		"node is killed and it is restarted a quarter later. Erase counts are the nodes' device totals since the "+
 		"data set was loaded; the balancer balances these cumulative counts, so phase 2 has to undo phase 1's "+
-		"imbalance. The writers pause whenever a node's live bytes pass 60%% of its device, until the coordinator's "+
-		"sweeper has deleted enough replaced versions to bring it under 40%% (on this shared machine it falls "+
-		"behind the puts). Wall-clock times are this machine's (below). Seed %d.",
+		"imbalance. The writers pause whenever a node's live bytes pass 50%% of its device, until the coordinator's "+
+		"sweeper has deleted enough replaced versions to bring it under 30%% (on this shared machine it falls "+
+		"behind the puts); a put the cluster refuses for want of room on enough live nodes is counted, not retried. Wall-clock times are this machine's (below). Seed %d.",
 		p.nodes, base.Bytes(deviceBytes), p.objects, base.Bytes(p.objectBytes), p.putsPerPhase, p.writers,
 		p.epoch, p.moveEvery, cfg.Seed)
 	t := report.Table{Caption: "Per phase: erases during the phase per node, and the cumulative figures at its end",
-		Header: []string{"phase", "erases per node (node: count)", "cumulative mean", "cumulative sigma (sigma/mean)", "moves done / failed", "bytes moved", "node killed", "put retries exhausted", "objects verified / wrong", "pauses (time)", "wall"}}
+		Header: []string{"phase", "erases per node (node: count)", "cumulative mean", "cumulative sigma (sigma/mean)", "moves done / failed", "bytes moved", "node killed", "puts refused", "objects verified / wrong", "pauses (time)", "wall"}}
 	for _, ph := range phases {
 		ids := make([]uint64, 0, len(ph.erases))
 		for id := range ph.erases {
