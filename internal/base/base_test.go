@@ -93,3 +93,14 @@ func TestCRC32C(t *testing.T) {
 		t.Fatalf("CRC32CUpdate(0, b) = %#x, want %#x", got, want)
 	}
 }
+
+func TestInFlight(t *testing.T) {
+	var f InFlight[string]
+	if !f.Begin("a") || f.Begin("a") || !f.Begin("b") {
+		t.Fatal("a key in progress started twice, or another key refused")
+	}
+	f.End("a")
+	if !f.Begin("a") {
+		t.Fatal("a finished key cannot start again")
+	}
+}

@@ -1,5 +1,7 @@
 // Package base is flashmend's shared vocabulary: identifiers, sizes with units,
-// the injected clock, and the three error classes every package uses.
+// the injected clock, the three error classes every package uses, the one
+// CRC32C table (CRC32C, CRC32CUpdate), and InFlight (one repair per damaged
+// range at a time).
 //
 // # Error classes
 //

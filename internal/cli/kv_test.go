@@ -2,16 +2,11 @@ package cli
 
 import (
 	"bytes"
-	"context"
-	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
-	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
@@ -121,31 +116,9 @@ func TestKVDemo(t *testing.T) {
 // store with the coordinator's placement; kv and ctl kv reach it through
 // the cluster endpoint alone.
 func TestKVAgainstDevCluster(t *testing.T) {
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan *devcluster.Cluster, 1)
-	done := make(chan error, 1)
-	go func() {
-		o := devOptions{dir: dir, nodes: 4, store: "file", readMode: "direct", maxObject: base.MiB, kv: true, kvSplits: "m"}
-		o.scrub.off = true
-		done <- runDev(ctx, o, io.Discard, io.Discard, func(c *devcluster.Cluster) { ready <- c })
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("dev: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dev: %v", err)
-		}
-	}()
-	ep, err := os.ReadFile(filepath.Join(dir, "endpoint"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := []string{"--endpoint", strings.TrimSpace(string(ep))}
+	o := devOptions{dir: t.TempDir(), nodes: 4, store: "file", readMode: "direct", maxObject: base.MiB, kv: true, kvSplits: "m"}
+	o.scrub.off = true
+	endpoint := []string{"--endpoint", startDevForTest(t, o)}
 	// The nodes open their replicas once they see the layout: the first
 	// write waits for them (the client retries an unavailable replica).
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {

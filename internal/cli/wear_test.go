@@ -2,8 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,41 +9,19 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
-	"github.com/flashmend/flashmend/internal/client/devcluster"
 )
 
 // TestDevWear runs `flashmend dev --wear-policy chameleon` on emulated
 // flash and reads the balancer with `flashmend ctl wear`.
 func TestDevWear(t *testing.T) {
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan *devcluster.Cluster, 1)
-	done := make(chan error, 1)
-	go func() {
-		o := devOptions{dir: dir, nodes: 6, store: "sdf", readMode: "direct", maxObject: base.MiB, deviceSize: 64 * base.MiB}
-		o.scrub.off = true
-		o.wear = wearFlags{policy: "chameleon", epoch: 200 * time.Millisecond, moves: 200 * time.Millisecond}
-		done <- runDev(ctx, o, io.Discard, io.Discard, func(c *devcluster.Cluster) { ready <- c })
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatalf("dev: %v", err)
-	}
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("dev: %v", err)
-		}
-	}()
-	ep, err := os.ReadFile(filepath.Join(dir, "endpoint"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := devOptions{dir: t.TempDir(), nodes: 6, store: "sdf", readMode: "direct", maxObject: base.MiB, deviceSize: 64 * base.MiB}
+	o.scrub.off = true
+	o.wear = wearFlags{policy: "chameleon", epoch: 200 * time.Millisecond, moves: 200 * time.Millisecond}
+	ep := startDevForTest(t, o)
 	ctl := func(args ...string) string {
 		t.Helper()
 		var out, errOut bytes.Buffer
-		if code := Main(append([]string{"ctl", "--endpoint", strings.TrimSpace(string(ep))}, args...), &out, &errOut); code != 0 {
+		if code := Main(append([]string{"ctl", "--endpoint", ep}, args...), &out, &errOut); code != 0 {
 			t.Fatalf("ctl %v: exit %d: %s %s", args, code, out.String(), errOut.String())
 		}
 		return out.String()

@@ -46,8 +46,7 @@ type FS struct {
 	index    map[string]*dirIndex     // reserved-dir listing by directory
 	sidecars map[string]*sidecarState // loaded sidecars by path key
 
-	repairMu  sync.Mutex
-	repairing map[string]bool // sstable ranges being rewritten now
+	repairing base.InFlight[string] // sstable ranges being rewritten now
 
 	ctr counters
 }
@@ -64,7 +63,7 @@ func New(inner vfs.FS, opts Options) (*FS, error) {
 		return nil, err
 	}
 	return &FS{inner: inner, opts: opts, writers: map[string]any{}, index: map[string]*dirIndex{},
-		sidecars: map[string]*sidecarState{}, repairing: map[string]bool{}}, nil
+		sidecars: map[string]*sidecarState{}}, nil
 }
 
 func (fs *FS) String() string { return "guardfs" }

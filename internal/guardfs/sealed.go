@@ -597,18 +597,10 @@ func (h *sealedFile) overlay(v *sealedView, buf []byte, off, phys int64) {
 // back intact. One repair per range at a time.
 func (fs *FS) repairRange(p string, c rangeCopy) {
 	k := fmt.Sprintf("%s@%d", fs.key(p), c.Off)
-	fs.repairMu.Lock()
-	busy := fs.repairing[k]
-	fs.repairing[k] = true
-	fs.repairMu.Unlock()
-	if busy {
+	if !fs.repairing.Begin(k) {
 		return
 	}
-	defer func() {
-		fs.repairMu.Lock()
-		delete(fs.repairing, k)
-		fs.repairMu.Unlock()
-	}()
+	defer fs.repairing.End(k)
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	fs.repairRangeLocked(p, c)

@@ -203,3 +203,12 @@ func isReason(err error, target *kv.Error) bool {
 	e, ok := err.(*kv.Error)
 	return ok && e.Reason == target.Reason
 }
+
+// waitCaughtUp waits until replica r of shard 1 has applied everything the
+// leader's replica has.
+func waitCaughtUp(t *testing.T, c *kvcluster.Cluster, r *kv.Replica, leader base.NodeID) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%s caught up", r), func() bool {
+		return r.AppliedIndex() == c.Node(leader).Replica(1).AppliedIndex()
+	})
+}

@@ -104,11 +104,7 @@ func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
 			if role == "follower" {
 				victim = leader%3 + 1
 			}
-			waitFor(t, "caught up", func() bool {
-				a := c.Node(victim).Replica(1).AppliedIndex()
-				b := c.Node(leader).Replica(1).AppliedIndex()
-				return a == b
-			})
+			waitCaughtUp(t, c, c.Node(victim).Replica(1), leader)
 			// The engine flushes at close, so the whole log is applied
 			// state: lose the flush too, so the damaged entries are needed.
 			if err := c.StopNode(victim); err != nil {
@@ -187,11 +183,7 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := leader%3 + 1
-	waitFor(t, "caught up", func() bool {
-		a := c.Node(victim).Replica(1).AppliedIndex()
-		b := c.Node(leader).Replica(1).AppliedIndex()
-		return a == b
-	})
+	waitCaughtUp(t, c, c.Node(victim).Replica(1), leader)
 	if err := c.StopNode(victim); err != nil {
 		t.Fatal(err)
 	}
@@ -308,11 +300,7 @@ func TestHelixRepairAtOpen(t *testing.T) {
 	}
 	for _, id := range c.NodeIDs() {
 		r := c.Node(id).Replica(1)
-		waitFor(t, "caught up", func() bool {
-			a := r.AppliedIndex()
-			b := c.Node(leader).Replica(1).AppliedIndex()
-			return a == b
-		})
+		waitCaughtUp(t, c, r, leader)
 	}
 	for k, id := range c.NodeIDs() {
 		corruptReplica(t, c.Node(id).Replica(1), testKey(500+1000*k))

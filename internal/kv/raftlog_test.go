@@ -123,11 +123,7 @@ func TestCrashBaselineRereplicatesWhole(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := c.Node(leader%3 + 1).Replica(1)
-	waitFor(t, "victim caught up", func() bool {
-		a := victim.AppliedIndex()
-		b := c.Node(leader).Replica(1).AppliedIndex()
-		return a == b
-	})
+	waitCaughtUp(t, c, victim, leader)
 	corruptReplica(t, victim, testKey(1000))
 	for i := 0; i < 10; i++ {
 		v, found, err := cl.Get(ctx, testKey(1000), kvclient.Eventual())

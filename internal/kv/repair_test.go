@@ -79,11 +79,7 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 				victimNode = leader%3 + 1
 			}
 			victim := c.Node(victimNode).Replica(1)
-			waitFor(t, "victim caught up", func() bool {
-				a := victim.AppliedIndex()
-				b := c.Node(leader).Replica(1).AppliedIndex()
-				return a == b
-			})
+			waitCaughtUp(t, c, victim, leader)
 			// An open transaction on the leader, begun before the damage.
 			lr := c.Node(leader).Replica(1)
 			txnID, err := lr.TxnBegin(ctx)

@@ -21,11 +21,7 @@ func TestScrubberRepairsColdData(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := c.Node(leader%3 + 1).Replica(1)
-	waitFor(t, "victim caught up", func() bool {
-		a := victim.AppliedIndex()
-		b := c.Node(leader).Replica(1).AppliedIndex()
-		return a == b
-	})
+	waitCaughtUp(t, c, victim, leader)
 	corruptReplica(t, victim, testKey(700))
 	waitFor(t, "scrub repair", func() bool { return victim.Stats().PatchesApplied >= 1 })
 	time.Sleep(500 * time.Millisecond) // five more scrubs

@@ -112,11 +112,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 	loadKeys(t, cl, 3000)
 	victimNode := leader%3 + 1
 	victim := c.Node(victimNode).Replica(1)
-	waitFor(t, "victim caught up", func() bool {
-		a := victim.AppliedIndex()
-		b := c.Node(leader).Replica(1).AppliedIndex()
-		return a == b
-	})
+	waitCaughtUp(t, c, victim, leader)
 	if err := victim.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}

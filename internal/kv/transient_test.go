@@ -155,11 +155,7 @@ func TestTransientFlipNotRepaired(t *testing.T) {
 	}
 	victimNode := leader%3 + 1
 	victim := c.Node(victimNode).Replica(1)
-	waitFor(t, "victim caught up", func() bool {
-		a := victim.AppliedIndex()
-		b := c.Node(leader).Replica(1).AppliedIndex()
-		return a == b
-	})
+	waitCaughtUp(t, c, victim, leader)
 	target := testKey(1500)
 	compactAndArm(t, victim, fss[victimNode], target)
 	v, found, _, err := victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})

@@ -314,18 +314,10 @@ type repairKey struct {
 // hit the same damage while it is being rewritten do not rewrite it again.
 func (fs *FS) repair(name string, ce *sdf.CorruptionError) {
 	k := repairKey{name: name, off: ce.Off}
-	fs.repairMu.Lock()
-	busy := fs.repairing[k]
-	fs.repairing[k] = true
-	fs.repairMu.Unlock()
-	if busy {
+	if !fs.repairing.Begin(k) {
 		return
 	}
-	defer func() {
-		fs.repairMu.Lock()
-		delete(fs.repairing, k)
-		fs.repairMu.Unlock()
-	}()
+	defer fs.repairing.End(k)
 	buf := make([]byte, ce.Len)
 	if !fs.fillFromCopy(name, buf, ce.Off) {
 		return

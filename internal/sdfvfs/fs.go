@@ -47,8 +47,7 @@ type FS struct {
 	lockMu sync.Mutex
 	locks  map[string]bool // paths locked by Lock, in this process
 
-	repairMu  sync.Mutex
-	repairing map[repairKey]bool // damaged ranges being rewritten now
+	repairing base.InFlight[repairKey] // damaged ranges being rewritten now
 
 	ctr counters
 }
@@ -97,7 +96,7 @@ func New(sfs *sdf.FS, opts Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs := &FS{sfs: sfs, opts: opts, locks: map[string]bool{}, repairing: map[repairKey]bool{}}
+	fs := &FS{sfs: sfs, opts: opts, locks: map[string]bool{}}
 	for _, z := range sfs.Zones() {
 		fs.channels = max(fs.channels, z.Channel+1)
 	}
