@@ -5,19 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/coord/etcdstore"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/wire"
 )
@@ -80,7 +79,7 @@ type Config struct {
 type Coordinator struct {
 	coordpb.UnimplementedCoordinatorServer
 	cfg       Config
-	etcds     []*embed.Etcd // the embedded store's members (none with external etcd)
+	store     *etcdstore.Store // the embedded store (nil with external etcd)
 	endpoints []string
 	cli       *clientv3.Client
 	mapping   *EtcdMappingTable
@@ -149,22 +148,13 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	}
 	c := &Coordinator{cfg: cfg, conns: map[string]*grpc.ClientConn{}, rebuildKick: make(chan struct{}, 1)}
 	c.endpoints = cfg.EtcdEndpoints
-	switch {
-	case len(c.endpoints) > 0:
-	case cfg.EtcdMembers <= 1:
-		e, eps, err := c.startStore(ctx, filepath.Join(cfg.Dir, "etcd"))
+	if len(c.endpoints) == 0 {
+		st, err := etcdstore.Start(ctx, etcdstore.Options{Dir: cfg.Dir, Members: max(cfg.EtcdMembers, 1), NoFsync: cfg.UnsafeNoFsync,
+			KeepDamaged: cfg.KeepDamagedStore, Clock: cfg.Clock, Logf: cfg.Logf})
 		if err != nil {
 			return nil, err
 		}
-		c.etcds, c.endpoints = []*embed.Etcd{e}, eps
-	case cfg.EtcdMembers == 3 || cfg.EtcdMembers == 5:
-		es, eps, err := c.startMembers(ctx, cfg.Dir, cfg.EtcdMembers)
-		if err != nil {
-			return nil, err
-		}
-		c.etcds, c.endpoints = es, eps
-	default:
-		return nil, base.InvalidArgumentf("coordinator: %d etcd members (want 1, 3 or 5)", cfg.EtcdMembers)
+		c.store, c.endpoints, c.storeSetAside = st, st.Endpoints(), st.SetAside()
 	}
 	var err error
 	c.cli, err = clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
@@ -240,15 +230,9 @@ func (c *Coordinator) closeEtcd() {
 	if c.cli != nil {
 		c.cli.Close()
 	}
-	var wg sync.WaitGroup
-	for _, e := range c.etcds {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			closeEtcdBounded(e)
-		}()
+	if c.store != nil {
+		c.store.Close()
 	}
-	wg.Wait()
 }
 
 // rpcErr maps errors onto gRPC codes.

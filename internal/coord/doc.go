@@ -72,7 +72,7 @@
 // local index entry per replica or shard with the version's key, size and
 // placement, so the index can be rebuilt from the nodes (rebuildplan.go,
 // rebuild.go). An embedded store is checked before etcd starts on it
-// (etcdcheck.go, boltcheck.go: etcd panics on a damaged bbolt page and
+// (internal/coord/etcdstore: etcd panics on a damaged bbolt page and
 // waits forever on a WAL that lost applied entries); a damaged one is set
 // aside (renamed, never deleted) and a new one started, unless
 // Config.KeepDamagedStore makes it a start error. A new or set-aside store
@@ -87,12 +87,12 @@
 //
 // With Config.EtcdMembers = 3 (or 5) the embedded store is a replicated
 // etcd cluster whose members live in separate directories of the
-// coordinator's process (members.go): a member whose store is damaged or
+// coordinator's process (internal/coord/etcdstore): a member whose store is damaged or
 // lost is set aside and replaced from the others (removed, added again and
 // started empty), without a rebuild from the nodes; only when no quorum of
 // members keeps a store is the whole store started afresh and rebuilt.
 //
 // Every start-up step is bounded (a context and timeouts), and closing an
 // embedded etcd that never became ready is abandoned after 10 s instead of
-// waiting forever (etcdCloseTimeout).
+// waiting forever (etcdstore.etcdCloseTimeout).
 package coord

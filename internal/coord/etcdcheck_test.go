@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/coord/etcdstore"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 )
 
@@ -133,17 +134,17 @@ func TestEtcdStoreCheck(t *testing.T) {
 		}
 	}
 	c.Close()
-	if err := checkEtcdStore(filepath.Join(golden, "etcd", "data")); err != nil {
+	if err := etcdstore.Check(filepath.Join(golden, "etcd", "data")); err != nil {
 		t.Fatalf("whole store: %v", err)
 	}
-	if err := checkEtcdStore(filepath.Join(t.TempDir(), "none")); err != nil {
+	if err := etcdstore.Check(filepath.Join(t.TempDir(), "none")); err != nil {
 		t.Fatalf("no store yet: %v", err)
 	}
 	for name, fault := range storeFaults {
 		dir := t.TempDir()
 		copyTree(t, golden, dir)
 		fault(t, dir)
-		err := checkEtcdStore(filepath.Join(dir, "etcd", "data"))
+		err := etcdstore.Check(filepath.Join(dir, "etcd", "data"))
 		if !base.IsCorruption(err) || !strings.Contains(err.Error(), dir) {
 			t.Errorf("%s: %v", name, err)
 		}

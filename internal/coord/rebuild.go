@@ -2,10 +2,7 @@ package coord
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -20,7 +17,7 @@ import (
 
 // The coordinator is not a single point of loss: when its store is lost
 // (a new, empty store where nodes that belong to a cluster join) or damaged
-// (set aside at start, see startStore), it adopts the nodes' cluster
+// (set aside at start, see internal/coord/etcdstore), it adopts the nodes' cluster
 // identity and rebuilds the object index and the mapping table from the
 // nodes' local indexes (rebuildplan.go), again each time another node
 // joins during the recovery window. RebuildIndex runs the same merge on
@@ -359,26 +356,6 @@ func (c *Coordinator) raiseSeq(ctx context.Context, key string, v uint64) error 
 			return err
 		}
 	}
-}
-
-// setAsideStore moves a damaged embedded etcd data directory out of the way
-// (never deleting it) so that a new store starts, and remembers to rebuild
-// the index from the nodes.
-func (c *Coordinator) setAsideStore(dataDir string, why error) error {
-	dst := fmt.Sprintf("%s.damaged-%s", dataDir, c.cfg.Clock.Now().UTC().Format("20060102T150405.000"))
-	if err := os.Rename(dataDir, dst); err != nil {
-		return fmt.Errorf("coordinator: etcd store %s is damaged (%v) and could not be set aside: %w", dataDir, why, err)
-	}
-	c.cfg.Logf("coordinator: etcd store %s is damaged: %v; moved it to %s, starting a new store and rebuilding the object index from the nodes",
-		dataDir, why, filepath.Base(dst))
-	c.storeSetAside = dst
-	return nil
-}
-
-// storeDamaged reports whether a start error of the embedded etcd is about
-// its data (as opposed to ports, permissions, a lock or a cancelled start).
-func storeDamaged(err error) bool {
-	return errors.Is(err, errEtcdStore)
 }
 
 // PendingGarbage counts the garbage entries not yet collected (tests and

@@ -30,7 +30,10 @@ func TestRestartOnOtherPorts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var p ports
+	var p struct {
+		Client int `json:"client"`
+		Peer   int `json:"peer"`
+	}
 	if err := json.Unmarshal(b, &p); err != nil {
 		t.Fatal(err)
 	}

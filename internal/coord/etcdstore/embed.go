@@ -1,4 +1,4 @@
-package coord
+package etcdstore
 
 import (
 	"context"
@@ -207,29 +207,29 @@ func closeEtcdBounded(e *embed.Etcd) {
 }
 
 // startStore starts the embedded etcd on dir. Its store is checked first
-// (checkEtcdStore); a damaged store, or one etcd itself fails to start on,
+// (Check); a damaged store, or one etcd itself fails to start on,
 // is set aside and a new one started, whose index is then rebuilt from the
 // nodes (unless Config.KeepDamagedStore, which makes it an error).
-func (c *Coordinator) startStore(ctx context.Context, dir string) (*embed.Etcd, []string, error) {
+func (s *starter) startStore(ctx context.Context, dir string) (*embed.Etcd, []string, error) {
 	data := filepath.Join(dir, "data")
 	hint := " (the coordinator sets a damaged store aside and rebuilds the index from the nodes unless told to keep it)"
-	if err := checkEtcdStore(data); err != nil {
-		if !base.IsCorruption(err) || c.cfg.KeepDamagedStore {
+	if err := Check(data); err != nil {
+		if !base.IsCorruption(err) || s.opts.KeepDamaged {
 			return nil, nil, fmt.Errorf("%w%s", err, hint)
 		}
-		if err := c.setAsideStore(data, err); err != nil {
+		if err := s.setAsideStore(data, err); err != nil {
 			return nil, nil, err
 		}
 	}
-	e, eps, err := startEmbeddedEtcd(ctx, dir, c.cfg.UnsafeNoFsync, "error")
-	if err == nil || !storeDamaged(err) || ctx.Err() != nil || c.storeSetAside != "" {
+	e, eps, err := startEmbeddedEtcd(ctx, dir, s.opts.NoFsync, "error")
+	if err == nil || !storeDamaged(err) || ctx.Err() != nil || s.setAside != "" {
 		return e, eps, err
 	}
-	if c.cfg.KeepDamagedStore {
+	if s.opts.KeepDamaged {
 		return nil, nil, fmt.Errorf("%w%s", err, hint)
 	}
-	if err := c.setAsideStore(data, err); err != nil {
+	if err := s.setAsideStore(data, err); err != nil {
 		return nil, nil, err
 	}
-	return startEmbeddedEtcd(ctx, dir, c.cfg.UnsafeNoFsync, "error")
+	return startEmbeddedEtcd(ctx, dir, s.opts.NoFsync, "error")
 }

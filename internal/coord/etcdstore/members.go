@@ -1,4 +1,4 @@
-package coord
+package etcdstore
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 // that a member whose store is damaged or lost is replaced from the other
 // two instead of the whole index being rebuilt from the nodes:
 //
-//   - every member's store is checked first (checkEtcdStore); a damaged one
+//   - every member's store is checked first (Check); a damaged one
 //     is set aside (renamed, never deleted), and a member whose remembered
 //     peer port is taken is replaced too (its peers know it by address);
 //   - the members with a store start together (each needs a quorum to
@@ -77,7 +77,7 @@ func memberDir(dir string, i int) string {
 
 // startMembers starts (or repairs) the replicated store of n members under
 // dir and returns the running members and their client endpoints.
-func (c *Coordinator) startMembers(ctx context.Context, dir string, n int) ([]*embed.Etcd, []string, error) {
+func (s *starter) startMembers(ctx context.Context, dir string, n int) ([]*embed.Etcd, []string, error) {
 	members := make([]*storeMember, n)
 	withStore, existed := 0, 0
 	for i := range members {
@@ -96,18 +96,18 @@ func (c *Coordinator) startMembers(ctx context.Context, dir string, n int) ([]*e
 			m.replace = true
 			continue
 		}
-		err = checkEtcdStore(data)
+		err = Check(data)
 		switch {
 		case err != nil && !base.IsCorruption(err):
 			return nil, nil, err
-		case err != nil && c.cfg.KeepDamagedStore:
+		case err != nil && s.opts.KeepDamaged:
 			return nil, nil, fmt.Errorf("coordinator: member %s: %w", m.name, err)
 		case err != nil || moved:
 			why := err
 			if why == nil {
 				why = fmt.Errorf("its peer port %d is taken", p.Peer)
 			}
-			if err := c.setAsideMember(m, why); err != nil {
+			if err := s.setAsideMember(m, why); err != nil {
 				return nil, nil, err
 			}
 			m.replace = true
@@ -116,7 +116,7 @@ func (c *Coordinator) startMembers(ctx context.Context, dir string, n int) ([]*e
 		}
 	}
 	if withStore == 0 {
-		return c.bootstrapMembers(ctx, members)
+		return s.bootstrapMembers(ctx, members)
 	}
 	// A quorum needs a majority of the members that ever existed (a store
 	// grown from one member has only the first); starting fewer would wait
@@ -125,19 +125,19 @@ func (c *Coordinator) startMembers(ctx context.Context, dir string, n int) ([]*e
 	if withStore <= existed/2 {
 		err = fmt.Errorf("%d of %d members have a store", withStore, existed)
 	} else {
-		err = c.startExisting(ctx, members)
+		err = s.startExisting(ctx, members)
 	}
 	if err != nil {
 		// No quorum among the members with a store: start afresh; the
 		// index is rebuilt from the nodes.
-		c.cfg.Logf("coordinator: the store's members with data do not form a quorum (%v); setting every member aside and starting a new store", err)
+		s.opts.Logf("coordinator: the store's members with data do not form a quorum (%v); setting every member aside and starting a new store", err)
 		for _, m := range members {
 			if m.e != nil {
 				closeEtcdBounded(m.e)
 				m.e = nil
 			}
 			if !m.replace {
-				if err := c.setAsideMember(m, errors.New("no quorum")); err != nil {
+				if err := s.setAsideMember(m, errors.New("no quorum")); err != nil {
 					return nil, nil, err
 				}
 				m.replace = true
@@ -150,11 +150,11 @@ func (c *Coordinator) startMembers(ctx context.Context, dir string, n int) ([]*e
 				return nil, nil, err
 			}
 		}
-		return c.bootstrapMembers(ctx, members)
+		return s.bootstrapMembers(ctx, members)
 	}
 	for _, m := range members {
 		if m.replace {
-			if err := c.replaceMember(ctx, members, m); err != nil {
+			if err := s.replaceMember(ctx, members, m); err != nil {
 				closeMembers(members)
 				return nil, nil, err
 			}
@@ -163,16 +163,16 @@ func (c *Coordinator) startMembers(ctx context.Context, dir string, n int) ([]*e
 	return running(members)
 }
 
-func (c *Coordinator) setAsideMember(m *storeMember, why error) error {
+func (s *starter) setAsideMember(m *storeMember, why error) error {
 	data := filepath.Join(m.dir, "data")
 	if _, err := os.Stat(data); errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	dst := fmt.Sprintf("%s.damaged-%s", data, c.cfg.Clock.Now().UTC().Format("20060102T150405.000"))
+	dst := fmt.Sprintf("%s.damaged-%s", data, s.opts.Clock.Now().UTC().Format("20060102T150405.000"))
 	if err := os.Rename(data, dst); err != nil {
 		return fmt.Errorf("coordinator: store member %s in %s is damaged (%v) and could not be set aside: %w", m.name, m.dir, why, err)
 	}
-	c.cfg.Logf("coordinator: store member %s in %s: %v; moved its data to %s, it is replaced from the other members", m.name, m.dir, why, filepath.Base(dst))
+	s.opts.Logf("coordinator: store member %s in %s: %v; moved its data to %s, it is replaced from the other members", m.name, m.dir, why, filepath.Base(dst))
 	return nil
 }
 
@@ -187,14 +187,14 @@ func initialCluster(members []*storeMember) string {
 
 // launchAll starts members together (each needs the others for a quorum)
 // and waits until every one serves.
-func (c *Coordinator) launchAll(ctx context.Context, members []*storeMember, cluster, state string) error {
+func (s *starter) launchAll(ctx context.Context, members []*storeMember, cluster, state string) error {
 	var wg sync.WaitGroup
 	errs := make([]error, len(members))
 	for i, m := range members {
 		wg.Add(1)
 		go func(i int, m *storeMember) {
 			defer wg.Done()
-			cfg := etcdConfig(m.dir, m.ports, m.name, cluster, state, c.cfg.UnsafeNoFsync, "error")
+			cfg := etcdConfig(m.dir, m.ports, m.name, cluster, state, s.opts.NoFsync, "error")
 			m.e, errs[i] = launchEtcd(ctx, cfg, m.dir, memberReadyTimeout)
 		}(i, m)
 	}
@@ -203,8 +203,8 @@ func (c *Coordinator) launchAll(ctx context.Context, members []*storeMember, clu
 }
 
 // bootstrapMembers starts a new cluster of every member.
-func (c *Coordinator) bootstrapMembers(ctx context.Context, members []*storeMember) ([]*embed.Etcd, []string, error) {
-	if err := c.launchAll(ctx, members, initialCluster(members), embed.ClusterStateFlagNew); err != nil {
+func (s *starter) bootstrapMembers(ctx context.Context, members []*storeMember) ([]*embed.Etcd, []string, error) {
+	if err := s.launchAll(ctx, members, initialCluster(members), embed.ClusterStateFlagNew); err != nil {
 		closeMembers(members)
 		return nil, nil, err
 	}
@@ -215,7 +215,7 @@ func (c *Coordinator) bootstrapMembers(ctx context.Context, members []*storeMemb
 }
 
 // startExisting starts the members that have a store.
-func (c *Coordinator) startExisting(ctx context.Context, members []*storeMember) error {
+func (s *starter) startExisting(ctx context.Context, members []*storeMember) error {
 	var have []*storeMember
 	for _, m := range members {
 		if !m.replace {
@@ -224,13 +224,13 @@ func (c *Coordinator) startExisting(ctx context.Context, members []*storeMember)
 	}
 	// The configuration is ignored for a member with a store (its
 	// membership is in its WAL), but etcd still checks it for itself.
-	return c.launchAll(ctx, have, initialCluster(members), embed.ClusterStateFlagExisting)
+	return s.launchAll(ctx, have, initialCluster(members), embed.ClusterStateFlagExisting)
 }
 
 // replaceMember removes m from the membership (by its address, if the
 // membership has it), adds it again, and starts it empty: it catches up
 // from the running members.
-func (c *Coordinator) replaceMember(ctx context.Context, members []*storeMember, m *storeMember) error {
+func (s *starter) replaceMember(ctx context.Context, members []*storeMember, m *storeMember) error {
 	eps, _ := endpointsOf(members)
 	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -286,7 +286,7 @@ func (c *Coordinator) replaceMember(ctx context.Context, members []*storeMember,
 		if err := os.RemoveAll(filepath.Join(m.dir, "data")); err != nil {
 			return err
 		}
-		cfg := etcdConfig(m.dir, m.ports, m.name, strings.Join(parts, ","), embed.ClusterStateFlagExisting, c.cfg.UnsafeNoFsync, "error")
+		cfg := etcdConfig(m.dir, m.ports, m.name, strings.Join(parts, ","), embed.ClusterStateFlagExisting, s.opts.NoFsync, "error")
 		m.e, err = launchEtcd(ctx, cfg, m.dir, memberReadyTimeout)
 		if err == nil {
 			break
@@ -297,7 +297,7 @@ func (c *Coordinator) replaceMember(ctx context.Context, members []*storeMember,
 		time.Sleep(200 * time.Millisecond)
 	}
 	m.replace = false
-	c.cfg.Logf("coordinator: store member %s in %s replaced; it caught up from the others", m.name, m.dir)
+	s.opts.Logf("coordinator: store member %s in %s replaced; it caught up from the others", m.name, m.dir)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package coord
+package etcdstore
 
 import (
 	"encoding/binary"
@@ -14,7 +14,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 )
 
-// checkEtcdStore looks at an embedded etcd's data directory before etcd is
+// Check looks at an embedded etcd's data directory before etcd is
 // started on it, because etcd does not fail cleanly on every kind of damage:
 // a damaged bbolt page panics inside etcd's own goroutines (the process
 // dies), and a WAL that lost entries the backend has applied (truncated, or
@@ -28,7 +28,7 @@ import (
 // (member/wal) exists when the backend does, every record up to its end
 // verifies (a torn last record is what a crash leaves and is allowed), and
 // its entries reach the backend's consistent index.
-func checkEtcdStore(dataDir string) (err error) {
+func Check(dataDir string) (err error) {
 	member := filepath.Join(dataDir, "member")
 	if _, err := os.Stat(member); errors.Is(err, os.ErrNotExist) {
 		return nil
