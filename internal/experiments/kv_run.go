@@ -19,6 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/bitrot"
 	"github.com/flashmend/flashmend/internal/flipfs"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
@@ -217,7 +218,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 	}
 	var protect sdfvfs.RangesFunc
 	if p.ProtectMeta {
-		protect = sdfvfs.SSTMetadataRanges(kv.SSTReaderOptions())
+		protect = sdfvfs.SSTMetadataRanges(engine.SSTReaderOptions())
 	}
 	flips, err := flipfs.New(vfs.NewMem(), flipfs.Options{UBER: p.UBER, Persistent: p.Persistent, ProtectMeta: protect, Seed: p.Seed})
 	if err != nil {

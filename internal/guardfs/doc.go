@@ -49,7 +49,7 @@
 //
 // # Using it
 //
-//	fs, err := guardfs.New(vfs.Default, guardfs.Options{SSTReaderOptions: kv.SSTReaderOptions()})
+//	fs, err := guardfs.New(vfs.Default, guardfs.Options{SSTReaderOptions: engine.SSTReaderOptions()})
 //	db, err := pebble.Open(dir, &pebble.Options{FS: fs, DisableWAL: true, ...})
 //	report, err := fs.Verify(dir) // from the scrubber, at its own pace
 //

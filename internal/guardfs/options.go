@@ -68,7 +68,7 @@ type Options struct {
 	Classify func(name string) Class
 	// SSTReaderOptions opens sstables to find their metadata ranges when
 	// they are sealed. It must carry the DB's comparer, mergers and key
-	// schemas (internal/kv: kv.SSTReaderOptions()). Zero: Pebble's
+	// schemas (internal/kv/engine: engine.SSTReaderOptions()). Zero: Pebble's
 	// defaults.
 	SSTReaderOptions sstable.ReaderOptions
 	// NoRepair stops guardfs from rewriting a primary sstable's metadata

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/kv/engine"
+
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -115,14 +117,14 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 		return true
 	case cmd.Write != nil:
 		r.smMu.RLock()
-		err := r.sm.applyWrite(idx, term, cmd.Write)
-		digestLost := r.sm.applied().digest.dirty
+		err := r.sm.ApplyWrite(idx, term, cmd.Write)
+		digestLost := r.sm.Applied().Digest.Dirty
 		r.smMu.RUnlock()
 		switch {
 		case err == nil:
 			r.advance(idx)
 			r.finish(cmd.ProposalId, idx, nil)
-		case errors.Is(err, errConditionFailed):
+		case errors.Is(err, engine.ErrConditionFailed):
 			r.advance(idx)
 			r.finish(cmd.ProposalId, idx, ErrConditionFailed)
 		default:
@@ -144,7 +146,7 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 // applyNoop records idx as applied with no change to the rows.
 func (r *Replica) applyNoop(idx, term uint64) bool {
 	r.smMu.RLock()
-	err := r.sm.setApplied(idx, term)
+	err := r.sm.SetApplied(idx, term)
 	r.smMu.RUnlock()
 	if err != nil {
 		return r.failApply(idx, err, rebuildApplyFailed)
@@ -174,7 +176,7 @@ func (r *Replica) applyBarrier(b *kvpb.Barrier) {
 // failApply handles an entry this replica cannot apply: it rebuilds its
 // state from a peer that has applied idx. The replica is never left out:
 // rebuild retries every peer until one serves a state at idx or later
-// (peers' scans re-read past transient flips, see readAttempts).
+// (peers' scans re-read past transient flips, see engine.ReadAttempts).
 func (r *Replica) failApply(idx uint64, err error, reason string) bool {
 	r.mu.Lock()
 	r.needRebuild = true
@@ -222,8 +224,8 @@ func (r *Replica) flushAndCompact() {
 		r.smMu.RUnlock()
 		return
 	}
-	st := r.sm.applied() // NB: read before the flush starts
-	ch, err := r.sm.db.AsyncFlush()
+	st := r.sm.Applied() // NB: read before the flush starts
+	ch, err := r.sm.DB().AsyncFlush()
 	r.smMu.RUnlock()
 	if err != nil {
 		return
@@ -233,7 +235,7 @@ func (r *Replica) flushAndCompact() {
 	case <-r.stopc:
 		return
 	}
-	idx := st.index
+	idx := st.Index
 	r.mu.Lock()
 	r.lastCompact = idx
 	r.mu.Unlock()
@@ -338,7 +340,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i].Key, rows[j].Key) < 0 })
 	if len(done) > 0 {
 		r.smMu.RLock()
-		err := r.sm.ingestRanges(wide, rows, idx, term)
+		err := r.sm.IngestRanges(wide, rows, idx, term)
 		r.smMu.RUnlock()
 		if err != nil {
 			reason := rebuildApplyFailed
@@ -417,7 +419,7 @@ func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
 	for _, part := range subtract(wide, []Range{narrow}) {
-		rows, _, err := scan(r.sm.db, part.Start, part.End, 0)
+		rows, _, err := engine.Scan(r.sm.DB(), part.Start, part.End, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -433,7 +435,7 @@ func rangeCovers(outer, inner Range) bool {
 
 // sendPatch builds this replica's patch for the ranges and sends it to the
 // corrupted replica: of each range, the pieces outside its own damage that
-// read back (the scan re-reads past transient flips, see readAttempts).
+// read back (the scan re-reads past transient flips, see engine.ReadAttempts).
 // The corrupted replica assembles each range from whichever replicas sent
 // its pieces.
 func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) {
@@ -449,7 +451,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	r.smMu.RLock()
 	for _, rg := range ranges {
 		for _, piece := range subtract(rg, own) {
-			part, _, err := scan(r.sm.db, piece.Start, piece.End, 0)
+			part, _, err := engine.Scan(r.sm.DB(), piece.Start, piece.End, 0)
 			if err != nil {
 				continue
 			}
@@ -466,7 +468,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 		FromReplica: uint64(r.id), ToReplica: req.CorruptedReplica,
 		Ranges: rangesToProto(built), Rows: rows,
 	}
-	p.Crc = rowsCRC(p.Ranges, p.Rows)
+	p.Crc = engine.RowsCRC(p.Ranges, p.Rows)
 	r.mu.Lock()
 	r.stats.PatchesSent++
 	r.mu.Unlock()
@@ -486,7 +488,7 @@ type patchParts struct {
 // (from another replica's overlapping piece: the same value, as of the same
 // entry) is not added twice.
 func (r *Replica) DeliverPatch(p *kvpb.Patch) error {
-	if rowsCRC(p.Ranges, p.Rows) != p.Crc {
+	if engine.RowsCRC(p.Ranges, p.Rows) != p.Crc {
 		return base.CorruptionErrorf("kv: %s: patch %d from r%d fails its checksum", r, p.PatchId, p.FromReplica)
 	}
 	r.mu.Lock()
@@ -587,10 +589,10 @@ func (r *Replica) rebuild(idx uint64) bool {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			resp, err := r.env.FetchState(ctx, node, r.shard.ID)
 			cancel()
-			if err != nil || resp.AppliedIndex < idx || rowsCRC(nil, resp.Rows) != resp.Crc {
+			if err != nil || resp.AppliedIndex < idx || engine.RowsCRC(nil, resp.Rows) != resp.Crc {
 				continue
 			}
-			if d := digestFromProto(resp.Summary); !d.dirty && !digestOf(resp.Rows).same(d) {
+			if d := engine.DigestFromProto(resp.Summary); !d.Dirty && !engine.DigestOf(resp.Rows).Same(d) {
 				continue // the source's engine does not match its own digest
 			}
 			if err := r.installState(resp); err != nil {
@@ -607,13 +609,13 @@ func (r *Replica) rebuild(idx uint64) bool {
 }
 
 func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
-	d := digestFromProto(resp.Summary)
-	if d.dirty {
+	d := engine.DigestFromProto(resp.Summary)
+	if d.Dirty {
 		// The source's digest is unknown: start from the rows themselves.
-		d = digestOf(resp.Rows)
+		d = engine.DigestOf(resp.Rows)
 	}
 	r.smMu.RLock()
-	err := r.sm.installState(resp.Rows, resp.AppliedIndex, resp.AppliedTerm, d)
+	err := r.sm.InstallState(resp.Rows, resp.AppliedIndex, resp.AppliedTerm, d)
 	r.smMu.RUnlock()
 	if err != nil {
 		return err
@@ -664,18 +666,18 @@ func (r *Replica) StateForPeer() (*kvpb.FetchStateResponse, error) {
 	if r.smClosed {
 		return nil, ErrReplicaUnavailable
 	}
-	snap := r.sm.db.NewSnapshot()
+	snap := r.sm.DB().NewSnapshot()
 	defer snap.Close()
-	st, err := readApplied(snap)
+	st, err := engine.ReadApplied(snap)
 	if err != nil {
 		return nil, err
 	}
-	rows, _, err := scan(snap, nil, nil, 0)
+	rows, _, err := engine.Scan(snap, nil, nil, 0)
 	if err != nil {
 		return nil, err
 	}
-	return &kvpb.FetchStateResponse{AppliedIndex: st.index, AppliedTerm: st.term, Rows: rows,
-		Crc: rowsCRC(nil, rows), Summary: st.digest.toProto()}, nil
+	return &kvpb.FetchStateResponse{AppliedIndex: st.Index, AppliedTerm: st.Term, Rows: rows,
+		Crc: engine.RowsCRC(nil, rows), Summary: st.Digest.ToProto()}, nil
 }
 
 // wipe is the crash baseline's "replica down": close Pebble, delete its
@@ -695,11 +697,11 @@ func (r *Replica) wipe() bool {
 		t.release()
 	}
 	r.mu.Unlock()
-	_ = r.sm.close()
+	_ = r.sm.Close()
 	dir := r.fs.PathJoin(r.dir, "pebble")
 	_ = r.fs.RemoveAll(dir)
 	gen := r.smGen.Add(1) // reports about the old instance are now stale
-	sm, err := openStateMachine(r.fs, dir, r.opts.CacheBytes, r.opts.MemTableBytes, r.listener(gen))
+	sm, err := engine.Open(r.fs, dir, r.opts.CacheBytes, r.opts.MemTableBytes, r.listener(gen))
 	if err != nil {
 		// Nothing more this replica can do; its peers keep the shard.
 		panic(base.AssertionFailedf("kv: %s: reopen after wipe: %v", r, err))

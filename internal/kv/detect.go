@@ -2,19 +2,13 @@ package kv
 
 import (
 	"bytes"
-	"encoding/binary"
-	"fmt"
-	"regexp"
-	"strconv"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
+	"github.com/flashmend/flashmend/internal/kv/engine"
+
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/sstable/block"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
@@ -116,7 +110,7 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		r.enqueue(applyTask{})
 		return
 	}
-	if h, ok := corruptBlockHandle(info.Details); ok && r.repairedBlocks[info.Path][h.Offset] {
+	if h, ok := engine.CorruptBlockHandle(info.Details); ok && r.repairedBlocks[info.Path][h.Offset] {
 		// A block whose key range a patch already cut out of the live
 		// data (the backing file keeps it until compactions drop the
 		// file): nothing live reads it; a scrub or a compaction of the
@@ -131,8 +125,8 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 	// that verifies when read again was hit by a transient flip on the way
 	// (the read that failed is re-read by get/scan and succeeds); only
 	// damage that persists is isolated and patched.
-	if h, ok := corruptBlockHandle(info.Details); ok {
-		if clean, err := rereadBlock(r.fs, info.Path, h); err == nil && clean {
+	if h, ok := engine.CorruptBlockHandle(info.Details); ok {
+		if clean, err := engine.RereadBlock(r.fs, info.Path, h); err == nil && clean {
 			r.mu.Lock()
 			r.stats.TransientErrors++
 			r.stats.LastDetection = "transient"
@@ -291,9 +285,9 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		fileEnd = append(bytes.Clone(info.Bounds.End.Key), 0) // inclusive either way: one past
 	}
 	r.smMu.RLock()
-	readerOpts := r.sm.opts.MakeReaderOptions()
+	readerOpts := r.sm.Opts().MakeReaderOptions()
 	r.smMu.RUnlock()
-	if spans, _, err := isolateBlocks(r.fs, info.Path, readerOpts, fileStart, fileEnd); err == nil && len(spans) > 0 {
+	if spans, _, err := engine.IsolateBlocks(r.fs, info.Path, readerOpts, fileStart, fileEnd); err == nil && len(spans) > 0 {
 		out := make([]repairSpan, 0, len(spans))
 		for _, sp := range spans {
 			wide := r.toUserRange(sp.Start, sp.End)
@@ -305,7 +299,7 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		}
 		return out
 	}
-	iso, err := isolateCorruption(r.fs, info.Path, readerOpts, fileStart, fileEnd)
+	iso, err := engine.IsolateCorruption(r.fs, info.Path, readerOpts, fileStart, fileEnd)
 	lo, hi := fileStart, fileEnd
 	if err == nil {
 		lo, hi = iso.Start, iso.End
@@ -317,7 +311,7 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 // readsBack reports whether the Pebble key pk reads back through the engine
 // without corruption.
 func (r *Replica) readsBack(pk []byte) bool {
-	k, ok := fromUserKey(pk)
+	k, ok := engine.FromUserKey(pk)
 	if !ok || len(k) == 0 {
 		return false
 	}
@@ -326,86 +320,21 @@ func (r *Replica) readsBack(pk []byte) bool {
 	if r.smClosed {
 		return false
 	}
-	_, _, err := getOnce(r.sm.db, k)
+	_, _, err := engine.GetOnce(r.sm.DB(), k)
 	return err == nil
 }
 
 // toUserRange converts a Pebble span to a user range within the shard.
 func (r *Replica) toUserRange(lo, hi []byte) Range {
 	out := r.shard.Range
-	if k, ok := fromUserKey(lo); ok && bytes.Compare(k, out.Start) > 0 {
+	if k, ok := engine.FromUserKey(lo); ok && bytes.Compare(k, out.Start) > 0 {
 		out.Start = bytes.Clone(k)
 	}
-	if hi != nil && bytes.Compare(hi, userPrefix) > 0 && bytes.Compare(hi, userEnd) < 0 {
-		k, _ := fromUserKey(hi)
+	if hi != nil && bytes.Compare(hi, engine.UserPrefix) > 0 && bytes.Compare(hi, engine.UserEnd) < 0 {
+		k, _ := engine.FromUserKey(hi)
 		if len(out.End) == 0 || bytes.Compare(k, out.End) < 0 {
 			out.End = bytes.Clone(k)
 		}
 	}
 	return out
-}
-
-// blockHandleRE finds the block handle in Pebble's checksum error
-// ("block <offset>/<length>: crc32c checksum mismatch ...").
-var blockHandleRE = regexp.MustCompile(`block (\d+)/(\d+)`)
-
-// corruptBlockHandle returns the handle of the block a Pebble corruption
-// error names, if it names one.
-func corruptBlockHandle(err error) (block.Handle, bool) {
-	if err == nil {
-		return block.Handle{}, false
-	}
-	m := blockHandleRE.FindStringSubmatch(err.Error())
-	if m == nil {
-		return block.Handle{}, false
-	}
-	off, err1 := strconv.ParseUint(m[1], 10, 64)
-	n, err2 := strconv.ParseUint(m[2], 10, 64)
-	if err1 != nil || err2 != nil || n == 0 || n > maxBlockBytes {
-		return block.Handle{}, false
-	}
-	return block.Handle{Offset: off, Length: n}, true
-}
-
-// maxBlockBytes bounds a block handle parsed from an error message (Pebble's
-// blocks are tens of KiB; a larger "handle" is not one).
-const maxBlockBytes = 64 << 20
-
-// rereadAttempts is how many times rereadBlock reads a block before it
-// calls the damage persistent: one more flip on the re-read itself must not
-// turn a transient error into a repair.
-const rereadAttempts = 2
-
-// rereadBlock reads block h of the sstable at path from the file (not the
-// block cache) and reports whether its checksum verifies on any of
-// rereadAttempts reads. A block that verifies is intact on disk: the error
-// that named it was a transient flip.
-func rereadBlock(fs vfs.FS, path string, h block.Handle) (bool, error) {
-	f, err := fs.Open(path)
-	if err != nil {
-		return false, fmt.Errorf("kv: re-read %s: %w", path, err)
-	}
-	defer f.Close()
-	return blockVerifies(f, h)
-}
-
-// blockChecksumOK checks a block read with its trailer (compression type,
-// checksum) against Pebble's CRC32C (masked, as LevelDB masks it) or
-// xxhash64 checksum.
-//
-// NB: not block.ValidateChecksum: on a mismatch that searches every
-// single-bit flip of the block for a diagnostic, about 130 MB of CRC for a
-// 4 KiB block. A store under repair reads damaged blocks often; Pebble's own
-// reads pay that once per read, ours need not.
-func blockChecksumOK(buf []byte, h block.Handle) bool {
-	if uint64(len(buf)) < h.Length+block.TrailerLen {
-		return false
-	}
-	want := binary.LittleEndian.Uint32(buf[h.Length+1:])
-	data := buf[:h.Length+1]
-	c := base.CRC32C(data)
-	if uint32(c>>15|c<<17)+0xa282ead8 == want {
-		return true
-	}
-	return uint32(xxhash.Sum64(data)) == want
 }

@@ -2,9 +2,11 @@
 // shard's replica (a raft group member, go.etcd.io/raft/v3 RawNode), its
 // state machine (its own Pebble instance on any vfs.FS) and DIRECT's KV
 // recovery (paper 000 section 4.1, 001 sections 4.1-4.2, ZippyDB-DIRECT).
-// The node that hosts replicas and serves them over gRPC is
-// internal/kv/kvserver, the Go client internal/kv/kvclient, an in-process
-// cluster and the repair demo internal/kv/kvcluster.
+// The state machine itself (Pebble, the applied record, the digest) and
+// the block-level tools the recovery uses (re-read, isolate, patch ingest)
+// are internal/kv/engine. The node that hosts replicas and serves them over
+// gRPC is internal/kv/kvserver, the Go client internal/kv/kvclient, an
+// in-process cluster and the repair demo internal/kv/kvcluster.
 //
 // # What it owns
 //
@@ -50,12 +52,12 @@
 //
 //  1. Detect, re-read, isolate: Pebble's EventListener.DataCorruption names
 //     the file and (in its error) the block handle. The replica first
-//     re-reads that block and checks its checksum (rereadBlock, with our
+//     re-reads that block and checks its checksum (engine.RereadBlock, with our
 //     own check: Pebble's searches every single-bit flip of a damaged
 //     block, ~130 MB of CRC per 4 KiB): a block that verifies was hit by a
 //     transient flip on the way; it is counted (TransientErrors) and not
 //     repaired, and the read that failed re-reads it too. Damage that
-//     persists is isolated block by block (isolateBlocks): the table's
+//     persists is isolated block by block (engine.IsolateBlocks): the table's
 //     index gives each data block's separator, so each run of adjacent
 //     damaged blocks becomes one key range, without reading its
 //     neighbours. A range's excise span keeps the separators on both sides

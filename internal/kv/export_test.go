@@ -1,8 +1,8 @@
 package kv
 
 import (
-	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 
 	"github.com/flashmend/flashmend/internal/raftlog"
 )
@@ -10,25 +10,11 @@ import (
 // What the external tests (package kv_test, which run whole clusters from
 // internal/kv/kvcluster) reach inside a replica for.
 
-var (
-	FlipByteAt        = flipByteAt
-	Get               = get
-	IsolateCorruption = isolateCorruption
-	OpenStateMachine  = openStateMachine
-	PebbleOptions     = pebbleOptions
-	RowBytes          = rowBytes
-	UserKey           = userKey
-	UserPrefix        = userPrefix
-	UserEnd           = userEnd
-	FillSM            = fillSM
-	SSTLayout         = sstLayout
-)
-
 const RebuildDiverged = rebuildDiverged
 
 // LockSM returns the replica's state machine held shared (a rebuild cannot
 // replace it) until unlock is called.
-func (r *Replica) LockSM() (sm *stateMachine, unlock func()) {
+func (r *Replica) LockSM() (sm *engine.StateMachine, unlock func()) {
 	r.smMu.RLock()
 	return r.sm, r.smMu.RUnlock
 }
@@ -52,10 +38,3 @@ func (r *Replica) Repairing() (recovering, pending int) {
 
 // Files returns where the replica keeps its files.
 func (r *Replica) Files() (vfs.FS, string) { return r.fs, r.dir }
-
-func (sm *stateMachine) DB() *pebble.DB               { return sm.db }
-func (sm *stateMachine) FS() vfs.FS                   { return sm.fs }
-func (sm *stateMachine) Dir() string                  { return sm.dir }
-func (sm *stateMachine) Opts() *pebble.Options        { return sm.opts }
-func (sm *stateMachine) Close() error                 { return sm.close() }
-func (sm *stateMachine) SetApplied(i, t uint64) error { return sm.setApplied(i, t) }

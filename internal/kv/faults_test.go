@@ -15,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/guardfs"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
@@ -23,7 +24,7 @@ import (
 // files as a node would).
 func guarded(t *testing.T, fs vfs.FS) vfs.FS {
 	t.Helper()
-	g, err := guardfs.New(fs, guardfs.Options{SSTReaderOptions: kv.SSTReaderOptions()})
+	g, err := guardfs.New(fs, guardfs.Options{SSTReaderOptions: engine.SSTReaderOptions()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func rollbackEngine(t *testing.T, c *kvcluster.Cluster, node base.NodeID) {
 		t.Fatal(err)
 	}
 	gfs := guarded(t, fs)
-	sm, err := kv.OpenStateMachine(gfs, dir, 0, 4<<20, nil)
+	sm, err := engine.Open(gfs, dir, 0, 4<<20, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,14 +190,14 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 	}
 	fs := guarded(t, c.Config().FS)
 	dir := fs.PathJoin(replicaDir(c, victim), "pebble")
-	db, err := pebble.Open(dir, kv.PebbleOptions(fs, nil, 4<<20, nil))
+	db, err := pebble.Open(dir, engine.PebbleOptions(fs, nil, 4<<20, nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Set(kv.UserKey([]byte("ghost")), []byte("boo"), pebble.NoSync); err != nil {
+	if err := db.Set(engine.UserKey([]byte("ghost")), []byte("boo"), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Delete(kv.UserKey(testKey(7)), pebble.NoSync); err != nil {
+	if err := db.Delete(engine.UserKey(testKey(7)), pebble.NoSync); err != nil {
 		t.Fatal(err)
 	}
 	if err := db.Flush(); err != nil {

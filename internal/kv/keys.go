@@ -2,8 +2,9 @@ package kv
 
 import (
 	"bytes"
-	"fmt"
 	"sort"
+
+	"github.com/flashmend/flashmend/internal/kv/engine"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
@@ -26,42 +27,6 @@ const (
 	DefaultScanPageBytes = 1 << 20
 	MaxScanPageBytes     = 2 << 20
 )
-
-// Pebble key layout of a replica's state machine: user keys live under
-// userPrefix so that the replica's own metadata (appliedKey) sorts before
-// them and excise spans never touch it.
-var (
-	appliedKey = []byte("\x00applied")
-	// appliedKey2 holds a second copy of the applied record at the other
-	// end of the key space (after userEnd), so the two land in different
-	// data blocks and one damaged block cannot take both.
-	appliedKey2 = []byte("~applied")
-	userPrefix  = []byte("u")
-	userEnd     = []byte("v") // exclusive end of the user key space
-)
-
-func userKey(k []byte) []byte {
-	out := make([]byte, 0, len(userPrefix)+len(k))
-	return append(append(out, userPrefix...), k...)
-}
-
-// fromUserKey strips the prefix; ok is false for metadata keys.
-func fromUserKey(k []byte) ([]byte, bool) {
-	if !bytes.HasPrefix(k, userPrefix) {
-		return nil, false
-	}
-	return k[len(userPrefix):], true
-}
-
-// pebbleSpan maps a user range [start, end) (end empty = unbounded) to the
-// Pebble key space.
-func pebbleSpan(start, end []byte) ([]byte, []byte) {
-	s := userKey(start)
-	if len(end) == 0 {
-		return s, append([]byte(nil), userEnd...)
-	}
-	return s, userKey(end)
-}
 
 func ValidateKey(k []byte) error {
 	if len(k) == 0 {
@@ -145,28 +110,9 @@ func ValidateLimit(limit uint32) (int, error) {
 	return int(limit), nil
 }
 
-// Range is a user key range [Start, End); an empty End is unbounded.
-type Range struct {
-	Start, End []byte
-}
-
-func (r Range) String() string {
-	if len(r.End) == 0 {
-		return fmt.Sprintf("[%q, +inf)", r.Start)
-	}
-	return fmt.Sprintf("[%q, %q)", r.Start, r.End)
-}
-
-// Contains reports whether k is in r.
-func (r Range) Contains(k []byte) bool {
-	return bytes.Compare(k, r.Start) >= 0 && (len(r.End) == 0 || bytes.Compare(k, r.End) < 0)
-}
-
-// Overlaps reports whether r and o share a key.
-func (r Range) Overlaps(o Range) bool {
-	return (len(o.End) == 0 || bytes.Compare(r.Start, o.End) < 0) &&
-		(len(r.End) == 0 || bytes.Compare(o.Start, r.End) < 0)
-}
+// Range is a user key range [Start, End); an empty End is unbounded. The
+// engine owns the type; the replica's API and the layout use it.
+type Range = engine.Range
 
 func rangesToProto(rs []Range) []*kvpb.KeyRange {
 	out := make([]*kvpb.KeyRange, len(rs))

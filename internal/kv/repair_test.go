@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -96,7 +97,7 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			// the patch's implicit delete removes it.
 			stray := append(append([]byte(nil), target...), '~')
 			sm, unlock := victim.LockSM()
-			if err := sm.DB().Set(kv.UserKey(stray), []byte("stray"), pebble.NoSync); err != nil {
+			if err := sm.DB().Set(engine.UserKey(stray), []byte("stray"), pebble.NoSync); err != nil {
 				t.Fatal(err)
 			}
 			unlock()
@@ -128,7 +129,7 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 				t.Fatalf("patch of %d bytes: more than a block's worth", st.PatchBytesReceived)
 			}
 			sm, unlock = victim.LockSM()
-			_, strayFound, err := kv.Get(sm.DB(), stray)
+			_, strayFound, err := engine.Get(sm.DB(), stray)
 			unlock()
 			if err != nil || strayFound {
 				t.Fatalf("implicit delete: found=%v err=%v", strayFound, err)

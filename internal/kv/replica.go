@@ -3,7 +3,6 @@ package kv
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"log"
@@ -13,7 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2"
+	"github.com/flashmend/flashmend/internal/kv/engine"
+
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -161,7 +161,7 @@ type Replica struct {
 	// smMu guards sm: readers hold it shared, the crash baseline replaces
 	// the state machine under the exclusive lock.
 	smMu     sync.RWMutex
-	sm       *stateMachine
+	sm       *engine.StateMachine
 	smClosed bool // set by close; requests still in flight then fail
 
 	mu        sync.Mutex
@@ -232,34 +232,34 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, err
 	}
 	r.log = lg
-	sm, err := openStateMachine(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.listener(0))
+	sm, err := engine.Open(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.listener(0))
 	if err != nil {
 		lg.Close()
 		return nil, err
 	}
 	r.sm = sm
-	st := sm.applied()
-	if lg.IsEmpty() && st.index == 0 {
+	st := sm.Applied()
+	if lg.IsEmpty() && st.Index == 0 {
 		var voters []uint64
 		for rid := range shard.Replicas {
 			voters = append(voters, uint64(rid))
 		}
 		if err := lg.Bootstrap(voters); err != nil {
-			sm.close()
+			sm.Close()
 			lg.Close()
 			return nil, err
 		}
 	}
 	if cfg.Replaced {
 		if err := lg.SetVoteFloor(math.MaxUint64, math.MaxUint64); err != nil {
-			sm.close()
+			sm.Close()
 			lg.Close()
 			return nil, err
 		}
 	}
-	r.applied = st.index
-	r.lastCompact = st.index
-	if sm.appliedLost != nil {
+	r.applied = st.Index
+	r.lastCompact = st.Index
+	if sm.AppliedLost() != nil {
 		r.needRebuild, r.rebuildReason = true, rebuildAppliedLost
 	}
 	if !lg.Sealed() {
@@ -267,7 +267,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		// holds needs no repair; the rest comes from the peers before
 		// raft sees the log.
 		first, _ := lg.FirstIndex()
-		at, term := st.index, st.term
+		at, term := st.Index, st.Term
 		if at < first-1 {
 			// The engine is behind the log's start: its state is fetched
 			// from a peer (below); the log needs no entries before its
@@ -275,7 +275,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 			at, term = first-1, 0
 		}
 		if err := lg.DiscardApplied(at, term); err != nil {
-			sm.close()
+			sm.Close()
 			lg.Close()
 			return nil, err
 		}
@@ -302,8 +302,8 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 
 // startRaft creates the RawNode on the sealed log and starts its loop.
 func (r *Replica) startRaft() error {
-	st := r.sm.applied()
-	applied := st.index
+	st := r.sm.Applied()
+	applied := st.Index
 	first, _ := r.log.FirstIndex()
 	snap, _ := r.log.Snapshot()
 	switch snapIndex := snap.GetMetadata().GetIndex(); {
@@ -625,20 +625,20 @@ func (r *Replica) checkDigest() (bool, error) {
 	if r.smClosed {
 		return false, ErrReplicaUnavailable
 	}
-	snap := r.sm.db.NewSnapshot()
+	snap := r.sm.DB().NewSnapshot()
 	defer snap.Close()
-	st, err := readApplied(snap)
+	st, err := engine.ReadApplied(snap)
 	if err != nil {
 		return false, err
 	}
-	if st.digest.dirty {
+	if st.Digest.Dirty {
 		return true, nil
 	}
-	got, err := r.sm.scanDigest(snap)
+	got, err := r.sm.ScanDigest(snap)
 	if err != nil {
 		return false, err
 	}
-	return got.same(st.digest), nil
+	return got.Same(st.Digest), nil
 }
 
 func (r *Replica) String() string { return fmt.Sprintf("%s/%s@%s", r.shard.ID, r.id, r.node) }
@@ -657,9 +657,9 @@ func (r *Replica) close(crash bool) error {
 	err := r.log.Close()
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
-	closeSM := r.sm.close
+	closeSM := r.sm.Close
 	if crash {
-		closeSM = r.sm.db.Close
+		closeSM = r.sm.DB().Close
 	}
 	if cerr := closeSM(); err == nil {
 		err = cerr
@@ -1047,7 +1047,7 @@ func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) (
 		return nil, false, 0, err
 	}
 	applied, _ := r.appliedIndex()
-	v, found, err := get(r.sm.db, key)
+	v, found, err := engine.Get(r.sm.DB(), key)
 	return v, found, applied, err
 }
 
@@ -1067,7 +1067,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit, maxBytes i
 		return nil, false, 0, err
 	}
 	applied, _ := r.appliedIndex()
-	rows, more, err := scanBounded(r.sm.db, start, end, limit, maxBytes)
+	rows, more, err := engine.ScanBounded(r.sm.DB(), start, end, limit, maxBytes)
 	return rows, more, applied, err
 }
 
@@ -1097,63 +1097,17 @@ func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err e
 	if r.smClosed {
 		return 0, 0, 0, ErrReplicaUnavailable
 	}
-	snap := r.sm.db.NewSnapshot()
+	snap := r.sm.DB().NewSnapshot()
 	defer snap.Close()
-	st, err := readApplied(snap)
+	st, err := engine.ReadApplied(snap)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	all, _, err := scan(snap, nil, nil, 0)
+	all, _, err := engine.Scan(snap, nil, nil, 0)
 	if err != nil {
 		return 0, 0, 0, err
 	}
-	return rowsCRC(nil, all), len(all), st.index, nil
-}
-
-// readApplied reads the applied record (zero for a new state machine):
-// the newer of its two copies that reads back and verifies.
-func readApplied(rd pebble.Reader) (appliedState, error) {
-	var best appliedState
-	var firstErr error
-	found, absent := false, 0
-	for _, k := range [][]byte{appliedKey, appliedKey2} {
-		var st appliedState
-		var err error
-		for attempt := 0; attempt < readAttempts; attempt++ {
-			st, err = readAppliedCopy(rd, k)
-			if !base.IsCorruption(err) {
-				break
-			}
-		}
-		switch {
-		case errors.Is(err, pebble.ErrNotFound):
-			absent++
-		case err != nil:
-			if firstErr == nil {
-				firstErr = err
-			}
-		default:
-			if !found || st.index > best.index {
-				best, found = st, true
-			}
-		}
-	}
-	if !found && absent < 2 {
-		return appliedState{}, firstErr // a copy exists but none reads back
-	}
-	return best, nil
-}
-
-func readAppliedCopy(rd pebble.Reader, k []byte) (appliedState, error) {
-	v, closer, err := rd.Get(k)
-	if errors.Is(err, pebble.ErrNotFound) {
-		return appliedState{}, err
-	}
-	if err != nil {
-		return appliedState{}, classify(err)
-	}
-	defer closer.Close()
-	return decodeAppliedState(v)
+	return engine.RowsCRC(nil, all), len(all), st.Index, nil
 }
 
 // Compact compacts the replica's user key space in its engine, flushing
@@ -1165,7 +1119,7 @@ func (r *Replica) Compact(ctx context.Context) error {
 	if r.smClosed {
 		return ErrReplicaUnavailable
 	}
-	return r.sm.db.Compact(ctx, userPrefix, userEnd, false)
+	return r.sm.DB().Compact(ctx, engine.UserPrefix, engine.UserEnd, false)
 }
 
 // CorruptBlock damages the sstable data block holding key (tests, `ctl kv
@@ -1176,7 +1130,7 @@ func (r *Replica) CorruptBlock(key []byte) (string, uint64, error) {
 	if r.smClosed {
 		return "", 0, ErrReplicaUnavailable
 	}
-	return r.sm.corruptBlock(key)
+	return r.sm.CorruptBlock(key)
 }
 
 // Status reports the replica's state for operators and tests.

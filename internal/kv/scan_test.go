@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -61,7 +62,7 @@ func TestScanPagesByBytes(t *testing.T) {
 	page, more, _, err := c.Node(leader).Replica(2).Scan(ctx, nil, nil, 0, kv.DefaultScanPageBytes, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	bytes := 0
 	for _, r := range page {
-		bytes += kv.RowBytes(r)
+		bytes += engine.RowBytes(r)
 	}
 	if err != nil || !more || bytes < kv.DefaultScanPageBytes || bytes > kv.DefaultScanPageBytes+5000 {
 		t.Fatalf("one page: %d rows, %d bytes, more=%v, %v", len(page), bytes, more, err)

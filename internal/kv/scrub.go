@@ -1,12 +1,11 @@
 package kv
 
 import (
-	"context"
 	"fmt"
 
+	"github.com/flashmend/flashmend/internal/kv/engine"
+
 	"github.com/cockroachdb/pebble/v2"
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
-	"github.com/cockroachdb/pebble/v2/sstable"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -21,12 +20,12 @@ func (r *Replica) Scrub() (files, damaged int, err error) {
 		r.smMu.RUnlock()
 		return 0, 0, ErrReplicaUnavailable
 	}
-	levels, err := r.sm.db.SSTables()
-	readerOpts := r.sm.opts.MakeReaderOptions()
+	levels, err := r.sm.DB().SSTables()
+	readerOpts := r.sm.Opts().MakeReaderOptions()
 	gen := r.smGen.Load()
 	r.smMu.RUnlock()
 	if err != nil {
-		return 0, 0, classify(err)
+		return 0, 0, engine.Classify(err)
 	}
 	seen := map[string]bool{}
 	for _, level := range levels {
@@ -40,7 +39,7 @@ func (r *Replica) Scrub() (files, damaged int, err error) {
 				return files, damaged, nil
 			}
 			files++
-			verr := verifySSTable(r, path, readerOpts)
+			verr := engine.VerifySSTable(r.fs, path, readerOpts)
 			if verr == nil {
 				continue
 			}
@@ -57,46 +56,4 @@ func (r *Replica) Scrub() (files, damaged int, err error) {
 		}
 	}
 	return files, damaged, nil
-}
-
-// verifySSTable checks every data block of the sstable at path against its
-// checksum (our own check, blockChecksumOK: Pebble's ValidateBlockChecksums
-// searches every single-bit flip of a damaged block) and that its
-// metadata reads. It returns an error naming the first damaged block, in
-// the form Pebble's errors take ("block <offset>/<length>"), or nil.
-func verifySSTable(r *Replica, path string, ro sstable.ReaderOptions) error {
-	f, err := r.fs.Open(path)
-	if err != nil {
-		return err
-	}
-	readable, err := objstorageprovider.NewFileReadable(f, r.fs, objstorageprovider.NewReadaheadConfig(), path)
-	if err != nil {
-		f.Close()
-		return err
-	}
-	rd, err := sstable.NewReader(context.Background(), readable, ro)
-	if err != nil {
-		readable.Close()
-		return base.CorruptionErrorf("kv: scrub %s: %w", path, err)
-	}
-	defer rd.Close()
-	blocks, err := sstDataBlocks(rd)
-	if err != nil {
-		return base.CorruptionErrorf("kv: scrub %s: index: %w", path, err)
-	}
-	raw, err := r.fs.Open(path)
-	if err != nil {
-		return err
-	}
-	defer raw.Close()
-	for _, b := range blocks {
-		ok, err := blockVerifies(raw, b.h)
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return base.CorruptionErrorf("kv: scrub %s: block %d/%d: checksum mismatch", path, b.h.Offset, b.h.Length)
-		}
-	}
-	return nil
 }

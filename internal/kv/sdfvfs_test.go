@@ -14,6 +14,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/sdf"
@@ -86,7 +87,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 			if err != nil {
 				return nil, err
 			}
-			fs, err := sdfvfs.New(sfs, sdfvfs.Options{MetadataRanges: sdfvfs.SSTMetadataRanges(kv.SSTReaderOptions())})
+			fs, err := sdfvfs.New(sfs, sdfvfs.Options{MetadataRanges: sdfvfs.SSTMetadataRanges(engine.SSTReaderOptions())})
 			if err != nil {
 				return nil, err
 			}
@@ -160,7 +161,7 @@ func sstableHolding(t *testing.T, r *kv.Replica, key []byte) string {
 	}
 	for _, level := range levels {
 		for _, tbl := range level {
-			if bytes.Compare(kv.UserKey(key), tbl.Smallest.UserKey) >= 0 && bytes.Compare(kv.UserKey(key), tbl.Largest.UserKey) <= 0 {
+			if bytes.Compare(engine.UserKey(key), tbl.Smallest.UserKey) >= 0 && bytes.Compare(engine.UserKey(key), tbl.Largest.UserKey) <= 0 {
 				fs, dir := r.Files()
 				return fs.PathJoin(dir, "pebble", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
 			}

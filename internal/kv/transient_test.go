@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
@@ -119,14 +120,17 @@ func compactAndArm(t *testing.T, r *kv.Replica, fs *transientFS, key []byte) str
 	if err != nil {
 		t.Fatal(err)
 	}
-	pk := kv.UserKey(key)
+	pk := engine.UserKey(key)
 	for _, level := range levels {
 		for _, tbl := range level {
 			if string(pk) < string(tbl.Smallest.UserKey) || string(pk) > string(tbl.Largest.UserKey) {
 				continue
 			}
 			path := sm.FS().PathJoin(sm.Dir(), fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-			layout := kv.SSTLayout(t, sm.FS(), path, sm.Opts().MakeReaderOptions())
+			layout, err := engine.TableLayout(sm.FS(), path, sm.Opts().MakeReaderOptions())
+			if err != nil {
+				t.Fatal(err)
+			}
 			var offs []int64
 			for _, h := range layout.Data {
 				offs = append(offs, int64(h.Offset+h.Length/2))
@@ -292,12 +296,18 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 4; round++ {
 		fs := &transientFS{FS: vfs.NewMem()}
-		sm, err := kv.OpenStateMachine(fs, "sm", 0, 4<<20, nil)
+		sm, err := engine.Open(fs, "sm", 0, 4<<20, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kv.FillSM(t, sm, 2000+rng.Intn(1000))
-		if err := sm.DB().Compact(context.Background(), kv.UserPrefix, kv.UserEnd, false); err != nil {
+		rows, n := &kvpb.WriteBatch{}, 2000+rng.Intn(1000)
+		for j := 0; j < n; j++ {
+			rows.Ops = append(rows.Ops, &kvpb.Op{Kind: kvpb.Op_PUT, Key: []byte(fmt.Sprintf("key-%05d", j)), Value: []byte(fmt.Sprintf("value-%05d-%0100d", j, j))})
+		}
+		if err := sm.ApplyWrite(2, 1, rows); err != nil {
+			t.Fatal(err)
+		}
+		if err := sm.DB().Compact(context.Background(), engine.UserPrefix, engine.UserEnd, false); err != nil {
 			t.Fatal(err)
 		}
 		levels, _ := sm.DB().SSTables()
@@ -307,7 +317,10 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 				path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
 			}
 		}
-		layout := kv.SSTLayout(t, fs, path, sm.Opts().MakeReaderOptions())
+		layout, err := engine.TableLayout(fs, path, sm.Opts().MakeReaderOptions())
+		if err != nil {
+			t.Fatal(err)
+		}
 		if len(layout.Data) < 4 {
 			t.Fatalf("seed %d: %d data blocks", seed, len(layout.Data))
 		}
@@ -315,11 +328,11 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 		// (forward pass) or after it (backward pass).
 		bad := len(layout.Data)/4 + rng.Intn(len(layout.Data)/2)
 		h := layout.Data[bad]
-		if err := kv.FlipByteAt(fs, path, int64(h.Offset+h.Length/2)); err != nil {
+		if err := engine.FlipByteAt(fs, path, int64(h.Offset+h.Length/2)); err != nil {
 			t.Fatal(err)
 		}
 		ro := sm.Opts().MakeReaderOptions()
-		want, err := kv.IsolateCorruption(fs, path, ro, nil, nil)
+		want, err := engine.IsolateCorruption(fs, path, ro, nil, nil)
 		if err != nil || want.WholeFile {
 			t.Fatalf("seed %d: isolation %v, %v", seed, want, err)
 		}
@@ -329,7 +342,7 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 		}
 		oh := layout.Data[other]
 		fs.arm(path, []int64{int64(oh.Offset + oh.Length/2)})
-		got, err := kv.IsolateCorruption(fs, path, ro, nil, nil)
+		got, err := engine.IsolateCorruption(fs, path, ro, nil, nil)
 		if fs.flipped() != 1 {
 			t.Fatalf("seed %d: %d transient flips injected, want 1", seed, fs.flipped())
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/flashmend/flashmend/internal/kv/engine"
+
 	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -71,7 +73,7 @@ func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
 		r.smMu.RUnlock()
 		return 0, ErrReplicaUnavailable
 	}
-	snap := r.sm.db.NewSnapshot()
+	snap := r.sm.DB().NewSnapshot()
 	r.smMu.RUnlock()
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -109,7 +111,7 @@ func (r *Replica) TxnGet(id uint64, key []byte) ([]byte, bool, error) {
 	if t.snap == nil {
 		err = NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
-		v, found, err = get(t.snap, key)
+		v, found, err = engine.Get(t.snap, key)
 	}
 	t.mu.Unlock()
 	if err != nil {
@@ -134,7 +136,7 @@ func (r *Replica) TxnScan(id uint64, start, end []byte, limit int) ([]*kvpb.KeyV
 	if t.snap == nil {
 		err = NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
-		rows, more, err = scan(t.snap, start, end, limit)
+		rows, more, err = engine.Scan(t.snap, start, end, limit)
 	}
 	t.mu.Unlock()
 	if err != nil {
@@ -142,7 +144,7 @@ func (r *Replica) TxnScan(id uint64, start, end []byte, limit int) ([]*kvpb.KeyV
 		return nil, false, err
 	}
 	r.mu.Lock()
-	t.scans = append(t.scans, &kvpb.ScanRead{Start: start, End: end, Limit: uint32(limit), Crc: rowsCRC(nil, rows)})
+	t.scans = append(t.scans, &kvpb.ScanRead{Start: start, End: end, Limit: uint32(limit), Crc: engine.RowsCRC(nil, rows)})
 	r.mu.Unlock()
 	return rows, more, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/guardfs"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 )
 
 // Config configures the KV part of one storage node.
@@ -79,7 +80,7 @@ func NewNode(cfg Config) (*Node, error) {
 	// are protected on whatever file system the node runs on (DIRECT
 	// policy 2 for the engine); the raft logs protect themselves and pass
 	// through.
-	guard, err := guardfs.New(cfg.FS, guardfs.Options{SSTReaderOptions: kv.SSTReaderOptions()})
+	guard, err := guardfs.New(cfg.FS, guardfs.Options{SSTReaderOptions: engine.SSTReaderOptions()})
 	if err != nil {
 		return nil, fmt.Errorf("kv: %s: guardfs: %w", cfg.ID, err)
 	}

@@ -1,4 +1,4 @@
-package kv
+package engine
 
 import (
 	"bytes"
@@ -19,7 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/invariants"
 )
 
-// stateMachine is one replica's Pebble instance. The apply worker is its
+// StateMachine is one replica's Pebble instance. The apply worker is its
 // only writer; readers use the DB or a snapshot.
 //
 // Pebble runs without its write-ahead log (Options.DisableWAL): the raft log
@@ -29,7 +29,7 @@ import (
 // Pebble holds durably is what it has flushed; at open the replica replays
 // the raft log from the flushed applied index, and it compacts the raft log
 // only up to an index a completed flush made durable (durableIndex).
-type stateMachine struct {
+type StateMachine struct {
 	fs   vfs.FS
 	dir  string
 	opts *pebble.Options
@@ -38,7 +38,7 @@ type stateMachine struct {
 	ingestSeq atomic.Uint64
 	// state is the applied record as of the last applied entry; owned by
 	// the apply worker (the only writer).
-	state appliedState
+	state AppliedState
 	// stateMu guards state against readers outside the apply loop
 	// (applied: flushAndCompact, status); the apply loop, its only
 	// writer, reads it without the lock.
@@ -47,6 +47,22 @@ type stateMachine struct {
 	// open.
 	appliedLost error
 }
+
+// DB is the Pebble instance; the replica reads through it and flushes it.
+func (sm *StateMachine) DB() *pebble.DB { return sm.db }
+
+// Opts are the options the engine was opened with.
+func (sm *StateMachine) Opts() *pebble.Options { return sm.opts }
+
+// FS is the file system the engine's files are on.
+func (sm *StateMachine) FS() vfs.FS { return sm.fs }
+
+// Dir is the directory of the engine's files.
+func (sm *StateMachine) Dir() string { return sm.dir }
+
+// AppliedLost is the error that made the applied record unreadable at open
+// (no copy read back), or nil: the replica then takes a peer's state.
+func (sm *StateMachine) AppliedLost() error { return sm.appliedLost }
 
 // quietLogger drops Pebble's informational logging; errors reach us
 // through returned errors and the event listener.
@@ -58,9 +74,9 @@ func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf("pebble fatal: "+format, args...))
 }
 
-// pebbleOptions is the configuration of every replica's Pebble.
+// PebbleOptions is the configuration of every replica's Pebble.
 // The caller owns cache (may be nil) and unrefs it after pebble.Open.
-func pebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo)) *pebble.Options {
+func PebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo)) *pebble.Options {
 	if onCorruption == nil {
 		onCorruption = func(pebble.DataCorruptionInfo) {}
 	}
@@ -93,19 +109,19 @@ func pebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 // SSTReaderOptions are the sstable reader options matching the replicas'
 // Pebble configuration (for internal/sdfvfs.SSTMetadataRanges).
 func SSTReaderOptions() sstable.ReaderOptions {
-	return pebbleOptions(vfs.NewMem(), nil, int64(4*base.MiB), nil).MakeReaderOptions()
+	return PebbleOptions(vfs.NewMem(), nil, int64(4*base.MiB), nil).MakeReaderOptions()
 }
 
-func openStateMachine(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo)) (*stateMachine, error) {
+func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo)) (*StateMachine, error) {
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
-	opts := pebbleOptions(fs, cache, memTableBytes, onCorruption)
+	opts := PebbleOptions(fs, cache, memTableBytes, onCorruption)
 	db, err := pebble.Open(dir, opts)
 	if err != nil {
-		return nil, classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))
+		return nil, Classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))
 	}
-	sm := &stateMachine{fs: fs, dir: dir, opts: opts, db: db}
-	st, err := readApplied(db)
+	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db}
+	st, err := ReadApplied(db)
 	switch {
 	case base.IsCorruption(err):
 		// Both copies of the applied record are unreadable: the engine's
@@ -121,8 +137,8 @@ func openStateMachine(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, on
 	return sm, nil
 }
 
-// classify marks Pebble corruption errors with flashmend's corruption class.
-func classify(err error) error {
+// Classify marks Pebble corruption errors with flashmend's corruption class.
+func Classify(err error) error {
 	if err != nil && pebble.IsCorruptionError(err) && !base.IsCorruption(err) {
 		return base.CorruptionErrorf("%w", err)
 	}
@@ -131,18 +147,18 @@ func classify(err error) error {
 
 // close flushes the memtable (so a restart replays little of the raft
 // log) and closes Pebble.
-func (sm *stateMachine) close() error {
+func (sm *StateMachine) Close() error {
 	_ = sm.db.Flush()
 	return sm.db.Close()
 }
 
-func (sm *stateMachine) applied() appliedState {
+func (sm *StateMachine) Applied() AppliedState {
 	sm.stateMu.Lock()
 	defer sm.stateMu.Unlock()
 	return sm.state
 }
 
-func (sm *stateMachine) setState(st appliedState) {
+func (sm *StateMachine) setState(st AppliedState) {
 	sm.stateMu.Lock()
 	sm.state = st
 	sm.stateMu.Unlock()
@@ -150,10 +166,10 @@ func (sm *stateMachine) setState(st appliedState) {
 
 // setApplied records index (of term) as applied with no change to the rows
 // (entries that are not writes, patches seen by healthy replicas).
-func (sm *stateMachine) setApplied(index, term uint64) error {
+func (sm *StateMachine) SetApplied(index, term uint64) error {
 	next := sm.state
-	next.index, next.term = index, term
-	if err := sm.writeApplied(sm.db, next); err != nil {
+	next.Index, next.Term = index, term
+	if err := sm.WriteApplied(sm.db, next); err != nil {
 		return err
 	}
 	sm.setState(next)
@@ -162,49 +178,49 @@ func (sm *stateMachine) setApplied(index, term uint64) error {
 
 // writeApplied writes both copies of the applied record (appliedKey,
 // appliedKey2) to w (the DB, or a batch committed by the caller).
-func (sm *stateMachine) writeApplied(w pebble.Writer, st appliedState) error {
+func (sm *StateMachine) WriteApplied(w pebble.Writer, st AppliedState) error {
 	v := st.encode()
 	if invariants.Enabled {
 		// Checksum before the write: the record decodes back to st
-		// (readApplied verifies both copies it reads).
-		back, err := decodeAppliedState(v)
+		// (ReadApplied verifies both copies it reads).
+		back, err := DecodeAppliedState(v)
 		_ = invariants.Check(err == nil && back == st, "kv: applied record %+v decodes back as %+v (%v)", st, back, err)
 	}
 	if err := w.Set(appliedKey, v, pebble.NoSync); err != nil {
-		return classify(err)
+		return Classify(err)
 	}
-	return classify(w.Set(appliedKey2, v, pebble.NoSync))
+	return Classify(w.Set(appliedKey2, v, pebble.NoSync))
 }
 
 // durableIndex flushes the memtable and returns an applied index that is
 // now durable (everything applied before the flush started).
-func (sm *stateMachine) flushDurable() (uint64, error) {
-	idx := sm.state.index
+func (sm *StateMachine) FlushDurable() (uint64, error) {
+	idx := sm.state.Index
 	if err := sm.db.Flush(); err != nil {
-		return 0, classify(err)
+		return 0, Classify(err)
 	}
 	return idx, nil
 }
 
-// errConditionFailed is the apply-time outcome of a failed condition or scan
+// ErrConditionFailed is the apply-time outcome of a failed condition or scan
 // validation; it is deterministic across replicas.
-var errConditionFailed = errors.New("condition failed")
+var ErrConditionFailed = errors.New("condition failed")
 
 // applyWrite applies b at index (of term) atomically with the applied
 // record. A failed condition applies nothing but the index (and returns
-// errConditionFailed); any other error means this replica could not
+// ErrConditionFailed); any other error means this replica could not
 // evaluate the entry.
 //
-// Each write reads the key's old value to keep the digest; a read that
+// Each write reads the key's old value to keep the Digest; a read that
 // fails as corruption (the key sits in a damaged block awaiting its patch)
-// does not fail the write: the digest becomes unknown instead.
-func (sm *stateMachine) applyWrite(index, term uint64, b *kvpb.WriteBatch) error {
-	ok, err := sm.check(b)
+// does not fail the write: the Digest becomes unknown instead.
+func (sm *StateMachine) ApplyWrite(index, term uint64, b *kvpb.WriteBatch) error {
+	ok, err := sm.Check(b)
 	if err != nil {
 		return err
 	}
 	next := sm.state
-	next.index, next.term = index, term
+	next.Index, next.Term = index, term
 	batch := sm.db.NewBatch()
 	defer batch.Close()
 	if ok {
@@ -212,54 +228,54 @@ func (sm *stateMachine) applyWrite(index, term uint64, b *kvpb.WriteBatch) error
 		for _, op := range b.Ops {
 			old, had, known := sm.current(seen, op.Key)
 			if !known {
-				next.digest.dirty = true
-			} else if had && !next.digest.dirty {
-				next.digest.remove(op.Key, old)
+				next.Digest.Dirty = true
+			} else if had && !next.Digest.Dirty {
+				next.Digest.remove(op.Key, old)
 			}
 			switch op.Kind {
 			case kvpb.Op_PUT:
-				_ = batch.Set(userKey(op.Key), op.Value, nil)
+				_ = batch.Set(UserKey(op.Key), op.Value, nil)
 				v := op.Value
 				seen[string(op.Key)] = &v
-				if !next.digest.dirty {
-					next.digest.add(op.Key, op.Value)
+				if !next.Digest.Dirty {
+					next.Digest.add(op.Key, op.Value)
 				}
 			case kvpb.Op_DELETE:
-				_ = batch.Delete(userKey(op.Key), nil)
+				_ = batch.Delete(UserKey(op.Key), nil)
 				seen[string(op.Key)] = nil
 			}
 		}
 	}
-	_ = sm.writeApplied(batch, next)
+	_ = sm.WriteApplied(batch, next)
 	if err := batch.Commit(pebble.NoSync); err != nil {
-		return classify(err)
+		return Classify(err)
 	}
 	sm.setState(next)
 	if !ok {
-		return errConditionFailed
+		return ErrConditionFailed
 	}
 	return nil
 }
 
 // current returns key's value before the op being applied: from earlier ops
 // of the same batch, or from the DB. known is false if the DB read failed.
-func (sm *stateMachine) current(seen map[string]*[]byte, key []byte) (v []byte, had, known bool) {
+func (sm *StateMachine) current(seen map[string]*[]byte, key []byte) (v []byte, had, known bool) {
 	if p, ok := seen[string(key)]; ok {
 		if p == nil {
 			return nil, false, true
 		}
 		return *p, true, true
 	}
-	v, found, err := get(sm.db, key)
+	v, found, err := Get(sm.db, key)
 	if err != nil {
 		return nil, false, false
 	}
 	return v, found, true
 }
 
-func (sm *stateMachine) check(b *kvpb.WriteBatch) (bool, error) {
+func (sm *StateMachine) Check(b *kvpb.WriteBatch) (bool, error) {
 	for _, c := range b.Conditions {
-		v, found, err := get(sm.db, c.Key)
+		v, found, err := Get(sm.db, c.Key)
 		if err != nil {
 			return false, err
 		}
@@ -268,18 +284,18 @@ func (sm *stateMachine) check(b *kvpb.WriteBatch) (bool, error) {
 		}
 	}
 	for _, s := range b.Scans {
-		rows, _, err := scan(sm.db, s.Start, s.End, int(s.Limit))
+		rows, _, err := Scan(sm.db, s.Start, s.End, int(s.Limit))
 		if err != nil {
 			return false, err
 		}
-		if rowsCRC(nil, rows) != s.Crc {
+		if RowsCRC(nil, rows) != s.Crc {
 			return false, nil
 		}
 	}
 	return true, nil
 }
 
-// readAttempts bounds the reads of one key, or of one scan position, that
+// ReadAttempts bounds the reads of one key, or of one scan position, that
 // fail as corruption before the error is returned. Pebble never caches a
 // block that fails its checksum, so each attempt reads the block from the
 // file again: a transient flip (a bit that flipped on the way, not in the
@@ -287,13 +303,13 @@ func (sm *stateMachine) check(b *kvpb.WriteBatch) (bool, error) {
 // fails every attempt and is returned, never as data (MISSION.md,
 // "re-read before repairing"). Every failed attempt is also reported to
 // the replica's DataCorruption listener, which tells the two apart.
-const readAttempts = 3
+const ReadAttempts = 3
 
 // get reads a user key from r (the DB or a snapshot), re-reading on
-// corruption (readAttempts).
-func get(r pebble.Reader, key []byte) (v []byte, found bool, err error) {
-	for attempt := 0; attempt < readAttempts; attempt++ {
-		v, found, err = getOnce(r, key)
+// corruption (ReadAttempts).
+func Get(r pebble.Reader, key []byte) (v []byte, found bool, err error) {
+	for attempt := 0; attempt < ReadAttempts; attempt++ {
+		v, found, err = GetOnce(r, key)
 		if !base.IsCorruption(err) {
 			return v, found, err
 		}
@@ -301,13 +317,13 @@ func get(r pebble.Reader, key []byte) (v []byte, found bool, err error) {
 	return nil, false, err
 }
 
-func getOnce(r pebble.Reader, key []byte) ([]byte, bool, error) {
-	v, closer, err := r.Get(userKey(key))
+func GetOnce(r pebble.Reader, key []byte) ([]byte, bool, error) {
+	v, closer, err := r.Get(UserKey(key))
 	if errors.Is(err, pebble.ErrNotFound) {
 		return nil, false, nil
 	}
 	if err != nil {
-		return nil, false, classify(err)
+		return nil, false, Classify(err)
 	}
 	out := bytes.Clone(v)
 	closer.Close()
@@ -317,17 +333,17 @@ func getOnce(r pebble.Reader, key []byte) ([]byte, bool, error) {
 // scan reads up to limit user rows of [start, end) from r; more reports
 // whether rows remain. limit <= 0 means unlimited. A read that fails as
 // corruption is resumed, with a new iterator, just past the last row read;
-// readAttempts consecutive failures without progress return the error.
-func scan(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue, more bool, err error) {
-	return scanBounded(r, start, end, limit, 0)
+// ReadAttempts consecutive failures without progress return the error.
+func Scan(r pebble.Reader, start, end []byte, limit int) (rows []*kvpb.KeyValue, more bool, err error) {
+	return ScanBounded(r, start, end, limit, 0)
 }
 
-// rowBytes is what a row costs against a scan's byte bound.
-func rowBytes(kv *kvpb.KeyValue) int { return len(kv.Key) + len(kv.Value) }
+// RowBytes is what a row costs against a scan's byte bound.
+func RowBytes(kv *kvpb.KeyValue) int { return len(kv.Key) + len(kv.Value) }
 
-// scanBounded is scan that also stops once the rows' keys and values
+// ScanBounded is scan that also stops once the rows' keys and values
 // reach maxBytes (after at least one row; 0: no byte bound).
-func scanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*kvpb.KeyValue, more bool, err error) {
+func ScanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*kvpb.KeyValue, more bool, err error) {
 	from := start
 	used := 0
 	for failures := 0; ; {
@@ -342,7 +358,7 @@ func scanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows 
 			if err == nil {
 				return rows, len(next) > 0, nil
 			}
-			if !base.IsCorruption(err) || failures+1 >= readAttempts {
+			if !base.IsCorruption(err) || failures+1 >= ReadAttempts {
 				return nil, false, err
 			}
 			failures++
@@ -355,7 +371,7 @@ func scanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows 
 		part, more, err := scanOnce(r, from, end, want, budget)
 		rows = append(rows, part...)
 		for _, kv := range part {
-			used += rowBytes(kv)
+			used += RowBytes(kv)
 		}
 		if err == nil {
 			return rows, more, nil
@@ -368,13 +384,13 @@ func scanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows 
 			from = append(bytes.Clone(part[len(part)-1].Key), 0)
 			continue
 		}
-		if failures++; failures >= readAttempts {
+		if failures++; failures >= ReadAttempts {
 			return nil, false, err
 		}
 	}
 }
 
-// scanOnce is one iterator's pass of scan (maxBytes as in scanBounded). A
+// scanOnce is one iterator's pass of scan (maxBytes as in ScanBounded). A
 // range that ends just past a key k (end = k + "\x00") is read as
 // [start, k) and a point read of k: an iterator bounded by k+"\x00" loads
 // the block after k's to learn that nothing else is below the bound, and
@@ -390,14 +406,14 @@ func scanOnce(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*
 				return rows, more, err
 			}
 		}
-		v, found, err := getOnce(r, k)
+		v, found, err := GetOnce(r, k)
 		if err != nil {
 			return rows, false, err
 		}
 		if found {
 			used := 0
 			for _, kv := range rows {
-				used += rowBytes(kv)
+				used += RowBytes(kv)
 			}
 			if (limit > 0 && len(rows) == limit) || (maxBytes > 0 && used >= maxBytes && len(rows) > 0) {
 				return rows, true, nil
@@ -406,10 +422,10 @@ func scanOnce(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*
 		}
 		return rows, false, nil
 	}
-	lo, hi := pebbleSpan(start, end)
+	lo, hi := PebbleSpan(start, end)
 	it, err := r.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return nil, false, classify(err)
+		return nil, false, Classify(err)
 	}
 	used := 0
 	for valid := it.First(); valid; valid = it.Next() {
@@ -417,24 +433,24 @@ func scanOnce(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*
 			more = true
 			break
 		}
-		k, _ := fromUserKey(it.Key())
+		k, _ := FromUserKey(it.Key())
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return rows, false, classify(err)
+			return rows, false, Classify(err)
 		}
 		used += len(k) + len(v)
 		rows = append(rows, &kvpb.KeyValue{Key: bytes.Clone(k), Value: bytes.Clone(v)})
 	}
 	if err := it.Close(); err != nil {
-		return rows, false, classify(err)
+		return rows, false, Classify(err)
 	}
 	return rows, more, nil
 }
 
-// rowsCRC is the CRC32C over ranges and rows (length-prefixed), the
+// RowsCRC is the CRC32C over ranges and rows (length-prefixed), the
 // end-to-end checksum of patches, state transfers and scan validation.
-func rowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
+func RowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 	var crc uint32
 	var lenBuf [binary.MaxVarintLen64]byte
 	add := func(b []byte) {
@@ -456,9 +472,9 @@ func rowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 // ingestRanges replaces the content of each user range with rows
 // (IngestAndExcise: keys absent from rows are deleted, the implicit deletes
 // of DIRECT 4.1.4), checks that the ranges now read back exactly as rows,
-// and records index (of term) as applied. The digest does not change: a
+// and records index (of term) as applied. The Digest does not change: a
 // patch restores the logical rows the replica already accounted for.
-func (sm *stateMachine) ingestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64) error {
+func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64) error {
 	for _, r := range ranges {
 		var in []*kvpb.KeyValue
 		for _, kv := range rows {
@@ -466,78 +482,78 @@ func (sm *stateMachine) ingestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 				in = append(in, kv)
 			}
 		}
-		lo, hi := pebbleSpan(r.Start, r.End)
+		lo, hi := PebbleSpan(r.Start, r.End)
 		if err := sm.ingestSpan(lo, hi, in); err != nil {
 			return err
 		}
-		got, _, err := scan(sm.db, r.Start, r.End, 0)
+		got, _, err := Scan(sm.db, r.Start, r.End, 0)
 		if err != nil {
 			return fmt.Errorf("kv: read back patched range %s: %w", r, err)
 		}
-		if rowsCRC(nil, got) != rowsCRC(nil, in) {
+		if RowsCRC(nil, got) != RowsCRC(nil, in) {
 			return base.CorruptionErrorf("kv: patched range %s reads back %d rows, patch had %d", r, len(got), len(in))
 		}
 	}
-	if err := sm.setApplied(index, term); err != nil {
+	if err := sm.SetApplied(index, term); err != nil {
 		return err
 	}
 	// Make the patch and its applied record durable now: a replayed patch
 	// entry finds no one waiting for it and is skipped (the damage, if the
 	// ingest had not happened, would be found again).
-	_, err := sm.flushDurable()
+	_, err := sm.FlushDurable()
 	return err
 }
 
 // installState replaces every user row with rows (a rebuild from a peer's
-// state at index, of term, whose digest is d) and checks that the engine
+// state at index, of term, whose Digest is d) and checks that the engine
 // then holds exactly rows.
-func (sm *stateMachine) installState(rows []*kvpb.KeyValue, index, term uint64, d digest) error {
-	lo, hi := pebbleSpan(nil, nil)
+func (sm *StateMachine) InstallState(rows []*kvpb.KeyValue, index, term uint64, d Digest) error {
+	lo, hi := PebbleSpan(nil, nil)
 	if err := sm.ingestSpan(lo, hi, rows); err != nil {
 		return err
 	}
-	next := appliedState{index: index, term: term, digest: d}
-	if err := sm.writeApplied(sm.db, next); err != nil {
+	next := AppliedState{Index: index, Term: term, Digest: d}
+	if err := sm.WriteApplied(sm.db, next); err != nil {
 		return err
 	}
 	sm.setState(next)
-	if _, err := sm.flushDurable(); err != nil {
+	if _, err := sm.FlushDurable(); err != nil {
 		return err
 	}
-	got, err := sm.scanDigest(sm.db)
+	got, err := sm.ScanDigest(sm.db)
 	if err != nil {
 		return err
 	}
-	if !got.same(d) && !d.dirty {
+	if !got.Same(d) && !d.Dirty {
 		return base.CorruptionErrorf("kv: rebuilt state holds %v, its source had %v", got, d)
 	}
 	return nil
 }
 
-// scanDigest computes the digest of every user row readable through rd.
-func (sm *stateMachine) scanDigest(rd pebble.Reader) (digest, error) {
-	var d digest
-	lo, hi := pebbleSpan(nil, nil)
+// scanDigest computes the Digest of every user row readable through rd.
+func (sm *StateMachine) ScanDigest(rd pebble.Reader) (Digest, error) {
+	var d Digest
+	lo, hi := PebbleSpan(nil, nil)
 	it, err := rd.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return digest{}, classify(err)
+		return Digest{}, Classify(err)
 	}
 	for valid := it.First(); valid; valid = it.Next() {
-		k, _ := fromUserKey(it.Key())
+		k, _ := FromUserKey(it.Key())
 		v, err := it.ValueAndErr()
 		if err != nil {
 			it.Close()
-			return digest{}, classify(err)
+			return Digest{}, Classify(err)
 		}
 		d.add(k, v)
 	}
 	if err := it.Close(); err != nil {
-		return digest{}, classify(err)
+		return Digest{}, Classify(err)
 	}
 	return d, nil
 }
 
-func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
+func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 	var paths []string
 	if len(rows) > 0 {
 		path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("patch-%06d.sst", sm.ingestSeq.Add(1)))
@@ -547,7 +563,7 @@ func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 		}
 		w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sm.opts.MakeWriterOptions(0, sm.db.TableFormat()))
 		for _, kv := range rows {
-			if err := w.Set(userKey(kv.Key), kv.Value); err != nil {
+			if err := w.Set(UserKey(kv.Key), kv.Value); err != nil {
 				_ = w.Close()
 				return fmt.Errorf("kv: write patch sstable: %w", err)
 			}
@@ -557,7 +573,7 @@ func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 		}
 		paths = append(paths, path)
 	}
-	before, err := sm.tables()
+	before, err := sm.Tables()
 	if err != nil {
 		return err
 	}
@@ -576,11 +592,11 @@ func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 			outerHi = end
 		}
 	}
-	outerLo = maxBytes(outerLo, userPrefix)
-	outerHi = minBytes(outerHi, userEnd)
+	outerLo = maxBytes(outerLo, UserPrefix)
+	outerHi = minBytes(outerHi, UserEnd)
 	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
 	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
-		return classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
+		return Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
 	}
 	if keptErr == nil {
 		keptAfter, err := sm.keptCRC(outerLo, lo, hi, outerHi)
@@ -594,7 +610,7 @@ func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 	}
 	// The rows around the span do not all read back (other damage): fall
 	// back to checking that each cut table kept its remainders.
-	after, err := sm.tables()
+	after, err := sm.Tables()
 	if err != nil {
 		return err
 	}
@@ -603,7 +619,7 @@ func (sm *stateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 
 // keptCRC is the CRC32C of the rows in [outerLo, lo) and [hi, outerHi)
 // (Pebble keys).
-func (sm *stateMachine) keptCRC(outerLo, lo, hi, outerHi []byte) (uint32, error) {
+func (sm *StateMachine) keptCRC(outerLo, lo, hi, outerHi []byte) (uint32, error) {
 	var crc uint32
 	for _, span := range [][2][]byte{{outerLo, lo}, {hi, outerHi}} {
 		if bytes.Compare(span[0], span[1]) >= 0 {
@@ -611,19 +627,19 @@ func (sm *stateMachine) keptCRC(outerLo, lo, hi, outerHi []byte) (uint32, error)
 		}
 		it, err := sm.db.NewIter(&pebble.IterOptions{LowerBound: span[0], UpperBound: span[1]})
 		if err != nil {
-			return 0, classify(err)
+			return 0, Classify(err)
 		}
 		for valid := it.First(); valid; valid = it.Next() {
 			v, err := it.ValueAndErr()
 			if err != nil {
 				it.Close()
-				return 0, classify(err)
+				return 0, Classify(err)
 			}
 			crc = base.CRC32CUpdate(crc, it.Key())
 			crc = base.CRC32CUpdate(crc, v)
 		}
 		if err := it.Close(); err != nil {
-			return 0, classify(err)
+			return 0, Classify(err)
 		}
 	}
 	return crc, nil
@@ -649,10 +665,10 @@ type tableBounds struct {
 	smallest, largest []byte
 }
 
-func (sm *stateMachine) tables() ([]tableBounds, error) {
+func (sm *StateMachine) Tables() ([]tableBounds, error) {
 	levels, err := sm.db.SSTables()
 	if err != nil {
-		return nil, classify(err)
+		return nil, Classify(err)
 	}
 	var out []tableBounds
 	for _, level := range levels {
@@ -673,7 +689,7 @@ func (sm *stateMachine) tables() ([]tableBounds, error) {
 // seek that runs into another damaged block finds "no key" and drops the
 // whole remainder (excise.go, determineLeftTableBounds ignores the
 // iterator's error). The damage we repair never sits at the span's edges
-// (isolateCorruption bounds it by healthy blocks), but a second damaged
+// (IsolateCorruption bounds it by healthy blocks), but a second damaged
 // block, or damage in another table overlapping the span, can. A failed
 // check is reported as corruption; the caller rebuilds the replica rather
 // than keep a state that silently lost rows. ingestSpan uses it only when
@@ -688,10 +704,10 @@ func checkExcise(before, after []tableBounds, lo, hi []byte) error {
 		}
 		// A part outside the user key space holds only the applied record,
 		// which the caller writes again after the ingest.
-		if bytes.Compare(m.smallest, lo) < 0 && bytes.Compare(lo, userPrefix) > 0 && !hasTable(after, m.backing, m.smallest, nil) {
+		if bytes.Compare(m.smallest, lo) < 0 && bytes.Compare(lo, UserPrefix) > 0 && !hasTable(after, m.backing, m.smallest, nil) {
 			return base.CorruptionErrorf("kv: excise of [%q, %q) lost the part of sstable %06d below the span", lo, hi, m.backing)
 		}
-		if bytes.Compare(m.largest, hi) >= 0 && bytes.Compare(hi, userEnd) < 0 && !hasTable(after, m.backing, nil, m.largest) {
+		if bytes.Compare(m.largest, hi) >= 0 && bytes.Compare(hi, UserEnd) < 0 && !hasTable(after, m.backing, nil, m.largest) {
 			return base.CorruptionErrorf("kv: excise of [%q, %q) lost the part of sstable %06d above the span", lo, hi, m.backing)
 		}
 	}
@@ -706,4 +722,50 @@ func hasTable(tables []tableBounds, backing uint64, smallest, largest []byte) bo
 		}
 	}
 	return false
+}
+
+// ReadApplied reads the applied record (zero for a new state machine):
+// the newer of its two copies that reads back and verifies.
+func ReadApplied(rd pebble.Reader) (AppliedState, error) {
+	var best AppliedState
+	var firstErr error
+	found, absent := false, 0
+	for _, k := range [][]byte{appliedKey, appliedKey2} {
+		var st AppliedState
+		var err error
+		for attempt := 0; attempt < ReadAttempts; attempt++ {
+			st, err = readAppliedCopy(rd, k)
+			if !base.IsCorruption(err) {
+				break
+			}
+		}
+		switch {
+		case errors.Is(err, pebble.ErrNotFound):
+			absent++
+		case err != nil:
+			if firstErr == nil {
+				firstErr = err
+			}
+		default:
+			if !found || st.Index > best.Index {
+				best, found = st, true
+			}
+		}
+	}
+	if !found && absent < 2 {
+		return AppliedState{}, firstErr // a copy exists but none reads back
+	}
+	return best, nil
+}
+
+func readAppliedCopy(rd pebble.Reader, k []byte) (AppliedState, error) {
+	v, closer, err := rd.Get(k)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return AppliedState{}, err
+	}
+	if err != nil {
+		return AppliedState{}, Classify(err)
+	}
+	defer closer.Close()
+	return DecodeAppliedState(v)
 }

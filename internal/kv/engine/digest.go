@@ -1,4 +1,4 @@
-package kv
+package engine
 
 import (
 	"encoding/binary"
@@ -10,7 +10,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
-// digest is a state machine's running summary of its user rows: their
+// Digest is a state machine's running summary of its user rows: their
 // count and two order-independent 64-bit combinations (wrapping sum and
 // xor) of a hash of each row. The apply worker keeps it up to date with
 // every write (the old value out, the new one in), so it is a function of
@@ -23,13 +23,13 @@ import (
 // whose old value cannot be read (it lies in a damaged block not yet
 // patched) leaves it unknown (dirty) until the next rebuild: the replica
 // then skips the check rather than guess.
-type digest struct {
+type Digest struct {
 	rows, sum, xor uint64
-	dirty          bool
+	Dirty          bool
 }
 
-func (d digest) String() string {
-	if d.dirty {
+func (d Digest) String() string {
+	if d.Dirty {
 		return "digest unknown"
 	}
 	return fmt.Sprintf("rows=%d sum=%016x xor=%016x", d.rows, d.sum, d.xor)
@@ -45,88 +45,88 @@ func rowHash(key, value []byte) uint64 {
 	return h.Sum64()
 }
 
-func (d *digest) add(key, value []byte) {
+func (d *Digest) add(key, value []byte) {
 	h := rowHash(key, value)
 	d.rows++
 	d.sum += h
 	d.xor ^= h
 }
 
-func (d *digest) remove(key, value []byte) {
+func (d *Digest) remove(key, value []byte) {
 	h := rowHash(key, value)
 	d.rows--
 	d.sum -= h
 	d.xor ^= h
 }
 
-// same compares the row summaries (both must be known).
-func (d digest) same(o digest) bool {
-	return !d.dirty && !o.dirty && d.rows == o.rows && d.sum == o.sum && d.xor == o.xor
+// Same compares the row summaries (both must be known).
+func (d Digest) Same(o Digest) bool {
+	return !d.Dirty && !o.Dirty && d.rows == o.rows && d.sum == o.sum && d.xor == o.xor
 }
 
-func digestOf(rows []*kvpb.KeyValue) digest {
-	var d digest
+func DigestOf(rows []*kvpb.KeyValue) Digest {
+	var d Digest
 	for _, kv := range rows {
 		d.add(kv.Key, kv.Value)
 	}
 	return d
 }
 
-func (d digest) toProto() *kvpb.Summary {
-	if d.dirty {
+func (d Digest) ToProto() *kvpb.Summary {
+	if d.Dirty {
 		return nil
 	}
 	return &kvpb.Summary{Rows: d.rows, Sum: d.sum, Xor: d.xor}
 }
 
-func digestFromProto(s *kvpb.Summary) digest {
+func DigestFromProto(s *kvpb.Summary) Digest {
 	if s == nil {
-		return digest{dirty: true}
+		return Digest{Dirty: true}
 	}
-	return digest{rows: s.Rows, sum: s.Sum, xor: s.Xor}
+	return Digest{rows: s.Rows, sum: s.Sum, xor: s.Xor}
 }
 
-// appliedState is the state machine's own record, stored under appliedKey
+// AppliedState is the state machine's own record, stored under appliedKey
 // in the same batch (or after the same ingest) as the effects of the entry
-// it names: the applied index and term and the digest at that index.
+// it names: the applied index and term and the Digest at that index.
 //
 // Layout, big endian: index u64 | term u64 | rows u64 | sum u64 | xor u64 |
-// flags u8 (1: digest dirty) | CRC32C of the preceding 41 bytes u32.
-type appliedState struct {
-	index, term uint64
-	digest      digest
+// flags u8 (1: Digest dirty) | CRC32C of the preceding 41 bytes u32.
+type AppliedState struct {
+	Index, Term uint64
+	Digest      Digest
 }
 
 const appliedStateBytes = 8*5 + 1 + 4
 
-func (a appliedState) encode() []byte {
+func (a AppliedState) encode() []byte {
 	b := make([]byte, 0, appliedStateBytes)
-	b = binary.BigEndian.AppendUint64(b, a.index)
-	b = binary.BigEndian.AppendUint64(b, a.term)
-	b = binary.BigEndian.AppendUint64(b, a.digest.rows)
-	b = binary.BigEndian.AppendUint64(b, a.digest.sum)
-	b = binary.BigEndian.AppendUint64(b, a.digest.xor)
+	b = binary.BigEndian.AppendUint64(b, a.Index)
+	b = binary.BigEndian.AppendUint64(b, a.Term)
+	b = binary.BigEndian.AppendUint64(b, a.Digest.rows)
+	b = binary.BigEndian.AppendUint64(b, a.Digest.sum)
+	b = binary.BigEndian.AppendUint64(b, a.Digest.xor)
 	var flags byte
-	if a.digest.dirty {
+	if a.Digest.Dirty {
 		flags = 1
 	}
 	b = append(b, flags)
 	return binary.BigEndian.AppendUint32(b, base.CRC32C(b))
 }
 
-func decodeAppliedState(v []byte) (appliedState, error) {
+func DecodeAppliedState(v []byte) (AppliedState, error) {
 	if len(v) != appliedStateBytes {
-		return appliedState{}, base.CorruptionErrorf("kv: applied record of %d bytes, want %d", len(v), appliedStateBytes)
+		return AppliedState{}, base.CorruptionErrorf("kv: applied record of %d bytes, want %d", len(v), appliedStateBytes)
 	}
 	if got, want := base.CRC32C(v[:appliedStateBytes-4]), binary.BigEndian.Uint32(v[appliedStateBytes-4:]); got != want {
-		return appliedState{}, base.CorruptionErrorf("kv: applied record fails its checksum")
+		return AppliedState{}, base.CorruptionErrorf("kv: applied record fails its checksum")
 	}
-	return appliedState{
-		index: binary.BigEndian.Uint64(v[0:]),
-		term:  binary.BigEndian.Uint64(v[8:]),
-		digest: digest{
+	return AppliedState{
+		Index: binary.BigEndian.Uint64(v[0:]),
+		Term:  binary.BigEndian.Uint64(v[8:]),
+		Digest: Digest{
 			rows: binary.BigEndian.Uint64(v[16:]), sum: binary.BigEndian.Uint64(v[24:]), xor: binary.BigEndian.Uint64(v[32:]),
-			dirty: v[40]&1 != 0,
+			Dirty: v[40]&1 != 0,
 		},
 	}, nil
 }

@@ -1,4 +1,4 @@
-package kv
+package engine
 
 import (
 	"bytes"
@@ -22,7 +22,7 @@ import (
 // middle of the data block and returns the file and the block's offset.
 // Pebble's block cache may still hold a clean copy of the block; callers that
 // need the damage seen use a replica with a small cache.
-func (sm *stateMachine) corruptBlock(key []byte) (string, uint64, error) {
+func (sm *StateMachine) CorruptBlock(key []byte) (string, uint64, error) {
 	// The replica's own flushes and compactions run concurrently and may
 	// replace the table between the listing and the damage (the file is
 	// gone, or read short while it goes): try again on a fresh listing, and
@@ -48,7 +48,7 @@ func (sm *stateMachine) corruptBlock(key []byte) (string, uint64, error) {
 // liveTable reports whether path is one of the engine's current tables once
 // the compactions under way (which may have read it before it was damaged
 // and be about to replace it) are done.
-func (sm *stateMachine) liveTable(path string) bool {
+func (sm *StateMachine) liveTable(path string) bool {
 	for deadline := time.Now().Add(10 * time.Second); sm.db.Metrics().Compact.NumInProgress > 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
@@ -66,20 +66,20 @@ func (sm *stateMachine) liveTable(path string) bool {
 	return false
 }
 
-func (sm *stateMachine) corruptBlockOnce(key []byte, damaged map[string]uint64) (string, uint64, error) {
+func (sm *StateMachine) corruptBlockOnce(key []byte, damaged map[string]uint64) (string, uint64, error) {
 	if err := sm.db.Flush(); err != nil {
-		return "", 0, classify(err)
+		return "", 0, Classify(err)
 	}
 	// Compact everything (the replica's own keys too) into one level, so
 	// no compaction the flush started is still copying the table being
 	// damaged into a new, undamaged one.
-	if err := sm.db.Compact(context.Background(), []byte{0}, userEnd, false); err != nil {
-		return "", 0, classify(err)
+	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
+		return "", 0, Classify(err)
 	}
-	pk := userKey(key)
+	pk := UserKey(key)
 	levels, err := sm.db.SSTables()
 	if err != nil {
-		return "", 0, classify(err)
+		return "", 0, Classify(err)
 	}
 	for _, level := range levels {
 		for _, t := range level {
@@ -101,7 +101,7 @@ func (sm *stateMachine) corruptBlockOnce(key []byte, damaged map[string]uint64) 
 	return "", 0, base.InvalidArgumentf("kv: no sstable holds key %q", key)
 }
 
-func (sm *stateMachine) corruptBlockInFile(path string, pk []byte) (uint64, error) {
+func (sm *StateMachine) corruptBlockInFile(path string, pk []byte) (uint64, error) {
 	// Find the block on a private copy of the file (in memory), so the
 	// trials never show in the live file where reads, compactions and the
 	// scrubber would see (and repair) them; then damage the live file once.
@@ -121,12 +121,12 @@ func (sm *stateMachine) corruptBlockInFile(path string, pk []byte) (uint64, erro
 	r, err := sstable.NewReader(context.Background(), readable, sm.opts.MakeReaderOptions())
 	if err != nil {
 		readable.Close()
-		return 0, classify(err)
+		return 0, Classify(err)
 	}
-	blocks, err := sstDataBlocks(r)
+	blocks, err := SSTDataBlocks(r)
 	r.Close()
 	if err != nil {
-		return 0, classify(err)
+		return 0, Classify(err)
 	}
 	// The key's data block is the first whose index separator is at or
 	// above it (a separator is at least its block's last key and below the
@@ -136,22 +136,22 @@ func (sm *stateMachine) corruptBlockInFile(path string, pk []byte) (uint64, erro
 			continue
 		}
 		at := int64(b.h.Offset + b.h.Length/2)
-		if err := flipByteAt(probe, "probe.sst", at); err != nil {
+		if err := FlipByteAt(probe, "probe.sst", at); err != nil {
 			return 0, err
 		}
 		// Check on the copy that the damage is where the key is.
-		spans, _, err := isolateBlocks(probe, "probe.sst", sm.opts.MakeReaderOptions(), nil, nil)
+		spans, _, err := IsolateBlocks(probe, "probe.sst", sm.opts.MakeReaderOptions(), nil, nil)
 		if err != nil || len(spans) != 1 ||
 			(spans[0].Start != nil && bytes.Compare(pk, spans[0].Start) < 0) ||
 			(spans[0].End != nil && bytes.Compare(pk, spans[0].End) >= 0) {
 			return 0, base.AssertionFailedf("kv: damaging block %d of %s does not isolate key %q: %v %v", b.h.Offset, path, pk, spans, err)
 		}
-		return b.h.Offset, flipByteAt(sm.fs, path, at)
+		return b.h.Offset, FlipByteAt(sm.fs, path, at)
 	}
 	return 0, base.InvalidArgumentf("kv: no data block of %s holds the key", path)
 }
 
-func flipByteAt(fs vfs.FS, path string, at int64) error {
+func FlipByteAt(fs vfs.FS, path string, at int64) error {
 	f, err := fs.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err

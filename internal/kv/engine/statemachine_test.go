@@ -1,4 +1,4 @@
-package kv
+package engine
 
 import (
 	"context"
@@ -14,14 +14,14 @@ import (
 
 func put(k, v string) *kvpb.Op { return &kvpb.Op{Kind: kvpb.Op_PUT, Key: []byte(k), Value: []byte(v)} }
 
-func fillSM(t *testing.T, sm *stateMachine, n int) {
+func fillSM(t *testing.T, sm *StateMachine, n int) {
 	t.Helper()
 	for i := 0; i < n; i += 50 {
 		b := &kvpb.WriteBatch{}
 		for j := i; j < i+50 && j < n; j++ {
 			b.Ops = append(b.Ops, put(fmt.Sprintf("key-%05d", j), fmt.Sprintf("value-%05d-%0100d", j, j)))
 		}
-		if err := sm.applyWrite(uint64(i+2), 1, b); err != nil {
+		if err := sm.ApplyWrite(uint64(i+2), 1, b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -30,25 +30,25 @@ func fillSM(t *testing.T, sm *stateMachine, n int) {
 func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	fs := vfs.NewMem()
 	var reports []pebble.DataCorruptionInfo
-	sm, err := openStateMachine(fs, "sm", 0, 4<<20, func(i pebble.DataCorruptionInfo) { reports = append(reports, i) })
+	sm, err := Open(fs, "sm", 0, 4<<20, func(i pebble.DataCorruptionInfo) { reports = append(reports, i) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sm.close()
+	defer sm.Close()
 	fillSM(t, sm, 2000)
-	want, n, err := sm.contentCRC()
+	want, n, err := sm.ContentCRC()
 	if err != nil || n != 2000 {
 		t.Fatalf("crc %v n %d", err, n)
 	}
 	if err := sm.db.Compact(context.Background(), []byte("u"), []byte("v"), false); err != nil {
 		t.Fatal(err)
 	}
-	path, off, err := sm.corruptBlock([]byte("key-01000"))
+	path, off, err := sm.CorruptBlock([]byte("key-01000"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("corrupted block at %d of %s", off, path)
-	_, _, err = get(sm.db, []byte("key-01000"))
+	_, _, err = Get(sm.db, []byte("key-01000"))
 	if !base.IsCorruption(err) {
 		t.Fatalf("read of corrupt block: %v", err)
 	}
@@ -56,10 +56,10 @@ func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 		t.Fatalf("reports %v", reports)
 	}
 	// Keys far away still read.
-	if _, found, err := get(sm.db, []byte("key-00001")); err != nil || !found {
+	if _, found, err := Get(sm.db, []byte("key-00001")); err != nil || !found {
 		t.Fatalf("healthy key: %v %v", found, err)
 	}
-	iso, err := isolateCorruption(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+	iso, err := IsolateCorruption(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,8 +67,8 @@ func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	if iso.WholeFile || iso.Blocks < 10 {
 		t.Fatalf("isolation %v", iso)
 	}
-	lo, _ := fromUserKey(iso.Start)
-	hi, _ := fromUserKey(iso.End)
+	lo, _ := FromUserKey(iso.Start)
+	hi, _ := FromUserKey(iso.End)
 	r := Range{Start: lo, End: hi}
 	// The patch: the range's true content, minus one key (implicit delete).
 	var rows []*kvpb.KeyValue
@@ -81,28 +81,28 @@ func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	if len(rows) > 60 {
 		t.Fatalf("range %v holds %d rows: more than a block", r, len(rows))
 	}
-	if err := sm.ingestRanges([]Range{r}, rows, 100, 1); err != nil {
+	if err := sm.IngestRanges([]Range{r}, rows, 100, 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, found, err := get(sm.db, []byte("key-01000")); err != nil || found {
+	if _, found, err := Get(sm.db, []byte("key-01000")); err != nil || found {
 		t.Fatalf("implicit delete: found=%v err=%v", found, err)
 	}
-	got, n, err := sm.contentCRC()
+	got, n, err := sm.ContentCRC()
 	if err != nil || n != 1999 || got == want {
 		t.Fatalf("after patch n=%d err=%v", n, err)
 	}
-	if st := sm.applied(); st.index != 100 || st.term != 1 {
-		t.Fatalf("applied %d.%d", st.index, st.term)
+	if st := sm.Applied(); st.Index != 100 || st.Term != 1 {
+		t.Fatalf("applied %d.%d", st.Index, st.Term)
 	}
 }
 
 // contentCRC is the checksum of every user row, in order, and their count.
-func (sm *stateMachine) contentCRC() (uint32, int, error) {
-	rows, _, err := scan(sm.db, nil, nil, 0)
+func (sm *StateMachine) ContentCRC() (uint32, int, error) {
+	rows, _, err := Scan(sm.db, nil, nil, 0)
 	if err != nil {
 		return 0, 0, err
 	}
-	return rowsCRC(nil, rows), len(rows), nil
+	return RowsCRC(nil, rows), len(rows), nil
 }
 
 func TestCheckExcise(t *testing.T) {

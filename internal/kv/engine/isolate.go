@@ -1,4 +1,4 @@
-package kv
+package engine
 
 import (
 	"bytes"
@@ -15,9 +15,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// isolation is what isolateCorruption found in one sstable: the Pebble key
+// Isolation is what IsolateCorruption found in one sstable: the Pebble key
 // span [Start, End) (End exclusive) that holds the corrupt data block(s).
-type isolation struct {
+type Isolation struct {
 	Start, End []byte
 	// Blocks is the number of data blocks in the file, for reporting error
 	// amplification (one block of Blocks, not the file).
@@ -27,11 +27,11 @@ type isolation struct {
 	WholeFile bool
 }
 
-func (i isolation) String() string {
+func (i Isolation) String() string {
 	return fmt.Sprintf("[%q, %q) of %d blocks whole=%t", i.Start, i.End, i.Blocks, i.WholeFile)
 }
 
-// isolateCorruption opens the sstable at path and finds the key span of its
+// IsolateCorruption opens the sstable at path and finds the key span of its
 // corrupt data blocks (DIRECT 000 section 4.1.3): iterating forward stops at
 // the first unreadable block, just after the last key L of the healthy block
 // before it; iterating backward stops just before the first key F of the
@@ -41,24 +41,24 @@ func (i isolation) String() string {
 // covers all of them and the healthy blocks in between (conservative).
 // fileStart and fileEnd (exclusive) bound the answer when the first or last
 // block is the corrupt one.
-func isolateCorruption(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fileStart, fileEnd []byte) (isolation, error) {
+func IsolateCorruption(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fileStart, fileEnd []byte) (Isolation, error) {
 	f, err := fs.Open(path)
 	if err != nil {
-		return isolation{}, fmt.Errorf("kv: isolate: open %s: %w", path, err)
+		return Isolation{}, fmt.Errorf("kv: isolate: open %s: %w", path, err)
 	}
 	readable, err := objstorageprovider.NewFileReadable(f, fs, objstorageprovider.NewReadaheadConfig(), path)
 	if err != nil {
 		f.Close()
-		return isolation{}, fmt.Errorf("kv: isolate: %w", err)
+		return Isolation{}, fmt.Errorf("kv: isolate: %w", err)
 	}
 	r, err := sstable.NewReader(context.Background(), readable, readerOpts)
 	if err != nil {
 		readable.Close()
 		// The footer, metaindex or properties are damaged: the whole file.
-		return isolation{Start: fileStart, End: fileEnd, WholeFile: true}, nil
+		return Isolation{Start: fileStart, End: fileEnd, WholeFile: true}, nil
 	}
 	defer r.Close()
-	res := isolation{Start: fileStart, End: fileEnd}
+	res := Isolation{Start: fileStart, End: fileEnd}
 	layout, err := r.Layout()
 	if err != nil {
 		res.WholeFile = true
@@ -101,13 +101,13 @@ var errIterOpen = errors.New("kv: isolate: iterator does not open")
 // unreadable: a read that fails is resumed with a new iterator at the key
 // reached (SeekGE re-reads the versions of the last key; SeekLT goes on
 // below the first), so a transient flip on the way (gone on a re-read)
-// does not stop the pass early and widen the isolated span; readAttempts
+// does not stop the pass early and widen the isolated span; ReadAttempts
 // consecutive failures without progress stop it. The error is nil if the
 // pass reached the end of the table.
 func isolationPass(r *sstable.Reader, forward bool) ([]byte, error) {
 	var at []byte
 	var lastErr error
-	for failures := 0; failures < readAttempts; {
+	for failures := 0; failures < ReadAttempts; {
 		it, err := r.NewIter(block.NoTransforms, nil, nil, sstable.AssertNoBlobHandles)
 		if err != nil {
 			return at, errIterOpen
@@ -159,15 +159,15 @@ func step[K any](next, prev func() K, forward bool) K {
 	return prev()
 }
 
-// damagedSpan is the Pebble key span [Start, End) of one run of adjacent
+// DamagedSpan is the Pebble key span [Start, End) of one run of adjacent
 // damaged data blocks of an sstable (End nil: to the file's end).
-type damagedSpan struct {
+type DamagedSpan struct {
 	Start, End []byte
 	Blocks     int      // damaged data blocks in the run
 	Offsets    []uint64 // their file offsets
 }
 
-// isolateBlocks finds every damaged data block of the sstable at path and
+// IsolateBlocks finds every damaged data block of the sstable at path and
 // returns one span per run of adjacent damaged blocks, bounded by the index
 // separators around the run (DIRECT 000 section 4.1.3, at the granularity
 // of a data block: the index block says which keys each data block holds,
@@ -178,7 +178,7 @@ type damagedSpan struct {
 // (exclusive) bound the first and last runs. total is the number of data
 // blocks. An error means the table's index or metadata is damaged: the
 // caller falls back to the whole file.
-func isolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fileStart, fileEnd []byte) (spans []damagedSpan, total int, err error) {
+func IsolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fileStart, fileEnd []byte) (spans []DamagedSpan, total int, err error) {
 	f, err := fs.Open(path)
 	if err != nil {
 		return nil, 0, fmt.Errorf("kv: isolate: open %s: %w", path, err)
@@ -194,7 +194,7 @@ func isolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 		return nil, 0, fmt.Errorf("kv: isolate: %w", err)
 	}
 	defer r.Close()
-	blocks, err := sstDataBlocks(r)
+	blocks, err := SSTDataBlocks(r)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -205,7 +205,7 @@ func isolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 	defer raw.Close()
 	damaged := make([]bool, len(blocks))
 	for i, b := range blocks {
-		ok, err := blockVerifies(raw, b.h)
+		ok, err := BlockVerifies(raw, b.h)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -219,7 +219,7 @@ func isolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 		for j+1 < len(blocks) && damaged[j+1] {
 			j++
 		}
-		sp := damagedSpan{Start: fileStart, End: fileEnd, Blocks: j - i + 1}
+		sp := DamagedSpan{Start: fileStart, End: fileEnd, Blocks: j - i + 1}
 		for k := i; k <= j; k++ {
 			sp.Offsets = append(sp.Offsets, blocks[k].h.Offset)
 		}
@@ -263,9 +263,9 @@ type indexIter interface {
 	Close() error
 }
 
-// sstDataBlocks lists the data blocks of r from its index blocks (one
+// SSTDataBlocks lists the data blocks of r from its index blocks (one
 // level or two), reading them through the reader (checksum verified).
-func sstDataBlocks(r *sstable.Reader) ([]dataBlock, error) {
+func SSTDataBlocks(r *sstable.Reader) ([]dataBlock, error) {
 	layout, err := r.Layout()
 	if err != nil {
 		return nil, err
@@ -308,9 +308,9 @@ func sstDataBlocks(r *sstable.Reader) ([]dataBlock, error) {
 	return out, nil
 }
 
-// blockVerifies reads block h (with its trailer) from f and checks its
+// BlockVerifies reads block h (with its trailer) from f and checks its
 // checksum, re-reading once past a transient flip.
-func blockVerifies(f vfs.File, h block.Handle) (bool, error) {
+func BlockVerifies(f vfs.File, h block.Handle) (bool, error) {
 	if h.Length > maxBlockBytes {
 		return false, nil
 	}

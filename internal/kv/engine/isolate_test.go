@@ -1,4 +1,4 @@
-package kv
+package engine
 
 import (
 	"context"
@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -22,13 +21,13 @@ func TestIsolationMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
 		fs := vfs.NewMem()
-		sm, err := openStateMachine(fs, "sm", 0, 4<<20, nil)
+		sm, err := Open(fs, "sm", 0, 4<<20, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 1000 + rng.Intn(2000)
 		fillSM(t, sm, n)
-		if err := sm.db.Compact(context.Background(), userPrefix, userEnd, false); err != nil {
+		if err := sm.db.Compact(context.Background(), UserPrefix, UserEnd, false); err != nil {
 			t.Fatal(err)
 		}
 		levels, _ := sm.db.SSTables()
@@ -40,20 +39,20 @@ func TestIsolationMatchesBruteForce(t *testing.T) {
 		}
 		layout := sstLayout(t, fs, path, sm.opts.MakeReaderOptions())
 		h := layout.Data[rng.Intn(len(layout.Data))]
-		if err := flipByteAt(fs, path, int64(h.Offset)+rng.Int63n(int64(h.Length))); err != nil {
+		if err := FlipByteAt(fs, path, int64(h.Offset)+rng.Int63n(int64(h.Length))); err != nil {
 			t.Fatal(err)
 		}
-		iso, err := isolateCorruption(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+		iso, err := IsolateCorruption(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
 		if err != nil || iso.WholeFile {
-			t.Fatalf("seed %d: isolation %v, %v", seed, iso, err)
+			t.Fatalf("seed %d: Isolation %v, %v", seed, iso, err)
 		}
-		lo, _ := fromUserKey(iso.Start)
-		hi, _ := fromUserKey(iso.End)
+		lo, _ := FromUserKey(iso.Start)
+		hi, _ := FromUserKey(iso.End)
 		rg := Range{Start: lo, End: hi}
 		bad, extra := 0, 0
 		for i := 0; i < n; i++ {
 			k := []byte(fmt.Sprintf("key-%05d", i))
-			_, _, err := get(sm.db, k)
+			_, _, err := Get(sm.db, k)
 			switch {
 			case err != nil && !rg.Contains(k):
 				t.Fatalf("seed %d: unreadable key %s outside isolated range %v", seed, k, rg)
@@ -66,26 +65,13 @@ func TestIsolationMatchesBruteForce(t *testing.T) {
 		if bad == 0 || extra > 2 {
 			t.Fatalf("seed %d: range %v holds %d unreadable and %d readable keys", seed, rg, bad, extra)
 		}
-		sm.close()
+		sm.Close()
 	}
 }
 
 func sstLayout(t *testing.T, fs vfs.FS, path string, ro sstable.ReaderOptions) *sstable.Layout {
 	t.Helper()
-	f, err := fs.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	readable, err := objstorageprovider.NewFileReadable(f, fs, objstorageprovider.NewReadaheadConfig(), path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sstable.NewReader(context.Background(), readable, ro)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	l, err := r.Layout()
+	l, err := TableLayout(fs, path, ro)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +79,7 @@ func sstLayout(t *testing.T, fs vfs.FS, path string, ro sstable.ReaderOptions) *
 }
 
 // TestIsolateBlocksMatchesBruteForce damages several random data blocks of
-// a table and checks isolateBlocks against reading every key: every
+// a table and checks IsolateBlocks against reading every key: every
 // unreadable key lies in some span, each span holds only damaged blocks'
 // keys plus the separators around them, and runs of adjacent damaged
 // blocks come back as one span each.
@@ -103,13 +89,13 @@ func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
 		fs := vfs.NewMem()
-		sm, err := openStateMachine(fs, "sm", 0, 4<<20, nil)
+		sm, err := Open(fs, "sm", 0, 4<<20, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		n := 2000 + rng.Intn(2000)
 		fillSM(t, sm, n)
-		if err := sm.db.Compact(context.Background(), userPrefix, userEnd, false); err != nil {
+		if err := sm.db.Compact(context.Background(), UserPrefix, UserEnd, false); err != nil {
 			t.Fatal(err)
 		}
 		levels, _ := sm.db.SSTables()
@@ -125,7 +111,7 @@ func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
 			i := rng.Intn(len(layout.Data))
 			hit[i] = true
 			h := layout.Data[i]
-			if err := flipByteAt(fs, path, int64(h.Offset)+rng.Int63n(int64(h.Length))); err != nil {
+			if err := FlipByteAt(fs, path, int64(h.Offset)+rng.Int63n(int64(h.Length))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -135,14 +121,14 @@ func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
 				runs++
 			}
 		}
-		spans, total, err := isolateBlocks(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+		spans, total, err := IsolateBlocks(fs, path, sm.opts.MakeReaderOptions(), nil, nil)
 		if err != nil || total != len(layout.Data) || len(spans) != runs {
 			t.Fatalf("seed %d: %d spans of %d blocks (%v), want %d runs of %d blocks", seed, len(spans), total, err, runs, len(layout.Data))
 		}
 		var rgs []Range
 		for _, sp := range spans {
-			lo, _ := fromUserKey(sp.Start)
-			hi, _ := fromUserKey(sp.End)
+			lo, _ := FromUserKey(sp.Start)
+			hi, _ := FromUserKey(sp.End)
 			rgs = append(rgs, Range{Start: lo, End: hi})
 		}
 		inSpan := func(k []byte) bool {
@@ -156,7 +142,7 @@ func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
 		bad, covered := 0, 0
 		for i := 0; i < n; i++ {
 			k := []byte(fmt.Sprintf("key-%05d", i))
-			_, _, err := get(sm.db, k)
+			_, _, err := Get(sm.db, k)
 			if err != nil {
 				bad++
 				if !inSpan(k) {
@@ -172,6 +158,6 @@ func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
 		if bad == 0 || covered > bad+2*len(spans) {
 			t.Fatalf("seed %d: %d unreadable keys, %d keys in %d spans", seed, bad, covered, len(spans))
 		}
-		sm.close()
+		sm.Close()
 	}
 }

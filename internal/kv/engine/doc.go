@@ -1,0 +1,54 @@
+// Package engine is one KV replica's state machine on Pebble, and the
+// block-level tools DIRECT's KV recovery needs (paper 000 section 4.1, 001
+// sections 4.1-4.2): finding which data block a corruption error names,
+// re-reading it, isolating damaged blocks to key ranges, and installing a
+// patch over a range atomically. It knows nothing of raft, peers or the
+// network: internal/kv's replica drives it from its apply worker and
+// decides what to repair and when.
+//
+// # What it owns
+//
+//   - StateMachine (Open): a Pebble instance without its WAL (the raft log
+//     is the shard's write-ahead log) whose user rows live under UserPrefix;
+//     ApplyWrite applies one raft entry's batch (puts, deletes,
+//     conditions); IngestRanges installs a patch with IngestAndExcise and
+//     reads it back; InstallState replaces the whole state (a rebuild from a
+//     peer); ScanDigest recomputes the digest.
+//   - The applied record (AppliedState: applied index, term and Digest of
+//     the rows), written in the same batch (or after the same ingest) as
+//     the effects of the entry it names, in two checksummed copies at the
+//     two ends of the key space (ReadApplied takes the newer that
+//     verifies).
+//   - The Digest: row count, wrapping sum and xor of a hash of every row,
+//     kept up to date write by write (old value out, new in).
+//   - Block tools: CorruptBlockHandle (the block a Pebble error names),
+//     RereadBlock and BlockVerifies (our own CRC32C/xxhash check, without
+//     Pebble's search of every single-bit flip), VerifySSTable (the
+//     scrubber's whole-table check), IsolateCorruption and IsolateBlocks
+//     (damaged blocks to key spans, from the table's index), TableLayout,
+//     and CorruptBlock/FlipByteAt (damage on purpose, for demos and tests).
+//   - Reads that retry a transient flip (Get, Scan, ScanBounded re-read up
+//     to ReadAttempts times before reporting corruption) and RowsCRC, the
+//     checksum a patch piece travels with.
+//
+// # Invariants
+//
+//   - Invariant: the applied record is stored atomically with the effects
+//     of the entry it names, so a restart re-applies exactly the missing
+//     entries.
+//   - Invariant: a patch is installed only if, read back, the range holds
+//     exactly the patch's rows and every row outside the excised span is
+//     still there (checkExcise, keptCRC).
+//   - In invariants builds the applied record is decoded back before it is
+//     written (checksum before the write); both copies are verified when
+//     read (verify after the read).
+//
+// # Failure model
+//
+// A read that fails its block checksum on every attempt is returned as
+// corruption (base.IsCorruption, via Classify), never as data. A write
+// whose old value cannot be read (a damaged block) marks the digest unknown
+// (Digest.Dirty) rather than guess. An applied record unreadable in both
+// copies is reported (AppliedLost) and the replica takes a peer's state.
+// Errors from Pebble that are not corruption are returned wrapped.
+package engine
