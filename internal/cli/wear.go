@@ -62,7 +62,10 @@ func ctlWear(f *ctlFlags) *cobra.Command {
 policy, the epoch, each node's cumulative block erases (from its heartbeats),
 erases in the last epoch and utilization, the standard deviation of the live
 nodes' erase counts, how many objects and bytes are in each state (REP, EC,
-late-REP, late-EC, REP-EWO, EC-EWO), and the moves made, failed and pending.`,
+late-REP, late-EC, REP-EWO, EC-EWO), the moves made, failed and pending, and
+the latest moves with their outcome. Each node on emulated flash is also asked
+for its erases per die (channel-major: die 0 is channel 0's first die); a node
+that does not answer shows "-".`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(func(ctx context.Context, c *client.Client) error {
@@ -91,13 +94,31 @@ late-REP, late-EC, REP-EWO, EC-EWO), and the moves made, failed and pending.`,
 				fmt.Fprintf(out, "wear balancer: policy %s (initial %s), epoch %d every %s; last epoch ran %s\n",
 					st.Policy, st.InitialRedundancy, st.Epoch, time.Duration(st.EpochMillis)*time.Millisecond, strings.Join(sortedStrings(ran), ", "))
 				fmt.Fprintf(out, "erase counts: mean %.1f, sigma %.1f (sigma/mean %.3f) over the live nodes\n", st.EraseMean, st.EraseSigma, cv)
-				rows := [][]string{{"NODE", "STATE", "ERASES", "LAST EPOCH", "UTILIZATION"}}
+				// Per-die counts come from the nodes themselves; the
+				// balancer's figures stand without them.
+				dies := map[uint64][]int64{}
+				if reports, err := c.NodeReports(ctx, false, 5*time.Second); err == nil {
+					for _, r := range reports {
+						if r.Stats != nil && len(r.Stats.Devices) > 0 {
+							dies[r.Info.Id] = r.Stats.Devices[0].DieEraseCounts
+						}
+					}
+				}
+				rows := [][]string{{"NODE", "STATE", "ERASES", "LAST EPOCH", "UTILIZATION", "ERASES PER DIE"}}
 				for _, n := range st.Nodes {
 					state := "down"
 					if n.Live {
 						state = "up"
 					}
-					rows = append(rows, []string{fmt.Sprint(n.Id), state, fmt.Sprint(n.Erases), fmt.Sprintf("%.0f", n.EraseRate), fmt.Sprintf("%.1f%%", 100*n.Utilization)})
+					perDie := "-"
+					if d := dies[n.Id]; len(d) > 0 {
+						parts := make([]string, len(d))
+						for i, e := range d {
+							parts[i] = fmt.Sprint(e)
+						}
+						perDie = strings.Join(parts, " ")
+					}
+					rows = append(rows, []string{fmt.Sprint(n.Id), state, fmt.Sprint(n.Erases), fmt.Sprintf("%.0f", n.EraseRate), fmt.Sprintf("%.1f%%", 100*n.Utilization), perDie})
 				}
 				if err := writeTable(out, rows); err != nil {
 					return err
@@ -111,7 +132,25 @@ late-REP, late-EC, REP-EWO, EC-EWO), and the moves made, failed and pending.`,
 				}
 				fmt.Fprintf(out, "moves: %d done (%s), %d failed, %d pending; %d mapping rows\n",
 					st.MovesDone, base.Bytes(st.BytesMoved), st.MovesFailed, st.MovesPending, st.MappingRows)
-				return nil
+				if len(st.RecentMoves) == 0 {
+					return nil
+				}
+				fmt.Fprintln(out, "recent moves (oldest first):")
+				rows = [][]string{{"ID", "WHEN", "KEY", "SLOT", "FROM", "TO", "BYTES", "REASON", "OUTCOME"}}
+				now := time.Now()
+				for _, m := range st.RecentMoves {
+					outcome := m.Outcome
+					if m.Error != "" {
+						outcome += ": " + m.Error
+					}
+					from, to := "-", "-"
+					if m.From != 0 {
+						from, to = fmt.Sprint(m.From), fmt.Sprint(m.To)
+					}
+					rows = append(rows, []string{fmt.Sprint(m.Id), age(now.Sub(time.UnixMilli(m.UnixMs))) + " ago", m.Key, fmt.Sprint(m.Slot),
+						from, to, base.Bytes(m.Bytes).String(), m.Reason, outcome})
+				}
+				return writeTable(out, rows)
 			})
 		},
 	}

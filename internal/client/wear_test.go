@@ -182,6 +182,18 @@ func TestWearLive(t *testing.T) {
 		if stateCount(st, "REP-EWO") != 0 || st.MovesDone != int64(cold) || st.BytesMoved == 0 {
 			t.Fatalf("after the migration: %v", st)
 		}
+		// ctl wear's recent moves: the ones to the dead node failed, then
+		// the same moves were done.
+		outcomes := map[string]int{}
+		for _, m := range st.RecentMoves {
+			outcomes[m.Outcome]++
+			if m.Outcome == "done" && (m.From == 0 || m.To == 0 || m.Bytes == 0 || m.Key == "") {
+				t.Fatalf("recent move without its parts: %v", m)
+			}
+		}
+		if outcomes["failed"] != int(cold) || outcomes["done"] != int(cold) {
+			t.Fatalf("recent moves %v: want %d failed and %d done", st.RecentMoves, cold, cold)
+		}
 	}
 	checkObjects(t, c, want)
 }

@@ -61,6 +61,74 @@ func (c *Client) RunWearMoves(ctx context.Context, limit int, wait func(ctx cont
 }
 
 func (c *Client) wearMove(ctx context.Context, mv *coordpb.WearMove, wait func(ctx context.Context, bytes int64) error) (int, error) {
+	return c.MovePart(ctx, PartMove{Key: mv.Key, Version: mv.Version, Slot: mv.Slot, From: mv.From, To: mv.To, Reason: mv.Reason}, wait, nil)
+}
+
+// PartMove names one replica or shard of one version and where it goes.
+type PartMove struct {
+	Key      string
+	Version  uint64
+	Slot     uint32
+	From, To uint64
+	Reason   string // for the log
+}
+
+// MoveStep is a point between the steps of a part move at which a failpoint
+// (MovePart's failpoint) can stop it.
+type MoveStep int
+
+const (
+	// MoveBegun: BeginReplace recorded the pending replacement; nothing
+	// is on the destination yet.
+	MoveBegun MoveStep = iota + 1
+	// MoveCopying: before each chunk (REP) or row (EC) of the copy; the
+	// earlier ones are on the destination, verified.
+	MoveCopying
+	// MoveCopied: every chunk verified on the destination, before
+	// CommitReplace.
+	MoveCopied
+	// MoveCommitted: the record switched to the destination in one
+	// transaction and the source part is listed as garbage.
+	MoveCommitted
+)
+
+func (s MoveStep) String() string {
+	switch s {
+	case MoveBegun:
+		return "begun"
+	case MoveCopying:
+		return "copying"
+	case MoveCopied:
+		return "copied"
+	case MoveCommitted:
+		return "committed"
+	}
+	return fmt.Sprintf("step(%d)", int(s))
+}
+
+// MovePart moves one part of the current version of an object from node
+// From to node To, the way the wear mover does: BeginReplace with To, the
+// part re-created there through the scrub path (every chunk read from the
+// other parts and verified, rebuilt for EC, and verified again by the
+// destination before it acknowledges), CommitReplace. It returns the chunks
+// written to To.
+//
+// Crash safety: until CommitReplace the record names the old layout, which
+// is whole (the source part is only read); the commit switches the record
+// in one etcd transaction, after which the new layout is whole (every chunk
+// was verified on To). A move stopped anywhere before the commit leaves a
+// pending replacement that the sweeper retires at its deadline (deleting
+// what reached To); one stopped after it leaves the source's part listed as
+// garbage. failpoint, nil outside tests, is called at each MoveStep; an
+// error it returns stops the move there, undoing nothing, as a crash of the
+// mover would, and is returned.
+func (c *Client) MovePart(ctx context.Context, mv PartMove, wait func(ctx context.Context, bytes int64) error, failpoint func(MoveStep) error) (int, error) {
+	step := func(s MoveStep) error {
+		if failpoint == nil {
+			return nil
+		}
+		return failpoint(s)
+	}
 	lk, err := c.coord.Lookup(ctx, &coordpb.LookupRequest{Key: mv.Key})
 	if err != nil {
 		return 0, wire.FromStatus(err)
@@ -77,9 +145,21 @@ func (c *Client) wearMove(ctx context.Context, mv *coordpb.WearMove, wait func(c
 	}); err != nil {
 		return 0, fmt.Errorf("begin: %w", wire.FromStatus(err))
 	}
+	if err := step(MoveBegun); err != nil {
+		return 0, err
+	}
 	moved := proto.Clone(rec).(*objectpb.ObjectRecord)
 	moved.Placement[mv.Slot] = mv.To
-	scrub, err := c.ScrubObject(ctx, moved, wait, nil)
+	copyWait := func(ctx context.Context, bytes int64) error {
+		if err := step(MoveCopying); err != nil {
+			return err
+		}
+		if wait != nil {
+			return wait(ctx, bytes)
+		}
+		return nil
+	}
+	scrub, err := c.ScrubObject(ctx, moved, copyWait, nil)
 	if err == nil && scrub.RepairFailed > 0 {
 		err = fmt.Errorf("%d chunk writes failed", scrub.RepairFailed)
 	}
@@ -89,12 +169,18 @@ func (c *Client) wearMove(ctx context.Context, mv *coordpb.WearMove, wait func(c
 	if err != nil {
 		return 0, fmt.Errorf("copy to node %d: %w", mv.To, err)
 	}
+	if err := step(MoveCopied); err != nil {
+		return 0, err
+	}
 	if _, err := c.coord.CommitReplace(ctx, &coordpb.CommitReplaceRequest{
 		Key: rec.Key, Version: rec.Version, Slot: mv.Slot, From: mv.From, To: mv.To,
 	}); err != nil {
 		return 0, fmt.Errorf("commit: %w", wire.FromStatus(err))
 	}
 	c.opts.Logf("client: %q v%d: slot %d moved from node %d to node %d (%s), %d chunks", rec.Key, rec.Version, mv.Slot, mv.From, mv.To, mv.Reason, scrub.RepairsByNode[mv.To])
+	if err := step(MoveCommitted); err != nil {
+		return scrub.RepairsByNode[mv.To], err
+	}
 	return scrub.RepairsByNode[mv.To], nil
 }
 

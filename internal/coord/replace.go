@@ -69,21 +69,9 @@ func (c *Coordinator) BeginReplace(ctx context.Context, req *coordpb.BeginReplac
 	if nodes[req.From].GetLive() && !req.Retired {
 		return nil, rpcErr(base.InvalidArgumentf("replace in %q v%d: node %d is live", req.Key, req.Version, req.From))
 	}
-	garbage, err := c.cli.Get(ctx, versionKey(garbagePrefix, rec.Version), clientv3.WithPrefix())
+	busy, err := c.replaceBusy(ctx, rec, req.Slot)
 	if err != nil {
 		return nil, rpcErr(err)
-	}
-	busy := map[uint64]bool{}
-	for _, id := range rec.Placement {
-		busy[id] = true
-	}
-	for _, kv := range garbage.Kvs {
-		g := &objectpb.PendingPut{}
-		if err := decodeValue(string(kv.Key), kv.Value, g); err == nil {
-			for _, id := range g.Placement {
-				busy[id] = true
-			}
-		}
 	}
 	members := make([]base.NodeID, 0, len(nodes))
 	for id := range nodes {
@@ -99,15 +87,7 @@ func (c *Coordinator) BeginReplace(ctx context.Context, req *coordpb.BeginReplac
 	if target == nil {
 		return nil, rpcErr(&unavailableError{fmt.Sprintf("replace in %q v%d: no live node outside the placement %v", req.Key, req.Version, rec.Placement)})
 	}
-	pending := &objectpb.PendingPut{
-		Key: rec.Key, Object: rec.Object, Version: rec.Version, Placement: []uint64{target.Id},
-		DeadlineUnixMs: c.cfg.Clock.Now().Add(c.cfg.PendingTimeout).UnixMilli(),
-	}
-	v, err := encodeValue(pending)
-	if err != nil {
-		return nil, rpcErr(err)
-	}
-	if _, err := c.cli.Put(ctx, replacePendingKey(rec.Version, req.Slot), v); err != nil {
+	if err := c.putReplacePending(ctx, rec, req.Slot, target.Id); err != nil {
 		return nil, rpcErr(err)
 	}
 	return &coordpb.BeginReplaceResponse{Target: target}, nil
@@ -161,8 +141,80 @@ func (c *Coordinator) CommitReplace(ctx context.Context, req *coordpb.CommitRepl
 		return nil, rpcErr(&unavailableError{fmt.Sprintf("replace in %q v%d: the record changed meanwhile; try again", req.Key, req.Version)})
 	}
 	if c.wear != nil {
-		c.wear.replaced(next, int(req.Slot), req.To, c.cfg.Logf)
+		c.wear.replaced(next, int(req.Slot), req.To, c.cfg.Clock.Now(), c.cfg.Logf)
 	}
 	c.cfg.Logf("coordinator: %q v%d slot %d moved from node %d to node %d", req.Key, req.Version, req.Slot, req.From, req.To)
 	return &coordpb.CommitReplaceResponse{Record: next}, nil
+}
+
+// replaceBusy lists the nodes a part of rec's version may not be re-created
+// on: those holding a part (the placement), garbage of the version (the
+// sweeper deletes a version's blob on a node whole, so a new part there
+// would go with it), or the target of another slot's pending replacement.
+func (c *Coordinator) replaceBusy(ctx context.Context, rec *objectpb.ObjectRecord, slot uint32) (map[uint64]bool, error) {
+	busy := map[uint64]bool{}
+	for _, id := range rec.Placement {
+		busy[id] = true
+	}
+	own := replacePendingKey(rec.Version, slot)
+	for _, p := range []string{versionKey(garbagePrefix, rec.Version), versionKey(pendingPrefix, rec.Version)} {
+		resp, err := c.cli.Get(ctx, p, clientv3.WithPrefix())
+		if err != nil {
+			return nil, err
+		}
+		for _, kv := range resp.Kvs {
+			if string(kv.Key) == own {
+				continue
+			}
+			g := &objectpb.PendingPut{}
+			if err := decodeValue(string(kv.Key), kv.Value, g); err == nil {
+				for _, id := range g.Placement {
+					busy[id] = true
+				}
+			}
+		}
+	}
+	return busy, nil
+}
+
+// putReplacePending records the replacement of slot by a part on target. A
+// pending replacement of the same slot left by an earlier attempt to
+// another node becomes garbage there in the same transaction (what reached
+// that node is deleted by the sweeper; that attempt can no longer commit).
+func (c *Coordinator) putReplacePending(ctx context.Context, rec *objectpb.ObjectRecord, slot uint32, target uint64) error {
+	pk := replacePendingKey(rec.Version, slot)
+	pending := &objectpb.PendingPut{
+		Key: rec.Key, Object: rec.Object, Version: rec.Version, Placement: []uint64{target},
+		DeadlineUnixMs: c.cfg.Clock.Now().Add(c.cfg.PendingTimeout).UnixMilli(),
+	}
+	v, err := encodeValue(pending)
+	if err != nil {
+		return err
+	}
+	prev, err := c.cli.Get(ctx, pk)
+	if err != nil {
+		return err
+	}
+	ops := []clientv3.Op{clientv3.OpPut(pk, v)}
+	cmp := clientv3.Compare(clientv3.ModRevision(pk), "=", 0)
+	if len(prev.Kvs) > 0 {
+		cmp = clientv3.Compare(clientv3.ModRevision(pk), "=", prev.Kvs[0].ModRevision)
+		old := &objectpb.PendingPut{}
+		if err := decodeValue(pk, prev.Kvs[0].Value, old); err == nil && !slices.Equal(old.Placement, pending.Placement) {
+			gop, err := garbageOpAt(versionKey(garbagePrefix, rec.Version)+"/replace/"+strconv.FormatUint(uint64(slot), 10)+
+				"/"+strconv.FormatInt(prev.Kvs[0].ModRevision, 10), rec.Key, rec.Object, rec.Version, old.Placement)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, gop)
+		}
+	}
+	txn, err := c.cli.Txn(ctx).If(cmp).Then(ops...).Commit()
+	if err != nil {
+		return err
+	}
+	if !txn.Succeeded {
+		return &unavailableError{fmt.Sprintf("replace in %q v%d: slot %d's replacement changed meanwhile; try again", rec.Key, rec.Version, slot)}
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
@@ -73,6 +74,27 @@ type wearHost struct {
 	last   wear.Decisions
 	// Counters since the coordinator started.
 	done, failed, movedBytes int64
+	// recent holds the latest moves' outcomes, oldest first (at most
+	// maxRecentMoves), for `ctl wear`.
+	recent []*coordpb.WearMoveOutcome
+}
+
+// maxRecentMoves bounds the outcomes WearStatus reports.
+const maxRecentMoves = 32
+
+// record remembers a move's outcome. Called with h.mu held.
+func (h *wearHost) record(mv *wearMove, outcome, errText string, now time.Time) {
+	o := &coordpb.WearMoveOutcome{
+		Id: mv.id, Key: mv.key, Slot: uint32(max(mv.slot, 0)), Bytes: mv.bytes, Reason: mv.m.Reason,
+		Outcome: outcome, Error: errText, UnixMs: now.UnixMilli(),
+	}
+	if mv.slot >= 0 {
+		o.From, o.To = uint64(mv.m.From.Node(mv.slot)), uint64(mv.m.To.Node(mv.slot))
+	}
+	if len(h.recent) >= maxRecentMoves {
+		h.recent = slices.Delete(h.recent, 0, len(h.recent)-maxRecentMoves+1)
+	}
+	h.recent = append(h.recent, o)
 }
 
 type wearPlan struct {
@@ -311,18 +333,21 @@ func (h *wearHost) dropPlan(version uint64) {
 
 // replaced tells the balancer a part moved: the wear move it was, or a
 // re-protection.
-func (h *wearHost) replaced(rec *objectpb.ObjectRecord, slot int, to uint64, logf func(string, ...any)) {
+func (h *wearHost) replaced(rec *objectpb.ObjectRecord, slot int, to uint64, now time.Time, logf func(string, ...any)) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	id := wear.ObjectID(rec.Object)
 	for mid, mv := range h.out {
 		if mv.key == rec.Key && mv.slot == slot && uint64(mv.m.To.Node(slot)) == to {
 			delete(h.out, mid)
-			if err := h.b.MoveDone(mv.m); err == nil {
+			err := h.b.MoveDone(mv.m)
+			if err == nil {
 				h.done++
 				h.movedBytes += mv.bytes
+				h.record(mv, "done", "", now)
 				return
 			}
+			h.record(mv, "failed", err.Error(), now)
 			h.failed++
 			break
 		}
@@ -406,13 +431,14 @@ func (c *Coordinator) wearEpoch(ctx context.Context, stats []wear.ServerStats) e
 	h.last = d
 	ops = append(ops, h.rowOps()...)
 	for _, m := range d.Moves {
-		h.queue(m, c.cfg.Logf)
+		h.queue(m, now, c.cfg.Logf)
 	}
 	for id, mv := range h.out {
 		if now.After(mv.deadline) {
 			delete(h.out, id)
 			h.b.MoveFailed(mv.m)
 			h.failed++
+			h.record(mv, "timed out", "", now)
 		}
 	}
 	for v, p := range h.plans {
@@ -483,7 +509,7 @@ func (h *wearHost) rowOps() []clientv3.Op {
 // queue turns a balancer move into a part replacement for a mover. Only
 // moves of one part within one redundancy are made live; others fail.
 // Called with h.mu held.
-func (h *wearHost) queue(m wear.Move, logf func(string, ...any)) {
+func (h *wearHost) queue(m wear.Move, now time.Time, logf func(string, ...any)) {
 	slot := -1
 	ok := m.From.Redundancy == m.To.Redundancy
 	for p := 0; ok && p < m.To.Width(); p++ {
@@ -499,6 +525,8 @@ func (h *wearHost) queue(m wear.Move, logf func(string, ...any)) {
 		logf("coordinator: wear: %v cannot be made live (one part of one redundancy at a time)", m)
 		h.b.MoveFailed(m)
 		h.failed++
+		h.nextID++
+		h.record(&wearMove{id: h.nextID, m: m, key: key, slot: -1, bytes: m.Bytes}, "failed", "not one part of one redundancy", now)
 		return
 	}
 	h.nextID++
@@ -533,6 +561,7 @@ func (c *Coordinator) WearMoves(ctx context.Context, req *coordpb.WearMovesReque
 			// as failed, which changes no row.
 			h.b.MoveFailed(mv.m)
 			h.failed++
+			h.record(mv, "stale", "the object changed since the epoch", now)
 			h.mu.Unlock()
 			continue
 		}
@@ -567,11 +596,13 @@ func (c *Coordinator) WearMoveDone(ctx context.Context, req *coordpb.WearMoveDon
 		if err := h.b.MoveDone(mv.m); err == nil {
 			h.done++
 			h.movedBytes += mv.bytes
+			h.record(mv, "done", "", c.cfg.Clock.Now())
 			return &coordpb.WearMoveDoneResponse{}, nil
 		}
 	}
 	h.b.MoveFailed(mv.m)
 	h.failed++
+	h.record(mv, "failed", req.Error, c.cfg.Clock.Now())
 	c.cfg.Logf("coordinator: wear move of %q slot %d to node %d failed: %s", mv.key, mv.slot, mv.m.To.Node(mv.slot), req.Error)
 	return &coordpb.WearMoveDoneResponse{}, nil
 }
@@ -595,6 +626,9 @@ func (c *Coordinator) WearStatus(ctx context.Context, req *coordpb.WearStatusReq
 		MovesPending: int64(len(h.queued) + len(h.out)), MovesDone: h.done, MovesFailed: h.failed,
 		BytesMoved: h.movedBytes, MappingRows: int64(h.b.Table().Rows()),
 		Arpt: h.last.ARPT, Hcds: h.last.HCDS, Edm: h.last.EDM,
+	}
+	for _, o := range h.recent {
+		resp.RecentMoves = append(resp.RecentMoves, proto.Clone(o).(*coordpb.WearMoveOutcome))
 	}
 	var sum, sumSq, n float64
 	for _, info := range nodes {
@@ -630,18 +664,20 @@ func (c *Coordinator) beginWearReplace(ctx context.Context, rec *objectpb.Object
 	if !ok || !target.GetLive() {
 		return nil, rpcErr(&unavailableError{fmt.Sprintf("wear move in %q v%d: node %d is not live", req.Key, req.Version, req.To)})
 	}
-	if slices.Contains(rec.Placement, req.To) {
-		return nil, rpcErr(base.InvalidArgumentf("wear move in %q v%d: node %d already holds a part (placement %v)", req.Key, req.Version, req.To, rec.Placement))
-	}
-	pending := &objectpb.PendingPut{
-		Key: rec.Key, Object: rec.Object, Version: rec.Version, Placement: []uint64{target.Id},
-		DeadlineUnixMs: c.cfg.Clock.Now().Add(c.cfg.PendingTimeout).UnixMilli(),
-	}
-	v, err := encodeValue(pending)
+	busy, err := c.replaceBusy(ctx, rec, req.Slot)
 	if err != nil {
 		return nil, rpcErr(err)
 	}
-	if _, err := c.cli.Put(ctx, replacePendingKey(rec.Version, req.Slot), v); err != nil {
+	if slices.Contains(rec.Placement, req.To) {
+		return nil, rpcErr(base.InvalidArgumentf("wear move in %q v%d: node %d already holds a part (placement %v)", req.Key, req.Version, req.To, rec.Placement))
+	}
+	if busy[req.To] {
+		// Its garbage of this version (a part moved away, a retired
+		// attempt) or another slot's replacement is there: the sweeper
+		// deletes a version's blob on a node whole.
+		return nil, rpcErr(&unavailableError{fmt.Sprintf("wear move in %q v%d: node %d still holds garbage or a pending part of this version; later", req.Key, req.Version, req.To)})
+	}
+	if err := c.putReplacePending(ctx, rec, req.Slot, target.Id); err != nil {
 		return nil, rpcErr(err)
 	}
 	return &coordpb.BeginReplaceResponse{Target: target}, nil

@@ -443,6 +443,7 @@ func (n *Node) Stats() *nodepb.StatsResponse {
 		w := wr.Wear()
 		d := resp.Devices[0]
 		d.WearBlocks, d.EraseCountTotal, d.EraseCountMax = w.Blocks, w.EraseCountTotal, w.EraseCountMax
+		d.DieEraseCounts = w.DieErases
 	}
 	return resp
 }

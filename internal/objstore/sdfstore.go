@@ -327,7 +327,14 @@ func (s *SDFStore) Usage() (Usage, error) {
 // Wear implements WearReporter from the device's per-block erase counts.
 func (s *SDFStore) Wear() Wear {
 	var w Wear
-	for _, n := range s.dev.EraseCounts() {
+	perDie := s.dev.Geometry().BlocksPerDie
+	for i, n := range s.dev.EraseCounts() {
+		if perDie > 0 {
+			if die := i / perDie; die >= len(w.DieErases) {
+				w.DieErases = append(w.DieErases, 0)
+			}
+			w.DieErases[i/perDie] += int64(n)
+		}
 		w.Blocks++
 		w.EraseCountTotal += int64(n)
 		w.EraseCountMax = max(w.EraseCountMax, int64(n))

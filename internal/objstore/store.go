@@ -49,6 +49,9 @@ type Wear struct {
 	Blocks          int64
 	EraseCountTotal int64
 	EraseCountMax   int64
+	// DieErases sums the erases per die, channel-major (nil when the
+	// store does not know its dies).
+	DieErases []int64
 }
 
 func (w Wear) String() string {

@@ -54,6 +54,9 @@ type Options struct {
 	Logf     func(format string, args ...any)
 	// Wear turns the coordinator's wear balancer on (coord.WearConfig).
 	Wear coord.WearConfig
+	// Clock is the coordinator's clock (coord.Config.Clock; nil: the
+	// system's). Tests that need pending writes to expire move it on.
+	Clock base.Clock
 	// WearMoveInterval, when set, runs a mover that carries out the wear
 	// balancer's moves (client.RunWearMoves) at this period.
 	WearMoveInterval time.Duration
@@ -101,7 +104,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	co, err := coord.Start(ctx, coord.Config{
 		Dir: filepath.Join(opts.Dir, "coordinator"), LeaseTTLSeconds: opts.LeaseTTLSeconds,
 		MaxObjectBytes: opts.MaxObjectBytes, ReadMode: opts.ReadMode, UnsafeNoFsync: opts.UnsafeNoFsync,
-		EtcdMembers: opts.EtcdMembers, Wear: opts.Wear, Logf: opts.Logf,
+		EtcdMembers: opts.EtcdMembers, Wear: opts.Wear, Clock: opts.Clock, Logf: opts.Logf,
 	})
 	if err != nil {
 		return nil, err

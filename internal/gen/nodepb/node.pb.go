@@ -1246,8 +1246,10 @@ type DeviceStats struct {
 	EraseCountMax   int64 `protobuf:"varint,14,opt,name=erase_count_max,json=eraseCountMax,proto3" json:"erase_count_max,omitempty"`
 	// Chunks re-created because the node did not have them (missing files).
 	MissingRepaired int64 `protobuf:"varint,15,opt,name=missing_repaired,json=missingRepaired,proto3" json:"missing_repaired,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Block erases summed per die, channel-major (emulated flash only).
+	DieEraseCounts []int64 `protobuf:"varint,16,rep,packed,name=die_erase_counts,json=dieEraseCounts,proto3" json:"die_erase_counts,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DeviceStats) Reset() {
@@ -1383,6 +1385,13 @@ func (x *DeviceStats) GetMissingRepaired() int64 {
 		return x.MissingRepaired
 	}
 	return 0
+}
+
+func (x *DeviceStats) GetDieEraseCounts() []int64 {
+	if x != nil {
+		return x.DieEraseCounts
+	}
+	return nil
 }
 
 type StatsResponse struct {
@@ -1822,7 +1831,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05moved\x18\x06 \x01(\x03R\x05moved\"\x17\n" +
 	"\x15DieRepairDoneResponse\"1\n" +
 	"\fStatsRequest\x12!\n" +
-	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\x93\x04\n" +
+	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\xbd\x04\n" +
 	"\vDeviceStats\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12%\n" +
 	"\x0echunks_written\x18\x02 \x01(\x03R\rchunksWritten\x12#\n" +
@@ -1844,7 +1853,8 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"wearBlocks\x12*\n" +
 	"\x11erase_count_total\x18\r \x01(\x03R\x0feraseCountTotal\x12&\n" +
 	"\x0ferase_count_max\x18\x0e \x01(\x03R\reraseCountMax\x12)\n" +
-	"\x10missing_repaired\x18\x0f \x01(\x03R\x0fmissingRepaired\"\x84\x02\n" +
+	"\x10missing_repaired\x18\x0f \x01(\x03R\x0fmissingRepaired\x12(\n" +
+	"\x10die_erase_counts\x18\x10 \x03(\x03R\x0edieEraseCounts\"\x84\x02\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12%\n" +
