@@ -336,4 +336,3 @@ func TestWearMoveBackBeforeSweep(t *testing.T) {
 		m.whole(t, mc)
 	}
 }
-
