@@ -421,7 +421,9 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		"data set was loaded; the balancer balances these cumulative counts, so phase 2 has to undo phase 1's "+
 		"imbalance. The writers pause whenever a node's live bytes pass 50%% of its device, until the coordinator's "+
 		"sweeper has deleted enough replaced versions to bring it under 30%% (on this shared machine it falls "+
-		"behind the puts); a put the cluster refuses for want of room on enough live nodes is counted, not retried. Wall-clock times are this machine's (below). Seed %d.",
+		"behind the puts); a put the cluster refuses for want of room on enough live nodes is counted, not retried. Wall-clock times are this machine's (below), which other people's builds and tests shared while it ran: "+
+		"timings, and so when the sweeper falls behind and where a move meets a put, vary from run to run; the counts of "+
+		"objects wrong do not. Seed %d.",
 		p.nodes, base.Bytes(deviceBytes), p.objects, base.Bytes(p.objectBytes), p.putsPerPhase, p.writers,
 		p.epoch, p.moveEvery, cfg.Seed)
 	t := report.Table{Caption: "Per phase: erases during the phase per node, and the cumulative figures at its end",

@@ -199,6 +199,7 @@ func runChameleonScale(ctx context.Context, cfg Config) (*report.Report, error) 
 		"over more servers than it has parts, so past a few hundred servers the hottest objects' servers wear out "+
 		"ahead whatever the policy. Compare the coefficients of variation above: the absolute sigma of Chameleon "+
 		"can rise with its mean, which ARPT's REP copies of the hottest objects raise. Wall time is the whole run, "+
-		"preload included.", strings.Join(lines, "; "))
+		"preload included, on this machine shared with other people's builds and tests (two cores): a noisy "+
+		"figure; the erase counts are seeded and do not depend on it.", strings.Join(lines, "; "))
 	return r, nil
 }
