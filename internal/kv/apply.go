@@ -373,6 +373,9 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		}
 	}
 	r.recovering = still
+	if len(still) == 0 {
+		r.absent = nil
+	}
 	delete(r.patches, req.PatchId)
 	delete(r.patchDetect, req.PatchId)
 	if len(done) > 0 {
@@ -416,10 +419,13 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 // narrow (the separator key a patch excises but the replica did not lose).
 func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 	var out []*kvpb.KeyValue
+	r.mu.Lock()
+	points := append([]engine.AbsentPoint(nil), r.absent...)
+	r.mu.Unlock()
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
 	for _, part := range subtract(wide, []Range{narrow}) {
-		rows, _, err := engine.Scan(r.sm.DB(), part.Start, part.End, 0)
+		rows, err := engine.ScanAround(r.sm.DB(), part, points)
 		if err != nil {
 			return nil, err
 		}
@@ -445,13 +451,14 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	}
 	r.mu.Lock()
 	own := append([]Range(nil), r.recovering...)
+	points := append([]engine.AbsentPoint(nil), r.absent...)
 	r.mu.Unlock()
 	var built []Range
 	var rows []*kvpb.KeyValue
 	r.smMu.RLock()
 	for _, rg := range ranges {
 		for _, piece := range subtract(rg, own) {
-			part, _, err := engine.Scan(r.sm.DB(), piece.Start, piece.End, 0)
+			part, err := engine.ScanAround(r.sm.DB(), piece, points)
 			if err != nil {
 				continue
 			}
@@ -638,6 +645,7 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 		r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
 	}
 	r.recovering = nil
+	r.absent = nil
 	r.repaired = nil
 	r.pending = nil
 	r.patchDetect = nil

@@ -151,6 +151,9 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 			p.ranges = append(p.ranges, sp.narrow)
 			p.wide = append(p.wide, sp.wide)
 			p.blocks = append(p.blocks, sp.blocks)
+			if sp.absent != nil {
+				r.noteAbsentLocked(*sp.absent)
+			}
 		} else {
 			r.noteRepairedBlocksLocked(info.Path, sp.blocks)
 		}
@@ -166,6 +169,23 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 	r.recovering = append(r.recovering, p.ranges...)
 	r.mu.Unlock()
 	r.proposeRepair(p)
+}
+
+// maxAbsent bounds the absent points a replica remembers; forgetting one
+// only makes a repair read of its key wait for the damaged block's patch.
+const maxAbsent = 4096
+
+// noteAbsentLocked remembers that a damaged table does not hold a key.
+func (r *Replica) noteAbsentLocked(p engine.AbsentPoint) {
+	for _, q := range r.absent {
+		if q.Table == p.Table && bytes.Equal(q.Key, p.Key) {
+			return
+		}
+	}
+	if len(r.absent) >= maxAbsent {
+		r.absent = r.absent[1:]
+	}
+	r.absent = append(r.absent, p)
 }
 
 // noteRepairedBlocksLocked remembers damaged blocks of path whose key
@@ -263,6 +283,9 @@ func (r *Replica) proposalDropped(proposalID uint64) {
 type repairSpan struct {
 	narrow, wide Range
 	blocks       []uint64 // offsets of the damaged data blocks (if known)
+	// absent, if set, is the left separator of wide when the damaged table
+	// provably does not hold it (narrow then starts just past it).
+	absent *engine.AbsentPoint
 }
 
 // isolate maps a corrupt file to the user key ranges to repair: one per run
@@ -292,10 +315,17 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		for _, sp := range spans {
 			wide := r.toUserRange(sp.Start, sp.End)
 			narrow := wide
-			if sp.Start != nil && !bytes.Equal(sp.Start, fileStart) && r.readsBack(sp.Start) {
-				narrow = r.toUserRange(append(bytes.Clone(sp.Start), 0), sp.End)
+			var absent *engine.AbsentPoint
+			if sp.Start != nil && !bytes.Equal(sp.Start, fileStart) {
+				if k, ok := engine.FromUserKey(sp.Start); ok && sp.StartAbsent && bytes.Equal(k, wide.Start) {
+					// A separator the table does not hold: lost nothing.
+					absent = &engine.AbsentPoint{Key: bytes.Clone(k), Table: sp.Table}
+					narrow = r.toUserRange(append(bytes.Clone(sp.Start), 0), sp.End)
+				} else if r.readsBack(sp.Start) {
+					narrow = r.toUserRange(append(bytes.Clone(sp.Start), 0), sp.End)
+				}
 			}
-			out = append(out, repairSpan{narrow: narrow, wide: wide, blocks: sp.Offsets})
+			out = append(out, repairSpan{narrow: narrow, wide: wide, blocks: sp.Offsets, absent: absent})
 		}
 		return out
 	}

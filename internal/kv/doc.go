@@ -63,9 +63,13 @@
 //     neighbours. A range's excise span keeps the separators on both sides
 //     (Pebble seeks at an excise's bounds to cut the remainders and a seek
 //     that lands in a damaged block drops the remainder); what the replica
-//     lost leaves out the left separator key when it reads back, so
-//     replicas damaged next to each other do not each refuse the key
-//     between them. Error amplification is one data block. Reads of a range
+//     lost leaves out the left separator key when it reads back, or when
+//     the table provably does not hold it (a separator Pebble shortened:
+//     engine's sepAbsent), so replicas damaged next to each other do not
+//     each refuse the key between them. Such a key is read, for a patch,
+//     with the damaged table left out (every table carries a random id as
+//     a block property: engine/tableid.go); otherwise every read of it
+//     seeks into the damaged block. Error amplification is one data block. Reads of a range
 //     under repair fail as corruption (never wrong data) and the client
 //     (kvclient) retries another replica.
 //  2. Recovery through the log (Figure 5): the damaged replica proposes a

@@ -38,3 +38,11 @@ func (r *Replica) Repairing() (recovering, pending int) {
 
 // Files returns where the replica keeps its files.
 func (r *Replica) Files() (vfs.FS, string) { return r.fs, r.dir }
+
+// Separators returns the index separators (user keys) of the replica's data
+// blocks, after compacting its engine into one level.
+func (r *Replica) Separators() ([][]byte, error) {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	return r.sm.Separators()
+}

@@ -333,3 +333,92 @@ func TestHelixRepairAtOpen(t *testing.T) {
 	}
 	assertSame(t, checksums(t, c, 1))
 }
+
+// TestHelixSharedSeparator damages, on two replicas, the data block that
+// ends at a shortened index separator u (a key no one wrote) and, on the
+// third, the block that starts after it, then restarts all three. Every key
+// is intact on some replica, but every replica's damaged span touches u:
+// before repairs read u with the damaged table left out, each replica
+// counted u as lost and asked the others for it, and the ranges stayed
+// under repair forever (uber-restart-kv, UBER 1e-6).
+func TestHelixSharedSeparator(t *testing.T) {
+	c, cl := startCluster(t, kv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 3000
+	loadKeys(t, cl, n)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := c.NodeIDs()
+	for _, id := range ids {
+		waitCaughtUp(t, c, c.Node(id).Replica(1), leader)
+	}
+	// A shortened separator every replica's tables share, with keys on both
+	// sides of it.
+	count := map[string]int{}
+	for _, id := range ids {
+		seps, err := c.Node(id).Replica(1).Separators()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range seps {
+			count[string(s)]++
+		}
+	}
+	isKey := func(s string) bool {
+		var i int
+		_, err := fmt.Sscanf(s, "key-%05d", &i)
+		return err == nil && string(testKey(i)) == s
+	}
+	var u string
+	for s, k := range count {
+		if k == len(ids) && !isKey(s) && s > string(testKey(n/4)) && s < string(testKey(3*n/4)) && (u == "" || s < u) {
+			u = s
+		}
+	}
+	if u == "" {
+		t.Fatalf("no shortened separator shared by all %d replicas", len(ids))
+	}
+	below, above := -1, -1
+	for i := 0; i < n; i++ {
+		if string(testKey(i)) < u {
+			below = i
+		} else if above < 0 {
+			above = i
+		}
+	}
+	t.Logf("shared separator %q between %s and %s", u, testKey(below), testKey(above))
+	for k, id := range ids {
+		key := testKey(below)
+		if k == 1 {
+			key = testKey(above)
+		}
+		corruptReplica(t, c.Node(id).Replica(1), key)
+	}
+	for _, id := range ids {
+		if err := c.StopNode(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range ids {
+		if err := c.RestartNode(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < n; i++ {
+		v, found, err := cl.Get(ctx, testKey(i), kvclient.Eventual())
+		if err != nil || !found || string(v) != string(testValue(i)) {
+			t.Fatalf("key %d: %q %v %v", i, v, found, err)
+		}
+	}
+	for _, id := range ids {
+		r := c.Node(id).Replica(1)
+		waitFor(t, "repaired", func() bool { rec, pend := r.Repairing(); return rec == 0 && pend == 0 })
+		if st := r.Stats(); st.Rebuilds != 0 {
+			t.Fatalf("%s rebuilt: %v", r, st)
+		}
+	}
+	assertSame(t, checksums(t, c, 1))
+}

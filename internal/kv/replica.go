@@ -171,7 +171,11 @@ type Replica struct {
 	reads     map[string]chan uint64 // read index requests by context
 	// recovering lists ranges whose data this replica lost and is repairing;
 	// reads in them are refused (CORRUPTION) until the patch is in.
-	recovering  []Range
+	recovering []Range
+	// absent lists keys that damaged tables of this replica provably do not
+	// hold (engine/tableid.go): repair reads take them with the table left
+	// out.
+	absent      []engine.AbsentPoint
 	detectedAt  time.Time
 	patchDetect map[uint64]time.Time      // detection time by patch id (OnRepair)
 	pending     map[uint64]*pendingRepair // proposed patch requests by id

@@ -167,3 +167,50 @@ func FlipByteAt(fs vfs.FS, path string, at int64) error {
 	}
 	return f.Sync()
 }
+
+// Separators compacts the engine into one level and returns the index
+// separators (user keys) of every data block of its live tables: where a
+// test can damage the blocks on either side of one boundary.
+func (sm *StateMachine) Separators() ([][]byte, error) {
+	if err := sm.db.Flush(); err != nil {
+		return nil, Classify(err)
+	}
+	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
+		return nil, Classify(err)
+	}
+	levels, err := sm.db.SSTables()
+	if err != nil {
+		return nil, Classify(err)
+	}
+	var out [][]byte
+	for _, level := range levels {
+		for _, t := range level {
+			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", uint64(t.BackingSSTNum)))
+			f, err := sm.fs.Open(path)
+			if err != nil {
+				return nil, err
+			}
+			readable, err := objstorageprovider.NewFileReadable(f, sm.fs, objstorageprovider.NewReadaheadConfig(), path)
+			if err != nil {
+				f.Close()
+				return nil, err
+			}
+			rd, err := sstable.NewReader(context.Background(), readable, sm.opts.MakeReaderOptions())
+			if err != nil {
+				readable.Close()
+				return nil, Classify(err)
+			}
+			blocks, err := SSTDataBlocks(rd)
+			rd.Close()
+			if err != nil {
+				return nil, Classify(err)
+			}
+			for _, b := range blocks {
+				if k, ok := FromUserKey(b.sep); ok {
+					out = append(out, k)
+				}
+			}
+		}
+	}
+	return out, nil
+}

@@ -165,6 +165,11 @@ type DamagedSpan struct {
 	Start, End []byte
 	Blocks     int      // damaged data blocks in the run
 	Offsets    []uint64 // their file offsets
+	// StartAbsent is set when Start is a separator the table provably does
+	// not hold (sepAbsent): the run lost nothing at Start itself.
+	StartAbsent bool
+	// Table is the table's id (tableid.go; 0 if it has none).
+	Table uint64
 }
 
 // IsolateBlocks finds every damaged data block of the sstable at path and
@@ -203,6 +208,7 @@ func IsolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 		return nil, 0, fmt.Errorf("kv: isolate: open %s: %w", path, err)
 	}
 	defer raw.Close()
+	table := tableIDOf(r)
 	damaged := make([]bool, len(blocks))
 	for i, b := range blocks {
 		ok, err := BlockVerifies(raw, b.h)
@@ -219,7 +225,7 @@ func IsolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 		for j+1 < len(blocks) && damaged[j+1] {
 			j++
 		}
-		sp := DamagedSpan{Start: fileStart, End: fileEnd, Blocks: j - i + 1}
+		sp := DamagedSpan{Start: fileStart, End: fileEnd, Blocks: j - i + 1, Table: table}
 		for k := i; k <= j; k++ {
 			sp.Offsets = append(sp.Offsets, blocks[k].h.Offset)
 		}
@@ -229,12 +235,14 @@ func IsolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 		sp.Start, sp.End = nil, nil
 		if i > 0 {
 			sp.Start = bytes.Clone(blocks[i-1].sep)
+			sp.StartAbsent = table != 0 && sepAbsent(r, blocks[i-1].sep, blocks[i].h)
 		}
 		if j < len(blocks)-1 {
 			sp.End = append(bytes.Clone(blocks[j].sep), 0)
 		}
 		if fileStart != nil && (sp.Start == nil || bytes.Compare(sp.Start, fileStart) < 0) {
 			sp.Start = fileStart
+			sp.StartAbsent = false
 		}
 		if fileEnd != nil && (sp.End == nil || bytes.Compare(sp.End, fileEnd) > 0) {
 			sp.End = fileEnd
@@ -245,6 +253,48 @@ func IsolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 		i = j
 	}
 	return spans, len(blocks), nil
+}
+
+// sepAbsent reports whether the table does not hold Pebble key sep, the
+// index separator between an intact data block and the damaged block h
+// after it. A separator is at least the last key of its block and below the
+// first key of the next unless it equals that last key (Pebble shortens it
+// when it can: "key00499" | "key00500" -> "key005"; when it cannot, versions
+// of the key may straddle the boundary). So a seek to sep bounded to sep
+// alone either finds sep in the intact block (it is a key), or finds
+// nothing, or steps on into h and fails there: then the intact block ends
+// below sep, sep was shortened, and the next block starts above it. A
+// failure anywhere else (a transient flip in the intact block) answers
+// false, the conservative answer.
+func sepAbsent(r *sstable.Reader, sep []byte, h block.Handle) bool {
+	upper := append(bytes.Clone(sep), 0)
+	for attempt := 0; attempt < ReadAttempts; attempt++ {
+		it, err := r.NewIter(block.NoTransforms, sep, upper, sstable.AssertNoBlobHandles)
+		if err != nil {
+			return false
+		}
+		kv := seekGE(it.SeekGE, sep)
+		found := kv != nil
+		err = it.Error()
+		_ = it.Close()
+		switch {
+		case found:
+			return false
+		case err == nil:
+			return true
+		}
+		if bh, ok := CorruptBlockHandle(err); ok && bh.Offset == h.Offset {
+			return true
+		}
+	}
+	return false
+}
+
+// seekGE calls an iterator's SeekGE with zero flags (generic only to name
+// Pebble's internal types without importing its internal package).
+func seekGE[K any, F any](f func([]byte, F) K, key []byte) K {
+	var flags F
+	return f(key, flags)
 }
 
 // dataBlock is one data block of an sstable: its handle and its index

@@ -102,6 +102,9 @@ func PebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 	// IngestAndExcise hung for 45 minutes). Ingested directly, the excise
 	// error comes back to the caller, which repairs or rebuilds.
 	opts.Experimental.DisableIngestAsFlushable = func() bool { return true }
+	// Every table carries an id, so a repair can read around a damaged
+	// table (tableid.go).
+	opts.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{newTableIDCollector}
 	opts.EnsureDefaults()
 	return opts
 }
