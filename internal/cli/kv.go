@@ -405,6 +405,9 @@ func kvStatusDetails(st *kvpb.ReplicaStatusResponse) []string {
 		}
 		out = append(out, d)
 	}
+	if st.BlocksMerged > 0 {
+		out = append(out, fmt.Sprintf("blocks merged: %d (damaged on every replica, put back together from their copies)", st.BlocksMerged))
+	}
 	if len(st.RebuildReasons) > 0 {
 		var reasons []string
 		for k, v := range st.RebuildReasons {

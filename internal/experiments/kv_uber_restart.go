@@ -66,6 +66,9 @@ type uberRestartResult struct {
 	Converged bool
 	// Repairs, summed over replicas.
 	Patches, Transient, Skipped, LogFilled uint64
+	// Merged counts data blocks damaged on every replica and put back
+	// together from their copies (block merge).
+	Merged uint64
 	Rebuilds                               map[string]uint64
 	RaftLog                                []string
 	// PatchLatency is detection to patch applied, for every patch, sorted.
@@ -257,6 +260,7 @@ func runUberRestartCell(ctx context.Context, tmp string, p uberRestartParams) (u
 		res.Transient += st.TransientErrors
 		res.Skipped += st.PatchesSkipped
 		res.LogFilled += st.LogEntriesFilled
+		res.Merged += st.BlocksMerged
 		for k, v := range st.RebuildReasons {
 			res.Rebuilds[k] += v
 		}
@@ -380,7 +384,7 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 	t := report.Table{
 		Caption: "Restart after bit flips in every file (one row per seed)",
 		Header: []string{"stop", "UBER", "seed", "flips (raft log/sstable/other)", "starts", "replicas replaced", "keys missing", "wrong", "errors",
-			"every key served after", "replicas agree", "patches", "detection to patch applied (median, max)", "raft log entries from peers", "rebuilds (reason)"},
+			"every key served after", "replicas agree", "patches", "detection to patch applied (median, max)", "blocks merged", "raft log entries from peers", "rebuilds (reason)"},
 	}
 	for _, res := range results {
 		stop := "clean"
@@ -409,7 +413,7 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 		t.Rows = append(t.Rows, []string{stop, fmt.Sprintf("%g", res.Params.UBER), fmt.Sprint(res.Params.Seed),
 			fmt.Sprintf("%d (%d/%d/%d)", res.Flips.Flips, rl, sst, other), starts, fmt.Sprint(len(res.Failures)),
 			fmt.Sprint(res.Missing), fmt.Sprint(res.Wrong), fmt.Sprint(res.Errors), served, fmt.Sprint(res.Converged),
-			fmt.Sprint(res.Patches), latencyText(res.PatchLatency), fmt.Sprint(res.LogFilled), res.rebuildText()})
+			fmt.Sprint(res.Patches), latencyText(res.PatchLatency), fmt.Sprint(res.Merged), fmt.Sprint(res.LogFilled), res.rebuildText()})
 	}
 	if err := r.Table(t); err != nil {
 		return nil, err
@@ -468,9 +472,12 @@ func runUberRestartKV(ctx context.Context, cfg Config) (*report.Report, error) {
 			"holding the damaged ranges stay under repair, waiting for a copy no one has.\n\n%s\n\n"+
 			"Independent flips damage a 4 KiB block with probability p = 1-(1-UBER)^32768, so with about %.0f data "+
 			"blocks per replica the expected number of blocks damaged on all three replicas at once (whose keys no "+
-			"repair can bring back) is blocks x p^3, per UBER: %s per cell. Keys lost that way are data loss of the "+
-			"configuration (three copies), not of the repair; raft log entries still held past the engines' last "+
-			"flush are the only other copy, and the engine does not yet replay them into a range every replica lost.",
+			"patch can bring back) is blocks x p^3, per UBER: %s per cell. Such a block is put back together from "+
+			"the three damaged copies (block merge, `blocks merged`) when the replicas' tables are byte-identical "+
+			"(they usually are: the same log, flushed and compacted at the same points) and the flips hit different "+
+			"bytes; a key is lost only where that fails (tables that differ, or the same byte damaged in every copy). "+
+			"Raft log entries still held past the engines' last flush are the only other copy, and the engine does "+
+			"not yet replay them into a range every replica lost.",
 			strings.Join(bad, "\n"), blocks, strings.Join(model, ", "))
 	}
 	return r, nil

@@ -337,6 +337,24 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 			}
 		}
 	}
+	// A range no peer could send is damaged on every replica (the same
+	// block of the same table, at different bytes): its blocks are put
+	// back together from the replicas' copies and written in place.
+	var merged []Range
+	if len(missing) > 0 {
+		var still []Range
+		for i, rg := range ranges {
+			if !containsRange(missing, rg) {
+				continue
+			}
+			if i < len(pr.blocks) && r.mergeRange(pr.path, pr.blocks[i], rg) {
+				merged = append(merged, rg)
+			} else {
+				still = append(still, rg)
+			}
+		}
+		missing = still
+	}
 	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i].Key, rows[j].Key) < 0 })
 	if len(done) > 0 {
 		r.smMu.RLock()
@@ -359,11 +377,14 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		r.stats.PatchBytesReceived += got.bytes
 		r.stats.LastRepair = now.Sub(pr.detected)
 		r.stats.LastDetection = "patched"
+	} else if len(merged) > 0 {
+		r.stats.LastRepair = now.Sub(pr.detected)
+		r.stats.LastDetection = "merged"
 	}
 	var still []Range
 	for _, rec := range r.recovering {
 		covered := false
-		for _, d := range done {
+		for _, d := range append(done, merged...) {
 			if rangeCovers(d, rec) {
 				covered = true
 			}
@@ -389,6 +410,16 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	r.mu.Unlock()
 	if len(done) > 0 {
 		r.invalidateSnapshots()
+	}
+	if len(merged) > 0 {
+		// The merged bytes verify against the blocks' checksums; the
+		// engine as a whole must still match its digest.
+		if ok, err := r.checkDigest(); err == nil && !ok {
+			r.mu.Lock()
+			r.needRebuild, r.rebuildReason = true, rebuildDiverged
+			r.mu.Unlock()
+			r.enqueue(applyTask{})
+		}
 	}
 	r.advance(idx)
 	if len(missing) > 0 {
@@ -432,6 +463,16 @@ func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// containsRange reports whether rgs holds rg itself.
+func containsRange(rgs []Range, rg Range) bool {
+	for _, m := range rgs {
+		if bytes.Equal(m.Start, rg.Start) && bytes.Equal(m.End, rg.End) {
+			return true
+		}
+	}
+	return false
 }
 
 func rangeCovers(outer, inner Range) bool {

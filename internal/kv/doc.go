@@ -83,7 +83,14 @@
 //     and installs it atomically with IngestAndExcise (implicit deletes),
 //     then reads the range back against the patch and checks that the
 //     excise kept every row around the span. A range no replica could send
-//     in PatchTimeout stays under repair and is requested again at a later
+//     in PatchTimeout is damaged on every replica: its blocks are put back
+//     together from the replicas' damaged copies of the same table (block
+//     merge, DIRECT's sector merge for a data block: engine.MergeBlock
+//     takes a copy only if it provably is this block, votes byte by byte,
+//     or tries the few combinations of the bytes the copies disagree on
+//     against the block checksum) and written over the damaged copy in
+//     place; the engine is then checked against its digest. What merge
+//     cannot repair stays under repair and is requested again at a later
 //     entry: patching is retried, not replaced by a rebuild (which would
 //     need a peer whose whole state reads back). All snapshots of the
 //     repaired replica are invalidated: its open transactions abort.

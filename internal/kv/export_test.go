@@ -46,3 +46,11 @@ func (r *Replica) Separators() ([][]byte, error) {
 	defer r.smMu.RUnlock()
 	return r.sm.Separators()
 }
+
+// CorruptBlockAt damages the data block holding key at fraction frac of
+// its bytes.
+func (r *Replica) CorruptBlockAt(key []byte, frac float64) (string, uint64, error) {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	return r.sm.CorruptBlockAt(key, frac)
+}

@@ -48,6 +48,9 @@ type ReplicaStats struct {
 	ApplyFailures uint64
 	// LogEntriesFilled counts raft log entries repaired from peers at open.
 	LogEntriesFilled uint64
+	// BlocksMerged counts damaged data blocks put back together from the
+	// replicas' copies (block merge: a range no peer could send).
+	BlocksMerged uint64
 	// LastRepair is detection-to-patch-applied time of the last repair.
 	LastRepair time.Duration
 	// LastDetection says what happened to the last corruption report:
@@ -56,8 +59,8 @@ type ReplicaStats struct {
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
-		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.Rebuilds, s.RebuildReasons,
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d merged=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.BlocksMerged, s.Rebuilds, s.RebuildReasons,
 		s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures, s.LogEntriesFilled, s.LastDetection)
 }
 
@@ -95,6 +98,7 @@ type Transport interface {
 	SendPatch(to base.NodeID, p *kvpb.Patch)
 	FetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error)
 	FetchEntries(ctx context.Context, from base.NodeID, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error)
+	FetchBlock(ctx context.Context, from base.NodeID, req *kvpb.FetchBlockRequest) (*kvpb.FetchBlockResponse, error)
 }
 
 type proposal struct {
@@ -1168,6 +1172,6 @@ func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
 		ContentCrc: crc, Keys: uint64(rows), PatchesApplied: st.PatchesApplied,
 		CorruptionsDetected: st.CorruptionsDetected, Rebuilds: st.Rebuilds, State: state,
 		TransientErrors: st.TransientErrors, PendingRepairs: uint64(pending), LastDetection: st.LastDetection,
-		RebuildReasons: st.RebuildReasons, RaftLog: r.log.Stats().String(),
+		RebuildReasons: st.RebuildReasons, RaftLog: r.log.Stats().String(), BlocksMerged: st.BlocksMerged,
 	}, nil
 }

@@ -2162,6 +2162,138 @@ func (x *FetchEntriesResponse) GetCrc() uint32 {
 	return 0
 }
 
+// FetchBlockRequest asks a peer for its copies of one sstable data block
+// (block merge: the same block damaged on every replica, at different
+// bytes). The peer answers with the bytes at the same place of each of its
+// live tables of the same size: replicas that applied the same log usually
+// wrote byte-identical tables; the asking replica keeps only copies that
+// are the same block as its own, damaged elsewhere.
+type FetchBlockRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Shard uint64                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
+	// The size in bytes of the table file that holds the block.
+	TableSize uint64 `protobuf:"varint,2,opt,name=table_size,json=tableSize,proto3" json:"table_size,omitempty"`
+	// The block's offset and length in the file, its 5-byte trailer
+	// (compression type and checksum) not counted.
+	Offset        uint64 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
+	Length        uint64 `protobuf:"varint,4,opt,name=length,proto3" json:"length,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchBlockRequest) Reset() {
+	*x = FetchBlockRequest{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchBlockRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchBlockRequest) ProtoMessage() {}
+
+func (x *FetchBlockRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchBlockRequest.ProtoReflect.Descriptor instead.
+func (*FetchBlockRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *FetchBlockRequest) GetShard() uint64 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *FetchBlockRequest) GetTableSize() uint64 {
+	if x != nil {
+		return x.TableSize
+	}
+	return 0
+}
+
+func (x *FetchBlockRequest) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *FetchBlockRequest) GetLength() uint64 {
+	if x != nil {
+		return x.Length
+	}
+	return 0
+}
+
+type FetchBlockResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The block with its trailer, as stored (not verified), one per
+	// matching table.
+	Copies [][]byte `protobuf:"bytes,1,rep,name=copies,proto3" json:"copies,omitempty"`
+	// CRC32C over the copies (length-prefixed).
+	Crc           uint32 `protobuf:"fixed32,2,opt,name=crc,proto3" json:"crc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchBlockResponse) Reset() {
+	*x = FetchBlockResponse{}
+	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchBlockResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchBlockResponse) ProtoMessage() {}
+
+func (x *FetchBlockResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchBlockResponse.ProtoReflect.Descriptor instead.
+func (*FetchBlockResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *FetchBlockResponse) GetCopies() [][]byte {
+	if x != nil {
+		return x.Copies
+	}
+	return nil
+}
+
+func (x *FetchBlockResponse) GetCrc() uint32 {
+	if x != nil {
+		return x.Crc
+	}
+	return 0
+}
+
 type CorruptBlockRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Shard   uint64                 `protobuf:"varint,1,opt,name=shard,proto3" json:"shard,omitempty"`
@@ -2174,7 +2306,7 @@ type CorruptBlockRequest struct {
 
 func (x *CorruptBlockRequest) Reset() {
 	*x = CorruptBlockRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2186,7 +2318,7 @@ func (x *CorruptBlockRequest) String() string {
 func (*CorruptBlockRequest) ProtoMessage() {}
 
 func (x *CorruptBlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[34]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2199,7 +2331,7 @@ func (x *CorruptBlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptBlockRequest.ProtoReflect.Descriptor instead.
 func (*CorruptBlockRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{34}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CorruptBlockRequest) GetShard() uint64 {
@@ -2233,7 +2365,7 @@ type CorruptBlockResponse struct {
 
 func (x *CorruptBlockResponse) Reset() {
 	*x = CorruptBlockResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2377,7 @@ func (x *CorruptBlockResponse) String() string {
 func (*CorruptBlockResponse) ProtoMessage() {}
 
 func (x *CorruptBlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[35]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2390,7 @@ func (x *CorruptBlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptBlockResponse.ProtoReflect.Descriptor instead.
 func (*CorruptBlockResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{35}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CorruptBlockResponse) GetFile() string {
@@ -2284,7 +2416,7 @@ type ReplicaStatusRequest struct {
 
 func (x *ReplicaStatusRequest) Reset() {
 	*x = ReplicaStatusRequest{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[36]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2428,7 @@ func (x *ReplicaStatusRequest) String() string {
 func (*ReplicaStatusRequest) ProtoMessage() {}
 
 func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[36]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2441,7 @@ func (x *ReplicaStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusRequest.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{36}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ReplicaStatusRequest) GetShard() uint64 {
@@ -2343,14 +2475,17 @@ type ReplicaStatusResponse struct {
 	// The raft log's own repairs (fragments, lost records, entries from peers).
 	RaftLog string `protobuf:"bytes,14,opt,name=raft_log,json=raftLog,proto3" json:"raft_log,omitempty"`
 	// Set when the replica could not open: what failed.
-	Failed        string `protobuf:"bytes,15,opt,name=failed,proto3" json:"failed,omitempty"`
+	Failed string `protobuf:"bytes,15,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Data blocks damaged on every replica put back together from the
+	// replicas' copies (block merge) and written over the damaged copy.
+	BlocksMerged  uint64 `protobuf:"varint,16,opt,name=blocks_merged,json=blocksMerged,proto3" json:"blocks_merged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReplicaStatusResponse) Reset() {
 	*x = ReplicaStatusResponse{}
-	mi := &file_flashmend_kv_kv_proto_msgTypes[37]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +2497,7 @@ func (x *ReplicaStatusResponse) String() string {
 func (*ReplicaStatusResponse) ProtoMessage() {}
 
 func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_kv_kv_proto_msgTypes[37]
+	mi := &file_flashmend_kv_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +2510,7 @@ func (x *ReplicaStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaStatusResponse.ProtoReflect.Descriptor instead.
 func (*ReplicaStatusResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{37}
+	return file_flashmend_kv_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ReplicaStatusResponse) GetReplica() uint64 {
@@ -2481,6 +2616,13 @@ func (x *ReplicaStatusResponse) GetFailed() string {
 		return x.Failed
 	}
 	return ""
+}
+
+func (x *ReplicaStatusResponse) GetBlocksMerged() uint64 {
+	if x != nil {
+		return x.BlocksMerged
+	}
+	return 0
 }
 
 var File_flashmend_kv_kv_proto protoreflect.FileDescriptor
@@ -2634,7 +2776,16 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x14FetchEntriesResponse\x12\x18\n" +
 	"\aentries\x18\x01 \x03(\fR\aentries\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\x04R\x06commit\x12\x10\n" +
-	"\x03crc\x18\x03 \x01(\aR\x03crc\"W\n" +
+	"\x03crc\x18\x03 \x01(\aR\x03crc\"x\n" +
+	"\x11FetchBlockRequest\x12\x14\n" +
+	"\x05shard\x18\x01 \x01(\x04R\x05shard\x12\x1d\n" +
+	"\n" +
+	"table_size\x18\x02 \x01(\x04R\ttableSize\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x04R\x06offset\x12\x16\n" +
+	"\x06length\x18\x04 \x01(\x04R\x06length\">\n" +
+	"\x12FetchBlockResponse\x12\x16\n" +
+	"\x06copies\x18\x01 \x03(\fR\x06copies\x12\x10\n" +
+	"\x03crc\x18\x02 \x01(\aR\x03crc\"W\n" +
 	"\x13CorruptBlockRequest\x12\x14\n" +
 	"\x05shard\x18\x01 \x01(\x04R\x05shard\x12\x18\n" +
 	"\areplica\x18\x02 \x01(\x04R\areplica\x12\x10\n" +
@@ -2643,7 +2794,7 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x04file\x18\x01 \x01(\tR\x04file\x12!\n" +
 	"\fblock_offset\x18\x02 \x01(\x04R\vblockOffset\",\n" +
 	"\x14ReplicaStatusRequest\x12\x14\n" +
-	"\x05shard\x18\x01 \x01(\x04R\x05shard\"\x84\x05\n" +
+	"\x05shard\x18\x01 \x01(\x04R\x05shard\"\xa9\x05\n" +
 	"\x15ReplicaStatusResponse\x12\x18\n" +
 	"\areplica\x18\x01 \x01(\x04R\areplica\x12#\n" +
 	"\rapplied_index\x18\x02 \x01(\x04R\fappliedIndex\x12\x16\n" +
@@ -2661,7 +2812,8 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x0elast_detection\x18\f \x01(\tR\rlastDetection\x12`\n" +
 	"\x0frebuild_reasons\x18\r \x03(\v27.flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntryR\x0erebuildReasons\x12\x19\n" +
 	"\braft_log\x18\x0e \x01(\tR\araftLog\x12\x16\n" +
-	"\x06failed\x18\x0f \x01(\tR\x06failed\x1aA\n" +
+	"\x06failed\x18\x0f \x01(\tR\x06failed\x12#\n" +
+	"\rblocks_merged\x18\x10 \x01(\x04R\fblocksMerged\x1aA\n" +
 	"\x13RebuildReasonsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01*=\n" +
@@ -2676,13 +2828,15 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x05Write\x12\x1a.flashmend.kv.WriteRequest\x1a\x1b.flashmend.kv.WriteResponse\x12I\n" +
 	"\bTxnBegin\x12\x1d.flashmend.kv.TxnBeginRequest\x1a\x1e.flashmend.kv.TxnBeginResponse\x12H\n" +
 	"\tTxnCommit\x12\x1e.flashmend.kv.TxnCommitRequest\x1a\x1b.flashmend.kv.WriteResponse\x12I\n" +
-	"\bTxnAbort\x12\x1d.flashmend.kv.TxnAbortRequest\x1a\x1e.flashmend.kv.TxnAbortResponse2\xa7\x02\n" +
+	"\bTxnAbort\x12\x1d.flashmend.kv.TxnAbortRequest\x1a\x1e.flashmend.kv.TxnAbortResponse2\xf8\x02\n" +
 	"\vReplication\x126\n" +
 	"\x04Send\x12\x17.flashmend.kv.RaftBatch\x1a\x15.flashmend.kv.RaftAck\x128\n" +
 	"\tSendPatch\x12\x13.flashmend.kv.Patch\x1a\x16.flashmend.kv.PatchAck\x12O\n" +
 	"\n" +
 	"FetchState\x12\x1f.flashmend.kv.FetchStateRequest\x1a .flashmend.kv.FetchStateResponse\x12U\n" +
-	"\fFetchEntries\x12!.flashmend.kv.FetchEntriesRequest\x1a\".flashmend.kv.FetchEntriesResponse2\xba\x01\n" +
+	"\fFetchEntries\x12!.flashmend.kv.FetchEntriesRequest\x1a\".flashmend.kv.FetchEntriesResponse\x12O\n" +
+	"\n" +
+	"FetchBlock\x12\x1f.flashmend.kv.FetchBlockRequest\x1a .flashmend.kv.FetchBlockResponse2\xba\x01\n" +
 	"\aKVAdmin\x12U\n" +
 	"\fCorruptBlock\x12!.flashmend.kv.CorruptBlockRequest\x1a\".flashmend.kv.CorruptBlockResponse\x12X\n" +
 	"\rReplicaStatus\x12\".flashmend.kv.ReplicaStatusRequest\x1a#.flashmend.kv.ReplicaStatusResponseB2Z0github.com/flashmend/flashmend/internal/gen/kvpbb\x06proto3"
@@ -2700,7 +2854,7 @@ func file_flashmend_kv_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_flashmend_kv_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_flashmend_kv_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_flashmend_kv_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_flashmend_kv_kv_proto_goTypes = []any{
 	(Consistency)(0),              // 0: flashmend.kv.Consistency
 	(Op_Kind)(0),                  // 1: flashmend.kv.Op.Kind
@@ -2739,17 +2893,19 @@ var file_flashmend_kv_kv_proto_goTypes = []any{
 	(*FetchStateResponse)(nil),    // 34: flashmend.kv.FetchStateResponse
 	(*FetchEntriesRequest)(nil),   // 35: flashmend.kv.FetchEntriesRequest
 	(*FetchEntriesResponse)(nil),  // 36: flashmend.kv.FetchEntriesResponse
-	(*CorruptBlockRequest)(nil),   // 37: flashmend.kv.CorruptBlockRequest
-	(*CorruptBlockResponse)(nil),  // 38: flashmend.kv.CorruptBlockResponse
-	(*ReplicaStatusRequest)(nil),  // 39: flashmend.kv.ReplicaStatusRequest
-	(*ReplicaStatusResponse)(nil), // 40: flashmend.kv.ReplicaStatusResponse
-	nil,                           // 41: flashmend.kv.ShardPlacement.ReplicasEntry
-	nil,                           // 42: flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
+	(*FetchBlockRequest)(nil),     // 37: flashmend.kv.FetchBlockRequest
+	(*FetchBlockResponse)(nil),    // 38: flashmend.kv.FetchBlockResponse
+	(*CorruptBlockRequest)(nil),   // 39: flashmend.kv.CorruptBlockRequest
+	(*CorruptBlockResponse)(nil),  // 40: flashmend.kv.CorruptBlockResponse
+	(*ReplicaStatusRequest)(nil),  // 41: flashmend.kv.ReplicaStatusRequest
+	(*ReplicaStatusResponse)(nil), // 42: flashmend.kv.ReplicaStatusResponse
+	nil,                           // 43: flashmend.kv.ShardPlacement.ReplicasEntry
+	nil,                           // 44: flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
 }
 var file_flashmend_kv_kv_proto_depIdxs = []int32{
 	0,  // 0: flashmend.kv.ReadOptions.consistency:type_name -> flashmend.kv.Consistency
 	1,  // 1: flashmend.kv.Op.kind:type_name -> flashmend.kv.Op.Kind
-	41, // 2: flashmend.kv.ShardPlacement.replicas:type_name -> flashmend.kv.ShardPlacement.ReplicasEntry
+	43, // 2: flashmend.kv.ShardPlacement.replicas:type_name -> flashmend.kv.ShardPlacement.ReplicasEntry
 	9,  // 3: flashmend.kv.ShardMap.shards:type_name -> flashmend.kv.ShardPlacement
 	5,  // 4: flashmend.kv.WriteBatch.ops:type_name -> flashmend.kv.Op
 	6,  // 5: flashmend.kv.WriteBatch.conditions:type_name -> flashmend.kv.Condition
@@ -2769,7 +2925,7 @@ var file_flashmend_kv_kv_proto_depIdxs = []int32{
 	4,  // 19: flashmend.kv.Patch.rows:type_name -> flashmend.kv.KeyValue
 	4,  // 20: flashmend.kv.FetchStateResponse.rows:type_name -> flashmend.kv.KeyValue
 	33, // 21: flashmend.kv.FetchStateResponse.summary:type_name -> flashmend.kv.Summary
-	42, // 22: flashmend.kv.ReplicaStatusResponse.rebuild_reasons:type_name -> flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
+	44, // 22: flashmend.kv.ReplicaStatusResponse.rebuild_reasons:type_name -> flashmend.kv.ReplicaStatusResponse.RebuildReasonsEntry
 	16, // 23: flashmend.kv.KV.Get:input_type -> flashmend.kv.GetRequest
 	18, // 24: flashmend.kv.KV.Scan:input_type -> flashmend.kv.ScanRequest
 	20, // 25: flashmend.kv.KV.Write:input_type -> flashmend.kv.WriteRequest
@@ -2780,22 +2936,24 @@ var file_flashmend_kv_kv_proto_depIdxs = []int32{
 	30, // 30: flashmend.kv.Replication.SendPatch:input_type -> flashmend.kv.Patch
 	32, // 31: flashmend.kv.Replication.FetchState:input_type -> flashmend.kv.FetchStateRequest
 	35, // 32: flashmend.kv.Replication.FetchEntries:input_type -> flashmend.kv.FetchEntriesRequest
-	37, // 33: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
-	39, // 34: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
-	17, // 35: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
-	19, // 36: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
-	21, // 37: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
-	23, // 38: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
-	21, // 39: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
-	26, // 40: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
-	29, // 41: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
-	31, // 42: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
-	34, // 43: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
-	36, // 44: flashmend.kv.Replication.FetchEntries:output_type -> flashmend.kv.FetchEntriesResponse
-	38, // 45: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
-	40, // 46: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
-	35, // [35:47] is the sub-list for method output_type
-	23, // [23:35] is the sub-list for method input_type
+	37, // 33: flashmend.kv.Replication.FetchBlock:input_type -> flashmend.kv.FetchBlockRequest
+	39, // 34: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
+	41, // 35: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
+	17, // 36: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
+	19, // 37: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
+	21, // 38: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
+	23, // 39: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
+	21, // 40: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
+	26, // 41: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
+	29, // 42: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
+	31, // 43: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
+	34, // 44: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
+	36, // 45: flashmend.kv.Replication.FetchEntries:output_type -> flashmend.kv.FetchEntriesResponse
+	38, // 46: flashmend.kv.Replication.FetchBlock:output_type -> flashmend.kv.FetchBlockResponse
+	40, // 47: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
+	42, // 48: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
+	36, // [36:49] is the sub-list for method output_type
+	23, // [23:36] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name
@@ -2812,7 +2970,7 @@ func file_flashmend_kv_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_kv_kv_proto_rawDesc), len(file_flashmend_kv_kv_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

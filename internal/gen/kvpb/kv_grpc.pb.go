@@ -318,6 +318,7 @@ const (
 	Replication_SendPatch_FullMethodName    = "/flashmend.kv.Replication/SendPatch"
 	Replication_FetchState_FullMethodName   = "/flashmend.kv.Replication/FetchState"
 	Replication_FetchEntries_FullMethodName = "/flashmend.kv.Replication/FetchEntries"
+	Replication_FetchBlock_FullMethodName   = "/flashmend.kv.Replication/FetchBlock"
 )
 
 // ReplicationClient is the client API for Replication service.
@@ -328,6 +329,7 @@ type ReplicationClient interface {
 	SendPatch(ctx context.Context, in *Patch, opts ...grpc.CallOption) (*PatchAck, error)
 	FetchState(ctx context.Context, in *FetchStateRequest, opts ...grpc.CallOption) (*FetchStateResponse, error)
 	FetchEntries(ctx context.Context, in *FetchEntriesRequest, opts ...grpc.CallOption) (*FetchEntriesResponse, error)
+	FetchBlock(ctx context.Context, in *FetchBlockRequest, opts ...grpc.CallOption) (*FetchBlockResponse, error)
 }
 
 type replicationClient struct {
@@ -378,6 +380,16 @@ func (c *replicationClient) FetchEntries(ctx context.Context, in *FetchEntriesRe
 	return out, nil
 }
 
+func (c *replicationClient) FetchBlock(ctx context.Context, in *FetchBlockRequest, opts ...grpc.CallOption) (*FetchBlockResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FetchBlockResponse)
+	err := c.cc.Invoke(ctx, Replication_FetchBlock_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ReplicationServer is the server API for Replication service.
 // All implementations must embed UnimplementedReplicationServer
 // for forward compatibility.
@@ -386,6 +398,7 @@ type ReplicationServer interface {
 	SendPatch(context.Context, *Patch) (*PatchAck, error)
 	FetchState(context.Context, *FetchStateRequest) (*FetchStateResponse, error)
 	FetchEntries(context.Context, *FetchEntriesRequest) (*FetchEntriesResponse, error)
+	FetchBlock(context.Context, *FetchBlockRequest) (*FetchBlockResponse, error)
 	mustEmbedUnimplementedReplicationServer()
 }
 
@@ -407,6 +420,9 @@ func (UnimplementedReplicationServer) FetchState(context.Context, *FetchStateReq
 }
 func (UnimplementedReplicationServer) FetchEntries(context.Context, *FetchEntriesRequest) (*FetchEntriesResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FetchEntries not implemented")
+}
+func (UnimplementedReplicationServer) FetchBlock(context.Context, *FetchBlockRequest) (*FetchBlockResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method FetchBlock not implemented")
 }
 func (UnimplementedReplicationServer) mustEmbedUnimplementedReplicationServer() {}
 func (UnimplementedReplicationServer) testEmbeddedByValue()                     {}
@@ -501,6 +517,24 @@ func _Replication_FetchEntries_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Replication_FetchBlock_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FetchBlockRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ReplicationServer).FetchBlock(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Replication_FetchBlock_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ReplicationServer).FetchBlock(ctx, req.(*FetchBlockRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Replication_ServiceDesc is the grpc.ServiceDesc for Replication service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -523,6 +557,10 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FetchEntries",
 			Handler:    _Replication_FetchEntries_Handler,
+		},
+		{
+			MethodName: "FetchBlock",
+			Handler:    _Replication_FetchBlock_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

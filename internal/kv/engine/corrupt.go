@@ -23,6 +23,16 @@ import (
 // Pebble's block cache may still hold a clean copy of the block; callers that
 // need the damage seen use a replica with a small cache.
 func (sm *StateMachine) CorruptBlock(key []byte) (string, uint64, error) {
+	return sm.CorruptBlockAt(key, 0.5)
+}
+
+// CorruptBlockAt is CorruptBlock flipping the byte at fraction frac (in
+// [0, 1)) of the block instead of its middle: replicas damaged at
+// different bytes of the same block (block merge's case).
+func (sm *StateMachine) CorruptBlockAt(key []byte, frac float64) (string, uint64, error) {
+	if frac < 0 || frac >= 1 {
+		return "", 0, base.InvalidArgumentf("kv: corrupt at fraction %v of a block, want [0, 1)", frac)
+	}
 	// The replica's own flushes and compactions run concurrently and may
 	// replace the table between the listing and the damage (the file is
 	// gone, or read short while it goes): try again on a fresh listing, and
@@ -30,7 +40,7 @@ func (sm *StateMachine) CorruptBlock(key []byte) (string, uint64, error) {
 	var lastErr error
 	damaged := map[string]uint64{} // files this call already damaged: never flip one back
 	for attempt := 0; attempt < 10; attempt++ {
-		path, off, err := sm.corruptBlockOnce(key, damaged)
+		path, off, err := sm.corruptBlockOnce(key, frac, damaged)
 		switch {
 		case err == nil && sm.liveTable(path):
 			return path, off, nil
@@ -66,7 +76,7 @@ func (sm *StateMachine) liveTable(path string) bool {
 	return false
 }
 
-func (sm *StateMachine) corruptBlockOnce(key []byte, damaged map[string]uint64) (string, uint64, error) {
+func (sm *StateMachine) corruptBlockOnce(key []byte, frac float64, damaged map[string]uint64) (string, uint64, error) {
 	if err := sm.db.Flush(); err != nil {
 		return "", 0, Classify(err)
 	}
@@ -90,7 +100,7 @@ func (sm *StateMachine) corruptBlockOnce(key []byte, damaged map[string]uint64) 
 			if off, ok := damaged[path]; ok {
 				return path, off, nil
 			}
-			off, err := sm.corruptBlockInFile(path, pk)
+			off, err := sm.corruptBlockInFile(path, pk, frac)
 			if err != nil {
 				return "", 0, err
 			}
@@ -101,7 +111,7 @@ func (sm *StateMachine) corruptBlockOnce(key []byte, damaged map[string]uint64) 
 	return "", 0, base.InvalidArgumentf("kv: no sstable holds key %q", key)
 }
 
-func (sm *StateMachine) corruptBlockInFile(path string, pk []byte) (uint64, error) {
+func (sm *StateMachine) corruptBlockInFile(path string, pk []byte, frac float64) (uint64, error) {
 	// Find the block on a private copy of the file (in memory), so the
 	// trials never show in the live file where reads, compactions and the
 	// scrubber would see (and repair) them; then damage the live file once.
@@ -135,7 +145,7 @@ func (sm *StateMachine) corruptBlockInFile(path string, pk []byte) (uint64, erro
 		if bytes.Compare(b.sep, pk) < 0 {
 			continue
 		}
-		at := int64(b.h.Offset + b.h.Length/2)
+		at := int64(b.h.Offset + uint64(frac*float64(b.h.Length)))
 		if err := FlipByteAt(probe, "probe.sst", at); err != nil {
 			return 0, err
 		}

@@ -460,6 +460,18 @@ func (n *Node) FetchEntries(ctx context.Context, from base.NodeID, req *kvpb.Fet
 	return resp, kv.FromStatus(err)
 }
 
+// FetchBlock asks a peer for its copies of an sstable data block
+// (kv.Transport).
+func (n *Node) FetchBlock(ctx context.Context, from base.NodeID, req *kvpb.FetchBlockRequest) (*kvpb.FetchBlockResponse, error) {
+	c, err := n.conn(from)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := kvpb.NewReplicationClient(c).FetchBlock(ctx, req, grpc.MaxCallRecvMsgSize(256<<20))
+	n.noteErr(from, err)
+	return resp, kv.FromStatus(err)
+}
+
 // FetchState asks a peer for its whole state of shard (kv.Transport).
 func (n *Node) FetchState(ctx context.Context, from base.NodeID, shard base.ShardID) (*kvpb.FetchStateResponse, error) {
 	c, err := n.conn(from)
@@ -533,6 +545,15 @@ func (s *replicationServer) FetchEntries(_ context.Context, req *kvpb.FetchEntri
 		return nil, kv.ToStatus(base.InvalidArgumentf("kv: fetch entries [%d, %d]", req.Lo, req.Hi))
 	}
 	resp, err := r.EntriesForPeer(req)
+	return resp, kv.ToStatus(err)
+}
+
+func (s *replicationServer) FetchBlock(_ context.Context, req *kvpb.FetchBlockRequest) (*kvpb.FetchBlockResponse, error) {
+	r, err := s.svc.replica(req.Shard)
+	if err != nil {
+		return nil, kv.ToStatus(err)
+	}
+	resp, err := r.BlockForPeer(req)
 	return resp, kv.ToStatus(err)
 }
 
