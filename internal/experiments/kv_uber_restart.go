@@ -68,9 +68,9 @@ type uberRestartResult struct {
 	Patches, Transient, Skipped, LogFilled uint64
 	// Merged counts data blocks damaged on every replica and put back
 	// together from their copies (block merge).
-	Merged uint64
-	Rebuilds                               map[string]uint64
-	RaftLog                                []string
+	Merged   uint64
+	Rebuilds map[string]uint64
+	RaftLog  []string
 	// PatchLatency is detection to patch applied, for every patch, sorted.
 	PatchLatency []time.Duration
 	// States are the replicas' states at the end; StatesAtDeadline when
