@@ -57,7 +57,7 @@ func (r BenchRow) String() string {
 // Bench runs the throughput benchmarks on fs (which must be on dev and
 // should be empty; the files it writes are removed at the end).
 func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
-	g := fs.l.g
+	g := fs.l.Geometry
 	if len(o.Channels) == 0 {
 		for c := 1; c < g.Channels; c *= 2 {
 			o.Channels = append(o.Channels, c)
@@ -69,7 +69,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 			return nil, base.InvalidArgumentf("sdf: bench channel count %d of %d", c, g.Channels)
 		}
 	}
-	zoneBytes := base.Bytes(g.DiesPerChannel * fs.l.dataPagesPerBlock() * g.PageSize)
+	zoneBytes := base.Bytes(g.DiesPerChannel * fs.l.DataPagesPerBlock() * g.PageSize)
 	perChannel := base.Bytes(g.BlocksPerDie) * zoneBytes
 	if o.BytesPerChannel == 0 {
 		o.BytesPerChannel = min(perChannel/4, 16*base.MiB)
@@ -244,14 +244,14 @@ func parallelReads(k int, fn func(c int, buf []byte) error, bufBytes int) (time.
 // goroutine per die (the device's full parallelism, no verification), and
 // returns the time taken: the reference for the layer's read throughput.
 func (fs *FS) rawRead(dev flash.Device, files []*File) (time.Duration, error) {
-	g := fs.l.g
+	g := fs.l.Geometry
 	perDie := map[flash.DieAddr][]flash.PageAddr{}
 	fs.mu.Lock()
 	for _, f := range files {
 		for _, e := range f.ino.m.exts {
 			z := fs.zones[e.zone]
 			for k := 0; k < e.n; k++ {
-				a := fs.l.dataPageAddr(z.id, z.dies, e.zonePage+k)
+				a := fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k)
 				perDie[a.DieAddr()] = append(perDie[a.DieAddr()], a)
 			}
 		}
@@ -304,7 +304,7 @@ func (r OverwriteResult) String() string {
 // them out of place (RewriteRange) until `rounds` times the live data was
 // rewritten, and reports the write amplification of that phase.
 func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64, seed int64) (OverwriteResult, error) {
-	if fill <= 0 || fill >= 1 || chunkBytes < base.Bytes(fs.l.g.PageSize) || rounds <= 0 {
+	if fill <= 0 || fill >= 1 || chunkBytes < base.Bytes(fs.l.Geometry.PageSize) || rounds <= 0 {
 		return OverwriteResult{}, base.InvalidArgumentf("sdf: overwrite bench fill %g chunk %s rounds %g", fill, chunkBytes, rounds)
 	}
 	rng := rand.New(rand.NewSource(seed))
@@ -347,7 +347,7 @@ func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64,
 		Resets:     st2.Resets - st1.Resets,
 	}
 	r.Amplification = float64(r.FlashBytes) / float64(r.UserBytes)
-	r.DataAmplification = float64((st2.DataPages-st1.DataPages)*int64(fs.l.g.PageSize)) / float64(r.UserBytes)
+	r.DataAmplification = float64((st2.DataPages-st1.DataPages)*int64(fs.l.Geometry.PageSize)) / float64(r.UserBytes)
 	return r, nil
 }
 

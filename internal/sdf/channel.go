@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // opKind is a device operation.
@@ -28,7 +29,7 @@ type pageOp struct {
 	// read, while the page is still in the CPU cache; id and idOK hold the
 	// result.
 	decode bool
-	id     pageID
+	id     onflash.PageID
 	idOK   bool
 }
 
@@ -150,7 +151,7 @@ func (c *channel) one(op *pageOp) {
 		op.status, op.err = c.dev.Read(op.addr, op.data, op.oob)
 		c.stats.reads.Add(1)
 		if op.decode && op.err == nil {
-			op.id, op.idOK = decodeOOB(op.oob, op.data)
+			op.id, op.idOK = onflash.DecodeOOB(op.oob, op.data)
 		}
 	case opProgram:
 		op.err = c.dev.Program(op.addr, op.data, op.oob)

@@ -56,7 +56,7 @@ func (d *detector) observe(fs *FS, a flash.PageAddr, st flash.ReadStatus, err er
 	var probes []reparo.Probe
 	var f *reparo.Failure
 	d.mu.Lock()
-	d.fix[a.DieAddr().Index(fs.l.g)] += int64(st.CorrectedBits)
+	d.fix[a.DieAddr().Index(fs.l.Geometry)] += int64(st.CorrectedBits)
 	switch {
 	case err == nil:
 	case errors.Is(err, flash.ErrDieFailed):
@@ -71,7 +71,7 @@ func (d *detector) observe(fs *FS, a flash.PageAddr, st flash.ReadStatus, err er
 		p := probes[0]
 		probes = probes[1:]
 		op := &pageOp{kind: opRead, addr: flash.PageAddr{Channel: p.Die.Channel, Die: p.Die.Die, Block: p.Block},
-			data: make([]byte, fs.l.g.PageSize), oob: make([]byte, fs.l.g.OOBSize)}
+			data: make([]byte, fs.l.Geometry.PageSize), oob: make([]byte, fs.l.Geometry.OOBSize)}
 		fs.chans[p.Die.Channel].do(op)
 		fs.ctr.probes.Add(1)
 		now = fs.opts.Clock.Now()
@@ -135,7 +135,7 @@ func (fs *FS) FailedDies() []flash.DieAddr {
 // writes, the failure is journaled and, if the die was not known failed,
 // reported as an event.
 func (fs *FS) MarkDieFailed(d flash.DieAddr) error {
-	g := fs.l.g
+	g := fs.l.Geometry
 	if d.Channel < 0 || d.Channel >= g.Channels || d.Die < 0 || d.Die >= g.DiesPerChannel {
 		return errOutOfRange(d)
 	}

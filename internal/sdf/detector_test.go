@@ -13,11 +13,11 @@ import (
 func pagesOnDie(fs *FS, name string) map[flash.DieAddr][]int64 {
 	out := map[flash.DieAddr][]int64{}
 	ino := fs.files[name]
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	for _, e := range ino.m.exts {
 		z := fs.zones[e.zone]
 		for k := 0; k < e.n; k++ {
-			a := fs.l.dataPageAddr(z.id, z.dies, e.zonePage+k)
+			a := fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k)
 			out[a.DieAddr()] = append(out[a.DieAddr()], int64(e.filePage+uint64(k))*ps)
 		}
 	}
@@ -60,7 +60,7 @@ func TestDetectorDeclaresSilentDieFailed(t *testing.T) {
 	}
 	f, _ := fs.OpenFile("f")
 	defer f.Close()
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	if _, err := f.ReadAt(make([]byte, ps), offs[0]); err == nil {
 		t.Fatal("read of a dead die returned data")
 	}
@@ -109,14 +109,14 @@ func TestDetectorIgnoresRandomUncorrectablePages(t *testing.T) {
 	for _, e := range ino.m.exts {
 		z := fs.zones[e.zone]
 		for k := 0; k < e.n; k++ {
-			if a := fs.l.dataPageAddr(z.id, z.dies, e.zonePage+k); a.DieAddr() == target {
+			if a := fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k); a.DieAddr() == target {
 				dev.Faults().FailRead(a)
 			}
 		}
 	}
 	f, _ := fs.OpenFile("f")
 	defer f.Close()
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	for _, off := range offs {
 		f.ReadAt(make([]byte, ps), off)
 	}

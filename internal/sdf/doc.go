@@ -77,9 +77,9 @@
 // A sync programs the partial last page padded with zeros; the next flush
 // programs that page again, out of place, with the bytes appended since, so
 // every extent starts at a page boundary of its file. A file sync does not
-// write the journal: every zone's opening is journaled (recZoneOpen, made
+// write the journal: every zone's opening is journaled (onflash.RecZoneOpen, made
 // durable by the first sync that follows) and its sealing when it fills
-// (recZoneSealed, after its extents); on open, the programmed pages of the
+// (onflash.RecZoneSealed, after its extents); on open, the programmed pages of the
 // zones left unsealed are read and every verified page newer than its
 // file's mapping is mapped again if it replaces a page or extends the file
 // without a hole (recoverUnsealed). Creates, renames, removes and rewrites

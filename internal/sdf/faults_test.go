@@ -19,7 +19,7 @@ func TestProgramFailure(t *testing.T) {
 	fi, _ := fs.Stat("a")
 	z := fs.Zones()[fi.Zones[0]]
 	// The next page of that zone (page 5 of the stripe: die 1, page 2).
-	next := fs.l.dataPageAddr(z.ID, z.Dies, z.WritePointer)
+	next := fs.l.DataPageAddr(z.ID, z.Dies, z.WritePointer)
 	dev.Faults().FailProgram(next)
 	second := randBytes(rng, 40*4096)
 	w, err := fs.Create("b", LifetimeNone)
@@ -39,7 +39,7 @@ func TestProgramFailure(t *testing.T) {
 	// The device retires the whole block, so a's pages on it are lost:
 	// reads say so, naming the range, and a rewrite repairs them.
 	fa, _ := fs.OpenFile("a")
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	lost := 0
 	for off := int64(0); off < int64(len(first)); off += ps {
 		_, err := fa.ReadAt(make([]byte, ps), off)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 var (
@@ -70,8 +71,8 @@ func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
 	if fs.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
-	if channel >= fs.l.g.Channels {
-		return nil, base.InvalidArgumentf("sdf: channel %d of %d", channel, fs.l.g.Channels)
+	if channel >= fs.l.Geometry.Channels {
+		return nil, base.InvalidArgumentf("sdf: channel %d of %d", channel, fs.l.Geometry.Channels)
 	}
 	if err := validName(name); err != nil {
 		return nil, err
@@ -104,9 +105,9 @@ func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
 }
 
 func deleteRecord(id uint64) []byte {
-	var w recWriter
-	w.u(id)
-	return w.frame(recDelete)
+	var w onflash.RecWriter
+	w.Uvarint(id)
+	return w.Frame(onflash.RecDelete)
 }
 
 // OpenFile opens the named file for reading.
@@ -177,10 +178,10 @@ func (fs *FS) Rename(oldName, newName string) error {
 	delete(fs.files, oldName)
 	ino.name = newName
 	fs.files[newName] = ino
-	var w recWriter
-	w.u(ino.id)
-	w.s(newName)
-	fs.logLocked(w.frame(recRename))
+	var w onflash.RecWriter
+	w.Uvarint(ino.id)
+	w.Str(newName)
+	fs.logLocked(w.Frame(onflash.RecRename))
 	fs.mu.Unlock()
 	if err := fs.flushJournal(); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // FS is the SDF host layer over one raw flash device: zones, channel
@@ -20,7 +21,7 @@ import (
 type FS struct {
 	dev   flash.Device
 	opts  Options
-	l     layout
+	l     onflash.Layout
 	chans []*channel
 
 	// mu guards the zone table, the file table, the pending journal records,
@@ -111,16 +112,16 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 	if dev == nil {
 		return nil, base.InvalidArgumentf("sdf: nil device")
 	}
-	l := layout{g: dev.Geometry()}
-	if err := l.validate(); err != nil {
+	l := onflash.Layout{Geometry: dev.Geometry()}
+	if err := l.Validate(); err != nil {
 		return nil, err
 	}
 	opts, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
 	}
-	if opts.GCFreeZonesMin > l.zones()/4 {
-		opts.GCFreeZonesMin = max(2, l.zones()/4)
+	if opts.GCFreeZonesMin > l.Zones()/4 {
+		opts.GCFreeZonesMin = max(2, l.Zones()/4)
 	}
 	fs := &FS{
 		dev: dev, opts: opts, l: l,
@@ -128,8 +129,8 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 		nextFileID: 1, nextSeq: 1,
 		failed: map[flash.DieAddr]bool{},
 	}
-	fs.det.init(l.g, opts)
-	g := l.g
+	fs.det.init(l.Geometry, opts)
+	g := l.Geometry
 	fs.infos = make([]flash.BlockInfo, g.Dies()*g.BlocksPerDie)
 	for c := 0; c < g.Channels; c++ {
 		for d := 0; d < g.DiesPerChannel; d++ {
@@ -143,11 +144,11 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 			}
 		}
 	}
-	for z := 0; z < l.zones(); z++ {
-		zn := &zone{id: z, channel: l.zoneChannel(z), block: l.zoneBlock(z), meta: l.isMeta(z)}
-		zn.dies = diesOf(l.fullDieMask())
+	for z := 0; z < l.Zones(); z++ {
+		zn := &zone{id: z, channel: l.ZoneChannel(z), block: l.ZoneBlock(z), meta: l.IsMeta(z)}
+		zn.dies = onflash.DiesOf(l.FullDieMask())
 		for d := 0; d < g.DiesPerChannel; d++ {
-			zn.erases = max(zn.erases, fs.infos[fs.blockIndex(l.zoneBlockAddr(z, d))].EraseCount)
+			zn.erases = max(zn.erases, fs.infos[fs.blockIndex(l.ZoneBlockAddr(z, d))].EraseCount)
 		}
 		fs.zones = append(fs.zones, zn)
 	}
@@ -158,7 +159,7 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 }
 
 func (fs *FS) blockIndex(a flash.BlockAddr) int {
-	g := fs.l.g
+	g := fs.l.Geometry
 	return (a.Channel*g.DiesPerChannel+a.Die)*g.BlocksPerDie + a.Block
 }
 
@@ -168,8 +169,8 @@ func (fs *FS) blockInfo(a flash.BlockAddr) flash.BlockInfo { return fs.infos[fs.
 // die is not known failed.
 func (fs *FS) goodDies(z *zone) []int {
 	var dies []int
-	for d := 0; d < fs.l.g.DiesPerChannel; d++ {
-		if fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).Bad || fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] {
+	for d := 0; d < fs.l.Geometry.DiesPerChannel; d++ {
+		if fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).Bad || fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] {
 			continue
 		}
 		dies = append(dies, d)
@@ -189,11 +190,11 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 	fs.created = fs.opts.Clock.Now().UnixNano()
 	// Erase every written block, each channel's blocks in one request (its
 	// dies in parallel), all channels at once.
-	perChan := make([][]*pageOp, fs.l.g.Channels)
+	perChan := make([][]*pageOp, fs.l.Geometry.Channels)
 	for _, z := range fs.zones {
 		z.dies = fs.goodDies(z)
 		for _, d := range z.dies {
-			if fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).WrittenPage > 0 {
+			if fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage > 0 {
 				perChan[z.channel] = append(perChan[z.channel], &pageOp{kind: opErase,
 					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
 			}
@@ -210,7 +211,7 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 				fs.stopChannels()
 				return nil, fmt.Errorf("sdf: format: %w", op.err)
 			}
-			z := fs.zones[op.addr.Block*fs.l.g.Channels+op.addr.Channel]
+			z := fs.zones[op.addr.Block*fs.l.Geometry.Channels+op.addr.Channel]
 			z.dies = removeDie(z.dies, op.addr.Die)
 		}
 	}
@@ -301,12 +302,12 @@ func (fs *FS) load() error {
 	sawSuper := false
 	fs.replaying = true
 	for {
-		typ, body, rest, ok := nextRecord(stream)
+		typ, body, rest, ok := onflash.NextRecord(stream)
 		if !ok {
 			break
 		}
 		stream = rest
-		if typ == recSuper {
+		if typ == onflash.RecSuper {
 			sawSuper = true
 		}
 		if err := fs.applyRecord(typ, body, masks, states); err != nil {
@@ -321,7 +322,7 @@ func (fs *FS) load() error {
 	fs.recoverUnsealed()
 	fs.replaying = false
 	fs.countLive()
-	for _, z := range fs.zones[metaZoneCount:] {
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
 		if z.unsealed && z.state == ZoneFull {
 			// Filled before the crash but its seal never became durable:
 			// the checkpoint below holds its extents, so it is sealed.
@@ -342,28 +343,28 @@ func (fs *FS) load() error {
 
 // applyRecord replays one journal record into the in-memory tables.
 func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states map[int]ZoneState) error {
-	r := recReader{b: body}
+	r := onflash.NewRecReader(body)
 	switch typ {
-	case recSuper:
-		version := r.u()
+	case onflash.RecSuper:
+		version := r.Uvarint()
 		var dims [6]int
 		for i := range dims {
-			dims[i] = int(r.u())
+			dims[i] = int(r.Uvarint())
 		}
-		fs.created = r.i()
-		if r.err != nil {
-			return base.CorruptionErrorf("sdf: superblock: %v", r.err)
+		fs.created = r.Varint()
+		if r.Err != nil {
+			return base.CorruptionErrorf("sdf: superblock: %v", r.Err)
 		}
-		if version != formatVersion {
-			return base.InvalidArgumentf("sdf: on-flash format version %d, this build reads %d", version, formatVersion)
+		if version != onflash.FormatVersion {
+			return base.InvalidArgumentf("sdf: on-flash format version %d, this build reads %d", version, onflash.FormatVersion)
 		}
-		g := fs.l.g
+		g := fs.l.Geometry
 		if dims != [6]int{g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize} {
 			return base.InvalidArgumentf("sdf: device geometry %s differs from the formatted one %v", g, dims)
 		}
-	case recCreate:
-		id, name, hint, mtime := r.u(), r.s(), Lifetime(r.u()), r.i()
-		if r.err != nil {
+	case onflash.RecCreate:
+		id, name, hint, mtime := r.Uvarint(), r.Str(), Lifetime(r.Uvarint()), r.Varint()
+		if r.Err != nil {
 			return nil
 		}
 		if old := fs.files[name]; old != nil {
@@ -372,10 +373,10 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		ino := &inode{id: id, name: name, hint: hint, mtime: mtime, channel: -1}
 		fs.files[name], fs.byID[id] = ino, ino
 		fs.nextFileID = max(fs.nextFileID, id+1)
-	case recRename:
-		id, name := r.u(), r.s()
+	case onflash.RecRename:
+		id, name := r.Uvarint(), r.Str()
 		ino := fs.byID[id]
-		if r.err != nil || ino == nil {
+		if r.Err != nil || ino == nil {
 			return nil
 		}
 		if old := fs.files[name]; old != nil && old != ino {
@@ -384,51 +385,51 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		delete(fs.files, ino.name)
 		ino.name = name
 		fs.files[name] = ino
-	case recDelete:
-		if ino := fs.byID[r.u()]; r.err == nil && ino != nil {
+	case onflash.RecDelete:
+		if ino := fs.byID[r.Uvarint()]; r.Err == nil && ino != nil {
 			fs.unlinkLocked(ino)
 		}
-	case recExtents:
-		id, size, mtime, n := r.u(), int64(r.u()), r.i(), int(r.u())
+	case onflash.RecExtents:
+		id, size, mtime, n := r.Uvarint(), int64(r.Uvarint()), r.Varint(), int(r.Uvarint())
 		ino := fs.byID[id]
-		if r.err != nil || ino == nil {
+		if r.Err != nil || ino == nil {
 			return nil
 		}
 		for i := 0; i < n; i++ {
-			e := extent{filePage: r.u(), zone: int(r.u()), zonePage: int(r.u()), n: int(r.u()), seq: r.u()}
-			if r.err != nil || e.zone < metaZoneCount || e.zone >= len(fs.zones) || e.n <= 0 {
+			e := extent{filePage: r.Uvarint(), zone: int(r.Uvarint()), zonePage: int(r.Uvarint()), n: int(r.Uvarint()), seq: r.Uvarint()}
+			if r.Err != nil || e.zone < onflash.MetaZoneCount || e.zone >= len(fs.zones) || e.n <= 0 {
 				return base.CorruptionErrorf("sdf: bad extent record for file %d", id)
 			}
 			ino.m.put(e, nil)
 			fs.nextSeq = max(fs.nextSeq, e.seq+uint64(e.n))
 		}
 		ino.size, ino.mtime = size, mtime
-		ino.bufPage = uint64(size / int64(fs.l.g.PageSize))
-	case recZoneReset:
-		z, mask := int(r.u()), r.u()
-		if r.err == nil && z < len(fs.zones) {
+		ino.bufPage = uint64(size / int64(fs.l.Geometry.PageSize))
+	case onflash.RecZoneReset:
+		z, mask := int(r.Uvarint()), r.Uvarint()
+		if r.Err == nil && z < len(fs.zones) {
 			masks[z] = mask
 			delete(states, z)
 			fs.zones[z].unsealed = false
 		}
-	case recZoneOpen, recZoneSealed:
-		z := int(r.u())
-		if r.err == nil && z >= metaZoneCount && z < len(fs.zones) {
-			fs.zones[z].unsealed = typ == recZoneOpen
+	case onflash.RecZoneOpen, onflash.RecZoneSealed:
+		z := int(r.Uvarint())
+		if r.Err == nil && z >= onflash.MetaZoneCount && z < len(fs.zones) {
+			fs.zones[z].unsealed = typ == onflash.RecZoneOpen
 		}
-	case recZoneState:
-		z, s := int(r.u()), ZoneState(r.u())
-		if r.err == nil && z < len(fs.zones) {
+	case onflash.RecZoneState:
+		z, s := int(r.Uvarint()), ZoneState(r.Uvarint())
+		if r.Err == nil && z < len(fs.zones) {
 			states[z] = s
 		}
-	case recFailedDie:
-		c, d := int(r.u()), int(r.u())
-		if r.err == nil {
+	case onflash.RecFailedDie:
+		c, d := int(r.Uvarint()), int(r.Uvarint())
+		if r.Err == nil {
 			fs.failed[flash.DieAddr{Channel: c, Die: d}] = true
 		}
-	case recCheckpointDone:
-		fid, seq := r.u(), r.u()
-		if r.err == nil {
+	case onflash.RecCheckpointDone:
+		fid, seq := r.Uvarint(), r.Uvarint()
+		if r.Err == nil {
 			fs.nextFileID = max(fs.nextFileID, fid)
 			fs.nextSeq = max(fs.nextSeq, seq)
 		}
@@ -439,17 +440,17 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 // rebuildZonesLayout derives every data zone's die set, write pointer and
 // state from the journal's zone records and the device's block state.
 func (fs *FS) rebuildZonesLayout(masks map[int]uint64, states map[int]ZoneState) {
-	P := fs.l.g.PagesPerBlock
-	for _, z := range fs.zones[metaZoneCount:] {
+	P := fs.l.Geometry.PagesPerBlock
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
 		mask, ok := masks[z.id]
 		if !ok {
-			mask = fs.l.fullDieMask()
+			mask = fs.l.FullDieMask()
 		}
-		z.dies = diesOf(mask)
+		z.dies = onflash.DiesOf(mask)
 		counts := make([]int, len(z.dies))
 		sum, p2l := 0, false
 		for i, d := range z.dies {
-			w := fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).WrittenPage
+			w := fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage
 			counts[i] = min(w, P-1)
 			sum += counts[i]
 			if w == P {
@@ -475,7 +476,7 @@ func (fs *FS) rebuildZonesLayout(masks map[int]uint64, states map[int]ZoneState)
 		}
 		z.wp = k
 		ragged := k != sum
-		z.owners = make([]owner, z.capacity(fs.l))
+		z.owners = make([]onflash.Owner, z.capacity(fs.l))
 		z.ownersKnown = make([]bool, z.capacity(fs.l))
 		z.p2l = p2l
 		switch {
@@ -516,14 +517,14 @@ func (fs *FS) countLive() {
 // taken, so no hole is ever read as data). nextSeq moves past every
 // sequence number seen, taken or not.
 func (fs *FS) recoverUnsealed() {
-	g := fs.l.g
+	g := fs.l.Geometry
 	type cand struct {
-		id   pageID
+		id   onflash.PageID
 		zone int
 		zp   int
 	}
 	perFile := map[uint64][]cand{}
-	for _, z := range fs.zones[metaZoneCount:] {
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
 		if !z.unsealed || z.wp == 0 || len(z.dies) == 0 {
 			continue
 		}
@@ -531,7 +532,7 @@ func (fs *FS) recoverUnsealed() {
 		var ops []*pageOp
 		var zps []int
 		for di, d := range z.dies {
-			n := min(fs.blockInfo(fs.l.zoneBlockAddr(z.id, d)).WrittenPage, g.PagesPerBlock-1)
+			n := min(fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage, g.PagesPerBlock-1)
 			for p := 0; p < n; p++ {
 				ops = append(ops, &pageOp{kind: opRead, decode: true,
 					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
@@ -545,8 +546,8 @@ func (fs *FS) recoverUnsealed() {
 			if op.err != nil || !op.idOK {
 				continue
 			}
-			fs.nextSeq = max(fs.nextSeq, op.id.seq+1)
-			perFile[op.id.fileID] = append(perFile[op.id.fileID], cand{op.id, z.id, zps[i]})
+			fs.nextSeq = max(fs.nextSeq, op.id.Seq+1)
+			perFile[op.id.FileID] = append(perFile[op.id.FileID], cand{op.id, z.id, zps[i]})
 		}
 	}
 	ps := int64(g.PageSize)
@@ -556,24 +557,24 @@ func (fs *FS) recoverUnsealed() {
 			continue
 		}
 		sort.Slice(cs, func(a, b int) bool {
-			if cs[a].id.page != cs[b].id.page {
-				return cs[a].id.page < cs[b].id.page
+			if cs[a].id.Page != cs[b].id.Page {
+				return cs[a].id.Page < cs[b].id.Page
 			}
-			return cs[a].id.seq < cs[b].id.seq
+			return cs[a].id.Seq < cs[b].id.Seq
 		})
 		for _, c := range cs {
 			endPage := uint64((ino.size + ps - 1) / ps)
-			if c.id.page > endPage || (c.id.page == endPage && ino.size%ps != 0) {
+			if c.id.Page > endPage || (c.id.Page == endPage && ino.size%ps != 0) {
 				break // a hole, or an extension after a partial page
 			}
-			if cur, ok := ino.m.find(c.id.page); ok && cur.seq+(c.id.page-cur.filePage) >= c.id.seq {
+			if cur, ok := ino.m.find(c.id.Page); ok && cur.seq+(c.id.Page-cur.filePage) >= c.id.Seq {
 				continue
 			}
-			ino.m.put(extent{filePage: c.id.page, zone: c.zone, zonePage: c.zp, n: 1, seq: c.id.seq}, nil)
-			if c.id.page+1 >= endPage {
+			ino.m.put(extent{filePage: c.id.Page, zone: c.zone, zonePage: c.zp, n: 1, seq: c.id.Seq}, nil)
+			if c.id.Page+1 >= endPage {
 				// A newer version of the last page, or the next page: it
 				// decides the size (appends only grow a page's valid bytes).
-				ino.size = int64(c.id.page)*ps + int64(c.id.valid)
+				ino.size = int64(c.id.Page)*ps + int64(c.id.Valid)
 			}
 			ino.bufPage = uint64(ino.size / ps)
 			fs.ctr.recoveredPages.Add(1)
@@ -618,7 +619,7 @@ func (fs *FS) failedDieList() []flash.DieAddr {
 	for d := range fs.failed {
 		out = append(out, d)
 	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Index(fs.l.g) < out[b].Index(fs.l.g) })
+	sort.Slice(out, func(a, b int) bool { return out[a].Index(fs.l.Geometry) < out[b].Index(fs.l.Geometry) })
 	return out
 }
 
@@ -757,7 +758,7 @@ func (fs *FS) resetZone(z *zone) error {
 	}
 	if !z.meta {
 		fs.ctr.resets.Add(1)
-		if m := maskOf(dies); m != fs.l.fullDieMask() {
+		if m := onflash.MaskOf(dies); m != fs.l.FullDieMask() {
 			fs.logLocked(zoneResetRecord(z.id, m))
 		}
 		if z.state == ZoneOffline {
@@ -776,7 +777,7 @@ func (fs *FS) reclaim() error {
 	}
 	fs.mu.Lock()
 	var dead []*zone
-	for _, z := range fs.zones[metaZoneCount:] {
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
 		if z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly) {
 			dead = append(dead, z)
 		}
@@ -808,10 +809,10 @@ func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
 	}
 	fs.failed[d] = true
 	fs.updateHandlerLocked()
-	var w recWriter
-	w.u(uint64(d.Channel))
-	w.u(uint64(d.Die))
-	fs.logLocked(w.frame(recFailedDie))
+	var w onflash.RecWriter
+	w.Uvarint(uint64(d.Channel))
+	w.Uvarint(uint64(d.Die))
+	fs.logLocked(w.Frame(onflash.RecFailedDie))
 	for _, z := range fs.zones {
 		if z.channel != d.Channel || z.dieIndex(d.Die) < 0 {
 			continue
@@ -831,7 +832,7 @@ func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
 			if len(z.dies) == 0 {
 				z.state = ZoneOffline
 			}
-			fs.logLocked(zoneResetRecord(z.id, maskOf(z.dies)))
+			fs.logLocked(zoneResetRecord(z.id, onflash.MaskOf(z.dies)))
 		}
 	}
 }

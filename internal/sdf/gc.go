@@ -3,6 +3,8 @@ package sdf
 import (
 	"errors"
 	"math"
+
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // gcChunkPages bounds the pages one relocation step reads and programs.
@@ -93,14 +95,14 @@ func (fs *FS) gcOnce() (bool, error) {
 // ok is false if some page could not be read intact (it stays where it is
 // and the victim cannot be reset).
 func (fs *FS) relocate(ino *inode, e extent, hint Lifetime) (bool, error) {
-	ps := fs.l.g.PageSize
+	ps := fs.l.Geometry.PageSize
 	fs.mu.Lock()
 	z := fs.zones[e.zone]
 	ops := make([]*pageOp, e.n)
 	data := make([]byte, e.n*ps)
 	for k := 0; k < e.n; k++ {
-		ops[k] = &pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, z.dies, e.zonePage+k),
-			data: data[k*ps : (k+1)*ps], oob: make([]byte, fs.l.g.OOBSize)}
+		ops[k] = &pageOp{kind: opRead, addr: fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k),
+			data: data[k*ps : (k+1)*ps], oob: make([]byte, fs.l.Geometry.OOBSize)}
 	}
 	fs.mu.Unlock()
 	fs.chans[z.channel].do(ops...)
@@ -116,14 +118,14 @@ func (fs *FS) relocate(ino *inode, e extent, hint Lifetime) (bool, error) {
 			ok = false
 			continue
 		}
-		id, verified := decodeOOB(op.oob, op.data)
-		if !verified || id.fileID != ino.id || id.page != e.filePage+uint64(k) || id.seq != expect[k] {
+		id, verified := onflash.DecodeOOB(op.oob, op.data)
+		if !verified || id.FileID != ino.id || id.Page != e.filePage+uint64(k) || id.Seq != expect[k] {
 			ok = false
 			continue
 		}
 		good[k] = true
 		if k == e.n-1 {
-			lastValid = int(id.valid)
+			lastValid = int(id.Valid)
 		}
 	}
 	for k := 0; k < e.n; {
@@ -154,7 +156,7 @@ func (fs *FS) pickVictimLocked() *zone {
 	now := fs.opts.Clock.Now()
 	var best *zone
 	bestScore := math.Inf(-1)
-	for _, z := range fs.zones[metaZoneCount:] {
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
 		if (z.state != ZoneFull && z.state != ZoneReadOnly) || z.writers > 0 || z.gcStuck {
 			continue
 		}

@@ -139,7 +139,7 @@ func runGCWorkload(t *testing.T, seed int64, policy GCPolicy, steps int) {
 	}
 	// Live pages account exactly for the files' pages.
 	pages := 0
-	ps := fs.l.g.PageSize
+	ps := fs.l.Geometry.PageSize
 	for _, d := range model {
 		pages += (len(d) + ps - 1) / ps
 	}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // Reparo's Handler (sections 4.2.3 and 5.2) on the host-managed layer.
@@ -47,14 +48,14 @@ func (fs *FS) ChannelUsage() []ChannelUsage {
 }
 
 func (fs *FS) channelUsageLocked() []ChannelUsage {
-	g := fs.l.g
+	g := fs.l.Geometry
 	out := make([]ChannelUsage, g.Channels)
 	live := fs.liveDiesLocked()
 	for c := range out {
 		out[c] = ChannelUsage{Channel: c, LiveDies: live[c]}
 	}
-	per := int64(fs.l.dataPagesPerBlock())
-	for _, z := range fs.zones[metaZoneCount:] {
+	per := int64(fs.l.DataPagesPerBlock())
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
 		u := &out[z.channel]
 		u.CapacityPages += per * int64(len(fs.goodDies(z)))
 		u.LivePages += int64(z.live)
@@ -69,7 +70,7 @@ func (fs *FS) channelUsageLocked() []ChannelUsage {
 
 // liveDiesLocked counts the surviving dies of every channel.
 func (fs *FS) liveDiesLocked() []int {
-	g := fs.l.g
+	g := fs.l.Geometry
 	out := make([]int, g.Channels)
 	for c := range out {
 		for d := 0; d < g.DiesPerChannel; d++ {
@@ -129,8 +130,8 @@ func (fs *FS) fakeFailuresLocked() ([]FileRange, []bool) {
 		over[c] = true
 		// Emptiest zones first: moving their pages frees whole zones.
 		var zs []*zone
-		for b := 0; b < fs.l.g.BlocksPerDie; b++ {
-			z := fs.zones[b*fs.l.g.Channels+c]
+		for b := 0; b < fs.l.Geometry.BlocksPerDie; b++ {
+			z := fs.zones[b*fs.l.Geometry.Channels+c]
 			if !z.meta && z.live > 0 {
 				zs = append(zs, z)
 			}

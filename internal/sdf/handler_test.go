@@ -78,7 +78,7 @@ func TestHandlerAfterSuccessiveDieFailures(t *testing.T) {
 				checkFiles(t, fs, want)
 				us := fs.ChannelUsage()
 				lo, hi := usageSpread(us)
-				zone := float64(fs.l.dataPagesPerBlock()*(g.DiesPerChannel-k-1)) / float64(us[victim].CapacityPages)
+				zone := float64(fs.l.DataPagesPerBlock()*(g.DiesPerChannel-k-1)) / float64(us[victim].CapacityPages)
 				t.Logf("%v after %d failures: lost %d ranges, fake %d, moved %d B; utilization %.3f..%.3f (victim %.3f); usage %+v",
 					policy, k+1, len(lost), len(fake), moved, lo, hi, us[victim].Utilization, us)
 				if policy == reparo.HandlerCDR && hi-lo > 2*zone+0.02 {

@@ -20,7 +20,7 @@ func (fs *FS) MaxFileID() uint64 {
 // IdentifyScan is the scan identifier with the given number of workers
 // (IDR is 1, CDR one per channel): for measuring how the scan scales.
 func (fs *FS) IdentifyScan(d flash.DieAddr, workers int, w reparo.Window) ([]FileRange, IdentifyStats, error) {
-	g := fs.l.g
+	g := fs.l.Geometry
 	if d.Channel < 0 || d.Channel >= g.Channels || d.Die < 0 || d.Die >= g.DiesPerChannel {
 		return nil, IdentifyStats{}, errOutOfRange(d)
 	}
@@ -42,7 +42,7 @@ func (fs *FS) DiePagesWritten(d flash.DieAddr) int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	n := 0
-	g := fs.l.g
+	g := fs.l.Geometry
 	for b := 0; b < g.BlocksPerDie; b++ {
 		z := fs.zones[b*g.Channels+d.Channel]
 		if z.meta || z.wp == 0 {

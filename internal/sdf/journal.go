@@ -10,46 +10,14 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
-
-// Metadata page layout (data area; the OOB holds kindMeta and a CRC of data,
-// informational only): the page is cut into metaUnitSize-byte units, each
-// verified on its own, so that a flip costs one unit of one copy and the
-// copies of a page are merged unit by unit (the journal's twin of the chunk
-// sector merge). Unit k of a page:
-//
-//	[0:4]   magic
-//	[4:12]  epoch: the checkpoint generation the page belongs to
-//	[12:16] seq: the page's index in the epoch's record stream (filler: ^0)
-//	[16]    k
-//	[17]    units: how many units the page uses (1..PageSize/metaUnitSize)
-//	[18:20] payload bytes in this unit
-//	[20:508] payload: the unit's slice of the page's slice of the stream
-//	[508:512] CRC32C of [0:508]
-//
-// Units past `units` are zero. A unit names its page (epoch, seq) and its
-// place in it, so a stale or misplaced unit never verifies as another's.
-const (
-	metaMagic       = 0x464D_4A32 // "FMJ2"
-	metaMagicV1     = 0x464D_4A31 // "FMJ1": the format before units
-	metaUnitSize    = 512
-	metaUnitHeader  = 20
-	metaUnitPayload = metaUnitSize - metaUnitHeader - 4
-	fillerSeq       = ^uint32(0)
-)
-
-// metaCopies is how many copies of every metadata page are programmed, each
-// in its own metadata zone (on different channels where the device has
-// them): DIRECT policy 2's duplicated metadata, with a third copy so that a
-// unit damaged in two copies is still read from the third, and one damaged
-// in all three is voted bit by bit.
-const metaCopies = 3
 
 // journal is the metadata log (DIRECT policy 2: every page is written
-// metaCopies times, to zones whose copies of a page sit on different dies).
+// onflash.MetaCopies times, to zones whose copies of a page sit on different dies).
 // An epoch starts
 // with a checkpoint (superblock, zone table, file table, then
-// recCheckpointDone) and continues with incremental records.
+// onflash.RecCheckpointDone) and continues with incremental records.
 type journal struct {
 	// mu serializes flushes and checkpoints (the I/O); pending is guarded by
 	// FS.mu so that records enter the log in the order their effects were
@@ -61,19 +29,18 @@ type journal struct {
 	urgent bool
 
 	epoch  uint64
-	active [metaCopies]*zone // one zone per copy; nil before the first checkpoint
-	wp     [metaCopies]int   // next page index in each active zone
-	seq    uint32            // next stream page index of the epoch
+	active [onflash.MetaCopies]*zone // one zone per copy; nil before the first checkpoint
+	wp     [onflash.MetaCopies]int   // next page index in each active zone
+	seq    uint32                    // next stream page index of the epoch
 
 	pagesWritten int64 // metadata pages programmed (every copy), under mu
 	checkpoints  int64
 }
 
 // payloadPerPage is the stream bytes one metadata page carries.
-func (fs *FS) payloadPerPage() int { return metaUnitsPerPage(fs.l.g.PageSize) * metaUnitPayload }
-
-// metaUnitsPerPage is the number of units a metadata page holds.
-func metaUnitsPerPage(pageSize int) int { return min(pageSize/metaUnitSize, 255) }
+func (fs *FS) payloadPerPage() int {
+	return onflash.MetaUnitsPerPage(fs.l.Geometry.PageSize) * onflash.MetaUnitPayload
+}
 
 // logLocked appends a record to the pending log. The caller holds fs.mu and
 // has already applied the record's effect in memory.
@@ -124,11 +91,11 @@ func (fs *FS) metaRoom() int {
 // writeMetaPages writes stream to every active zone, page by page.
 func (fs *FS) writeMetaPages(stream []byte) error {
 	j := &fs.jr
-	ps := fs.l.g.PageSize
+	ps := fs.l.Geometry.PageSize
 	per := fs.payloadPerPage()
 	for len(stream) > 0 {
 		n := min(per, len(stream))
-		var ops [metaCopies]*pageOp
+		var ops [onflash.MetaCopies]*pageOp
 		for _, z := range j.active {
 			if len(z.dies) == 0 {
 				return fmt.Errorf("sdf: metadata write: zone %d has no usable die left", z.id)
@@ -136,16 +103,16 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 		}
 		for c := range ops {
 			data := make([]byte, ps)
-			fillMetaPage(data, j.epoch, j.seq, stream[:n])
-			oob := make([]byte, fs.l.g.OOBSize)
-			kindOOB(oob, kindMeta, data)
+			onflash.FillMetaPage(data, j.epoch, j.seq, stream[:n])
+			oob := make([]byte, fs.l.Geometry.OOBSize)
+			onflash.KindOOB(oob, onflash.KindMeta, data)
 			z := j.active[c]
-			ops[c] = &pageOp{kind: opProgram, addr: fs.l.metaPageAddr(z.id, z.dies, j.wp[c]), data: data, oob: oob}
+			ops[c] = &pageOp{kind: opProgram, addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), data: data, oob: oob}
 			j.wp[c]++
 		}
 		fs.doParallel(ops[:])
-		j.pagesWritten += metaCopies
-		fs.ctr.metaPages.Add(metaCopies)
+		j.pagesWritten += onflash.MetaCopies
+		fs.ctr.metaPages.Add(onflash.MetaCopies)
 		j.seq++
 		stream = stream[n:]
 		var errs []error
@@ -159,67 +126,7 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 	return nil
 }
 
-// fillMetaPage encodes payload (at most payloadPerPage bytes) as the units
-// of metadata page seq of epoch.
-func fillMetaPage(data []byte, epoch uint64, seq uint32, payload []byte) {
-	clear(data)
-	units := max(1, (len(payload)+metaUnitPayload-1)/metaUnitPayload)
-	le := binary.LittleEndian
-	for k := 0; k < units; k++ {
-		u := data[k*metaUnitSize : (k+1)*metaUnitSize]
-		part := payload[min(len(payload), k*metaUnitPayload):min(len(payload), (k+1)*metaUnitPayload)]
-		le.PutUint32(u[0:], metaMagic)
-		le.PutUint64(u[4:], epoch)
-		le.PutUint32(u[12:], seq)
-		u[16] = byte(k)
-		u[17] = byte(units)
-		le.PutUint16(u[18:], uint16(len(part)))
-		copy(u[metaUnitHeader:], part)
-		le.PutUint32(u[metaUnitSize-4:], base.CRC32C(u[:metaUnitSize-4]))
-	}
-}
-
-// metaUnit is a metadata page unit that verifies.
-type metaUnit struct {
-	epoch   uint64
-	seq     uint32
-	index   int
-	units   int
-	payload []byte
-}
-
-// parseMetaUnit verifies one unit (metaUnitSize bytes).
-func parseMetaUnit(u []byte) (metaUnit, bool) {
-	le := binary.LittleEndian
-	if le.Uint32(u[0:]) != metaMagic || le.Uint32(u[metaUnitSize-4:]) != base.CRC32C(u[:metaUnitSize-4]) {
-		return metaUnit{}, false
-	}
-	mu := metaUnit{epoch: le.Uint64(u[4:]), seq: le.Uint32(u[12:]), index: int(u[16]), units: int(u[17])}
-	n := int(le.Uint16(u[18:]))
-	if n > metaUnitPayload || mu.index >= mu.units {
-		return metaUnit{}, false
-	}
-	mu.payload = u[metaUnitHeader : metaUnitHeader+n]
-	return mu, true
-}
-
-// parseMetaPage verifies a whole metadata page copy (every unit it uses).
-func parseMetaPage(data []byte) (epoch uint64, seq uint32, payload []byte, ok bool) {
-	first, ok := parseMetaUnit(data[:metaUnitSize])
-	if !ok || first.index != 0 || first.units > metaUnitsPerPage(len(data)) {
-		return 0, 0, nil, false
-	}
-	for k := 0; k < first.units; k++ {
-		u, ok := parseMetaUnit(data[k*metaUnitSize : (k+1)*metaUnitSize])
-		if !ok || u.index != k || u.epoch != first.epoch || u.seq != first.seq || u.units != first.units {
-			return 0, 0, nil, false
-		}
-		payload = append(payload, u.payload...)
-	}
-	return first.epoch, first.seq, payload, true
-}
-
-// checkpointLocked starts a new epoch on metaCopies freshly erased metadata
+// checkpointLocked starts a new epoch on onflash.MetaCopies freshly erased metadata
 // zones (never the active ones nor those in keep, which hold the last
 // durable epoch) and writes the whole metadata state there. The caller
 // holds jr.mu. The old epoch stays intact until the next checkpoint erases
@@ -236,7 +143,7 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		}
 	}
 	var lastErr error
-	for attempt := 0; attempt < metaZoneCount; attempt++ {
+	for attempt := 0; attempt < onflash.MetaZoneCount; attempt++ {
 		set, err := fs.pickMetaZones(exclude)
 		if err != nil {
 			if lastErr != nil {
@@ -251,10 +158,10 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		fs.mu.Unlock()
 		j.epoch++
 		j.active = set
-		j.wp = [metaCopies]int{}
+		j.wp = [onflash.MetaCopies]int{}
 		j.seq = 0
 		failed := false
-		for c := 1; c < metaCopies && !failed; c++ {
+		for c := 1; c < onflash.MetaCopies && !failed; c++ {
 			// Copies on the channel of an earlier copy start that many
 			// pages later, so copy k of every page is on another die.
 			shift := 0
@@ -296,22 +203,22 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 func (fs *FS) writeFiller(c int) error {
 	j := &fs.jr
 	z := j.active[c]
-	data := make([]byte, fs.l.g.PageSize)
-	fillMetaPage(data, j.epoch, fillerSeq, nil)
-	oob := make([]byte, fs.l.g.OOBSize)
-	kindOOB(oob, kindMeta, data)
-	op := &pageOp{kind: opProgram, addr: fs.l.metaPageAddr(z.id, z.dies, j.wp[c]), data: data, oob: oob}
+	data := make([]byte, fs.l.Geometry.PageSize)
+	onflash.FillMetaPage(data, j.epoch, onflash.FillerSeq, nil)
+	oob := make([]byte, fs.l.Geometry.OOBSize)
+	onflash.KindOOB(oob, onflash.KindMeta, data)
+	op := &pageOp{kind: opProgram, addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), data: data, oob: oob}
 	fs.chans[z.channel].do(op)
 	j.wp[c]++
 	fs.ctr.metaPages.Add(1)
 	return op.err
 }
 
-// pickMetaZones erases and returns metaCopies usable metadata zones not in
+// pickMetaZones erases and returns onflash.MetaCopies usable metadata zones not in
 // exclude, least worn first, on different channels when possible.
-func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([metaCopies]*zone, error) {
+func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([onflash.MetaCopies]*zone, error) {
 	var cands []*zone
-	for _, z := range fs.zones[:metaZoneCount] {
+	for _, z := range fs.zones[:onflash.MetaZoneCount] {
 		if !exclude[z] && z.state != ZoneOffline {
 			cands = append(cands, z)
 		}
@@ -335,12 +242,12 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([metaCopies]*zone, error) {
 		return false
 	}
 	// First pass: distinct channels; second: any channel.
-	for pass := 0; pass < 2 && len(picked) < metaCopies; pass++ {
+	for pass := 0; pass < 2 && len(picked) < onflash.MetaCopies; pass++ {
 		for _, z := range cands {
-			if len(picked) == metaCopies {
+			if len(picked) == onflash.MetaCopies {
 				break
 			}
-			if exclude[z] || taken(z) || (pass == 0 && fs.l.g.Channels > 1 && onChannel(z.channel)) {
+			if exclude[z] || taken(z) || (pass == 0 && fs.l.Geometry.Channels > 1 && onChannel(z.channel)) {
 				continue
 			}
 			if err := fs.resetZone(z); err != nil || len(z.dies) == 0 {
@@ -350,9 +257,9 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([metaCopies]*zone, error) {
 			picked = append(picked, z)
 		}
 	}
-	var out [metaCopies]*zone
-	if len(picked) < metaCopies {
-		return out, fmt.Errorf("sdf: fewer than %d usable metadata zones left: %w", metaCopies, ErrNoSpace)
+	var out [onflash.MetaCopies]*zone
+	if len(picked) < onflash.MetaCopies {
+		return out, fmt.Errorf("sdf: fewer than %d usable metadata zones left: %w", onflash.MetaCopies, ErrNoSpace)
 	}
 	copy(out[:], picked)
 	return out, nil
@@ -362,30 +269,30 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([metaCopies]*zone, error) {
 // The caller holds fs.mu.
 func (fs *FS) snapshotLocked() []byte {
 	var out []byte
-	g := fs.l.g
-	var w recWriter
-	w.u(formatVersion)
+	g := fs.l.Geometry
+	var w onflash.RecWriter
+	w.Uvarint(onflash.FormatVersion)
 	for _, v := range []int{g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize} {
-		w.u(uint64(v))
+		w.Uvarint(uint64(v))
 	}
-	w.i(fs.created)
-	out = append(out, w.frame(recSuper)...)
+	w.Varint(fs.created)
+	out = append(out, w.Frame(onflash.RecSuper)...)
 	for _, d := range fs.failedDieList() {
-		w = recWriter{}
-		w.u(uint64(d.Channel))
-		w.u(uint64(d.Die))
-		out = append(out, w.frame(recFailedDie)...)
+		w = onflash.RecWriter{}
+		w.Uvarint(uint64(d.Channel))
+		w.Uvarint(uint64(d.Die))
+		out = append(out, w.Frame(onflash.RecFailedDie)...)
 	}
-	full := fs.l.fullDieMask()
-	for _, z := range fs.zones[metaZoneCount:] {
-		if m := maskOf(z.dies); m != full {
+	full := fs.l.FullDieMask()
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
+		if m := onflash.MaskOf(z.dies); m != full {
 			out = append(out, zoneResetRecord(z.id, m)...)
 		}
 		if z.state == ZoneReadOnly || z.state == ZoneOffline {
 			out = append(out, zoneStateRecord(z.id, z.state)...)
 		}
 		if z.unsealed {
-			out = append(out, zoneRecord(recZoneOpen, z.id)...)
+			out = append(out, zoneRecord(onflash.RecZoneOpen, z.id)...)
 		}
 	}
 	ids := make([]uint64, 0, len(fs.byID))
@@ -405,56 +312,56 @@ func (fs *FS) snapshotLocked() []byte {
 			exts = exts[n:]
 		}
 	}
-	w = recWriter{}
-	w.u(fs.nextFileID)
-	w.u(fs.nextSeq)
-	out = append(out, w.frame(recCheckpointDone)...)
+	w = onflash.RecWriter{}
+	w.Uvarint(fs.nextFileID)
+	w.Uvarint(fs.nextSeq)
+	out = append(out, w.Frame(onflash.RecCheckpointDone)...)
 	return out
 }
 
 func zoneResetRecord(z int, mask uint64) []byte {
-	var w recWriter
-	w.u(uint64(z))
-	w.u(mask)
-	return w.frame(recZoneReset)
+	var w onflash.RecWriter
+	w.Uvarint(uint64(z))
+	w.Uvarint(mask)
+	return w.Frame(onflash.RecZoneReset)
 }
 
 func zoneRecord(typ byte, z int) []byte {
-	var w recWriter
-	w.u(uint64(z))
-	return w.frame(typ)
+	var w onflash.RecWriter
+	w.Uvarint(uint64(z))
+	return w.Frame(typ)
 }
 
 func zoneStateRecord(z int, s ZoneState) []byte {
-	var w recWriter
-	w.u(uint64(z))
-	w.u(uint64(s))
-	return w.frame(recZoneState)
+	var w onflash.RecWriter
+	w.Uvarint(uint64(z))
+	w.Uvarint(uint64(s))
+	return w.Frame(onflash.RecZoneState)
 }
 
 func createRecord(ino *inode) []byte {
-	var w recWriter
-	w.u(ino.id)
-	w.s(ino.name)
-	w.u(uint64(ino.hint))
-	w.i(ino.mtime)
-	return w.frame(recCreate)
+	var w onflash.RecWriter
+	w.Uvarint(ino.id)
+	w.Str(ino.name)
+	w.Uvarint(uint64(ino.hint))
+	w.Varint(ino.mtime)
+	return w.Frame(onflash.RecCreate)
 }
 
 func extentsRecord(ino *inode, exts []extent) []byte {
-	var w recWriter
-	w.u(ino.id)
-	w.u(uint64(ino.size))
-	w.i(ino.mtime)
-	w.u(uint64(len(exts)))
+	var w onflash.RecWriter
+	w.Uvarint(ino.id)
+	w.Uvarint(uint64(ino.size))
+	w.Varint(ino.mtime)
+	w.Uvarint(uint64(len(exts)))
 	for _, e := range exts {
-		w.u(e.filePage)
-		w.u(uint64(e.zone))
-		w.u(uint64(e.zonePage))
-		w.u(uint64(e.n))
-		w.u(e.seq)
+		w.Uvarint(e.filePage)
+		w.Uvarint(uint64(e.zone))
+		w.Uvarint(uint64(e.zonePage))
+		w.Uvarint(uint64(e.n))
+		w.Uvarint(e.seq)
 	}
-	return w.frame(recExtents)
+	return w.Frame(onflash.RecExtents)
 }
 
 // metaPage is one metadata page found on open: its copies, merged unit by
@@ -476,7 +383,7 @@ type metaPage struct {
 // metaScan is what the metadata zones hold.
 type metaScan struct {
 	pages []metaPage
-	// oldFormat counts pages of the format before units (metaMagicV1).
+	// oldFormat counts pages of the format before units (onflash.MetaMagicV1).
 	oldFormat int
 	// unreadable counts pages the device could not return at all (failed
 	// die, bad block).
@@ -506,12 +413,12 @@ func (fs *FS) scanMeta() metaScan {
 	counts := map[pageKey]int{}
 	claimed := map[pageKey]map[int]int{} // unit counts claimed by unverified copies
 	copies := map[pageKey][]copyOf{}
-	g := fs.l.g
-	per := metaUnitsPerPage(g.PageSize)
-	for _, z := range fs.zones[:metaZoneCount] {
+	g := fs.l.Geometry
+	per := onflash.MetaUnitsPerPage(g.PageSize)
+	for _, z := range fs.zones[:onflash.MetaZoneCount] {
 		var ops []*pageOp
 		for d := 0; d < g.DiesPerChannel; d++ {
-			info := fs.blockInfo(fs.l.zoneBlockAddr(z.id, d))
+			info := fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d))
 			for p := 0; p < info.WrittenPage; p++ {
 				ops = append(ops, &pageOp{kind: opRead,
 					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
@@ -524,20 +431,20 @@ func (fs *FS) scanMeta() metaScan {
 				scan.unreadable++
 				continue
 			}
-			// The page's index in its zone (the inverse of metaPageAddr
+			// The page's index in its zone (the inverse of onflash.MetaPageAddr
 			// for a zone striped over all its dies).
 			index := op.addr.Page*len(z.dies) + slices.Index(z.dies, op.addr.Die)
 			raw[zonePage{z.id, index}] = op.data
 			// The page's identity is what most of its verifying units say.
 			votes := map[pageKey]int{}
-			var good []metaUnit
+			var good []onflash.MetaUnit
 			for k := 0; k < per; k++ {
-				u, ok := parseMetaUnit(op.data[k*metaUnitSize : (k+1)*metaUnitSize])
-				if !ok || u.index != k {
+				u, ok := onflash.ParseMetaUnit(op.data[k*onflash.MetaUnitSize : (k+1)*onflash.MetaUnitSize])
+				if !ok || u.Index != k {
 					continue
 				}
 				good = append(good, u)
-				votes[pageKey{u.epoch, u.seq}]++
+				votes[pageKey{u.Epoch, u.Seq}]++
 			}
 			var key pageKey
 			switch le := binary.LittleEndian; {
@@ -547,7 +454,7 @@ func (fs *FS) scanMeta() metaScan {
 						key = k
 					}
 				}
-			case le.Uint32(op.data) == metaMagic:
+			case le.Uint32(op.data) == onflash.MetaMagic:
 				// No unit verifies (a one-unit page with a flip, say):
 				// go by what unit 0's header claims, so the copy can
 				// still take part in a vote; a vote must verify.
@@ -556,13 +463,13 @@ func (fs *FS) scanMeta() metaScan {
 					claimed[key] = map[int]int{}
 				}
 				claimed[key][int(op.data[17])]++
-			case le.Uint32(op.data) == metaMagicV1:
+			case le.Uint32(op.data) == onflash.MetaMagicV1:
 				scan.oldFormat++
 				continue
 			default:
 				continue
 			}
-			if key.seq == fillerSeq {
+			if key.seq == onflash.FillerSeq {
 				continue
 			}
 			copies[key] = append(copies[key], copyOf{op.data, z.id, index, len(good) > 0})
@@ -570,14 +477,14 @@ func (fs *FS) scanMeta() metaScan {
 				units[key] = map[int][]byte{}
 			}
 			for _, u := range good {
-				if (pageKey{u.epoch, u.seq}) != key {
+				if (pageKey{u.Epoch, u.Seq}) != key {
 					continue
 				}
-				if n, seen := counts[key]; seen && n != u.units {
+				if n, seen := counts[key]; seen && n != u.Units {
 					continue
 				}
-				counts[key] = u.units
-				units[key][u.index] = u.payload
+				counts[key] = u.Units
+				units[key][u.Index] = u.Payload
 			}
 		}
 	}
@@ -638,7 +545,7 @@ func (fs *FS) scanMeta() metaScan {
 		for k := 0; ok && k < n; k++ {
 			part, have := units[key][k]
 			if !have {
-				if part, have = voteMetaUnit(candidates(key, cs), key.epoch, key.seq, k, n); have {
+				if part, have = onflash.VoteMetaUnit(candidates(key, cs), key.epoch, key.seq, k, n); have {
 					p.voted++
 				}
 			}
@@ -646,10 +553,10 @@ func (fs *FS) scanMeta() metaScan {
 				ok = false
 				break
 			}
-			damaged := len(cs) < metaCopies
+			damaged := len(cs) < onflash.MetaCopies
 			for _, c := range cs {
-				u, good := parseMetaUnit(c.raw[k*metaUnitSize : (k+1)*metaUnitSize])
-				damaged = damaged || !good || u.epoch != key.epoch || u.seq != key.seq || u.index != k
+				u, good := onflash.ParseMetaUnit(c.raw[k*onflash.MetaUnitSize : (k+1)*onflash.MetaUnitSize])
+				damaged = damaged || !good || u.Epoch != key.epoch || u.Seq != key.seq || u.Index != k
 			}
 			if damaged {
 				p.merged++
@@ -665,33 +572,6 @@ func (fs *FS) scanMeta() metaScan {
 		scan.pages = append(scan.pages, p)
 	}
 	return scan
-}
-
-// voteMetaUnit rebuilds unit k of page (epoch, seq) by a bit-by-bit
-// majority vote over three of the candidate copies of the page (every
-// triple of the first maxVoteCandidates is tried); only a result that
-// verifies as that very unit is used.
-func voteMetaUnit(raws [][]byte, epoch uint64, seq uint32, k, units int) ([]byte, bool) {
-	const maxVoteCandidates = 6
-	raws = raws[:min(len(raws), maxVoteCandidates)]
-	out := make([]byte, metaUnitSize)
-	for x := 0; x < len(raws); x++ {
-		for y := x + 1; y < len(raws); y++ {
-			for z := y + 1; z < len(raws); z++ {
-				a := raws[x][k*metaUnitSize : (k+1)*metaUnitSize]
-				b := raws[y][k*metaUnitSize : (k+1)*metaUnitSize]
-				c := raws[z][k*metaUnitSize : (k+1)*metaUnitSize]
-				for i := range out {
-					out[i] = (a[i] & b[i]) | (a[i] & c[i]) | (b[i] & c[i])
-				}
-				u, ok := parseMetaUnit(out)
-				if ok && u.epoch == epoch && u.seq == seq && u.index == k && u.units == units {
-					return append([]byte(nil), u.payload...), true
-				}
-			}
-		}
-	}
-	return nil, false
 }
 
 // epochInfo says how the epoch replayed on open was assembled.
@@ -733,7 +613,7 @@ func latestEpoch(scan metaScan) ([]byte, epochInfo, error) {
 			}
 			s = append(s, p.payload...)
 			info.pages++
-			info.units += max(1, (len(p.payload)+metaUnitPayload-1)/metaUnitPayload)
+			info.units += max(1, (len(p.payload)+onflash.MetaUnitPayload-1)/onflash.MetaUnitPayload)
 			info.merged += p.merged
 			info.voted += p.voted
 		}
@@ -745,7 +625,7 @@ func latestEpoch(scan metaScan) ([]byte, epochInfo, error) {
 				zoneSet[z] = true
 			}
 		}
-		if checkpointComplete(s) {
+		if onflash.CheckpointComplete(s) {
 			for z := range zoneSet {
 				info.zones = append(info.zones, z)
 			}
@@ -759,20 +639,7 @@ func latestEpoch(scan metaScan) ([]byte, epochInfo, error) {
 	return nil, epochInfo{}, base.CorruptionErrorf("sdf: no complete metadata checkpoint on the device (%d metadata pages found, %d unreadable)", len(scan.pages), scan.unreadable)
 }
 
-func checkpointComplete(stream []byte) bool {
-	for {
-		typ, _, rest, ok := nextRecord(stream)
-		if !ok {
-			return false
-		}
-		if typ == recCheckpointDone {
-			return true
-		}
-		stream = rest
-	}
-}
-
 // MetaLayout is how the metadata journal is stored: every page in copies
 // copies, each cut into units of unitBytes bytes (for models of its failure
 // probability; OpenInfo.MetaUnits counts the units replayed).
-func MetaLayout() (unitBytes, copies int) { return metaUnitSize, metaCopies }
+func MetaLayout() (unitBytes, copies int) { return onflash.MetaUnitSize, onflash.MetaCopies }

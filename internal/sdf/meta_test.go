@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 func TestReopenFileBackend(t *testing.T) {
@@ -121,12 +122,12 @@ func TestMetadataPageLoss(t *testing.T) {
 	dev, _ := buildMetaDevice(t)
 	g := small()
 	var pages []flash.PageAddr
-	for z := 0; z < metaZoneCount; z++ {
-		l := layout{g: g}
+	for z := 0; z < onflash.MetaZoneCount; z++ {
+		l := onflash.Layout{Geometry: g}
 		for d := 0; d < g.DiesPerChannel; d++ {
-			info, _ := dev.Block(l.zoneBlockAddr(z, d))
+			info, _ := dev.Block(l.ZoneBlockAddr(z, d))
 			for p := 0; p < info.WrittenPage; p++ {
-				pages = append(pages, flash.PageAddr{Channel: l.zoneChannel(z), Die: d, Block: l.zoneBlock(z), Page: p})
+				pages = append(pages, flash.PageAddr{Channel: l.ZoneChannel(z), Die: d, Block: l.ZoneBlock(z), Page: p})
 			}
 		}
 	}
@@ -200,20 +201,20 @@ type metaCopyAt struct {
 func metaPageCopies(t *testing.T, dev *flash.Emulator) ([]metaCopyAt, uint64) {
 	t.Helper()
 	g := dev.Geometry()
-	l := layout{g: g}
+	l := onflash.Layout{Geometry: g}
 	var copies []metaCopyAt
 	var newest uint64
-	for z := 0; z < metaZoneCount; z++ {
+	for z := 0; z < onflash.MetaZoneCount; z++ {
 		for d := 0; d < g.DiesPerChannel; d++ {
-			info, _ := dev.Block(l.zoneBlockAddr(z, d))
+			info, _ := dev.Block(l.ZoneBlockAddr(z, d))
 			for p := 0; p < info.WrittenPage; p++ {
-				a := flash.PageAddr{Channel: l.zoneChannel(z), Die: d, Block: l.zoneBlock(z), Page: p}
+				a := flash.PageAddr{Channel: l.ZoneChannel(z), Die: d, Block: l.ZoneBlock(z), Page: p}
 				data := make([]byte, g.PageSize)
 				if _, err := dev.Read(a, data, nil); err != nil {
 					t.Fatal(err)
 				}
-				if epoch, seq, payload, ok := parseMetaPage(data); ok && seq != fillerSeq {
-					units := max(1, (len(payload)+metaUnitPayload-1)/metaUnitPayload)
+				if epoch, seq, payload, ok := onflash.ParseMetaPage(data); ok && seq != onflash.FillerSeq {
+					units := max(1, (len(payload)+onflash.MetaUnitPayload-1)/onflash.MetaUnitPayload)
 					copies = append(copies, metaCopyAt{a, epoch, seq, units})
 					newest = max(newest, epoch)
 				}
@@ -238,8 +239,8 @@ func TestMetadataAllCopiesLost(t *testing.T) {
 			n++
 		}
 	}
-	if n != metaCopies {
-		t.Fatalf("%d copies of the newest epoch's first page, want %d", n, metaCopies)
+	if n != onflash.MetaCopies {
+		t.Fatalf("%d copies of the newest epoch's first page, want %d", n, onflash.MetaCopies)
 	}
 	fs, err := Open(dev, Options{})
 	if err == nil {
@@ -267,14 +268,14 @@ func TestMetadataUnitMerge(t *testing.T) {
 				}
 				i := nth[c.seq]
 				nth[c.seq]++
-				unit, bit := i%c.units, 8*(metaUnitHeader+30)+i
+				unit, bit := i%c.units, 8*(onflash.MetaUnitHeader+30)+i
 				if mode == "vote" {
 					unit = 0
 				}
-				if mode == "merge" && c.units < metaCopies && i >= c.units {
+				if mode == "merge" && c.units < onflash.MetaCopies && i >= c.units {
 					continue // fewer units than copies: leave this copy whole
 				}
-				dev.Faults().FlipBit(c.a, unit*metaUnitSize*8+bit, true)
+				dev.Faults().FlipBit(c.a, unit*onflash.MetaUnitSize*8+bit, true)
 				damaged++
 			}
 			if damaged == 0 {
@@ -307,7 +308,7 @@ func TestMetadataRandomFlips(t *testing.T) {
 		copies, _ := metaPageCopies(t, dev)
 		for _, c := range copies {
 			for k := rng.Intn(3); k > 0; k-- {
-				dev.Faults().FlipBit(c.a, rng.Intn(8*metaUnitSize*c.units), true)
+				dev.Faults().FlipBit(c.a, rng.Intn(8*onflash.MetaUnitSize*c.units), true)
 			}
 		}
 		fs, err := Open(dev, Options{})

@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // FileRange is a byte range of a file.
@@ -77,7 +78,7 @@ func (fs *FS) LostRangesScan(d flash.DieAddr) ([]FileRange, IdentifyStats, error
 // pages merged. The die need not have failed (the ranges are what its loss
 // would lose).
 func (fs *FS) Identify(d flash.DieAddr, m reparo.Method, w reparo.Window) ([]FileRange, IdentifyStats, error) {
-	g := fs.l.g
+	g := fs.l.Geometry
 	if d.Channel < 0 || d.Channel >= g.Channels || d.Die < 0 || d.Die >= g.DiesPerChannel {
 		return nil, IdentifyStats{}, errOutOfRange(d)
 	}
@@ -110,7 +111,7 @@ func (fs *FS) identifyScan(d flash.DieAddr, workers int, m reparo.Method, w repa
 // the page at zonePage of zone was written for owner o.
 type p2lCand struct {
 	zone, zonePage int
-	o              owner
+	o              onflash.Owner
 }
 
 // p2lOwners is what CDR* learned about one die: every owner entrusted to
@@ -123,7 +124,7 @@ type p2lOwners struct {
 
 func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, IdentifyStats, error) {
 	start := fs.opts.Clock.Now()
-	st := IdentifyStats{Method: "entrustment", Identifier: reparo.IdentifyCDRStar, Window: w, Workers: fs.l.g.Channels}
+	st := IdentifyStats{Method: "entrustment", Identifier: reparo.IdentifyCDRStar, Window: w, Workers: fs.l.Geometry.Channels}
 	fs.p2lMu.Lock()
 	po := fs.p2l[d]
 	if po == nil {
@@ -145,18 +146,18 @@ func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, Identi
 	pages := map[uint64][]uint64{} // file ID -> lost file pages
 	for _, c := range po.cands {
 		st.Entries++
-		if c.o.fileID == 0 || !w.Contains(c.o.fileID) {
+		if c.o.FileID == 0 || !w.Contains(c.o.FileID) {
 			continue
 		}
-		ino := fs.byID[c.o.fileID]
+		ino := fs.byID[c.o.FileID]
 		if ino == nil {
 			continue
 		}
 		z := fs.zones[c.zone]
-		e, ok := ino.m.find(uint64(c.o.page))
-		if ok && e.zone == c.zone && e.zonePage+int(uint64(c.o.page)-e.filePage) == c.zonePage &&
+		e, ok := ino.m.find(uint64(c.o.Page))
+		if ok && e.zone == c.zone && e.zonePage+int(uint64(c.o.Page)-e.filePage) == c.zonePage &&
 			len(z.dies) > 0 && z.dies[c.zonePage%len(z.dies)] == d.Die {
-			pages[ino.id] = append(pages[ino.id], uint64(c.o.page))
+			pages[ino.id] = append(pages[ino.id], uint64(c.o.Page))
 		}
 	}
 	st.ZonesByScan = len(po.scanZones)
@@ -175,7 +176,7 @@ func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, Identi
 // zone, read in parallel on the channels holding them, and the in-memory
 // lists of zones not yet full.
 func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
-	g := fs.l.g
+	g := fs.l.Geometry
 	po := &p2lOwners{scanZones: map[int]bool{}}
 	type p2lRead struct {
 		z  *zone
@@ -198,7 +199,7 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 		if z.p2l {
 			host, _ := z.entrustedTo(d.Die)
 			reads = append(reads, p2lRead{z: z, di: di, w: w, op: &pageOp{kind: opRead,
-				addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.p2lPage()},
+				addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.P2LPage()},
 				data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)}})
 			continue
 		}
@@ -226,9 +227,9 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 	fs.doParallel(ops)
 	po.pagesRead = len(ops)
 	for _, r := range reads {
-		owners, ok := []owner(nil), r.op.err == nil
+		owners, ok := []onflash.Owner(nil), r.op.err == nil
 		if ok {
-			owners, ok = decodeP2L(r.op.data, r.z.id, d.Die)
+			owners, ok = onflash.DecodeP2L(r.op.data, r.z.id, d.Die)
 		}
 		if !ok {
 			po.scanZones[r.z.id] = true
@@ -298,7 +299,7 @@ func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, 
 
 // rangesLocked turns lost pages into merged, sorted byte ranges.
 func (fs *FS) rangesLocked(pages map[uint64][]uint64) []FileRange {
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	var ids []uint64
 	for id := range pages {
 		ids = append(ids, id)

@@ -34,7 +34,7 @@ func populate(t *testing.T, fs *FS, seed int64) map[string][]byte {
 // and collect those that fail because their die failed.
 func lostByReading(t *testing.T, fs *FS, want map[string][]byte, die flash.DieAddr) map[string][]int64 {
 	lost := map[string][]int64{}
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	for name, data := range want {
 		f, err := fs.OpenFile(name)
 		if err != nil {
@@ -98,7 +98,7 @@ func TestP2LEntrustmentIdentifiesFailedDie(t *testing.T) {
 			if !reflect.DeepEqual(byP2L, byScan) {
 				t.Fatalf("entrustment and scan differ:\n%v\n%v", byP2L, byScan)
 			}
-			ps := int64(fs.l.g.PageSize)
+			ps := int64(fs.l.Geometry.PageSize)
 			ref := lostByReading(t, fs, want, die)
 			got := rangesToPages(byP2L, ps)
 			if len(ref) == 0 {
@@ -154,7 +154,7 @@ func TestP2LAfterReopen(t *testing.T) {
 	var corrupted bool
 	for _, z := range fs.Zones() {
 		if z.Channel == 1 && z.State == ZoneFull && !z.Meta && !corrupted {
-			dev.Faults().FailRead(flash.PageAddr{Channel: 1, Die: host.Die, Block: z.Block, Page: fs.l.p2lPage()})
+			dev.Faults().FailRead(flash.PageAddr{Channel: 1, Die: host.Die, Block: z.Block, Page: fs.l.P2LPage()})
 			corrupted = true
 		}
 	}
@@ -167,7 +167,7 @@ func TestP2LAfterReopen(t *testing.T) {
 	if !reflect.DeepEqual(byP2L, byScan) {
 		t.Fatalf("entrustment and scan differ:\n%v\n%v", byP2L, byScan)
 	}
-	if got, ref := rangesToPages(byP2L, int64(fs.l.g.PageSize)), lostByReading(t, fs, want, die); !reflect.DeepEqual(got, ref) {
+	if got, ref := rangesToPages(byP2L, int64(fs.l.Geometry.PageSize)), lostByReading(t, fs, want, die); !reflect.DeepEqual(got, ref) {
 		t.Fatalf("identified %v\nreads lost %v", got, ref)
 	}
 }
@@ -178,12 +178,12 @@ func TestCorruptPageTypedErrorAndRepair(t *testing.T) {
 	rng := rand.New(rand.NewSource(10))
 	data := randBytes(rng, 50_000)
 	writeFile(t, fs, "obj", LifetimeLong, data)
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	ino := fs.files["obj"]
 	addrOf := func(page uint64) flash.PageAddr {
 		e, _ := ino.m.find(page)
 		z := fs.zones[e.zone]
-		return fs.l.dataPageAddr(z.id, z.dies, e.zonePage+int(page-e.filePage))
+		return fs.l.DataPageAddr(z.id, z.dies, e.zonePage+int(page-e.filePage))
 	}
 	f, _ := fs.OpenFile("obj")
 	defer f.Close()
@@ -254,7 +254,7 @@ func TestTransientFlipIsReread(t *testing.T) {
 	ino := fs.files["x"]
 	e, _ := ino.m.find(2)
 	z := fs.zones[e.zone]
-	dev.Faults().FlipBit(fs.l.dataPageAddr(z.id, z.dies, e.zonePage+2-int(e.filePage)), 5, false /* transient */)
+	dev.Faults().FlipBit(fs.l.DataPageAddr(z.id, z.dies, e.zonePage+2-int(e.filePage)), 5, false /* transient */)
 	mustEqual(t, "x", readFile(t, fs, "x"), data)
 	if st := fs.Stats(); st.Transients != 1 || st.Rereads != 1 || st.Corruptions != 0 {
 		t.Fatalf("transient flip: %s", st)

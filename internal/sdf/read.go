@@ -6,6 +6,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // ReadAt reads len(p) bytes at off (io.ReaderAt). Every page is verified
@@ -39,7 +40,7 @@ type pageRead struct {
 // returned as read (corrupt content) and listed in *bad instead of ending
 // the read.
 func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*CorruptionError) (int, error) {
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	for retry := 0; ; retry++ {
 		fs.mu.Lock()
 		if fs.closed {
@@ -59,7 +60,7 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 		// One allocation each for the page records, ops and OOB buffers.
 		slab := make([]pageRead, npages)
 		opSlab := make([]pageOp, npages)
-		oobSlab := fs.getOOB(npages * fs.l.g.OOBSize)
+		oobSlab := fs.getOOB(npages * fs.l.Geometry.OOBSize)
 		reads := make([]*pageRead, 0, npages)
 		ops := make([]*pageOp, 0, npages)
 		for pos := off; pos < off+want; {
@@ -87,9 +88,9 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					if skip != 0 || n != ps {
 						data = make([]byte, ps)
 					}
-					o := fs.l.g.OOBSize
+					o := fs.l.Geometry.OOBSize
 					r.op = &opSlab[i]
-					*r.op = pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, z.dies, e.zonePage+d),
+					*r.op = pageOp{kind: opRead, addr: fs.l.DataPageAddr(z.id, z.dies, e.zonePage+d),
 						data: data, oob: oobSlab[i*o : (i+1)*o : (i+1)*o], decode: true}
 					ops = append(ops, r.op)
 				}
@@ -191,13 +192,13 @@ func (fs *FS) verify(ino *inode, name string, r *pageRead, ps int64) *Corruption
 		fs.det.observe(fs, op.addr, op.status, nil)
 		id, ok := op.id, op.idOK
 		if !op.decode {
-			id, ok = decodeOOB(op.oob, op.data)
+			id, ok = onflash.DecodeOOB(op.oob, op.data)
 		}
 		switch {
 		case !ok:
 			cause = errChecksum
 			fs.ctr.checksumErrs.Add(1)
-		case id.fileID != ino.id || id.page != r.page || id.seq != wantSeq:
+		case id.FileID != ino.id || id.Page != r.page || id.Seq != wantSeq:
 			cause = errIdentity
 			fs.ctr.checksumErrs.Add(1)
 		}

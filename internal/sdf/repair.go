@@ -47,7 +47,7 @@ func (fs *FS) RewriteRange(name string, off int64, data []byte) error {
 	if len(data) == 0 {
 		return nil
 	}
-	ps := int64(fs.l.g.PageSize)
+	ps := int64(fs.l.Geometry.PageSize)
 	fs.mu.Lock()
 	ino := fs.files[name]
 	if ino == nil {

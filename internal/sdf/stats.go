@@ -87,7 +87,7 @@ func (s Stats) String() string {
 
 // Stats returns a snapshot.
 func (fs *FS) Stats() Stats {
-	g := fs.l.g
+	g := fs.l.Geometry
 	ps := base.Bytes(g.PageSize)
 	blockBytes := g.BlockSize()
 	var s Stats

@@ -6,6 +6,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // Write appends p to the file. Data is buffered and programmed in whole
@@ -103,7 +104,7 @@ func (f *File) Close() error {
 // partial last page padded with zeros (which stays buffered: the next flush
 // programs it again, out of place, with the bytes appended since).
 func (fs *FS) flushFile(ino *inode, pad bool) error {
-	ps := fs.l.g.PageSize
+	ps := fs.l.Geometry.PageSize
 	fs.mu.Lock()
 	full := len(ino.buf) / ps
 	partial := len(ino.buf) % ps
@@ -157,7 +158,7 @@ const (
 // the sequence number the mapping of page startPage+i must still have for
 // the relocated copy to be installed.
 func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byte, lastValid int, kind writeKind, expect []uint64) error {
-	ps := fs.l.g.PageSize
+	ps := fs.l.Geometry.PageSize
 	total := len(data) / ps
 	done := 0
 	failures := 0
@@ -175,7 +176,7 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 		fs.mu.Unlock()
 		ops := make([]*pageOp, n)
 		opSlab := make([]pageOp, n)
-		o := fs.l.g.OOBSize
+		o := fs.l.Geometry.OOBSize
 		oobSlab := make([]byte, n*o)
 		for k := 0; k < n; k++ {
 			i := done + k
@@ -185,8 +186,8 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 				valid = lastValid
 			}
 			oob := oobSlab[k*o : (k+1)*o : (k+1)*o]
-			encodeOOB(oob, pd, pageID{valid: uint32(valid), fileID: ino.id, page: startPage + uint64(i), seq: seq + uint64(k)})
-			opSlab[k] = pageOp{kind: opProgram, addr: fs.l.dataPageAddr(z.id, z.dies, first+k), data: pd, oob: oob}
+			onflash.EncodeOOB(oob, pd, onflash.PageID{Valid: uint32(valid), FileID: ino.id, Page: startPage + uint64(i), Seq: seq + uint64(k)})
+			opSlab[k] = pageOp{kind: opProgram, addr: fs.l.DataPageAddr(z.id, z.dies, first+k), data: pd, oob: oob}
 			ops[k] = &opSlab[k]
 		}
 		fs.chans[z.channel].do(ops...)
@@ -231,11 +232,11 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 		now := fs.opts.Clock.Now()
 		z.lastWrite = now
 		if z.owners == nil {
-			z.owners = make([]owner, z.capacity(fs.l))
+			z.owners = make([]onflash.Owner, z.capacity(fs.l))
 			z.ownersKnown = make([]bool, z.capacity(fs.l))
 		}
 		for k := 0; k < n; k++ {
-			z.owners[first+k] = owner{fileID: ino.id, page: uint32(startPage + uint64(done+k))}
+			z.owners[first+k] = onflash.Owner{FileID: ino.id, Page: uint32(startPage + uint64(done+k))}
 			z.ownersKnown[first+k] = true
 		}
 		e := extent{filePage: startPage + uint64(done), zone: z.id, zonePage: first, n: n, seq: seq}

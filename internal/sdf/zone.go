@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // ZoneState is a zone's state in the NVMe ZNS sense.
@@ -65,7 +67,7 @@ type zone struct {
 	// owners[i] names the file page programmed at data page i (for P2L
 	// entrustment). ownersKnown is false after a reopen for pages written
 	// before it, which are then read back from their OOB when needed.
-	owners      []owner
+	owners      []onflash.Owner
 	ownersKnown []bool
 	// p2l: the entrusted P2L pages of the zone are written.
 	p2l bool
@@ -74,7 +76,7 @@ type zone struct {
 	// gcStuck: the zone holds live pages that cannot be read, so GC skips it.
 	gcStuck bool
 	// unsealed: opened since its last reset and not yet sealed (a
-	// recZoneOpen without a later recZoneSealed): replay must scan its
+	// onflash.RecZoneOpen without a later onflash.RecZoneSealed): replay must scan its
 	// pages for synced data whose extents were not journaled.
 	unsealed bool
 
@@ -87,15 +89,15 @@ func (z *zone) String() string {
 }
 
 // capacity is the zone's data pages.
-func (z *zone) capacity(l layout) int {
+func (z *zone) capacity(l onflash.Layout) int {
 	if z.meta {
-		return len(z.dies) * l.g.PagesPerBlock
+		return len(z.dies) * l.Geometry.PagesPerBlock
 	}
-	return len(z.dies) * l.dataPagesPerBlock()
+	return len(z.dies) * l.DataPagesPerBlock()
 }
 
 // writable reports whether the zone accepts appends.
-func (z *zone) writable(l layout) bool {
+func (z *zone) writable(l onflash.Layout) bool {
 	return (z.state == ZoneEmpty || z.state == ZoneOpen) && len(z.dies) > 0 && z.wp < z.capacity(l)
 }
 

@@ -8,7 +8,9 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 )
 
-func zoneBytes(fs *FS) int { return fs.l.dataPagesPerBlock() * fs.l.g.DiesPerChannel * fs.l.g.PageSize }
+func zoneBytes(fs *FS) int {
+	return fs.l.DataPagesPerBlock() * fs.l.Geometry.DiesPerChannel * fs.l.Geometry.PageSize
+}
 
 func TestZoneRules(t *testing.T) {
 	dev, fs := newMem(t, small(), Options{MaxOpenZones: 2})
@@ -40,9 +42,9 @@ func TestZoneRules(t *testing.T) {
 		if zi.State == ZoneFull {
 			// Striping: both dies of the zone's channel hold the same
 			// number of pages, including the P2L page.
-			for d := 0; d < fs.l.g.DiesPerChannel; d++ {
+			for d := 0; d < fs.l.Geometry.DiesPerChannel; d++ {
 				info, _ := dev.Block(flash.BlockAddr{Channel: zi.Channel, Die: d, Block: zi.Block})
-				if info.WrittenPage != fs.l.g.PagesPerBlock {
+				if info.WrittenPage != fs.l.Geometry.PagesPerBlock {
 					t.Fatalf("%s: die %d has %d pages written", zi, d, info.WrittenPage)
 				}
 			}

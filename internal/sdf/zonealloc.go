@@ -1,6 +1,9 @@
 package sdf
 
-import "github.com/flashmend/flashmend/internal/flash"
+import (
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
+)
 
 // acquireZone picks a zone to append to and locks its program order.
 // Preference: the file's last zone; an open zone of the same lifetime hint
@@ -22,7 +25,7 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zone, error) 
 				z.state = ZoneOpen
 				z.hint = hint
 				z.unsealed = true
-				fs.logLocked(zoneRecord(recZoneOpen, z.id))
+				fs.logLocked(zoneRecord(onflash.RecZoneOpen, z.id))
 				fs.jr.urgent = true
 			}
 			fs.mu.Unlock()
@@ -69,7 +72,7 @@ func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, ne
 	}
 	open := 0
 	var sameHint, anyIdle, anyOpen *zone
-	for _, c := range fs.zones[metaZoneCount:] {
+	for _, c := range fs.zones[onflash.MetaZoneCount:] {
 		if c.state != ZoneOpen {
 			continue
 		}
@@ -123,7 +126,7 @@ func absDiff(a, b Lifetime) int {
 
 func (fs *FS) countStateLocked(s ZoneState) int {
 	n := 0
-	for _, z := range fs.zones[metaZoneCount:] {
+	for _, z := range fs.zones[onflash.MetaZoneCount:] {
 		if z.state == s {
 			n++
 		}
@@ -136,7 +139,7 @@ func (fs *FS) countStateLocked(s ZoneState) int {
 // channel the least-worn empty zone (dynamic wear leveling; ties to the
 // lowest ID).
 func (fs *FS) allocEmptyLocked(only int) *zone {
-	C := fs.l.g.Channels
+	C := fs.l.Geometry.Channels
 	if fs.alloc != nil && only < 0 {
 		// A die failed: Reparo's Handler weights the channels.
 		if ch := fs.alloc.Next(func(c int) bool { return !fs.avoided(c) && fs.emptyZoneOnLocked(c) != nil }); ch >= 0 {
@@ -152,7 +155,7 @@ func (fs *FS) allocEmptyLocked(only int) *zone {
 			continue
 		}
 		var best *zone
-		for b := 0; b < fs.l.g.BlocksPerDie; b++ {
+		for b := 0; b < fs.l.Geometry.BlocksPerDie; b++ {
 			z := fs.zones[b*C+ch]
 			if z.meta || z.state != ZoneEmpty || len(z.dies) == 0 {
 				continue
@@ -177,8 +180,8 @@ func (fs *FS) avoided(c int) bool { return c < len(fs.avoid) && fs.avoid[c] }
 // emptyZoneOnLocked is the least-worn empty zone of channel c, or nil.
 func (fs *FS) emptyZoneOnLocked(c int) *zone {
 	var best *zone
-	for b := 0; b < fs.l.g.BlocksPerDie; b++ {
-		z := fs.zones[b*fs.l.g.Channels+c]
+	for b := 0; b < fs.l.Geometry.BlocksPerDie; b++ {
+		z := fs.zones[b*fs.l.Geometry.Channels+c]
 		if z.meta || z.state != ZoneEmpty || len(z.dies) == 0 {
 			continue
 		}
@@ -195,17 +198,17 @@ func (fs *FS) emptyZoneOnLocked(c int) *zone {
 func (fs *FS) finishZone(z *zone) {
 	fs.mu.Lock()
 	dies := append([]int(nil), z.dies...)
-	owners := append([]owner(nil), z.owners...)
+	owners := append([]onflash.Owner(nil), z.owners...)
 	known := append([]bool(nil), z.ownersKnown...)
 	fs.mu.Unlock()
 	w := len(dies)
-	g := fs.l.g
+	g := fs.l.Geometry
 	// Owners of pages programmed before a reopen are read back from OOB.
 	var reads []*pageOp
 	var idx []int
 	for i := range owners {
 		if !known[i] {
-			reads = append(reads, &pageOp{kind: opRead, addr: fs.l.dataPageAddr(z.id, dies, i),
+			reads = append(reads, &pageOp{kind: opRead, addr: fs.l.DataPageAddr(z.id, dies, i),
 				data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)})
 			idx = append(idx, i)
 		}
@@ -213,8 +216,8 @@ func (fs *FS) finishZone(z *zone) {
 	fs.chans[z.channel].do(reads...)
 	for k, op := range reads {
 		if op.err == nil {
-			if id, ok := decodeOOB(op.oob, op.data); ok {
-				owners[idx[k]] = owner{fileID: id.fileID, page: uint32(id.page)}
+			if id, ok := onflash.DecodeOOB(op.oob, op.data); ok {
+				owners[idx[k]] = onflash.Owner{FileID: id.FileID, Page: uint32(id.Page)}
 			}
 		}
 	}
@@ -223,16 +226,16 @@ func (fs *FS) finishZone(z *zone) {
 		for hi, host := range dies {
 			about := dies[(hi+1)%w]
 			ai := (hi + 1) % w
-			var list []owner
-			for p := 0; p < fs.l.dataPagesPerBlock(); p++ {
+			var list []onflash.Owner
+			for p := 0; p < fs.l.DataPagesPerBlock(); p++ {
 				list = append(list, owners[p*w+ai])
 			}
 			data := make([]byte, g.PageSize)
-			encodeP2L(data, z.id, about, list)
+			onflash.EncodeP2L(data, z.id, about, list)
 			oob := make([]byte, g.OOBSize)
-			kindOOB(oob, kindP2L, data)
+			onflash.KindOOB(oob, onflash.KindP2L, data)
 			ops = append(ops, &pageOp{kind: opProgram,
-				addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.p2lPage()}, data: data, oob: oob})
+				addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.P2LPage()}, data: data, oob: oob})
 		}
 		fs.chans[z.channel].do(ops...)
 		fs.ctr.p2lPages.Add(int64(len(ops)))
@@ -254,6 +257,6 @@ func (fs *FS) finishZone(z *zone) {
 		// queued before this one, so once this is durable replay need not
 		// scan the zone.
 		z.unsealed = false
-		fs.logLocked(zoneRecord(recZoneSealed, z.id))
+		fs.logLocked(zoneRecord(onflash.RecZoneSealed, z.id))
 	}
 }

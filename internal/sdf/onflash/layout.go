@@ -1,4 +1,4 @@
-package sdf
+package onflash
 
 import (
 	"encoding/binary"
@@ -10,15 +10,15 @@ import (
 // Page kinds, stored in the first OOB byte of every page this layer programs.
 const (
 	kindData byte = 0xD1 // a file data page
-	kindP2L  byte = 0xE2 // a block's entrusted P2L page (last page of a block)
-	kindMeta byte = 0x3A // a metadata journal page
+	KindP2L  byte = 0xE2 // a block's entrusted P2L page (last page of a block)
+	KindMeta byte = 0x3A // a metadata journal page
 )
 
-// metaZoneCount is the number of reserved metadata zones: the journal is
-// written to metaCopies (three) of them at once (a copy of every page in
+// MetaZoneCount is the number of reserved metadata zones: the journal is
+// written to MetaCopies (three) of them at once (a copy of every page in
 // each), the next checkpoint goes to three others, and one is spare (DIRECT
 // policy 2).
-const metaZoneCount = 7
+const MetaZoneCount = 7
 
 // oobSize is the OOB bytes this layer uses per page:
 //
@@ -30,8 +30,8 @@ const metaZoneCount = 7
 //	[24:32] write sequence number (unique per programmed page)
 //	[32:36] CRC32C over data[0:PageSize] and oob[0:32]
 //
-// The CRC covers the owner identity, so a page programmed at the wrong place
-// or a stale copy fails verification (Reparo 6.2's per-page owner; DIRECT's
+// The CRC covers the Owner identity, so a page programmed at the wrong place
+// or a stale copy fails verification (Reparo 6.2's per-page Owner; DIRECT's
 // "checksums cover a block's identity").
 const oobSize = 36
 
@@ -44,39 +44,39 @@ const p2lHeaderSize = 32
 
 const p2lMagic = 0x5032_4C21 // "P2L!"
 
-// pageID is the identity stored in a data page's OOB.
-type pageID struct {
-	valid  uint32 // valid data bytes (<= PageSize)
-	fileID uint64
-	page   uint64 // page index within the file
-	seq    uint64
+// PageID is the identity stored in a data page's OOB.
+type PageID struct {
+	Valid  uint32 // valid data bytes (<= PageSize)
+	FileID uint64
+	Page   uint64 // page index within the file
+	Seq    uint64
 }
 
-// layout is the fixed mapping between zones and the flash geometry.
+// Layout is the fixed mapping between zones and the flash geometry.
 //
 // Zone z is the block z/Channels on every die of channel z%Channels, so
 // consecutive zone IDs fall on consecutive channels (SDF's round-robin by
 // ID). A data zone's page i lives on die dies[i%w] at page i/w of that die's
 // block (w = len(dies)): the zone is striped over the channel's dies. The
 // last page of every block of a data zone is reserved for P2L entrustment.
-type layout struct {
-	g flash.Geometry
+type Layout struct {
+	Geometry flash.Geometry
 }
 
-func (l layout) zones() int             { return l.g.Channels * l.g.BlocksPerDie }
-func (l layout) zoneChannel(z int) int  { return z % l.g.Channels }
-func (l layout) zoneBlock(z int) int    { return z / l.g.Channels }
-func (l layout) isMeta(z int) bool      { return z < metaZoneCount }
-func (l layout) dataPagesPerBlock() int { return l.g.PagesPerBlock - 1 }
-func (l layout) fullDieMask() uint64    { return (uint64(1) << l.g.DiesPerChannel) - 1 }
-func (l layout) p2lPage() int           { return l.g.PagesPerBlock - 1 }
-func (l layout) zoneBlockAddr(z, die int) flash.BlockAddr {
-	return flash.BlockAddr{Channel: l.zoneChannel(z), Die: die, Block: l.zoneBlock(z)}
+func (l Layout) Zones() int             { return l.Geometry.Channels * l.Geometry.BlocksPerDie }
+func (l Layout) ZoneChannel(z int) int  { return z % l.Geometry.Channels }
+func (l Layout) ZoneBlock(z int) int    { return z / l.Geometry.Channels }
+func (l Layout) IsMeta(z int) bool      { return z < MetaZoneCount }
+func (l Layout) DataPagesPerBlock() int { return l.Geometry.PagesPerBlock - 1 }
+func (l Layout) FullDieMask() uint64    { return (uint64(1) << l.Geometry.DiesPerChannel) - 1 }
+func (l Layout) P2LPage() int           { return l.Geometry.PagesPerBlock - 1 }
+func (l Layout) ZoneBlockAddr(z, die int) flash.BlockAddr {
+	return flash.BlockAddr{Channel: l.ZoneChannel(z), Die: die, Block: l.ZoneBlock(z)}
 }
 
-// validate checks that the geometry can hold this layout.
-func (l layout) validate() error {
-	g := l.g
+// Validate checks that the geometry can hold this Layout.
+func (l Layout) Validate() error {
+	g := l.Geometry
 	if err := g.Validate(); err != nil {
 		return err
 	}
@@ -91,27 +91,27 @@ func (l layout) validate() error {
 		return base.InvalidArgumentf("sdf: %d pages per block (at least 4)", g.PagesPerBlock)
 	case p2lHeaderSize+p2lEntrySize*(g.PagesPerBlock-1) > g.PageSize:
 		return base.InvalidArgumentf("sdf: a %dB page cannot hold the P2L entries of a %d-page block", g.PageSize, g.PagesPerBlock)
-	case l.zones() < metaZoneCount+4:
-		return base.InvalidArgumentf("sdf: %d zones (need at least %d)", l.zones(), metaZoneCount+4)
+	case l.Zones() < MetaZoneCount+4:
+		return base.InvalidArgumentf("sdf: %d zones (need at least %d)", l.Zones(), MetaZoneCount+4)
 	case g.PageSize < 512:
 		return base.InvalidArgumentf("sdf: page size %d too small", g.PageSize)
 	}
 	return nil
 }
 
-// dataPageAddr maps page i of a data zone striped over dies.
-func (l layout) dataPageAddr(z int, dies []int, i int) flash.PageAddr {
+// DataPageAddr maps page i of a data zone striped over dies.
+func (l Layout) DataPageAddr(z int, dies []int, i int) flash.PageAddr {
 	w := len(dies)
-	return flash.PageAddr{Channel: l.zoneChannel(z), Die: dies[i%w], Block: l.zoneBlock(z), Page: i / w}
+	return flash.PageAddr{Channel: l.ZoneChannel(z), Die: dies[i%w], Block: l.ZoneBlock(z), Page: i / w}
 }
 
-// metaPageAddr maps page i of a metadata zone (no reserved P2L page).
-func (l layout) metaPageAddr(z int, dies []int, i int) flash.PageAddr {
-	return l.dataPageAddr(z, dies, i)
+// MetaPageAddr maps page i of a metadata zone (no reserved P2L page).
+func (l Layout) MetaPageAddr(z int, dies []int, i int) flash.PageAddr {
+	return l.DataPageAddr(z, dies, i)
 }
 
-// diesOf lists the dies set in mask, ascending.
-func diesOf(mask uint64) []int {
+// DiesOf lists the dies set in mask, ascending.
+func DiesOf(mask uint64) []int {
 	var dies []int
 	for d := 0; d < 64; d++ {
 		if mask&(1<<d) != 0 {
@@ -121,8 +121,8 @@ func diesOf(mask uint64) []int {
 	return dies
 }
 
-// maskOf is the inverse of diesOf.
-func maskOf(dies []int) uint64 {
+// MaskOf is the inverse of DiesOf.
+func MaskOf(dies []int) uint64 {
 	var m uint64
 	for _, d := range dies {
 		m |= 1 << d
@@ -130,27 +130,27 @@ func maskOf(dies []int) uint64 {
 	return m
 }
 
-// encodeOOB fills oob (len >= oobSize) for a data page and returns it.
-func encodeOOB(oob, data []byte, id pageID) {
+// EncodeOOB fills oob (len >= oobSize) for a data page and returns it.
+func EncodeOOB(oob, data []byte, id PageID) {
 	clear(oob)
 	oob[0] = kindData
-	binary.LittleEndian.PutUint32(oob[4:], id.valid)
-	binary.LittleEndian.PutUint64(oob[8:], id.fileID)
-	binary.LittleEndian.PutUint64(oob[16:], id.page)
-	binary.LittleEndian.PutUint64(oob[24:], id.seq)
+	binary.LittleEndian.PutUint32(oob[4:], id.Valid)
+	binary.LittleEndian.PutUint64(oob[8:], id.FileID)
+	binary.LittleEndian.PutUint64(oob[16:], id.Page)
+	binary.LittleEndian.PutUint64(oob[24:], id.Seq)
 	c := base.CRC32C(data)
 	c = base.CRC32CUpdate(c, oob[:32])
 	binary.LittleEndian.PutUint32(oob[32:], c)
 }
 
-// decodeOOB returns the identity stored in a data page's OOB and whether the
+// DecodeOOB returns the identity stored in a data page's OOB and whether the
 // checksum over data and identity holds.
-func decodeOOB(oob, data []byte) (pageID, bool) {
-	id := pageID{
-		valid:  binary.LittleEndian.Uint32(oob[4:]),
-		fileID: binary.LittleEndian.Uint64(oob[8:]),
-		page:   binary.LittleEndian.Uint64(oob[16:]),
-		seq:    binary.LittleEndian.Uint64(oob[24:]),
+func DecodeOOB(oob, data []byte) (PageID, bool) {
+	id := PageID{
+		Valid:  binary.LittleEndian.Uint32(oob[4:]),
+		FileID: binary.LittleEndian.Uint64(oob[8:]),
+		Page:   binary.LittleEndian.Uint64(oob[16:]),
+		Seq:    binary.LittleEndian.Uint64(oob[24:]),
 	}
 	if oob[0] != kindData {
 		return id, false
@@ -160,15 +160,15 @@ func decodeOOB(oob, data []byte) (pageID, bool) {
 	return id, c == binary.LittleEndian.Uint32(oob[32:])
 }
 
-// owner is one P2L entry: which file page a physical page holds.
-type owner struct {
-	fileID uint64
-	page   uint32
+// Owner is one P2L entry: which file page a physical page holds.
+type Owner struct {
+	FileID uint64
+	Page   uint32
 }
 
-// encodeP2L builds the P2L page that the block on die `host` stores about the
+// EncodeP2L builds the P2L page that the block on die `host` stores about the
 // block on die `about` of zone z.
-func encodeP2L(data []byte, z, about int, owners []owner) {
+func EncodeP2L(data []byte, z, about int, owners []Owner) {
 	clear(data)
 	binary.LittleEndian.PutUint32(data[0:], p2lMagic)
 	binary.LittleEndian.PutUint32(data[4:], uint32(z))
@@ -176,17 +176,17 @@ func encodeP2L(data []byte, z, about int, owners []owner) {
 	binary.LittleEndian.PutUint32(data[12:], uint32(len(owners)))
 	p := data[p2lHeaderSize:]
 	for i, o := range owners {
-		binary.LittleEndian.PutUint64(p[i*p2lEntrySize:], o.fileID)
-		binary.LittleEndian.PutUint32(p[i*p2lEntrySize+8:], o.page)
+		binary.LittleEndian.PutUint64(p[i*p2lEntrySize:], o.FileID)
+		binary.LittleEndian.PutUint32(p[i*p2lEntrySize+8:], o.Page)
 	}
 	n := p2lHeaderSize + len(owners)*p2lEntrySize
 	binary.LittleEndian.PutUint32(data[16:], base.CRC32C(data[p2lHeaderSize:n])^
 		base.CRC32C(data[0:16]))
 }
 
-// decodeP2L parses a P2L page written by encodeP2L for zone z about die
+// DecodeP2L parses a P2L page written by EncodeP2L for zone z about die
 // `about`; ok is false if it does not verify.
-func decodeP2L(data []byte, z, about int) (owners []owner, ok bool) {
+func DecodeP2L(data []byte, z, about int) (owners []Owner, ok bool) {
 	if binary.LittleEndian.Uint32(data[0:]) != p2lMagic ||
 		binary.LittleEndian.Uint32(data[4:]) != uint32(z) ||
 		binary.LittleEndian.Uint32(data[8:]) != uint32(about) {
@@ -201,19 +201,19 @@ func decodeP2L(data []byte, z, about int) (owners []owner, ok bool) {
 		base.CRC32C(data[0:16]) {
 		return nil, false
 	}
-	owners = make([]owner, cnt)
+	owners = make([]Owner, cnt)
 	p := data[p2lHeaderSize:]
 	for i := range owners {
-		owners[i] = owner{
-			fileID: binary.LittleEndian.Uint64(p[i*p2lEntrySize:]),
-			page:   binary.LittleEndian.Uint32(p[i*p2lEntrySize+8:]),
+		owners[i] = Owner{
+			FileID: binary.LittleEndian.Uint64(p[i*p2lEntrySize:]),
+			Page:   binary.LittleEndian.Uint32(p[i*p2lEntrySize+8:]),
 		}
 	}
 	return owners, true
 }
 
-// p2lOOB fills the OOB of a P2L or metadata page: kind and a CRC of data.
-func kindOOB(oob []byte, kind byte, data []byte) {
+// KindOOB fills the OOB of a P2L or metadata page: kind and a CRC of data.
+func KindOOB(oob []byte, kind byte, data []byte) {
 	clear(oob)
 	oob[0] = kind
 	binary.LittleEndian.PutUint32(oob[32:], base.CRC32C(data))
