@@ -38,6 +38,9 @@
 //
 // # Layout on flash
 //
+// The encoding of every structure below (and the vote over metadata units)
+// is internal/sdf/onflash; this package writes, reads and replays them.
+//
 // Data page (OOB): kind, valid bytes, file ID, file page, write sequence
 // number, CRC32C over data and identity. The last page of every block of a
 // data zone is the P2L page: the block on stripe die i stores the owners
@@ -77,15 +80,15 @@
 // A sync programs the partial last page padded with zeros; the next flush
 // programs that page again, out of place, with the bytes appended since, so
 // every extent starts at a page boundary of its file. A file sync does not
-// write the journal: every zone's opening is journaled (onflash.RecZoneOpen, made
-// durable by the first sync that follows) and its sealing when it fills
-// (onflash.RecZoneSealed, after its extents); on open, the programmed pages of the
-// zones left unsealed are read and every verified page newer than its
+// write the journal: every zone's opening is journaled (onflash.RecZoneOpen,
+// made durable by the first sync that follows) and its sealing when it fills
+// (onflash.RecZoneSealed, after its extents); on open, the programmed pages
+// of the zones left unsealed are read and every verified page newer than its
 // file's mapping is mapped again if it replaces a page or extends the file
 // without a hole (recoverUnsealed). Creates, renames, removes and rewrites
 // program one metadata page three times. These costs are in the write
-// amplification. A channel pinned with CreateOn is not persisted:
-// after a reopen the file's new zones may be on any channel.
+// amplification. A channel pinned with CreateOn is not persisted: after a
+// reopen the file's new zones may be on any channel.
 //
 // # Invariants
 //
