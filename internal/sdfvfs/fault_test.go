@@ -248,25 +248,13 @@ func TestSSTBitFlipsReportCorruption(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	dev := memDevice(t, flash.Options{Seed: seed})
 	fs := mount(t, dev, false, Options{})
-	db, err := pebble.Open("db", pebbleOptions(t, fs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeKeys(t, db, n, 500, 1)
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	fs = remount(t, db, fs, dev, Options{})
-	ssts := listWithPrefix(t, fs, "db", ".sst")
-	if len(ssts) == 0 {
-		t.Fatal("no sstables")
-	}
+	fs, ssts := flushedTables(t, dev, fs, pebbleOptions(t, fs), n, Options{})
 	victim := ssts[rng.Intn(len(ssts))]
 	flips := flipPages(dev, rng, filePages(t, dev, fs, victim))
 	t.Logf("flipped a bit in %d pages of %s (of %d sstables)", flips, victim, len(ssts))
 
 	var cl corruptionListener
-	db, err = pebble.Open("db", cl.options(t, fs))
+	db, err := pebble.Open("db", cl.options(t, fs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,16 +361,7 @@ func TestLogicalCorruptionCaughtByPebble(t *testing.T) {
 	t.Logf("seed %d", seed)
 	dev := memDevice(t, flash.Options{Seed: seed})
 	fs := mount(t, dev, false, Options{})
-	db, err := pebble.Open("db", pebbleOptions(t, fs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeKeys(t, db, n, 500, 1)
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	fs = remount(t, db, fs, dev, Options{})
-	ssts := listWithPrefix(t, fs, "db", ".sst")
+	fs, ssts := flushedTables(t, dev, fs, pebbleOptions(t, fs), n, Options{})
 	f, err := fs.OpenReadWrite(ssts[0], vfs.WriteCategoryUnspecified)
 	if err != nil {
 		t.Fatal(err)
@@ -397,7 +376,7 @@ func TestLogicalCorruptionCaughtByPebble(t *testing.T) {
 	}
 	f.Close()
 	var cl corruptionListener
-	db, err = pebble.Open("db", cl.options(t, fs))
+	db, err := pebble.Open("db", cl.options(t, fs))
 	if err != nil {
 		t.Fatal(err)
 	}

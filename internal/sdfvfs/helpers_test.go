@@ -126,3 +126,24 @@ func readAll(t testing.TB, fs *FS, name string) []byte {
 }
 
 func isPebbleCorruption(err error) bool { return pebble.IsCorruptionError(err) }
+
+// flushedTables writes n keys (generation 1) to a Pebble on fs opened with
+// o, flushes them to sstables and remounts the device with opts, so every
+// later read comes from flash. It returns the remounted FS and the tables.
+func flushedTables(t testing.TB, dev flash.Device, fs *FS, o *pebble.Options, n int, opts Options) (*FS, []string) {
+	t.Helper()
+	db, err := pebble.Open("db", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, db, n, 500, 1)
+	if err := db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	fs = remount(t, db, fs, dev, opts)
+	ssts := listWithPrefix(t, fs, "db", ".sst")
+	if len(ssts) == 0 {
+		t.Fatal("no sstables")
+	}
+	return fs, ssts
+}

@@ -154,19 +154,7 @@ func TestSSTMetadataRanges(t *testing.T) {
 		o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 		return o
 	}
-	db, err := pebble.Open("db", po())
-	if err != nil {
-		t.Fatal(err)
-	}
-	writeKeys(t, db, n, 500, 1)
-	if err := db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	fs = remount(t, db, fs, dev, opts)
-	ssts := listWithPrefix(t, fs, "db", ".sst")
-	if len(ssts) == 0 {
-		t.Fatal("no sstables")
-	}
+	fs, ssts := flushedTables(t, dev, fs, po(), n, opts)
 	ps := int64(dev.Geometry().PageSize)
 	flipped := 0
 	for _, sst := range ssts {
@@ -200,7 +188,7 @@ func TestSSTMetadataRanges(t *testing.T) {
 	var cl corruptionListener
 	o := cl.options(t, fs)
 	o.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
-	db, err = pebble.Open("db", o)
+	db, err := pebble.Open("db", o)
 	if err != nil {
 		t.Fatal(err)
 	}
