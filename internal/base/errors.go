@@ -19,6 +19,12 @@ var ErrDataLoss = fmt.Errorf("data loss: no redundant copy verifies: %w", ErrCor
 // changed nothing.
 var ErrInvalidArgument = errors.New("invalid argument")
 
+// ErrNoSpace marks an operating error caused by a full device: the write
+// changed nothing and may succeed elsewhere, or here once space frees up
+// (a node refuses new writes before its device is full, to keep room for
+// repairs: node.Config.RepairReserve).
+var ErrNoSpace = errors.New("no space")
+
 // ErrAssertionFailed marks a bug: an internal invariant does not hold.
 var ErrAssertionFailed = errors.New("assertion failed")
 
@@ -38,6 +44,11 @@ func InvalidArgumentf(format string, args ...any) error {
 	return &markedError{mark: ErrInvalidArgument, err: fmt.Errorf(format, args...)}
 }
 
+// NoSpaceErrorf formats an error that wraps ErrNoSpace.
+func NoSpaceErrorf(format string, args ...any) error {
+	return &markedError{mark: ErrNoSpace, err: fmt.Errorf(format, args...)}
+}
+
 // AssertionFailedf formats an error that wraps ErrAssertionFailed. Callers
 // that can continue return it; internal/invariants panics with it in test
 // builds.
@@ -50,6 +61,9 @@ func IsCorruption(err error) bool { return errors.Is(err, ErrCorruption) }
 
 // IsDataLoss reports whether err is (or wraps) an unrepairable corruption.
 func IsDataLoss(err error) bool { return errors.Is(err, ErrDataLoss) }
+
+// IsNoSpace reports whether err is (or wraps) a full device.
+func IsNoSpace(err error) bool { return errors.Is(err, ErrNoSpace) }
 
 // IsInvalidArgument reports whether err is (or wraps) a validation failure.
 func IsInvalidArgument(err error) bool { return errors.Is(err, ErrInvalidArgument) }

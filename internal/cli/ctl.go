@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -138,7 +139,7 @@ func ctlGet(f *ctlFlags) *cobra.Command {
 				} else if _, err := cmd.OutOrStdout().Write(data); err != nil {
 					return err
 				}
-				if report || rep.Repaired > 0 || rep.Failovers > 0 {
+				if report || rep.Repaired > 0 || rep.Failovers > 0 || rep.RepairFailed > 0 {
 					fmt.Fprintln(cmd.ErrOrStderr(), "read:", rep)
 				}
 				return nil
@@ -344,8 +345,11 @@ func ctlRepairs(f *ctlFlags) *cobra.Command {
 		Long: `repairs prints, per node, the totals of its repair history since SINCE:
 chunk reads, transient corruptions (the re-read verified), persistent ones
 (damage on the device), chunks repaired and missing chunks re-created from
-redundancy, writes refused because their data did not verify, and local
-metadata copies rewritten. Each node keeps this history durably (three
+redundancy, repairs the node could not write (device full, write error; the
+event's detail says why, and the chunk stays damaged until a later read or
+scrub repairs it), writes refused because their data did not verify, new
+writes refused to keep the repair reserve free (node --repair-reserve), and
+local metadata copies rewritten; USED is the device's fill. Each node keeps this history durably (three
 checksummed copies in its store, like its identity), so it survives
 restarts; INJECTED FLIPS counts this run's fault injection only. Then it
 lists the most recent events of all nodes, oldest first.`,
@@ -369,7 +373,7 @@ lists the most recent events of all nodes, oldest first.`,
 
 func printRepairs(ctx context.Context, out, errOut io.Writer, c *client.Client, reports []client.NodeReport, recent int) error {
 	rows := [][]string{{"NODE", "SINCE", "CHUNKS READ", "TRANSIENT", "PERSISTENT", "REPAIRED", "MISSING REPAIRED",
-		"REJECTED WRITES", "META REPAIRED", "INJECTED FLIPS", "DIR"}}
+		"REPAIR FAILED", "REJECTED WRITES", "REFUSED FULL", "META REPAIRED", "INJECTED FLIPS", "USED", "DIR"}}
 	type event struct {
 		node uint64
 		ev   *nodepb.RepairEvent
@@ -391,10 +395,14 @@ func printRepairs(ctx context.Context, out, errOut io.Writer, c *client.Client, 
 		}
 		row := []string{strconv.FormatUint(r.Info.Id, 10), time.UnixMilli(h.SinceUnixMs).Format(timeLayout)}
 		for _, k := range []string{node.CountChunksRead, node.KindTransient, node.KindPersistent, node.KindRepaired,
-			node.KindMissingRepaired, node.KindRejectedWrite, node.KindMetaRepaired} {
+			node.KindMissingRepaired, node.KindRepairFailed, node.KindRejectedWrite, node.CountRefusedFull, node.KindMetaRepaired} {
 			row = append(row, strconv.FormatInt(h.Counts[k], 10))
 		}
-		rows = append(rows, append(row, strconv.FormatInt(flips, 10), r.Stats.Dir))
+		used := "-"
+		if r.Stats.CapacityBytes > 0 {
+			used = fmt.Sprintf("%.1f%%", 100*float64(r.Stats.UsedBytes)/float64(r.Stats.CapacityBytes))
+		}
+		rows = append(rows, append(row, strconv.FormatInt(flips, 10), used, r.Stats.Dir))
 		for _, e := range h.Recent {
 			events = append(events, event{r.Info.Id, e})
 		}
@@ -574,7 +582,7 @@ func ctlScrub(f *ctlFlags) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				var chunks, repaired, missing, failed int
+				var chunks, repaired, missing, failed, repairFailed, noSpace int
 				var verified int64
 				for _, rec := range recs {
 					rep, err := c.ScrubObject(ctx, rec, nil, nil)
@@ -583,16 +591,37 @@ func ctlScrub(f *ctlFlags) *cobra.Command {
 						repaired += rep.Repaired
 						missing += rep.RepairedMissing
 						verified += rep.BytesRead
+						repairFailed += rep.RepairFailed
+						for _, f := range rep.RepairFailures {
+							if f.NoSpace {
+								noSpace++
+							}
+							fmt.Fprintf(cmd.ErrOrStderr(), "%s: repair failed: %s\n", rec.Key, f)
+						}
+						if n := rep.RepairFailed - len(rep.RepairFailures); n > 0 {
+							fmt.Fprintf(cmd.ErrOrStderr(), "%s: %d more repairs failed\n", rec.Key, n)
+						}
 					}
 					if err != nil {
 						failed++
 						fmt.Fprintf(cmd.ErrOrStderr(), "%s: %v\n", rec.Key, err)
 					}
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "scrubbed %d objects (%d chunks or rows, %s of data): %d chunks repaired (%d of them missing), %d objects failed\n",
-					len(recs), chunks, base.Bytes(verified), repaired, missing, failed)
+				fmt.Fprintf(cmd.OutOrStdout(), "scrubbed %d objects (%d chunks or rows, %s of data): %d chunks repaired (%d of them missing), %d repairs failed, %d objects failed\n",
+					len(recs), chunks, base.Bytes(verified), repaired, missing, repairFailed, failed)
+				var errs []string
 				if failed > 0 {
-					return fmt.Errorf("%d objects could not be scrubbed", failed)
+					errs = append(errs, fmt.Sprintf("%d objects could not be scrubbed", failed))
+				}
+				if repairFailed > 0 {
+					why := ""
+					if noSpace > 0 {
+						why = fmt.Sprintf(", %d listed of them on a full device: free space there (delete objects) and scrub again", noSpace)
+					}
+					errs = append(errs, fmt.Sprintf("%d repairs could not be written (the chunks stay damaged on those nodes; see 'ctl repairs'%s)", repairFailed, why))
+				}
+				if len(errs) > 0 {
+					return errors.New(strings.Join(errs, "; "))
 				}
 				return nil
 			})

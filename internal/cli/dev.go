@@ -27,6 +27,7 @@ type devOptions struct {
 	deviceSize base.Bytes
 	readMode   string
 	dieRepair  string
+	reserve    float64
 	maxObject  base.Bytes
 	scrub      scrubFlags
 	start      startFlags
@@ -71,6 +72,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	f.StringVar(&o.readMode, "read-mode", "direct", "cluster read mode: direct or hdfs (baseline)")
 	f.StringVar(&o.dieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
 	f.Var(&o.maxObject, "max-object", "largest object accepted")
+	registerRepairReserve(f, &o.reserve)
 	// A dev cluster's nodes restart in seconds: one down for a minute has
 	// failed (a node that cannot open is reported dead at start).
 	o.scrub.register(cmd, time.Minute)
@@ -90,7 +92,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		return base.InvalidArgumentf("--dir is required")
 	}
 	opts := devcluster.Options{
-		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, DieRepair: o.dieRepair, MaxObjectBytes: o.maxObject, SyncWrites: true, EtcdMembers: o.etcdMembers,
+		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, DieRepair: o.dieRepair, RepairReserve: repairReserveConfig(o.reserve), MaxObjectBytes: o.maxObject, SyncWrites: true, EtcdMembers: o.etcdMembers,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
 	}
 	if o.kv {

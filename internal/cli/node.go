@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/kv"
@@ -16,6 +17,7 @@ func newNodeCmd() *cobra.Command {
 	var id uint64
 	var start startFlags
 	var withKV bool
+	var reserve float64
 	cmd := &cobra.Command{
 		Use:   "node --dir DIR --coordinator ADDR",
 		Short: "Run a storage node",
@@ -46,6 +48,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 			}
 			defer lock.Close()
 			startCtx, cancel := start.startContext(ctx)
+			cfg.RepairReserve = repairReserveConfig(reserve)
 			n, err := node.Start(startCtx, cfg)
 			if err != nil {
 				err = startError(startCtx, err)
@@ -63,9 +66,26 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.StringVar(&cfg.CoordinatorAddr, "coordinator", "", "coordinator address (host:port)")
 	f.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:0", "gRPC listen address")
 	f.StringVar(&cfg.DieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
+	registerRepairReserve(f, &reserve)
 	f.Uint64Var(&id, "id", 0, "node ID (0: from the identity file, or allocated)")
 	f.BoolVar(&cfg.SyncWrites, "sync", true, "fsync every chunk write")
 	f.BoolVar(&withKV, "kv", true, "host the replicated KV store (replicas of the shards the coordinator places here)")
 	start.register(cmd)
 	return cmd
+}
+
+// registerRepairReserve adds --repair-reserve (node.Config.RepairReserve).
+func registerRepairReserve(f *pflag.FlagSet, reserve *float64) {
+	f.Float64Var(reserve, "repair-reserve", node.DefaultRepairReserve,
+		"fraction of each node's device kept free for repairs: a new write that would leave less free is refused "+
+			"with a clear error (the client places it elsewhere) while repairs may use it (0: no reserve)")
+}
+
+// repairReserveConfig maps the flag onto node.Config (where 0 is the
+// default and negative is none).
+func repairReserveConfig(flag float64) float64 {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

@@ -28,8 +28,13 @@ type ReadReport struct {
 	// did not have (also in Repaired).
 	RepairedMissing int
 	RepairsByNode   map[uint64]int
-	RepairFailed    int
-	Voted           int // chunks rebuilt by majority vote
+	// RepairFailed counts repairs that could not be written (the node is
+	// full or down, the write failed); RepairFailures says which and why
+	// (the first MaxRepairFailures). The chunk stays damaged on that node
+	// until a later read or scrub repairs it.
+	RepairFailed   int
+	RepairFailures []RepairFailure
+	Voted          int // chunks rebuilt by majority vote
 	// AllCorrupt counts REP chunks whose every replica was read corrupt
 	// (rebuilt sector by sector and by vote): where chunk-granularity
 	// recovery alone would have failed (the direct-read-errors experiment).
@@ -56,6 +61,9 @@ func (r *ReadReport) String() string {
 	}
 	if r.RepairFailed > 0 {
 		fmt.Fprintf(&b, " repair-failed=%d", r.RepairFailed)
+		if len(r.RepairFailures) > 0 {
+			fmt.Fprintf(&b, " (first: %s)", r.RepairFailures[0])
+		}
 	}
 	if r.Failovers > 0 {
 		fmt.Fprintf(&b, " failovers=%d rereplicated=%v", r.Failovers, r.Rereplicated)
@@ -75,6 +83,31 @@ func (r *ReadReport) String() string {
 		}
 	}
 	return b.String()
+}
+
+// MaxRepairFailures bounds the failures a ReadReport lists (all are
+// counted).
+const MaxRepairFailures = 16
+
+// RepairFailure is one repair that could not be written.
+type RepairFailure struct {
+	Node  uint64
+	Chunk direct.ChunkID
+	// NoSpace: the node's device is full (base.ErrNoSpace).
+	NoSpace bool
+	Reason  string
+}
+
+func (f RepairFailure) String() string {
+	return fmt.Sprintf("node %d chunk %s: %s", f.Node, f.Chunk, f.Reason)
+}
+
+// addRepairFailure counts a failed repair and keeps its reason.
+func (r *ReadReport) addRepairFailure(j RepairJob, err error) {
+	r.RepairFailed++
+	if len(r.RepairFailures) < MaxRepairFailures {
+		r.RepairFailures = append(r.RepairFailures, RepairFailure{Node: j.Node, Chunk: j.ID, NoSpace: base.IsNoSpace(err), Reason: err.Error()})
+	}
 }
 
 // reportMu guards a ReadReport filled by concurrent chunk readers.
@@ -301,7 +334,7 @@ func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []i
 		err := c.applyRepair(ctx, job)
 		rep.add(func(rr *ReadReport) {
 			if err != nil {
-				rr.RepairFailed++
+				rr.addRepairFailure(job, err)
 				return
 			}
 			rr.Repaired++

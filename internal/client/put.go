@@ -53,6 +53,11 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.
 			Key: key, SizeBytes: int64(len(data)), Redundancy: red, Exclude: exclude,
 		})
 		if err != nil {
+			if lastErr != nil {
+				// No placement left without the nodes that failed: their
+				// reason (a full device, say) is the one that matters.
+				return nil, fmt.Errorf("put %q: nodes %v failed (%w); no placement left without them: %v", key, exclude, lastErr, wire.FromStatus(err))
+			}
 			return nil, wire.FromStatus(err)
 		}
 		if begin.Redundancy != objectpb.Redundancy_REDUNDANCY_UNSPECIFIED {

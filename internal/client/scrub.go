@@ -77,12 +77,25 @@ type ScrubStats struct {
 	// RepairedMissing counts repairs that re-created missing chunks (also
 	// in Repaired).
 	RepairedMissing int64
-	Errors          int64
+	// RepairsPending is how many failed repairs wait to be tried again
+	// (at the start of each pass, while their version is current);
+	// RepairRetried counts the ones a retry wrote; RepairFailedNoSpace the
+	// failures (in RepairFailed) whose node was full. LastRepairFailure is
+	// the last failure's reason.
+	RepairsPending      int64
+	RepairRetried       int64
+	RepairFailedNoSpace int64
+	LastRepairFailure   string
+	Errors              int64
 }
 
 func (s ScrubStats) String() string {
-	return fmt.Sprintf("passes=%d objects=%d chunks=%d verified=%dB repaired=%d/%d failed=%d errors=%d reprotected=%d",
+	out := fmt.Sprintf("passes=%d objects=%d chunks=%d verified=%dB repaired=%d/%d failed=%d errors=%d reprotected=%d",
 		s.Passes, s.Objects, s.Chunks, s.BytesVerified, s.Repaired, s.RepairsQueued, s.RepairFailed, s.Errors, s.Reprotected)
+	if s.RepairFailed > 0 {
+		out += fmt.Sprintf(" (no space %d, pending %d, retried %d; last: %s)", s.RepairFailedNoSpace, s.RepairsPending, s.RepairRetried, s.LastRepairFailure)
+	}
+	return out
 }
 
 // Scrubber verifies the whole index in the background at a bounded rate and
@@ -99,6 +112,15 @@ type Scrubber struct {
 	stats  ScrubStats
 	// downSince is when each member was first seen down (guarded by mu).
 	downSince map[uint64]time.Time
+	// failed holds the repairs that could not be written, to be tried
+	// again (guarded by mu; at most RepairQueue, the newest per chunk and
+	// node kept).
+	failed map[repairKey]RepairJob
+}
+
+type repairKey struct {
+	node uint64
+	id   direct.ChunkID
 }
 
 // NewScrubber returns a scrubber over c's cluster.
@@ -150,7 +172,7 @@ func NewScrubber(c *Client, opts ScrubberOptions) (*Scrubber, error) {
 		return nil, err
 	}
 	return &Scrubber{c: c, opts: opts, scrub: sb, repair: rb, jobs: make(chan RepairJob, opts.RepairQueue),
-		downSince: map[uint64]time.Time{}}, nil
+		downSince: map[uint64]time.Time{}, failed: map[repairKey]RepairJob{}}, nil
 }
 
 // Stats returns the counters.
@@ -203,6 +225,7 @@ func (s *Scrubber) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.retryFailed(ctx, recs)
 	for _, rec := range recs {
 		if slices.ContainsFunc(rec.Placement, dead) {
 			rp, err := s.c.ReprotectObject(ctx, rec, dead, s.wait)
@@ -333,15 +356,61 @@ func (s *Scrubber) applyNow(ctx context.Context, j RepairJob) error {
 		}
 	}
 	err := s.c.applyRepair(ctx, j)
+	k := repairKey{j.Node, j.ID}
 	s.count(func(st *ScrubStats) {
 		if err != nil {
+			if ctx.Err() != nil {
+				return // stopping: not a failure of the repair
+			}
 			st.RepairFailed++
+			if base.IsNoSpace(err) {
+				st.RepairFailedNoSpace++
+			}
+			st.LastRepairFailure = err.Error()
+			if _, ok := s.failed[k]; ok || len(s.failed) < s.opts.RepairQueue {
+				s.failed[k] = j
+			}
 		} else {
 			st.Repaired++
 			if j.Missing {
 				st.RepairedMissing++
 			}
+			delete(s.failed, k)
 		}
+		st.RepairsPending = int64(len(s.failed))
 	})
+	if err != nil && ctx.Err() == nil {
+		s.c.opts.Logf("scrubber: repair of %s on node %d failed (tried again next pass): %v", j.ID, j.Node, err)
+	}
 	return err
+}
+
+// retryFailed tries the repairs that failed again, within the repair
+// budget: a full node may have room now (objects deleted, its GC ran). A
+// repair whose version recs (the index) no longer lists is dropped.
+func (s *Scrubber) retryFailed(ctx context.Context, recs []*objectpb.ObjectRecord) {
+	type version struct{ object, version uint64 }
+	current := map[version]bool{}
+	for _, r := range recs {
+		current[version{r.Object, r.Version}] = true
+	}
+	s.mu.Lock()
+	var jobs []RepairJob
+	for k, j := range s.failed {
+		if current[version{j.ID.Object, j.ID.Version}] {
+			jobs = append(jobs, j)
+		} else {
+			delete(s.failed, k)
+		}
+	}
+	s.stats.RepairsPending = int64(len(s.failed))
+	s.mu.Unlock()
+	for _, j := range jobs {
+		if ctx.Err() != nil {
+			return
+		}
+		if err := s.applyNow(ctx, j); err == nil {
+			s.count(func(st *ScrubStats) { st.RepairRetried++ })
+		}
+	}
 }

@@ -20,8 +20,12 @@ const (
 	KindRepaired        = "repaired"
 	KindMissingRepaired = "missing-repaired"
 	KindRejectedWrite   = "rejected-write"
-	KindMetaRepaired    = "meta-repaired"
-	KindHistoryLost     = "history-lost"
+	// KindRepairFailed: a repair write this node could not store (device
+	// full, write error); the detail says why. The chunk stays damaged
+	// until a later read or scrub repairs it.
+	KindRepairFailed = "repair-failed"
+	KindMetaRepaired = "meta-repaired"
+	KindHistoryLost  = "history-lost"
 	// KindDieFailed and KindDieRepaired: a die the flash layer declared
 	// failed with what it held, and each round of its repair (Reparo).
 	KindDieFailed   = "die-failed"
@@ -29,12 +33,15 @@ const (
 	// CountChunksRead is not a repair kind: the chunk reads the counts above
 	// are out of, kept with them (without events).
 	CountChunksRead = "chunks-read"
+	// CountRefusedFull is not a repair kind either: new writes refused to
+	// keep the repair reserve free (Config.RepairReserve), without events.
+	CountRefusedFull = "refused-full"
 )
 
 // RepairKinds lists the repair kinds in display order.
 func RepairKinds() []string {
 	return []string{KindTransient, KindPersistent, KindRepaired, KindMissingRepaired,
-		KindRejectedWrite, KindMetaRepaired, KindHistoryLost, KindDieFailed, KindDieRepaired}
+		KindRepairFailed, KindRejectedWrite, KindMetaRepaired, KindHistoryLost, KindDieFailed, KindDieRepaired}
 }
 
 // historyFile is the repair history's metadata file (objstore.MetaFiles:
@@ -151,6 +158,14 @@ func (h *history) recordLocked(kind string, id *direct.ChunkID, detail string) {
 		h.rec.Recent = h.rec.Recent[:n]
 	}
 	h.rec.Recent = append(h.rec.Recent, ev)
+	h.dirty = true
+}
+
+// count adds n to a total that has no events (CountRefusedFull).
+func (h *history) count(name string, n int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.rec.Counts[name] += n
 	h.dirty = true
 }
 

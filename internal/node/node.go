@@ -56,9 +56,18 @@ type Config struct {
 	// coordinator placed on it, in Dir/kv, opened once the coordinator has
 	// a layout. It needs a coordinator and a Dir.
 	KV *kv.Options
+	// RepairReserve is the fraction of the device kept free for repairs
+	// (default 0.05; negative: none): a new chunk write that would leave
+	// less free is refused with an error wrapping base.ErrNoSpace (the
+	// client places the write elsewhere), while repairs may use the
+	// reserve (objstore.ChunkStore.SetRepairReserve).
+	RepairReserve float64
 	// Logf receives operational messages; nil discards them.
 	Logf func(format string, args ...any)
 }
+
+// DefaultRepairReserve is Config.RepairReserve's default.
+const DefaultRepairReserve = 0.05
 
 // identity is the node's identity and version file.
 type identity struct {
@@ -125,6 +134,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
+	switch {
+	case cfg.RepairReserve == 0:
+		cfg.RepairReserve = DefaultRepairReserve
+	case cfg.RepairReserve < 0:
+		cfg.RepairReserve = 0
+	}
 	switch cfg.DieRepair {
 	case "":
 		cfg.DieRepair = DieRepairReparo
@@ -150,6 +165,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.fault = objstore.NewFaultStore(inner, cfg.FaultSeed)
 	n.chunks = objstore.NewChunkStore(n.fault)
+	if err := n.chunks.SetRepairReserve(cfg.RepairReserve); err != nil {
+		inner.Close()
+		return nil, fmt.Errorf("node: %w", err)
+	}
 
 	ident, err := n.loadIdentity()
 	if err != nil {
@@ -438,6 +457,7 @@ func (n *Node) Stats() *nodepb.StatsResponse {
 		ChunksRead: cs.ChunksRead, BytesRead: cs.BytesRead, Transient: cs.Transient,
 		Persistent: cs.Persistent, Repaired: cs.Repaired, Rejected: cs.Rejected,
 		MetaRepaired: cs.MetaRepaired, InjectedFlips: n.fault.Flips(), MissingRepaired: cs.MissingRepaired,
+		RefusedFull: cs.RefusedFull, RepairFailed: cs.RepairFailed,
 	}}
 	if wr, ok := n.inner.(objstore.WearReporter); ok {
 		w := wr.Wear()

@@ -51,8 +51,16 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 		return &nodepb.WriteChunkResponse{}, nil
 	}
 	if err := s.n.chunks.WriteChunk(id, req.Data, req.Sums, req.Repair); err != nil {
-		if base.IsCorruption(err) {
+		switch {
+		case base.IsCorruption(err):
 			s.n.history.record(KindRejectedWrite, &id, "")
+		case req.Repair && !base.IsInvalidArgument(err):
+			// Never silent: counted, kept in the history with its reason,
+			// and logged; the writer reports it and tries again later.
+			s.n.history.record(KindRepairFailed, &id, err.Error())
+			s.n.cfg.Logf("node %s: repair of %s failed: %v", s.n.id, id, err)
+		case base.IsNoSpace(err):
+			s.n.history.count(CountRefusedFull, 1)
 		}
 		return nil, wire.ToStatus(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -22,10 +23,15 @@ type ChunkStore struct {
 	// sumsMu serializes the read-modify-write of a sums file shared by
 	// several chunks.
 	sumsMu sumsLocks
-	c      struct {
+	// reserve is the fraction of the device kept free for repairs
+	// (SetRepairReserve).
+	reserveMu sync.Mutex
+	reserve   float64
+	c         struct {
 		chunksWritten, bytesWritten, chunksRead, bytesRead atomic.Int64
 		transient, persistent, repaired, rejected          atomic.Int64
 		metaRepaired, missingRepaired                      atomic.Int64
+		refusedFull, repairFailed                          atomic.Int64
 	}
 }
 
@@ -73,6 +79,10 @@ type ChunkStats struct {
 	// MissingRepaired counts chunks re-created because their file was
 	// missing (a repair the writer marked as such; also in Repaired).
 	MissingRepaired int64
+	// RefusedFull counts new writes refused to keep the repair reserve
+	// free; RepairFailed the repair writes that failed (device full, write
+	// error), each left for the next read or scrub to try again.
+	RefusedFull, RepairFailed int64
 }
 
 func (s ChunkStats) String() string {
@@ -94,6 +104,8 @@ func (c *ChunkStore) Stats() ChunkStats {
 		Rejected:        c.c.rejected.Load(),
 		MetaRepaired:    c.c.metaRepaired.Load(),
 		MissingRepaired: c.c.missingRepaired.Load(),
+		RefusedFull:     c.c.refusedFull.Load(),
+		RepairFailed:    c.c.repairFailed.Load(),
 	}
 }
 
@@ -108,7 +120,36 @@ func (c *ChunkStore) AddMetaRepairs(n int) { c.c.metaRepaired.Add(int64(n)) }
 // write that does not verify is refused with a corruption error and changes
 // nothing: corruption does not spread by replication. repair marks the
 // rewrite of a chunk found corrupt.
+//
+// A new write (not a repair) that would eat into the repair reserve
+// (SetRepairReserve) is refused with an error wrapping base.ErrNoSpace.
+// A repair may use the reserve; one that meets a full device has the store
+// collect garbage (Collector) and tries once more. A repair that still
+// fails is counted (ChunkStats.RepairFailed) and its error returned.
 func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool) error {
+	if !repair {
+		if err := c.checkRoom(len(data) + SumsRecordSize); err != nil {
+			return fmt.Errorf("chunk %s: %w", id, err)
+		}
+		return c.writeChunk(id, data, sums, false)
+	}
+	err := c.writeChunk(id, data, sums, true)
+	if base.IsNoSpace(err) {
+		if col, ok := c.store.(Collector); ok {
+			if cerr := col.Collect(); cerr != nil {
+				err = fmt.Errorf("%w (garbage collection: %v)", err, cerr)
+			} else {
+				err = c.writeChunk(id, data, sums, true)
+			}
+		}
+	}
+	if err != nil && !base.IsCorruption(err) && !base.IsInvalidArgument(err) {
+		c.c.repairFailed.Add(1)
+	}
+	return err
+}
+
+func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool) error {
 	if len(data) > direct.ChunkSize {
 		return base.InvalidArgumentf("chunk %s: %d bytes exceed the chunk size %d", id, len(data), direct.ChunkSize)
 	}

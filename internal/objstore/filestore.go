@@ -1,6 +1,7 @@
 package objstore
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -82,6 +83,9 @@ func (s *FileStore) putLocked(p string, data []byte) error {
 	tmp := fmt.Sprintf("%s.tmp%d", p, s.seq.Add(1))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return base.NoSpaceErrorf("filestore: %w", err)
+		}
 		return fmt.Errorf("filestore: %w", err)
 	}
 	_, err = f.Write(data)
@@ -96,6 +100,9 @@ func (s *FileStore) putLocked(p string, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return base.NoSpaceErrorf("filestore: put %s: %w", p, err)
+		}
 		return fmt.Errorf("filestore: put %s: %w", p, err)
 	}
 	if s.sync {
@@ -231,8 +238,9 @@ func (s *FileStore) Close() error { return nil }
 
 // MemStore is an in-memory Store for tests.
 type MemStore struct {
-	mu    sync.Mutex
-	files map[string][]byte
+	mu       sync.Mutex
+	files    map[string][]byte
+	capacity base.Bytes // 0: 1 GiB
 }
 
 var _ Store = (*MemStore)(nil)
@@ -250,6 +258,9 @@ func (m *MemStore) Put(name string, data []byte) error {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if grow := base.Bytes(len(data) - len(m.files[name])); grow > 0 && m.usedLocked()+grow > m.capacityLocked() {
+		return base.NoSpaceErrorf("memstore: put %s: no space left (%s of %s used)", name, m.usedLocked(), m.capacityLocked())
+	}
 	m.files[name] = append([]byte(nil), data...)
 	return nil
 }
@@ -302,11 +313,7 @@ func (m *MemStore) FlipBits(name string, bitOffset int64, count int) error {
 func (m *MemStore) Usage() (Usage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var used int64
-	for _, b := range m.files {
-		used += int64(len(b))
-	}
-	return Usage{CapacityBytes: base.GiB, UsedBytes: base.Bytes(used)}, nil
+	return Usage{CapacityBytes: m.capacityLocked(), UsedBytes: m.usedLocked()}, nil
 }
 
 // Close implements Store.

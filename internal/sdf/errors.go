@@ -15,8 +15,9 @@ var (
 	ErrNotExist = fmt.Errorf("sdf: file does not exist: %w", fs.ErrNotExist)
 	// ErrExist: a file of that name exists (wraps io/fs.ErrExist).
 	ErrExist = fmt.Errorf("sdf: file exists: %w", fs.ErrExist)
-	// ErrNoSpace: no empty zone is left even after garbage collection.
-	ErrNoSpace = errors.New("sdf: no space left on device")
+	// ErrNoSpace: no empty zone is left even after garbage collection
+	// (wraps base.ErrNoSpace).
+	ErrNoSpace = base.NoSpaceErrorf("sdf: no space left on device")
 	// ErrClosed: the FS or the file handle is closed.
 	ErrClosed = errors.New("sdf: closed")
 	// ErrReadOnly: the handle was opened for reading, or the FS with

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
 // Stats is a snapshot of the layer's state and counters. Capacity and zone
@@ -18,6 +19,11 @@ type Stats struct {
 	BadBytes     base.Bytes // blocks that are bad or on failed dies
 	Used         base.Bytes // programmed data pages in data zones (live or dead)
 	Live         base.Bytes // data pages some file maps
+	// GCRoom is the room host GC works in: GCFreeZonesMin zones of
+	// average capacity. Writes that leave Usable-Live under it keep GC
+	// busy relocating and, with writers racing GC for the pages of open
+	// zones, can fill every zone (ErrNoSpace while dead pages remain).
+	GCRoom base.Bytes
 	// Zones by state (data zones only).
 	Zones [numZoneStates]int
 	// Write amplification: flash bytes programmed per user byte appended.
@@ -105,6 +111,9 @@ func (fs *FS) Stats() Stats {
 		s.BadBytes += base.Bytes(g.DiesPerChannel-len(z.dies)) * blockBytes
 		s.Used += base.Bytes(z.wp) * ps
 		s.Live += base.Bytes(z.live) * ps
+	}
+	if n := len(fs.zones) - onflash.MetaZoneCount - s.Zones[ZoneOffline]; n > 0 {
+		s.GCRoom = s.Usable / base.Bytes(n) * base.Bytes(fs.opts.GCFreeZonesMin)
 	}
 	s.FailedDies = len(fs.failed)
 	s.Files = len(fs.files)

@@ -75,6 +75,9 @@ type zone struct {
 	writers int
 	// gcStuck: the zone holds live pages that cannot be read, so GC skips it.
 	gcStuck bool
+	// gc: GC opened the zone for its relocations; other writes do not use
+	// it (pickZoneLocked). Set each time the zone is opened.
+	gc bool
 	// unsealed: opened since its last reset and not yet sealed (a
 	// onflash.RecZoneOpen without a later onflash.RecZoneSealed): replay must scan its
 	// pages for synced data whose extents were not journaled.

@@ -10,18 +10,29 @@ import (
 // that nobody is writing; a new zone (round-robin over channels, least worn
 // on the channel) while fewer than MaxOpenZones are open; any open zone.
 // When empty zones run low, host GC runs first (not for GC's own writes).
+//
+// Empty zones are handed to other writes only while more than
+// GCFreeZonesMin are left; when GC can make no more room they may take all
+// but the last one, which only GC may use (gcLastZones). NB: without that
+// floor writes could fill every zone, and once files are deleted GC would
+// have nowhere to relocate a victim's live pages: the device would stay
+// full for good (a repair could never be written again).
 func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zone, error) {
-	reserve := forGC
+	minEmpty := fs.opts.GCFreeZonesMin
+	if forGC {
+		minEmpty = 0
+	}
 	for attempt := 0; attempt < 16; attempt++ {
 		fs.mu.Lock()
 		if fs.closed {
 			fs.mu.Unlock()
 			return nil, ErrClosed
 		}
-		z, needGC := fs.pickZoneLocked(hint, ino, reserve)
+		z, needGC := fs.pickZoneLocked(hint, ino, minEmpty, forGC)
 		if z != nil {
 			z.writers++
 			if z.state == ZoneEmpty {
+				z.gc = forGC
 				z.state = ZoneOpen
 				z.hint = hint
 				z.unsealed = true
@@ -49,8 +60,8 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zone, error) 
 		}
 		if !progressed {
 			// Nothing to collect: the reserve of empty zones is all
-			// there is.
-			reserve = true
+			// there is, but for the zones GC itself needs.
+			minEmpty = gcLastZones
 		}
 	}
 	return nil, ErrNoSpace
@@ -63,21 +74,39 @@ func (fs *FS) releaseZone(z *zone) {
 	fs.mu.Unlock()
 }
 
-// pickZoneLocked implements acquireZone's preference. needGC is set when the
+// gcLastZones is how many empty zones only GC may take: one zone receives
+// a victim's live pages (fewer than a zone's, since a victim holds dead
+// pages), and the victim's reset gives it back.
+const gcLastZones = 1
+
+// pickZoneLocked implements acquireZone's preference: an empty zone is
+// handed out only while more than minEmpty are left. needGC is set when the
 // caller should collect garbage before a new zone is handed out.
-func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, needGC bool) {
-	if p := ino.last; p != nil && p.state == ZoneOpen && p.hint == hint && p.writable(fs.l) && p.writers == 0 &&
+//
+// Zones GC opened take only GC's relocations (zone.gc), and GC writes to
+// them or to a new zone first: NB: when other writers could take the pages
+// of GC's zone while it relocates a victim, GC would need more zones than
+// the victim's live pages fill, and could take the last empty zone and
+// still fail, leaving no zone for any GC again.
+func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, minEmpty int, forGC bool) (z *zone, needGC bool) {
+	if p := ino.last; p != nil && p.state == ZoneOpen && p.gc == forGC && p.hint == hint && p.writable(fs.l) && p.writers == 0 &&
 		(ino.channel < 0 || p.channel == ino.channel) && !fs.avoided(p.channel) {
 		return p, false
 	}
 	open := 0
-	var sameHint, anyIdle, anyOpen *zone
+	var sameHint, anyIdle, anyOpen, own *zone
 	for _, c := range fs.zones[onflash.MetaZoneCount:] {
 		if c.state != ZoneOpen {
 			continue
 		}
 		open++
 		if !c.writable(fs.l) || (ino.channel >= 0 && c.channel != ino.channel) || (ino.channel < 0 && fs.avoided(c.channel)) {
+			continue
+		}
+		if c.gc && forGC && c.writers == 0 && own == nil {
+			own = c
+		}
+		if c.gc && !forGC {
 			continue
 		}
 		if c.writers == 0 && c.hint == hint && sameHint == nil {
@@ -90,12 +119,22 @@ func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, ne
 			anyOpen = c
 		}
 	}
+	if forGC {
+		if own != nil {
+			return own, false
+		}
+		if fs.countStateLocked(ZoneEmpty) > 0 {
+			if e := fs.allocEmptyLocked(ino.channel); e != nil {
+				return e, false
+			}
+		}
+	}
 	if sameHint != nil {
 		return sameHint, false
 	}
 	if open < fs.opts.MaxOpenZones {
 		empty := fs.countStateLocked(ZoneEmpty)
-		if empty > fs.opts.GCFreeZonesMin || forGC {
+		if empty > minEmpty {
 			if e := fs.allocEmptyLocked(ino.channel); e != nil {
 				return e, false
 			}
@@ -109,7 +148,7 @@ func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, forGC bool) (z *zone, ne
 	if anyOpen != nil {
 		return anyOpen, false
 	}
-	if forGC && fs.countStateLocked(ZoneEmpty) > 0 {
+	if fs.countStateLocked(ZoneEmpty) > minEmpty {
 		if e := fs.allocEmptyLocked(ino.channel); e != nil {
 			return e, false
 		}

@@ -39,6 +39,8 @@ type Options struct {
 	ReadMode          string
 	// DieRepair is each node's die repair mode (node.Config.DieRepair).
 	DieRepair string
+	// RepairReserve is each node's repair reserve (node.Config.RepairReserve).
+	RepairReserve float64
 	// UnsafeNoFsync disables etcd's fsyncs (tests).
 	UnsafeNoFsync bool
 	// EtcdMembers is the coordinator's number of embedded etcd members (1
@@ -228,6 +230,7 @@ func (c *Cluster) startNodeLocked(ctx context.Context, i int) (*node.Node, error
 		Dir: dir, CoordinatorAddr: c.Coord.Addr(), NodeID: base.NodeID(i + 1), Store: store,
 		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
 		FaultSeed: int64(i + 1), Logf: c.opts.Logf, DieRepair: c.opts.DieRepair, KV: c.opts.KV,
+		RepairReserve: c.opts.RepairReserve,
 	})
 }
 

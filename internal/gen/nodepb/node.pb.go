@@ -1248,8 +1248,12 @@ type DeviceStats struct {
 	MissingRepaired int64 `protobuf:"varint,15,opt,name=missing_repaired,json=missingRepaired,proto3" json:"missing_repaired,omitempty"`
 	// Block erases summed per die, channel-major (emulated flash only).
 	DieEraseCounts []int64 `protobuf:"varint,16,rep,packed,name=die_erase_counts,json=dieEraseCounts,proto3" json:"die_erase_counts,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// New chunk writes refused to keep the repair reserve free; repair writes
+	// that failed (device full, write error), this run.
+	RefusedFull   int64 `protobuf:"varint,17,opt,name=refused_full,json=refusedFull,proto3" json:"refused_full,omitempty"`
+	RepairFailed  int64 `protobuf:"varint,18,opt,name=repair_failed,json=repairFailed,proto3" json:"repair_failed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeviceStats) Reset() {
@@ -1392,6 +1396,20 @@ func (x *DeviceStats) GetDieEraseCounts() []int64 {
 		return x.DieEraseCounts
 	}
 	return nil
+}
+
+func (x *DeviceStats) GetRefusedFull() int64 {
+	if x != nil {
+		return x.RefusedFull
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetRepairFailed() int64 {
+	if x != nil {
+		return x.RepairFailed
+	}
+	return 0
 }
 
 type StatsResponse struct {
@@ -1831,7 +1849,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05moved\x18\x06 \x01(\x03R\x05moved\"\x17\n" +
 	"\x15DieRepairDoneResponse\"1\n" +
 	"\fStatsRequest\x12!\n" +
-	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\xbd\x04\n" +
+	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\x85\x05\n" +
 	"\vDeviceStats\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12%\n" +
 	"\x0echunks_written\x18\x02 \x01(\x03R\rchunksWritten\x12#\n" +
@@ -1854,7 +1872,9 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x11erase_count_total\x18\r \x01(\x03R\x0feraseCountTotal\x12&\n" +
 	"\x0ferase_count_max\x18\x0e \x01(\x03R\reraseCountMax\x12)\n" +
 	"\x10missing_repaired\x18\x0f \x01(\x03R\x0fmissingRepaired\x12(\n" +
-	"\x10die_erase_counts\x18\x10 \x03(\x03R\x0edieEraseCounts\"\x84\x02\n" +
+	"\x10die_erase_counts\x18\x10 \x03(\x03R\x0edieEraseCounts\x12!\n" +
+	"\frefused_full\x18\x11 \x01(\x03R\vrefusedFull\x12#\n" +
+	"\rrepair_failed\x18\x12 \x01(\x03R\frepairFailed\"\x84\x02\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12%\n" +
