@@ -77,10 +77,10 @@ func TestDevAndCtl(t *testing.T) {
 	if out := ctl(0, "scrub", "docs/"); !strings.Contains(out, "1 chunks repaired") {
 		t.Fatalf("scrub: %s", out)
 	}
-	if out := ctl(0, "scrub"); !strings.Contains(out, "0 chunks repaired (0 of them missing), 0 objects failed") {
+	if out := ctl(0, "scrub"); !strings.Contains(out, "0 chunks repaired (0 of them missing), 0 repairs failed, 0 objects failed") {
 		t.Fatalf("second scrub: %s", out)
 	}
-	if out := ctl(0, "repairs"); !strings.Contains(out, "PERSISTENT") {
+	if out := ctl(0, "repairs"); !strings.Contains(out, "PERSISTENT") || !strings.Contains(out, "REPAIR FAILED") {
 		t.Fatalf("repairs: %s", out)
 	}
 	if out := ctl(0, "nodes"); strings.Count(out, " up ") != 6 {

@@ -39,6 +39,12 @@
 // Nodes may be down or return corrupt bytes; the coordinator may be briefly
 // unreachable (operations fail and can be retried). A read returns verified
 // bytes or an error; a corruption no copy can repair is a base.ErrDataLoss
-// error. Repair writes that fail are reported in the ReadReport and left to
-// the scrubber.
+// error. Repairs never fail silently: a repair write that fails is counted
+// and listed with its reason in the ReadReport (RepairFailures; ctl get and
+// ctl scrub print them), the node keeps it in its history, and the
+// Scrubber logs it, keeps the job and writes it again at its next pass
+// while the version is current (ScrubStats.RepairsPending, RepairRetried).
+// A node whose device is near full answers new writes with a no-space
+// error: the write is placed on other nodes, and when none is left the
+// error says which nodes were full.
 package client

@@ -34,6 +34,13 @@
 //     layout in the metadata file node/kv-layout (three checksummed
 //     copies). Peers are found through their liveness records, so a node
 //     that restarts on another port is reached again.
+//   - The repair reserve (Config.RepairReserve, default 5% of the device):
+//     a new chunk write that would leave less free is refused with an error
+//     wrapping base.ErrNoSpace (the client places the write elsewhere),
+//     counted as refused-full; repairs may use the reserve. A repair write
+//     that fails anyway (device full, write error) is a repair-failed
+//     event with its reason, logged, and answered with its error class so
+//     the writer reports it and tries again.
 //   - A hook, Config.RegisterServices, for more services to register on
 //     the node's gRPC server.
 //

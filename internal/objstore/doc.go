@@ -70,6 +70,16 @@
 //     record is decoded back before it is written, and every read verifies
 //     what it read (internal/invariants).
 //
+// # Space
+//
+// A ChunkStore over a store that reports its space (SpaceReporter: SDF's
+// usable pages minus live pages and GC's working room, statfs for plain
+// files, a capacity for MemStore) keeps a repair reserve
+// (SetRepairReserve): new writes that would eat into it are refused with an
+// error wrapping base.ErrNoSpace; repairs may use it, and a repair that
+// meets a full device has the store collect garbage (Collector) and tries
+// once more. Failed repairs are counted (ChunkStats.RepairFailed).
+//
 // # Failure model
 //
 // Bits may flip in stored data (persistent) or on the way out of the device

@@ -230,10 +230,23 @@ func TestRepairsOnFullDevicesNeverFailSilently(t *testing.T) {
 		if got := nodeCounts(ctx, t, c, 1)[node.KindRepairFailed]; got != int64(sum.RepairFailed) {
 			t.Fatalf("node 1's history counts %d failed repairs, the scrub %d", got, sum.RepairFailed)
 		}
+		// Make room: the fillers go, and a few objects are deleted (the
+		// coordinator collects their chunks).
 		for _, name := range fillers {
 			if err := st.Delete(name); err != nil {
 				t.Fatal(err)
 			}
+		}
+		deleted := 0
+		for key := range more {
+			if deleted == 6 {
+				break
+			}
+			if err := c.Delete(ctx, key); err != nil {
+				t.Fatal(err)
+			}
+			delete(objects, key)
+			deleted++
 		}
 		scrubUntilClean(ctx, t, c)
 		readAll(ctx, t, c, objects)
@@ -320,11 +333,13 @@ func TestRepairsOnFullDevicesNeverFailSilently(t *testing.T) {
 	})
 }
 
-// scrubUntilClean scrubs until a scrub finds nothing to repair (a few
-// passes at most: room made, GC reclaims what failed repairs left).
+// scrubUntilClean scrubs until a scrub finds nothing to repair: once room
+// is made (the coordinator collects deleted objects in the background),
+// every failed repair is written.
 func scrubUntilClean(ctx context.Context, t *testing.T, c *client.Client) {
 	t.Helper()
-	for pass := 0; pass < 5; pass++ {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
 		sum := scrubAll(ctx, t, c)
 		if sum.Repaired+sum.RepairFailed == 0 {
 			return
@@ -334,6 +349,9 @@ func scrubUntilClean(ctx context.Context, t *testing.T, c *client.Client) {
 				t.Fatalf("repair failed for another reason than room: %v", f)
 			}
 		}
+		if time.Now().After(deadline) {
+			t.Fatalf("damage left two minutes after room was made: %d repairs failed (%v)", sum.RepairFailed, sum.RepairFailures)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatal("damage left after five scrubs with room made")
 }
