@@ -15,7 +15,9 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/coord"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/wear"
 )
 
 // offsetClock is the system clock moved on by the test: pending writes
@@ -335,4 +337,87 @@ func TestWearMoveBackBeforeSweep(t *testing.T) {
 		}
 		m.whole(t, mc)
 	}
+}
+
+// TestWearConversionNodeKilled kills a node of the new layout while a put
+// converts an object from EC to REP (ARPT's late-REP taking effect on the
+// object's next write): the put either fails, and the object reads back
+// as its last committed version in its old layout, or it commits (a
+// writer that cannot reach a node retries elsewhere), and the object reads
+// back as the new version; after the node restarts, the layout the record
+// names is whole. The kill lands at a random point of the put.
+func TestWearConversionNodeKilled(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	ctx := context.Background()
+	opts := devcluster.Options{Wear: coord.WearConfig{
+		Policy: "chameleon", Epoch: time.Hour, // epochs scripted below
+		Options: wear.Options{SigmaHCDS: 50, HotFraction: 0.5},
+	}}
+	cl, c := startCluster(t, 8, opts)
+	const objects = 8
+	want := map[string][]byte{}
+	for i := 0; i < objects; i++ {
+		k := fmt.Sprintf("conv-%d", i)
+		for w := 0; w < 6; w++ { // hot: written every epoch
+			want[k] = randomBytes(rng, 16*64<<10)
+			if _, err := c.Put(ctx, k, want[k], objectpb.Redundancy_EC); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// Skewed wear: ARPT marks the hot objects late-REP, their REP copies
+	// bound for the least worn nodes.
+	erases := []float64{3000, 3000, 3000, 3000, 100, 100, 100, 100}
+	if err := cl.Coord.WearEpoch(ctx, wearStats(erases...)); err != nil {
+		t.Fatal(err)
+	}
+	converted := 0
+	for i := 0; i < objects; i++ {
+		k := fmt.Sprintf("conv-%d", i)
+		e, ok := cl.Coord.WearEntry(k)
+		if !ok || e.State != wear.StateLateREP {
+			continue
+		}
+		victim := int(e.Dst.Node(rng.Intn(e.Dst.Width()))) - 1
+		next := randomBytes(rng, 16*64<<10)
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.Put(ctx, k, next, objectpb.Redundancy_EC)
+			done <- err
+		}()
+		time.Sleep(time.Duration(rng.Intn(30)) * time.Millisecond)
+		if err := cl.KillNode(victim); err != nil {
+			t.Fatal(err)
+		}
+		err := <-done
+		t.Logf("%s: put with node %d killed: %v", k, victim+1, err)
+		if err == nil {
+			want[k] = next
+			converted++
+		}
+		// Readable with the node down, then with it back, and whole.
+		got, gerr := c.Get(ctx, k)
+		if gerr != nil || !bytes.Equal(got, want[k]) {
+			t.Fatalf("%s with node %d down: %d bytes, %v (want the last committed version, %d bytes)", k, victim+1, len(got), gerr, len(want[k]))
+		}
+		if err := cl.StartNode(ctx, victim); err != nil {
+			t.Fatal(err)
+		}
+		waitLive(t, c, 8)
+		rec, err := c.Stat(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := c.ScrubObject(ctx, rec, nil, nil)
+		if err != nil || rep.RepairFailed != 0 {
+			t.Fatalf("%s: layout %v %v: %v, %v", k, rec.Redundancy, rec.Placement, rep, err)
+		}
+		t.Logf("%s: now %v on %v (%d chunks re-created after the restart)", k, rec.Redundancy, rec.Placement, rep.Repaired)
+	}
+	if converted == 0 {
+		t.Fatalf("no conversion committed (of %d objects none was late-REP, or every put failed)", objects)
+	}
+	checkObjects(t, c, want)
 }

@@ -48,6 +48,8 @@
 //     transaction guarded by the record's revision. The copying is the
 //     client's scrub path (internal/client ReprotectObject), driven by the
 //     scrubber once a node has been down for ScrubberOptions.ReprotectAfter.
+//     A wear move is the same replacement with the balancer's destination
+//     and a live source (internal/client MovePart).
 //
 // # Invariants
 //
@@ -59,6 +61,13 @@
 //     assigned in the commit transaction.
 //   - Every value this package writes to etcd carries a CRC32C; a value that
 //     fails it is a corruption error, never data.
+//   - A part is never re-created (re-protection, wear move) on a node that
+//     holds a part, garbage, or another slot's pending part of the same
+//     version: the sweeper deletes a version's blob on a node whole. So a
+//     replacement cut short anywhere leaves the record's layout whole (the
+//     old one until CommitReplace, the new one after), and what it left
+//     behind is collected: the pending part at its deadline, the source's
+//     part as garbage (client TestWearMoveCrashAtEachStep).
 //
 // # Failure model
 //
