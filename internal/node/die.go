@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +79,7 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 		return
 	}
 	n.repairMetaCopies(loss)
+	kvShards := n.repairKV(ev.Die, loss.OtherFiles)
 	rebuild := n.cfg.DieRepair == DieRepairRebuild
 	if rebuild {
 		// The baseline: the device is retired with its die; every blob
@@ -98,8 +101,8 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 		}
 	}
 	if !atStart {
-		n.history.record(KindDieFailed, nil, fmt.Sprintf("die %s failed (%d bad blocks, detected %v after its first failure); lost %d ranges, %s in %d files of %d blobs",
-			ev.Die, ev.BadBlocks, ev.Latency().Round(time.Microsecond), loss.Ranges, base.Bytes(loss.Bytes), loss.Files, len(loss.Blobs)))
+		n.history.record(KindDieFailed, nil, fmt.Sprintf("die %s failed (%d bad blocks, detected %v after its first failure); lost %d ranges, %s in %d files of %d blobs and %d KV shards",
+			ev.Die, ev.BadBlocks, ev.Latency().Round(time.Microsecond), loss.Ranges, base.Bytes(loss.Bytes), loss.Files, len(loss.Blobs), kvShards))
 	}
 	if len(loss.Blobs) == 0 {
 		return
@@ -112,6 +115,61 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 	pb := jobProto(n.dies.seq, ev, loss)
 	pb.Rebuild = rebuild
 	n.dies.jobs[n.dies.seq] = &dieJob{pb: pb, opened: time.Now(), flash: dr.FlashBytes()}
+}
+
+// repairKV starts the repair of the KV replicas' files the die held (the
+// replicas live on the same flash device, see kvFiles): every shard with a
+// file there is scrubbed, which verifies every block of its live tables;
+// the blocks the die took read as corruption and are patched from the other
+// replicas through the raft log (DIRECT's key-range repair), the rest of
+// the table stays. Pebble's own metadata and the sstables' metadata blocks
+// have copies on other channels (sdfvfs) and are served and rewritten from
+// them; raft log records lost in both copies come back from the peers when
+// the log is next opened. It returns the shards it scrubs.
+func (n *Node) repairKV(die flash.DieAddr, files []string) int {
+	kn := n.KV()
+	if kn == nil {
+		return 0
+	}
+	shards := map[base.ShardID]bool{}
+	for _, f := range files {
+		if id, ok := kvShardOfFile(f); ok {
+			shards[id] = true
+		}
+	}
+	for id := range shards {
+		r := kn.Replica(id)
+		if r == nil {
+			continue
+		}
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			verified, damaged, err := r.Scrub()
+			n.cfg.Logf("node %s: die %s failed: kv %s scrubbed: %d tables verified, %d damaged (patched from the other replicas) %v",
+				n.id, die, id, verified, damaged, err)
+		}()
+	}
+	return len(shards)
+}
+
+// kvShardOfFile returns the shard whose replica keeps the flash file name
+// (kvFlashDir/shard-N/..., or a copy of one under sdfvfs's reserved
+// directory).
+func kvShardOfFile(name string) (base.ShardID, bool) {
+	i := strings.Index(name, kvFlashDir+"/shard-")
+	if i < 0 || (i > 0 && name[i-1] != '/') {
+		return 0, false
+	}
+	rest := name[i+len(kvFlashDir+"/shard-"):]
+	if j := strings.IndexByte(rest, '/'); j >= 0 {
+		rest = rest[:j]
+	}
+	id, err := strconv.ParseUint(rest, 10, 64)
+	if err != nil || id == 0 {
+		return 0, false
+	}
+	return base.ShardID(id), true
 }
 
 // repairMetaCopies rewrites the copies of triplicated metadata files that

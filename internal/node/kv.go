@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -18,7 +19,10 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvserver"
+	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/sdfvfs"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -34,6 +38,9 @@ type kvHost struct {
 	svc kvserver.Service
 	mu  sync.Mutex
 	kn  *kvserver.Node // nil until opened
+	// flashFS is the Pebble file system over the node's flash device (nil
+	// when the KV store is on plain files).
+	flashFS *sdfvfs.FS
 }
 
 // KV returns the node's KV replicas, or nil while they are not open (no
@@ -91,9 +98,14 @@ func (n *Node) kvLoop(ctx context.Context) {
 			n.cfg.Logf("node %s: %v", n.id, err)
 		}
 	}
+	kvFS, kvDir, err := n.kvFiles()
+	if err != nil {
+		n.cfg.Logf("node %s: kv: %v", n.id, err)
+		return
+	}
 	kn, err := kvserver.NewNode(kvserver.Config{
 		ID: n.id, Layout: layout, Resolve: n.resolvePeer,
-		FS: vfs.Default, Dir: filepath.Join(n.cfg.Dir, "kv"), Options: *n.cfg.KV,
+		FS: kvFS, Dir: kvDir, Options: *n.cfg.KV,
 	})
 	if err != nil {
 		n.cfg.Logf("node %s: kv: %v", n.id, err)
@@ -109,6 +121,37 @@ func (n *Node) kvLoop(ctx context.Context) {
 	n.kv.mu.Unlock()
 	n.kv.svc.Attach(kn)
 }
+
+// kvFiles says where the node keeps its KV replicas: on its emulated flash
+// device when its store is one (internal/sdfvfs over the store's SDF file
+// system, beside the chunks: a die failure then loses KV data too, and the
+// die repair repairs it), else in DIR/kv on plain files. A node whose
+// replicas were opened on plain files before (DIR/kv exists) keeps them
+// there.
+func (n *Node) kvFiles() (vfs.FS, string, error) {
+	legacy := filepath.Join(n.cfg.Dir, "kv")
+	sdfStore, onFlash := n.inner.(*objstore.SDFStore)
+	if !onFlash {
+		return vfs.Default, legacy, nil
+	}
+	if _, err := os.Stat(legacy); err == nil {
+		n.cfg.Logf("node %s: kv: replicas stay on plain files in %s (opened there before)", n.id, legacy)
+		return vfs.Default, legacy, nil
+	}
+	n.kv.mu.Lock()
+	defer n.kv.mu.Unlock()
+	if n.kv.flashFS == nil {
+		fs, err := sdfvfs.New(sdfStore.FS(), sdfvfs.Options{MetadataRanges: sdfvfs.SSTMetadataRanges(engine.SSTReaderOptions())})
+		if err != nil {
+			return nil, "", fmt.Errorf("kv on flash: %w", err)
+		}
+		n.kv.flashFS = fs
+	}
+	return n.kv.flashFS, kvFlashDir, nil
+}
+
+// kvFlashDir is where the KV replicas live on the node's flash file system.
+const kvFlashDir = "kv"
 
 // closeKV closes the node's replicas (flushing their engines on a clean
 // stop; as a crash would otherwise).

@@ -1,0 +1,156 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/coord"
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/reparo"
+)
+
+// TestKVOnFlashDieFailure: nodes on emulated flash keep their KV replicas
+// on the same device; a die of one node that holds KV tables fails; the
+// node identifies the KV files the die held and scrubs those shards, the
+// lost blocks are patched from the other replicas through the raft log,
+// every key reads back, and the replicas compare equal, with no rebuild.
+func TestKVOnFlashDieFailure(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	co, err := coord.Start(ctx, coord.Config{Dir: t.TempDir(), LeaseTTLSeconds: 2, UnsafeNoFsync: true, SweepInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer co.Close()
+	kvOpts := &kv.Options{CacheBytes: -1}
+	g := flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 64, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+	var nodes []*Node
+	defer func() {
+		for _, n := range nodes {
+			n.Close()
+		}
+	}()
+	for i := 0; i < 3; i++ {
+		dir := t.TempDir()
+		st, err := objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Geometry: g, Seed: int64(i + 1)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := Start(ctx, Config{Dir: dir, Store: st, CoordinatorAddr: co.Addr(), NodeID: base.NodeID(i + 1),
+			HeartbeatInterval: 100 * time.Millisecond, KV: kvOpts, Logf: t.Logf})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	resp, err := co.KVLayout(ctx, &coordpb.KVLayoutRequest{Create: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout, err := kv.LayoutFromProto(resp.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shard := layout.Shards[0].ID
+	addrs := map[base.NodeID]string{}
+	for _, n := range nodes {
+		waitUntil(t, fmt.Sprintf("%s opens its replicas", n.ID()), 30*time.Second, func() bool { return n.KV() != nil })
+		addrs[n.ID()] = n.Addr()
+	}
+	cl, err := kvclient.New(layout, addrs, kvclient.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const keys = 1500
+	value := func(i int) string { return fmt.Sprintf("value-%05d-%0200d", i, i) }
+	for i := 0; i < keys; i++ {
+		put(ctx, t, cl, fmt.Sprintf("key-%05d", i), value(i))
+	}
+	waitUntil(t, "replicas caught up", 60*time.Second, func() bool {
+		want := nodes[0].KV().Replica(shard).AppliedIndex()
+		for _, n := range nodes {
+			if a := n.KV().Replica(shard).AppliedIndex(); a != want {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range nodes {
+		if err := n.KV().Replica(shard).Compact(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The die of node 1 that holds the most of its KV tables.
+	victim := nodes[0]
+	st := victim.inner.(*objstore.SDFStore)
+	var die flash.DieAddr
+	bestTables := 0
+	for ch := 0; ch < g.Channels; ch++ {
+		for d := 0; d < g.DiesPerChannel; d++ {
+			loss, err := st.LostOnDie(flash.DieAddr{Channel: ch, Die: d}, reparo.IdentifyCDRStar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tables := 0
+			for _, f := range loss.OtherFiles {
+				if strings.HasPrefix(f, kvFlashDir+"/") && strings.HasSuffix(f, ".sst") {
+					tables++
+				}
+			}
+			if tables > bestTables {
+				die, bestTables = flash.DieAddr{Channel: ch, Die: d}, tables
+			}
+		}
+	}
+	if bestTables == 0 {
+		t.Fatal("no die of node 1 holds a KV table: the test proves nothing")
+	}
+	r := victim.KV().Replica(shard)
+	before := r.Stats()
+	if err := st.FailDie(die.Channel*g.DiesPerChannel + die.Die); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("failed die %s of node 1 (%d KV tables there)", die, bestTables)
+	waitUntil(t, "node 1 detects the lost KV blocks", 60*time.Second, func() bool {
+		return r.Stats().CorruptionsDetected > before.CorruptionsDetected
+	})
+	waitUntil(t, "node 1's replica repaired", 90*time.Second, func() bool {
+		st, err := r.Status()
+		return err == nil && st.State == "healthy" && st.PendingRepairs == 0
+	})
+	for i := 0; i < keys; i++ {
+		v, found, err := cl.Get(ctx, []byte(fmt.Sprintf("key-%05d", i)), kvclient.Strong())
+		if err != nil || !found || string(v) != value(i) {
+			t.Fatalf("key %d: %q %v %v", i, v, found, err)
+		}
+	}
+	waitUntil(t, "replicas equal", 60*time.Second, func() bool {
+		var sums []uint32
+		for _, n := range nodes {
+			crc, _, _, err := n.KV().Replica(shard).ContentChecksum()
+			if err != nil {
+				return false
+			}
+			sums = append(sums, crc)
+		}
+		return sums[0] == sums[1] && sums[1] == sums[2]
+	})
+	after := r.Stats()
+	t.Logf("node 1's replica: %v", after)
+	if after.Rebuilds != before.Rebuilds {
+		t.Fatalf("the replica was rebuilt: %v", after)
+	}
+	if after.PatchesApplied == before.PatchesApplied && after.BlocksMerged == before.BlocksMerged {
+		t.Fatalf("nothing patched: %v", after)
+	}
+}
