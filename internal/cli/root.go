@@ -76,6 +76,7 @@ balances wear across servers (Chameleon).`,
 		newCtlCmd(),
 		newPebbleCmd(),
 		newSimCmd(),
+		newBenchCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	addKVCmds(root)          // kv and ctl kv (kv.go)

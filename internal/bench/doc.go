@@ -1,0 +1,23 @@
+// Package bench is flashmend's load generator against a running cluster
+// (flashmend bench): GET, PUT or a mix of both on objects of one size, from
+// a number of concurrent workers, for a bounded duration, reporting
+// throughput, operations per second and latency percentiles.
+//
+// # What it owns
+//
+//   - Run: the workers' loop over a client.Client; every GET's bytes are
+//     compared with what was put, so the figures are those of verified
+//     reads.
+//   - Summarize: the statistics of a run (nearest-rank percentiles), a
+//     pure function of the latencies and counts.
+//
+// # Failure model
+//
+// An operation that fails is counted in Result.Errors and its latency is
+// left out; a GET that returns other bytes than were put fails the run
+// (wrong data is never a statistic). The objects a run puts are deleted at
+// its end unless Options.Keep is set.
+//
+// Not yet: the limits in the same run (page-cache and emulated device raw
+// reads of the same bytes) and a KV mode; see issue 14.
+package bench
