@@ -455,7 +455,17 @@ func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 	r.mu.Unlock()
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
-	for _, part := range subtract(wide, []Range{narrow}) {
+	// Outside the shard the engine holds no user row (toShardEdges widens
+	// spans there): nothing to read, and a read there could only run into
+	// the damaged block.
+	outside := []Range{{End: r.shard.Range.Start}, {Start: r.shard.Range.End}}
+	if len(r.shard.Range.Start) == 0 {
+		outside = outside[1:]
+	}
+	if len(r.shard.Range.End) == 0 {
+		outside = outside[:len(outside)-1]
+	}
+	for _, part := range subtract(wide, append([]Range{narrow}, outside...)) {
 		rows, err := engine.ScanAround(r.sm.DB(), part, points)
 		if err != nil {
 			return nil, err

@@ -315,6 +315,7 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		for _, sp := range spans {
 			wide := r.toUserRange(sp.Start, sp.End)
 			narrow := wide
+			wide = r.toShardEdges(wide)
 			var absent *engine.AbsentPoint
 			if sp.Start != nil && !bytes.Equal(sp.Start, fileStart) {
 				if k, ok := engine.FromUserKey(sp.Start); ok && sp.StartAbsent && bytes.Equal(k, wide.Start) {
@@ -335,7 +336,25 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		lo, hi = iso.Start, iso.End
 	}
 	rg := r.toUserRange(lo, hi)
-	return []repairSpan{{narrow: rg, wide: rg}}
+	return []repairSpan{{narrow: rg, wide: r.toShardEdges(rg)}}
+}
+
+// toShardEdges extends an excise span that reaches a bound of the shard to
+// the edge of the user key space there: the replica's engine holds no user
+// row outside its shard, only the applied record, which a patch writes
+// again. Otherwise Pebble, cutting a damaged table's remainder outside the
+// span, seeks for its bounds in the damaged block when the block is the
+// table's first or last one (a table of a few rows holds the applied record
+// and the rows in one block), and the remainder is lost: the excise check
+// failed and the replica was rebuilt instead of patched.
+func (r *Replica) toShardEdges(w Range) Range {
+	if len(r.shard.Range.Start) > 0 && bytes.Equal(w.Start, r.shard.Range.Start) {
+		w.Start = nil
+	}
+	if len(r.shard.Range.End) > 0 && bytes.Equal(w.End, r.shard.Range.End) {
+		w.End = nil
+	}
+	return w
 }
 
 // readsBack reports whether the Pebble key pk reads back through the engine

@@ -490,3 +490,43 @@ func TestBlockMergeSameBlockEveryReplica(t *testing.T) {
 	}
 	assertSame(t, checksums(t, c, 1))
 }
+
+// TestOneRowTablePatched damages the only data block of a shard's only
+// table (one row, a shard in the middle of the key space, so the table also
+// holds the replica's applied record on both sides of the row): the
+// replica is patched, not rebuilt. The excise span used to stop at the
+// shard's bounds, and Pebble, cutting the table's remainders outside it,
+// had to seek in the damaged block: the applied record's remainders were
+// lost, the excise check failed and the replica was rebuilt (seen with
+// `kv corrupt` on a dev cluster).
+func TestOneRowTablePatched(t *testing.T) {
+	c, cl := startCluster(t, kv.Options{}, "a", "z")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	loadKeys(t, cl, 1)
+	const shard = 2 // [a, z): testKey(0) is there
+	leader, err := c.WaitLeader(ctx, shard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := c.NodeIDs()
+	for _, id := range ids {
+		r := c.Node(id).Replica(shard)
+		waitFor(t, "caught up", func() bool { return r.AppliedIndex() == c.Node(leader).Replica(shard).AppliedIndex() })
+	}
+	r := c.Node(ids[0]).Replica(shard)
+	corruptReplica(t, r, testKey(0))
+	files, damaged, err := r.Scrub()
+	t.Logf("scrub: %d %d %v", files, damaged, err)
+	v, found, err := cl.Get(ctx, testKey(0), kvclient.Eventual())
+	t.Logf("get: %q %v %v", v, found, err)
+	waitFor(t, "repaired", func() bool {
+		rec, pend := r.Repairing()
+		st := r.Stats()
+		return rec == 0 && pend == 0 && (st.PatchesApplied > 0 || st.Rebuilds > 0)
+	})
+	t.Logf("stats %v", r.Stats())
+	if r.Stats().Rebuilds != 0 {
+		t.Fatalf("rebuilt: %v", r.Stats())
+	}
+}
