@@ -518,18 +518,20 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 		}
 	}
 	r.smMu.RUnlock()
-	if len(built) == 0 {
-		return
-	}
+	// A peer answers even with nothing (every piece is damaged here too):
+	// the damaged replica stops waiting once every peer has answered, and
+	// goes on to block merge at once instead of after PatchTimeout.
 	p := &kvpb.Patch{
 		Shard: uint64(r.shard.ID), PatchId: req.PatchId,
 		FromReplica: uint64(r.id), ToReplica: req.CorruptedReplica,
 		Ranges: rangesToProto(built), Rows: rows,
 	}
 	p.Crc = engine.RowsCRC(p.Ranges, p.Rows)
-	r.mu.Lock()
-	r.stats.PatchesSent++
-	r.mu.Unlock()
+	if len(built) > 0 {
+		r.mu.Lock()
+		r.stats.PatchesSent++
+		r.mu.Unlock()
+	}
 	r.env.SendPatch(to, p)
 }
 
@@ -539,6 +541,8 @@ type patchParts struct {
 	pieces map[string][]Range
 	rows   map[string][]*kvpb.KeyValue
 	bytes  uint64
+	// from holds the peers that answered (with pieces or without).
+	from map[uint64]bool
 }
 
 // DeliverPatch is called when a patch arrives from a peer. Its pieces are
@@ -557,10 +561,14 @@ func (r *Replica) DeliverPatch(p *kvpb.Patch) error {
 	}
 	parts, ok := r.patches[p.PatchId]
 	if !ok {
-		parts = &patchParts{pieces: map[string][]Range{}, rows: map[string][]*kvpb.KeyValue{}}
+		parts = &patchParts{pieces: map[string][]Range{}, rows: map[string][]*kvpb.KeyValue{}, from: map[uint64]bool{}}
 		r.patches[p.PatchId] = parts
 	}
 	added := false
+	if !parts.from[p.FromReplica] {
+		parts.from[p.FromReplica] = true
+		added = true
+	}
 	for _, piece := range rangesFromProto(p.Ranges) {
 		for _, rg := range pr.ranges {
 			if !rangeCovers(rg, piece) {
@@ -584,23 +592,28 @@ func (r *Replica) DeliverPatch(p *kvpb.Patch) error {
 		}
 	}
 	if added {
-		parts.bytes += uint64(proto.Size(p))
+		if len(p.Ranges) > 0 {
+			parts.bytes += uint64(proto.Size(p))
+		}
 		close(r.patchSig)
 		r.patchSig = make(chan struct{})
 	}
 	return nil
 }
 
-// waitPatch waits until every range of patch id is covered, or
-// PatchTimeout, and returns what arrived.
+// waitPatch waits until every range of patch id is covered, every peer has
+// answered, or PatchTimeout, and returns what arrived.
 func (r *Replica) waitPatch(id uint64, ranges []Range) patchParts {
+	peers := len(r.shard.Replicas) - 1
 	deadline := time.NewTimer(r.opts.PatchTimeout)
 	defer deadline.Stop()
 	for {
 		r.mu.Lock()
 		parts, sig := r.patches[id], r.patchSig
 		out := patchParts{pieces: map[string][]Range{}, rows: map[string][]*kvpb.KeyValue{}}
+		answered := 0
 		if parts != nil {
+			answered = len(parts.from)
 			out.bytes = parts.bytes
 			for k, v := range parts.pieces {
 				out.pieces[k] = append([]Range(nil), v...)
@@ -616,7 +629,7 @@ func (r *Replica) waitPatch(id uint64, ranges []Range) patchParts {
 				all = false
 			}
 		}
-		if all {
+		if all || answered >= peers {
 			return out
 		}
 		select {
