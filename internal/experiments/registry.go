@@ -66,6 +66,7 @@ func All() []Experiment {
 		chameleonScaleExp(),
 		chameleonLive(),
 		reparoIdentifier(),
+		reparoRebuild(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
