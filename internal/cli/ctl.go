@@ -270,6 +270,11 @@ durable totals (see 'ctl repairs').`,
 					return err
 				}
 				for _, r := range reports {
+					if r.Stats != nil && len(r.Stats.Devices) > 0 && r.Stats.Devices[0].Degraded {
+						fmt.Fprintf(cmd.OutOrStdout(), "node %d: device degraded: %s\n", r.Info.Id, r.Stats.Devices[0].DegradedReason)
+					}
+				}
+				for _, r := range reports {
 					if r.Err != nil {
 						fmt.Fprintf(cmd.ErrOrStderr(), "node %d did not answer: %v\n", r.Info.Id, r.Err)
 					}
@@ -301,6 +306,12 @@ func nodeRow(r client.NodeReport, now time.Time) []string {
 		if len(st.Devices) > 0 {
 			d := st.Devices[0]
 			wear = erases(d.WearBlocks, d.EraseCountTotal, d.EraseCountMax)
+			switch {
+			case d.Degraded:
+				state += ", DEGRADED"
+			case d.FailedDies > 0:
+				state += fmt.Sprintf(", %d dies failed", d.FailedDies)
+			}
 		}
 		if h := st.History; h != nil {
 			transient, persistent = h.Counts[node.KindTransient], h.Counts[node.KindPersistent]

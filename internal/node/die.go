@@ -100,9 +100,16 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 			}
 		}
 	}
+	degraded := ""
+	if hr, ok := dr.(interface{ Health() sdf.Health }); ok {
+		if h := hr.Health(); h.Degraded {
+			degraded = "; device degraded: " + h.Reason
+			n.cfg.Logf("node %s: die %s failed: device degraded: %s", n.id, ev.Die, h.Reason)
+		}
+	}
 	if !atStart {
 		n.history.record(KindDieFailed, nil, fmt.Sprintf("die %s failed (%d bad blocks, detected %v after its first failure); lost %d ranges, %s in %d files of %d blobs and %d KV shards",
-			ev.Die, ev.BadBlocks, ev.Latency().Round(time.Microsecond), loss.Ranges, base.Bytes(loss.Bytes), loss.Files, len(loss.Blobs), kvShards))
+			ev.Die, ev.BadBlocks, ev.Latency().Round(time.Microsecond), loss.Ranges, base.Bytes(loss.Bytes), loss.Files, len(loss.Blobs), kvShards)+degraded)
 	}
 	if len(loss.Blobs) == 0 {
 		return

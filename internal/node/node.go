@@ -20,6 +20,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/sdf"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -464,6 +465,11 @@ func (n *Node) Stats() *nodepb.StatsResponse {
 		d := resp.Devices[0]
 		d.WearBlocks, d.EraseCountTotal, d.EraseCountMax = w.Blocks, w.EraseCountTotal, w.EraseCountMax
 		d.DieEraseCounts = w.DieErases
+	}
+	if hr, ok := n.inner.(interface{ Health() sdf.Health }); ok {
+		h := hr.Health()
+		d := resp.Devices[0]
+		d.FailedDies, d.Degraded, d.DegradedReason = int64(h.FailedDies), h.Degraded, h.Reason
 	}
 	return resp
 }

@@ -55,6 +55,9 @@ type DieLoss struct {
 // Geometry is the emulated device's geometry.
 func (s *SDFStore) Geometry() flash.Geometry { return s.dev.Geometry() }
 
+// Health is the device's health after its die failures (sdf.FS.Health).
+func (s *SDFStore) Health() sdf.Health { return s.fs.Health() }
+
 // FlashBytes implements DieReporter.
 func (s *SDFStore) FlashBytes() int64 { return s.fs.Stats().FlashBytes }
 

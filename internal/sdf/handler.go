@@ -1,8 +1,10 @@
 package sdf
 
 import (
+	"fmt"
 	"sort"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
@@ -210,4 +212,72 @@ func (fs *FS) Rebalance(maxBytes int64) (int64, error) {
 		fs.ctr.rebalanced.Add(r.Len)
 	}
 	return moved, firstErr
+}
+
+// Health says whether the device can still absorb its failed dies (Reparo
+// section 7.2.3: successive die failures are repaired in place until the
+// spare capacity runs out).
+type Health struct {
+	FailedDies int
+	// Surviving is the data capacity of the dies still alive; Live the data
+	// files map; GCRoom the room host GC needs to work.
+	Surviving, Live, GCRoom base.Bytes
+	// Spare is Surviving - Live - GCRoom (negative: the live data no longer
+	// fits): what further die failures can take.
+	Spare base.Bytes
+	// Degraded is set, with the reason, when the device cannot keep its
+	// data and its performance: a channel lost every die, or the live data
+	// no longer fits in the surviving dies beside GC's room.
+	Degraded bool
+	Reason   string
+}
+
+// Health reports the device's health after its die failures.
+func (fs *FS) Health() Health {
+	g := fs.l.Geometry
+	ps := base.Bytes(g.PageSize)
+	fs.mu.Lock()
+	h := Health{FailedDies: len(fs.failed)}
+	zones := 0
+	for _, z := range fs.zones {
+		if z.meta || z.state == ZoneOffline {
+			continue
+		}
+		zones++
+		alive := 0
+		for _, d := range z.dies {
+			if !fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] {
+				alive++
+			}
+		}
+		h.Surviving += base.Bytes(alive*fs.l.DataPagesPerBlock()) * ps
+		h.Live += base.Bytes(z.live) * ps
+	}
+	if zones > 0 {
+		h.GCRoom = h.Surviving / base.Bytes(zones) * base.Bytes(fs.opts.GCFreeZonesMin)
+	}
+	var lostChannels []int
+	for c := 0; c < g.Channels; c++ {
+		dead := 0
+		for d := 0; d < g.DiesPerChannel; d++ {
+			if fs.failed[flash.DieAddr{Channel: c, Die: d}] {
+				dead++
+			}
+		}
+		if dead == g.DiesPerChannel {
+			lostChannels = append(lostChannels, c)
+		}
+	}
+	fs.mu.Unlock()
+	h.Spare = h.Surviving - h.Live - h.GCRoom
+	switch {
+	case len(lostChannels) > 0:
+		h.Degraded = true
+		h.Reason = fmt.Sprintf("channels %v lost every die: their bandwidth is gone and copies kept on distinct channels have fewer channels to use", lostChannels)
+	case h.Spare < 0:
+		h.Degraded = true
+		h.Reason = fmt.Sprintf("no spare capacity left: %d failed dies leave %s, the live data (%s) and GC's room (%s) need %s; data on a further failed die cannot be repaired in place",
+			h.FailedDies, h.Surviving, h.Live, h.GCRoom, h.Live+h.GCRoom)
+	}
+	return h
 }

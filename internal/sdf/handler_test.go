@@ -3,6 +3,7 @@ package sdf
 import (
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/flash"
@@ -102,5 +103,62 @@ func TestHandlerAfterSuccessiveDieFailures(t *testing.T) {
 	t.Logf("victim's utilization above the fullest helper after 5 failures: CDR %.3f, IDR %.3f", victimGap[reparo.HandlerCDR], victimGap[reparo.HandlerIDR])
 	if victimGap[reparo.HandlerIDR] <= victimGap[reparo.HandlerCDR] {
 		t.Fatalf("IDR did not leave the victim fuller than CDR: %v", victimGap)
+	}
+}
+
+// TestHealthDegradesWhenSpareRunsOut: dies fail one after another, spread
+// over the channels, on a device three quarters full; the device stays
+// healthy while the surviving dies hold the live data beside GC's room,
+// and reports itself degraded, with the reason, once they no longer do.
+func TestHealthDegradesWhenSpareRunsOut(t *testing.T) {
+	g := flash.Geometry{Channels: 4, DiesPerChannel: 4, BlocksPerDie: 16, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+	rng := rand.New(rand.NewSource(5))
+	dev, fs := newMem(t, g, Options{})
+	defer fs.Close()
+	if h := fs.Health(); h.Degraded || h.FailedDies != 0 || h.Spare <= 0 {
+		t.Fatalf("new device: %+v", h)
+	}
+	usable := fs.Stats().Usable
+	for i := 0; fs.Stats().Live < usable*3/4; i++ {
+		writeFile(t, fs, fmt.Sprintf("f%03d", i), LifetimeNone, randBytes(rng, 64<<10))
+	}
+	degradedAt := 0
+	for k := 0; k < g.Channels*(g.DiesPerChannel-1); k++ {
+		die := flash.DieAddr{Channel: k % g.Channels, Die: k / g.Channels}
+		if err := dev.FailDie(die); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.MarkDieFailed(die); err != nil {
+			t.Fatal(err)
+		}
+		h := fs.Health()
+		t.Logf("%d failed: surviving %s, live %s, GC room %s, spare %s, degraded %t %s", h.FailedDies, h.Surviving, h.Live, h.GCRoom, h.Spare, h.Degraded, h.Reason)
+		if h.FailedDies != k+1 {
+			t.Fatalf("failed dies %d, want %d", h.FailedDies, k+1)
+		}
+		if h.Degraded != (h.Live+h.GCRoom > h.Surviving) {
+			t.Fatalf("after %d failures: degraded %t with %+v", k+1, h.Degraded, h)
+		}
+		if h.Degraded {
+			if !strings.Contains(h.Reason, "no spare capacity") {
+				t.Fatalf("reason %q", h.Reason)
+			}
+			degradedAt = k + 1
+			break
+		}
+	}
+	if degradedAt <= 1 {
+		t.Fatalf("degraded after %d failures: the device had spare for at least one", degradedAt)
+	}
+	// A channel that loses every die degrades the device whatever the room.
+	_, fs2 := newMem(t, g, Options{})
+	defer fs2.Close()
+	for d := 0; d < g.DiesPerChannel; d++ {
+		if err := fs2.MarkDieFailed(flash.DieAddr{Channel: 1, Die: d}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h := fs2.Health(); !h.Degraded || !strings.Contains(h.Reason, "channels [1] lost every die") {
+		t.Fatalf("a lost channel: %+v", h)
 	}
 }

@@ -1250,10 +1250,16 @@ type DeviceStats struct {
 	DieEraseCounts []int64 `protobuf:"varint,16,rep,packed,name=die_erase_counts,json=dieEraseCounts,proto3" json:"die_erase_counts,omitempty"`
 	// New chunk writes refused to keep the repair reserve free; repair writes
 	// that failed (device full, write error), this run.
-	RefusedFull   int64 `protobuf:"varint,17,opt,name=refused_full,json=refusedFull,proto3" json:"refused_full,omitempty"`
-	RepairFailed  int64 `protobuf:"varint,18,opt,name=repair_failed,json=repairFailed,proto3" json:"repair_failed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RefusedFull  int64 `protobuf:"varint,17,opt,name=refused_full,json=refusedFull,proto3" json:"refused_full,omitempty"`
+	RepairFailed int64 `protobuf:"varint,18,opt,name=repair_failed,json=repairFailed,proto3" json:"repair_failed,omitempty"`
+	// Die failures and whether the device can still absorb them (emulated
+	// flash only): degraded, with the reason, once a channel lost every die
+	// or the live data no longer fits in the surviving dies.
+	FailedDies     int64  `protobuf:"varint,19,opt,name=failed_dies,json=failedDies,proto3" json:"failed_dies,omitempty"`
+	Degraded       bool   `protobuf:"varint,20,opt,name=degraded,proto3" json:"degraded,omitempty"`
+	DegradedReason string `protobuf:"bytes,21,opt,name=degraded_reason,json=degradedReason,proto3" json:"degraded_reason,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *DeviceStats) Reset() {
@@ -1410,6 +1416,27 @@ func (x *DeviceStats) GetRepairFailed() int64 {
 		return x.RepairFailed
 	}
 	return 0
+}
+
+func (x *DeviceStats) GetFailedDies() int64 {
+	if x != nil {
+		return x.FailedDies
+	}
+	return 0
+}
+
+func (x *DeviceStats) GetDegraded() bool {
+	if x != nil {
+		return x.Degraded
+	}
+	return false
+}
+
+func (x *DeviceStats) GetDegradedReason() string {
+	if x != nil {
+		return x.DegradedReason
+	}
+	return ""
 }
 
 type StatsResponse struct {
@@ -1849,7 +1876,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05moved\x18\x06 \x01(\x03R\x05moved\"\x17\n" +
 	"\x15DieRepairDoneResponse\"1\n" +
 	"\fStatsRequest\x12!\n" +
-	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\x85\x05\n" +
+	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\xeb\x05\n" +
 	"\vDeviceStats\x12\x16\n" +
 	"\x06device\x18\x01 \x01(\tR\x06device\x12%\n" +
 	"\x0echunks_written\x18\x02 \x01(\x03R\rchunksWritten\x12#\n" +
@@ -1874,7 +1901,11 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x10missing_repaired\x18\x0f \x01(\x03R\x0fmissingRepaired\x12(\n" +
 	"\x10die_erase_counts\x18\x10 \x03(\x03R\x0edieEraseCounts\x12!\n" +
 	"\frefused_full\x18\x11 \x01(\x03R\vrefusedFull\x12#\n" +
-	"\rrepair_failed\x18\x12 \x01(\x03R\frepairFailed\"\x84\x02\n" +
+	"\rrepair_failed\x18\x12 \x01(\x03R\frepairFailed\x12\x1f\n" +
+	"\vfailed_dies\x18\x13 \x01(\x03R\n" +
+	"failedDies\x12\x1a\n" +
+	"\bdegraded\x18\x14 \x01(\bR\bdegraded\x12'\n" +
+	"\x0fdegraded_reason\x18\x15 \x01(\tR\x0edegradedReason\"\x84\x02\n" +
 	"\rStatsResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\x04R\x06nodeId\x12\x12\n" +
 	"\x04addr\x18\x02 \x01(\tR\x04addr\x12%\n" +
