@@ -16,6 +16,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/coord"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/wear"
 )
@@ -420,4 +421,47 @@ func TestWearConversionNodeKilled(t *testing.T) {
 		t.Fatalf("no conversion committed (of %d objects none was late-REP, or every put failed)", objects)
 	}
 	checkObjects(t, c, want)
+}
+
+// TestConcurrentReplacementsOfOneVersion begins a replacement of every
+// part of an EC version onto the same node at once: exactly one may have
+// it (two parts of one version on one node would go together when the
+// sweeper deletes either), the others are refused.
+func TestConcurrentReplacementsOfOneVersion(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+	ctx := context.Background()
+	mc := startMoveCluster(t, 8)
+	for round := 0; round < 5; round++ {
+		k := fmt.Sprintf("race-%d", round)
+		putMoveObject(t, mc.c, rng, k, objectpb.Redundancy_EC)
+		rec, _ := mc.movable(k, rng)
+		var to uint64
+		for id := uint64(1); id <= 8 && to == 0; id++ {
+			if !slices.Contains(rec.Placement, id) {
+				to = id
+			}
+		}
+		errs := make(chan error, len(rec.Placement))
+		for slot := range rec.Placement {
+			go func() {
+				_, err := mc.cl.Coord.BeginReplace(ctx, &coordpb.BeginReplaceRequest{
+					Key: k, Version: rec.Version, Slot: uint32(slot), From: rec.Placement[slot], To: to,
+				})
+				errs <- err
+			}()
+		}
+		won := 0
+		for range rec.Placement {
+			if err := <-errs; err == nil {
+				won++
+			} else if !strings.Contains(err.Error(), "pending part") && !strings.Contains(err.Error(), "changed meanwhile") {
+				t.Fatalf("%s: refused for another reason: %v", k, err)
+			}
+		}
+		if won != 1 {
+			t.Fatalf("%s: %d replacements onto node %d began, want exactly 1", k, won, to)
+		}
+	}
 }

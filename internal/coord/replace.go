@@ -69,7 +69,7 @@ func (c *Coordinator) BeginReplace(ctx context.Context, req *coordpb.BeginReplac
 	if nodes[req.From].GetLive() && !req.Retired {
 		return nil, rpcErr(base.InvalidArgumentf("replace in %q v%d: node %d is live", req.Key, req.Version, req.From))
 	}
-	busy, err := c.replaceBusy(ctx, rec, req.Slot)
+	busy, asOf, err := c.replaceBusy(ctx, rec, req.Slot)
 	if err != nil {
 		return nil, rpcErr(err)
 	}
@@ -87,7 +87,7 @@ func (c *Coordinator) BeginReplace(ctx context.Context, req *coordpb.BeginReplac
 	if target == nil {
 		return nil, rpcErr(&unavailableError{fmt.Sprintf("replace in %q v%d: no live node outside the placement %v", req.Key, req.Version, rec.Placement)})
 	}
-	if err := c.putReplacePending(ctx, rec, req.Slot, target.Id); err != nil {
+	if err := c.putReplacePending(ctx, rec, req.Slot, target.Id, asOf); err != nil {
 		return nil, rpcErr(err)
 	}
 	return &coordpb.BeginReplaceResponse{Target: target}, nil
@@ -150,17 +150,27 @@ func (c *Coordinator) CommitReplace(ctx context.Context, req *coordpb.CommitRepl
 // replaceBusy lists the nodes a part of rec's version may not be re-created
 // on: those holding a part (the placement), garbage of the version (the
 // sweeper deletes a version's blob on a node whole, so a new part there
-// would go with it), or the target of another slot's pending replacement.
-func (c *Coordinator) replaceBusy(ctx context.Context, rec *objectpb.ObjectRecord, slot uint32) (map[uint64]bool, error) {
+// would go with it), or the target of another slot's pending replacement,
+// as of the etcd revision it returns (putReplacePending checks that none of
+// these changed since).
+func (c *Coordinator) replaceBusy(ctx context.Context, rec *objectpb.ObjectRecord, slot uint32) (map[uint64]bool, int64, error) {
 	busy := map[uint64]bool{}
 	for _, id := range rec.Placement {
 		busy[id] = true
 	}
 	own := replacePendingKey(rec.Version, slot)
+	var asOf int64
 	for _, p := range []string{versionKey(garbagePrefix, rec.Version), versionKey(pendingPrefix, rec.Version)} {
-		resp, err := c.cli.Get(ctx, p, clientv3.WithPrefix())
+		opts := []clientv3.OpOption{clientv3.WithPrefix()}
+		if asOf > 0 {
+			opts = append(opts, clientv3.WithRev(asOf)) // both reads at one revision
+		}
+		resp, err := c.cli.Get(ctx, p, opts...)
 		if err != nil {
-			return nil, err
+			return nil, 0, err
+		}
+		if asOf == 0 {
+			asOf = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
 			if string(kv.Key) == own {
@@ -174,14 +184,18 @@ func (c *Coordinator) replaceBusy(ctx context.Context, rec *objectpb.ObjectRecor
 			}
 		}
 	}
-	return busy, nil
+	return busy, asOf, nil
 }
 
 // putReplacePending records the replacement of slot by a part on target. A
 // pending replacement of the same slot left by an earlier attempt to
 // another node becomes garbage there in the same transaction (what reached
 // that node is deleted by the sweeper; that attempt can no longer commit).
-func (c *Coordinator) putReplacePending(ctx context.Context, rec *objectpb.ObjectRecord, slot uint32, target uint64) error {
+// The write is refused (unavailable: try again) if the version's garbage
+// or pending entries changed after revision asOf, when the target was
+// chosen against them: two replacements of one version cannot both pick a
+// node free at the time.
+func (c *Coordinator) putReplacePending(ctx context.Context, rec *objectpb.ObjectRecord, slot uint32, target uint64, asOf int64) error {
 	pk := replacePendingKey(rec.Version, slot)
 	pending := &objectpb.PendingPut{
 		Key: rec.Key, Object: rec.Object, Version: rec.Version, Placement: []uint64{target},
@@ -209,12 +223,16 @@ func (c *Coordinator) putReplacePending(ctx context.Context, rec *objectpb.Objec
 			ops = append(ops, gop)
 		}
 	}
-	txn, err := c.cli.Txn(ctx).If(cmp).Then(ops...).Commit()
+	cmps := []clientv3.Cmp{cmp}
+	for _, p := range []string{versionKey(garbagePrefix, rec.Version), versionKey(pendingPrefix, rec.Version)} {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(p), "<", asOf+1).WithPrefix())
+	}
+	txn, err := c.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return err
 	}
 	if !txn.Succeeded {
-		return &unavailableError{fmt.Sprintf("replace in %q v%d: slot %d's replacement changed meanwhile; try again", rec.Key, rec.Version, slot)}
+		return &unavailableError{fmt.Sprintf("replace in %q v%d: slot %d's replacement, or another part's, changed meanwhile; try again", rec.Key, rec.Version, slot)}
 	}
 	return nil
 }

@@ -664,7 +664,7 @@ func (c *Coordinator) beginWearReplace(ctx context.Context, rec *objectpb.Object
 	if !ok || !target.GetLive() {
 		return nil, rpcErr(&unavailableError{fmt.Sprintf("wear move in %q v%d: node %d is not live", req.Key, req.Version, req.To)})
 	}
-	busy, err := c.replaceBusy(ctx, rec, req.Slot)
+	busy, asOf, err := c.replaceBusy(ctx, rec, req.Slot)
 	if err != nil {
 		return nil, rpcErr(err)
 	}
@@ -677,7 +677,7 @@ func (c *Coordinator) beginWearReplace(ctx context.Context, rec *objectpb.Object
 		// deletes a version's blob on a node whole.
 		return nil, rpcErr(&unavailableError{fmt.Sprintf("wear move in %q v%d: node %d still holds garbage or a pending part of this version; later", req.Key, req.Version, req.To)})
 	}
-	if err := c.putReplacePending(ctx, rec, req.Slot, target.Id); err != nil {
+	if err := c.putReplacePending(ctx, rec, req.Slot, target.Id, asOf); err != nil {
 		return nil, rpcErr(err)
 	}
 	return &coordpb.BeginReplaceResponse{Target: target}, nil
