@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/coord"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
 )
 
 // wearFlags turn the coordinator's wear balancer on (coordinator, dev).
@@ -73,87 +75,93 @@ that does not answer shows "-".`,
 				if err != nil {
 					return err
 				}
-				out := cmd.OutOrStdout()
-				if st.Policy == "" {
-					fmt.Fprintln(out, "wear balancer: off (start the coordinator with --wear-policy)")
-					return nil
-				}
-				var ran []string
-				for name, on := range map[string]bool{"ARPT": st.Arpt, "HCDS": st.Hcds, "EDM": st.Edm} {
-					if on {
-						ran = append(ran, name)
-					}
-				}
-				if len(ran) == 0 {
-					ran = []string{"nothing"}
-				}
-				cv := 0.0
-				if st.EraseMean > 0 {
-					cv = st.EraseSigma / st.EraseMean
-				}
-				fmt.Fprintf(out, "wear balancer: policy %s (initial %s), epoch %d every %s; last epoch ran %s\n",
-					st.Policy, st.InitialRedundancy, st.Epoch, time.Duration(st.EpochMillis)*time.Millisecond, strings.Join(sortedStrings(ran), ", "))
-				fmt.Fprintf(out, "erase counts: mean %.1f, sigma %.1f (sigma/mean %.3f) over the live nodes\n", st.EraseMean, st.EraseSigma, cv)
 				// Per-die counts come from the nodes themselves; the
 				// balancer's figures stand without them.
 				dies := map[uint64][]int64{}
-				if reports, err := c.NodeReports(ctx, false, 5*time.Second); err == nil {
-					for _, r := range reports {
-						if r.Stats != nil && len(r.Stats.Devices) > 0 {
-							dies[r.Info.Id] = r.Stats.Devices[0].DieEraseCounts
+				if st.Policy != "" {
+					if reports, err := c.NodeReports(ctx, false, 5*time.Second); err == nil {
+						for _, r := range reports {
+							if r.Stats != nil && len(r.Stats.Devices) > 0 {
+								dies[r.Info.Id] = r.Stats.Devices[0].DieEraseCounts
+							}
 						}
 					}
 				}
-				rows := [][]string{{"NODE", "STATE", "ERASES", "LAST EPOCH", "UTILIZATION", "ERASES PER DIE"}}
-				for _, n := range st.Nodes {
-					state := "down"
-					if n.Live {
-						state = "up"
-					}
-					perDie := "-"
-					if d := dies[n.Id]; len(d) > 0 {
-						parts := make([]string, len(d))
-						for i, e := range d {
-							parts[i] = fmt.Sprint(e)
-						}
-						perDie = strings.Join(parts, " ")
-					}
-					rows = append(rows, []string{fmt.Sprint(n.Id), state, fmt.Sprint(n.Erases), fmt.Sprintf("%.0f", n.EraseRate), fmt.Sprintf("%.1f%%", 100*n.Utilization), perDie})
-				}
-				if err := writeTable(out, rows); err != nil {
-					return err
-				}
-				rows = [][]string{{"STATE", "OBJECTS", "BYTES"}}
-				for _, s := range st.States {
-					rows = append(rows, []string{s.State, fmt.Sprint(s.Objects), base.Bytes(s.Bytes).String()})
-				}
-				if err := writeTable(out, rows); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "moves: %d done (%s), %d failed, %d pending; %d mapping rows\n",
-					st.MovesDone, base.Bytes(st.BytesMoved), st.MovesFailed, st.MovesPending, st.MappingRows)
-				if len(st.RecentMoves) == 0 {
-					return nil
-				}
-				fmt.Fprintln(out, "recent moves (oldest first):")
-				rows = [][]string{{"ID", "WHEN", "KEY", "SLOT", "FROM", "TO", "BYTES", "REASON", "OUTCOME"}}
-				now := time.Now()
-				for _, m := range st.RecentMoves {
-					outcome := m.Outcome
-					if m.Error != "" {
-						outcome += ": " + m.Error
-					}
-					from, to := "-", "-"
-					if m.From != 0 {
-						from, to = fmt.Sprint(m.From), fmt.Sprint(m.To)
-					}
-					rows = append(rows, []string{fmt.Sprint(m.Id), age(now.Sub(time.UnixMilli(m.UnixMs))) + " ago", m.Key, fmt.Sprint(m.Slot),
-						from, to, base.Bytes(m.Bytes).String(), m.Reason, outcome})
-				}
-				return writeTable(out, rows)
+				return printWear(cmd.OutOrStdout(), st, dies, time.Now())
 			})
 		},
 	}
+}
+
+// printWear writes `ctl wear`'s report: the balancer's status st, the
+// nodes' erases per die (by node ID; absent: "-"), move ages as of now.
+func printWear(out io.Writer, st *coordpb.WearStatusResponse, dies map[uint64][]int64, now time.Time) error {
+	if st.Policy == "" {
+		fmt.Fprintln(out, "wear balancer: off (start the coordinator with --wear-policy)")
+		return nil
+	}
+	var ran []string
+	for name, on := range map[string]bool{"ARPT": st.Arpt, "HCDS": st.Hcds, "EDM": st.Edm} {
+		if on {
+			ran = append(ran, name)
+		}
+	}
+	if len(ran) == 0 {
+		ran = []string{"nothing"}
+	}
+	cv := 0.0
+	if st.EraseMean > 0 {
+		cv = st.EraseSigma / st.EraseMean
+	}
+	fmt.Fprintf(out, "wear balancer: policy %s (initial %s), epoch %d every %s; last epoch ran %s\n",
+		st.Policy, st.InitialRedundancy, st.Epoch, time.Duration(st.EpochMillis)*time.Millisecond, strings.Join(sortedStrings(ran), ", "))
+	fmt.Fprintf(out, "erase counts: mean %.1f, sigma %.1f (sigma/mean %.3f) over the live nodes\n", st.EraseMean, st.EraseSigma, cv)
+	rows := [][]string{{"NODE", "STATE", "ERASES", "LAST EPOCH", "UTILIZATION", "ERASES PER DIE"}}
+	for _, n := range st.Nodes {
+		state := "down"
+		if n.Live {
+			state = "up"
+		}
+		perDie := "-"
+		if d := dies[n.Id]; len(d) > 0 {
+			parts := make([]string, len(d))
+			for i, e := range d {
+				parts[i] = fmt.Sprint(e)
+			}
+			perDie = strings.Join(parts, " ")
+		}
+		rows = append(rows, []string{fmt.Sprint(n.Id), state, fmt.Sprint(n.Erases), fmt.Sprintf("%.0f", n.EraseRate), fmt.Sprintf("%.1f%%", 100*n.Utilization), perDie})
+	}
+	if err := writeTable(out, rows); err != nil {
+		return err
+	}
+	rows = [][]string{{"STATE", "OBJECTS", "BYTES"}}
+	for _, s := range st.States {
+		rows = append(rows, []string{s.State, fmt.Sprint(s.Objects), base.Bytes(s.Bytes).String()})
+	}
+	if err := writeTable(out, rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "moves: %d done (%s), %d failed, %d pending; %d mapping rows\n",
+		st.MovesDone, base.Bytes(st.BytesMoved), st.MovesFailed, st.MovesPending, st.MappingRows)
+	if len(st.RecentMoves) == 0 {
+		return nil
+	}
+	fmt.Fprintln(out, "recent moves (oldest first):")
+	rows = [][]string{{"ID", "WHEN", "KEY", "SLOT", "FROM", "TO", "BYTES", "REASON", "OUTCOME"}}
+	for _, m := range st.RecentMoves {
+		outcome := m.Outcome
+		if m.Error != "" {
+			outcome += ": " + m.Error
+		}
+		from, to := "-", "-"
+		if m.From != 0 {
+			from, to = fmt.Sprint(m.From), fmt.Sprint(m.To)
+		}
+		rows = append(rows, []string{fmt.Sprint(m.Id), age(now.Sub(time.UnixMilli(m.UnixMs))) + " ago", m.Key, fmt.Sprint(m.Slot),
+			from, to, base.Bytes(m.Bytes).String(), m.Reason, outcome})
+	}
+	return writeTable(out, rows)
 }
 
 func sortedStrings(s []string) []string {

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"math/rand"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
 
@@ -211,3 +213,58 @@ func TestWearMoveDevKilledThroughBinary(t *testing.T) {
 		t.Fatalf("dev after SIGTERM: exit %d\n%s", code, dev.errOut.String())
 	}
 }
+
+// TestPrintWear checks `ctl wear`'s report against testdata/wear.golden
+// (go test -run TestPrintWear ./internal/cli -update-wear rewrites it):
+// node rows with per-die counts and one node that did not answer, the
+// state mix, and recent moves of each outcome.
+func TestPrintWear(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	st := &coordpb.WearStatusResponse{
+		Policy: "chameleon", InitialRedundancy: "ec", Epoch: 42, EpochMillis: 60000,
+		EraseMean: 1500, EraseSigma: 150, Hcds: true, Arpt: true,
+		Nodes: []*coordpb.WearNode{
+			{Id: 1, Live: true, Erases: 1650, EraseRate: 12, Utilization: 0.412},
+			{Id: 2, Live: true, Erases: 1350, EraseRate: 3, Utilization: 0.25},
+			{Id: 3, Live: false, Erases: 900, Utilization: 0.1},
+		},
+		States: []*coordpb.WearStateCount{
+			{State: "REP", Objects: 3, Bytes: 3 << 20}, {State: "EC", Objects: 40, Bytes: 40 << 20},
+			{State: "late-REP", Objects: 1, Bytes: 1 << 20}, {State: "late-EC"}, {State: "REP-EWO"}, {State: "EC-EWO", Objects: 2, Bytes: 2 << 20},
+		},
+		MovesPending: 1, MovesDone: 5, MovesFailed: 2, BytesMoved: 5 << 20, MappingRows: 3,
+		RecentMoves: []*coordpb.WearMoveOutcome{
+			{Id: 7, Key: "k/a", Slot: 2, From: 1, To: 2, Bytes: 1 << 20, Reason: "migrate", Outcome: "done", UnixMs: now.Add(-90 * time.Second).UnixMilli()},
+			{Id: 8, Key: "k/b", Slot: 0, From: 1, To: 3, Bytes: 1 << 20, Reason: "migrate", Outcome: "failed", Error: "copy to node 3: unavailable", UnixMs: now.Add(-30 * time.Second).UnixMilli()},
+			{Id: 9, Key: "k/c", Slot: 4, From: 2, To: 1, Bytes: 256 << 10, Reason: "edm", Outcome: "stale", Error: "the object changed since the epoch", UnixMs: now.Add(-2 * time.Second).UnixMilli()},
+			{Id: 10, Key: "k/d", Bytes: 1 << 20, Reason: "convert", Outcome: "failed", Error: "not one part of one redundancy", UnixMs: now.UnixMilli()},
+		},
+	}
+	dies := map[uint64][]int64{1: {400, 420, 410, 420}, 2: {330, 340, 340, 340}}
+	var out bytes.Buffer
+	if err := printWear(&out, st, dies, now); err != nil {
+		t.Fatal(err)
+	}
+	golden := filepath.Join("testdata", "wear.golden")
+	if *updateWear {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(golden, out.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatalf("%v (run with -update-wear to create it)", err)
+	}
+	if out.String() != string(want) {
+		t.Fatalf("ctl wear printed:\n%s\nwant (%s):\n%s", out.String(), golden, want)
+	}
+	out.Reset()
+	if err := printWear(&out, &coordpb.WearStatusResponse{}, nil, now); err != nil || !strings.Contains(out.String(), "wear balancer: off") {
+		t.Fatalf("balancer off: %q, %v", out.String(), err)
+	}
+}
+
+var updateWear = flag.Bool("update-wear", false, "rewrite internal/cli/testdata/wear.golden")
