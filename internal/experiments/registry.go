@@ -67,6 +67,7 @@ func All() []Experiment {
 		chameleonLive(),
 		reparoIdentifier(),
 		reparoRebuild(),
+		reparoAfter(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
