@@ -23,6 +23,7 @@ func newCoordinatorCmd() *cobra.Command {
 	var scrub scrubFlags
 	var start startFlags
 	var wearF wearFlags
+	var metricsF metricsFlag
 	cmd := &cobra.Command{
 		Use:   "coordinator --dir DIR",
 		Short: "Run the coordinator (embedded etcd by default)",
@@ -73,7 +74,17 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			}()
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s (etcd %s)\n",
 				c.ClusterID(), c.Addr(), strings.Join(c.EtcdEndpoints(), ","))
-			cli, err := client.Dial(ctx, c.Addr(), client.Options{Logf: cfg.Logf})
+			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout())
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+			copts := client.Options{Logf: cfg.Logf}
+			if reg != nil {
+				// The scrubber's repairs go through this client.
+				copts = reg.ClientOptions(copts)
+			}
+			cli, err := client.Dial(ctx, c.Addr(), copts)
 			if err != nil {
 				return err
 			}
@@ -96,6 +107,11 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			if err != nil {
 				return err
 			}
+			if reg != nil {
+				if err := reg.AddScrubber(func() *client.Scrubber { return s }); err != nil {
+					return err
+				}
+			}
 			if err := s.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				return err
 			}
@@ -116,6 +132,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 	scrub.register(cmd, 10*time.Minute)
 	start.register(cmd)
 	wearF.register(cmd)
+	metricsF.register(f)
 	return cmd
 }
 

@@ -35,6 +35,7 @@ type devOptions struct {
 	kv       bool
 	kvSplits string
 	wear     wearFlags
+	metrics  metricsFlag
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -80,6 +81,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	f.BoolVar(&o.kv, "kv", true, "every node hosts the replicated KV store ('flashmend ctl kv')")
 	f.StringVar(&o.kvSplits, "kv-splits", "g,n,t", "KV shard split keys, comma separated (used when the cluster has no KV layout yet)")
 	o.wear.register(cmd)
+	o.metrics.register(f)
 	f.IntVar(&o.etcdMembers, "etcd-members", 1,
 		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
 	return cmd
@@ -129,6 +131,14 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	if err := removeEndpoint(o.dir); err != nil {
 		return err
 	}
+	// The endpoint serves from the start (its line comes first): the
+	// cluster's collectors join once it runs.
+	reg, stopMetrics, err := o.metrics.start(out)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	opts.Metrics = reg
 	startCtx, cancel := o.start.startContext(ctx)
 	cl, err := devcluster.Start(startCtx, opts)
 	if err != nil {

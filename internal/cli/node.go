@@ -18,6 +18,7 @@ func newNodeCmd() *cobra.Command {
 	var start startFlags
 	var withKV bool
 	var reserve float64
+	var metricsF metricsFlag
 	cmd := &cobra.Command{
 		Use:   "node --dir DIR --coordinator ADDR",
 		Short: "Run a storage node",
@@ -49,6 +50,19 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 			defer lock.Close()
 			startCtx, cancel := start.startContext(ctx)
 			cfg.RepairReserve = repairReserveConfig(reserve)
+			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout())
+			if err != nil {
+				cancel()
+				return err
+			}
+			defer stopMetrics()
+			if reg != nil {
+				cfg.ServerOptions = reg.ServerOptions
+				if cfg.KV != nil {
+					kvOpts := reg.KVOptions(*cfg.KV)
+					cfg.KV = &kvOpts
+				}
+			}
 			n, err := node.Start(startCtx, cfg)
 			if err != nil {
 				err = startError(startCtx, err)
@@ -56,6 +70,12 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 				return err
 			}
 			cancel()
+			if reg != nil {
+				if err := reg.AddNodes(func() []*node.Node { return []*node.Node{n} }); err != nil {
+					n.Close()
+					return err
+				}
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "node %s serving on %s (data in %s)\n", n.ID(), n.Addr(), cfg.Dir)
 			<-ctx.Done()
 			return closeWithin(shutdownTimeout, n.Close)
@@ -71,6 +91,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.BoolVar(&cfg.SyncWrites, "sync", true, "fsync every chunk write")
 	f.BoolVar(&withKV, "kv", true, "host the replicated KV store (replicas of the shards the coordinator places here)")
 	start.register(cmd)
+	metricsF.register(f)
 	return cmd
 }
 

@@ -44,6 +44,9 @@ type Options struct {
 	// Clock stamps the blob entries a write records on the nodes and
 	// dates the membership view (default the system clock).
 	Clock base.Clock
+	// OnRepair, when set, is called after each repair write this client
+	// attempts (metrics: internal/metrics). It must not block.
+	OnRepair func(RepairEvent)
 }
 
 // Client is a flashmend client. It is safe for concurrent use.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
@@ -128,6 +129,37 @@ type RepairJob struct {
 	// its local index entry too.
 	Missing bool
 	Info    *nodepb.BlobInfo
+	// Kind is how the good data was found (RepairChunk, RepairVote,
+	// RepairECRow); Detected is when the read that found the damage
+	// decided (repair latency is measured from it).
+	Kind     string
+	Detected time.Time
+}
+
+// Repair kinds (RepairJob.Kind, RepairEvent.Kind).
+const (
+	// RepairChunk: a REP replica rewritten from a replica that verified.
+	RepairChunk = "chunk"
+	// RepairVote: a REP chunk no replica of which verified, rebuilt sector
+	// by sector and by majority vote, then rewritten.
+	RepairVote = "vote"
+	// RepairECRow: an EC shard's row reconstructed from the row's other
+	// shards (Reed-Solomon), then rewritten.
+	RepairECRow = "ec_row"
+)
+
+// RepairEvent is one repair write this client attempted (Options.OnRepair).
+type RepairEvent struct {
+	Kind string
+	Node uint64
+	// Bytes is the chunk's size; Missing is set when the node did not have
+	// the chunk at all.
+	Bytes   int
+	Missing bool
+	// Latency is from the read that found the damage to the write's
+	// answer (a queued repair includes its wait in the scrubber's queue).
+	Latency time.Duration
+	Err     error
 }
 
 func (r *report) add(f func(*ReadReport)) {
@@ -277,7 +309,11 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, 
 		repairs[k] = order[r]
 		missing[order[r]] = reads[r].Missing
 	}
-	c.applyRepairs(ctx, l, i, repairs, d.RepairData, missing, rep, true)
+	kind := RepairChunk
+	if d.Voted {
+		kind = RepairVote
+	}
+	c.applyRepairs(ctx, l, i, repairs, d.RepairData, missing, rep, kind)
 	rep.add(func(r *ReadReport) {
 		r.BytesRead += int64(n)
 		if d.Voted {
@@ -312,18 +348,19 @@ func (c *Client) fetchAll(ctx context.Context, l layout, i int, order []int, rea
 }
 
 // applyRepairs rewrites corrupt chunks out of place on the nodes that had
-// them wrong (or queues them for the scrubber). rep0 is set for REP, where
-// every replica stores shard 0. missing[r] marks a replica or shard whose
+// them wrong (or queues them for the scrubber). kind is the RepairJob's;
+// every kind but RepairECRow is REP, where every replica stores shard 0. missing[r] marks a replica or shard whose
 // chunk the node did not have at all: it is re-created, and with chunk 0
 // the node's local index entry is written again too.
-func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []int, data [][]byte, missing []bool, rep *report, rep0 bool) {
+func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []int, data [][]byte, missing []bool, rep *report, kind string) {
+	detected := c.opts.Clock.Now()
 	for k, r := range replicas {
 		shard := r
-		if rep0 {
+		if kind != RepairECRow {
 			shard = 0
 		}
 		nodeID := l.placement[r]
-		job := RepairJob{Node: nodeID, ID: l.id(shard, i), Data: data[k], Missing: missing[r]}
+		job := RepairJob{Node: nodeID, ID: l.id(shard, i), Data: data[k], Missing: missing[r], Kind: kind, Detected: detected}
 		if job.Missing && i == 0 {
 			job.Info = l.blobInfo(shard, c.opts.Clock.Now().UnixMilli())
 		}
@@ -349,9 +386,17 @@ func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []i
 	}
 }
 
-// applyRepair writes one repair.
+// applyRepair writes one repair and tells Options.OnRepair.
 func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
-	return c.writeChunkReq(ctx, j.Node, j.ID, j.Data, true, j.Missing, j.Info)
+	err := c.writeChunkReq(ctx, j.Node, j.ID, j.Data, true, j.Missing, j.Info)
+	if c.opts.OnRepair != nil && ctx.Err() == nil {
+		ev := RepairEvent{Kind: j.Kind, Node: j.Node, Bytes: len(j.Data), Missing: j.Missing, Err: err}
+		if !j.Detected.IsZero() {
+			ev.Latency = c.opts.Clock.Now().Sub(j.Detected)
+		}
+		c.opts.OnRepair(ev)
+	}
+	return err
 }
 
 // readRowEC runs DIRECT for EC row i: only this row is reconstructed from
@@ -391,7 +436,7 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep
 	for s := range reads {
 		missing[s] = reads[s].Missing
 	}
-	c.applyRepairs(ctx, l, i, d.Repairs, d.RepairData, missing[:], rep, false)
+	c.applyRepairs(ctx, l, i, d.Repairs, d.RepairData, missing[:], rep, RepairECRow)
 	rep.add(func(r *ReadReport) {
 		r.BytesRead += int64(l.dataLen(i))
 		if d.Reconstructed {

@@ -87,6 +87,9 @@ type ScrubStats struct {
 	RepairFailedNoSpace int64
 	LastRepairFailure   string
 	Errors              int64
+	// PassObjects is the number of objects of the current (or last) pass;
+	// PassObjectsDone how many of them it has verified: its progress.
+	PassObjects, PassObjectsDone int64
 }
 
 func (s ScrubStats) String() string {
@@ -226,11 +229,13 @@ func (s *Scrubber) Pass(ctx context.Context) error {
 		return err
 	}
 	s.retryFailed(ctx, recs)
+	s.count(func(st *ScrubStats) { st.PassObjects, st.PassObjectsDone = int64(len(recs)), 0 })
 	for _, rec := range recs {
 		if slices.ContainsFunc(rec.Placement, dead) {
 			rp, err := s.c.ReprotectObject(ctx, rec, dead, s.wait)
 			s.count(func(st *ScrubStats) {
 				st.Objects++
+				st.PassObjectsDone++
 				st.Reprotected += int64(rp.Moved)
 				if err != nil {
 					st.ReprotectFailed++
@@ -247,6 +252,7 @@ func (s *Scrubber) Pass(ctx context.Context) error {
 		rep, err := s.c.ScrubObject(ctx, rec, s.wait, s.enqueue(ctx))
 		s.count(func(st *ScrubStats) {
 			st.Objects++
+			st.PassObjectsDone++
 			if rep != nil {
 				st.Chunks += int64(rep.Chunks)
 				st.BytesVerified += rep.BytesRead

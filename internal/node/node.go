@@ -52,6 +52,9 @@ type Config struct {
 	// RegisterServices, when set, registers more gRPC services on the
 	// node's server before it starts serving.
 	RegisterServices func(*grpc.Server)
+	// ServerOptions, when set, adds options to the node's gRPC server once
+	// its ID is known (the metrics interceptors, internal/metrics).
+	ServerOptions func(id base.NodeID) []grpc.ServerOption
 	// KV, when set, makes the node host the KV store (internal/kv/kvserver)
 	// on the same server and port: its replicas of the shards the
 	// coordinator placed on it, in Dir/kv, opened once the coordinator has
@@ -217,6 +220,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		// Patches and raft batches of the KV store; a peer's whole shard
 		// (FetchState) goes out in one message.
 		srvOpts = append(srvOpts, grpc.MaxRecvMsgSize(64<<20), grpc.MaxSendMsgSize(1<<30))
+	}
+	if cfg.ServerOptions != nil {
+		srvOpts = append(srvOpts, cfg.ServerOptions(n.id)...)
 	}
 	n.srv = grpc.NewServer(srvOpts...)
 	nodepb.RegisterNodeServer(n.srv, &service{n: n})
@@ -429,6 +435,13 @@ func (n *Node) RepairHistory() *nodepb.RepairHistory {
 		}
 		return info.Key
 	})
+}
+
+// RepairCounts returns the totals of the node's durable repair history
+// (the counts 'ctl repairs' prints), keyed by the Kind* and Count* names.
+func (n *Node) RepairCounts() map[string]int64 {
+	n.noteMetaRepairs()
+	return n.history.counts()
 }
 
 // Dir is the node's data directory (absolute; "" when it has none).

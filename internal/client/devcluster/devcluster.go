@@ -20,6 +20,7 @@ import (
 	"github.com/flashmend/flashmend/internal/coord"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/metrics"
 	"github.com/flashmend/flashmend/internal/node"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/wire"
@@ -62,6 +63,10 @@ type Options struct {
 	// WearMoveInterval, when set, runs a mover that carries out the wear
 	// balancer's moves (client.RunWearMoves) at this period.
 	WearMoveInterval time.Duration
+	// Metrics, when set, receives the cluster's metrics: every node's
+	// statistics, requests and KV repairs, and the scrubber's counters and
+	// repairs. A registry serves one cluster.
+	Metrics *metrics.Registry
 }
 
 // Cluster is a running dev cluster.
@@ -102,6 +107,10 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
+	}
+	if opts.Metrics != nil && opts.KV != nil {
+		kvOpts := opts.Metrics.KVOptions(*opts.KV)
+		opts.KV = &kvOpts
 	}
 	co, err := coord.Start(ctx, coord.Config{
 		Dir: filepath.Join(opts.Dir, "coordinator"), LeaseTTLSeconds: opts.LeaseTTLSeconds,
@@ -156,7 +165,26 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 			return nil, err
 		}
 	}
+	if m := opts.Metrics; m != nil {
+		if err := errors.Join(m.AddNodes(c.running), m.AddScrubber(c.Scrubber)); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("devcluster: metrics: %w", err)
+		}
+	}
 	return c, nil
+}
+
+// running returns the nodes that run.
+func (c *Cluster) running() []*node.Node {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []*node.Node
+	for _, n := range c.Nodes {
+		if n != nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // startMover runs client.RunWearMoves every interval.
@@ -226,12 +254,16 @@ func (c *Cluster) startNodeLocked(ctx context.Context, i int) (*node.Node, error
 			return nil, err
 		}
 	}
-	return node.Start(ctx, node.Config{
+	cfg := node.Config{
 		Dir: dir, CoordinatorAddr: c.Coord.Addr(), NodeID: base.NodeID(i + 1), Store: store,
 		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
 		FaultSeed: int64(i + 1), Logf: c.opts.Logf, DieRepair: c.opts.DieRepair, KV: c.opts.KV,
 		RepairReserve: c.opts.RepairReserve,
-	})
+	}
+	if c.opts.Metrics != nil {
+		cfg.ServerOptions = c.opts.Metrics.ServerOptions
+	}
+	return node.Start(ctx, cfg)
 }
 
 // DeadNode is a node that did not start.
@@ -286,7 +318,11 @@ func (c *Cluster) Endpoint() string { return c.Coord.Addr() }
 func (c *Cluster) Scrubber() *client.Scrubber { return c.scrubber }
 
 func (c *Cluster) startScrubber(ctx context.Context, opts client.ScrubberOptions) error {
-	cli, err := client.Dial(ctx, c.Endpoint(), client.Options{Logf: c.opts.Logf})
+	copts := client.Options{Logf: c.opts.Logf}
+	if c.opts.Metrics != nil {
+		copts = c.opts.Metrics.ClientOptions(copts)
+	}
+	cli, err := client.Dial(ctx, c.Endpoint(), copts)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package kvserver
 import (
 	"context"
 	"fmt"
+	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,6 +184,17 @@ func (n *Node) ID() base.NodeID { return n.cfg.ID }
 
 // Replica returns this node's replica of shard, or nil.
 func (n *Node) Replica(shard base.ShardID) *kv.Replica { return n.replicas[shard] }
+
+// Replicas returns this node's replicas in shard order (metrics; the set
+// is fixed once NewNode returns).
+func (n *Node) Replicas() []*kv.Replica {
+	out := make([]*kv.Replica, 0, len(n.replicas))
+	for _, r := range n.replicas {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard().ID < out[j].Shard().ID })
+	return out
+}
 
 // RegisterServices registers the KV, Replication and KVAdmin services for
 // this node.
