@@ -74,7 +74,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			}()
 			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s (etcd %s)\n",
 				c.ClusterID(), c.Addr(), strings.Join(c.EtcdEndpoints(), ","))
-			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout())
+			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -133,7 +133,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	}
 	// The endpoint serves from the start (its line comes first): the
 	// cluster's collectors join once it runs.
-	reg, stopMetrics, err := o.metrics.start(out)
+	reg, stopMetrics, err := o.metrics.start(out, errOut)
 	if err != nil {
 		return err
 	}

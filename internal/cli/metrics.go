@@ -18,17 +18,21 @@ func (m *metricsFlag) register(f *pflag.FlagSet) {
 }
 
 // start returns the process's registry and starts its endpoint, printing
-// "metrics: URL" on out (scripts find it there). Off: a nil registry and
-// a no-op stop.
-func (m *metricsFlag) start(out io.Writer) (*metrics.Registry, func() error, error) {
+// "metrics: URL" on out (scripts find it there); stop ends it and says on
+// errOut if that failed. Off: a nil registry and a no-op stop.
+func (m *metricsFlag) start(out, errOut io.Writer) (reg *metrics.Registry, stop func(), err error) {
 	if m.addr == "off" || m.addr == "" {
-		return nil, func() error { return nil }, nil
+		return nil, func() {}, nil
 	}
-	reg := metrics.New()
+	reg = metrics.New()
 	srv, err := reg.Serve(m.addr)
 	if err != nil {
 		return nil, nil, err
 	}
 	fmt.Fprintf(out, "metrics: %s\n", srv.URL())
-	return reg, srv.Close, nil
+	return reg, func() {
+		if err := srv.Close(); err != nil {
+			fmt.Fprintf(errOut, "metrics: %v\n", err)
+		}
+	}, nil
 }

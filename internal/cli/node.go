@@ -50,7 +50,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 			defer lock.Close()
 			startCtx, cancel := start.startContext(ctx)
 			cfg.RepairReserve = repairReserveConfig(reserve)
-			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout())
+			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				cancel()
 				return err
