@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -97,17 +98,27 @@ func ctlPut(f *ctlFlags) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			var data []byte
-			if args[1] == "-" {
-				data, err = io.ReadAll(cmd.InOrStdin())
-			} else {
-				data, err = os.ReadFile(args[1])
-			}
-			if err != nil {
-				return err
+			// The file streams: memory is bounded by the client's
+			// window, not by the file's size.
+			var src io.Reader = cmd.InOrStdin()
+			size := int64(-1)
+			if args[1] != "-" {
+				file, err := os.Open(args[1])
+				if err != nil {
+					return err
+				}
+				defer file.Close()
+				st, err := file.Stat()
+				if err != nil {
+					return err
+				}
+				if st.Mode().IsRegular() {
+					size = st.Size()
+				}
+				src = file
 			}
 			return f.run(func(ctx context.Context, c *client.Client) error {
-				rec, err := c.Put(ctx, args[0], data, r)
+				rec, err := c.PutReader(ctx, args[0], src, size, r)
 				if err != nil {
 					return err
 				}
@@ -128,16 +139,22 @@ func ctlGet(f *ctlFlags) *cobra.Command {
 		Args:  rangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.run(func(ctx context.Context, c *client.Client) error {
-				data, rep, err := c.GetWithReport(ctx, args[0], f.readMode)
-				if err != nil {
-					return err
-				}
+				var rep *client.ReadReport
 				if len(args) == 2 && args[1] != "-" {
-					if err := os.WriteFile(args[1], data, 0o644); err != nil {
+					r, err := getToFile(ctx, c, args[0], f.readMode, args[1])
+					if err != nil {
 						return err
 					}
-				} else if _, err := cmd.OutOrStdout().Write(data); err != nil {
-					return err
+					rep = r
+				} else {
+					// Streamed: bytes reach standard output as they are
+					// verified; a read that fails midway has written a
+					// prefix and exits non-zero.
+					_, r, err := c.GetTo(ctx, args[0], f.readMode, cmd.OutOrStdout())
+					if err != nil {
+						return err
+					}
+					rep = r
 				}
 				if report || rep.Repaired > 0 || rep.Failovers > 0 || rep.RepairFailed > 0 {
 					fmt.Fprintln(cmd.ErrOrStderr(), "read:", rep)
@@ -148,6 +165,42 @@ func ctlGet(f *ctlFlags) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&report, "report", false, "print what the read verified and repaired (standard error)")
 	return cmd
+}
+
+// getToFile streams key into a temporary file next to path and renames it
+// to path once the whole object is read and verified: a failed read leaves
+// no partial file (and an existing file at path unchanged). A path that
+// exists and is not a regular file (/dev/null, a FIFO) is written directly.
+func getToFile(ctx context.Context, c *client.Client, key, mode, path string) (*client.ReadReport, error) {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		out, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+		if err != nil {
+			return nil, err
+		}
+		_, rep, err := c.GetTo(ctx, key, mode, out)
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		return rep, err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".part-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name()) // after a successful rename: nothing to remove
+	_, rep, err := c.GetTo(ctx, key, mode, tmp)
+	if err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return nil, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, err
+	}
+	return rep, os.Rename(tmp.Name(), path)
 }
 
 func formatRecord(r *objectpb.ObjectRecord) string {

@@ -35,6 +35,13 @@ type Options struct {
 	ReadMode string
 	// ChunksInFlight bounds concurrent chunk RPCs per operation (default 16).
 	ChunksInFlight int
+	// WindowBytes bounds the object bytes one streamed PUT or GET holds
+	// (default DefaultWindowBytes; at least two chunks or EC rows): a GET
+	// fetches and verifies at most this far ahead of the bytes it has
+	// delivered, a PUT has at most this much read from its source and not
+	// yet acknowledged by every node. The package doc states the resulting
+	// memory bound per request.
+	WindowBytes int64
 	// RPCTimeout bounds each chunk RPC (default 30s).
 	RPCTimeout time.Duration
 	// WriteAttempts is how many placements a write tries (default 3).
@@ -48,6 +55,9 @@ type Options struct {
 	// attempts (metrics: internal/metrics). It must not block.
 	OnRepair func(RepairEvent)
 }
+
+// DefaultWindowBytes is Options.WindowBytes' default.
+const DefaultWindowBytes = 8 << 20
 
 // Client is a flashmend client. It is safe for concurrent use.
 type Client struct {
@@ -76,6 +86,9 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	}
 	if opts.ChunksInFlight <= 0 {
 		opts.ChunksInFlight = 16
+	}
+	if opts.WindowBytes <= 0 {
+		opts.WindowBytes = DefaultWindowBytes
 	}
 	if opts.RPCTimeout <= 0 {
 		opts.RPCTimeout = 30 * time.Second

@@ -19,6 +19,15 @@
 //     to REP objects (HDFS blocks); EC objects are always read with DIRECT
 //     row reconstruction. REP chunk i is read from replica i mod 3 first, to
 //     spread reads over the replicas.
+//   - Streaming: PutReader and GetTo / Open move an object of any size
+//     through a bounded window (Options.WindowBytes, default 8 MiB): a
+//     write reads, checksums and encodes units (64 KiB chunks for REP,
+//     256 KiB rows for EC) while earlier ones are on the wire, and reuses
+//     each unit's buffer once every node has acknowledged it; a read
+//     fetches units in parallel (up to ChunksInFlight at once) at most a
+//     window ahead of the bytes it has delivered, each verified, and
+//     repaired, by the DIRECT cores before it is written out, in order.
+//     Put, Get and ReadVersion are the same paths with the bytes in memory.
 //   - Scrubbing: ScrubObject reads every replica and shard (parity included)
 //     and repairs through the same path; Scrubber runs it over the whole
 //     index under a byte budget, with repairs queued behind their own budget.
@@ -34,6 +43,20 @@
 //     into its index.
 //   - Fault injection and statistics commands for flashmend ctl.
 //
+// # Memory per request
+//
+// With W = Options.WindowBytes and F = Options.ChunksInFlight: a streamed
+// PUT holds W of object bytes in unit buffers (1.5 W for EC: the parity
+// is encoded in place) plus the F requests being sent (64 KiB each); a
+// streamed GET holds at most W of units fetched or waiting for their turn,
+// and each unit being verified holds what its replicas or shards returned:
+// one chunk for a clean REP read, four shard chunks and the assembled row
+// for EC (2 W in all), up to four times a unit when every replica of a
+// chunk is corrupt or a row is reconstructed. gRPC's transport buffers
+// come on top. A node handles one chunk per request and never holds an
+// object. TestStreamLargerThanMemory checks a 256 MiB object against a
+// 48 MiB bound on the client process's peak resident set growth.
+//
 // # Failure model
 //
 // Nodes may be down or return corrupt bytes; the coordinator may be briefly
@@ -46,5 +69,9 @@
 // while the version is current (ScrubStats.RepairsPending, RepairRetried).
 // A node whose device is near full answers new writes with a no-space
 // error: the write is placed on other nodes, and when none is left the
-// error says which nodes were full.
+// error says which nodes were full. A streamed PUT that must be placed again
+// reads its source again from the start (it must be an io.Seeker, or the
+// write fails with the nodes' error); a streamed GET that fails after
+// bytes went out returns its error (ctl get writes a file under a
+// temporary name and renames it only when the whole object verified).
 package client

@@ -2,20 +2,15 @@ package client
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
-	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
-	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
 
 // ReadReport says what a read (or scrub) found and repaired.
@@ -168,116 +163,13 @@ func (r *report) add(f func(*ReadReport)) {
 	f(&r.ReadReport)
 }
 
-// Get reads a key's current version in the client's read mode.
-func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
-	data, _, err := c.GetWithReport(ctx, key, ModeDefault)
-	return data, err
-}
-
-// GetWithReport reads a key in the given mode (ModeDefault for the
-// client's) and says what was repaired.
-//
-// A version is immutable, but a concurrent overwrite or delete lets the
-// coordinator collect it while it is being read (DIRECT 000 section 4.2.2:
-// reads need not see a deletion instantly). When a read fails and the key
-// has meanwhile moved to another version, the new version is read; when
-// the key is gone, the result is not found.
-func (c *Client) GetWithReport(ctx context.Context, key, mode string) ([]byte, *ReadReport, error) {
-	rec, err := c.Stat(ctx, key)
-	if err != nil {
-		return nil, nil, err
-	}
-	for attempt := 0; ; attempt++ {
-		data, rep, err := c.ReadVersion(ctx, rec, mode)
-		if err == nil || attempt == 2 || base.IsInvalidArgument(err) || ctx.Err() != nil {
-			return data, rep, err
-		}
-		now, serr := c.Stat(ctx, key)
-		if serr != nil {
-			if errors.Is(serr, fs.ErrNotExist) {
-				return nil, rep, serr
-			}
-			return nil, rep, err
-		}
-		if now.Version == rec.Version {
-			return nil, rep, err
-		}
-		rec = now
-	}
-}
-
-// ReadVersion reads the version rec describes.
-func (c *Client) ReadVersion(ctx context.Context, rec *objectpb.ObjectRecord, mode string) ([]byte, *ReadReport, error) {
-	mode, err := c.readMode(mode)
-	if err != nil {
-		return nil, nil, err
-	}
-	l, err := newLayout(rec)
-	if err != nil {
-		return nil, nil, err
-	}
-	rep := &report{ReadReport: ReadReport{Mode: mode, Chunks: l.chunks, RepairsByNode: map[uint64]int{}}}
-	out := make([]byte, rec.SizeBytes)
-	switch {
-	case l.ec:
-		err = c.forEachChunk(ctx, l.chunks, func(ctx context.Context, i int) error {
-			return c.readRowEC(ctx, l, i, out, rep, false)
-		})
-	case mode == ModeHDFS:
-		err = c.readHDFS(ctx, rec, l, out, rep)
-	default:
-		err = c.forEachChunk(ctx, l.chunks, func(ctx context.Context, i int) error {
-			return c.readChunkREP(ctx, l, i, out, rep, false)
-		})
-	}
-	if err != nil {
-		return nil, &rep.ReadReport, fmt.Errorf("get %q v%d: %w", rec.Key, rec.Version, err)
-	}
-	return out, &rep.ReadReport, nil
-}
-
-// forEachChunk runs f over chunk indexes with bounded parallelism. The
-// first failure cancels the rest and is the one returned (the failures it
-// causes are not).
-func (c *Client) forEachChunk(ctx context.Context, n int, f func(context.Context, int) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var once sync.Once
-	var first error
-	fail := func(err error) {
-		once.Do(func() {
-			first = err
-			cancel()
-		})
-	}
-	sem := make(chan struct{}, c.opts.ChunksInFlight)
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			fail(ctx.Err())
-		}
-		if ctx.Err() != nil {
-			break
-		}
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := f(ctx, i); err != nil {
-				fail(err)
-			}
-		}(i)
-	}
-	wg.Wait()
-	return first
-}
-
 // readChunkREP runs DIRECT for REP chunk i (DIRECT 000 section 4.2.2).
 // Replicas are read starting at i mod 3 to spread load; when scrub is set
 // every replica is read and every corrupt one repaired.
-func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, rep *report, scrub bool) error {
+//
+// It returns the chunk's verified bytes (owned by the caller: the decision's
+// buffer, not copied).
+func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report, scrub bool) ([]byte, error) {
 	id := l.id(0, i)
 	n := l.chunkLen(i)
 	order := make([]int, l.copies)
@@ -301,7 +193,7 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, 
 		}
 	}
 	if d.Err != nil {
-		return d.Err
+		return nil, d.Err
 	}
 	repairs := make([]int, len(d.Repairs))
 	missing := make([]bool, l.copies)
@@ -323,10 +215,7 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, out []byte, 
 			r.AllCorrupt++
 		}
 	})
-	if out != nil {
-		copy(out[l.offset(i):], d.Data)
-	}
-	return nil
+	return d.Data, nil
 }
 
 // fetchAll reads chunk i from every replica in parallel (order maps read
@@ -388,7 +277,7 @@ func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []i
 
 // applyRepair writes one repair and tells Options.OnRepair.
 func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
-	err := c.writeChunkReq(ctx, j.Node, j.ID, j.Data, true, j.Missing, j.Info)
+	err := c.writeChunkReq(ctx, j.Node, j.ID, j.Data, nil, true, j.Missing, j.Info)
 	if c.opts.OnRepair != nil && ctx.Err() == nil {
 		ev := RepairEvent{Kind: j.Kind, Node: j.Node, Bytes: len(j.Data), Missing: j.Missing, Err: err}
 		if !j.Detected.IsZero() {
@@ -402,7 +291,9 @@ func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
 // readRowEC runs DIRECT for EC row i: only this row is reconstructed from
 // the other shards' same rows; with scrub every shard, parity included, is
 // read and verified.
-func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep *report, scrub bool) error {
+// It returns the row's verified object bytes (the data shards, without the
+// last row's padding).
+func (c *Client) readRowEC(ctx context.Context, l layout, i int, rep *report, scrub bool) ([]byte, error) {
 	var ids [direct.TotalShards]direct.ChunkID
 	for s := range ids {
 		ids[s] = l.id(s, i)
@@ -430,7 +321,7 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep
 		wg.Wait()
 	}
 	if d.Err != nil {
-		return d.Err
+		return nil, d.Err
 	}
 	var missing [direct.TotalShards]bool
 	for s := range reads {
@@ -443,91 +334,5 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, out []byte, rep
 			r.Reconstructed++
 		}
 	})
-	if out != nil {
-		copy(out[l.offset(i):], d.Data[:l.dataLen(i)])
-	}
-	return nil
+	return d.Data[:l.dataLen(i)], nil
 }
-
-// readHDFS is the hdfs baseline (DIRECT 000 section 4.2.1): stream the
-// block from one replica; at the first chunk that fails verification switch
-// to the next replica from that offset and never go back; the read fails
-// when every replica has failed. Failed replicas are reported and the whole
-// object is re-replicated to them in the background.
-func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l layout, out []byte, rep *report) error {
-	st := direct.NewHDFSState(l.copies)
-	next := 0
-	var readErr error
-	for next < l.chunks && readErr == nil {
-		replica := st.Current
-		if replica >= l.copies {
-			break
-		}
-		// Stream the rest of the block from the current replica.
-		reads := make([]direct.ReplicaRead, l.chunks)
-		// The callback returns no error: a failed read is recorded in its
-		// ReplicaRead and handled below.
-		_ = c.forEachChunk(ctx, l.chunks-next, func(ctx context.Context, k int) error {
-			reads[next+k] = c.readChunk(ctx, l.placement[replica], l.id(0, next+k))
-			return nil
-		})
-		for ; next < l.chunks; next++ {
-			slot := make([]direct.ReplicaRead, l.copies)
-			slot[replica] = reads[next]
-			d := direct.DecideHDFS(st, l.id(0, next), l.chunkLen(next), slot)
-			if d.Err != nil {
-				readErr = d.Err
-				break
-			}
-			if len(d.Fetch) > 0 {
-				rep.add(func(r *ReadReport) { r.Failovers++ })
-				break // failed over: stream from the new replica at this offset
-			}
-			copy(out[l.offset(next):], d.Data)
-			rep.add(func(r *ReadReport) { r.BytesRead += int64(len(d.Data)) })
-		}
-	}
-	if readErr == nil && next < l.chunks {
-		readErr = base.DataLossErrorf("object %q: every replica failed (hdfs mode)", rec.Key)
-	}
-	var bad []uint64
-	for r, failed := range st.Failed {
-		if failed {
-			bad = append(bad, l.placement[r])
-			if _, err := c.coord.ReportBadReplica(ctx, &coordpb.ReportBadReplicaRequest{Key: rec.Key, Version: rec.Version, NodeId: l.placement[r]}); err != nil {
-				// Best effort: the report only speeds up re-replication.
-				c.opts.Logf("client: report bad replica of %q on node %d: %v", rec.Key, l.placement[r], err)
-			}
-		}
-	}
-	if readErr != nil {
-		return readErr
-	}
-	sort.Slice(bad, func(a, b int) bool { return bad[a] < bad[b] })
-	rep.add(func(r *ReadReport) { r.Rereplicated = bad })
-	for r, failed := range st.Failed {
-		if failed {
-			c.rereplicate(l, r, append([]byte(nil), out...))
-		}
-	}
-	return nil
-}
-
-// rereplicate rewrites every chunk of the object on replica r, in the
-// background: HDFS recovers at block granularity.
-func (c *Client) rereplicate(l layout, r int, data []byte) {
-	c.bg.Add(1)
-	go func() {
-		defer c.bg.Done()
-		for i := 0; i < l.chunks; i++ {
-			chunk := data[l.offset(i) : l.offset(i)+int64(l.chunkLen(i))]
-			if err := c.writeChunk(c.bgCtx, l.placement[r], l.id(0, i), chunk, true, nil); err != nil {
-				c.opts.Logf("client: hdfs re-replication to node %d: %v", l.placement[r], err)
-				return
-			}
-		}
-	}()
-}
-
-// WaitBackground waits for background re-replications to finish.
-func (c *Client) WaitBackground() { c.bg.Wait() }

@@ -117,22 +117,3 @@ func (l layout) locate(offset int64) (chunk int, within int64, err error) {
 	// Every chunk but the last is full.
 	return int(offset / direct.ChunkSize), offset % direct.ChunkSize, nil
 }
-
-// rowShards splits EC row i of data into zero-padded data shards and
-// encodes the parity.
-func (c *Client) rowShards(l layout, data []byte, i int) ([][]byte, error) {
-	n := l.chunkLen(i)
-	start := l.offset(i)
-	row := data[start : start+int64(l.dataLen(i))]
-	shards := make([][]byte, direct.TotalShards)
-	for s := range shards {
-		shards[s] = make([]byte, n)
-		if s < direct.DataShards && s*n < len(row) {
-			copy(shards[s], row[s*n:min(len(row), (s+1)*n)])
-		}
-	}
-	if err := c.enc.Encode(shards); err != nil {
-		return nil, base.AssertionFailedf("encode row %d: %v", i, err)
-	}
-	return shards, nil
-}

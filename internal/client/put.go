@@ -1,12 +1,15 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -28,29 +31,56 @@ func ParseRedundancy(s string) (objectpb.Redundancy, error) {
 	return 0, base.InvalidArgumentf("unknown redundancy %q (want rep or ec)", s)
 }
 
-// writeTask is one chunk bound for one replica or shard.
-type writeTask struct {
-	replica int
-	id      direct.ChunkID
-	data    []byte
-	info    *nodepb.BlobInfo
-}
-
 // Put writes data as a new version of key and commits it once every chunk
 // is durable on every replica or shard. A node that fails during the write
 // is excluded and the write starts again on a new placement.
 func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.Redundancy) (*objectpb.ObjectRecord, error) {
+	return c.PutReader(ctx, key, bytes.NewReader(data), int64(len(data)), red)
+}
+
+// PutReader writes the bytes of src as a new version of key, streaming: it
+// holds at most Options.WindowBytes of them at a time (see the package
+// doc), read, checksummed and encoded while earlier chunks are on the wire.
+// size is the number of bytes src yields (a source that ends early is an
+// error wrapping io.ErrUnexpectedEOF; bytes past size are not read), or -1
+// when unknown: src is then read to io.EOF, and the version's first chunk
+// (which carries the blob's size to the nodes' local indexes) is written
+// last. When a node fails mid-write the write is placed again from the
+// start of src, which takes an io.Seeker: a source that cannot seek fails
+// with the node's error instead.
+func (c *Client) PutReader(ctx context.Context, key string, src io.Reader, size int64, red objectpb.Redundancy) (*objectpb.ObjectRecord, error) {
 	if err := checkUTF8("object key", key); err != nil {
 		return nil, err
 	}
-	if int64(len(data)) > c.info.MaxObjectBytes {
-		return nil, base.InvalidArgumentf("object of %d bytes exceeds the cluster's limit of %s", len(data), base.Bytes(c.info.MaxObjectBytes))
+	if size < -1 {
+		return nil, base.InvalidArgumentf("object size %d (want -1 for unknown, or at least 0)", size)
+	}
+	if size > c.info.MaxObjectBytes {
+		return nil, base.InvalidArgumentf("object of %d bytes exceeds the cluster's limit of %s", size, base.Bytes(c.info.MaxObjectBytes))
+	}
+	seeker, _ := src.(io.Seeker)
+	var start int64
+	if seeker != nil {
+		var err error
+		if start, err = seeker.Seek(0, io.SeekCurrent); err != nil {
+			seeker = nil // a pipe, say: not seekable after all
+		}
 	}
 	var exclude []uint64
 	var lastErr error
 	for attempt := 0; attempt < c.opts.WriteAttempts; attempt++ {
+		if attempt > 0 {
+			if seeker == nil {
+				return nil, fmt.Errorf("put %q: nodes %v failed (%w); the source cannot seek, so the write cannot be placed again", key, exclude, lastErr)
+			}
+			if _, err := seeker.Seek(start, io.SeekStart); err != nil {
+				return nil, fmt.Errorf("put %q: nodes %v failed (%w); rewinding the source: %v", key, exclude, lastErr, err)
+			}
+		}
 		begin, err := c.coord.BeginPut(ctx, &coordpb.BeginPutRequest{
-			Key: key, SizeBytes: int64(len(data)), Redundancy: red, Exclude: exclude,
+			// NB: an unknown size is checked against the cluster's limit
+			// at CommitPut (and by the client as it reads).
+			Key: key, SizeBytes: max(size, 0), Redundancy: red, Exclude: exclude,
 		})
 		if err != nil {
 			if lastErr != nil {
@@ -68,11 +98,11 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.
 			placement[i] = n.Id
 		}
 		rec := &objectpb.ObjectRecord{Key: key, Object: begin.Object, Version: begin.Version,
-			SizeBytes: int64(len(data)), Redundancy: red, Placement: placement}
-		failed, err := c.writeAll(ctx, rec, data)
+			SizeBytes: size, Redundancy: red, Placement: placement}
+		failed, err := c.writeStream(ctx, rec, src)
 		if err == nil {
 			resp, err := c.coord.CommitPut(ctx, &coordpb.CommitPutRequest{
-				Key: key, Version: begin.Version, SizeBytes: int64(len(data)), Redundancy: red, Placement: placement,
+				Key: key, Version: begin.Version, SizeBytes: rec.SizeBytes, Redundancy: red, Placement: placement,
 			})
 			if err != nil {
 				c.abort(key, begin.Version)
@@ -101,10 +131,45 @@ func (c *Client) abort(key string, version uint64) {
 	}
 }
 
-// writeAll writes every chunk of a version to its replicas or shards. It
+// unitBuf holds one unit of a streamed write: a REP chunk, or an EC row's
+// six shard chunks (data shards first, back to back, then parity), with
+// their checksums. It returns to its write's free list when every node has
+// answered for it.
+type unitBuf struct {
+	buf     []byte
+	shards  [][]byte
+	sums    [][]uint32
+	pending atomic.Int32
+	free    chan *unitBuf
+}
+
+func (u *unitBuf) done() {
+	if u.pending.Add(-1) == 0 {
+		u.free <- u
+	}
+}
+
+// writeTask is one chunk bound for one replica or shard.
+type writeTask struct {
+	replica int
+	id      direct.ChunkID
+	data    []byte
+	sums    []uint32
+	info    *nodepb.BlobInfo
+	unit    *unitBuf // nil for an empty object's index entries
+}
+
+// writeStream reads rec's bytes from src and writes every chunk to its
+// replicas or shards, a window of units ahead of the slowest answer. With
+// rec.SizeBytes -1 (unknown) it sets rec.SizeBytes to the bytes read. It
 // returns the nodes that failed with operating errors (to be excluded), or
-// a hard error (bad input, corruption) with no failed nodes.
-func (c *Client) writeAll(ctx context.Context, rec *objectpb.ObjectRecord, data []byte) ([]uint64, error) {
+// a hard error (bad input, corruption, a source that fails) with no failed
+// nodes.
+func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, src io.Reader) ([]uint64, error) {
+	known := rec.SizeBytes >= 0
+	if !known {
+		rec.SizeBytes = 0 // for the layout's geometry; set when src ends
+	}
 	l, err := newLayout(rec)
 	if err != nil {
 		return nil, err
@@ -115,6 +180,13 @@ func (c *Client) writeAll(ctx context.Context, rec *objectpb.ObjectRecord, data 
 	var mu sync.Mutex
 	var failed []uint64
 	var firstErr error
+	setErr := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
 	isFailed := func(replica int) bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -127,9 +199,15 @@ func (c *Client) writeAll(ctx context.Context, rec *objectpb.ObjectRecord, data 
 			defer wg.Done()
 			for t := range tasks {
 				if isFailed(t.replica) {
+					if t.unit != nil {
+						t.unit.done()
+					}
 					continue
 				}
-				err := c.writeChunk(ctx, l.placement[t.replica], t.id, t.data, false, t.info)
+				err := c.writeChunkReq(ctx, l.placement[t.replica], t.id, t.data, t.sums, false, false, t.info)
+				if t.unit != nil {
+					t.unit.done()
+				}
 				if err == nil {
 					continue
 				}
@@ -146,57 +224,20 @@ func (c *Client) writeAll(ctx context.Context, rec *objectpb.ObjectRecord, data 
 			}
 		}()
 	}
-	now := c.opts.Clock.Now().UnixMilli()
-	info := func(shard int) *nodepb.BlobInfo { return l.blobInfo(shard, now) }
-	if l.chunks == 0 {
-		// An empty object stores no chunk; its replicas or shards are
-		// only local index entries (so a rebuilt index still has it).
-		for r := 0; r < l.copies; r++ {
-			shard := 0
-			if l.ec {
-				shard = r
-			}
-			select {
-			case tasks <- writeTask{replica: r, id: l.id(shard, 0), info: info(shard)}:
-			case <-ctx.Done():
-			}
-		}
-	}
-produce:
-	for i := 0; i < l.chunks; i++ {
-		var batch []writeTask
-		if l.ec {
-			shards, err := c.rowShards(l, data, i)
-			if err != nil {
-				mu.Lock()
-				firstErr = err
-				mu.Unlock()
-				break
-			}
-			for s, sh := range shards {
-				t := writeTask{replica: s, id: l.id(s, i), data: sh}
-				if i == 0 {
-					t.info = info(s)
-				}
-				batch = append(batch, t)
-			}
-		} else {
-			chunk := data[l.offset(i) : l.offset(i)+int64(l.chunkLen(i))]
-			for r := 0; r < l.copies; r++ {
-				t := writeTask{replica: r, id: l.id(0, i), data: chunk}
-				if i == 0 {
-					t.info = info(0)
-				}
-				batch = append(batch, t)
-			}
-		}
-		for _, t := range batch {
+	send := func(ts []writeTask) bool {
+		for _, t := range ts {
 			select {
 			case tasks <- t:
 			case <-ctx.Done():
-				break produce
+				return false
 			}
 		}
+		return true
+	}
+	size, err := c.produceUnits(ctx, l, src, known, send)
+	if err != nil {
+		setErr(err)
+		cancel()
 	}
 	close(tasks)
 	wg.Wait()
@@ -205,20 +246,184 @@ produce:
 	if firstErr == nil && ctx.Err() != nil {
 		firstErr = ctx.Err()
 	}
-	if firstErr != nil && len(failed) > 0 && (base.IsInvalidArgument(firstErr) || base.IsCorruption(firstErr)) {
+	if firstErr != nil && len(failed) > 0 && (base.IsInvalidArgument(firstErr) || base.IsCorruption(firstErr) || firstErr == err) {
 		failed = nil
+	}
+	if firstErr == nil {
+		rec.SizeBytes = size
 	}
 	return failed, firstErr
 }
 
-// writeChunk sends one chunk with its checksums, computed here once.
-func (c *Client) writeChunk(ctx context.Context, nodeID uint64, id direct.ChunkID, data []byte, repair bool, info *nodepb.BlobInfo) error {
-	return c.writeChunkReq(ctx, nodeID, id, data, repair, false, info)
+// produceUnits reads src unit by unit into the window's buffers, computes
+// the checksums (and EC parity), and sends each chunk's writes. It returns
+// the bytes read. An error is a hard one (the source, the size, a bug);
+// false from send means the write was stopped.
+func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, known bool, send func([]writeTask) bool) (int64, error) {
+	unit := l.unitBytes()
+	ahead := c.unitsAhead(l)
+	free := make(chan *unitBuf, ahead)
+	allocated := 0
+	acquire := func() (*unitBuf, error) {
+		select {
+		case u := <-free:
+			return u, nil
+		default:
+		}
+		if allocated < ahead {
+			allocated++
+			return newUnitBuf(l, free), nil
+		}
+		select {
+		case u := <-free:
+			return u, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	now := c.opts.Clock.Now().UnixMilli()
+	var total int64
+	var held []writeTask // unit 0 of an object of unknown size
+	for i := 0; ; i++ {
+		want := unit
+		if known {
+			want = min(unit, l.size-total)
+			if want <= 0 {
+				break
+			}
+		}
+		u, err := acquire()
+		if err != nil {
+			return total, err
+		}
+		n, err := io.ReadFull(src, u.buf[:want])
+		last := false
+		switch {
+		case err == nil:
+		case known && (err == io.EOF || err == io.ErrUnexpectedEOF):
+			return total, base.InvalidArgumentf("the source ended after %d of %d bytes: %w", total+int64(n), l.size, io.ErrUnexpectedEOF)
+		case err == io.EOF || err == io.ErrUnexpectedEOF:
+			last = true
+		default:
+			return total, fmt.Errorf("reading the object's bytes after %d: %w", total, err)
+		}
+		if n == 0 {
+			free <- u
+			break
+		}
+		total += int64(n)
+		if total > c.info.MaxObjectBytes {
+			return total, base.InvalidArgumentf("object exceeds the cluster's limit of %s", base.Bytes(c.info.MaxObjectBytes))
+		}
+		ts, err := c.unitTasks(l, i, u, n)
+		if err != nil {
+			return total, err
+		}
+		switch {
+		case i == 0 && !known:
+			held = ts
+		case i == 0:
+			for k := range ts {
+				ts[k].info = l.blobInfo(int(ts[k].id.Shard), now)
+			}
+			fallthrough
+		default:
+			if !send(ts) {
+				return total, ctx.Err()
+			}
+		}
+		if last {
+			break
+		}
+	}
+	if known && total != l.size {
+		return total, base.AssertionFailedf("put read %d of %d bytes", total, l.size)
+	}
+	if !known {
+		l.rec.SizeBytes = total
+		final, err := newLayout(l.rec)
+		if err != nil {
+			return total, err
+		}
+		l = final
+		for k := range held {
+			held[k].info = l.blobInfo(int(held[k].id.Shard), now)
+		}
+		if !send(held) {
+			return total, ctx.Err()
+		}
+	}
+	if total == 0 {
+		// An empty object stores no chunk; its replicas or shards are
+		// only local index entries (so a rebuilt index still has it).
+		var ts []writeTask
+		for r := 0; r < l.copies; r++ {
+			shard := 0
+			if l.ec {
+				shard = r
+			}
+			ts = append(ts, writeTask{replica: r, id: l.id(shard, 0), info: l.blobInfo(shard, now)})
+		}
+		if !send(ts) {
+			return total, ctx.Err()
+		}
+	}
+	return total, nil
 }
 
-// writeChunkReq is writeChunk with the missing flag: the repair re-creates
-// a chunk the node did not have.
-func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id direct.ChunkID, data []byte, repair, missing bool, info *nodepb.BlobInfo) error {
+// newUnitBuf allocates one unit's buffer for a write of layout l.
+func newUnitBuf(l layout, free chan *unitBuf) *unitBuf {
+	n := direct.ChunkSize
+	if l.ec {
+		n = direct.TotalShards * direct.ChunkSize
+	}
+	return &unitBuf{buf: make([]byte, n), free: free}
+}
+
+// unitTasks checksums (REP) or encodes and checksums (EC) unit i, whose n
+// object bytes are at the start of u.buf, and returns its writes: one per
+// replica or shard, the checksums computed once per chunk.
+func (c *Client) unitTasks(l layout, i int, u *unitBuf, n int) ([]writeTask, error) {
+	var ts []writeTask
+	if !l.ec {
+		id := l.id(0, i)
+		data := u.buf[:n]
+		sums := direct.Sums(id, data)
+		for r := 0; r < l.copies; r++ {
+			ts = append(ts, writeTask{replica: r, id: id, data: data, sums: sums, unit: u})
+		}
+		u.pending.Store(int32(len(ts)))
+		return ts, nil
+	}
+	cl := (n + direct.DataShards - 1) / direct.DataShards
+	clear(u.buf[n : direct.DataShards*cl]) // the last row's padding
+	u.shards = u.shards[:0]
+	for s := 0; s < direct.TotalShards; s++ {
+		u.shards = append(u.shards, u.buf[s*cl:(s+1)*cl])
+	}
+	if err := c.enc.Encode(u.shards); err != nil {
+		return nil, base.AssertionFailedf("encode row %d: %v", i, err)
+	}
+	for s, sh := range u.shards {
+		id := l.id(s, i)
+		ts = append(ts, writeTask{replica: s, id: id, data: sh, sums: direct.Sums(id, sh), unit: u})
+	}
+	u.pending.Store(int32(len(ts)))
+	return ts, nil
+}
+
+// writeChunk sends one chunk with its checksums, computed here once.
+func (c *Client) writeChunk(ctx context.Context, nodeID uint64, id direct.ChunkID, data []byte, repair bool, info *nodepb.BlobInfo) error {
+	return c.writeChunkReq(ctx, nodeID, id, data, nil, repair, false, info)
+}
+
+// writeChunkReq is writeChunk with the checksums when already computed
+// (nil: computed here) and the missing flag: the repair re-creates a chunk
+// the node did not have.
+func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id direct.ChunkID, data []byte, sums []uint32, repair, missing bool, info *nodepb.BlobInfo) error {
+	if sums == nil {
+		sums = direct.Sums(id, data)
+	}
 	nc, err := c.nodeClient(ctx, nodeID)
 	if err != nil {
 		return err
@@ -227,7 +432,7 @@ func (c *Client) writeChunkReq(ctx context.Context, nodeID uint64, id direct.Chu
 	defer cancel()
 	_, err = nc.WriteChunk(ctx, &nodepb.WriteChunkRequest{
 		Chunk: &nodepb.ChunkRef{Object: id.Object, Version: id.Version, Shard: id.Shard, Index: id.Index},
-		Data:  data, Sums: direct.Sums(id, data), Repair: repair, Info: info, Missing: missing,
+		Data:  data, Sums: sums, Repair: repair, Info: info, Missing: missing,
 	})
 	if err != nil {
 		return fmt.Errorf("node %d: write %s: %w", nodeID, id, wire.FromStatus(err))
