@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -133,11 +132,10 @@ func Run(ctx context.Context, c *client.Client, o Options) (Result, error) {
 		return Result{}, err
 	}
 	rng := rand.New(rand.NewSource(o.Seed))
-	contents := make([][]byte, o.Objects)
+	contents := make([]*Pattern, o.Objects)
 	keys := make([]string, o.Objects)
 	for i := range contents {
-		contents[i] = make([]byte, o.SizeBytes)
-		rng.Read(contents[i])
+		contents[i] = NewPattern(rng, int64(o.SizeBytes))
 		keys[i] = fmt.Sprintf("%sobj-%05d", o.Prefix, i)
 	}
 	written := map[string]bool{}
@@ -154,7 +152,7 @@ func Run(ctx context.Context, c *client.Client, o Options) (Result, error) {
 	}()
 	if o.Op != OpPut {
 		for i, k := range keys {
-			if _, err := c.Put(ctx, k, contents[i], o.Redundancy); err != nil {
+			if _, err := c.PutReader(ctx, k, contents[i].Reader(), contents[i].Size, o.Redundancy); err != nil {
 				return Result{}, fmt.Errorf("bench: preparing %s: %w", k, err)
 			}
 			written[k] = true
@@ -183,16 +181,20 @@ func Run(ctx context.Context, c *client.Client, o Options) (Result, error) {
 				t0 := time.Now()
 				var err error
 				if get {
-					var got []byte
-					got, err = c.Get(ctx, key)
-					if err == nil && !bytes.Equal(got, data) {
+					check := data.Checker()
+					_, _, err = c.GetTo(ctx, key, client.ModeDefault, check)
+					bad := check.Mismatch()
+					if err == nil {
+						bad = check.Complete()
+					}
+					if bad != nil {
 						mu.Lock()
-						wrong = fmt.Errorf("bench: GET %s returned %d bytes that differ from the %d put", key, len(got), len(data))
+						wrong = fmt.Errorf("bench: GET %s: %w", key, bad)
 						mu.Unlock()
 						return
 					}
 				} else {
-					_, err = c.Put(ctx, key, data, o.Redundancy)
+					_, err = c.PutReader(ctx, key, data.Reader(), data.Size, o.Redundancy)
 					if err == nil && o.Op == OpPut {
 						writtenMu.Lock()
 						written[key] = true

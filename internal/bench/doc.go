@@ -8,6 +8,10 @@
 //   - Run: the workers' loop over a client.Client; every GET's bytes are
 //     compared with what was put, so the figures are those of verified
 //     reads.
+//   - Pattern: an object's contents, Size bytes repeating one random block
+//     of 1 MiB + 7 B, put through client.PutReader and checked as GetTo
+//     streams it (Checker), so a run holds one block per object, not the
+//     objects: sizes are bounded by the cluster, not by memory.
 //   - Summarize: the statistics of a run (nearest-rank percentiles), a
 //     pure function of the latencies and counts.
 //

@@ -45,9 +45,6 @@ units (throughput_bytes_per_s, ops_per_s, latency_ms_p99, ...).`,
 			if err != nil {
 				return usageError{err}
 			}
-			if size > base.GiB {
-				return usageError{fmt.Errorf("--size %s: objects are held whole in memory today; at most 1GiB", size)}
-			}
 			o.Redundancy, o.SizeBytes = r, int(size)
 			if o.SizeBytes == 0 {
 				return usageError{fmt.Errorf("--size must be positive")}
