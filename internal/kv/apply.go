@@ -356,10 +356,35 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		missing = still
 	}
 	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i].Key, rows[j].Key) < 0 })
+	var lost []Range // rows an excise could not keep: patched in turn
 	if len(done) > 0 {
+		// Reads of the rows around each span wait while it is excised: an
+		// excise that loses a damaged table's remainder (Pebble seeks for
+		// its bound in the damaged block) must not be read as absent rows.
+		var guard []Range
 		r.smMu.RLock()
+		for _, w := range wide {
+			if o, err := r.sm.OuterSpan(w); err == nil {
+				guard = append(guard, o)
+			} else {
+				guard = append(guard, Range{}) // the whole shard
+			}
+		}
+		r.mu.Lock()
+		r.recovering = append(r.recovering, guard...)
+		r.mu.Unlock()
 		err := r.sm.IngestRanges(wide, rows, idx, term)
 		r.smMu.RUnlock()
+		var el *engine.ExciseLossError
+		if errors.As(err, &el) {
+			lost, err = el.Lost, nil
+		}
+		r.mu.Lock()
+		r.recovering = append(removeRanges(r.recovering, guard), lost...)
+		if len(lost) > 0 {
+			r.stats.RemaindersLost += uint64(len(lost))
+		}
+		r.mu.Unlock()
 		if err != nil {
 			reason := rebuildApplyFailed
 			if base.IsCorruption(err) {
@@ -422,6 +447,11 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		}
 	}
 	r.advance(idx)
+	if len(lost) > 0 {
+		// What the excise cut off around the spans comes from the peers
+		// like any damage (reads there are refused meanwhile).
+		r.proposeRepair(&pendingRepair{path: pr.path, detected: now, ranges: lost, wide: lost, blocks: make([][]uint64, len(lost))})
+	}
 	if len(missing) > 0 {
 		// Ask again at a later entry (a builder may have been damaged in
 		// that range itself, and patched meanwhile).
@@ -473,6 +503,20 @@ func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 		out = append(out, rows...)
 	}
 	return out, nil
+}
+
+// removeRanges returns rgs without one entry equal to each of drop.
+func removeRanges(rgs, drop []Range) []Range {
+	out := append([]Range(nil), rgs...)
+	for _, d := range drop {
+		for i, rg := range out {
+			if bytes.Equal(rg.Start, d.Start) && bytes.Equal(rg.End, d.End) {
+				out = append(out[:i], out[i+1:]...)
+				break
+			}
+		}
+	}
+	return out
 }
 
 // containsRange reports whether rgs holds rg itself.

@@ -89,7 +89,11 @@
 //     takes a copy only if it provably is this block, votes byte by byte,
 //     or tries the few combinations of the bytes the copies disagree on
 //     against the block checksum) and written over the damaged copy in
-//     place; the engine is then checked against its digest. What merge
+//     place; the engine is then checked against its digest. An excise
+//     that cuts a table damaged where Pebble seeks for the bound of its
+//     remainder loses that remainder: reads around each span are refused
+//     while it is excised, and what a table lost (engine.ExciseLossError)
+//     stays under repair and is patched in turn, not rebuilt. What merge
 //     cannot repair stays under repair and is requested again at a later
 //     entry: patching is retried, not replaced by a rebuild (which would
 //     need a peer whose whole state reads back). All snapshots of the

@@ -51,6 +51,10 @@ type ReplicaStats struct {
 	// BlocksMerged counts damaged data blocks put back together from the
 	// replicas' copies (block merge: a range no peer could send).
 	BlocksMerged uint64
+	// RemaindersLost counts ranges around a patch that its excise could
+	// not keep (a damaged table cut where Pebble seeks in the damage):
+	// patched in turn, not a rebuild.
+	RemaindersLost uint64
 	// LastRepair is detection-to-patch-applied time of the last repair.
 	LastRepair time.Duration
 	// LastDetection says what happened to the last corruption report:
@@ -59,8 +63,8 @@ type ReplicaStats struct {
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d merged=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
-		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.BlocksMerged, s.Rebuilds, s.RebuildReasons,
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d merged=%d remaindersLost=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.BlocksMerged, s.RemaindersLost, s.Rebuilds, s.RebuildReasons,
 		s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures, s.LogEntriesFilled, s.LastDetection)
 }
 

@@ -478,6 +478,7 @@ func RowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 // and records index (of term) as applied. The Digest does not change: a
 // patch restores the logical rows the replica already accounted for.
 func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64) error {
+	var lost *ExciseLossError
 	for _, r := range ranges {
 		var in []*kvpb.KeyValue
 		for _, kv := range rows {
@@ -487,7 +488,16 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 		}
 		lo, hi := PebbleSpan(r.Start, r.End)
 		if err := sm.ingestSpan(lo, hi, in); err != nil {
-			return err
+			var el *ExciseLossError
+			if !errors.As(err, &el) {
+				return err
+			}
+			// The range is in; what the excise lost around it is patched
+			// in turn (the caller's job).
+			if lost == nil {
+				lost = &ExciseLossError{Err: el.Err}
+			}
+			lost.Lost = append(lost.Lost, el.Lost...)
 		}
 		got, _, err := Scan(sm.db, r.Start, r.End, 0)
 		if err != nil {
@@ -503,8 +513,13 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 	// Make the patch and its applied record durable now: a replayed patch
 	// entry finds no one waiting for it and is skipped (the damage, if the
 	// ingest had not happened, would be found again).
-	_, err := sm.FlushDurable()
-	return err
+	if _, err := sm.FlushDurable(); err != nil {
+		return err
+	}
+	if lost != nil {
+		return lost
+	}
+	return nil
 }
 
 // installState replaces every user row with rows (a rebuild from a peer's
@@ -583,8 +598,53 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 	// The rows outside the span that the excise must keep: those of the
 	// tables it cuts. Read them before and after (the apply worker is the
 	// only writer, and compactions do not change what reads return).
-	outerLo, outerHi := lo, hi
-	for _, m := range before {
+	outerLo, outerHi := outerSpan(before, lo, hi)
+	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
+	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
+		return Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
+	}
+	// Which cut tables lost a remainder (the table is damaged where Pebble
+	// sought the remainder's bound): their rows there are what to patch.
+	after, err := sm.Tables()
+	if err != nil {
+		return err
+	}
+	lostSpans := exciseLosses(before, after, lo, hi)
+	loss := func(err error) error {
+		var lost []Range
+		for _, sp := range lostSpans {
+			lost = append(lost, userRange(sp[0], sp[1]))
+		}
+		if len(lost) == 0 {
+			// The rows changed and no table shows which: everything the
+			// excise cut.
+			lost = userRanges(outerLo, lo, hi, outerHi)
+		}
+		return &ExciseLossError{Lost: lost, Err: err}
+	}
+	if keptErr == nil {
+		keptAfter, err := sm.keptCRC(outerLo, lo, hi, outerHi)
+		if err != nil {
+			return loss(err)
+		}
+		if keptAfter != keptBefore {
+			return loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost or changed rows outside the span", lo, hi))
+		}
+		return nil
+	}
+	// The rows around the span do not all read back (other damage): each
+	// cut table must have kept its remainders.
+	if len(lostSpans) > 0 {
+		return loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost the remainders %q of the tables it cut", lo, hi, lostSpans))
+	}
+	return nil
+}
+
+// outerSpan is the span of the tables an excise of [lo, hi) cuts (Pebble
+// keys, within the user key space).
+func outerSpan(tables []tableBounds, lo, hi []byte) (outerLo, outerHi []byte) {
+	outerLo, outerHi = lo, hi
+	for _, m := range tables {
 		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
 			continue
 		}
@@ -595,29 +655,63 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 			outerHi = end
 		}
 	}
-	outerLo = maxBytes(outerLo, UserPrefix)
-	outerHi = minBytes(outerHi, UserEnd)
-	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
-	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
-		return Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
-	}
-	if keptErr == nil {
-		keptAfter, err := sm.keptCRC(outerLo, lo, hi, outerHi)
-		if err != nil {
-			return err
-		}
-		if keptAfter != keptBefore {
-			return base.CorruptionErrorf("kv: excise of [%q, %q) lost or changed rows outside the span", lo, hi)
-		}
-		return nil
-	}
-	// The rows around the span do not all read back (other damage): fall
-	// back to checking that each cut table kept its remainders.
-	after, err := sm.Tables()
+	return maxBytes(outerLo, UserPrefix), minBytes(outerHi, UserEnd)
+}
+
+// OuterSpan is the user range of the rows an excise of rg may cut: the
+// span of the tables that overlap it. A replica refuses reads there while
+// the excise runs, so rows an excise loses are never read as absent.
+func (sm *StateMachine) OuterSpan(rg Range) (Range, error) {
+	tables, err := sm.Tables()
 	if err != nil {
-		return err
+		return Range{}, err
 	}
-	return checkExcise(before, after, lo, hi)
+	lo, hi := PebbleSpan(rg.Start, rg.End)
+	outerLo, outerHi := outerSpan(tables, lo, hi)
+	return userRange(outerLo, outerHi), nil
+}
+
+// ExciseLossError is IngestRanges' answer when an excise cut a table whose
+// remainder it could not keep (the table is damaged where Pebble seeks
+// for the remainder's bound): the patch itself is in, but the rows of
+// Lost may be gone and must be patched in turn (never served as absent).
+type ExciseLossError struct {
+	Lost []Range
+	Err  error
+}
+
+func (e *ExciseLossError) Error() string {
+	return fmt.Sprintf("%v (rows of %v to patch again)", e.Err, e.Lost)
+}
+
+func (e *ExciseLossError) Unwrap() error { return e.Err }
+
+// userRanges converts the Pebble spans [outerLo, lo) and [hi, outerHi) to
+// user ranges, leaving out empty ones.
+func userRanges(outerLo, lo, hi, outerHi []byte) []Range {
+	var out []Range
+	if bytes.Compare(outerLo, lo) < 0 {
+		out = append(out, userRange(outerLo, lo))
+	}
+	if bytes.Compare(hi, outerHi) < 0 {
+		out = append(out, userRange(hi, outerHi))
+	}
+	return out
+}
+
+// userRange converts a Pebble span within the user key space to a user
+// range (an end at or past UserEnd is unbounded).
+func userRange(lo, hi []byte) Range {
+	var r Range
+	if k, ok := FromUserKey(lo); ok {
+		r.Start = bytes.Clone(k)
+	}
+	if bytes.Compare(hi, UserEnd) < 0 {
+		if k, ok := FromUserKey(hi); ok {
+			r.End = bytes.Clone(k)
+		}
+	}
+	return r
 }
 
 // keptCRC is the CRC32C of the rows in [outerLo, lo) and [hi, outerHi)
@@ -700,6 +794,27 @@ func (sm *StateMachine) Tables() ([]tableBounds, error) {
 // compaction in between cannot fool, needs them); a compaction that
 // rewrote a table in between then fails the check: a needless, safe
 // rebuild.
+// exciseLosses lists the remainders (Pebble spans) that tables cut by an
+// excise of [lo, hi) lost: the part below lo or at and above hi of a
+// table that no table of the same backing file keeps afterwards. Parts
+// outside the user key space hold only the applied record, which the
+// caller writes again.
+func exciseLosses(before, after []tableBounds, lo, hi []byte) [][2][]byte {
+	var out [][2][]byte
+	for _, m := range before {
+		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
+			continue
+		}
+		if bytes.Compare(m.smallest, lo) < 0 && bytes.Compare(lo, UserPrefix) > 0 && !hasTable(after, m.backing, m.smallest, nil) {
+			out = append(out, [2][]byte{maxBytes(m.smallest, UserPrefix), lo})
+		}
+		if bytes.Compare(m.largest, hi) >= 0 && bytes.Compare(hi, UserEnd) < 0 && !hasTable(after, m.backing, nil, m.largest) {
+			out = append(out, [2][]byte{hi, minBytes(append(bytes.Clone(m.largest), 0), UserEnd)})
+		}
+	}
+	return out
+}
+
 func checkExcise(before, after []tableBounds, lo, hi []byte) error {
 	for _, m := range before {
 		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
