@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	pubclient "github.com/flashmend/flashmend/client"
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
@@ -63,6 +64,27 @@ func (f *ctlFlags) run(fn func(ctx context.Context, c *client.Client) error) err
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	c, err := f.dial(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(ctx, c)
+}
+
+// runPublic is run with the public client (package client at the module's
+// root): the commands that need nothing more use what other programs use.
+func (f *ctlFlags) runPublic(fn func(ctx context.Context, c *pubclient.Client) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	ep, err := resolveEndpoint(f.endpoint)
+	if err != nil {
+		return err
+	}
+	c, err := pubclient.Dial(ctx, ep.addr, pubclient.Options{})
+	var unreachable *client.UnreachableError
+	if errors.As(err, &unreachable) {
+		return ep.unreachable(unreachable)
+	}
 	if err != nil {
 		return err
 	}
@@ -282,15 +304,19 @@ func ctlLs(f *ctlFlags) *cobra.Command {
 			if len(args) == 1 {
 				prefix = args[0]
 			}
-			return f.run(func(ctx context.Context, c *client.Client) error {
-				recs, err := c.List(ctx, prefix)
+			return f.runPublic(func(ctx context.Context, c *pubclient.Client) error {
+				objs, err := c.List(ctx, prefix)
 				if err != nil {
 					return err
 				}
 				rows := [][]string{{"KEY", "SIZE", "REDUNDANCY", "VERSION", "CREATED"}}
-				for _, r := range recs {
-					rows = append(rows, []string{displayKey(r.Key), strconv.FormatInt(r.SizeBytes, 10), redName(r.Redundancy),
-						versionNumber(r), createdTime(r)})
+				for _, o := range objs {
+					version := "-" // written before per-key versions existed
+					if o.Version > 0 {
+						version = strconv.FormatUint(o.Version, 10)
+					}
+					rows = append(rows, []string{displayKey(o.Key), strconv.FormatInt(o.Size, 10), o.Redundancy.String(),
+						version, o.Created.UTC().Format(time.RFC3339)})
 				}
 				return writeTable(cmd.OutOrStdout(), rows)
 			})

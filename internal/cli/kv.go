@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"os/signal"
 	"sort"
@@ -163,28 +161,7 @@ func clusterKVClient(ctx context.Context, endpoint string) (*kvclient.Client, er
 		return nil, err
 	}
 	defer c.Close()
-	m, _, err := c.KVLayout(ctx, false, nil)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("the cluster has no KV layout yet: place one with 'flashmend ctl kv init [--splits a,b,...]' (%w)", err)
-	}
-	if err != nil {
-		return nil, err
-	}
-	layout, err := kv.LayoutFromProto(m)
-	if err != nil {
-		return nil, err
-	}
-	nodes, err := c.Nodes(ctx)
-	if err != nil {
-		return nil, err
-	}
-	addrs := map[base.NodeID]string{}
-	for _, n := range nodes {
-		if n.Addr != "" {
-			addrs[base.NodeID(n.Id)] = n.Addr
-		}
-	}
-	return kvclient.New(layout, addrs, kvclient.Options{})
+	return c.KVClient(ctx, kvclient.Options{})
 }
 
 func splitList(s string) []string {

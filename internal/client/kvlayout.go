@@ -2,9 +2,15 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -23,4 +29,33 @@ func (c *Client) KVLayout(ctx context.Context, create bool, splits []string) (la
 		return nil, false, wire.FromStatus(err)
 	}
 	return resp.Layout, resp.Created, nil
+}
+
+// KVClient returns a client of the KV store the cluster's storage nodes
+// host: the coordinator gives the shard layout and the nodes' addresses.
+// Without a layout the error wraps fs.ErrNotExist and says how to place
+// one.
+func (c *Client) KVClient(ctx context.Context, opts kvclient.Options) (*kvclient.Client, error) {
+	m, _, err := c.KVLayout(ctx, false, nil)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("the cluster has no KV layout yet: place one with 'flashmend ctl kv init [--splits a,b,...]' (%w)", err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	layout, err := kv.LayoutFromProto(m)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := c.Nodes(ctx)
+	if err != nil {
+		return nil, err
+	}
+	addrs := map[base.NodeID]string{}
+	for _, n := range nodes {
+		if n.Addr != "" {
+			addrs[base.NodeID(n.Id)] = n.Addr
+		}
+	}
+	return kvclient.New(layout, addrs, opts)
 }
