@@ -17,6 +17,7 @@ package client
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"time"
 
@@ -85,6 +86,10 @@ type Options struct {
 	ChunksInFlight int
 	// RPCTimeout bounds each chunk request (default 30s).
 	RPCTimeout time.Duration
+	// WindowBytes bounds the object bytes one streamed put or get (PutReader,
+	// GetTo, Open) holds in memory, whatever the object's size (default
+	// 8 MiB).
+	WindowBytes int64
 }
 
 // Client is a connection to a flashmend cluster. It is safe for concurrent
@@ -96,7 +101,7 @@ type Client struct {
 // Dial connects to the cluster whose coordinator listens at endpoint
 // (host:port).
 func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
-	c, err := iclient.Dial(ctx, endpoint, iclient.Options{ChunksInFlight: opts.ChunksInFlight, RPCTimeout: opts.RPCTimeout})
+	c, err := iclient.Dial(ctx, endpoint, iclient.Options{ChunksInFlight: opts.ChunksInFlight, RPCTimeout: opts.RPCTimeout, WindowBytes: opts.WindowBytes})
 	if err != nil {
 		return nil, err
 	}
@@ -154,6 +159,73 @@ func (c *Client) Put(ctx context.Context, key string, data []byte, opts *PutOpti
 	return infoOf(rec), nil
 }
 
+// PutReader writes the bytes src yields as a new version of key,
+// streaming: memory stays within Options.WindowBytes whatever the size.
+// size is the number of bytes src yields, or -1 when unknown (src is read
+// to io.EOF). When a node fails mid-write the write is placed again from
+// the start of src if src is an io.Seeker (a file is); otherwise it fails.
+func (c *Client) PutReader(ctx context.Context, key string, src io.Reader, size int64, opts *PutOptions) (ObjectInfo, error) {
+	var red Redundancy
+	if opts != nil {
+		red = opts.Redundancy
+	}
+	pr, err := red.proto()
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	rec, err := c.c.PutReader(ctx, key, src, size, pr)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	return infoOf(rec), nil
+}
+
+// GetTo streams the current version of key to w, verified bytes only and
+// in order, within Options.WindowBytes of memory. If it fails after bytes
+// reached w, w holds a prefix of the object.
+func (c *Client) GetTo(ctx context.Context, key string, w io.Writer) (ObjectInfo, ReadReport, error) {
+	rec, rep, err := c.c.GetTo(ctx, key, iclient.ModeDefault, w)
+	var info ObjectInfo
+	if rec != nil {
+		info = infoOf(rec)
+	}
+	return info, reportOf(rep), err
+}
+
+// ObjectReader streams one object (Open). Read returns verified bytes
+// only; a read that cannot be verified or repaired ends with its error
+// instead of io.EOF.
+type ObjectReader struct {
+	r *iclient.ObjectReader
+}
+
+// Open starts streaming the current version of key; Close the reader.
+func (c *Client) Open(ctx context.Context, key string) (*ObjectReader, error) {
+	r, err := c.c.Open(ctx, key, iclient.ModeDefault)
+	if err != nil {
+		return nil, err
+	}
+	return &ObjectReader{r: r}, nil
+}
+
+// Read reads verified object bytes.
+func (r *ObjectReader) Read(p []byte) (int, error) { return r.r.Read(p) }
+
+// Close stops the read (if not finished) and releases it.
+func (r *ObjectReader) Close() error { return r.r.Close() }
+
+// Info and Report describe the version read and what the read repaired;
+// they are set once Read returned io.EOF or an error.
+func (r *ObjectReader) Info() ObjectInfo {
+	if rec := r.r.Record(); rec != nil {
+		return infoOf(rec)
+	}
+	return ObjectInfo{}
+}
+
+// Report: see Info.
+func (r *ObjectReader) Report() ReadReport { return reportOf(r.r.Report()) }
+
 // ReadReport says what a read found and repaired on its way.
 type ReadReport struct {
 	// Repaired counts chunks rewritten on the nodes that had them wrong
@@ -177,11 +249,14 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, error) {
 // GetWithReport is Get, saying what the read repaired.
 func (c *Client) GetWithReport(ctx context.Context, key string) ([]byte, ReadReport, error) {
 	data, rep, err := c.c.GetWithReport(ctx, key, iclient.ModeDefault)
-	var out ReadReport
-	if rep != nil {
-		out = ReadReport{Repaired: rep.Repaired, Voted: rep.Voted, Reconstructed: rep.Reconstructed, RepairFailed: rep.RepairFailed}
+	return data, reportOf(rep), err
+}
+
+func reportOf(rep *iclient.ReadReport) ReadReport {
+	if rep == nil {
+		return ReadReport{}
 	}
-	return data, out, err
+	return ReadReport{Repaired: rep.Repaired, Voted: rep.Voted, Reconstructed: rep.Reconstructed, RepairFailed: rep.RepairFailed}
 }
 
 // Stat describes the current version of key.
@@ -269,4 +344,3 @@ func (k *KV) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValue
 	}
 	return out, err
 }
-

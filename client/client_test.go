@@ -108,3 +108,40 @@ func TestRepairAndErrors(t *testing.T) {
 }
 
 func second[T any](_ T, err error) error { return err }
+
+// TestStreams: PutReader of unknown size and GetTo agree with Put and Get,
+// and a streamed read of a damaged object returns the right bytes and
+// reports the repair.
+func TestStreams(t *testing.T) {
+	ctx, c, endpoint := startForTest(t)
+	data := bytes.Repeat([]byte("stream!"), 100000) // 700000 bytes
+	info, err := c.PutReader(ctx, "s", bytes.NewReader(data), -1, &client.PutOptions{Redundancy: client.ErasureCoded})
+	if err != nil || info.Size != int64(len(data)) || info.Redundancy != client.ErasureCoded {
+		t.Fatalf("PutReader: %v %v", info, err)
+	}
+	ic, err := iclient.Dial(ctx, endpoint, iclient.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ic.Close()
+	if err := ic.Corrupt(ctx, "s", 0, 10, 2); err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	info, rep, err := c.GetTo(ctx, "s", &got)
+	if err != nil || !bytes.Equal(got.Bytes(), data) || info.Version != 1 {
+		t.Fatalf("GetTo: %d bytes, %v, %v", got.Len(), info, err)
+	}
+	if rep.Repaired != 1 || rep.Reconstructed != 1 {
+		t.Fatalf("GetTo of a damaged shard: %+v, want one row reconstructed and repaired", rep)
+	}
+	if _, _, err := c.GetTo(ctx, "missing", &got); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("GetTo of a missing key: %v", err)
+	}
+	if _, err := c.PutReader(ctx, "short", bytes.NewReader(data[:10]), 20, nil); err == nil {
+		t.Fatal("PutReader of a source shorter than its size succeeded")
+	}
+	if _, err := c.Stat(ctx, "short"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("a failed PutReader left %v", err)
+	}
+}

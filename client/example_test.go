@@ -132,3 +132,38 @@ func ExampleClient_KV() {
 	// user/linus=away
 	// grace found: false
 }
+
+// Streaming: an object larger than the client's memory window goes up
+// from a reader and comes back through an io.Reader.
+func ExampleClient_PutReader() {
+	endpoint, stop := startCluster()
+	defer stop()
+	ctx := context.Background()
+
+	c, err := client.Dial(ctx, endpoint, client.Options{WindowBytes: 1 << 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	video := bytes.Repeat([]byte("frame"), 1<<20) // 5 MiB, five times the window
+	info, err := c.PutReader(ctx, "videos/talk.mp4", bytes.NewReader(video), int64(len(video)), nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(info)
+
+	r, err := c.Open(ctx, "videos/talk.mp4")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Close()
+	var got bytes.Buffer
+	if _, err := got.ReadFrom(r); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("same bytes:", bytes.Equal(got.Bytes(), video), "version", r.Info().Version)
+	// Output:
+	// videos/talk.mp4 version 1 5242880B rep
+	// same bytes: true version 1
+}
