@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -102,6 +103,15 @@ func PebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 	// IngestAndExcise hung for 45 minutes). Ingested directly, the excise
 	// error comes back to the caller, which repairs or rebuilds.
 	opts.Experimental.DisableIngestAsFlushable = func() bool { return true }
+	// Writes are never stopped for a deep L0. A compaction whose input has
+	// a damaged block fails until a patch cuts the damage out, and the
+	// patch is applied by the same worker that applies writes: with
+	// Pebble's stop at 12 L0 sublevels, persistent damage in compaction
+	// inputs (kv-patch-size, flips written back at UBER 1e-7) stopped every
+	// write, the apply worker waited in the stall, and the patches that
+	// would have let the compactions finish never applied. Reads slow down
+	// with L0's depth instead (the threshold still triggers compactions).
+	opts.L0StopWritesThreshold = math.MaxInt32
 	// Every table carries an id, so a repair can read around a damaged
 	// table (tableid.go).
 	opts.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{newTableIDCollector}
