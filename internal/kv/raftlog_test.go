@@ -147,7 +147,10 @@ func TestCrashBaselineRereplicatesWhole(t *testing.T) {
 // history (the engine is flushed before each compaction).
 func TestRaftLogStaysBoundedUnderLargeEntries(t *testing.T) {
 	c, cl := startCluster(t, kv.Options{LogCompactBytes: 2 << 20})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// 24 MB through three replicas' raft logs (two copies each) under the
+	// race detector on a loaded 2-core machine: the deadline bounds a hang,
+	// it does not time the writes.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	value := make([]byte, 100<<10)
 	for i := 0; i < 240; i++ {
@@ -158,8 +161,8 @@ func TestRaftLogStaysBoundedUnderLargeEntries(t *testing.T) {
 			if err == nil {
 				break
 			}
-			if ctx.Err() != nil || status.Code(err) != codes.DeadlineExceeded {
-				t.Fatal(err)
+			if code := status.Code(err); ctx.Err() != nil || (code != codes.DeadlineExceeded && code != codes.Unavailable) {
+				t.Fatalf("put %d: %v", i, err)
 			}
 			t.Logf("put %d: %v: again", i, err)
 		}

@@ -38,9 +38,11 @@ func loadKeys(t *testing.T, cl *kvclient.Client, n int) uint64 {
 	return idx
 }
 
+// waitFor polls cond until it holds; the minute only bounds a hang (the
+// race detector on a loaded 2-core machine is slow), it times nothing.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
