@@ -26,7 +26,7 @@ PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := bin/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all build run test vet fmtcheck lint unit race stress experiments proto clean
+.PHONY: all build run test vet fmtcheck lint unit race stress experiments proto clean pytools
 
 all: build
 
@@ -59,8 +59,20 @@ $(GOLANGCI_LINT):
 	GOBIN=$(abspath bin/tools) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv bin/tools/golangci-lint $@
 
+# boto3 for the S3 gateway's real-client test (internal/s3 TestBoto3): a
+# virtualenv under bin/ with every package pinned, from PyPI. Without
+# python3 there is nothing to install and the test skips, saying so.
+PY_VENV := bin/pyvenv
+PY_REQS := internal/s3/testdata/requirements.txt
+pytools: $(PY_VENV)/.installed
+
+$(PY_VENV)/.installed: $(PY_REQS)
+	@if command -v python3 >/dev/null; then \
+		python3 -m venv $(PY_VENV) && $(PY_VENV)/bin/pip install -q --disable-pip-version-check -r $(PY_REQS) && touch $@; \
+	else echo "python3 not found: the boto3 test (internal/s3) will skip"; fi
+
 # -tags invariants turns internal assertions into panics (internal/invariants).
-unit:
+unit: pytools
 	$(GO) test $(GOFLAGS) -tags invariants -count=1 -timeout $(TIMEOUT) $(PLAIN_PKGS)
 
 race:

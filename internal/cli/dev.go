@@ -36,6 +36,7 @@ type devOptions struct {
 	kvSplits string
 	wear     wearFlags
 	metrics  metricsFlag
+	s3       s3Flags
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -82,6 +83,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	f.StringVar(&o.kvSplits, "kv-splits", "g,n,t", "KV shard split keys, comma separated (used when the cluster has no KV layout yet)")
 	o.wear.register(cmd)
 	o.metrics.register(f)
+	o.s3.register(f)
 	f.IntVar(&o.etcdMembers, "etcd-members", 1,
 		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
 	return cmd
@@ -163,10 +165,20 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	if o.kv {
 		fmt.Fprintf(out, "kv: every node hosts the KV store; try: flashmend ctl kv --endpoint %s put KEY VALUE\n", cl.Endpoint())
 	}
+	stopS3 := func() {}
+	if o.kv {
+		// Without the gateway the cluster still serves: say why.
+		if stop, err := o.s3.start(ctx, cl.Endpoint(), out, errOut, opts.Logf); err != nil {
+			fmt.Fprintf(errOut, "S3 gateway not started: %v\n", err)
+		} else {
+			stopS3 = stop
+		}
+	}
 	if ready != nil {
 		ready(cl)
 	}
 	<-ctx.Done()
+	stopS3()
 	fmt.Fprintln(out, "stopping")
 	return errors.Join(removeEndpoint(o.dir), closeWithin(shutdownTimeout, cl.Close))
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -110,6 +111,7 @@ func TestDevMetrics(t *testing.T) {
 		kv: true, kvSplits: "g,n,t"}
 	o.scrub.off = true
 	o.metrics.addr = "127.0.0.1:0"
+	o.s3 = s3Flags{addr: "127.0.0.1:0", accessKey: devS3AccessKey, secretKey: devS3SecretKey}
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *devcluster.Cluster, 1)
 	done := make(chan error, 1)
@@ -139,6 +141,21 @@ func TestDevMetrics(t *testing.T) {
 	}
 	if !strings.HasPrefix(url, "http://127.0.0.1:") || !strings.HasSuffix(url, "/metrics") {
 		t.Fatalf("no 'metrics: http://HOST:PORT/metrics' line in dev's output:\n%s", out.String())
+	}
+	// The S3 gateway's line: its URL and credential; an unsigned request
+	// is refused with S3's error document.
+	s3Line := regexp.MustCompile(`(?m)^S3: (http://127\.0\.0\.1:\d+) access key: (\S+) secret key: (\S+)$`).FindStringSubmatch(out.String())
+	if s3Line == nil || s3Line[2] != devS3AccessKey || s3Line[3] != devS3SecretKey {
+		t.Fatalf("no 'S3: http://HOST:PORT access key: AK secret key: SK' line in dev's output:\n%s", out.String())
+	}
+	resp, err := http.Get(s3Line[1] + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "<Code>AccessDenied</Code>") {
+		t.Fatalf("unsigned S3 request: %s %s", resp.Status, body)
 	}
 	epBytes, err := os.ReadFile(filepath.Join(dir, "endpoint"))
 	if err != nil {
