@@ -182,7 +182,7 @@ func TestDevMetrics(t *testing.T) {
 		return true
 	})
 	for _, name := range []string{"flashmend_die_erases_total", "flashmend_device_capacity_bytes", "flashmend_repairs_total",
-		"flashmend_read_errors_total", "flashmend_kv_raft_applied_index", "flashmend_kv_corruptions_total", "go_goroutines"} {
+		"flashmend_read_errors_total", "flashmend_device_failed_dies", "flashmend_device_degraded", "flashmend_kv_raft_applied_index", "flashmend_kv_corruptions_total", "go_goroutines"} {
 		if fams[name] == nil {
 			t.Errorf("no %s in the scrape", name)
 		}

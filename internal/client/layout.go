@@ -72,14 +72,6 @@ func (l layout) dataLen(i int) int {
 	return int(min(rowBytes, l.size-int64(i)*rowBytes))
 }
 
-// offset is the object offset where chunk (or row) i starts.
-func (l layout) offset(i int) int64 {
-	if !l.ec {
-		return int64(i) * direct.ChunkSize
-	}
-	return int64(i) * rowBytes
-}
-
 // blobInfo is the local index entry of replica or shard `shard` on a node:
 // enough to rebuild the version's index record from the node alone.
 func (l layout) blobInfo(shard int, createdUnixMs int64) *nodepb.BlobInfo {

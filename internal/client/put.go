@@ -132,13 +132,12 @@ func (c *Client) abort(key string, version uint64) {
 }
 
 // unitBuf holds one unit of a streamed write: a REP chunk, or an EC row's
-// six shard chunks (data shards first, back to back, then parity), with
-// their checksums. It returns to its write's free list when every node has
+// six shard chunks (data shards first, back to back, then parity). It
+// returns to its write's free list when every node has
 // answered for it.
 type unitBuf struct {
 	buf     []byte
 	shards  [][]byte
-	sums    [][]uint32
 	pending atomic.Int32
 	free    chan *unitBuf
 }

@@ -20,6 +20,7 @@ type nodeCollector struct {
 	repairs, repairFailures, repairBytes *prometheus.Desc
 	dieFailures, rejectedWrites, refused *prometheus.Desc
 	kvErrors, kvLeader, kvApplied        *prometheus.Desc
+	failedDies, degraded                 *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*nodeCollector)(nil)
@@ -49,15 +50,17 @@ func newNodeCollector(nodes func() []*node.Node) *nodeCollector {
 		refused:        d("flashmend_refused_full_writes_total", "New chunk writes refused to keep the repair reserve free (durable)."),
 		kvErrors: d("flashmend_kv_corruptions_total",
 			"Corruption a KV replica detected, by class: detected (every report) or transient (the block verified on a re-read: not repaired).", "shard", "class"),
-		kvLeader:  d("flashmend_kv_raft_leader", "1 when this replica is its shard's raft leader.", "shard"),
-		kvApplied: d("flashmend_kv_raft_applied_index", "The raft log index this replica has applied.", "shard"),
+		kvLeader:   d("flashmend_kv_raft_leader", "1 when this replica is its shard's raft leader.", "shard"),
+		kvApplied:  d("flashmend_kv_raft_applied_index", "The raft log index this replica has applied.", "shard"),
+		failedDies: d("flashmend_device_failed_dies", "Flash dies of the node's device that failed (emulated flash only)."),
+		degraded:   d("flashmend_device_degraded", "1 when the node's device is degraded: its die failures left no spare, or a channel lost every die (ctl nodes says why)."),
 	}
 }
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.capacity, c.used, c.eraseMax, c.dieErases, c.chunksRead, c.bytesRead, c.bytesWritten,
 		c.chunksWritten, c.readErrors, c.flips, c.repairs, c.repairFailures, c.repairBytes, c.dieFailures, c.rejectedWrites,
-		c.refused, c.kvErrors, c.kvLeader, c.kvApplied} {
+		c.refused, c.kvErrors, c.kvLeader, c.kvApplied, c.failedDies, c.degraded} {
 		ch <- d
 	}
 }
@@ -87,6 +90,8 @@ func (c *nodeCollector) collectNode(ch chan<- prometheus.Metric, n *node.Node) {
 		bytesWritten += dev.BytesWritten
 		if dev.WearBlocks > 0 {
 			gauge(c.eraseMax, float64(dev.EraseCountMax))
+			gauge(c.failedDies, float64(dev.FailedDies))
+			gauge(c.degraded, boolValue(dev.Degraded))
 		}
 		for die, e := range dev.DieEraseCounts {
 			counter(c.dieErases, float64(e), strconv.Itoa(die))
