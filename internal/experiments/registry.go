@@ -68,6 +68,7 @@ func All() []Experiment {
 		reparoIdentifier(),
 		reparoRebuild(),
 		reparoAfter(),
+		datapath(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all
