@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -267,7 +268,9 @@ func (c *Client) memberClient(ctx context.Context, id uint64, requireLive bool) 
 	defer c.connMu.Unlock()
 	conn, ok := c.conns[n.Addr]
 	if !ok {
-		conn, err = grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		// Chunk messages take buffers from the data path's pool (wire).
+		conn, err = grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+			experimental.WithBufferPool(wire.ChunkBufferPool), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.ChunkCodec{})))
 		if err != nil {
 			return nil, err
 		}

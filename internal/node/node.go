@@ -13,6 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -215,7 +216,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 		n.id = base.NodeID(ident.NodeID)
 	}
-	var srvOpts []grpc.ServerOption
+	// Chunk messages take buffers from the data path's pool (wire).
+	srvOpts := []grpc.ServerOption{experimental.BufferPool(wire.ChunkBufferPool), grpc.ForceServerCodecV2(wire.ChunkCodec{})}
 	if cfg.KV != nil {
 		// Patches and raft batches of the KV store; a peer's whole shard
 		// (FetchState) goes out in one message.

@@ -9,6 +9,8 @@
 //     FromStatus), so a caller tests a remote error with base.IsCorruption,
 //     base.IsDataLoss, base.IsInvalidArgument or errors.Is(err,
 //     fs.ErrNotExist) exactly as it would a local one.
+//   - ChunkBufferPool: the gRPC buffer pool of the chunk data path (size
+//     classes that fit a chunk message, buffers not zeroed: gRPC fills them).
 //   - The etcd key prefix shared by the coordinator's keys (KeyPrefix) and the
 //     nodes' leased liveness keys (LivePrefix, LiveKey).
 //
