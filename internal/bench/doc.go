@@ -22,6 +22,8 @@
 // (wrong data is never a statistic). The objects a run puts are deleted at
 // its end unless Options.Keep is set.
 //
-// Not yet: the limits in the same run (page-cache and emulated device raw
-// reads of the same bytes) and a KV mode; see issue 14.
+// The limits measured next to it (the page-cache read of the same chunk
+// files, CPU per GB) are the datapath experiment's (internal/experiments,
+// docs/results/datapath.md). Not yet: the emulated device's raw read in
+// the same run, and a KV mode; see issue 14.
 package bench
