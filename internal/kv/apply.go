@@ -358,33 +358,33 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i].Key, rows[j].Key) < 0 })
 	var lost []Range // rows an excise could not keep: patched in turn
 	if len(done) > 0 {
-		// Reads of the rows around each span wait while it is excised: an
-		// excise that loses a damaged table's remainder (Pebble seeks for
-		// its bound in the damaged block) must not be read as absent rows.
-		var guard []Range
-		r.smMu.RLock()
-		for _, w := range wide {
-			if o, err := r.sm.OuterSpan(w); err == nil {
-				guard = append(guard, o)
-			} else {
-				guard = append(guard, Range{}) // the whole shard
+		// Reads of the rows around each span wait while it is excised and
+		// checked: an excise that loses a damaged table's remainder (Pebble
+		// seeks for its bound in the damaged block) must not be read as
+		// absent rows.
+		hold := func(around []Range) func([]Range) {
+			r.mu.Lock()
+			r.recovering = append(r.recovering, around...)
+			r.mu.Unlock()
+			return func(keep []Range) {
+				r.mu.Lock()
+				r.recovering = append(removeRanges(r.recovering, around), keep...)
+				r.mu.Unlock()
 			}
 		}
-		r.mu.Lock()
-		r.recovering = append(r.recovering, guard...)
-		r.mu.Unlock()
-		err := r.sm.IngestRanges(wide, rows, idx, term)
+		r.smMu.RLock()
+		err := r.sm.IngestRanges(wide, rows, idx, term, hold)
 		r.smMu.RUnlock()
 		var el *engine.ExciseLossError
 		if errors.As(err, &el) {
 			lost, err = el.Lost, nil
 		}
-		r.mu.Lock()
-		r.recovering = append(removeRanges(r.recovering, guard), lost...)
 		if len(lost) > 0 {
+			// Already refused (hold kept them): patched below.
+			r.mu.Lock()
 			r.stats.RemaindersLost += uint64(len(lost))
+			r.mu.Unlock()
 		}
-		r.mu.Unlock()
 		if err != nil {
 			reason := rebuildApplyFailed
 			if base.IsCorruption(err) {

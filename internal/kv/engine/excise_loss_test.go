@@ -55,7 +55,7 @@ func TestExciseLossIsReportedNotFatal(t *testing.T) {
 	for i := 1150; i < 1160; i++ {
 		rows = append(rows, &kvpb.KeyValue{Key: key(i), Value: []byte(fmt.Sprintf("new-%05d-%0300d", i, i))})
 	}
-	err = sm.IngestRanges([]Range{{Start: key(1150), End: key(1160)}}, rows, 10, 1)
+	err = sm.IngestRanges([]Range{{Start: key(1150), End: key(1160)}}, rows, 10, 1, nil)
 	t.Logf("ingest: %v", err)
 	var el *ExciseLossError
 	if !errors.As(err, &el) {

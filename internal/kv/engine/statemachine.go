@@ -487,7 +487,14 @@ func RowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 // of DIRECT 4.1.4), checks that the ranges now read back exactly as rows,
 // and records index (of term) as applied. The Digest does not change: a
 // patch restores the logical rows the replica already accounted for.
-func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64) error {
+//
+// hold, if not nil, is called with the user ranges around a span that its
+// excise cuts, just before the excise, and the function it returns once the
+// excise is checked, with the ranges the excise lost: the caller refuses
+// reads around the span meanwhile and keeps refusing them in what was lost
+// (also returned in the ExciseLossError, for the caller to patch), so rows
+// an excise loses are never read as absent.
+func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64, hold func(around []Range) (release func(lost []Range))) error {
 	var lost *ExciseLossError
 	for _, r := range ranges {
 		var in []*kvpb.KeyValue
@@ -497,7 +504,7 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 			}
 		}
 		lo, hi := PebbleSpan(r.Start, r.End)
-		if err := sm.ingestSpan(lo, hi, in); err != nil {
+		if err := sm.ingestSpan(lo, hi, in, hold); err != nil {
 			var el *ExciseLossError
 			if !errors.As(err, &el) {
 				return err
@@ -537,7 +544,7 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 // then holds exactly rows.
 func (sm *StateMachine) InstallState(rows []*kvpb.KeyValue, index, term uint64, d Digest) error {
 	lo, hi := PebbleSpan(nil, nil)
-	if err := sm.ingestSpan(lo, hi, rows); err != nil {
+	if err := sm.ingestSpan(lo, hi, rows, nil); err != nil {
 		return err
 	}
 	next := AppliedState{Index: index, Term: term, Digest: d}
@@ -581,7 +588,7 @@ func (sm *StateMachine) ScanDigest(rd pebble.Reader) (Digest, error) {
 	return d, nil
 }
 
-func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
+func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, hold func([]Range) func([]Range)) (err error) {
 	var paths []string
 	if len(rows) > 0 {
 		path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("patch-%06d.sst", sm.ingestSeq.Add(1)))
@@ -610,6 +617,21 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue) error {
 	// only writer, and compactions do not change what reads return).
 	outerLo, outerHi := outerSpan(before, lo, hi)
 	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
+	if hold != nil {
+		if around := userRanges(outerLo, lo, hi, outerHi); len(around) > 0 {
+			release := hold(around)
+			defer func() {
+				var keep []Range
+				var el *ExciseLossError
+				if errors.As(err, &el) {
+					keep = el.Lost
+				} else if err != nil {
+					keep = around // an excise that failed: nothing known
+				}
+				release(keep)
+			}()
+		}
+	}
 	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
 		return Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
 	}

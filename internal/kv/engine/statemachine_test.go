@@ -81,7 +81,7 @@ func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	if len(rows) > 60 {
 		t.Fatalf("range %v holds %d rows: more than a block", r, len(rows))
 	}
-	if err := sm.IngestRanges([]Range{r}, rows, 100, 1); err != nil {
+	if err := sm.IngestRanges([]Range{r}, rows, 100, 1, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, found, err := Get(sm.db, []byte("key-01000")); err != nil || found {
