@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
@@ -19,10 +21,13 @@ import (
 func testKey(i int) []byte   { return []byte(fmt.Sprintf("key-%05d", i)) }
 func testValue(i int) []byte { return []byte(fmt.Sprintf("value-%05d-%0100d", i, i)) }
 
-// loadKeys writes n keys in batches and returns the last index.
+// loadKeys writes n keys in batches and returns the last index. A batch
+// whose outcome is unknown (its proposal timed out on a loaded machine, or
+// the leader moved) is sent again: writing the same values twice is
+// harmless. The deadline bounds a hang; it times nothing.
 func loadKeys(t *testing.T, cl *kvclient.Client, n int) uint64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var idx uint64
 	for i := 0; i < n; i += 100 {
@@ -30,9 +35,15 @@ func loadKeys(t *testing.T, cl *kvclient.Client, n int) uint64 {
 		for j := i; j < i+100 && j < n; j++ {
 			ops = append(ops, kvclient.Op{Key: testKey(j), Value: testValue(j)})
 		}
-		var err error
-		if idx, err = cl.Batch(ctx, ops, nil); err != nil {
-			t.Fatal(err)
+		for {
+			var err error
+			if idx, err = cl.Batch(ctx, ops, nil); err == nil {
+				break
+			}
+			if code := status.Code(err); ctx.Err() != nil || (code != codes.DeadlineExceeded && code != codes.Unavailable) {
+				t.Fatalf("batch at key %d: %v", i, err)
+			}
+			t.Logf("batch at key %d: %v: again", i, err)
 		}
 	}
 	return idx
