@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -204,9 +205,30 @@ func (s *starter) launchAll(ctx context.Context, members []*storeMember, cluster
 
 // bootstrapMembers starts a new cluster of every member.
 func (s *starter) bootstrapMembers(ctx context.Context, members []*storeMember) ([]*embed.Etcd, []string, error) {
-	if err := s.launchAll(ctx, members, initialCluster(members), embed.ClusterStateFlagNew); err != nil {
+	for attempt := 1; ; attempt++ {
+		err := s.launchAll(ctx, members, initialCluster(members), embed.ClusterStateFlagNew)
+		if err == nil {
+			break
+		}
 		closeMembers(members)
-		return nil, nil, err
+		if attempt == 3 || !isAddrInUse(err) {
+			return nil, nil, err
+		}
+		// A port found free was taken by another process before etcd bound
+		// it (a shared machine): the store is new, so it starts again, on
+		// new ports.
+		s.opts.Logf("coordinator: starting the store: %v; again on new ports", err)
+		for _, m := range members {
+			if err := os.RemoveAll(filepath.Join(m.dir, "data")); err != nil {
+				return nil, nil, err
+			}
+			if err := os.Remove(filepath.Join(m.dir, "ports.json")); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, nil, err
+			}
+			if m.ports, _, err = memberPorts(m.dir); err != nil {
+				return nil, nil, err
+			}
+		}
 	}
 	for _, m := range members {
 		m.replace = false
@@ -344,6 +366,12 @@ func running(members []*storeMember) ([]*embed.Etcd, []string, error) {
 	}
 	eps, _ := endpointsOf(members)
 	return es, eps, nil
+}
+
+// isAddrInUse reports whether err is a listener that could not bind its
+// port.
+func isAddrInUse(err error) bool {
+	return errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")
 }
 
 func closeMembers(members []*storeMember) {
