@@ -290,22 +290,46 @@ func TestReplicaThatCannotOpenIsReplaced(t *testing.T) {
 // key back: each damaged range is patched from a replica that holds it,
 // with no rebuild.
 func TestHelixRepairAtOpen(t *testing.T) {
+	ctx, c, cl := loadedCluster(t)
+	for k, id := range c.NodeIDs() {
+		corruptReplica(t, c.Node(id).Replica(1), testKey(500+1000*k))
+	}
+	start := time.Now()
+	restartAndReadBack(ctx, t, c, cl)
+	t.Logf("every key read back %v after restart", time.Since(start))
+	for _, id := range c.NodeIDs() {
+		r := c.Node(id).Replica(1)
+		waitFor(t, "patched", func() bool { return r.Stats().PatchesApplied >= 1 })
+	}
+	assertRepairedWithoutRebuild(t, c)
+}
+
+// loadedShardKeys is how many keys loadedCluster writes.
+const loadedShardKeys = 3000
+
+// loadedCluster starts a three-node cluster of one shard, writes
+// loadedShardKeys keys and waits until every replica applied them. The
+// context ends with the test.
+func loadedCluster(t *testing.T) (context.Context, *kvcluster.Cluster, *kvclient.Client) {
+	t.Helper()
 	c, cl := startCluster(t, kv.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const n = 3000
-	loadKeys(t, cl, n)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	loadKeys(t, cl, loadedShardKeys)
 	leader, err := c.WaitLeader(ctx, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, id := range c.NodeIDs() {
-		r := c.Node(id).Replica(1)
-		waitCaughtUp(t, c, r, leader)
+		waitCaughtUp(t, c, c.Node(id).Replica(1), leader)
 	}
-	for k, id := range c.NodeIDs() {
-		corruptReplica(t, c.Node(id).Replica(1), testKey(500+1000*k))
-	}
+	return ctx, c, cl
+}
+
+// restartAndReadBack stops and restarts every node and reads every key
+// loadedCluster wrote (eventual reads: the client tries the replicas).
+func restartAndReadBack(ctx context.Context, t *testing.T, c *kvcluster.Cluster, cl *kvclient.Client) {
+	t.Helper()
 	for _, id := range c.NodeIDs() {
 		if err := c.StopNode(id); err != nil {
 			t.Fatal(err)
@@ -316,22 +340,30 @@ func TestHelixRepairAtOpen(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	start := time.Now()
-	for i := 0; i < n; i++ {
+	for i := 0; i < loadedShardKeys; i++ {
 		v, found, err := cl.Get(ctx, testKey(i), kvclient.Eventual())
 		if err != nil || !found || string(v) != string(testValue(i)) {
 			t.Fatalf("key %d: %q %v %v", i, v, found, err)
 		}
 	}
-	t.Logf("every key read back %v after restart", time.Since(start))
+}
+
+// assertRepairedWithoutRebuild waits until no replica of shard 1 has a
+// range under repair or a patch request in flight, checks that none was
+// rebuilt, and that all hold the same rows. It returns the blocks merged.
+func assertRepairedWithoutRebuild(t *testing.T, c *kvcluster.Cluster) (merged uint64) {
+	t.Helper()
 	for _, id := range c.NodeIDs() {
 		r := c.Node(id).Replica(1)
-		waitFor(t, "patched", func() bool { return r.Stats().PatchesApplied >= 1 })
-		if st := r.Stats(); st.Rebuilds != 0 {
+		waitFor(t, "repaired", func() bool { rec, pend := r.Repairing(); return rec == 0 && pend == 0 })
+		st := r.Stats()
+		if st.Rebuilds != 0 {
 			t.Fatalf("%s rebuilt: %v", r, st)
 		}
+		merged += st.BlocksMerged
 	}
 	assertSame(t, checksums(t, c, 1))
+	return merged
 }
 
 // TestHelixSharedSeparator damages, on two replicas, the data block that
@@ -342,19 +374,9 @@ func TestHelixRepairAtOpen(t *testing.T) {
 // counted u as lost and asked the others for it, and the ranges stayed
 // under repair forever (uber-restart-kv, UBER 1e-6).
 func TestHelixSharedSeparator(t *testing.T) {
-	c, cl := startCluster(t, kv.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const n = 3000
-	loadKeys(t, cl, n)
-	leader, err := c.WaitLeader(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, cl := loadedCluster(t)
+	const n = loadedShardKeys
 	ids := c.NodeIDs()
-	for _, id := range ids {
-		waitCaughtUp(t, c, c.Node(id).Replica(1), leader)
-	}
 	// A shortened separator every replica's tables share, with keys on both
 	// sides of it.
 	count := map[string]int{}
@@ -397,30 +419,8 @@ func TestHelixSharedSeparator(t *testing.T) {
 		}
 		corruptReplica(t, c.Node(id).Replica(1), key)
 	}
-	for _, id := range ids {
-		if err := c.StopNode(id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, id := range ids {
-		if err := c.RestartNode(id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := 0; i < n; i++ {
-		v, found, err := cl.Get(ctx, testKey(i), kvclient.Eventual())
-		if err != nil || !found || string(v) != string(testValue(i)) {
-			t.Fatalf("key %d: %q %v %v", i, v, found, err)
-		}
-	}
-	for _, id := range ids {
-		r := c.Node(id).Replica(1)
-		waitFor(t, "repaired", func() bool { rec, pend := r.Repairing(); return rec == 0 && pend == 0 })
-		if st := r.Stats(); st.Rebuilds != 0 {
-			t.Fatalf("%s rebuilt: %v", r, st)
-		}
-	}
-	assertSame(t, checksums(t, c, 1))
+	restartAndReadBack(ctx, t, c, cl)
+	assertRepairedWithoutRebuild(t, c)
 }
 
 // TestBlockMergeSameBlockEveryReplica damages the same data block on all
@@ -429,20 +429,9 @@ func TestHelixSharedSeparator(t *testing.T) {
 // byte; the block is put back together (block merge) and written in place
 // on every replica, with no rebuild and no key lost.
 func TestBlockMergeSameBlockEveryReplica(t *testing.T) {
-	c, cl := startCluster(t, kv.Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	const n = 3000
-	loadKeys(t, cl, n)
-	leader, err := c.WaitLeader(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ctx, c, cl := loadedCluster(t)
 	ids := c.NodeIDs()
-	for _, id := range ids {
-		waitCaughtUp(t, c, c.Node(id).Replica(1), leader)
-	}
-	victim := testKey(n / 2)
+	victim := testKey(loadedShardKeys / 2)
 	var offsets []uint64
 	for k, id := range ids {
 		r := c.Node(id).Replica(1)
@@ -459,36 +448,10 @@ func TestBlockMergeSameBlockEveryReplica(t *testing.T) {
 	if offsets[0] != offsets[1] || offsets[1] != offsets[2] {
 		t.Fatalf("the replicas' tables differ (block offsets %v): not the case under test", offsets)
 	}
-	for _, id := range ids {
-		if err := c.StopNode(id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, id := range ids {
-		if err := c.RestartNode(id); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := 0; i < n; i++ {
-		v, found, err := cl.Get(ctx, testKey(i), kvclient.Eventual())
-		if err != nil || !found || string(v) != string(testValue(i)) {
-			t.Fatalf("key %d: %q %v %v", i, v, found, err)
-		}
-	}
-	merged := uint64(0)
-	for _, id := range ids {
-		r := c.Node(id).Replica(1)
-		waitFor(t, "repaired", func() bool { rec, pend := r.Repairing(); return rec == 0 && pend == 0 })
-		st := r.Stats()
-		if st.Rebuilds != 0 {
-			t.Fatalf("%s rebuilt: %v", r, st)
-		}
-		merged += st.BlocksMerged
-	}
-	if merged == 0 {
+	restartAndReadBack(ctx, t, c, cl)
+	if assertRepairedWithoutRebuild(t, c) == 0 {
 		t.Fatalf("no block merged")
 	}
-	assertSame(t, checksums(t, c, 1))
 }
 
 // TestOneRowTablePatched damages the only data block of a shard's only

@@ -101,7 +101,7 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 		}
 	}
 	degraded := ""
-	if hr, ok := dr.(interface{ Health() sdf.Health }); ok {
+	if hr, ok := dr.(objstore.HealthReporter); ok {
 		if h := hr.Health(); h.Degraded {
 			degraded = "; device degraded: " + h.Reason
 			n.cfg.Logf("node %s: die %s failed: device degraded: %s", n.id, ev.Die, h.Reason)

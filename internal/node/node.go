@@ -21,7 +21,6 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
-	"github.com/flashmend/flashmend/internal/sdf"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -481,7 +480,7 @@ func (n *Node) Stats() *nodepb.StatsResponse {
 		d.WearBlocks, d.EraseCountTotal, d.EraseCountMax = w.Blocks, w.EraseCountTotal, w.EraseCountMax
 		d.DieEraseCounts = w.DieErases
 	}
-	if hr, ok := n.inner.(interface{ Health() sdf.Health }); ok {
+	if hr, ok := n.inner.(objstore.HealthReporter); ok {
 		h := hr.Health()
 		d := resp.Devices[0]
 		d.FailedDies, d.Degraded, d.DegradedReason = int64(h.FailedDies), h.Degraded, h.Reason

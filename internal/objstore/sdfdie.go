@@ -55,6 +55,14 @@ type DieLoss struct {
 // Geometry is the emulated device's geometry.
 func (s *SDFStore) Geometry() flash.Geometry { return s.dev.Geometry() }
 
+// HealthReporter is a store on a device that can lose dies and say whether
+// it can still absorb the losses.
+type HealthReporter interface {
+	Health() sdf.Health
+}
+
+var _ HealthReporter = (*SDFStore)(nil)
+
 // Health is the device's health after its die failures (sdf.FS.Health).
 func (s *SDFStore) Health() sdf.Health { return s.fs.Health() }
 

@@ -126,6 +126,18 @@ func VerifySSTable(fs vfs.FS, path string, ro sstable.ReaderOptions) error {
 // TableLayout reads where each block of the sstable at path lies (the
 // tools that damage a table on purpose, and the tests, aim with it).
 func TableLayout(fs vfs.FS, path string, ro sstable.ReaderOptions) (*sstable.Layout, error) {
+	r, err := openTable(fs, path, ro)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return r.Layout()
+}
+
+// openTable opens the sstable at path for reading outside the engine (the
+// caller closes it). A table whose footer or metadata does not read fails
+// as corruption.
+func openTable(fs vfs.FS, path string, ro sstable.ReaderOptions) (*sstable.Reader, error) {
 	f, err := fs.Open(path)
 	if err != nil {
 		return nil, err
@@ -140,6 +152,5 @@ func TableLayout(fs vfs.FS, path string, ro sstable.ReaderOptions) (*sstable.Lay
 		readable.Close()
 		return nil, Classify(err)
 	}
-	defer r.Close()
-	return r.Layout()
+	return r, nil
 }

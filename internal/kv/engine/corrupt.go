@@ -196,19 +196,9 @@ func (sm *StateMachine) Separators() ([][]byte, error) {
 	for _, level := range levels {
 		for _, t := range level {
 			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", uint64(t.BackingSSTNum)))
-			f, err := sm.fs.Open(path)
+			rd, err := openTable(sm.fs, path, sm.opts.MakeReaderOptions())
 			if err != nil {
 				return nil, err
-			}
-			readable, err := objstorageprovider.NewFileReadable(f, sm.fs, objstorageprovider.NewReadaheadConfig(), path)
-			if err != nil {
-				f.Close()
-				return nil, err
-			}
-			rd, err := sstable.NewReader(context.Background(), readable, sm.opts.MakeReaderOptions())
-			if err != nil {
-				readable.Close()
-				return nil, Classify(err)
 			}
 			blocks, err := SSTDataBlocks(rd)
 			rd.Close()

@@ -2,11 +2,8 @@ package engine
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 
-	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
-	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -217,19 +214,9 @@ func WriteBlock(fs vfs.FS, path string, h block.Handle, b []byte) error {
 // BlockHandle finds the data block at offset in the table at path (through
 // its index, which must read).
 func BlockHandle(fs vfs.FS, path string, offset uint64) (block.Handle, error) {
-	f, err := fs.Open(path)
+	r, err := openTable(fs, path, SSTReaderOptions())
 	if err != nil {
 		return block.Handle{}, err
-	}
-	readable, err := objstorageprovider.NewFileReadable(f, fs, objstorageprovider.NewReadaheadConfig(), path)
-	if err != nil {
-		f.Close()
-		return block.Handle{}, err
-	}
-	r, err := sstable.NewReader(context.Background(), readable, SSTReaderOptions())
-	if err != nil {
-		readable.Close()
-		return block.Handle{}, Classify(err)
 	}
 	defer r.Close()
 	blocks, err := SSTDataBlocks(r)
