@@ -104,7 +104,7 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 		return nil, err
 	}
 	g := bc.Geometry
-	opts := sdf.BenchOptions{Channels: bc.Channels, BytesPerChannel: bc.BytesPerChannel, RandomReads: bc.RandomReads}
+	opts := sdfLoadOptions{Channels: bc.Channels, BytesPerChannel: bc.BytesPerChannel, RandomReads: bc.RandomReads}
 	if opts.BytesPerChannel == 0 {
 		zone := base.Bytes(g.DiesPerChannel*(g.PagesPerBlock-1)) * base.Bytes(g.PageSize)
 		opts.BytesPerChannel = min(8*base.MiB, base.Bytes(g.BlocksPerDie)*zone/4)
@@ -151,7 +151,7 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 	if err != nil {
 		return nil, err
 	}
-	var was []sdf.OverwriteResult
+	var was []sdfOverwriteResult
 	for _, fill := range bc.Fills {
 		r, err := overwriteOnce(g, fill)
 		if err != nil {
@@ -231,7 +231,7 @@ func newBenchSamples() *benchSamples {
 	return &benchSamples{mbps: map[benchKey][]float64{}, errors: map[benchKey]int64{}, ratio: map[int][]float64{}}
 }
 
-func (b *benchSamples) add(rows []sdf.BenchRow) {
+func (b *benchSamples) add(rows []sdfRow) {
 	for i, r := range rows {
 		if r.Test == "seq-read" && i+1 < len(rows) && rows[i+1].Test == "raw-read" && rows[i+1].MBps() > 0 {
 			b.ratio[r.Channels] = append(b.ratio[r.Channels], r.MBps()/rows[i+1].MBps())
@@ -249,7 +249,7 @@ func (b *benchSamples) median(test string, ch int, req base.Bytes) float64 {
 	return benchMedian(b.mbps[benchKey{test, ch, req}])
 }
 
-// cpuCost runs the one-channel sequential read of sdf.Bench without timing
+// cpuCost runs the one-channel sequential read of runSDFLoads without timing
 // on an in-memory device with g's page shape and returns the layer's and
 // the raw reads' median MB/s over 5 repetitions.
 func cpuCost(g flash.Geometry) (layer, raw float64, err error) {
@@ -265,7 +265,7 @@ func cpuCost(g flash.Geometry) (layer, raw float64, err error) {
 		if err != nil {
 			return 0, 0, err
 		}
-		rows, err := sdf.Bench(dev, fs, sdf.BenchOptions{Channels: []int{1}, RandomReads: 1, RandomReadBytes: []base.Bytes{base.Bytes(g.PageSize)}})
+		rows, err := runSDFLoads(dev, fs, sdfLoadOptions{Channels: []int{1}, RandomReads: 1, RandomReadBytes: []base.Bytes{base.Bytes(g.PageSize)}})
 		err = errors.Join(err, fs.Close(), dev.Close())
 		if err != nil {
 			return 0, 0, err
@@ -287,7 +287,7 @@ type walPoint struct {
 	wa     float64
 }
 
-// syncedAppendsOnce measures sdf.BenchSyncedAppends for a few record sizes
+// syncedAppendsOnce measures runSDFSyncedAppends for a few record sizes
 // on an in-memory device with g's page shape.
 func syncedAppendsOnce(g flash.Geometry) ([]walPoint, error) {
 	g.Channels = min(g.Channels, 4)
@@ -305,7 +305,7 @@ func syncedAppendsOnce(g flash.Geometry) ([]walPoint, error) {
 		// Up to 1000 records, bounded so the log fits in a quarter of
 		// the device even before GC reclaims the superseded tail pages.
 		n := int(min(1000, int64(fs.Stats().Usable)/(4*int64(max(rec, base.Bytes(g.PageSize))))))
-		wa, err := sdf.BenchSyncedAppends(fs, rec, max(n, 1))
+		wa, err := runSDFSyncedAppends(fs, rec, max(n, 1))
 		if err = errors.Join(err, fs.Close(), dev.Close()); err != nil {
 			return nil, err
 		}
@@ -316,17 +316,17 @@ func syncedAppendsOnce(g flash.Geometry) ([]walPoint, error) {
 
 // identifyDieOnce fills an in-memory device with g's block shape and compares
 // the identifiers of the data on die ch0/d0.
-func identifyDieOnce(g flash.Geometry) (sdf.IdentifyResult, error) {
+func identifyDieOnce(g flash.Geometry) (sdfIdentifyResult, error) {
 	g.Channels = min(g.Channels, 4)
 	g.BlocksPerDie = min(g.BlocksPerDie, 32)
 	dev, err := flash.NewMemory(g, flash.Options{})
 	if err != nil {
-		return sdf.IdentifyResult{}, err
+		return sdfIdentifyResult{}, err
 	}
 	defer dev.Close()
 	fs, err := sdf.Format(dev, sdf.Options{})
 	if err != nil {
-		return sdf.IdentifyResult{}, err
+		return sdfIdentifyResult{}, err
 	}
 	rng := rand.New(rand.NewSource(1))
 	target := int64(float64(fs.Stats().Usable) * 0.6)
@@ -338,21 +338,21 @@ func identifyDieOnce(g flash.Geometry) (sdf.IdentifyResult, error) {
 		name := fmt.Sprintf("id/%d", i)
 		f, err := fs.Create(name, sdf.Lifetime(rng.Intn(4)))
 		if err != nil {
-			return sdf.IdentifyResult{}, errors.Join(err, fs.Close())
+			return sdfIdentifyResult{}, errors.Join(err, fs.Close())
 		}
 		_, err = f.Write(buf[:n])
 		if err = errors.Join(err, f.Close()); err != nil {
-			return sdf.IdentifyResult{}, errors.Join(err, fs.Close())
+			return sdfIdentifyResult{}, errors.Join(err, fs.Close())
 		}
 		written += int64(n)
 		if rng.Intn(3) == 0 {
 			if err := fs.Remove(name); err != nil {
-				return sdf.IdentifyResult{}, errors.Join(err, fs.Close())
+				return sdfIdentifyResult{}, errors.Join(err, fs.Close())
 			}
 			written -= int64(n)
 		}
 	}
-	r, err := sdf.BenchIdentify(fs, flash.DieAddr{})
+	r, err := runSDFIdentify(fs, flash.DieAddr{})
 	return r, errors.Join(err, fs.Close())
 }
 
@@ -370,8 +370,8 @@ func loadAverage() string {
 	return strings.Join(f[:3], " ")
 }
 
-// benchOnce opens the device with devOpts, formats it and runs sdf.Bench.
-func benchOnce(dir string, g flash.Geometry, devOpts flash.Options, fsOpts sdf.Options, o sdf.BenchOptions) ([]sdf.BenchRow, sdf.Stats, error) {
+// benchOnce opens the device with devOpts, formats it and runs runSDFLoads.
+func benchOnce(dir string, g flash.Geometry, devOpts flash.Options, fsOpts sdf.Options, o sdfLoadOptions) ([]sdfRow, sdf.Stats, error) {
 	dev, err := flash.OpenFile(dir, g, devOpts)
 	if err != nil {
 		return nil, sdf.Stats{}, err
@@ -381,7 +381,7 @@ func benchOnce(dir string, g flash.Geometry, devOpts flash.Options, fsOpts sdf.O
 		dev.Close()
 		return nil, sdf.Stats{}, err
 	}
-	rows, err := sdf.Bench(dev, fs, o)
+	rows, err := runSDFLoads(dev, fs, o)
 	st := fs.Stats()
 	return rows, st, errors.Join(err, fs.Close(), dev.Close())
 }
@@ -389,24 +389,24 @@ func benchOnce(dir string, g flash.Geometry, devOpts flash.Options, fsOpts sdf.O
 // overwriteOnce measures write amplification on an in-memory device with
 // the block shape of g, at most 4 channels and 32 blocks per die (so the
 // measurement stays a few seconds).
-func overwriteOnce(g flash.Geometry, fill float64) (sdf.OverwriteResult, error) {
+func overwriteOnce(g flash.Geometry, fill float64) (sdfOverwriteResult, error) {
 	g.Channels = min(g.Channels, 4)
 	g.BlocksPerDie = min(g.BlocksPerDie, 32)
 	dev, err := flash.NewMemory(g, flash.Options{})
 	if err != nil {
-		return sdf.OverwriteResult{}, err
+		return sdfOverwriteResult{}, err
 	}
 	defer dev.Close()
 	fs, err := sdf.Format(dev, sdf.Options{})
 	if err != nil {
-		return sdf.OverwriteResult{}, err
+		return sdfOverwriteResult{}, err
 	}
-	r, err := sdf.BenchOverwrite(fs, fill, 4*base.Bytes(g.PageSize), 1, 1)
+	r, err := runSDFOverwrite(fs, fill, 4*base.Bytes(g.PageSize), 1, 1)
 	return r, errors.Join(err, fs.Close())
 }
 
 func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset flash.Preset,
-	o sdf.BenchOptions, clean, noisy *benchSamples, noisyStats []sdf.Stats, capacity sdf.Stats, was []sdf.OverwriteResult) error {
+	o sdfLoadOptions, clean, noisy *benchSamples, noisyStats []sdf.Stats, capacity sdf.Stats, was []sdfOverwriteResult) error {
 	g := bc.Geometry
 	f1 := func(v float64) string { return fmt.Sprintf("%.1f", v) }
 	r.Text("The device has the geometry `flashmend flash format --dir DIR --preset %s --channels %d "+

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -179,6 +180,26 @@ func (fs *FS) Zones() []ZoneInfo {
 		out = append(out, ZoneInfo{ID: z.id, Channel: z.channel, Block: z.block, Meta: z.meta, State: z.state,
 			Dies: append([]int(nil), z.dies...), WritePointer: z.wp, Capacity: z.capacity(fs.l), Live: z.live,
 			EraseCount: z.erases, Hint: z.hint})
+	}
+	return out
+}
+
+// Layout is the on-flash layout of the device the FS is on (its geometry
+// and where zones, data pages and P2L pages lie).
+func (fs *FS) Layout() onflash.Layout { return fs.l }
+
+// DataPages lists the physical pages that hold f's data, in file order: for
+// reading them straight from the device (the raw-read reference of the
+// throughput benchmarks), not for serving data (nothing is verified).
+func (fs *FS) DataPages(f *File) []flash.PageAddr {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	var out []flash.PageAddr
+	for _, e := range f.ino.m.exts {
+		z := fs.zones[e.zone]
+		for k := 0; k < e.n; k++ {
+			out = append(out, fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k))
+		}
 	}
 	return out
 }

@@ -1,15 +1,16 @@
-package sdf
+package experiments
 
 import (
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf"
 )
 
-func TestBenchRuns(t *testing.T) {
-	dev, fs := newMem(t, small(), Options{})
+func TestSDFLoadsRun(t *testing.T) {
+	dev, fs := newSDF(t, flash.SmallGeometry())
 	defer fs.Close()
-	rows, err := Bench(dev, fs, BenchOptions{Seed: 1, RandomReads: 20})
+	rows, err := runSDFLoads(dev, fs, sdfLoadOptions{Seed: 1, RandomReads: 20})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,19 +29,12 @@ func TestBenchRuns(t *testing.T) {
 	}
 }
 
-func TestBenchOverwriteAmplification(t *testing.T) {
-	g := small()
+func TestSDFOverwriteAmplification(t *testing.T) {
+	g := flash.SmallGeometry()
 	g.BlocksPerDie = 48
-	dev, err := flash.NewMemory(g, flash.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	fs, err := Format(dev, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, fs := newSDF(t, g)
 	defer fs.Close()
-	r, err := BenchOverwrite(fs, 0.6, 16*1024, 1, 1)
+	r, err := runSDFOverwrite(fs, 0.6, 16*1024, 1, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,11 +49,11 @@ func TestBenchOverwriteAmplification(t *testing.T) {
 
 // TestSyncedAppendsWriteNoMetadata: a page-sized record per sync costs about
 // one page (no metadata page per sync, only per zone opened and sealed).
-func TestSyncedAppendsWriteNoMetadata(t *testing.T) {
-	_, fs := newMem(t, small(), Options{})
+func TestSDFSyncedAppendsWriteNoMetadata(t *testing.T) {
+	_, fs := newSDF(t, flash.SmallGeometry())
 	defer fs.Close()
 	before := fs.Stats().MetaPages
-	wa, err := BenchSyncedAppends(fs, 4096, 200)
+	wa, err := runSDFSyncedAppends(fs, 4096, 200)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,4 +61,19 @@ func TestSyncedAppendsWriteNoMetadata(t *testing.T) {
 	if wa > 1.3 || meta > 40 {
 		t.Fatalf("write amplification %.2f with %d metadata pages for 200 synced 4KiB appends", wa, meta)
 	}
+}
+
+// newSDF formats an SDF layer with default options on an in-memory device
+// of geometry g.
+func newSDF(t *testing.T, g flash.Geometry) (*flash.Emulator, *sdf.FS) {
+	t.Helper()
+	dev, err := flash.NewMemory(g, flash.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, err := sdf.Format(dev, sdf.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dev, fs
 }

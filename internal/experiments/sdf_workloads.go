@@ -1,6 +1,7 @@
-package sdf
+package experiments
 
 import (
+	"errors"
 	"fmt"
 	"math/rand"
 	"sync"
@@ -9,12 +10,14 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf"
 )
 
-// BenchOptions configures Bench: SDF's microbenchmarks (SDF 002 section
+// sdfLoadOptions configures runSDFLoads: SDF's microbenchmarks (SDF 002 section
 // 3.2, Table 4 and Figure 7) run through this layer, with a raw-device read
 // of the same pages in the same run as the reference.
-type BenchOptions struct {
+type sdfLoadOptions struct {
 	// Channels lists the channel counts to measure (default 1, 2, 4, ...,
 	// all).
 	Channels []int
@@ -32,8 +35,8 @@ type BenchOptions struct {
 	Seed        int64
 }
 
-// BenchRow is one measurement.
-type BenchRow struct {
+// sdfRow is one measurement.
+type sdfRow struct {
 	Test     string // "seq-write", "seq-read", "raw-read", "rand-read"
 	Channels int
 	Request  base.Bytes
@@ -43,21 +46,21 @@ type BenchRow struct {
 }
 
 // MBps is the throughput in 10^6 bytes per second.
-func (r BenchRow) MBps() float64 {
+func (r sdfRow) MBps() float64 {
 	if r.Elapsed <= 0 {
 		return 0
 	}
 	return float64(r.Bytes) / r.Elapsed.Seconds() / 1e6
 }
 
-func (r BenchRow) String() string {
+func (r sdfRow) String() string {
 	return fmt.Sprintf("%-9s ch=%-3d req=%-6s %8.1f MB/s errors=%d", r.Test, r.Channels, r.Request, r.MBps(), r.Errors)
 }
 
-// Bench runs the throughput benchmarks on fs (which must be on dev and
+// runSDFLoads runs the throughput benchmarks on fs (which must be on dev and
 // should be empty; the files it writes are removed at the end).
-func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
-	g := fs.l.Geometry
+func runSDFLoads(dev flash.Device, fs *sdf.FS, o sdfLoadOptions) ([]sdfRow, error) {
+	g := fs.Layout().Geometry
 	if len(o.Channels) == 0 {
 		for c := 1; c < g.Channels; c *= 2 {
 			o.Channels = append(o.Channels, c)
@@ -69,7 +72,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 			return nil, base.InvalidArgumentf("sdf: bench channel count %d of %d", c, g.Channels)
 		}
 	}
-	zoneBytes := base.Bytes(g.DiesPerChannel * fs.l.DataPagesPerBlock() * g.PageSize)
+	zoneBytes := base.Bytes(g.DiesPerChannel * fs.Layout().DataPagesPerBlock() * g.PageSize)
 	perChannel := base.Bytes(g.BlocksPerDie) * zoneBytes
 	if o.BytesPerChannel == 0 {
 		o.BytesPerChannel = min(perChannel/4, 16*base.MiB)
@@ -89,7 +92,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 	rng := rand.New(rand.NewSource(o.Seed))
 	payload := make([]byte, o.RequestBytes)
 	rng.Read(payload)
-	var rows []BenchRow
+	var rows []sdfRow
 	size := int64(o.BytesPerChannel)
 
 	writeAll := func(prefix string, k int) (time.Duration, error) {
@@ -100,7 +103,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 			wg.Add(1)
 			go func(c int) {
 				defer wg.Done()
-				f, err := fs.CreateOn(fmt.Sprintf("%s/c%d", prefix, c), LifetimeShort, c)
+				f, err := fs.CreateOn(fmt.Sprintf("%s/c%d", prefix, c), sdf.LifetimeShort, c)
 				if err != nil {
 					errs[c] = err
 					return
@@ -135,7 +138,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, BenchRow{Test: "seq-write", Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size, Elapsed: el})
+		rows = append(rows, sdfRow{Test: "seq-write", Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size, Elapsed: el})
 		removeAll("bench/w", k)
 	}
 	// One file per channel for the reads.
@@ -143,7 +146,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 		return rows, err
 	}
 	defer removeAll("bench/r", g.Channels)
-	files := make([]*File, g.Channels)
+	files := make([]*sdf.File, g.Channels)
 	for c := range files {
 		f, err := fs.OpenFile(fmt.Sprintf("bench/r/c%d", c))
 		if err != nil {
@@ -155,7 +158,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 	// Layer reads against channels, each followed by a raw device read of
 	// the same pages. A corruption is counted and the read goes on.
 	var corrupt atomic.Int64
-	readAt := func(f *File, buf []byte, off int64) error {
+	readAt := func(f *sdf.File, buf []byte, off int64) error {
 		_, err := f.ReadAt(buf, off)
 		if base.IsCorruption(err) {
 			corrupt.Add(1)
@@ -177,13 +180,13 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, BenchRow{Test: "seq-read", Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size,
+		rows = append(rows, sdfRow{Test: "seq-read", Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size,
 			Elapsed: el, Errors: corrupt.Load()})
-		rel, err := fs.rawRead(dev, files[:k])
+		rel, err := rawRead(dev, fs, files[:k])
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, BenchRow{Test: "raw-read", Channels: k, Request: base.Bytes(g.PageSize), Bytes: int64(k) * size, Elapsed: rel})
+		rows = append(rows, sdfRow{Test: "raw-read", Channels: k, Request: base.Bytes(g.PageSize), Bytes: int64(k) * size, Elapsed: rel})
 	}
 	// Random reads on every channel (Table 4).
 	for _, rs := range o.RandomReadBytes {
@@ -209,7 +212,7 @@ func Bench(dev flash.Device, fs *FS, o BenchOptions) ([]BenchRow, error) {
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, BenchRow{Test: "rand-read", Channels: g.Channels, Request: rs,
+		rows = append(rows, sdfRow{Test: "rand-read", Channels: g.Channels, Request: rs,
 			Bytes: int64(g.Channels) * int64(o.RandomReads) * req, Elapsed: el, Errors: corrupt.Load()})
 	}
 	return rows, nil
@@ -243,20 +246,14 @@ func parallelReads(k int, fn func(c int, buf []byte) error, bufBytes int) (time.
 // rawRead reads the physical pages of files straight from the device, one
 // goroutine per die (the device's full parallelism, no verification), and
 // returns the time taken: the reference for the layer's read throughput.
-func (fs *FS) rawRead(dev flash.Device, files []*File) (time.Duration, error) {
-	g := fs.l.Geometry
+func rawRead(dev flash.Device, fs *sdf.FS, files []*sdf.File) (time.Duration, error) {
+	g := fs.Layout().Geometry
 	perDie := map[flash.DieAddr][]flash.PageAddr{}
-	fs.mu.Lock()
 	for _, f := range files {
-		for _, e := range f.ino.m.exts {
-			z := fs.zones[e.zone]
-			for k := 0; k < e.n; k++ {
-				a := fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k)
-				perDie[a.DieAddr()] = append(perDie[a.DieAddr()], a)
-			}
+		for _, a := range fs.DataPages(f) {
+			perDie[a.DieAddr()] = append(perDie[a.DieAddr()], a)
 		}
 	}
-	fs.mu.Unlock()
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var firstErr error
@@ -282,8 +279,15 @@ func (fs *FS) rawRead(dev flash.Device, files []*File) (time.Duration, error) {
 	return time.Since(start), firstErr
 }
 
-// OverwriteResult is the outcome of BenchOverwrite.
-type OverwriteResult struct {
+// isMediaError is a read error the raw read counts as the medium's (and
+// goes on): what the layer above would verify and repair.
+func isMediaError(err error) bool {
+	return errors.Is(err, flash.ErrUncorrectable) || errors.Is(err, flash.ErrDieFailed) ||
+		errors.Is(err, flash.ErrBadBlock) || errors.Is(err, base.ErrCorruption)
+}
+
+// sdfOverwriteResult is the outcome of runSDFOverwrite.
+type sdfOverwriteResult struct {
 	Fill          float64 // live data / usable capacity
 	UserBytes     int64   // bytes rewritten by the workload
 	FlashBytes    int64   // bytes programmed meanwhile (data, GC, P2L, metadata)
@@ -294,18 +298,18 @@ type OverwriteResult struct {
 	DataAmplification float64
 }
 
-func (r OverwriteResult) String() string {
+func (r sdfOverwriteResult) String() string {
 	return fmt.Sprintf("fill %.0f%%: write amplification %.3f, data only %.3f (user %d B, flash %d B, GC pages %d, resets %d)",
 		100*r.Fill, r.Amplification, r.DataAmplification, r.UserBytes, r.FlashBytes, r.GCPages, r.Resets)
 }
 
-// BenchOverwrite fills fs with files up to fill (a fraction of usable
+// runSDFOverwrite fills fs with files up to fill (a fraction of usable
 // capacity), then rewrites uniformly random chunkBytes-aligned ranges of
 // them out of place (RewriteRange) until `rounds` times the live data was
 // rewritten, and reports the write amplification of that phase.
-func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64, seed int64) (OverwriteResult, error) {
-	if fill <= 0 || fill >= 1 || chunkBytes < base.Bytes(fs.l.Geometry.PageSize) || rounds <= 0 {
-		return OverwriteResult{}, base.InvalidArgumentf("sdf: overwrite bench fill %g chunk %s rounds %g", fill, chunkBytes, rounds)
+func runSDFOverwrite(fs *sdf.FS, fill float64, chunkBytes base.Bytes, rounds float64, seed int64) (sdfOverwriteResult, error) {
+	if fill <= 0 || fill >= 1 || chunkBytes < base.Bytes(fs.Layout().Geometry.PageSize) || rounds <= 0 {
+		return sdfOverwriteResult{}, base.InvalidArgumentf("sdf: overwrite bench fill %g chunk %s rounds %g", fill, chunkBytes, rounds)
 	}
 	rng := rand.New(rand.NewSource(seed))
 	st0 := fs.Stats()
@@ -314,15 +318,15 @@ func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64,
 	buf := make([]byte, fileBytes)
 	for i := 0; i < nfiles; i++ {
 		rng.Read(buf)
-		f, err := fs.Create(fmt.Sprintf("ow/%d", i), LifetimeNone)
+		f, err := fs.Create(fmt.Sprintf("ow/%d", i), sdf.LifetimeNone)
 		if err != nil {
-			return OverwriteResult{}, err
+			return sdfOverwriteResult{}, err
 		}
 		if _, err := f.Write(buf); err != nil {
-			return OverwriteResult{}, err
+			return sdfOverwriteResult{}, err
 		}
 		if err := f.Close(); err != nil {
-			return OverwriteResult{}, err
+			return sdfOverwriteResult{}, err
 		}
 	}
 	st1 := fs.Stats()
@@ -334,12 +338,12 @@ func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64,
 		name := fmt.Sprintf("ow/%d", rng.Intn(nfiles))
 		off := rng.Int63n(fileBytes/int64(chunkBytes)) * int64(chunkBytes)
 		if err := fs.RewriteRange(name, off, chunk); err != nil {
-			return OverwriteResult{}, err
+			return sdfOverwriteResult{}, err
 		}
 		user += int64(chunkBytes)
 	}
 	st2 := fs.Stats()
-	r := OverwriteResult{
+	r := sdfOverwriteResult{
 		Fill:       float64(int64(nfiles)*fileBytes) / float64(st0.Usable),
 		UserBytes:  user,
 		FlashBytes: st2.FlashBytes - st1.FlashBytes,
@@ -347,59 +351,56 @@ func BenchOverwrite(fs *FS, fill float64, chunkBytes base.Bytes, rounds float64,
 		Resets:     st2.Resets - st1.Resets,
 	}
 	r.Amplification = float64(r.FlashBytes) / float64(r.UserBytes)
-	r.DataAmplification = float64((st2.DataPages-st1.DataPages)*int64(fs.l.Geometry.PageSize)) / float64(r.UserBytes)
+	r.DataAmplification = float64((st2.DataPages-st1.DataPages)*int64(fs.Layout().Geometry.PageSize)) / float64(r.UserBytes)
 	return r, nil
 }
 
-// IdentifyResult compares the lost-data identifiers on one die.
-type IdentifyResult struct {
+// sdfIdentifyResult compares the lost-data identifiers on one die.
+type sdfIdentifyResult struct {
 	Die              flash.DieAddr
 	Ranges           int
-	Entrustment      IdentifyStats // CDR*: block-level P2L entrustment
-	ScanOne, ScanAll IdentifyStats // IDR (one worker) and CDR (ScanWorkers) scans
+	Entrustment      sdf.IdentifyStats // CDR*: block-level P2L entrustment
+	ScanOne, ScanAll sdf.IdentifyStats // IDR (one worker) and CDR (ScanWorkers) scans
 	AgreeEntrustScan bool
 	ScanWorkers      int
 }
 
-func (r IdentifyResult) String() string {
+func (r sdfIdentifyResult) String() string {
 	return fmt.Sprintf("%s: %d ranges; %s; IDR %s; CDR %s; agree=%t", r.Die, r.Ranges, r.Entrustment, r.ScanOne, r.ScanAll, r.AgreeEntrustScan)
 }
 
-// BenchIdentify runs the three identifiers on die d of fs (the die need not
+// runSDFIdentify runs the three identifiers on die d of fs (the die need not
 // have failed: they list what would be lost) and checks they agree.
-func BenchIdentify(fs *FS, d flash.DieAddr) (IdentifyResult, error) {
-	r := IdentifyResult{Die: d, ScanWorkers: fs.opts.ScanWorkers}
+func runSDFIdentify(fs *sdf.FS, d flash.DieAddr) (sdfIdentifyResult, error) {
+	r := sdfIdentifyResult{Die: d}
 	ent, st, err := fs.LostRanges(d)
 	if err != nil {
 		return r, err
 	}
 	r.Entrustment, r.Ranges = st, len(ent)
-	fs.mu.Lock()
-	var one IdentifyStats
-	start := time.Now()
-	pages := fs.scanLocked(d, nil, 1, &one)
-	idr := fs.rangesLocked(pages)
-	fs.mu.Unlock()
-	one.Method, one.Elapsed = "scan", time.Since(start)
+	idr, one, err := fs.IdentifyScan(d, 1, reparo.All)
+	if err != nil {
+		return r, err
+	}
 	r.ScanOne = one
 	all, st, err := fs.LostRangesScan(d)
 	if err != nil {
 		return r, err
 	}
-	r.ScanAll = st
+	r.ScanAll, r.ScanWorkers = st, st.Workers
 	r.AgreeEntrustScan = fmt.Sprint(ent) == fmt.Sprint(all) && fmt.Sprint(idr) == fmt.Sprint(all)
 	return r, nil
 }
 
-// BenchSyncedAppends appends n records of recordBytes to one file, syncing
+// runSDFSyncedAppends appends n records of recordBytes to one file, syncing
 // after each (a write-ahead log), and returns the write amplification of
 // the run (all programmed bytes / appended bytes).
-func BenchSyncedAppends(fs *FS, recordBytes base.Bytes, n int) (float64, error) {
+func runSDFSyncedAppends(fs *sdf.FS, recordBytes base.Bytes, n int) (float64, error) {
 	if recordBytes <= 0 || n <= 0 {
 		return 0, base.InvalidArgumentf("sdf: synced-append bench of %d x %s", n, recordBytes)
 	}
 	st0 := fs.Stats()
-	f, err := fs.Create("bench/wal", LifetimeShort)
+	f, err := fs.Create("bench/wal", sdf.LifetimeShort)
 	if err != nil {
 		return 0, err
 	}
