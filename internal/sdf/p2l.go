@@ -242,14 +242,9 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 	return po
 }
 
-// scanLocked returns the mapped file pages on die d, restricted to zones in
-// only (nil: all), using `workers` goroutines over a partition of the files.
-func (fs *FS) scanLocked(d flash.DieAddr, only map[int]bool, workers int, st *IdentifyStats) map[uint64][]uint64 {
-	return fs.scanWindowLocked(d, only, workers, reparo.All, st)
-}
-
-// scanWindowLocked is scanLocked over the files in window w: the files,
-// sorted by ID, are cut into `workers` contiguous regions (reparo.Partition)
+// scanWindowLocked returns the mapped file pages on die d of the files in
+// window w, restricted to zones in only (nil: all): the files, sorted by ID,
+// are cut into `workers` contiguous regions (reparo.Partition)
 // scanned in parallel.
 func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, w reparo.Window, st *IdentifyStats) map[uint64][]uint64 {
 	inos := make([]*inode, 0, len(fs.byID))
