@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"github.com/flashmend/flashmend/internal/coord/hashring"
 	"strings"
 	"testing"
 	"time"
@@ -68,7 +69,7 @@ func TestCoordinatorLifecycle(t *testing.T) {
 		t.Fatalf("EC on 4 nodes: %v", err)
 	}
 	bp, err := cc.BeginPut(ctx, &coordpb.BeginPutRequest{Key: "k", SizeBytes: 5, Redundancy: objectpb.Redundancy_REP})
-	if err != nil || len(bp.Placement) != 3 || bp.Object != KeyHash("k") {
+	if err != nil || len(bp.Placement) != 3 || bp.Object != hashring.KeyHash("k") {
 		t.Fatalf("begin %v %v", bp, err)
 	}
 	var placement []uint64

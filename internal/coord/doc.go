@@ -9,10 +9,11 @@
 //     confirms a node ID and records the node as a permanent member); each
 //     node then keeps a lease in etcd and heartbeats its statistics under
 //     wire.LiveKey. A member without a lease is down.
-//   - Placement: a consistent-hashing Ring over the members, FNV-1a keyed
-//     (Chameleon 004 section IV-A); n copies or shards go to n distinct
-//     nodes, and a down node is replaced in place by the next usable member
-//     on the ring. The ring is pure and tested on its own.
+//   - Placement: a consistent-hashing ring over the members, FNV-1a keyed
+//     (Chameleon 004 section IV-A, internal/coord/hashring); n copies or
+//     shards go to n distinct nodes, and a down node is replaced in place by
+//     the next usable member on the ring. The ring is pure and tested on its
+//     own.
 //   - The object index: key -> ObjectRecord (version, size, redundancy,
 //     placement), each etcd value a protobuf followed by its CRC32C. A write
 //     is BeginPut (allocate a version = the etcd revision, place it, record
@@ -79,10 +80,11 @@
 //
 // The coordinator's store is not a single point of loss: every node keeps a
 // local index entry per replica or shard with the version's key, size and
-// placement, so the index can be rebuilt from the nodes (rebuildplan.go,
-// rebuild.go). An embedded store is checked before etcd starts on it
-// (internal/coord/etcdstore: etcd panics on a damaged bbolt page and
-// waits forever on a WAL that lost applied entries); a damaged one is set
+// placement, so the index can be rebuilt from the nodes (the plan in
+// internal/coord/indexrebuild, the I/O in rebuild.go). An embedded store is
+// checked before etcd starts on it (internal/coord/etcdstore: etcd panics
+// on a damaged bbolt page and waits forever on a WAL that lost applied
+// entries); a damaged one is set
 // aside (renamed, never deleted) and a new one started, unless
 // Config.KeepDamagedStore makes it a start error. A new or set-aside store
 // that holds no objects adopts the cluster identity of the first node that

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/flashmend/flashmend/internal/coord/hashring"
 	"io/fs"
 	"sort"
 
@@ -110,7 +111,7 @@ func placeKVShards(members []base.NodeID, splits [][]byte, replicas int) (*kvpb.
 	if len(members) < replicas {
 		return nil, &unavailableError{fmt.Sprintf("kv layout: %d replicas per shard need %d live nodes, %d are up", replicas, replicas, len(members))}
 	}
-	ring := NewRing(members)
+	ring := hashring.NewRing(members)
 	m := &kvpb.ShardMap{}
 	start := []byte{}
 	for i := 0; i <= len(splits); i++ {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/flashmend/flashmend/internal/coord/hashring"
 	"slices"
 	"strings"
 
@@ -54,7 +55,7 @@ func (c *Coordinator) BeginPut(ctx context.Context, req *coordpb.BeginPutRequest
 		}
 		placed = plan.New.Nodes()
 	} else {
-		p, err := NewRing(members).Place(req.Key, n, usable)
+		p, err := hashring.NewRing(members).Place(req.Key, n, usable)
 		if err != nil {
 			return nil, rpcErr(&unavailableError{err.Error()})
 		}
@@ -65,7 +66,7 @@ func (c *Coordinator) BeginPut(ctx context.Context, req *coordpb.BeginPutRequest
 		return nil, rpcErr(err)
 	}
 	pending := &objectpb.PendingPut{
-		Key: req.Key, Object: KeyHash(req.Key), Version: version,
+		Key: req.Key, Object: hashring.KeyHash(req.Key), Version: version,
 		DeadlineUnixMs: c.cfg.Clock.Now().Add(c.cfg.PendingTimeout).UnixMilli(),
 	}
 	resp := &coordpb.BeginPutResponse{Object: pending.Object, Version: version}
@@ -189,7 +190,7 @@ func (c *Coordinator) mappingOp(ctx context.Context, rec *objectpb.ObjectRecord)
 	for id := range nodes {
 		members = append(members, base.NodeID(id))
 	}
-	walk := NewRing(members).Walk(rec.Key)
+	walk := hashring.NewRing(members).Walk(rec.Key)
 	def := make([]uint64, 0, len(rec.Placement))
 	for i := 0; i < len(rec.Placement) && i < len(walk); i++ {
 		def = append(def, uint64(walk[i]))

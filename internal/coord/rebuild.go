@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"github.com/flashmend/flashmend/internal/coord/indexrebuild"
 	"strconv"
 	"strings"
 	"time"
@@ -19,7 +20,7 @@ import (
 // (a new, empty store where nodes that belong to a cluster join) or damaged
 // (set aside at start, see internal/coord/etcdstore), it adopts the nodes' cluster
 // identity and rebuilds the object index and the mapping table from the
-// nodes' local indexes (rebuildplan.go), again each time another node
+// nodes' local indexes (internal/coord/indexrebuild), again each time another node
 // joins during the recovery window. RebuildIndex runs the same merge on
 // demand (flashmend ctl rebuild-index).
 
@@ -154,7 +155,7 @@ func (c *Coordinator) endRecoveryIfDue(ctx context.Context) {
 }
 
 // RebuildIndex merges the nodes' local indexes into the object index and
-// the mapping table (see planRebuild).
+// the mapping table (see indexrebuild.Merge).
 func (c *Coordinator) RebuildIndex(ctx context.Context, req *coordpb.RebuildIndexRequest) (*coordpb.RebuildIndexResponse, error) {
 	resp, err := c.rebuild(ctx)
 	if err != nil {
@@ -171,7 +172,7 @@ func (c *Coordinator) rebuild(ctx context.Context) (*coordpb.RebuildIndexRespons
 	if err != nil {
 		return nil, err
 	}
-	var reports []reportedBlob
+	var reports []indexrebuild.Report
 	for id, n := range members {
 		resp.NodesAsked++
 		blobs, err := c.listBlobs(ctx, n.Addr)
@@ -181,7 +182,7 @@ func (c *Coordinator) rebuild(ctx context.Context) (*coordpb.RebuildIndexRespons
 		}
 		resp.NodesAnswered++
 		for _, b := range blobs {
-			reports = append(reports, reportedBlob{node: id, info: b})
+			reports = append(reports, indexrebuild.Report{Node: id, Info: b})
 		}
 	}
 	resp.Blobs = int64(len(reports))
@@ -208,17 +209,17 @@ func (c *Coordinator) rebuild(ctx context.Context) (*coordpb.RebuildIndexRespons
 	if err != nil {
 		return nil, err
 	}
-	plan := planRebuild(reports, current, pending, garbage)
-	resp.ObjectsKept = int64(plan.kept)
-	resp.BlobsUnrestorable = int64(plan.unrestorable)
+	plan := indexrebuild.Merge(reports, current, pending, garbage)
+	resp.ObjectsKept = int64(plan.Kept)
+	resp.BlobsUnrestorable = int64(plan.Unrestorable)
 	// Versions allocated from now on must be above every version found.
-	if err := c.raiseVersionBase(ctx, plan.maxVersion); err != nil {
+	if err := c.raiseVersionBase(ctx, plan.MaxVersion); err != nil {
 		return nil, err
 	}
-	if err := c.raiseSeq(ctx, seqNodeKey, plan.maxNode); err != nil {
+	if err := c.raiseSeq(ctx, seqNodeKey, plan.MaxNode); err != nil {
 		return nil, err
 	}
-	for _, g := range plan.garbage {
+	for _, g := range plan.Garbage {
 		gk := versionKey(garbagePrefix, g.Version) + "/rebuild"
 		op, err := garbageOpAt(gk, g.Key, g.Object, g.Version, g.Placement)
 		if err != nil {
@@ -229,7 +230,7 @@ func (c *Coordinator) rebuild(ctx context.Context) (*coordpb.RebuildIndexRespons
 		}
 		resp.VersionsGarbage++
 	}
-	for _, rec := range plan.restore {
+	for _, rec := range plan.Restore {
 		ok, err := c.restoreRecord(ctx, rec, revs[rec.Key])
 		if err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"github.com/flashmend/flashmend/internal/coord/hashring"
 	"slices"
 	"strconv"
 
@@ -78,7 +79,7 @@ func (c *Coordinator) BeginReplace(ctx context.Context, req *coordpb.BeginReplac
 		members = append(members, base.NodeID(id))
 	}
 	var target *coordpb.NodeInfo
-	for _, id := range NewRing(members).Walk(req.Key) {
+	for _, id := range hashring.NewRing(members).Walk(req.Key) {
 		if n := nodes[uint64(id)]; n.GetLive() && !busy[uint64(id)] {
 			target = n
 			break

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"fmt"
+	"github.com/flashmend/flashmend/internal/coord/hashring"
 	"math"
 	"slices"
 	"strings"
@@ -65,7 +66,7 @@ type wearHost struct {
 	mu    sync.Mutex
 	b     *wear.Balancer
 	keys  map[wear.ObjectID]string
-	ring  *Ring
+	ring  *hashring.Ring
 	plans map[uint64]wearPlan // by version, BeginPut -> CommitPut
 	// queued moves wait for a mover; out are handed out, by move id.
 	queued []*wearMove
@@ -260,7 +261,7 @@ func (c *Coordinator) refreshWearRing(ctx context.Context, h *wearHost) error {
 	}
 	slices.Sort(members)
 	if h.ring == nil || !slices.Equal(h.ring.Nodes(), members) {
-		h.ring = NewRing(members)
+		h.ring = hashring.NewRing(members)
 	}
 	return nil
 }
@@ -274,7 +275,7 @@ func (c *Coordinator) wearPlace(ctx context.Context, key string, exclude []uint6
 	if err := c.refreshWearRing(ctx, h); err != nil {
 		return wear.WritePlan{}, err
 	}
-	id := wear.ObjectID(KeyHash(key))
+	id := wear.ObjectID(hashring.KeyHash(key))
 	if k, ok := h.keys[id]; ok && k != key {
 		return wear.WritePlan{}, base.InvalidArgumentf("key %q collides with %q on its 64-bit object ID", key, k)
 	}
@@ -690,5 +691,5 @@ func (c *Coordinator) WearEntry(key string) (wear.Entry, bool) {
 	}
 	c.wear.mu.Lock()
 	defer c.wear.mu.Unlock()
-	return c.wear.b.Entry(wear.ObjectID(KeyHash(key)))
+	return c.wear.b.Entry(wear.ObjectID(hashring.KeyHash(key)))
 }

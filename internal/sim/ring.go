@@ -10,7 +10,7 @@ import (
 )
 
 // ring is the simulator's default placement: consistent hashing with
-// FNV-1a as paper 004 section IV-A and the coordinator's coord.Ring do
+// FNV-1a as paper 004 section IV-A and the coordinator's hashring.Ring do
 // (virtual nodes, a 64-bit finalizer over FNV-1a so that consecutive IDs
 // spread), written for fleets of 10,000 servers. It implements
 // wear.Placer.

@@ -10,7 +10,7 @@ import (
 )
 
 // Placer is the cluster's default placement: consistent hashing in the
-// coordinator (coord.Ring), the simulator's ring in the simulator. The
+// coordinator (hashring.Ring), the simulator's ring in the simulator. The
 // balancer owns the interface; it never needs more than a walk.
 type Placer interface {
 	// Walk calls visit with distinct servers in the object's placement

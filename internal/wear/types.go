@@ -8,7 +8,7 @@ import (
 )
 
 // ObjectID names an object to the balancer. The coordinator uses the key's
-// FNV-1a hash (coord.KeyHash); the simulator uses the object's index.
+// FNV-1a hash (hashring.KeyHash); the simulator uses the object's index.
 type ObjectID uint64
 
 func (o ObjectID) String() string { return fmt.Sprintf("o%d", uint64(o)) }

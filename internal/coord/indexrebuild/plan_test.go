@@ -1,6 +1,7 @@
-package coord
+package indexrebuild
 
 import (
+	"github.com/flashmend/flashmend/internal/coord/hashring"
 	"reflect"
 	"testing"
 
@@ -8,13 +9,13 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
 
-func blob(node uint64, key string, version uint64, red string, shard uint32, chunks, present uint32, placement ...uint64) reportedBlob {
-	return reportedBlob{node: node, info: &nodepb.BlobInfo{Key: key, Object: KeyHash(key), Version: version, Shard: shard,
+func blob(node uint64, key string, version uint64, red string, shard uint32, chunks, present uint32, placement ...uint64) Report {
+	return Report{Node: node, Info: &nodepb.BlobInfo{Key: key, Object: hashring.KeyHash(key), Version: version, Shard: shard,
 		Redundancy: red, Chunks: chunks, ChunksPresent: present, SizeBytes: int64(chunks) * 1000, Placement: placement}}
 }
 
 func TestPlanRebuild(t *testing.T) {
-	reports := []reportedBlob{
+	reports := []Report{
 		// a: REP v10 on 1,2,3 (node 3 moved the replica to node 4).
 		blob(1, "a", 10, "rep", 0, 2, 2, 1, 2, 3),
 		blob(2, "a", 10, "rep", 0, 2, 2, 1, 2, 3),
@@ -34,18 +35,18 @@ func TestPlanRebuild(t *testing.T) {
 		blob(1, "e", 55, "rep", 0, 1, 1, 1, 2, 3),
 		blob(1, "e", 60, "rep", 0, 1, 1, 1, 2, 3),
 		// f: an entry written before sizes and placements were recorded.
-		{node: 3, info: &nodepb.BlobInfo{Key: "f", Object: KeyHash("f"), Version: 70, Redundancy: "rep", Chunks: 1}},
+		{Node: 3, Info: &nodepb.BlobInfo{Key: "f", Object: hashring.KeyHash("f"), Version: 70, Redundancy: "rep", Chunks: 1}},
 		// g: only an old version in the index; the nodes hold a newer one.
 		blob(5, "g", 80, "rep", 0, 1, 1, 5, 6, 1),
 	}
 	current := map[string]*objectpb.ObjectRecord{
-		"e": {Key: "e", Object: KeyHash("e"), Version: 60, KeyVersion: 4},
-		"g": {Key: "g", Object: KeyHash("g"), Version: 75, KeyVersion: 2, Placement: []uint64{5, 6, 1}},
+		"e": {Key: "e", Object: hashring.KeyHash("e"), Version: 60, KeyVersion: 4},
+		"g": {Key: "g", Object: hashring.KeyHash("g"), Version: 75, KeyVersion: 2, Placement: []uint64{5, 6, 1}},
 	}
-	plan := planRebuild(reports, current, map[uint64]bool{50: true}, nil)
+	plan := Merge(reports, current, map[uint64]bool{50: true}, nil)
 	t.Logf("plan: %s", plan)
 	var restored []string
-	for _, r := range plan.restore {
+	for _, r := range plan.Restore {
 		restored = append(restored, r.Key)
 		switch r.Key {
 		case "a":
@@ -70,13 +71,13 @@ func TestPlanRebuild(t *testing.T) {
 		t.Fatalf("restored %v", restored)
 	}
 	var garbage []uint64
-	for _, g := range plan.garbage {
+	for _, g := range plan.Garbage {
 		garbage = append(garbage, g.Version)
 	}
 	if !reflect.DeepEqual(garbage, []uint64{30, 55, 75}) {
 		t.Fatalf("garbage %v", garbage)
 	}
-	if plan.kept != 1 || plan.unrestorable != 1 || plan.incomplete != 0 || plan.maxVersion != 80 || plan.maxNode != 7 {
+	if plan.Kept != 1 || plan.Unrestorable != 1 || plan.Incomplete != 0 || plan.MaxVersion != 80 || plan.MaxNode != 7 {
 		t.Fatalf("plan %s", plan)
 	}
 }

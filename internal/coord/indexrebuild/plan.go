@@ -1,4 +1,4 @@
-package coord
+package indexrebuild
 
 import (
 	"fmt"
@@ -9,66 +9,38 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
 
-// The object index rebuilt from the nodes' local indexes: a pure core
-// (planRebuild) and the I/O around it (rebuild.go).
-//
-// Every node keeps, per replica or shard it holds, a local index entry with
-// the key, the version, the shard, the version's size and placement as
-// written (objstore.BlobInfo), and can count the chunks it holds. From all
-// nodes' entries the coordinator can name every object version the cluster
-// stores. The plan, per key:
-//
-//   - versions the coordinator knows as in flight (pending) or collected
-//     (garbage) are left alone;
-//   - a version is complete when enough replicas or shards are whole (every
-//     chunk present on the node): one replica (REP) or four shards (EC);
-//   - the key's record is the newest complete version (or, if none is
-//     complete, the newest version: all there is), unless the current
-//     record already names that version or a newer one;
-//   - every other version found is garbage (older versions whose collection
-//     was lost with the store, writes that never committed).
-//
-// The placement of a restored version is the one recorded in its entries,
-// with each slot moved to the node that actually reports holding it (a
-// replica re-created elsewhere, a shard found on another node).
-//
-// What a rebuild cannot know: deletions whose blobs were not collected yet
-// come back (the sweeper collects within seconds of a delete), and a write
-// whose chunks were all written but never committed becomes visible (as if
-// it had committed); per-key version numbers (KeyVersion) start again at 1.
-
-// reportedBlob is one local index entry and the node that reported it.
-type reportedBlob struct {
-	node uint64
-	info *nodepb.BlobInfo
+// Report is one local index entry and the node that reported it.
+type Report struct {
+	Node uint64
+	Info *nodepb.BlobInfo
 }
 
-// rebuildPlan is what planRebuild decides.
-type rebuildPlan struct {
-	// restore are the records to write (a key absent or older in the
+// Plan is what Merge decides.
+type Plan struct {
+	// Restore are the records to write (a key absent or older in the
 	// index), in key order.
-	restore []*objectpb.ObjectRecord
-	// garbage are versions to collect: the blobs on the nodes listed.
-	garbage []*objectpb.PendingPut
-	// kept counts keys whose record already names the chosen version or a
-	// newer one; unrestorable counts blobs whose entries lack the size or
-	// placement; incomplete counts keys restored at a version with too
+	Restore []*objectpb.ObjectRecord
+	// Garbage are versions to collect: the blobs on the nodes listed.
+	Garbage []*objectpb.PendingPut
+	// Kept counts keys whose record already names the chosen version or a
+	// newer one; Unrestorable counts blobs whose entries lack the size or
+	// placement; Incomplete counts keys restored at a version with too
 	// few whole replicas or shards.
-	kept, unrestorable, incomplete int
-	// maxVersion and maxNode are the largest version and node ID seen.
-	maxVersion, maxNode uint64
+	Kept, Unrestorable, Incomplete int
+	// MaxVersion and MaxNode are the largest version and node ID seen.
+	MaxVersion, MaxNode uint64
 }
 
-func (p rebuildPlan) String() string {
+func (p Plan) String() string {
 	return fmt.Sprintf("restore %d, garbage %d, kept %d, unrestorable %d, incomplete %d, max version %d, max node %d",
-		len(p.restore), len(p.garbage), p.kept, p.unrestorable, p.incomplete, p.maxVersion, p.maxNode)
+		len(p.Restore), len(p.Garbage), p.Kept, p.Unrestorable, p.Incomplete, p.MaxVersion, p.MaxNode)
 }
 
-// planRebuild merges the nodes' reports into the index current (key ->
+// Merge merges the nodes' reports into the index current (key ->
 // record). pending and garbage are the versions the index knows as in
 // flight or collected.
-func planRebuild(reports []reportedBlob, current map[string]*objectpb.ObjectRecord, pending, garbage map[uint64]bool) rebuildPlan {
-	var plan rebuildPlan
+func Merge(reports []Report, current map[string]*objectpb.ObjectRecord, pending, garbage map[uint64]bool) Plan {
+	var plan Plan
 	type version struct {
 		key     string
 		object  uint64
@@ -85,15 +57,15 @@ func planRebuild(reports []reportedBlob, current map[string]*objectpb.ObjectReco
 	}
 	versions := map[uint64]*version{} // by version number (cluster-unique)
 	for _, r := range reports {
-		in := r.info
-		plan.maxVersion = max(plan.maxVersion, in.Version)
-		plan.maxNode = max(plan.maxNode, r.node)
+		in := r.Info
+		plan.MaxVersion = max(plan.MaxVersion, in.Version)
+		plan.MaxNode = max(plan.MaxNode, r.Node)
 		for _, id := range in.Placement {
-			plan.maxNode = max(plan.maxNode, id)
+			plan.MaxNode = max(plan.MaxNode, id)
 		}
 		red, copies := parseRedundancy(in.Redundancy)
 		if in.Key == "" || in.SizeBytes < 0 || copies == 0 || len(in.Placement) != copies || int(in.Shard) >= copies {
-			plan.unrestorable++
+			plan.Unrestorable++
 			continue
 		}
 		v := versions[in.Version]
@@ -104,11 +76,11 @@ func planRebuild(reports []reportedBlob, current map[string]*objectpb.ObjectReco
 			versions[in.Version] = v
 		}
 		if v.key != in.Key || v.object != in.Object || v.red != red || v.size != in.SizeBytes {
-			plan.unrestorable++ // two entries disagree on what the version is
+			plan.Unrestorable++ // two entries disagree on what the version is
 			continue
 		}
-		if !slices.Contains(v.holders[in.Shard], r.node) {
-			v.holders[in.Shard] = append(v.holders[in.Shard], r.node)
+		if !slices.Contains(v.holders[in.Shard], r.Node) {
+			v.holders[in.Shard] = append(v.holders[in.Shard], r.Node)
 			if in.ChunksPresent >= in.Chunks {
 				v.whole[in.Shard]++
 			}
@@ -162,25 +134,25 @@ func planRebuild(reports []reportedBlob, current map[string]*objectpb.ObjectReco
 				}
 			}
 			slices.Sort(nodes)
-			plan.garbage = append(plan.garbage, &objectpb.PendingPut{Key: v.key, Object: v.object, Version: v.version, Placement: nodes})
+			plan.Garbage = append(plan.Garbage, &objectpb.PendingPut{Key: v.key, Object: v.object, Version: v.version, Placement: nodes})
 		}
 		if cur != nil && cur.Version >= chosen.version {
-			plan.kept++
+			plan.Kept++
 			continue
 		}
 		if !complete(chosen) {
-			plan.incomplete++
+			plan.Incomplete++
 		}
 		rec := &objectpb.ObjectRecord{Key: chosen.key, Object: chosen.object, Version: chosen.version,
 			SizeBytes: chosen.size, Redundancy: chosen.red, Placement: restoredPlacement(chosen.red, chosen.placement, chosen.holders),
 			CreatedUnixMs: chosen.created, KeyVersion: 1}
 		if cur != nil {
 			rec.KeyVersion = cur.KeyVersion + 1
-			plan.garbage = append(plan.garbage, &objectpb.PendingPut{Key: cur.Key, Object: cur.Object, Version: cur.Version, Placement: cur.Placement})
+			plan.Garbage = append(plan.Garbage, &objectpb.PendingPut{Key: cur.Key, Object: cur.Object, Version: cur.Version, Placement: cur.Placement})
 		}
-		plan.restore = append(plan.restore, rec)
+		plan.Restore = append(plan.Restore, rec)
 	}
-	sort.Slice(plan.garbage, func(a, b int) bool { return plan.garbage[a].Version < plan.garbage[b].Version })
+	sort.Slice(plan.Garbage, func(a, b int) bool { return plan.Garbage[a].Version < plan.Garbage[b].Version })
 	return plan
 }
 
