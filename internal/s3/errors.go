@@ -18,27 +18,37 @@ func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // S3 error codes this gateway answers, with their HTTP statuses.
 var (
-	ErrAccessDenied                 = &Error{Code: "AccessDenied", Status: http.StatusForbidden}
-	ErrAuthorizationHeaderMalformed = &Error{Code: "AuthorizationHeaderMalformed", Status: http.StatusBadRequest}
-	ErrSignatureDoesNotMatch        = &Error{Code: "SignatureDoesNotMatch", Status: http.StatusForbidden}
-	ErrInvalidAccessKeyID           = &Error{Code: "InvalidAccessKeyId", Status: http.StatusForbidden}
-	ErrRequestTimeTooSkewed         = &Error{Code: "RequestTimeTooSkewed", Status: http.StatusForbidden}
-	ErrNoSuchBucket                 = &Error{Code: "NoSuchBucket", Status: http.StatusNotFound}
-	ErrNoSuchKey                    = &Error{Code: "NoSuchKey", Status: http.StatusNotFound}
-	ErrBucketNotEmpty               = &Error{Code: "BucketNotEmpty", Status: http.StatusConflict}
-	ErrBucketAlreadyOwnedByYou      = &Error{Code: "BucketAlreadyOwnedByYou", Status: http.StatusConflict}
-	ErrInvalidBucketName            = &Error{Code: "InvalidBucketName", Status: http.StatusBadRequest}
-	ErrInvalidArgument              = &Error{Code: "InvalidArgument", Status: http.StatusBadRequest}
-	ErrInvalidRange                 = &Error{Code: "InvalidRange", Status: http.StatusRequestedRangeNotSatisfiable}
-	ErrEntityTooLarge               = &Error{Code: "EntityTooLarge", Status: http.StatusBadRequest}
-	ErrMissingContentLength         = &Error{Code: "MissingContentLength", Status: http.StatusLengthRequired}
-	ErrXAmzContentSHA256Mismatch    = &Error{Code: "XAmzContentSHA256Mismatch", Status: http.StatusBadRequest}
-	ErrBadDigest                    = &Error{Code: "BadDigest", Status: http.StatusBadRequest}
-	ErrKeyTooLong                   = &Error{Code: "KeyTooLongError", Status: http.StatusBadRequest}
-	ErrNotImplemented               = &Error{Code: "NotImplemented", Status: http.StatusNotImplemented}
-	ErrMethodNotAllowed             = &Error{Code: "MethodNotAllowed", Status: http.StatusMethodNotAllowed}
-	ErrInternal                     = &Error{Code: "InternalError", Status: http.StatusInternalServerError}
-	ErrServiceUnavailable           = &Error{Code: "ServiceUnavailable", Status: http.StatusServiceUnavailable}
+	ErrAccessDenied                      = &Error{Code: "AccessDenied", Status: http.StatusForbidden}
+	ErrAuthorizationHeaderMalformed      = &Error{Code: "AuthorizationHeaderMalformed", Status: http.StatusBadRequest}
+	ErrSignatureDoesNotMatch             = &Error{Code: "SignatureDoesNotMatch", Status: http.StatusForbidden}
+	ErrInvalidAccessKeyID                = &Error{Code: "InvalidAccessKeyId", Status: http.StatusForbidden}
+	ErrRequestTimeTooSkewed              = &Error{Code: "RequestTimeTooSkewed", Status: http.StatusForbidden}
+	ErrNoSuchBucket                      = &Error{Code: "NoSuchBucket", Status: http.StatusNotFound}
+	ErrNoSuchKey                         = &Error{Code: "NoSuchKey", Status: http.StatusNotFound}
+	ErrBucketNotEmpty                    = &Error{Code: "BucketNotEmpty", Status: http.StatusConflict}
+	ErrBucketAlreadyOwnedByYou           = &Error{Code: "BucketAlreadyOwnedByYou", Status: http.StatusConflict}
+	ErrInvalidBucketName                 = &Error{Code: "InvalidBucketName", Status: http.StatusBadRequest}
+	ErrInvalidArgument                   = &Error{Code: "InvalidArgument", Status: http.StatusBadRequest}
+	ErrInvalidRange                      = &Error{Code: "InvalidRange", Status: http.StatusRequestedRangeNotSatisfiable}
+	ErrEntityTooLarge                    = &Error{Code: "EntityTooLarge", Status: http.StatusBadRequest}
+	ErrMissingContentLength              = &Error{Code: "MissingContentLength", Status: http.StatusLengthRequired}
+	ErrXAmzContentSHA256Mismatch         = &Error{Code: "XAmzContentSHA256Mismatch", Status: http.StatusBadRequest}
+	ErrBadDigest                         = &Error{Code: "BadDigest", Status: http.StatusBadRequest}
+	ErrKeyTooLong                        = &Error{Code: "KeyTooLongError", Status: http.StatusBadRequest}
+	ErrAuthorizationQueryParametersError = &Error{Code: "AuthorizationQueryParametersError", Status: http.StatusBadRequest}
+	ErrNoSuchUpload                      = &Error{Code: "NoSuchUpload", Status: http.StatusNotFound}
+	ErrInvalidPart                       = &Error{Code: "InvalidPart", Status: http.StatusBadRequest}
+	ErrInvalidPartOrder                  = &Error{Code: "InvalidPartOrder", Status: http.StatusBadRequest}
+	ErrEntityTooSmall                    = &Error{Code: "EntityTooSmall", Status: http.StatusBadRequest}
+	ErrMalformedXML                      = &Error{Code: "MalformedXML", Status: http.StatusBadRequest}
+	ErrMetadataTooLarge                  = &Error{Code: "MetadataTooLarge", Status: http.StatusBadRequest}
+	ErrInvalidRequest                    = &Error{Code: "InvalidRequest", Status: http.StatusBadRequest}
+	ErrInvalidDigest                     = &Error{Code: "InvalidDigest", Status: http.StatusBadRequest}
+	ErrIncompleteBody                    = &Error{Code: "IncompleteBody", Status: http.StatusBadRequest}
+	ErrNotImplemented                    = &Error{Code: "NotImplemented", Status: http.StatusNotImplemented}
+	ErrMethodNotAllowed                  = &Error{Code: "MethodNotAllowed", Status: http.StatusMethodNotAllowed}
+	ErrInternal                          = &Error{Code: "InternalError", Status: http.StatusInternalServerError}
+	ErrServiceUnavailable                = &Error{Code: "ServiceUnavailable", Status: http.StatusServiceUnavailable}
 )
 
 // errorf returns kind with a message.

@@ -2,18 +2,12 @@ package s3
 
 import (
 	"context"
-	"crypto/md5"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/hex"
-	"encoding/json"
+	"crypto/rand"
 	"encoding/xml"
-	"errors"
 	"fmt"
-	"hash"
 	"io"
-	"io/fs"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -31,17 +25,27 @@ type Options struct {
 	// AccessKey and SecretKey are the one credential requests must be
 	// signed with.
 	AccessKey, SecretKey string
-	// Redundancy of new objects (default REP).
+	// Redundancy of new objects that do not choose theirs (default REP):
+	// a request chooses with x-amz-storage-class, STANDARD for REP (three
+	// replicas) or STANDARD_IA for EC (Reed-Solomon 4+2, for colder data).
 	Redundancy objectpb.Redundancy
+	// MinPartBytes is the smallest a multipart upload's part may be, its
+	// last part excepted (default S3's 5 MiB).
+	MinPartBytes int64
 	// Clock checks request times (default the system clock).
 	Clock base.Clock
+	// Rand makes upload IDs (default crypto/rand: IDs must not repeat
+	// across gateways and restarts).
+	Rand io.Reader
 	// Logf receives operational messages (nil: discarded).
 	Logf func(format string, args ...any)
 }
 
 // Gateway serves the S3 API over a flashmend cluster: objects in the object
-// store under "s3/BUCKET/KEY", buckets and object metadata (ETag, content
-// type) in the KV store under "s3/bucket/" and "s3/meta/".
+// store under "s3/BUCKET/KEY" (single part) or "s3m/BUCKET/KEY" (a
+// multipart object's manifest, its parts under "s3mp/UPLOADID/"), buckets,
+// object metadata and uploads in progress in the KV store (see the package
+// doc).
 type Gateway struct {
 	c    *client.Client
 	kv   *kvclient.Client
@@ -57,8 +61,14 @@ func New(c *client.Client, kv *kvclient.Client, opts Options) (*Gateway, error) 
 	if opts.Redundancy == objectpb.Redundancy_REDUNDANCY_UNSPECIFIED {
 		opts.Redundancy = objectpb.Redundancy_REP
 	}
+	if opts.MinPartBytes <= 0 {
+		opts.MinPartBytes = 5 << 20
+	}
 	if opts.Clock == nil {
 		opts.Clock = base.SystemClock{}
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.Reader
 	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
@@ -67,62 +77,77 @@ func New(c *client.Client, kv *kvclient.Client, opts Options) (*Gateway, error) 
 }
 
 const (
-	objectPrefix = "s3/"
-	bucketPrefix = "s3/bucket/"
-	metaPrefix   = "s3/meta/"
-	maxKeyBytes  = 1024
-	xmlns        = "http://s3.amazonaws.com/doc/2006-03-01/"
+	objectPrefix   = "s3/"
+	manifestPrefix = "s3m/"
+	partPrefix     = "s3mp/"
+	bucketPrefix   = "s3/bucket/"
+	metaPrefix     = "s3/meta/"
+	uploadPrefix   = "s3/upload/"
+	partRowPrefix  = "s3/part/"
+	maxKeyBytes    = 1024
+	xmlns          = "http://s3.amazonaws.com/doc/2006-03-01/"
 )
 
-func objectKey(bucket, key string) string { return objectPrefix + bucket + "/" + key }
-func metaKey(bucket, key string) []byte   { return []byte(metaPrefix + bucket + "/" + key) }
-func bucketKey(bucket string) []byte      { return []byte(bucketPrefix + bucket) }
-
-// objectMeta is what S3 needs of an object that the object store does not
-// keep, stored in the KV store; Version binds it to one object version
-// (an overwrite whose metadata write failed shows no stale ETag).
-type objectMeta struct {
-	Version     uint64 `json:"version"`
-	ETag        string `json:"etag"`
-	ContentType string `json:"content_type,omitempty"`
+func objectKey(bucket, key string) string   { return objectPrefix + bucket + "/" + key }
+func manifestKey(bucket, key string) string { return manifestPrefix + bucket + "/" + key }
+func metaKey(bucket, key string) []byte     { return []byte(metaPrefix + bucket + "/" + key) }
+func bucketKey(bucket string) []byte        { return []byte(bucketPrefix + bucket) }
+func uploadKey(upload string) []byte        { return []byte(uploadPrefix + upload) }
+func partRowKey(upload string, n int) []byte {
+	return []byte(fmt.Sprintf("%s%s/%05d", partRowPrefix, upload, n))
 }
 
 // ServeHTTP authenticates the request and dispatches it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("%016X", g.reqs.Add(1))
-	if e := g.authenticate(r); e != nil {
+	payloadHash, e := g.authenticate(r)
+	if e != nil {
 		writeError(w, r, e, id)
 		return
 	}
-	if e := g.route(w, r); e != nil {
+	if e := g.route(w, r, payloadHash); e != nil {
 		writeError(w, r, e, id)
 	}
 }
 
-func (g *Gateway) authenticate(r *http.Request) *Error {
+// authenticate checks r's signature (header or presigned URL) and returns
+// the SHA-256 its body must have ("": unsigned).
+func (g *Gateway) authenticate(r *http.Request) (string, *Error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		if r.URL.Query().Get("X-Amz-Signature") != "" {
-			return errorf(ErrNotImplemented, "presigned URLs are not supported yet")
+			return verifyPresigned(r, g.opts.AccessKey, g.opts.SecretKey, g.opts.Clock.Now())
 		}
-		return errorf(ErrAccessDenied, "anonymous requests are not allowed: sign with AWS Signature Version 4")
+		return "", errorf(ErrAccessDenied, "anonymous requests are not allowed: sign with AWS Signature Version 4")
 	}
 	a, e := parseAuthorization(h)
 	if e != nil {
-		return e
+		return "", e
 	}
 	if a.accessKey != g.opts.AccessKey {
-		return errorf(ErrInvalidAccessKeyID, "the access key %q is not known", a.accessKey)
+		return "", errorf(ErrInvalidAccessKeyID, "the access key %q is not known", a.accessKey)
 	}
 	return verify(r, a, g.opts.SecretKey, g.opts.Clock.Now())
 }
 
+// operationQuery is r's query without the presigned URL's X-Amz-*
+// parameters, and without response-* overrides (GetObject applies them).
+func operationQuery(r *http.Request) url.Values {
+	q := r.URL.Query()
+	for k := range q {
+		if strings.HasPrefix(k, "X-Amz-") || strings.HasPrefix(k, "response-") {
+			delete(q, k)
+		}
+	}
+	return q
+}
+
 // route maps path-style requests (/BUCKET/KEY) to operations.
-func (g *Gateway) route(w http.ResponseWriter, r *http.Request) *Error {
+func (g *Gateway) route(w http.ResponseWriter, r *http.Request, payloadHash string) *Error {
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	bucket, key, hasKey := strings.Cut(path, "/")
 	ctx := r.Context()
-	q := r.URL.Query()
+	q := operationQuery(r)
 	switch {
 	case bucket == "":
 		if r.Method != http.MethodGet {
@@ -133,23 +158,7 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) *Error {
 		if e := checkBucketName(bucket); e != nil {
 			return e
 		}
-		switch r.Method {
-		case http.MethodPut:
-			return g.createBucket(ctx, w, bucket)
-		case http.MethodHead:
-			return g.headBucket(ctx, w, bucket)
-		case http.MethodDelete:
-			return g.deleteBucket(ctx, w, bucket)
-		case http.MethodGet:
-			if q.Get("list-type") != "2" {
-				if len(q) == 0 {
-					return errorf(ErrNotImplemented, "ListObjects (v1) is not supported: use ListObjectsV2 (list-type=2)")
-				}
-				return errorf(ErrNotImplemented, "bucket subresource %q is not supported", r.URL.RawQuery)
-			}
-			return g.listObjects(ctx, w, bucket, q)
-		}
-		return errorf(ErrMethodNotAllowed, "%s on a bucket", r.Method)
+		return g.routeBucket(ctx, w, r, bucket, q, payloadHash)
 	}
 	if e := checkBucketName(bucket); e != nil {
 		return e
@@ -157,21 +166,83 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request) *Error {
 	if len(key) > maxKeyBytes || !utf8.ValidString(key) {
 		return errorf(ErrKeyTooLong, "object keys are at most %d bytes of UTF-8", maxKeyBytes)
 	}
-	if len(q) > 0 {
-		return errorf(ErrNotImplemented, "object subresource or parameter %q is not supported", r.URL.RawQuery)
+	_, uploads := q["uploads"]
+	upload := q.Get("uploadId")
+	switch {
+	case r.Method == http.MethodPost && uploads && len(q) == 1:
+		return g.createUpload(ctx, w, r, bucket, key)
+	case r.Method == http.MethodPut && upload != "" && q.Has("partNumber") && len(q) == 2:
+		if r.Header.Get("X-Amz-Copy-Source") != "" {
+			return errorf(ErrNotImplemented, "UploadPartCopy is not supported")
+		}
+		return g.uploadPart(ctx, w, r, bucket, key, upload, q.Get("partNumber"), payloadHash)
+	case r.Method == http.MethodPost && upload != "" && len(q) == 1:
+		return g.completeUpload(ctx, w, r, bucket, key, upload, payloadHash)
+	case r.Method == http.MethodDelete && upload != "" && len(q) == 1:
+		return g.abortUpload(ctx, w, bucket, key, upload)
+	case r.Method == http.MethodGet && upload != "":
+		return g.listParts(ctx, w, bucket, key, upload, q)
+	case len(q) > 0:
+		return errorf(ErrNotImplemented, "object subresource or parameter %q is not supported", q.Encode())
 	}
 	switch r.Method {
 	case http.MethodPut:
 		if r.Header.Get("X-Amz-Copy-Source") != "" {
-			return errorf(ErrNotImplemented, "CopyObject is not supported yet")
+			return g.copyObject(ctx, w, r, bucket, key)
 		}
-		return g.putObject(ctx, w, r, bucket, key)
+		return g.putObject(ctx, w, r, bucket, key, payloadHash)
 	case http.MethodGet, http.MethodHead:
 		return g.getObject(ctx, w, r, bucket, key)
 	case http.MethodDelete:
 		return g.deleteObject(ctx, w, bucket, key)
 	}
 	return errorf(ErrMethodNotAllowed, "%s on an object", r.Method)
+}
+
+func (g *Gateway) routeBucket(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket string, q url.Values, payloadHash string) *Error {
+	switch r.Method {
+	case http.MethodPut:
+		if len(q) > 0 {
+			return errorf(ErrNotImplemented, "bucket subresource %q is not supported", q.Encode())
+		}
+		return g.createBucket(ctx, w, bucket)
+	case http.MethodHead:
+		return g.headBucket(ctx, w, bucket)
+	case http.MethodDelete:
+		return g.deleteBucket(ctx, w, bucket)
+	case http.MethodPost:
+		if _, ok := q["delete"]; ok && len(q) == 1 {
+			return g.deleteObjects(ctx, w, r, bucket, payloadHash)
+		}
+		return errorf(ErrNotImplemented, "POST on a bucket with %q is not supported", q.Encode())
+	case http.MethodGet:
+		if _, ok := q["location"]; ok && len(q) == 1 {
+			return g.bucketLocation(ctx, w, bucket)
+		}
+		if q.Get("list-type") != "2" {
+			if len(q) == 0 {
+				return errorf(ErrNotImplemented, "ListObjects (v1) is not supported: use ListObjectsV2 (list-type=2)")
+			}
+			return errorf(ErrNotImplemented, "bucket subresource %q is not supported", q.Encode())
+		}
+		return g.listObjects(ctx, w, bucket, q)
+	}
+	return errorf(ErrMethodNotAllowed, "%s on a bucket", r.Method)
+}
+
+type locationXML struct {
+	XMLName xml.Name `xml:"LocationConstraint"`
+	Xmlns   string   `xml:"xmlns,attr"`
+}
+
+// bucketLocation answers GetBucketLocation: every bucket is in the
+// cluster's one region, which S3 spells as an empty constraint
+// (us-east-1).
+func (g *Gateway) bucketLocation(ctx context.Context, w http.ResponseWriter, bucket string) *Error {
+	if _, e := g.bucketExists(ctx, bucket); e != nil {
+		return e
+	}
+	return writeXML(w, locationXML{Xmlns: xmlns})
 }
 
 // checkBucketName applies S3's bucket naming rules: 3 to 63 lower-case
@@ -243,12 +314,14 @@ func (g *Gateway) deleteBucket(ctx context.Context, w http.ResponseWriter, bucke
 	if _, e := g.bucketExists(ctx, bucket); e != nil {
 		return e
 	}
-	recs, err := g.c.List(ctx, objectKey(bucket, ""))
-	if err != nil {
-		return g.internal("list bucket "+bucket, err)
-	}
-	if len(recs) > 0 {
-		return errorf(ErrBucketNotEmpty, "bucket %q holds %d objects", bucket, len(recs))
+	for _, prefix := range []string{objectKey(bucket, ""), manifestKey(bucket, "")} {
+		recs, err := g.c.List(ctx, prefix)
+		if err != nil {
+			return g.internal("list bucket "+bucket, err)
+		}
+		if len(recs) > 0 {
+			return errorf(ErrBucketNotEmpty, "bucket %q holds objects", bucket)
+		}
 	}
 	if _, err := g.kv.Delete(ctx, bucketKey(bucket)); err != nil {
 		return g.internal("delete bucket "+bucket, err)
@@ -300,274 +373,3 @@ func prefixEnd(p []byte) []byte {
 }
 
 func s3Time(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
-
-// bodyCheck hashes a PUT body as it streams into the cluster and, at its
-// end, fails the read (so the write is never committed) when the body is
-// not the one the signature or Content-MD5 promised.
-type bodyCheck struct {
-	r         io.Reader
-	sha       hash.Hash // nil: unsigned payload
-	wantSHA   string
-	md5       hash.Hash
-	wantMD5   []byte // nil: no Content-MD5
-	n, size   int64
-	mismatch  *Error
-	finalized bool
-}
-
-func (b *bodyCheck) Read(p []byte) (int, error) {
-	if b.n >= b.size {
-		return 0, b.finish()
-	}
-	if int64(len(p)) > b.size-b.n {
-		p = p[:b.size-b.n]
-	}
-	n, err := b.r.Read(p)
-	b.n += int64(n)
-	b.md5.Write(p[:n])
-	if b.sha != nil {
-		b.sha.Write(p[:n])
-	}
-	if errors.Is(err, io.EOF) && b.n < b.size {
-		return n, io.ErrUnexpectedEOF
-	}
-	if b.n >= b.size {
-		// NB: the last bytes are withheld when the body does not verify:
-		// a reader that asked for exactly the size (io.ReadFull) ignores
-		// an error that comes with all the bytes it wanted.
-		if e := b.finish(); e != io.EOF {
-			return 0, e
-		}
-	}
-	return n, err
-}
-
-func (b *bodyCheck) finish() error {
-	if !b.finalized {
-		b.finalized = true
-		if b.sha != nil && hex.EncodeToString(b.sha.Sum(nil)) != b.wantSHA {
-			b.mismatch = errorf(ErrXAmzContentSHA256Mismatch, "the body's SHA-256 is not x-amz-content-sha256")
-		} else if b.wantMD5 != nil && string(b.md5.Sum(nil)) != string(b.wantMD5) {
-			b.mismatch = errorf(ErrBadDigest, "the body's MD5 is not Content-MD5")
-		}
-	}
-	if b.mismatch != nil {
-		return b.mismatch
-	}
-	return io.EOF
-}
-
-func (g *Gateway) putObject(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key string) *Error {
-	if _, e := g.bucketExists(ctx, bucket); e != nil {
-		return e
-	}
-	if r.ContentLength < 0 {
-		return errorf(ErrMissingContentLength, "PutObject needs a Content-Length")
-	}
-	if max := g.c.ClusterInfo().MaxObjectBytes; r.ContentLength > max {
-		return errorf(ErrEntityTooLarge, "%d bytes exceed the cluster's object limit of %d", r.ContentLength, max)
-	}
-	body := &bodyCheck{r: r.Body, md5: md5.New(), size: r.ContentLength}
-	if h := r.Header.Get("X-Amz-Content-Sha256"); h != unsignedPayload {
-		body.sha, body.wantSHA = sha256.New(), h
-	}
-	if m := r.Header.Get("Content-Md5"); m != "" {
-		sum, err := base64.StdEncoding.DecodeString(m)
-		if err != nil || len(sum) != md5.Size {
-			return errorf(ErrInvalidArgument, "Content-MD5 %q is not a base64 MD5", m)
-		}
-		body.wantMD5 = sum
-	}
-	rec, err := g.c.PutReader(ctx, objectKey(bucket, key), body, r.ContentLength, g.opts.Redundancy)
-	if body.mismatch != nil {
-		return body.mismatch
-	}
-	if err != nil {
-		return g.internal("put "+bucket+"/"+key, err)
-	}
-	etag := hex.EncodeToString(body.md5.Sum(nil))
-	meta, err := json.Marshal(objectMeta{Version: rec.Version, ETag: etag, ContentType: r.Header.Get("Content-Type")})
-	if err != nil {
-		return g.internal("put "+bucket+"/"+key, err)
-	}
-	if _, err := g.kv.Put(ctx, metaKey(bucket, key), meta); err != nil {
-		// The object is stored; without its metadata it is served with a
-		// version ETag (etagOf) until it is written again.
-		g.opts.Logf("s3: metadata of %s/%s: %v", bucket, key, err)
-	}
-	w.Header().Set("ETag", `"`+etag+`"`)
-	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-// meta returns the object's stored metadata if it is rec's.
-func (g *Gateway) meta(ctx context.Context, bucket, key string, rec *objectpb.ObjectRecord) objectMeta {
-	v, found, err := g.kv.Get(ctx, metaKey(bucket, key))
-	var m objectMeta
-	if err != nil || !found || json.Unmarshal(v, &m) != nil || m.Version != rec.Version {
-		// No MD5 recorded for this version: an ETag that still changes
-		// with every version.
-		return objectMeta{Version: rec.Version, ETag: fmt.Sprintf("v%d", rec.Version)}
-	}
-	return m
-}
-
-// byteRange is an inclusive range of an object's bytes.
-type byteRange struct{ start, end int64 }
-
-// parseRange reads a Range header against size: ok false means no range
-// (absent or not of the bytes=... form S3 honours: the whole object is
-// sent); an unsatisfiable range is InvalidRange.
-func parseRange(h string, size int64) (byteRange, bool, *Error) {
-	spec, ok := strings.CutPrefix(h, "bytes=")
-	if !ok || strings.Contains(spec, ",") {
-		return byteRange{}, false, nil
-	}
-	first, last, ok := strings.Cut(spec, "-")
-	if !ok {
-		return byteRange{}, false, nil
-	}
-	var br byteRange
-	switch {
-	case first == "":
-		n, err := strconv.ParseInt(last, 10, 64)
-		if err != nil || n < 0 {
-			return byteRange{}, false, nil
-		}
-		if n == 0 || size == 0 {
-			return byteRange{}, false, errorf(ErrInvalidRange, "range %q of a %d-byte object", h, size)
-		}
-		br = byteRange{max(size-n, 0), size - 1}
-	default:
-		s, err := strconv.ParseInt(first, 10, 64)
-		if err != nil || s < 0 {
-			return byteRange{}, false, nil
-		}
-		e := size - 1
-		if last != "" {
-			if e, err = strconv.ParseInt(last, 10, 64); err != nil || e < s {
-				return byteRange{}, false, nil
-			}
-		}
-		if s >= size {
-			return byteRange{}, false, errorf(ErrInvalidRange, "range %q of a %d-byte object", h, size)
-		}
-		br = byteRange{s, min(e, size-1)}
-	}
-	return br, true, nil
-}
-
-// errRangeDone stops a ranged read once its last byte went out.
-var errRangeDone = errors.New("s3: range sent")
-
-// rangeWriter passes on the bytes of [skip, skip+n) of what is written to
-// it, and answers the header on the first byte.
-type rangeWriter struct {
-	w          http.ResponseWriter
-	status     int
-	skip, n    int64
-	sent       int64
-	headerSent bool
-}
-
-func (rw *rangeWriter) Write(p []byte) (int, error) {
-	total := len(p)
-	if rw.skip > 0 {
-		d := min(rw.skip, int64(len(p)))
-		rw.skip -= d
-		p = p[d:]
-	}
-	if int64(len(p)) > rw.n-rw.sent {
-		p = p[:rw.n-rw.sent]
-	}
-	if len(p) > 0 {
-		if !rw.headerSent {
-			rw.headerSent = true
-			rw.w.WriteHeader(rw.status)
-		}
-		m, err := rw.w.Write(p)
-		rw.sent += int64(m)
-		if err != nil {
-			return 0, err
-		}
-	}
-	if rw.sent == rw.n {
-		return total, errRangeDone
-	}
-	return total, nil
-}
-
-func (g *Gateway) getObject(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key string) *Error {
-	if _, e := g.bucketExists(ctx, bucket); e != nil {
-		return e
-	}
-	rec, err := g.c.Stat(ctx, objectKey(bucket, key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return errorf(ErrNoSuchKey, "no key %q in bucket %q", key, bucket)
-	}
-	if err != nil {
-		return g.internal("stat "+bucket+"/"+key, err)
-	}
-	m := g.meta(ctx, bucket, key, rec)
-	br, ranged, e := parseRange(r.Header.Get("Range"), rec.SizeBytes)
-	if e != nil {
-		return e
-	}
-	h := w.Header()
-	h.Set("ETag", `"`+m.ETag+`"`)
-	h.Set("Last-Modified", time.UnixMilli(rec.CreatedUnixMs).UTC().Format(http.TimeFormat))
-	h.Set("Accept-Ranges", "bytes")
-	if m.ContentType != "" {
-		h.Set("Content-Type", m.ContentType)
-	} else {
-		h.Set("Content-Type", "binary/octet-stream")
-	}
-	status := http.StatusOK
-	if !ranged {
-		br = byteRange{0, rec.SizeBytes - 1}
-	} else {
-		status = http.StatusPartialContent
-		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", br.start, br.end, rec.SizeBytes))
-	}
-	n := br.end - br.start + 1
-	h.Set("Content-Length", strconv.FormatInt(n, 10))
-	if r.Method == http.MethodHead || n == 0 {
-		w.WriteHeader(status)
-		return nil
-	}
-	rw := &rangeWriter{w: w, status: status, skip: br.start, n: n}
-	_, err = g.c.ReadVersionTo(ctx, rec, client.ModeDefault, rw)
-	if err == nil || errors.Is(err, errRangeDone) {
-		if rw.sent == n {
-			return nil
-		}
-		err = fmt.Errorf("read %d of %d bytes", rw.sent, n)
-	}
-	if !rw.headerSent {
-		h.Del("Content-Length")
-		h.Del("Content-Range")
-		h.Del("ETag")
-		if errors.Is(err, fs.ErrNotExist) {
-			return errorf(ErrNoSuchKey, "key %q was deleted while it was read", key)
-		}
-		return g.internal("get "+bucket+"/"+key, err)
-	}
-	// Bytes went out: cut the connection so that the client sees a short
-	// body, never a complete-looking wrong one.
-	g.opts.Logf("s3: get %s/%s failed after %d bytes: %v", bucket, key, rw.sent, err)
-	panic(http.ErrAbortHandler)
-}
-
-func (g *Gateway) deleteObject(ctx context.Context, w http.ResponseWriter, bucket, key string) *Error {
-	if _, e := g.bucketExists(ctx, bucket); e != nil {
-		return e
-	}
-	if err := g.c.Delete(ctx, objectKey(bucket, key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return g.internal("delete "+bucket+"/"+key, err)
-	}
-	if _, err := g.kv.Delete(ctx, metaKey(bucket, key)); err != nil {
-		g.opts.Logf("s3: metadata of %s/%s: %v", bucket, key, err)
-	}
-	w.WriteHeader(http.StatusNoContent)
-	return nil
-}

@@ -12,10 +12,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/kv"
@@ -27,12 +29,18 @@ const (
 	testSecretKey = "secret-for-tests"
 )
 
-// startGateway runs a dev cluster (KV included) and a gateway over it.
+// startGateway runs a dev cluster (KV included, objects up to 8 MiB) and
+// a gateway over it.
 func startGateway(t *testing.T) (url string, c *client.Client) {
+	t.Helper()
+	return startGatewayWith(t, 8<<20)
+}
+
+func startGatewayWith(t testing.TB, maxObjectBytes base.Bytes) (url string, c *client.Client) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	t.Cleanup(cancel)
-	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: t.TempDir(), UnsafeNoFsync: true, KV: &kv.Options{}, MaxObjectBytes: 8 << 20})
+	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: t.TempDir(), UnsafeNoFsync: true, KV: &kv.Options{}, MaxObjectBytes: maxObjectBytes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,17 +89,36 @@ func sign(r *http.Request, accessKey, secret string, payload []byte, at time.Tim
 		", Signature="+hex.EncodeToString(hmacSHA256(key, toSign)))
 }
 
+// presign turns r into a presigned request (SigV4 query authentication),
+// valid expires seconds from at.
+func presign(r *http.Request, secret string, at time.Time, expires int) {
+	amzDate := at.UTC().Format(amzDateLayout)
+	date := amzDate[:8]
+	q := r.URL.Query()
+	q.Set("X-Amz-Algorithm", sigAlgorithm)
+	q.Set("X-Amz-Credential", testAccessKey+"/"+date+"/us-east-1/s3/aws4_request")
+	q.Set("X-Amz-Date", amzDate)
+	q.Set("X-Amz-Expires", strconv.Itoa(expires))
+	q.Set("X-Amz-SignedHeaders", "host")
+	r.URL.RawQuery = q.Encode()
+	canonical := strings.Join([]string{r.Method, canonicalURI(r.URL), canonicalQuery(q),
+		canonicalHeaders(r, []string{"host"}), "host", unsignedPayload}, "\n")
+	q.Set("X-Amz-Signature", signature(secret, date, "us-east-1", "s3", amzDate, canonical))
+	r.URL.RawQuery = q.Encode()
+}
+
 type call struct {
 	method, path string
 	body         []byte
 	header       map[string]string
 	// sign is how the request is signed: "" (correctly), "none", "secret"
 	// (wrong secret), "key" (unknown access key), "stale" (an hour old),
-	// "body" (the signed hash is not the body's).
+	// "body" (the signed hash is not the body's), "presigned" (a
+	// presigned URL), "presigned-expired", "presigned-secret".
 	sign string
 }
 
-func do(t *testing.T, url string, c call) (int, http.Header, []byte) {
+func do(t testing.TB, url string, c call) (int, http.Header, []byte) {
 	t.Helper()
 	r, err := http.NewRequest(c.method, url+c.path, bytes.NewReader(c.body))
 	if err != nil {
@@ -115,6 +142,12 @@ func do(t *testing.T, url string, c call) (int, http.Header, []byte) {
 		sign(r, testAccessKey, testSecretKey, payload, time.Now().Add(-time.Hour))
 	case "body":
 		sign(r, testAccessKey, testSecretKey, append([]byte("x"), payload...), time.Now())
+	case "presigned":
+		presign(r, testSecretKey, time.Now(), 60)
+	case "presigned-expired":
+		presign(r, testSecretKey, time.Now().Add(-2*time.Minute), 60)
+	case "presigned-secret":
+		presign(r, "not-the-secret", time.Now(), 60)
 	}
 	resp, err := http.DefaultClient.Do(r)
 	if err != nil {
@@ -169,8 +202,17 @@ func TestGatewayErrors(t *testing.T) {
 		{"bucket exists", call{method: "PUT", path: "/bkt"}, 409, "BucketAlreadyOwnedByYou"},
 		{"bucket not empty", call{method: "DELETE", path: "/bkt"}, 409, "BucketNotEmpty"},
 		{"too large", call{method: "PUT", path: "/bkt/big", body: make([]byte, 8<<20+1)}, 400, "EntityTooLarge"},
-		{"multipart", call{method: "POST", path: "/bkt/obj?uploads"}, 501, "NotImplemented"},
-		{"copy", call{method: "PUT", path: "/bkt/copy", header: map[string]string{"X-Amz-Copy-Source": "/bkt/obj"}}, 501, "NotImplemented"},
+		{"complete an unknown upload", call{method: "POST", path: "/bkt/obj?uploadId=0123456789abcdef0123456789abcdef",
+			body: []byte("<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>x</ETag></Part></CompleteMultipartUpload>")}, 404, "NoSuchUpload"},
+		{"part of an unknown upload", call{method: "PUT", path: "/bkt/obj?partNumber=1&uploadId=nope", body: []byte("x")}, 404, "NoSuchUpload"},
+		{"malformed delete document", call{method: "POST", path: "/bkt?delete", body: []byte("<Delete><Object><Key>obj")}, 400, "MalformedXML"},
+		{"copy of a missing key", call{method: "PUT", path: "/bkt/copy", header: map[string]string{"X-Amz-Copy-Source": "/bkt/nokey"}}, 404, "NoSuchKey"},
+		{"copy onto itself", call{method: "PUT", path: "/bkt/obj", header: map[string]string{"X-Amz-Copy-Source": "/bkt/obj"}}, 400, "InvalidRequest"},
+		{"copy from a missing bucket", call{method: "PUT", path: "/bkt/copy", header: map[string]string{"X-Amz-Copy-Source": "nobucket/obj"}}, 404, "NoSuchBucket"},
+		{"user metadata too large", call{method: "PUT", path: "/bkt/obj", body: []byte("x"), header: map[string]string{"X-Amz-Meta-Big": strings.Repeat("m", 2100)}}, 400, "MetadataTooLarge"},
+		{"unknown storage class", call{method: "PUT", path: "/bkt/obj", body: []byte("x"), header: map[string]string{"X-Amz-Storage-Class": "GLACIER"}}, 400, "InvalidStorageClass"},
+		{"presigned, expired", call{method: "GET", path: "/bkt/obj", sign: "presigned-expired"}, 403, "AccessDenied"},
+		{"presigned, wrong secret", call{method: "GET", path: "/bkt/obj", sign: "presigned-secret"}, 403, "SignatureDoesNotMatch"},
 		{"bad max-keys", call{method: "GET", path: "/bkt?list-type=2&max-keys=-1"}, 400, "InvalidArgument"},
 	} {
 		status, _, body := do(t, url, tc.c)
@@ -224,4 +266,102 @@ func TestBoto3(t *testing.T) {
 		t.Fatalf("boto3: %v\n%s", err, out)
 	}
 	t.Logf("%s", out)
+}
+
+// uploadID starts a multipart upload of /bkt/KEY.
+func uploadID(t *testing.T, url, key string) string {
+	t.Helper()
+	status, _, body := do(t, url, call{method: "POST", path: "/bkt/" + key + "?uploads"})
+	var res initiateXML
+	if status != 200 || xml.Unmarshal(body, &res) != nil || !validUploadID(res.UploadID) {
+		t.Fatalf("create multipart upload: %d %s", status, body)
+	}
+	return res.UploadID
+}
+
+// TestMultipartRefusals: a multipart upload's bad input (an oversized or
+// undersized part, a malformed or wrong completion) gets S3's error and
+// changes nothing; an abort leaves no part behind; a presigned URL reads.
+func TestMultipartRefusals(t *testing.T) {
+	url, c := startGateway(t)
+	if code, _, body := do(t, url, call{method: "PUT", path: "/bkt"}); code != 200 {
+		t.Fatalf("create bucket: %d %s", code, body)
+	}
+	id := uploadID(t, url, "mp")
+	part := func(n int, data []byte) string {
+		status, h, body := do(t, url, call{method: "PUT", path: "/bkt/mp?partNumber=" + strconv.Itoa(n) + "&uploadId=" + id, body: data})
+		if status != 200 {
+			t.Fatalf("upload part %d: %d %s", n, status, body)
+		}
+		return h.Get("ETag")
+	}
+	e1, e2 := part(1, []byte("small part")), part(2, []byte("last"))
+	completion := func(parts ...string) []byte {
+		doc := "<CompleteMultipartUpload>"
+		for i := 0; i < len(parts); i += 2 {
+			doc += "<Part><PartNumber>" + parts[i] + "</PartNumber><ETag>" + parts[i+1] + "</ETag></Part>"
+		}
+		return []byte(doc + "</CompleteMultipartUpload>")
+	}
+	for _, tc := range []struct {
+		name   string
+		c      call
+		status int
+		code   string
+	}{
+		{"part over the cluster's object limit", call{method: "PUT", path: "/bkt/mp?partNumber=3&uploadId=" + id, body: make([]byte, 8<<20+1)}, 400, "EntityTooLarge"},
+		{"part number 0", call{method: "PUT", path: "/bkt/mp?partNumber=0&uploadId=" + id, body: []byte("x")}, 400, "InvalidArgument"},
+		{"part number 10001", call{method: "PUT", path: "/bkt/mp?partNumber=10001&uploadId=" + id, body: []byte("x")}, 400, "InvalidArgument"},
+		{"part body not the signed one", call{method: "PUT", path: "/bkt/mp?partNumber=3&uploadId=" + id, body: []byte("x"), sign: "body"}, 400, "XAmzContentSHA256Mismatch"},
+		{"malformed completion", call{method: "POST", path: "/bkt/mp?uploadId=" + id, body: []byte("<CompleteMultipartUpload><Part>")}, 400, "MalformedXML"},
+		{"empty completion", call{method: "POST", path: "/bkt/mp?uploadId=" + id, body: completion()}, 400, "MalformedXML"},
+		{"part too small", call{method: "POST", path: "/bkt/mp?uploadId=" + id, body: completion("1", e1, "2", e2)}, 400, "EntityTooSmall"},
+		{"parts out of order", call{method: "POST", path: "/bkt/mp?uploadId=" + id, body: completion("2", e2, "1", e1)}, 400, "InvalidPartOrder"},
+		{"wrong ETag", call{method: "POST", path: "/bkt/mp?uploadId=" + id, body: completion("1", e2)}, 400, "InvalidPart"},
+		{"upload of another key", call{method: "POST", path: "/bkt/other?uploadId=" + id, body: completion("2", e2)}, 404, "NoSuchUpload"},
+	} {
+		status, _, body := do(t, url, tc.c)
+		if status != tc.status || errorCode(t, body) != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, status, body, tc.status, tc.code)
+		}
+	}
+	ctx := context.Background()
+	if recs, err := c.List(ctx, ""); err != nil || len(recs) != 2 {
+		t.Fatalf("after the refusals the cluster holds %v (%v), want the two parts only", recs, err)
+	}
+	// The last part alone completes (no size minimum for it).
+	status, _, body := do(t, url, call{method: "POST", path: "/bkt/mp?uploadId=" + id, body: completion("2", e2)})
+	if status != 200 {
+		t.Fatalf("complete: %d %s", status, body)
+	}
+	if status, _, body = do(t, url, call{method: "GET", path: "/bkt/mp", sign: "presigned"}); status != 200 || string(body) != "last" {
+		t.Fatalf("presigned get of the multipart object: %d %q", status, body)
+	}
+	// An abort removes the upload's parts; the completed object's part
+	// and manifest stay.
+	id2 := uploadID(t, url, "gone")
+	if status, _, body := do(t, url, call{method: "PUT", path: "/bkt/gone?partNumber=1&uploadId=" + id2, body: []byte("x")}); status != 200 {
+		t.Fatalf("upload part: %d %s", status, body)
+	}
+	if status, _, body := do(t, url, call{method: "DELETE", path: "/bkt/gone?uploadId=" + id2}); status != 204 {
+		t.Fatalf("abort: %d %s", status, body)
+	}
+	recs, err := c.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, r := range recs {
+		keys = append(keys, r.Key)
+	}
+	if len(keys) != 2 || keys[0] != manifestKey("bkt", "mp") || !strings.HasPrefix(keys[1], partPrefix+id+"/00002-") {
+		t.Fatalf("after completing one upload and aborting another the cluster holds %v", keys)
+	}
+	// Deleting the object takes its part with it.
+	if status, _, body := do(t, url, call{method: "DELETE", path: "/bkt/mp"}); status != 204 {
+		t.Fatalf("delete: %d %s", status, body)
+	}
+	if recs, err := c.List(ctx, ""); err != nil || len(recs) != 0 {
+		t.Fatalf("after the delete the cluster holds %v (%v)", recs, err)
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
 
 type listObjectsXML struct {
@@ -65,10 +67,9 @@ func (g *Gateway) listObjects(ctx context.Context, w http.ResponseWriter, bucket
 		}
 		after = string(b)
 	}
-	base := objectKey(bucket, "")
-	recs, err := g.c.List(ctx, base+prefix)
-	if err != nil {
-		return g.internal("list "+bucket, err)
+	entries, e := g.listEntries(ctx, bucket, prefix)
+	if e != nil {
+		return e
 	}
 	metas, err := g.kv.Scan(ctx, metaKey(bucket, prefix), prefixEnd(metaKey(bucket, prefix)), 0)
 	if err != nil {
@@ -84,8 +85,8 @@ func (g *Gateway) listObjects(ctx context.Context, w http.ResponseWriter, bucket
 	out := listObjectsXML{Xmlns: xmlns, Name: bucket, Prefix: prefix, Delimiter: delim, MaxKeys: maxKeys,
 		ContinuationToken: token, StartAfter: q.Get("start-after")}
 	last := ""
-	for _, rec := range recs {
-		key := strings.TrimPrefix(rec.Key, base)
+	for _, ent := range entries {
+		key, rec := ent.key, ent.rec
 		entry := key
 		isPrefix := false
 		if delim != "" {
@@ -108,14 +109,73 @@ func (g *Gateway) listObjects(ctx context.Context, w http.ResponseWriter, bucket
 			out.CommonPrefixes = append(out.CommonPrefixes, prefixXML{Prefix: entry})
 			continue
 		}
-		etag := "v" + strconv.FormatUint(rec.Version, 10)
+		etag, size := "v"+strconv.FormatUint(rec.Version, 10), rec.SizeBytes
 		if m, ok := etags[key]; ok && m.Version == rec.Version {
 			etag = m.ETag
+			if ent.multipart {
+				size = m.Size
+			}
+		} else if ent.multipart {
+			// No metadata row: the manifest has the figures.
+			m, err := g.readManifest(ctx, rec)
+			if err != nil {
+				return g.internal("list "+bucket, err)
+			}
+			etag, size = m.ETag, m.Size
 		}
 		out.Contents = append(out.Contents, contentXML{Key: key, LastModified: s3Time(time.UnixMilli(rec.CreatedUnixMs)),
-			ETag: `"` + etag + `"`, Size: rec.SizeBytes, StorageClass: "STANDARD"})
+			ETag: `"` + etag + `"`, Size: size, StorageClass: storageClass(rec.Redundancy)})
 	}
 	return writeXML(w, out)
+}
+
+// listEntry is one S3 key of a listing: the version lookup would serve.
+type listEntry struct {
+	key       string
+	rec       *objectpb.ObjectRecord
+	multipart bool
+}
+
+// listEntries lists BUCKET's keys starting with prefix, in key order,
+// single-part and multipart alike (where both exist, the version begun
+// last, as lookup resolves it).
+func (g *Gateway) listEntries(ctx context.Context, bucket, prefix string) ([]listEntry, *Error) {
+	singles, err := g.c.List(ctx, objectKey(bucket, prefix))
+	if err != nil {
+		return nil, g.internal("list "+bucket, err)
+	}
+	multis, err := g.c.List(ctx, manifestKey(bucket, prefix))
+	if err != nil {
+		return nil, g.internal("list "+bucket, err)
+	}
+	out := make([]listEntry, 0, len(singles)+len(multis))
+	i, j := 0, 0
+	for i < len(singles) || j < len(multis) {
+		var s, m listEntry
+		if i < len(singles) {
+			s = listEntry{key: strings.TrimPrefix(singles[i].Key, objectKey(bucket, "")), rec: singles[i]}
+		}
+		if j < len(multis) {
+			m = listEntry{key: strings.TrimPrefix(multis[j].Key, manifestKey(bucket, "")), rec: multis[j], multipart: true}
+		}
+		switch {
+		case j == len(multis) || i < len(singles) && s.key < m.key:
+			out = append(out, s)
+			i++
+		case i == len(singles) || m.key < s.key:
+			out = append(out, m)
+			j++
+		default: // both kinds: the newer
+			if m.rec.Version > s.rec.Version {
+				out = append(out, m)
+			} else {
+				out = append(out, s)
+			}
+			i++
+			j++
+		}
+	}
+	return out, nil
 }
 
 // writeXML answers 200 with v as an XML document.

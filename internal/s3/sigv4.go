@@ -12,7 +12,8 @@ import (
 	"time"
 )
 
-// AWS Signature Version 4, header form (the Authorization header): the
+// AWS Signature Version 4, header form (the Authorization header) and
+// query form (presigned URLs): the
 // request is put in canonical form, hashed, and signed with a key derived
 // from the secret, the date, the region and the service. The server
 // recomputes the signature from what it received and compares.
@@ -63,18 +64,104 @@ func parseAuthorization(h string) (authorization, *Error) {
 	return a, nil
 }
 
-// verify checks r's signature against secret; payloadHash is the
-// x-amz-content-sha256 header (the body itself is checked against it as
-// it is read, see hashCheckReader).
-func verify(r *http.Request, a authorization, secret string, now time.Time) *Error {
+// verify checks r's signature (header form) against secret and returns
+// the payload hash the body must match ("" for an unsigned payload: the
+// body itself is checked against it as it is read, see bodyCheck).
+func verify(r *http.Request, a authorization, secret string, now time.Time) (string, *Error) {
 	amzDate := r.Header.Get("X-Amz-Date")
 	t, err := time.Parse(amzDateLayout, amzDate)
 	if err != nil {
-		return errorf(ErrAccessDenied, "missing or malformed X-Amz-Date %q", amzDate)
+		return "", errorf(ErrAccessDenied, "missing or malformed X-Amz-Date %q", amzDate)
 	}
 	if d := now.Sub(t); d > maxClockSkew || d < -maxClockSkew {
-		return errorf(ErrRequestTimeTooSkewed, "request time %s is %s from the server's", amzDate, d.Round(time.Second))
+		return "", errorf(ErrRequestTimeTooSkewed, "request time %s is %s from the server's", amzDate, d.Round(time.Second))
 	}
+	payloadHash := r.Header.Get("X-Amz-Content-Sha256")
+	if payloadHash == "" {
+		return "", errorf(ErrAccessDenied, "missing x-amz-content-sha256")
+	}
+	if payloadHash != unsignedPayload && !isSHA256Hex(payloadHash) {
+		return "", errorf(ErrNotImplemented, "payload signing mode %q is not supported (use a signed or unsigned single-chunk payload)", payloadHash)
+	}
+	if e := checkSignature(r, a, secret, amzDate, r.URL.Query(), payloadHash); e != nil {
+		return "", e
+	}
+	if payloadHash == unsignedPayload {
+		return "", nil
+	}
+	return payloadHash, nil
+}
+
+// Presigned URLs carry the signature in the query (SigV4 query
+// authentication); the payload is unsigned.
+const (
+	maxPresignedExpiry = 7 * 24 * time.Hour // S3's limit
+)
+
+// verifyPresigned checks a presigned request: its X-Amz-* query parameters,
+// its expiry, and its signature over every other query parameter. It
+// returns the payload hash the body must match ("": unsigned).
+func verifyPresigned(r *http.Request, accessKey, secret string, now time.Time) (string, *Error) {
+	q := r.URL.Query()
+	if alg := q.Get("X-Amz-Algorithm"); alg != sigAlgorithm {
+		return "", errorf(ErrAuthorizationQueryParametersError, "X-Amz-Algorithm %q: only %s is supported", alg, sigAlgorithm)
+	}
+	var a authorization
+	f := strings.Split(q.Get("X-Amz-Credential"), "/")
+	if len(f) != 5 || f[4] != "aws4_request" {
+		return "", errorf(ErrAuthorizationQueryParametersError, "malformed X-Amz-Credential %q", q.Get("X-Amz-Credential"))
+	}
+	a.accessKey, a.date, a.region, a.service = f[0], f[1], f[2], f[3]
+	a.signature = q.Get("X-Amz-Signature")
+	if sh := q.Get("X-Amz-SignedHeaders"); sh != "" {
+		a.signedHeaders = strings.Split(sh, ";")
+	}
+	if a.signature == "" || len(a.signedHeaders) == 0 {
+		return "", errorf(ErrAuthorizationQueryParametersError, "a presigned URL needs X-Amz-Signature and X-Amz-SignedHeaders")
+	}
+	if a.accessKey != accessKey {
+		return "", errorf(ErrInvalidAccessKeyID, "the access key %q is not known", a.accessKey)
+	}
+	amzDate := q.Get("X-Amz-Date")
+	t, err := time.Parse(amzDateLayout, amzDate)
+	if err != nil {
+		return "", errorf(ErrAuthorizationQueryParametersError, "missing or malformed X-Amz-Date %q", amzDate)
+	}
+	secs, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
+	if err != nil || secs < 1 || time.Duration(secs)*time.Second > maxPresignedExpiry {
+		return "", errorf(ErrAuthorizationQueryParametersError, "X-Amz-Expires %q: want 1 to %d seconds", q.Get("X-Amz-Expires"), int64(maxPresignedExpiry/time.Second))
+	}
+	if t.Sub(now) > maxClockSkew {
+		return "", errorf(ErrRequestTimeTooSkewed, "presigned URL dated %s, in the future", amzDate)
+	}
+	if now.After(t.Add(time.Duration(secs) * time.Second)) {
+		return "", errorf(ErrAccessDenied, "request has expired: presigned at %s for %d seconds", amzDate, secs)
+	}
+	payloadHash := unsignedPayload
+	if h := q.Get("X-Amz-Content-Sha256"); h != "" {
+		payloadHash = h
+	}
+	if payloadHash != unsignedPayload && !isSHA256Hex(payloadHash) {
+		return "", errorf(ErrNotImplemented, "payload signing mode %q is not supported", payloadHash)
+	}
+	signedQuery := url.Values{}
+	for k, vs := range q {
+		if k != "X-Amz-Signature" {
+			signedQuery[k] = vs
+		}
+	}
+	if e := checkSignature(r, a, secret, amzDate, signedQuery, payloadHash); e != nil {
+		return "", e
+	}
+	if payloadHash == unsignedPayload {
+		return "", nil
+	}
+	return payloadHash, nil
+}
+
+// checkSignature recomputes a's signature of r from its canonical form
+// (query: the parameters signed) and compares.
+func checkSignature(r *http.Request, a authorization, secret, amzDate string, query url.Values, payloadHash string) *Error {
 	if !strings.HasPrefix(amzDate, a.date) {
 		return errorf(ErrSignatureDoesNotMatch, "credential date %s is not the request's date %s", a.date, amzDate)
 	}
@@ -85,32 +172,30 @@ func verify(r *http.Request, a authorization, secret string, now time.Time) *Err
 	if !signedHost {
 		return errorf(ErrAccessDenied, "the host header must be signed")
 	}
-	payloadHash := r.Header.Get("X-Amz-Content-Sha256")
-	if payloadHash == "" {
-		return errorf(ErrAccessDenied, "missing x-amz-content-sha256")
-	}
-	if payloadHash != unsignedPayload && !isSHA256Hex(payloadHash) {
-		return errorf(ErrNotImplemented, "payload signing mode %q is not supported (use a signed or unsigned single-chunk payload)", payloadHash)
-	}
 	canonical := strings.Join([]string{
 		r.Method,
 		canonicalURI(r.URL),
-		canonicalQuery(r.URL.Query()),
+		canonicalQuery(query),
 		canonicalHeaders(r, a.signedHeaders),
 		strings.Join(a.signedHeaders, ";"),
 		payloadHash,
 	}, "\n")
-	scope := strings.Join([]string{a.date, a.region, a.service, "aws4_request"}, "/")
-	toSign := strings.Join([]string{sigAlgorithm, amzDate, scope, hexSHA256([]byte(canonical))}, "\n")
-	key := hmacSHA256([]byte("AWS4"+secret), a.date)
-	key = hmacSHA256(key, a.region)
-	key = hmacSHA256(key, a.service)
-	key = hmacSHA256(key, "aws4_request")
-	want := hex.EncodeToString(hmacSHA256(key, toSign))
+	want := signature(secret, a.date, a.region, a.service, amzDate, canonical)
 	if !hmac.Equal([]byte(want), []byte(a.signature)) {
 		return errorf(ErrSignatureDoesNotMatch, "the request signature we calculated does not match the signature you provided")
 	}
 	return nil
+}
+
+// signature is SigV4's signature of a canonical request.
+func signature(secret, date, region, service, amzDate, canonical string) string {
+	scope := strings.Join([]string{date, region, service, "aws4_request"}, "/")
+	toSign := strings.Join([]string{sigAlgorithm, amzDate, scope, hexSHA256([]byte(canonical))}, "\n")
+	key := hmacSHA256([]byte("AWS4"+secret), date)
+	key = hmacSHA256(key, region)
+	key = hmacSHA256(key, service)
+	key = hmacSHA256(key, "aws4_request")
+	return hex.EncodeToString(hmacSHA256(key, toSign))
 }
 
 func isSHA256Hex(s string) bool {
