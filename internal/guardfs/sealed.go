@@ -119,7 +119,9 @@ func decodeSidecar(m merged) (*sidecarState, error) {
 	for i := int64(0); i < count; i++ {
 		e := d[table.Off+i*sidecarEntryBytes:]
 		r := Range{Off: int64(binary.LittleEndian.Uint64(e)), Len: int64(binary.LittleEndian.Uint64(e[8:]))}
-		if r.Off < prevEnd || r.Len <= 0 || r.End() > size || at+r.Len > maxSidecarBytes {
+		// NB: r.Len > size-r.Off, not r.End() > size: an offset near the
+		// top of int64 would make End overflow to a negative number.
+		if r.Off < prevEnd || r.Len <= 0 || r.Off > size || r.Len > size-r.Off || at+r.Len > maxSidecarBytes {
 			return nil, base.CorruptionErrorf("guardfs: sidecar range %d %s is not valid", i, r)
 		}
 		prevEnd = r.End()
