@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/flash/catalog"
 	"github.com/flashmend/flashmend/internal/model"
 )
 
@@ -49,8 +50,8 @@ func newFlashPresetsCmd(print printTables) *cobra.Command {
 					{Name: "tR_us", Format: "%.0f"}, {Name: "tPROG_us", Format: "%.0f"}, {Name: "tBERS_us", Format: "%.0f"},
 					{Name: "channel_MBps", Format: "%.0f"}, {Name: "rated_pe", Format: "%.0f"}, {Name: "ecc"}, {Name: "rber_fresh_to_rated"}},
 			}
-			for _, name := range flash.PresetNames() {
-				p, _ := flash.LookupPreset(name)
+			for _, name := range catalog.Names() {
+				p, _ := catalog.Lookup(name)
 				us := func(d time.Duration) model.Cell { return model.Num(float64(d) / float64(time.Microsecond)) }
 				t.Rows = append(t.Rows, []model.Cell{
 					model.Label(p.Name), model.Label(p.Geometry.String()), model.Label(p.Geometry.RawCapacity().String()),
@@ -82,7 +83,7 @@ them. The sdf preset reproduces the paper's raw flash bandwidths (1.67 GB/s
 read, 1.01 GB/s write over 44 channels).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			p, err := flash.LookupPreset(preset)
+			p, err := catalog.Lookup(preset)
 			if err != nil {
 				return err
 			}
@@ -97,7 +98,7 @@ read, 1.01 GB/s write over 44 channels).`,
 			}
 			counts = append(counts, p.Geometry.Channels)
 			for _, c := range counts {
-				r, err := flash.SequentialThroughput(p.Geometry, p.Timing, c, requests, request)
+				r, err := catalog.SequentialThroughput(p.Geometry, p.Timing, c, requests, request)
 				if err != nil {
 					return err
 				}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/flash/catalog"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
 
@@ -77,7 +78,7 @@ func openDevice(dir string, mode flash.TimingMode, withErrors bool) (*flash.Emul
 	if err != nil {
 		return nil, cfg, err
 	}
-	p, err := flash.LookupPreset(cfg.Preset)
+	p, err := catalog.Lookup(cfg.Preset)
 	if err != nil {
 		return nil, cfg, err
 	}
@@ -108,7 +109,7 @@ func newFlashFormatCmd() *cobra.Command {
 			if dir == "" {
 				return usageError{errors.New("--dir is required")}
 			}
-			p, err := flash.LookupPreset(preset)
+			p, err := catalog.Lookup(preset)
 			if err != nil {
 				return err
 			}
@@ -158,7 +159,7 @@ func newFlashFormatCmd() *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.StringVar(&dir, "dir", "", "device directory")
-	f.StringVar(&preset, "preset", "sdf", "device preset: "+strings.Join(flash.PresetNames(), ", "))
+	f.StringVar(&preset, "preset", "sdf", "device preset: "+strings.Join(catalog.Names(), ", "))
 	f.IntVar(&channels, "channels", 0, "channels (0: the preset's)")
 	f.IntVar(&dies, "dies", 0, "dies per channel (0: the preset's)")
 	f.IntVar(&blocks, "blocks", 0, "blocks per die (0: the preset's)")

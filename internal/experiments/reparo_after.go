@@ -12,6 +12,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/flash/catalog"
 	"github.com/flashmend/flashmend/internal/reparo"
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/sdf"
@@ -181,7 +182,7 @@ func runReparoAfter(ctx context.Context, cfg Config) (*report.Report, error) {
 // afterRun fills one device and measures it before and after each of maxK
 // die failures.
 func afterRun(ctx context.Context, g flash.Geometry, util float64, pol reparo.Policy, maxK, randOps int, seed int64) ([]afterPoint, error) {
-	preset, err := flash.LookupPreset("sdf")
+	preset, err := catalog.Lookup("sdf")
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/flash/catalog"
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
@@ -99,7 +100,7 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 	if bc.Progress == nil {
 		bc.Progress = io.Discard
 	}
-	preset, err := flash.LookupPreset(bc.Preset)
+	preset, err := catalog.Lookup(bc.Preset)
 	if err != nil {
 		return nil, err
 	}
@@ -405,7 +406,7 @@ func overwriteOnce(g flash.Geometry, fill float64) (sdfOverwriteResult, error) {
 	return r, errors.Join(err, fs.Close())
 }
 
-func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset flash.Preset,
+func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Preset,
 	o sdfLoadOptions, clean, noisy *benchSamples, noisyStats []sdf.Stats, capacity sdf.Stats, was []sdfOverwriteResult) error {
 	g := bc.Geometry
 	f1 := func(v float64) string { return fmt.Sprintf("%.1f", v) }

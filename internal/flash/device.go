@@ -218,3 +218,20 @@ func (b BlockInfo) String() string {
 	}
 	return s
 }
+
+// SmallGeometry is a test device: 2 channels x 2 dies x 16 blocks x 16 pages
+// of 4 KiB + 128 B (4 MiB).
+func SmallGeometry() Geometry {
+	return Geometry{Channels: 2, DiesPerChannel: 2, BlocksPerDie: 16, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+}
+
+// SDFGeometry is the Baidu SDF of SDF 002 Table 3 with blocksPerDie blocks per
+// die: 44 channels, 2 flash chips per channel, 2 MB blocks of 8 KB pages
+// (256 pages). The real device has 16 GB per channel, i.e. 4096 blocks per
+// die; emulations scale that down. The 25 nm MLC page carries 448 spare bytes
+// (8640-byte pages are the common 25 nm MLC layout). The 2 planes per chip
+// are not modelled as such: their parallelism is folded into the timing.
+func SDFGeometry(blocksPerDie int) Geometry {
+	return Geometry{Channels: 44, DiesPerChannel: 2, BlocksPerDie: blocksPerDie, PagesPerBlock: 256,
+		PageSize: 8192, OOBSize: 448}
+}

@@ -6,8 +6,8 @@
 // # What it owns
 //
 //   - Geometry: channels x dies per channel x blocks per die x pages per
-//     block, page and OOB sizes; presets for a small test device, an SDF-like
-//     device (SDF 002 Table 3), TLC and QLC devices.
+//     block, page and OOB sizes (SmallGeometry, SDFGeometry); the named
+//     device presets built on it are internal/flash/catalog.
 //   - NAND rules: a page is programmed only when erased and only as its
 //     block's next page; reads return data, OOB and an ECC status; erase
 //     works on whole blocks. Violations return *OpError wrapping a sentinel
@@ -46,8 +46,8 @@
 //     absorbs OS sleep overshoot so sustained throughput follows the model)
 //     and virtual (ReadAt/ProgramAt/EraseAt take an issue time and return
 //     the simulated completion time; no sleeping, deterministic).
-//     SequentialThroughput replays SDF 002 Figure 7 in virtual time; the
-//     sdf preset gives SDF's 1.67 GB/s read and 1.01 GB/s write.
+//     catalog.SequentialThroughput replays SDF 002 Figure 7 in virtual
+//     time on it.
 //   - Statistics (Stats: per die, per channel and total operations, bytes,
 //     raw / corrected / uncorrectable errors, flipped bits, observed UBER
 //     and RBER, busy time; Blocks and EraseCounts per block) and fault

@@ -243,27 +243,6 @@ func TestPhysicalModelHidesContent(t *testing.T) {
 	}
 }
 
-func TestRBERFit(t *testing.T) {
-	f := Presets()["tlc"].Fit
-	if got := f.RBER(0, 0, 0); got != f.Fresh {
-		t.Fatalf("fresh RBER %g, want %g", got, f.Fresh)
-	}
-	if got := f.RBER(f.RatedEndurance, 0, 0); math.Abs(got-f.AtRated) > 1e-12 {
-		t.Fatalf("rated RBER %g, want %g", got, f.AtRated)
-	}
-	prev := 0.0
-	for _, pe := range []int{0, 100, 1000, 3000, 6000} {
-		r := f.RBER(pe, 0, 0)
-		if r < prev {
-			t.Fatalf("RBER not increasing with wear at %d: %g < %g", pe, r, prev)
-		}
-		prev = r
-		if f.RBER(pe, 30*24*time.Hour, 0) <= r || f.RBER(pe, 0, 100000) <= r {
-			t.Fatalf("retention or read disturb does not raise RBER at %d P/E", pe)
-		}
-	}
-}
-
 func TestPageFactor(t *testing.T) {
 	m := PhysicalModel{PageSigma: 0.5, Seed: 11}
 	var sum, sumLog, sumLog2 float64

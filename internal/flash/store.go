@@ -143,3 +143,17 @@ func (s *discardStore) readPage(_ int64, buf []byte) error { fill(buf, 0); retur
 func (s *discardStore) writePage(_ int64, _ []byte) error  { return nil }
 func (s *discardStore) eraseBlock(_ int64, _ int) error    { return nil }
 func (s *discardStore) programmed(_ int64) (bool, error)   { return false, nil }
+
+// NewDiscard returns a device that enforces the NAND rules and keeps the
+// device state, wear, failures, statistics and timing, but stores no page
+// content: programmed pages read back as zeros (before the error model). It
+// is for simulations at a scale where content does not fit in memory.
+func NewDiscard(g Geometry, opts Options) (*Emulator, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.validate(g); err != nil {
+		return nil, err
+	}
+	return newEmulator(g, opts, &discardStore{}, nil)
+}

@@ -101,32 +101,6 @@ func TestRandomDieFailures(t *testing.T) {
 	}
 }
 
-func TestPresetsAreValid(t *testing.T) {
-	for _, name := range PresetNames() {
-		p, err := LookupPreset(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := p.Geometry.Validate(); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		g := p.Geometry
-		g.BlocksPerDie = 1 // keep the memory device small
-		e, err := NewMemory(g, p.Options(TimingVirtual, p.PhysicalModel(1), 1))
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		_ = e.Close()
-		t.Logf("%s", p)
-	}
-	if _, err := LookupPreset("plc"); !base.IsInvalidArgument(err) {
-		t.Fatal(err)
-	}
-	if g := SDFGeometry(4096); g.Channels*g.DiesPerChannel != 88 || g.BlockSize() != 2<<20 || g.RawCapacity()/44 != 16<<30 {
-		t.Fatalf("SDF geometry %s does not match SDF 002 Table 3", g)
-	}
-}
-
 // TestDieFailureCountIsBinomial checks the random die-failure process
 // against Reparo's model (003, footnote 2): on a device of 512 dies (a 32 TB
 // SSD of 512-Gib dies), the number of dies failed by time T is

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/flash/catalog"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
 
@@ -72,7 +73,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	if opts.Preset == "" {
 		opts.Preset = "small"
 	}
-	p, err := flash.LookupPreset(opts.Preset)
+	p, err := catalog.Lookup(opts.Preset)
 	if err != nil {
 		return nil, err
 	}

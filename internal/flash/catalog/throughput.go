@@ -1,25 +1,12 @@
-package flash
+package catalog
 
 import (
 	"fmt"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
 )
-
-// NewDiscard returns a device that enforces the NAND rules and keeps the
-// device state, wear, failures, statistics and timing, but stores no page
-// content: programmed pages read back as zeros (before the error model). It
-// is for simulations at a scale where content does not fit in memory.
-func NewDiscard(g Geometry, opts Options) (*Emulator, error) {
-	if err := g.Validate(); err != nil {
-		return nil, err
-	}
-	if err := opts.validate(g); err != nil {
-		return nil, err
-	}
-	return newEmulator(g, opts, &discardStore{}, nil)
-}
 
 // Throughput is the result of SequentialThroughput.
 type Throughput struct {
@@ -43,7 +30,7 @@ const maxThroughputPages = 1 << 22
 // dies. Writes go to fresh blocks (the erases are done beforehand, as SDF
 // erases ahead of writes); reads read the written pages back. The result is
 // deterministic: it depends only on the geometry and the timing.
-func SequentialThroughput(g Geometry, t Timing, channels, requests int, requestBytes base.Bytes) (Throughput, error) {
+func SequentialThroughput(g flash.Geometry, t flash.Timing, channels, requests int, requestBytes base.Bytes) (Throughput, error) {
 	if err := g.Validate(); err != nil {
 		return Throughput{}, err
 	}
@@ -61,15 +48,15 @@ func SequentialThroughput(g Geometry, t Timing, channels, requests int, requestB
 	// Enough fresh blocks for every page a die receives.
 	perDie := (requests*pagesPerRequest + g.DiesPerChannel - 1) / g.DiesPerChannel
 	g.BlocksPerDie = (perDie + g.PagesPerBlock - 1) / g.PagesPerBlock
-	t.Mode = TimingVirtual
+	t.Mode = flash.TimingVirtual
 	t0 := time.Unix(0, 0)
-	e, err := NewDiscard(g, Options{Timing: t, Clock: base.NewManualClock(t0)})
+	e, err := flash.NewDiscard(g, flash.Options{Timing: t, Clock: base.NewManualClock(t0)})
 	if err != nil {
 		return Throughput{}, err
 	}
 	defer e.Close()
 	data := make([]byte, g.PageSize)
-	run := func(start time.Time, op func(issue time.Time, a PageAddr) (time.Time, error)) (time.Time, error) {
+	run := func(start time.Time, op func(issue time.Time, a flash.PageAddr) (time.Time, error)) (time.Time, error) {
 		end := start
 		for c := 0; c < channels; c++ {
 			issue, next := start, make([]int, g.DiesPerChannel)
@@ -77,25 +64,25 @@ func SequentialThroughput(g Geometry, t Timing, channels, requests int, requestB
 				done := issue
 				for p := 0; p < pagesPerRequest; p++ {
 					d := p % g.DiesPerChannel
-					a := PageAddr{c, d, next[d] / g.PagesPerBlock, next[d] % g.PagesPerBlock}
+					a := flash.PageAddr{Channel: c, Die: d, Block: next[d] / g.PagesPerBlock, Page: next[d] % g.PagesPerBlock}
 					next[d]++
 					fin, err := op(issue, a)
 					if err != nil {
 						return time.Time{}, err
 					}
-					done = later(done, fin)
+					done = laterOf(done, fin)
 				}
 				issue = done // synchronous: the next request waits
 			}
-			end = later(end, issue)
+			end = laterOf(end, issue)
 		}
 		return end, nil
 	}
-	wEnd, err := run(t0, func(issue time.Time, a PageAddr) (time.Time, error) { return e.ProgramAt(issue, a, data, nil) })
+	wEnd, err := run(t0, func(issue time.Time, a flash.PageAddr) (time.Time, error) { return e.ProgramAt(issue, a, data, nil) })
 	if err != nil {
 		return Throughput{}, err
 	}
-	rEnd, err := run(wEnd, func(issue time.Time, a PageAddr) (time.Time, error) {
+	rEnd, err := run(wEnd, func(issue time.Time, a flash.PageAddr) (time.Time, error) {
 		_, done, err := e.ReadAt(issue, a, data, nil)
 		return done, err
 	})
@@ -108,4 +95,11 @@ func SequentialThroughput(g Geometry, t Timing, channels, requests int, requestB
 		WriteBytesPerSecond: total / wEnd.Sub(t0).Seconds(),
 		ReadBytesPerSecond:  total / rEnd.Sub(wEnd).Seconds(),
 	}, nil
+}
+
+func laterOf(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -1,4 +1,4 @@
-package flash
+package catalog
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 // and 1.01 GB/s for writes, and throughput grows linearly with the channels
 // used (Figure 7). Virtual time, so exact and deterministic.
 func TestSDFThroughput(t *testing.T) {
-	p := Presets()["sdf"]
+	p := All()["sdf"]
 	one, err := SequentialThroughput(p.Geometry, p.Timing, 1, 2, 2<<20)
 	if err != nil {
 		t.Fatal(err)
