@@ -26,8 +26,9 @@
 //     in max(1, Copies-1) copies: the sstable's size and verified copies of
 //     its metadata ranges (index, filter, range-deletion, range-key, value
 //     index, blob reference index, properties and meta-index blocks with
-//     their trailers, and the footer; SSTMetadataRanges, which
-//     internal/sdfvfs uses too). So every metadata byte exists Copies times,
+//     their trailers, and the footer, read and verified by
+//     internal/guardfs/sstmeta; SSTMetadataRanges, which internal/sdfvfs
+//     uses too). So every metadata byte exists Copies times,
 //     the sstable's own counting as one. A read overlapping a copied range
 //     is compared with the copy and served from it where they differ (and
 //     the sstable rewritten in place when the FS allows WriteAt). An

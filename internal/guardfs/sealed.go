@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/flashmend/flashmend/internal/guardfs/sstmeta"
 	"io"
 	"os"
 	"sort"
@@ -274,17 +275,17 @@ func (fs *FS) readSealLocked(p string) (*sidecarState, error) {
 		return nil, err
 	}
 	size := st.Size()
-	layout, err := readSSTLayout(fs.opts.SSTReaderOptions, fs.inner.PathBase(p), f, size)
+	layout, err := sstmeta.ReadLayout(fs.opts.SSTReaderOptions, readableFile{r: f, size: size, name: fs.inner.PathBase(p)}, size)
 	if err != nil {
 		return nil, fmt.Errorf("guardfs: sealing %s: %w", p, err)
 	}
 	sc := &sidecarState{size: size}
-	for _, mr := range layout.ranges {
-		data, err := verifiedRangeBytes(f, mr, layout.checksum)
+	for _, reg := range layout.Regions {
+		data, err := layout.VerifiedBytes(f, reg)
 		if err != nil {
 			return nil, fmt.Errorf("guardfs: sealing %s: %w", p, err)
 		}
-		sc.ranges = append(sc.ranges, rangeCopy{Range: mr.Range, data: data})
+		sc.ranges = append(sc.ranges, rangeCopy{Range: Range{Off: reg.Off, Len: reg.Len}, data: data})
 	}
 	return sc, nil
 }
