@@ -104,3 +104,17 @@ func TestInFlight(t *testing.T) {
 		t.Fatal("a finished key cannot start again")
 	}
 }
+
+func TestSetDefaultFillsOnlyZeroFields(t *testing.T) {
+	opts := struct {
+		Depth   int
+		Ratio   float64
+		Timeout time.Duration
+	}{Depth: 0, Ratio: 0.5}
+	SetDefault(&opts.Depth, 16)
+	SetDefault(&opts.Ratio, 0.9)
+	SetDefault(&opts.Timeout, time.Second)
+	if opts.Depth != 16 || opts.Ratio != 0.5 || opts.Timeout != time.Second {
+		t.Fatalf("after SetDefault: %+v", opts)
+	}
+}

@@ -1,7 +1,7 @@
 // Package base is flashmend's shared vocabulary: identifiers, sizes with units,
 // the injected clock, the three error classes every package uses, the one
-// CRC32C table (CRC32C, CRC32CUpdate), and InFlight (one repair per damaged
-// range at a time).
+// CRC32C table (CRC32C, CRC32CUpdate), InFlight (one repair per damaged
+// range at a time), and SetDefault (the defaulting step of Options).
 //
 // # Error classes
 //

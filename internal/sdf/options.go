@@ -119,24 +119,12 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Clock == nil {
 		o.Clock = base.SystemClock{}
 	}
-	if o.MaxOpenZones == 0 {
-		o.MaxOpenZones = defaultMaxOpenZones
-	}
-	if o.QueueDepth == 0 {
-		o.QueueDepth = defaultQueueDepth
-	}
-	if o.WriteBufferBytes == 0 {
-		o.WriteBufferBytes = defaultWriteBufferBytes
-	}
-	if o.GCFreeZonesMin == 0 {
-		o.GCFreeZonesMin = defaultGCFreeZonesMin
-	}
-	if o.ScanWorkers == 0 {
-		o.ScanWorkers = defaultScanWorkers
-	}
-	if o.DieBadBlocks == 0 {
-		o.DieBadBlocks = defaultDieBadBlocks
-	}
+	base.SetDefault(&o.MaxOpenZones, defaultMaxOpenZones)
+	base.SetDefault(&o.QueueDepth, defaultQueueDepth)
+	base.SetDefault(&o.WriteBufferBytes, defaultWriteBufferBytes)
+	base.SetDefault(&o.GCFreeZonesMin, defaultGCFreeZonesMin)
+	base.SetDefault(&o.ScanWorkers, defaultScanWorkers)
+	base.SetDefault(&o.DieBadBlocks, defaultDieBadBlocks)
 	switch {
 	case o.MaxOpenZones < 1 || o.MaxOpenZones > 1024:
 		return o, base.InvalidArgumentf("sdf: MaxOpenZones %d not in [1, 1024]", o.MaxOpenZones)

@@ -55,27 +55,15 @@ const (
 )
 
 func (c DeviceConfig) withDefaults() (DeviceConfig, error) {
-	if c.PageBytes == 0 {
-		c.PageBytes = DefaultPageBytes
-	}
-	if c.PagesPerBlock == 0 {
-		c.PagesPerBlock = DefaultPagesPerBlock
-	}
+	base.SetDefault(&c.PageBytes, DefaultPageBytes)
+	base.SetDefault(&c.PagesPerBlock, DefaultPagesPerBlock)
 	if c.OverProvision == 0 && !c.HostManaged {
 		c.OverProvision = DefaultOverProvision
 	}
-	if c.ReadLatency == 0 {
-		c.ReadLatency = DefaultReadLatency
-	}
-	if c.WriteLatency == 0 {
-		c.WriteLatency = DefaultWriteLatency
-	}
-	if c.EraseLatency == 0 {
-		c.EraseLatency = DefaultEraseLatency
-	}
-	if c.ZoneBlocks == 0 {
-		c.ZoneBlocks = DefaultZoneBlocks
-	}
+	base.SetDefault(&c.ReadLatency, DefaultReadLatency)
+	base.SetDefault(&c.WriteLatency, DefaultWriteLatency)
+	base.SetDefault(&c.EraseLatency, DefaultEraseLatency)
+	base.SetDefault(&c.ZoneBlocks, DefaultZoneBlocks)
 	if c.GCFreeZonesMin == 0 {
 		c.GCFreeZonesMin = defaultFTLFreeMin
 		if c.HostManaged {

@@ -90,9 +90,7 @@ const (
 // WithDefaults returns o with zero fields set to their defaults and checks
 // every field.
 func (o Options) WithDefaults() (Options, error) {
-	if o.Mode == 0 {
-		o.Mode = ModeChameleon
-	}
+	base.SetDefault(&o.Mode, ModeChameleon)
 	switch o.Mode {
 	case ModeREP, ModeREPEC:
 		if o.Initial == EC {
@@ -105,45 +103,26 @@ func (o Options) WithDefaults() (Options, error) {
 		}
 		o.Initial = EC
 	case ModeEDM, ModeChameleon:
-		if o.Initial == 0 {
-			o.Initial = EC
-		}
+		base.SetDefault(&o.Initial, EC)
 	default:
 		return o, base.InvalidArgumentf("wear: unknown policy %v", o.Mode)
 	}
 	if o.Initial != REP && o.Initial != EC {
 		return o, base.InvalidArgumentf("wear: initial redundancy %v", o.Initial)
 	}
-	setF := func(v *float64, d float64) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	setF(&o.SigmaARPT, DefaultSigmaARPT)
-	setF(&o.SigmaHCDS, DefaultSigmaHCDS)
-	setF(&o.ColdFactor, DefaultColdFactor)
-	setF(&o.HotFraction, DefaultHotFraction)
-	setF(&o.HotPopularityMin, DefaultHotPopularityMin)
-	setF(&o.HorizonEpochs, DefaultHorizonEpochs)
-	setF(&o.MaxUtilization, DefaultMaxUtilization)
-	if o.MaxRemapsPerEpoch == 0 {
-		o.MaxRemapsPerEpoch = DefaultMaxRemapsPerEpoch
-	}
-	if o.MaxMoveBytesPerEpoch == 0 {
-		o.MaxMoveBytesPerEpoch = DefaultMaxMoveBytesPerEpoch
-	}
-	if o.MigrateAfterEpochs == 0 {
-		o.MigrateAfterEpochs = DefaultMigrateAfterEpochs
-	}
-	if o.ColdAfterEpochs == 0 {
-		o.ColdAfterEpochs = DefaultColdAfterEpochs
-	}
-	if o.PageBytes == 0 {
-		o.PageBytes = DefaultPageBytes
-	}
-	if o.PagesPerBlock == 0 {
-		o.PagesPerBlock = DefaultPagesPerBlock
-	}
+	base.SetDefault(&o.SigmaARPT, DefaultSigmaARPT)
+	base.SetDefault(&o.SigmaHCDS, DefaultSigmaHCDS)
+	base.SetDefault(&o.ColdFactor, DefaultColdFactor)
+	base.SetDefault(&o.HotFraction, DefaultHotFraction)
+	base.SetDefault(&o.HotPopularityMin, DefaultHotPopularityMin)
+	base.SetDefault(&o.HorizonEpochs, DefaultHorizonEpochs)
+	base.SetDefault(&o.MaxUtilization, DefaultMaxUtilization)
+	base.SetDefault(&o.MaxRemapsPerEpoch, DefaultMaxRemapsPerEpoch)
+	base.SetDefault(&o.MaxMoveBytesPerEpoch, DefaultMaxMoveBytesPerEpoch)
+	base.SetDefault(&o.MigrateAfterEpochs, DefaultMigrateAfterEpochs)
+	base.SetDefault(&o.ColdAfterEpochs, DefaultColdAfterEpochs)
+	base.SetDefault(&o.PageBytes, DefaultPageBytes)
+	base.SetDefault(&o.PagesPerBlock, DefaultPagesPerBlock)
 	inRange := func(name string, v, lo, hi float64) error {
 		if !(v >= lo && v <= hi) || math.IsNaN(v) {
 			return base.InvalidArgumentf("wear: %s %g outside [%g, %g]", name, v, lo, hi)
