@@ -1,9 +1,3 @@
-// Package devcluster runs a whole flashmend cluster in one process: a
-// coordinator (with embedded etcd) and N storage nodes on 127.0.0.1 ports
-// chosen at run time, each node with its own store under one directory. It
-// backs `flashmend dev` and the integration tests. Starting again on the
-// same directory keeps the data (node identities live in each node's
-// triplicated identity file, the index in etcd).
 package devcluster
 
 import (
