@@ -297,6 +297,25 @@ func (fs *FS) load() error {
 	epoch, holders := info.epoch, info.zones
 	fs.openInfo = OpenInfo{Epoch: epoch, MetaPages: info.pages, MetaUnits: info.units, MetaUnitsMerged: info.merged,
 		MetaUnitsVoted: info.voted, MetaPagesLost: info.lost}
+	if err := fs.replay(epoch, stream); err != nil {
+		return err
+	}
+	if fs.opts.ReadOnly {
+		return nil
+	}
+	var keep []*zone
+	for _, z := range holders {
+		keep = append(keep, fs.zones[z])
+	}
+	fs.jr.mu.Lock()
+	defer fs.jr.mu.Unlock()
+	return fs.checkpointLocked(keep)
+}
+
+// replay applies the records of metadata epoch's stream (every record
+// verified its CRC) to the in-memory tables and rebuilds the zone table
+// from them and the device's block state.
+func (fs *FS) replay(epoch uint64, stream []byte) error {
 	masks := map[int]uint64{}
 	states := map[int]ZoneState{}
 	sawSuper := false
@@ -329,16 +348,7 @@ func (fs *FS) load() error {
 			z.unsealed = false
 		}
 	}
-	if fs.opts.ReadOnly {
-		return nil
-	}
-	var keep []*zone
-	for _, z := range holders {
-		keep = append(keep, fs.zones[z])
-	}
-	fs.jr.mu.Lock()
-	defer fs.jr.mu.Unlock()
-	return fs.checkpointLocked(keep)
+	return nil
 }
 
 // applyRecord replays one journal record into the in-memory tables.
@@ -407,6 +417,12 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		ino.bufPage = uint64(size / int64(fs.l.Geometry.PageSize))
 	case onflash.RecZoneReset:
 		z, mask := int(r.Uvarint()), r.Uvarint()
+		if r.Err == nil && (z < 0 || mask&^fs.l.FullDieMask() != 0) {
+			// Verified but impossible (a bug or a checksum collision): a
+			// die the device does not have would index past its blocks.
+			return base.CorruptionErrorf("sdf: zone reset record for zone %d, die mask %#x (device has %d dies per channel)",
+				z, mask, fs.l.Geometry.DiesPerChannel)
+		}
 		if r.Err == nil && z < len(fs.zones) {
 			masks[z] = mask
 			delete(states, z)
@@ -419,7 +435,7 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		}
 	case onflash.RecZoneState:
 		z, s := int(r.Uvarint()), ZoneState(r.Uvarint())
-		if r.Err == nil && z < len(fs.zones) {
+		if r.Err == nil && z >= 0 && z < len(fs.zones) {
 			states[z] = s
 		}
 	case onflash.RecFailedDie:
