@@ -302,6 +302,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		r.mu.Unlock()
 		return r.applyNoop(idx, term)
 	}
+	r.handOffLeadership()
 	got := r.waitPatch(req.PatchId, ranges)
 	if r.stopped() {
 		return false

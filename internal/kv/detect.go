@@ -219,6 +219,8 @@ func (r *Replica) proposeRepair(p *pendingRepair) {
 	r.pending[patchID] = p
 	r.patchDetect[patchID] = p.detected
 	r.mu.Unlock()
+	// Lead from a replica that will not wait at this patch's entry.
+	r.handOffLeadership()
 	r.proposePending()
 }
 

@@ -77,7 +77,11 @@
 //     if raft dropped it for want of a leader). Every other replica,
 //     applying that entry, scans the ranges at exactly that point of the
 //     log, leaving out its own damaged ranges, and sends the pieces it read
-//     with a CRC32C. The damaged replica, applying it, waits until each
+//     with a CRC32C. A damaged replica that leads first hands its
+//     leadership to its most caught-up follower (handOffLeadership): its
+//     apply worker is about to wait at the patch entry, and a leader that
+//     does not apply answers no write. The damaged replica, applying it,
+//     waits until each
 //     range is covered piece by piece (helix recovery: when every replica
 //     is damaged somewhere, a range can still come together from several)
 //     and installs it atomically with IngestAndExcise (implicit deletes),

@@ -138,6 +138,11 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			if c.Node(victimNode).Replica(1) != victim {
 				t.Fatal("replica was restarted")
 			}
+			// A leader about to wait for its own patch hands leadership to
+			// a follower, so the shard's writes do not wait with it.
+			if role == "leader" && st.LeaderHandoffs == 0 {
+				t.Fatalf("the damaged leader kept its leadership: %v", st)
+			}
 			if st.PatchBytesReceived > 64<<10 {
 				t.Fatalf("patch of %d bytes: more than a block's worth", st.PatchBytesReceived)
 			}

@@ -55,6 +55,9 @@ type ReplicaStats struct {
 	// not keep (a damaged table cut where Pebble seeks in the damage):
 	// patched in turn, not a rebuild.
 	RemaindersLost uint64
+	// LeaderHandoffs counts leaderships this replica gave away because it
+	// was about to wait for a patch of its own (see handOffLeadership).
+	LeaderHandoffs uint64
 	// LastRepair is detection-to-patch-applied time of the last repair.
 	LastRepair time.Duration
 	// LastDetection says what happened to the last corruption report:
@@ -63,8 +66,8 @@ type ReplicaStats struct {
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d merged=%d remaindersLost=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
-		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.BlocksMerged, s.RemaindersLost, s.Rebuilds, s.RebuildReasons,
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d merged=%d remaindersLost=%d handoffs=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.BlocksMerged, s.RemaindersLost, s.LeaderHandoffs, s.Rebuilds, s.RebuildReasons,
 		s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures, s.LogEntriesFilled, s.LastDetection)
 }
 
@@ -149,6 +152,7 @@ type Replica struct {
 	propc           chan proposal
 	recvc           chan *pb.Message
 	readc           chan readIndexRequest
+	handoffc        chan struct{} // see handOffLeadership
 	corruptc        chan corruptionReport
 	smGen           atomic.Uint64 // generation of the Pebble instance (wipes)
 	stopc           chan struct{}
@@ -225,6 +229,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		propc:     make(chan proposal, 256),
 		recvc:     make(chan *pb.Message, 4096),
 		readc:     make(chan readIndexRequest, 256),
+		handoffc:  make(chan struct{}, 1),
 		corruptc:  make(chan corruptionReport, 64),
 		stopc:     make(chan struct{}),
 		queueSig:  make(chan struct{}, 1),
@@ -710,6 +715,8 @@ func (r *Replica) raftLoop() {
 			}
 			r.clampCommit(m)
 			_ = r.rn.Step(m)
+		case <-r.handoffc:
+			r.transferLeadership()
 		case req := <-r.readc:
 			r.rn.ReadIndex(req.ctx)
 			r.mu.Lock()
@@ -727,6 +734,53 @@ func (r *Replica) raftLoop() {
 			return
 		}
 	}
+}
+
+// handOffLeadership asks the raft loop to give this replica's leadership to
+// a follower, if it leads. A replica calls it when it is about to wait at a
+// patch entry of its own: its apply worker waits there (up to PatchTimeout,
+// DIRECT's Figure 5 orders the patch in the log), and a leader that does
+// not apply answers no write, so every write of the shard would wait with
+// it. A follower that applies keeps the shard writable meanwhile. The
+// repair itself is unchanged: the patch entry is applied at the same point
+// of the log on every replica.
+func (r *Replica) handOffLeadership() {
+	if r.opts.Mode != RepairDirect || !r.IsLeader() {
+		return
+	}
+	select {
+	case r.handoffc <- struct{}{}:
+	default: // one is already asked for
+	}
+}
+
+// transferLeadership (raft loop) starts a leadership transfer to the
+// follower whose log is the most complete, unless one is under way or this
+// replica no longer leads. Raft transfers only to a follower that caught
+// up (it sends MsgTimeoutNow then), and falls back to this leader after an
+// election timeout if the follower does not take over; proposals made
+// meanwhile are dropped and their clients retry.
+func (r *Replica) transferLeadership() {
+	st := r.rn.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+		return
+	}
+	var to, best uint64
+	for id, pr := range st.Progress {
+		if id == uint64(r.id) || pr.IsLearner {
+			continue
+		}
+		if to == 0 || pr.Match > best || (pr.Match == best && id < to) {
+			to, best = id, pr.Match
+		}
+	}
+	if to == 0 {
+		return
+	}
+	r.rn.TransferLeader(to)
+	r.mu.Lock()
+	r.stats.LeaderHandoffs++
+	r.mu.Unlock()
 }
 
 // refuseVote drops a vote request for a candidate whose log is behind this
