@@ -173,7 +173,14 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 		patched, written = ok, n
 	}
 	if !patched {
-		if err := c.store.Put(DataName(id), data); err != nil {
+		// A new chunk's file is created in place (a crash that tears it
+		// leaves data that does not verify against the record, written
+		// after it); a repair replaces the file out of place.
+		put := c.store.Put
+		if cr, ok := c.store.(Creator); ok && !repair {
+			put = cr.Create
+		}
+		if err := put(DataName(id), data); err != nil {
 			return err
 		}
 	}

@@ -42,7 +42,15 @@
 // (SDF stores give every file at least one page): 0.893% of full-chunk data,
 // against the 4/512 = 0.781% floor of the checksums themselves.
 //
-// Writes of a record are serialized per sums file. When the file already
+// Writes of a record are serialized per sums file. A new chunk's record goes
+// into a slot never written (zeros, or past the file's end): on a store that
+// can (FreshWriter: FileStore) it is written there in place, one pwrite, an
+// append that touches no byte written before; a new chunk's data file is
+// likewise created in place (Creator: one create and one write, no
+// temporary file and rename). Neither needs a second durable step: a crash
+// that tears either leaves a record or data that does not verify, and the
+// chunk counts as corrupt and is repaired, as for a crash between data and
+// record (TestFileStoreCrashTornWrites). When the file already
 // holds the slot and the store is a RangeWriter (SDFStore: sdf RewriteRange,
 // FaultStore passes through), only the record's bytes are rewritten, out of
 // place (the flash pages they touch are reprogrammed and remapped); otherwise
@@ -62,8 +70,9 @@
 //     returns verified bytes or an error wrapping base.ErrCorruption /
 //     base.ErrDataLoss.
 //   - A repair rewrites a chunk out of place (new file, atomic rename) and
-//     its sums record out of place (range rewrite or new file); the old bytes
-//     are never modified in place. Writing one chunk's record never changes
+//     its sums record out of place (range rewrite or new file); bytes once
+//     written are never modified in place (in-place writes only fill a new
+//     file or a slot that held nothing). Writing one chunk's record never changes
 //     another chunk's record bytes.
 //   - Every on-disk structure carries a CRC32C. Assertions come in pairs
 //     around persistence: in invariants builds a sums record or metadata

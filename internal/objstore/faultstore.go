@@ -115,3 +115,20 @@ func (f *FaultStore) WriteAt(name string, off int64, data []byte) error {
 	}
 	return fmt.Errorf("%s: %w", f.Store.Name(), ErrRangeUnsupported)
 }
+
+// WriteFresh implements FreshWriter by passing the write to the inner store.
+func (f *FaultStore) WriteFresh(name string, off int64, data []byte) error {
+	if fw, ok := f.Store.(FreshWriter); ok {
+		return fw.WriteFresh(name, off, data)
+	}
+	return fmt.Errorf("%s: %w", f.Store.Name(), ErrRangeUnsupported)
+}
+
+// Create implements Creator by passing the write to the inner store (Put
+// when it has no Create).
+func (f *FaultStore) Create(name string, data []byte) error {
+	if cr, ok := f.Store.(Creator); ok {
+		return cr.Create(name, data)
+	}
+	return f.Store.Put(name, data)
+}

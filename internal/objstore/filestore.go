@@ -3,6 +3,7 @@ package objstore
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -17,11 +18,19 @@ import (
 )
 
 // FileStore is the plain-file Store: one real file per name under a
-// directory. Put writes a temporary file and renames it over the old one.
+// directory. Put writes a temporary file and renames it over the old one;
+// Create (a file that does not exist yet) and WriteFresh (bytes no file
+// holds yet) write in place, for content whose checksum is kept and checked
+// apart (see Creator, FreshWriter).
 type FileStore struct {
 	root string
 	sync bool
 	seq  atomic.Uint64
+	// torn, when set (crash tests), is asked before each in-place write of
+	// Create and WriteFresh: with ok it writes only the first keep bytes
+	// and fails, as a process that died in the middle of the write leaves
+	// the file.
+	torn func(name string, n int) (keep int, ok bool)
 	// mu is held shared by Put and exclusively by FlipBits (a
 	// read-modify-write) and by the removal of emptied directories.
 	mu sync.RWMutex
@@ -113,6 +122,155 @@ func (s *FileStore) putLocked(p string, data []byte) error {
 				return fmt.Errorf("filestore: sync %s: %w", dir, err)
 			}
 		}
+	}
+	return nil
+}
+
+var (
+	_ Creator     = (*FileStore)(nil)
+	_ FreshWriter = (*FileStore)(nil)
+)
+
+// errTorn is the error of a write cut short by the torn hook.
+var errTorn = errors.New("filestore: write torn (crash injected)")
+
+func (s *FileStore) ensureDir(dir string) error {
+	if _, ok := s.dirs.Load(dir); !ok {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("filestore: %w", err)
+		}
+		s.dirs.Store(dir, true)
+	}
+	return nil
+}
+
+func (s *FileStore) syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("filestore: sync %s: %w", dir, err)
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("filestore: sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// writeAt writes data at off of f, cut short when the torn hook says so.
+func (s *FileStore) writeAt(f *os.File, name string, data []byte, off int64) error {
+	if s.torn != nil {
+		if keep, ok := s.torn(name, len(data)); ok {
+			f.WriteAt(data[:min(max(keep, 0), len(data))], off)
+			return errTorn
+		}
+	}
+	_, err := f.WriteAt(data, off)
+	return err
+}
+
+func noSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) }
+
+// Create implements Creator: a new file is written in place (one create,
+// one write; with sync, the file and its directory are fsynced); a name
+// that exists is replaced out of place as Put does.
+func (s *FileStore) Create(name string, data []byte) error {
+	p, err := s.path(name)
+	if err != nil {
+		return err
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	dir := filepath.Dir(p)
+	if err := s.ensureDir(dir); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return s.putLocked(p, data)
+	}
+	if err != nil {
+		if noSpace(err) {
+			return base.NoSpaceErrorf("filestore: create %s: %w", p, err)
+		}
+		return fmt.Errorf("filestore: create %s: %w", p, err)
+	}
+	err = s.writeAt(f, name, data, 0)
+	if err == nil && s.sync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == errTorn {
+		return err // the crash leaves the file as it is
+	}
+	if err != nil {
+		os.Remove(p)
+		if noSpace(err) {
+			return base.NoSpaceErrorf("filestore: create %s: %w", p, err)
+		}
+		return fmt.Errorf("filestore: create %s: %w", p, err)
+	}
+	if s.sync {
+		return s.syncDir(dir)
+	}
+	return nil
+}
+
+// WriteFresh implements FreshWriter: the range is written in place (one
+// pread of the range to check it holds nothing, one pwrite; with sync the
+// file, and the directory when the file is new, are fsynced).
+func (s *FileStore) WriteFresh(name string, off int64, data []byte) error {
+	p, err := s.path(name)
+	if err != nil {
+		return err
+	}
+	if off < 0 {
+		return base.InvalidArgumentf("filestore: write at %d of %s", off, name)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	dir := filepath.Dir(p)
+	if err := s.ensureDir(dir); err != nil {
+		return err
+	}
+	created := false
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+		created = err == nil
+	}
+	if err != nil {
+		if noSpace(err) {
+			return base.NoSpaceErrorf("filestore: %w", err)
+		}
+		return fmt.Errorf("filestore: %w", err)
+	}
+	defer f.Close()
+	cur := make([]byte, len(data))
+	k, err := f.ReadAt(cur, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	if !isZero(cur[:k]) {
+		return fmt.Errorf("filestore: %s [%d, +%d) already written: %w", name, off, len(data), ErrRangeUnsupported)
+	}
+	err = s.writeAt(f, name, data, off)
+	if err == nil && s.sync {
+		err = f.Sync()
+	}
+	if err == errTorn {
+		return err
+	}
+	if err != nil {
+		if noSpace(err) {
+			return base.NoSpaceErrorf("filestore: write %s: %w", p, err)
+		}
+		return fmt.Errorf("filestore: write %s: %w", p, err)
+	}
+	if s.sync && created {
+		return s.syncDir(dir)
 	}
 	return nil
 }

@@ -55,6 +55,29 @@ type RangeWriter interface {
 	WriteAt(name string, off int64, data []byte) error
 }
 
+// FreshWriter is implemented by stores that can write bytes into a range
+// of a file that holds nothing there yet (past the file's end, a missing
+// file being created, or only zero bytes: a sums slot never written) in
+// place, without a new file. Nothing already written is overwritten: a
+// range that holds a nonzero byte gets an error wrapping
+// ErrRangeUnsupported, and the caller writes out of place. A crash may
+// leave the range partly written, so it is used only for records that carry
+// their own checksum (a sums record: a torn one does not verify, its chunk
+// counts as corrupt and is repaired). Callers serialize the writers of one
+// file.
+type FreshWriter interface {
+	WriteFresh(name string, off int64, data []byte) error
+}
+
+// Creator is implemented by stores that can write a file that does not
+// exist yet in place (no temporary file and rename). A crash may leave the
+// new file partly written, so it is used only for content checked against a
+// checksum kept apart (a chunk's data, against its sums record, written
+// after it). A name that exists is replaced out of place, as Put does.
+type Creator interface {
+	Create(name string, data []byte) error
+}
+
 // ErrRangeUnsupported is returned (wrapped) by RangeWriter.WriteAt when the
 // range cannot be rewritten in place.
 var ErrRangeUnsupported = errors.New("range rewrite unsupported")
@@ -174,6 +197,14 @@ func (c *ChunkStore) writeRecord(id direct.ChunkID, rec []byte) error {
 	// reads the whole file, exposing the other records to read errors.
 	if rw, ok := c.store.(RangeWriter); ok {
 		err := rw.WriteAt(name, off, rec)
+		if err == nil || !errors.Is(err, ErrRangeUnsupported) {
+			return err
+		}
+	}
+	// A slot never written (a new chunk's) is filled in place: an append,
+	// nothing written before is touched.
+	if fw, ok := c.store.(FreshWriter); ok {
+		err := fw.WriteFresh(name, off, rec)
 		if err == nil || !errors.Is(err, ErrRangeUnsupported) {
 			return err
 		}
