@@ -37,6 +37,8 @@ type Options struct {
 	TxnRetries int
 	// Seed seeds replica choice for eventual reads.
 	Seed int64
+	// Clock ends RetryTimeout (nil: the system's).
+	Clock base.Clock
 }
 
 // Client is the Go client: it routes keys to shards, finds leaders, and
@@ -74,6 +76,9 @@ func New(layout kv.Layout, addrs map[base.NodeID]string, opts Options) (*Client,
 	}
 	if opts.MaxAttempts < 1 || opts.TxnRetries < 1 || opts.RetryBackoff < 0 || opts.RetryTimeout < 0 {
 		return nil, base.InvalidArgumentf("kv: bad client options %+v", opts)
+	}
+	if opts.Clock == nil {
+		opts.Clock = base.SystemClock{}
 	}
 	return &Client{
 		layout: layout, opts: opts, conns: map[base.NodeID]*grpc.ClientConn{},
@@ -196,7 +201,7 @@ func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idempotent bool, call func(kvpb.KVClient) error) error {
 	var last error
 	var queue []base.NodeID
-	deadline := time.Now().Add(c.opts.RetryTimeout)
+	deadline := c.opts.Clock.Now().Add(c.opts.RetryTimeout)
 	backoff := c.opts.RetryBackoff
 	sinceRest, replicas := 0, len(shard.Replicas)
 	attempt := 0
@@ -205,7 +210,7 @@ func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idemp
 		// as there are replicas (leader hints bouncing during an
 		// election), so retries last RetryTimeout, not a burst.
 		if attempt > 0 && (len(queue) == 0 || sinceRest >= replicas) {
-			if !time.Now().Before(deadline) {
+			if !c.opts.Clock.Now().Before(deadline) {
 				break
 			}
 			select {

@@ -156,7 +156,7 @@ func (n *Node) replaceReplica(s kv.ShardSpec, rid base.ReplicaID, dir string, op
 		n.mu.Unlock()
 	}()
 	fs := n.cfg.FS
-	q := dir + fmt.Sprintf(".failed-%d", time.Now().UnixNano())
+	q := dir + fmt.Sprintf(".failed-%d", n.cfg.Clock.Now().UnixNano())
 	if err := fs.Rename(dir, q); err != nil {
 		// Rename may not work on every vfs.FS: remove instead (the peers
 		// hold the shard).
