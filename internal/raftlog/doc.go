@@ -77,8 +77,9 @@
 //   - Invariant: both copies of a record are synced before Save returns; the
 //     caller sends raft messages only after Save returns.
 //   - Invariant: the in-memory image equals the replay of the records on
-//     disk; in test builds every write is read back and parsed (checksum
-//     before the write, verify after the read).
+//     disk; in test builds (-tags invariants) every record is decoded back
+//     before it is written, and every append and every rewritten
+//     generation is read back and parsed after it is synced.
 //   - Invariant: a sealed log has no holes; its entries are contiguous from
 //     the base (a dummy entry carrying the term of the compacted prefix).
 //   - Invariant: an entry Open keeps is the entry written at that index,

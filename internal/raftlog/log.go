@@ -565,6 +565,14 @@ func (l *Log) encode(fr *framer, recs []decoded) ([]byte, error) {
 		if len(b) > l.opts.MaxRecordBytes {
 			return nil, base.InvalidArgumentf("raftlog: record of %d bytes exceeds MaxRecordBytes %d", len(b), l.opts.MaxRecordBytes)
 		}
+		if invariants.Enabled {
+			// Before the write: the record decodes back into what it
+			// encodes (the after-write half is verifyTailLocked).
+			back, err := decodeRecord(b)
+			again, _ := back.encode()
+			_ = invariants.Check(err == nil && back.kind == r.kind && bytes.Equal(again, b),
+				"raftlog: record kind %d does not decode back before its write (%v)", r.kind, err)
+		}
 		out = fr.appendRecord(out, b)
 	}
 	return out, nil
@@ -576,7 +584,8 @@ func (l *Log) encode(fr *framer, recs []decoded) ([]byte, error) {
 // before its next rewrite); older ones are removed.
 func (l *Log) rewriteLocked(gen uint64) error {
 	fr := framer{gen: gen, blockBytes: int64(l.opts.BlockBytes)}
-	data, err := l.encode(&fr, l.img.stateRecords())
+	recs := l.img.stateRecords()
+	data, err := l.encode(&fr, recs)
 	if err != nil {
 		return err
 	}
@@ -625,6 +634,11 @@ func (l *Log) rewriteLocked(gen uint64) error {
 	l.stats.Generation = gen
 	l.stats.SizeBytes = fr.off
 	l.stats.Rewrites++
+	if invariants.Enabled {
+		// After the write: the new generation parses back into exactly the
+		// image's records.
+		l.verifyTailLocked(fr.off-int64(len(data)), len(recs))
+	}
 	l.removeOldGenerations()
 	return nil
 }
