@@ -43,6 +43,8 @@ type Options struct {
 
 // Result is what a run measured. JSON field names carry their units.
 type Result struct {
+	// Store is "object" (Run) or "kv" (RunKV).
+	Store               string  `json:"store"`
 	Op                  string  `json:"op"`
 	Redundancy          string  `json:"redundancy"`
 	SizeBytes           int     `json:"size_bytes"`
@@ -67,6 +69,15 @@ type Result struct {
 }
 
 func (r Result) String() string {
+	if r.Store == "kv" {
+		s := fmt.Sprintf("kv %s of %d B values x%d for %.1fs: %d ops (%d errors), %.1f ops/s, %s/s of values, latency ms p50 %.2f p90 %.2f p99 %.2f max %.2f (%d CPUs)",
+			r.Op, r.SizeBytes, r.Concurrency, r.DurationS, r.Ops, r.Errors, r.OpsPerS, base.Bytes(int64(r.ThroughputBytesPerS)),
+			r.LatencyMsP50, r.LatencyMsP90, r.LatencyMsP99, r.LatencyMsMax, r.CPUs)
+		if r.FirstError != "" {
+			s += "; first error: " + r.FirstError
+		}
+		return s
+	}
 	s := fmt.Sprintf("%s %s %s x%d for %.1fs: %d ops (%d errors), %s/s, %.1f ops/s, latency ms p50 %.2f p90 %.2f p99 %.2f max %.2f (%d CPUs)",
 		r.Op, r.Redundancy, base.Bytes(r.SizeBytes), r.Concurrency, r.DurationS, r.Ops, r.Errors,
 		base.Bytes(int64(r.ThroughputBytesPerS)), r.OpsPerS, r.LatencyMsP50, r.LatencyMsP90, r.LatencyMsP99, r.LatencyMsMax, r.CPUs)
@@ -214,7 +225,7 @@ func Run(ctx context.Context, c *client.Client, o Options) (Result, error) {
 		return Result{}, wrong
 	}
 	r := Summarize(samples, elapsed, o.SizeBytes)
-	r.Op, r.Redundancy, r.SizeBytes, r.Concurrency = o.Op, redundancyName(o.Redundancy), o.SizeBytes, o.Concurrency
+	r.Store, r.Op, r.Redundancy, r.SizeBytes, r.Concurrency = "object", o.Op, redundancyName(o.Redundancy), o.SizeBytes, o.Concurrency
 	r.CPUs = runtime.NumCPU()
 	return r, ctx.Err()
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,19 @@ func TestKVAgainstDevCluster(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("ctl kv status: %d %s", code, out)
 		}
+	}
+	// bench --kv loads the same store: range reads of keys it wrote
+	// first, every row checked, one JSON object with the figures.
+	out, code = runKVCLI(t, append([]string{"bench", "--kv", "--op", "range", "--keys", "60", "--range-keys", "4", "--value-size", "100",
+		"--concurrency", "2", "--duration", "300ms", "--format", "json"}, endpoint...)...)
+	var r map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &r) != nil {
+		t.Fatalf("bench --kv: %d %s", code, out)
+	}
+	if r["store"] != "kv" || r["op"] != "range" || r["errors"].(float64) != 0 || r["ops"].(float64) <= 0 || r["latency_ms_p99"].(float64) <= 0 {
+		t.Fatalf("bench --kv: %s", out)
+	}
+	if _, code := runKVCLI(t, append([]string{"bench", "--kv", "--op", "mixed", "--duration", "10ms"}, endpoint...)...); code != 2 {
+		t.Fatalf("bench --kv --op mixed: exit %d, want 2", code)
 	}
 }

@@ -27,7 +27,11 @@
 //     fetches units in parallel (up to ChunksInFlight at once) at most a
 //     window ahead of the bytes it has delivered, each verified, and
 //     repaired, by the DIRECT cores before it is written out, in order.
-//     Put, Get and ReadVersion are the same paths with the bytes in memory.
+//     A DIRECT read takes each unit's first chunks (the replica it starts
+//     at, or an EC row's data shards) from batched ReadChunks calls, one
+//     node call per replica or shard and half-window batch instead of one
+//     call per chunk (batchReader); the decision, further fetches and
+//     repairs stay per chunk. Put, Get and ReadVersion are the same paths with the bytes in memory.
 //   - Scrubbing: ScrubObject reads every replica and shard (parity included)
 //     and repairs through the same path; Scrubber runs it over the whole
 //     index under a byte budget, with repairs queued behind their own budget.
@@ -49,12 +53,15 @@
 // PUT holds W of object bytes in unit buffers (1.5 W for EC: the parity
 // is encoded in place) plus the F requests being sent (64 KiB each); a
 // streamed GET holds at most W of units fetched or waiting for their turn,
+// plus at most W/2 that its batched reads delivered ahead of the units the
+// window has reached (the rest of the last batch started),
 // and each unit being verified holds what its replicas or shards returned:
 // one chunk for a clean REP read, four shard chunks and the assembled row
 // for EC (2 W in all), up to four times a unit when every replica of a
 // chunk is corrupt or a row is reconstructed. gRPC's transport buffers
-// come on top. A node handles one chunk per request and never holds an
-// object. TestStreamLargerThanMemory checks a 256 MiB object against a
+// come on top. A node handles one chunk per WriteChunk request and holds
+// at most four chunks per ReadChunks call (two read ahead, one being read,
+// one being sent; gRPC's flow control holds it back), never an object. TestStreamLargerThanMemory checks a 256 MiB object against a
 // 48 MiB bound on the client process's peak resident set growth.
 //
 // # Failure model

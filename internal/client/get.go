@@ -169,7 +169,9 @@ func (r *report) add(f func(*ReadReport)) {
 //
 // It returns the chunk's verified bytes (owned by the caller: the decision's
 // buffer, not copied).
-func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report, scrub bool) ([]byte, error) {
+//
+// br, when set, serves the first replica's read from its batch calls.
+func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
 	id := l.id(0, i)
 	n := l.chunkLen(i)
 	order := make([]int, l.copies)
@@ -188,6 +190,10 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report,
 				break
 			}
 			for _, k := range d.Fetch {
+				if br != nil && !reads[k].Fetched {
+					reads[k] = br.read(ctx, order[k], i)
+					continue
+				}
 				reads[k] = c.readChunk(ctx, l.placement[order[k]], id)
 			}
 		}
@@ -293,7 +299,9 @@ func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
 // read and verified.
 // It returns the row's verified object bytes (the data shards, without the
 // last row's padding).
-func (c *Client) readRowEC(ctx context.Context, l layout, i int, rep *report, scrub bool) ([]byte, error) {
+//
+// br, when set, serves the data shards' first reads from its batch calls.
+func (c *Client) readRowEC(ctx context.Context, l layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
 	var ids [direct.TotalShards]direct.ChunkID
 	for s := range ids {
 		ids[s] = l.id(s, i)
@@ -315,6 +323,10 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, rep *report, sc
 			wg.Add(1)
 			go func(s int) {
 				defer wg.Done()
+				if br != nil {
+					reads[s] = br.read(ctx, s, i)
+					return
+				}
 				reads[s] = c.readChunk(ctx, l.placement[s], ids[s])
 			}(s)
 		}

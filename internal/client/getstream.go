@@ -141,16 +141,21 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 		_, err := w.Write(data)
 		return err
 	}
+	// The units' first reads come from batched ReadChunks calls (see
+	// batchReader), cancelled when the read ends.
+	bctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	br := newBatchReader(bctx, c, l)
 	switch {
 	case l.ec:
 		err = pipeline(ctx, l.chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
-			return c.readRowEC(ctx, l, i, rep, false)
+			return c.readRowEC(ctx, l, i, rep, false, br)
 		}, write)
 	case mode == ModeHDFS:
 		err = c.readHDFS(ctx, rec, l, w, rep)
 	default:
 		err = pipeline(ctx, l.chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
-			return c.readChunkREP(ctx, l, i, rep, false)
+			return c.readChunkREP(ctx, l, i, rep, false, br)
 		}, write)
 	}
 	if err != nil {

@@ -459,6 +459,11 @@ func (c *Client) readChunk(ctx context.Context, nodeID uint64, id direct.ChunkID
 		}
 		return direct.ReplicaRead{Fetched: true, Err: fmt.Errorf("node %d: read %s: %w", nodeID, id, err)}
 	}
+	return replicaReadOf(resp)
+}
+
+// replicaReadOf is what a node's answer for one chunk tells DIRECT.
+func replicaReadOf(resp *nodepb.ReadChunkResponse) direct.ReplicaRead {
 	r := direct.ReplicaRead{Fetched: true, Data: resp.Data}
 	if resp.SumsValid {
 		r.Sums = resp.Sums

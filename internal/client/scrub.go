@@ -30,9 +30,9 @@ func (c *Client) ScrubObject(ctx context.Context, rec *objectpb.ObjectRecord, wa
 			}
 		}
 		if l.ec {
-			_, err = c.readRowEC(ctx, l, i, rep, true)
+			_, err = c.readRowEC(ctx, l, i, rep, true, nil)
 		} else {
-			_, err = c.readChunkREP(ctx, l, i, rep, true)
+			_, err = c.readChunkREP(ctx, l, i, rep, true, nil)
 		}
 		if err != nil {
 			return &rep.ReadReport, fmt.Errorf("scrub %q v%d chunk %d: %w", rec.Key, rec.Version, i, err)

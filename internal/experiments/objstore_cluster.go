@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
 
@@ -29,6 +30,9 @@ type objClusterOptions struct {
 	// memory write instead of a file rewrite, so that high UBERs measure the
 	// read path and not the injector.
 	MemoryStores bool
+	// KV makes every node host the KV store too (shards cut at g, n, t,
+	// as flashmend dev does).
+	KV bool
 }
 
 // objCluster is a running experiment cluster and its temporary directory.
@@ -59,6 +63,9 @@ func startObjCluster(ctx context.Context, opts objClusterOptions) (*objCluster, 
 		// The coordinator's etcd holds only the index; its fsyncs would
 		// time the disk, not the read path.
 		UnsafeNoFsync: true,
+	}
+	if opts.KV {
+		dcOpts.KV, dcOpts.KVSplits = &kv.Options{}, []string{"g", "n", "t"}
 	}
 	c := &objCluster{dir: dir}
 	if opts.MemoryStores {

@@ -22,7 +22,11 @@
 //     corruption does not spread by replication), verify every read and
 //     re-read once on a mismatch, return corrupt content on request for
 //     majority votes, out-of-place repair writes, and per-device counters
-//     (transient vs persistent).
+//     (transient vs persistent). ReadChunks streams many chunks of one
+//     replica or shard in one call, each read exactly as ReadChunk reads
+//     it (a missing or failing chunk is answered as such and the call goes
+//     on), reading at most two chunks ahead of the one being sent; gRPC's
+//     flow control holds the node back when the reader lags.
 //   - Fault injection behind the same API: UBER flips on read, transient or
 //     persistent (objstore.FaultStore); bit flips at an offset; die failures
 //     when the store is on emulated flash.
@@ -46,8 +50,11 @@
 //
 // # Failure model
 //
-// The node may be killed at any time; every chunk file is written out of
-// place, so a restart sees either the old or the new file. A missing lease
+// The node may be killed at any time. A repair rewrites a chunk file out of
+// place, so a restart sees either the old or the new file; a new chunk's
+// file and sums record are written in place (objstore: no file held them
+// before), so a restart may see them torn, which their checksums catch:
+// the chunk counts as corrupt on this node and is repaired from the others. A missing lease
 // (crash, partition) makes the coordinator treat the node as down; the node
 // re-grants a lease when it can reach etcd again.
 package node

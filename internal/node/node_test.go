@@ -111,3 +111,78 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 		t.Fatalf("standalone without ID: %v", err)
 	}
 }
+
+// ReadChunks answers many chunks in one call, in the order asked, each
+// verified as ReadChunk verifies it: a corrupt chunk comes back marked
+// corrupt, a missing one as missing, and the call goes on after both.
+func TestReadChunksStreamsInOrder(t *testing.T) {
+	ctx := context.Background()
+	n, err := Start(ctx, Config{Dir: t.TempDir(), NodeID: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c := dial(t, n.Addr())
+	const chunks = 12
+	data := make([][]byte, chunks)
+	for i := range data {
+		id := direct.ChunkID{Object: 4, Version: 1, Shard: 2, Index: uint32(i)}
+		data[i] = bytes.Repeat([]byte{byte(i + 1)}, 1000+i*5000)
+		if i == 7 {
+			continue // never written: missing
+		}
+		ref := &nodepb.ChunkRef{Object: 4, Version: 1, Shard: 2, Index: uint32(i)}
+		if _, err := c.WriteChunk(ctx, &nodepb.WriteChunkRequest{Chunk: ref, Data: data[i], Sums: direct.Sums(id, data[i])}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CorruptChunk(ctx, &nodepb.CorruptChunkRequest{Chunk: &nodepb.ChunkRef{Object: 4, Version: 1, Shard: 2, Index: 3}, OffsetBytes: 5, Bits: 2}); err != nil {
+		t.Fatal(err)
+	}
+	order := []uint32{11, 3, 7, 0, 5, 1, 2, 4, 6, 8, 9, 10}
+	stream, err := c.ReadChunks(ctx, &nodepb.ReadChunksRequest{Object: 4, Version: 1, Shard: 2, Indexes: order})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range order {
+		resp, err := stream.Recv()
+		if err != nil {
+			t.Fatalf("chunk %d: %v", want, err)
+		}
+		switch {
+		case resp.Index != want:
+			t.Fatalf("answer for chunk %d, want %d", resp.Index, want)
+		case want == 7:
+			if !resp.Missing || resp.Chunk != nil {
+				t.Fatalf("missing chunk answered %v", resp)
+			}
+		case want == 3:
+			if resp.Chunk == nil || !resp.Chunk.Corrupt || bytes.Equal(resp.Chunk.Data, data[3]) {
+				t.Fatalf("corrupt chunk answered %v", resp)
+			}
+		default:
+			if resp.Chunk == nil || resp.Chunk.Corrupt || !resp.Chunk.SumsValid || !bytes.Equal(resp.Chunk.Data, data[want]) {
+				t.Fatalf("chunk %d answered wrong: %v", want, resp.Chunk)
+			}
+		}
+	}
+	if _, err := stream.Recv(); err == nil {
+		t.Fatal("answers past the chunks asked")
+	}
+	for _, req := range []*nodepb.ReadChunksRequest{
+		{Object: 4, Version: 0, Indexes: []uint32{0}},
+		{Object: 4, Version: 1, Shard: 9, Indexes: []uint32{0}},
+		{Object: 4, Version: 1, Indexes: make([]uint32, MaxReadChunks+1)},
+	} {
+		s, err := c.ReadChunks(ctx, req)
+		if err == nil {
+			_, err = s.Recv()
+		}
+		if !base.IsInvalidArgument(wire.FromStatus(err)) {
+			t.Fatalf("malformed ReadChunks %v: %v", req, err)
+		}
+	}
+	if st := n.Stats().Devices[0]; st.ChunksRead != chunks-1 || st.Persistent != 1 {
+		t.Fatalf("stats %v", st)
+	}
+}

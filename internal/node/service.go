@@ -92,9 +92,18 @@ func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	r, err := s.n.chunks.ReadChunk(id)
+	resp, err := s.readChunk(id)
 	if err != nil {
 		return nil, wire.ToStatus(err)
+	}
+	return resp, nil
+}
+
+// readChunk reads, verifies (re-reading once) and counts one chunk.
+func (s *service) readChunk(id direct.ChunkID) (*nodepb.ReadChunkResponse, error) {
+	r, err := s.n.chunks.ReadChunk(id)
+	if err != nil {
+		return nil, err
 	}
 	s.n.history.countReads(1)
 	switch {
@@ -110,6 +119,63 @@ func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (
 	return &nodepb.ReadChunkResponse{
 		Data: r.Data, Sums: sums, SumsValid: r.Sums != nil, Corrupt: r.Corrupt, Transient: r.Transient,
 	}, nil
+}
+
+// MaxReadChunks bounds the chunks one ReadChunks call asks for.
+const MaxReadChunks = 1024
+
+// readChunksAhead is how many chunks a ReadChunks call reads ahead of the
+// one it is sending: the node holds at most readChunksAhead+1 chunks (plus
+// what gRPC buffers up to the reader's flow-control window) per call.
+const readChunksAhead = 2
+
+// ReadChunks streams many chunks of one replica or shard, each read and
+// verified as ReadChunk does, in the order asked. A chunk that is missing
+// or fails to read is answered as such and the call goes on; the reading
+// runs one step ahead of the sending, on its own goroutine, so the file
+// reads overlap the network.
+func (s *service) ReadChunks(req *nodepb.ReadChunksRequest, stream nodepb.Node_ReadChunksServer) error {
+	if req.Version == 0 {
+		return wire.ToStatus(base.InvalidArgumentf("chunk reference with version 0"))
+	}
+	if req.Shard >= direct.TotalShards {
+		return wire.ToStatus(base.InvalidArgumentf("shard %d out of range", req.Shard))
+	}
+	if len(req.Indexes) > MaxReadChunks {
+		return wire.ToStatus(base.InvalidArgumentf("%d chunks asked in one call, at most %d", len(req.Indexes), MaxReadChunks))
+	}
+	ctx := stream.Context()
+	out := make(chan *nodepb.ReadChunksResponse, readChunksAhead)
+	go func() {
+		defer close(out)
+		for _, idx := range req.Indexes {
+			id := direct.ChunkID{Object: req.Object, Version: req.Version, Shard: req.Shard, Index: idx}
+			resp := &nodepb.ReadChunksResponse{Index: idx}
+			r, err := s.readChunk(id)
+			switch {
+			case objstore.IsNotFound(err):
+				resp.Missing = true
+			case err != nil:
+				resp.Error = err.Error()
+			default:
+				resp.Chunk = r
+			}
+			select {
+			case out <- resp:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for resp := range out {
+		if err := stream.Send(resp); err != nil {
+			// The reader went away: stop the reads too (ctx is done).
+			for range out {
+			}
+			return err
+		}
+	}
+	return ctx.Err()
 }
 
 func (s *service) DeleteBlob(ctx context.Context, req *nodepb.DeleteBlobRequest) (*nodepb.DeleteBlobResponse, error) {

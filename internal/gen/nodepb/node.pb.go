@@ -467,6 +467,150 @@ func (x *ReadChunkResponse) GetTransient() bool {
 	return false
 }
 
+// ReadChunksRequest asks for many chunks of one replica or shard of an
+// object version in one call (a streamed GET's read-ahead).
+type ReadChunksRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Object  uint64                 `protobuf:"varint,1,opt,name=object,proto3" json:"object,omitempty"`
+	Version uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Shard   uint32                 `protobuf:"varint,3,opt,name=shard,proto3" json:"shard,omitempty"`
+	// The chunk indexes, answered in this order (at most 1024).
+	Indexes       []uint32 `protobuf:"varint,4,rep,packed,name=indexes,proto3" json:"indexes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadChunksRequest) Reset() {
+	*x = ReadChunksRequest{}
+	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadChunksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadChunksRequest) ProtoMessage() {}
+
+func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadChunksRequest.ProtoReflect.Descriptor instead.
+func (*ReadChunksRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ReadChunksRequest) GetObject() uint64 {
+	if x != nil {
+		return x.Object
+	}
+	return 0
+}
+
+func (x *ReadChunksRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *ReadChunksRequest) GetShard() uint32 {
+	if x != nil {
+		return x.Shard
+	}
+	return 0
+}
+
+func (x *ReadChunksRequest) GetIndexes() []uint32 {
+	if x != nil {
+		return x.Indexes
+	}
+	return nil
+}
+
+// ReadChunksResponse is one chunk of a ReadChunks call, each verified and
+// re-read by the node exactly as ReadChunk does.
+type ReadChunksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index uint32                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// The chunk as ReadChunk returns it; unset when missing or error is.
+	Chunk *ReadChunkResponse `protobuf:"bytes,2,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// The node has no such chunk (ReadChunk's not-found).
+	Missing bool `protobuf:"varint,3,opt,name=missing,proto3" json:"missing,omitempty"`
+	// The read of this chunk failed otherwise; the call goes on.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadChunksResponse) Reset() {
+	*x = ReadChunksResponse{}
+	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadChunksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadChunksResponse) ProtoMessage() {}
+
+func (x *ReadChunksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadChunksResponse.ProtoReflect.Descriptor instead.
+func (*ReadChunksResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ReadChunksResponse) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ReadChunksResponse) GetChunk() *ReadChunkResponse {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *ReadChunksResponse) GetMissing() bool {
+	if x != nil {
+		return x.Missing
+	}
+	return false
+}
+
+func (x *ReadChunksResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type DeleteBlobRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Object        uint64                 `protobuf:"varint,1,opt,name=object,proto3" json:"object,omitempty"`
@@ -477,7 +621,7 @@ type DeleteBlobRequest struct {
 
 func (x *DeleteBlobRequest) Reset() {
 	*x = DeleteBlobRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	mi := &file_flashmend_node_node_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -489,7 +633,7 @@ func (x *DeleteBlobRequest) String() string {
 func (*DeleteBlobRequest) ProtoMessage() {}
 
 func (x *DeleteBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	mi := &file_flashmend_node_node_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -502,7 +646,7 @@ func (x *DeleteBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBlobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBlobRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{6}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *DeleteBlobRequest) GetObject() uint64 {
@@ -527,7 +671,7 @@ type DeleteBlobResponse struct {
 
 func (x *DeleteBlobResponse) Reset() {
 	*x = DeleteBlobResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	mi := &file_flashmend_node_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -539,7 +683,7 @@ func (x *DeleteBlobResponse) String() string {
 func (*DeleteBlobResponse) ProtoMessage() {}
 
 func (x *DeleteBlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	mi := &file_flashmend_node_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -552,7 +696,7 @@ func (x *DeleteBlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBlobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBlobResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{7}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{9}
 }
 
 type CorruptChunkRequest struct {
@@ -566,7 +710,7 @@ type CorruptChunkRequest struct {
 
 func (x *CorruptChunkRequest) Reset() {
 	*x = CorruptChunkRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[8]
+	mi := &file_flashmend_node_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +722,7 @@ func (x *CorruptChunkRequest) String() string {
 func (*CorruptChunkRequest) ProtoMessage() {}
 
 func (x *CorruptChunkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[8]
+	mi := &file_flashmend_node_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +735,7 @@ func (x *CorruptChunkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptChunkRequest.ProtoReflect.Descriptor instead.
 func (*CorruptChunkRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{8}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CorruptChunkRequest) GetChunk() *ChunkRef {
@@ -623,7 +767,7 @@ type CorruptChunkResponse struct {
 
 func (x *CorruptChunkResponse) Reset() {
 	*x = CorruptChunkResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[9]
+	mi := &file_flashmend_node_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -635,7 +779,7 @@ func (x *CorruptChunkResponse) String() string {
 func (*CorruptChunkResponse) ProtoMessage() {}
 
 func (x *CorruptChunkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[9]
+	mi := &file_flashmend_node_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -648,7 +792,7 @@ func (x *CorruptChunkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptChunkResponse.ProtoReflect.Descriptor instead.
 func (*CorruptChunkResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{9}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{11}
 }
 
 type InjectUBERRequest struct {
@@ -661,7 +805,7 @@ type InjectUBERRequest struct {
 
 func (x *InjectUBERRequest) Reset() {
 	*x = InjectUBERRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[10]
+	mi := &file_flashmend_node_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +817,7 @@ func (x *InjectUBERRequest) String() string {
 func (*InjectUBERRequest) ProtoMessage() {}
 
 func (x *InjectUBERRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[10]
+	mi := &file_flashmend_node_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +830,7 @@ func (x *InjectUBERRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectUBERRequest.ProtoReflect.Descriptor instead.
 func (*InjectUBERRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{10}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InjectUBERRequest) GetRate() float64 {
@@ -711,7 +855,7 @@ type InjectUBERResponse struct {
 
 func (x *InjectUBERResponse) Reset() {
 	*x = InjectUBERResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[11]
+	mi := &file_flashmend_node_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +867,7 @@ func (x *InjectUBERResponse) String() string {
 func (*InjectUBERResponse) ProtoMessage() {}
 
 func (x *InjectUBERResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[11]
+	mi := &file_flashmend_node_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +880,7 @@ func (x *InjectUBERResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectUBERResponse.ProtoReflect.Descriptor instead.
 func (*InjectUBERResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{11}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{13}
 }
 
 type FailDieRequest struct {
@@ -748,7 +892,7 @@ type FailDieRequest struct {
 
 func (x *FailDieRequest) Reset() {
 	*x = FailDieRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[12]
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +904,7 @@ func (x *FailDieRequest) String() string {
 func (*FailDieRequest) ProtoMessage() {}
 
 func (x *FailDieRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[12]
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +917,7 @@ func (x *FailDieRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailDieRequest.ProtoReflect.Descriptor instead.
 func (*FailDieRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{12}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FailDieRequest) GetDie() int32 {
@@ -791,7 +935,7 @@ type FailDieResponse struct {
 
 func (x *FailDieResponse) Reset() {
 	*x = FailDieResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[13]
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +947,7 @@ func (x *FailDieResponse) String() string {
 func (*FailDieResponse) ProtoMessage() {}
 
 func (x *FailDieResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[13]
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +960,7 @@ func (x *FailDieResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailDieResponse.ProtoReflect.Descriptor instead.
 func (*FailDieResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{13}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
 }
 
 // A die the node's flash layer declared failed, and what it lost (Reparo,
@@ -853,7 +997,7 @@ type DieRepairJob struct {
 
 func (x *DieRepairJob) Reset() {
 	*x = DieRepairJob{}
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +1009,7 @@ func (x *DieRepairJob) String() string {
 func (*DieRepairJob) ProtoMessage() {}
 
 func (x *DieRepairJob) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +1022,7 @@ func (x *DieRepairJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairJob.ProtoReflect.Descriptor instead.
 func (*DieRepairJob) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DieRepairJob) GetId() uint64 {
@@ -987,7 +1131,7 @@ type DieRepairsRequest struct {
 
 func (x *DieRepairsRequest) Reset() {
 	*x = DieRepairsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1143,7 @@ func (x *DieRepairsRequest) String() string {
 func (*DieRepairsRequest) ProtoMessage() {}
 
 func (x *DieRepairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1156,7 @@ func (x *DieRepairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairsRequest.ProtoReflect.Descriptor instead.
 func (*DieRepairsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
 }
 
 type DieRepairsResponse struct {
@@ -1025,7 +1169,7 @@ type DieRepairsResponse struct {
 
 func (x *DieRepairsResponse) Reset() {
 	*x = DieRepairsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1181,7 @@ func (x *DieRepairsResponse) String() string {
 func (*DieRepairsResponse) ProtoMessage() {}
 
 func (x *DieRepairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1194,7 @@ func (x *DieRepairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairsResponse.ProtoReflect.Descriptor instead.
 func (*DieRepairsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DieRepairsResponse) GetJobs() []*DieRepairJob {
@@ -1075,7 +1219,7 @@ type DieRepairDoneRequest struct {
 
 func (x *DieRepairDoneRequest) Reset() {
 	*x = DieRepairDoneRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1087,7 +1231,7 @@ func (x *DieRepairDoneRequest) String() string {
 func (*DieRepairDoneRequest) ProtoMessage() {}
 
 func (x *DieRepairDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1100,7 +1244,7 @@ func (x *DieRepairDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairDoneRequest.ProtoReflect.Descriptor instead.
 func (*DieRepairDoneRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DieRepairDoneRequest) GetId() uint64 {
@@ -1153,7 +1297,7 @@ type DieRepairDoneResponse struct {
 
 func (x *DieRepairDoneResponse) Reset() {
 	*x = DieRepairDoneResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1165,7 +1309,7 @@ func (x *DieRepairDoneResponse) String() string {
 func (*DieRepairDoneResponse) ProtoMessage() {}
 
 func (x *DieRepairDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1178,7 +1322,7 @@ func (x *DieRepairDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairDoneResponse.ProtoReflect.Descriptor instead.
 func (*DieRepairDoneResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
 }
 
 type StatsRequest struct {
@@ -1191,7 +1335,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1203,7 +1347,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1216,7 +1360,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatsRequest) GetWithHistory() bool {
@@ -1264,7 +1408,7 @@ type DeviceStats struct {
 
 func (x *DeviceStats) Reset() {
 	*x = DeviceStats{}
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1420,7 @@ func (x *DeviceStats) String() string {
 func (*DeviceStats) ProtoMessage() {}
 
 func (x *DeviceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1433,7 @@ func (x *DeviceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStats.ProtoReflect.Descriptor instead.
 func (*DeviceStats) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeviceStats) GetDevice() string {
@@ -1456,7 +1600,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[21]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1468,7 +1612,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[21]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1481,7 +1625,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{21}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatsResponse) GetNodeId() uint64 {
@@ -1558,7 +1702,7 @@ type RepairEvent struct {
 
 func (x *RepairEvent) Reset() {
 	*x = RepairEvent{}
-	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1570,7 +1714,7 @@ func (x *RepairEvent) String() string {
 func (*RepairEvent) ProtoMessage() {}
 
 func (x *RepairEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1583,7 +1727,7 @@ func (x *RepairEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairEvent.ProtoReflect.Descriptor instead.
 func (*RepairEvent) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{22}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RepairEvent) GetUnixMs() int64 {
@@ -1655,7 +1799,7 @@ type RepairHistory struct {
 
 func (x *RepairHistory) Reset() {
 	*x = RepairHistory{}
-	mi := &file_flashmend_node_node_proto_msgTypes[23]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1667,7 +1811,7 @@ func (x *RepairHistory) String() string {
 func (*RepairHistory) ProtoMessage() {}
 
 func (x *RepairHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[23]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1680,7 +1824,7 @@ func (x *RepairHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairHistory.ProtoReflect.Descriptor instead.
 func (*RepairHistory) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{23}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RepairHistory) GetCounts() map[string]int64 {
@@ -1712,7 +1856,7 @@ type ListBlobsRequest struct {
 
 func (x *ListBlobsRequest) Reset() {
 	*x = ListBlobsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[24]
+	mi := &file_flashmend_node_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1868,7 @@ func (x *ListBlobsRequest) String() string {
 func (*ListBlobsRequest) ProtoMessage() {}
 
 func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[24]
+	mi := &file_flashmend_node_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1881,7 @@ func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsRequest.ProtoReflect.Descriptor instead.
 func (*ListBlobsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{24}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{26}
 }
 
 type ListBlobsResponse struct {
@@ -1749,7 +1893,7 @@ type ListBlobsResponse struct {
 
 func (x *ListBlobsResponse) Reset() {
 	*x = ListBlobsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[25]
+	mi := &file_flashmend_node_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1905,7 @@ func (x *ListBlobsResponse) String() string {
 func (*ListBlobsResponse) ProtoMessage() {}
 
 func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[25]
+	mi := &file_flashmend_node_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1918,7 @@ func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsResponse.ProtoReflect.Descriptor instead.
 func (*ListBlobsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{25}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListBlobsResponse) GetBlobs() []*BlobInfo {
@@ -1825,7 +1969,17 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\n" +
 	"sums_valid\x18\x03 \x01(\bR\tsumsValid\x12\x18\n" +
 	"\acorrupt\x18\x04 \x01(\bR\acorrupt\x12\x1c\n" +
-	"\ttransient\x18\x05 \x01(\bR\ttransient\"E\n" +
+	"\ttransient\x18\x05 \x01(\bR\ttransient\"u\n" +
+	"\x11ReadChunksRequest\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\x04R\x06object\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05shard\x18\x03 \x01(\rR\x05shard\x12\x18\n" +
+	"\aindexes\x18\x04 \x03(\rR\aindexes\"\x93\x01\n" +
+	"\x12ReadChunksResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x127\n" +
+	"\x05chunk\x18\x02 \x01(\v2!.flashmend.node.ReadChunkResponseR\x05chunk\x12\x18\n" +
+	"\amissing\x18\x03 \x01(\bR\amissing\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"E\n" +
 	"\x11DeleteBlobRequest\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\x04R\x06object\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\"\x14\n" +
@@ -1933,11 +2087,13 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x12\n" +
 	"\x10ListBlobsRequest\"C\n" +
 	"\x11ListBlobsResponse\x12.\n" +
-	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs2\xc9\x06\n" +
+	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs2\xa0\a\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteChunk\x12!.flashmend.node.WriteChunkRequest\x1a\".flashmend.node.WriteChunkResponse\x12P\n" +
-	"\tReadChunk\x12 .flashmend.node.ReadChunkRequest\x1a!.flashmend.node.ReadChunkResponse\x12S\n" +
+	"\tReadChunk\x12 .flashmend.node.ReadChunkRequest\x1a!.flashmend.node.ReadChunkResponse\x12U\n" +
+	"\n" +
+	"ReadChunks\x12!.flashmend.node.ReadChunksRequest\x1a\".flashmend.node.ReadChunksResponse0\x01\x12S\n" +
 	"\n" +
 	"DeleteBlob\x12!.flashmend.node.DeleteBlobRequest\x1a\".flashmend.node.DeleteBlobResponse\x12Y\n" +
 	"\fCorruptChunk\x12#.flashmend.node.CorruptChunkRequest\x1a$.flashmend.node.CorruptChunkResponse\x12S\n" +
@@ -1962,7 +2118,7 @@ func file_flashmend_node_node_proto_rawDescGZIP() []byte {
 	return file_flashmend_node_node_proto_rawDescData
 }
 
-var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_flashmend_node_node_proto_goTypes = []any{
 	(*ChunkRef)(nil),              // 0: flashmend.node.ChunkRef
 	(*BlobInfo)(nil),              // 1: flashmend.node.BlobInfo
@@ -1970,64 +2126,69 @@ var file_flashmend_node_node_proto_goTypes = []any{
 	(*WriteChunkResponse)(nil),    // 3: flashmend.node.WriteChunkResponse
 	(*ReadChunkRequest)(nil),      // 4: flashmend.node.ReadChunkRequest
 	(*ReadChunkResponse)(nil),     // 5: flashmend.node.ReadChunkResponse
-	(*DeleteBlobRequest)(nil),     // 6: flashmend.node.DeleteBlobRequest
-	(*DeleteBlobResponse)(nil),    // 7: flashmend.node.DeleteBlobResponse
-	(*CorruptChunkRequest)(nil),   // 8: flashmend.node.CorruptChunkRequest
-	(*CorruptChunkResponse)(nil),  // 9: flashmend.node.CorruptChunkResponse
-	(*InjectUBERRequest)(nil),     // 10: flashmend.node.InjectUBERRequest
-	(*InjectUBERResponse)(nil),    // 11: flashmend.node.InjectUBERResponse
-	(*FailDieRequest)(nil),        // 12: flashmend.node.FailDieRequest
-	(*FailDieResponse)(nil),       // 13: flashmend.node.FailDieResponse
-	(*DieRepairJob)(nil),          // 14: flashmend.node.DieRepairJob
-	(*DieRepairsRequest)(nil),     // 15: flashmend.node.DieRepairsRequest
-	(*DieRepairsResponse)(nil),    // 16: flashmend.node.DieRepairsResponse
-	(*DieRepairDoneRequest)(nil),  // 17: flashmend.node.DieRepairDoneRequest
-	(*DieRepairDoneResponse)(nil), // 18: flashmend.node.DieRepairDoneResponse
-	(*StatsRequest)(nil),          // 19: flashmend.node.StatsRequest
-	(*DeviceStats)(nil),           // 20: flashmend.node.DeviceStats
-	(*StatsResponse)(nil),         // 21: flashmend.node.StatsResponse
-	(*RepairEvent)(nil),           // 22: flashmend.node.RepairEvent
-	(*RepairHistory)(nil),         // 23: flashmend.node.RepairHistory
-	(*ListBlobsRequest)(nil),      // 24: flashmend.node.ListBlobsRequest
-	(*ListBlobsResponse)(nil),     // 25: flashmend.node.ListBlobsResponse
-	nil,                           // 26: flashmend.node.RepairHistory.CountsEntry
+	(*ReadChunksRequest)(nil),     // 6: flashmend.node.ReadChunksRequest
+	(*ReadChunksResponse)(nil),    // 7: flashmend.node.ReadChunksResponse
+	(*DeleteBlobRequest)(nil),     // 8: flashmend.node.DeleteBlobRequest
+	(*DeleteBlobResponse)(nil),    // 9: flashmend.node.DeleteBlobResponse
+	(*CorruptChunkRequest)(nil),   // 10: flashmend.node.CorruptChunkRequest
+	(*CorruptChunkResponse)(nil),  // 11: flashmend.node.CorruptChunkResponse
+	(*InjectUBERRequest)(nil),     // 12: flashmend.node.InjectUBERRequest
+	(*InjectUBERResponse)(nil),    // 13: flashmend.node.InjectUBERResponse
+	(*FailDieRequest)(nil),        // 14: flashmend.node.FailDieRequest
+	(*FailDieResponse)(nil),       // 15: flashmend.node.FailDieResponse
+	(*DieRepairJob)(nil),          // 16: flashmend.node.DieRepairJob
+	(*DieRepairsRequest)(nil),     // 17: flashmend.node.DieRepairsRequest
+	(*DieRepairsResponse)(nil),    // 18: flashmend.node.DieRepairsResponse
+	(*DieRepairDoneRequest)(nil),  // 19: flashmend.node.DieRepairDoneRequest
+	(*DieRepairDoneResponse)(nil), // 20: flashmend.node.DieRepairDoneResponse
+	(*StatsRequest)(nil),          // 21: flashmend.node.StatsRequest
+	(*DeviceStats)(nil),           // 22: flashmend.node.DeviceStats
+	(*StatsResponse)(nil),         // 23: flashmend.node.StatsResponse
+	(*RepairEvent)(nil),           // 24: flashmend.node.RepairEvent
+	(*RepairHistory)(nil),         // 25: flashmend.node.RepairHistory
+	(*ListBlobsRequest)(nil),      // 26: flashmend.node.ListBlobsRequest
+	(*ListBlobsResponse)(nil),     // 27: flashmend.node.ListBlobsResponse
+	nil,                           // 28: flashmend.node.RepairHistory.CountsEntry
 }
 var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 0: flashmend.node.WriteChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
 	1,  // 1: flashmend.node.WriteChunkRequest.info:type_name -> flashmend.node.BlobInfo
 	0,  // 2: flashmend.node.ReadChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
-	0,  // 3: flashmend.node.CorruptChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
-	14, // 4: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
-	20, // 5: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
-	23, // 6: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
-	26, // 7: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
-	22, // 8: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
-	1,  // 9: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
-	2,  // 10: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
-	4,  // 11: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
-	6,  // 12: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
-	8,  // 13: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
-	10, // 14: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
-	12, // 15: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
-	15, // 16: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
-	17, // 17: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
-	19, // 18: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
-	24, // 19: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
-	3,  // 20: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
-	5,  // 21: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
-	7,  // 22: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
-	9,  // 23: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
-	11, // 24: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
-	13, // 25: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
-	16, // 26: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
-	18, // 27: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
-	21, // 28: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
-	25, // 29: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
-	20, // [20:30] is the sub-list for method output_type
-	10, // [10:20] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 3: flashmend.node.ReadChunksResponse.chunk:type_name -> flashmend.node.ReadChunkResponse
+	0,  // 4: flashmend.node.CorruptChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
+	16, // 5: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
+	22, // 6: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
+	25, // 7: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
+	28, // 8: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
+	24, // 9: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
+	1,  // 10: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
+	2,  // 11: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
+	4,  // 12: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
+	6,  // 13: flashmend.node.Node.ReadChunks:input_type -> flashmend.node.ReadChunksRequest
+	8,  // 14: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
+	10, // 15: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
+	12, // 16: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
+	14, // 17: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
+	17, // 18: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
+	19, // 19: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
+	21, // 20: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
+	26, // 21: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
+	3,  // 22: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
+	5,  // 23: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
+	7,  // 24: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
+	9,  // 25: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
+	11, // 26: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
+	13, // 27: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
+	15, // 28: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
+	18, // 29: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
+	20, // 30: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
+	23, // 31: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
+	27, // 32: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
+	22, // [22:33] is the sub-list for method output_type
+	11, // [11:22] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_node_node_proto_init() }
@@ -2041,7 +2202,7 @@ func file_flashmend_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_node_node_proto_rawDesc), len(file_flashmend_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   27,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

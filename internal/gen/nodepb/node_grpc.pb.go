@@ -24,6 +24,7 @@ const _ = grpc.SupportPackageIsVersion9
 const (
 	Node_WriteChunk_FullMethodName    = "/flashmend.node.Node/WriteChunk"
 	Node_ReadChunk_FullMethodName     = "/flashmend.node.Node/ReadChunk"
+	Node_ReadChunks_FullMethodName    = "/flashmend.node.Node/ReadChunks"
 	Node_DeleteBlob_FullMethodName    = "/flashmend.node.Node/DeleteBlob"
 	Node_CorruptChunk_FullMethodName  = "/flashmend.node.Node/CorruptChunk"
 	Node_InjectUBER_FullMethodName    = "/flashmend.node.Node/InjectUBER"
@@ -40,6 +41,9 @@ const (
 type NodeClient interface {
 	WriteChunk(ctx context.Context, in *WriteChunkRequest, opts ...grpc.CallOption) (*WriteChunkResponse, error)
 	ReadChunk(ctx context.Context, in *ReadChunkRequest, opts ...grpc.CallOption) (*ReadChunkResponse, error)
+	// ReadChunks streams many chunks of one replica or shard, in the order
+	// asked; HTTP/2 flow control holds the node back when the reader lags.
+	ReadChunks(ctx context.Context, in *ReadChunksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadChunksResponse], error)
 	DeleteBlob(ctx context.Context, in *DeleteBlobRequest, opts ...grpc.CallOption) (*DeleteBlobResponse, error)
 	CorruptChunk(ctx context.Context, in *CorruptChunkRequest, opts ...grpc.CallOption) (*CorruptChunkResponse, error)
 	InjectUBER(ctx context.Context, in *InjectUBERRequest, opts ...grpc.CallOption) (*InjectUBERResponse, error)
@@ -77,6 +81,25 @@ func (c *nodeClient) ReadChunk(ctx context.Context, in *ReadChunkRequest, opts .
 	}
 	return out, nil
 }
+
+func (c *nodeClient) ReadChunks(ctx context.Context, in *ReadChunksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadChunksResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Node_ServiceDesc.Streams[0], Node_ReadChunks_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[ReadChunksRequest, ReadChunksResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_ReadChunksClient = grpc.ServerStreamingClient[ReadChunksResponse]
 
 func (c *nodeClient) DeleteBlob(ctx context.Context, in *DeleteBlobRequest, opts ...grpc.CallOption) (*DeleteBlobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -164,6 +187,9 @@ func (c *nodeClient) ListBlobs(ctx context.Context, in *ListBlobsRequest, opts .
 type NodeServer interface {
 	WriteChunk(context.Context, *WriteChunkRequest) (*WriteChunkResponse, error)
 	ReadChunk(context.Context, *ReadChunkRequest) (*ReadChunkResponse, error)
+	// ReadChunks streams many chunks of one replica or shard, in the order
+	// asked; HTTP/2 flow control holds the node back when the reader lags.
+	ReadChunks(*ReadChunksRequest, grpc.ServerStreamingServer[ReadChunksResponse]) error
 	DeleteBlob(context.Context, *DeleteBlobRequest) (*DeleteBlobResponse, error)
 	CorruptChunk(context.Context, *CorruptChunkRequest) (*CorruptChunkResponse, error)
 	InjectUBER(context.Context, *InjectUBERRequest) (*InjectUBERResponse, error)
@@ -187,6 +213,9 @@ func (UnimplementedNodeServer) WriteChunk(context.Context, *WriteChunkRequest) (
 }
 func (UnimplementedNodeServer) ReadChunk(context.Context, *ReadChunkRequest) (*ReadChunkResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReadChunk not implemented")
+}
+func (UnimplementedNodeServer) ReadChunks(*ReadChunksRequest, grpc.ServerStreamingServer[ReadChunksResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method ReadChunks not implemented")
 }
 func (UnimplementedNodeServer) DeleteBlob(context.Context, *DeleteBlobRequest) (*DeleteBlobResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteBlob not implemented")
@@ -268,6 +297,17 @@ func _Node_ReadChunk_Handler(srv interface{}, ctx context.Context, dec func(inte
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Node_ReadChunks_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(ReadChunksRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(NodeServer).ReadChunks(m, &grpc.GenericServerStream[ReadChunksRequest, ReadChunksResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_ReadChunksServer = grpc.ServerStreamingServer[ReadChunksResponse]
 
 func _Node_DeleteBlob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteBlobRequest)
@@ -461,6 +501,12 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Node_ListBlobs_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "ReadChunks",
+			Handler:       _Node_ReadChunks_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "flashmend/node/node.proto",
 }
