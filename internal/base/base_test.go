@@ -3,6 +3,7 @@ package base
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -116,5 +117,24 @@ func TestSetDefaultFillsOnlyZeroFields(t *testing.T) {
 	SetDefault(&opts.Timeout, time.Second)
 	if opts.Depth != 16 || opts.Ratio != 0.5 || opts.Timeout != time.Second {
 		t.Fatalf("after SetDefault: %+v", opts)
+	}
+}
+
+func TestLogLinesFromSeveralGoroutines(t *testing.T) {
+	var l LogLines
+	done := make(chan struct{})
+	for g := 0; g < 4; g++ {
+		go func(g int) {
+			defer func() { done <- struct{}{} }()
+			for i := 0; i < 25; i++ {
+				l.Logf("g%d line %d", g, i)
+			}
+		}(g)
+	}
+	for g := 0; g < 4; g++ {
+		<-done
+	}
+	if n := strings.Count(l.String(), "\n"); n != 100 {
+		t.Fatalf("%d lines, want 100", n)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,24 +19,6 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
-
-// syncLog collects a cluster's log lines.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(&l.b, format+"\n", args...)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestCoordinatorStoreLost: the coordinator's whole directory is deleted (or
 // its etcd WAL truncated, which etcd alone would wait on forever): the
@@ -116,8 +97,8 @@ func TestCoordinatorStoreLost(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var logs syncLog
-			opts.Logf = logs.logf
+			var logs base.LogLines
+			opts.Logf = logs.Logf
 			start := time.Now()
 			cl, err = devcluster.Start(ctx, opts)
 			if err != nil {

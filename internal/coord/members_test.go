@@ -6,28 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 )
-
-type testLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *testLog) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(&l.b, format+"\n", args...)
-}
-
-func (l *testLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestThreeMemberStore: a coordinator with a three-member store keeps its
 // data when one member's store is damaged (its WAL truncated) or deleted:
@@ -37,10 +20,10 @@ func (l *testLog) String() string {
 func TestThreeMemberStore(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	start := func() (*Coordinator, *testLog) {
+	start := func() (*Coordinator, *base.LogLines) {
 		t.Helper()
-		var logs testLog
-		c, err := Start(ctx, Config{Dir: dir, EtcdMembers: 3, UnsafeNoFsync: true, Logf: logs.logf})
+		var logs base.LogLines
+		c, err := Start(ctx, Config{Dir: dir, EtcdMembers: 3, UnsafeNoFsync: true, Logf: logs.Logf})
 		if err != nil {
 			t.Fatalf("start: %v\n%s", err, logs.String())
 		}

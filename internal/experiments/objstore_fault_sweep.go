@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -286,10 +285,10 @@ func applySweepFault(path string, fault sweepFault, rng *rand.Rand) error {
 
 // checkSweepCell restarts the cluster in dir and checks every target.
 func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions) (outcome, detail string) {
-	var logs syncBuffer
+	var logs base.LogLines
 	ns := &urNodeStores{g: sweepGeometry(), stores: map[int]*objstore.SDFStore{}}
 	opts := sweepClusterOptions(dir, store, o.Nodes, ns)
-	opts.Logf = logs.logf
+	opts.Logf = logs.Logf
 	type started struct {
 		cl  *devcluster.Cluster
 		err error
@@ -430,24 +429,6 @@ func keysOf(recs []*objectpb.ObjectRecord) []string {
 		out = append(out, r.Key)
 	}
 	return out
-}
-
-// syncBuffer collects log lines from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) logf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(&s.b, format+"\n", args...)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // singleFaultObjects is the full sweep as an experiment.
