@@ -104,6 +104,21 @@ func startTransientCluster(t *testing.T) (*kvcluster.Cluster, *kvclient.Client, 
 	return c, cl, fss
 }
 
+// loadedTransientCluster starts the cluster of startTransientCluster, loads
+// 3000 keys into it and names shard 1's leader and the follower after it
+// (the victim of the tests).
+func loadedTransientCluster(ctx context.Context, t *testing.T) (c *kvcluster.Cluster, cl *kvclient.Client,
+	fss map[base.NodeID]*transientFS, leader, victimNode base.NodeID) {
+	t.Helper()
+	c, cl, fss = startTransientCluster(t)
+	loadKeys(t, cl, 3000)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, cl, fss, leader, leader%3 + 1
+}
+
 // compactAndArm compacts r's Pebble to quiescence and arms fs to flip the
 // next read of any data block of the sstable holding key.
 func compactAndArm(t *testing.T, r *kv.Replica, fs *transientFS, key []byte) string {
@@ -148,16 +163,9 @@ func compactAndArm(t *testing.T, r *kv.Replica, fs *transientFS, key []byte) str
 // application read succeeds with the right value, nothing is patched and no
 // range is refused.
 func TestTransientFlipNotRepaired(t *testing.T) {
-	c, cl, fss := startTransientCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const n = 3000
-	loadKeys(t, cl, n)
-	leader, err := c.WaitLeader(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victimNode := leader%3 + 1
+	c, cl, fss, leader, victimNode := loadedTransientCluster(ctx, t)
 	victim := c.Node(victimNode).Replica(1)
 	waitCaughtUp(t, c, victim, leader)
 	target := testKey(1500)
@@ -204,16 +212,9 @@ func TestTransientFlipNotRepaired(t *testing.T) {
 // transient flip while scanning the range for the patch. The builders
 // re-read; the repair is a patch, not a rebuild.
 func TestTransientFlipDuringPatchBuild(t *testing.T) {
-	c, cl, fss := startTransientCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	const n = 3000
-	loadKeys(t, cl, n)
-	leader, err := c.WaitLeader(ctx, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	victimNode := leader%3 + 1
+	c, _, fss, leader, victimNode := loadedTransientCluster(ctx, t)
 	victim := c.Node(victimNode).Replica(1)
 	for _, id := range c.NodeIDs() {
 		r := c.Node(id).Replica(1)
