@@ -26,7 +26,7 @@ PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := bin/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all build run test vet fmtcheck lint unit race stress experiments proto clean pytools
+.PHONY: all build run test vet fmtcheck lint unit race stress experiments proto clean pytools chromium
 
 all: build
 
@@ -59,9 +59,10 @@ $(GOLANGCI_LINT):
 	GOBIN=$(abspath bin/tools) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv bin/tools/golangci-lint $@
 
-# boto3 for the S3 gateway's real-client test (internal/s3 TestBoto3): a
-# virtualenv under bin/ with every package pinned, from PyPI. Without
-# python3 there is nothing to install and the test skips, saying so.
+# boto3 and the AWS CLI (v1, a PyPI package) for the S3 gateway's
+# real-client tests (internal/s3 TestBoto3, TestAWSCLI): a virtualenv under
+# bin/ with every package pinned, from PyPI. Without python3 there is
+# nothing to install and the tests skip, saying so.
 PY_VENV := bin/pyvenv
 PY_REQS := internal/s3/testdata/requirements.txt
 pytools: $(PY_VENV)/.installed
@@ -69,10 +70,20 @@ pytools: $(PY_VENV)/.installed
 $(PY_VENV)/.installed: $(PY_REQS)
 	@if command -v python3 >/dev/null; then \
 		python3 -m venv $(PY_VENV) && $(PY_VENV)/bin/pip install -q --disable-pip-version-check -r $(PY_REQS) && touch $@; \
-	else echo "python3 not found: the boto3 test (internal/s3) will skip"; fi
+	else echo "python3 not found: the boto3 and AWS CLI tests (internal/s3) will skip"; fi
+
+# Debian's headless Chromium for the dashboard's browser test
+# (internal/dashboard TestDashboardInChromium, driven with chromedp over the
+# DevTools protocol): installed with apt-get when missing. Where it cannot
+# be installed (not root, no apt) the test skips, saying so.
+chromium:
+	@command -v chromium >/dev/null || { \
+		if command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+		else echo "chromium not installed and apt-get not usable: the dashboard browser test will skip"; fi; }
 
 # -tags invariants turns internal assertions into panics (internal/invariants).
-unit: pytools
+unit: pytools chromium
 	$(GO) test $(GOFLAGS) -tags invariants -count=1 -timeout $(TIMEOUT) $(PLAIN_PKGS)
 
 race:

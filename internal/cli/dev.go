@@ -32,11 +32,12 @@ type devOptions struct {
 	scrub      scrubFlags
 	start      startFlags
 	// kv makes every node host the KV store; kvSplits cut its shards.
-	kv       bool
-	kvSplits string
-	wear     wearFlags
-	metrics  metricsFlag
-	s3       s3Flags
+	kv        bool
+	kvSplits  string
+	wear      wearFlags
+	metrics   metricsFlag
+	s3        s3Flags
+	dashboard dashboardFlag
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -84,6 +85,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	o.wear.register(cmd)
 	o.metrics.register(f)
 	o.s3.register(f)
+	o.dashboard.register(f)
 	f.IntVar(&o.etcdMembers, "etcd-members", 1,
 		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
 	return cmd
@@ -168,16 +170,23 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	stopS3 := func() {}
 	if o.kv {
 		// Without the gateway the cluster still serves: say why.
-		if stop, err := o.s3.start(ctx, cl.Endpoint(), out, errOut, opts.Logf); err != nil {
+		if stop, err := o.s3.start(ctx, cl.Endpoint(), reg, out, errOut, opts.Logf); err != nil {
 			fmt.Fprintf(errOut, "S3 gateway not started: %v\n", err)
 		} else {
 			stopS3 = stop
 		}
 	}
+	stopDashboard := func() {}
+	if stop, err := o.dashboard.start(ctx, reg, cl.Endpoint(), out, errOut); err != nil {
+		fmt.Fprintf(errOut, "dashboard not started: %v\n", err)
+	} else {
+		stopDashboard = stop
+	}
 	if ready != nil {
 		ready(cl)
 	}
 	<-ctx.Done()
+	stopDashboard()
 	stopS3()
 	fmt.Fprintln(out, "stopping")
 	return errors.Join(removeEndpoint(o.dir), closeWithin(shutdownTimeout, cl.Close))

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -14,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -21,6 +24,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/dashboard"
 )
 
 // scrape reads url and parses the Prometheus text exposition format.
@@ -112,6 +116,7 @@ func TestDevMetrics(t *testing.T) {
 	o.scrub.off = true
 	o.metrics.addr = "127.0.0.1:0"
 	o.s3 = s3Flags{addr: "127.0.0.1:0", accessKey: devS3AccessKey, secretKey: devS3SecretKey}
+	o.dashboard.addr = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan *devcluster.Cluster, 1)
 	done := make(chan error, 1)
@@ -239,6 +244,70 @@ func TestDevMetrics(t *testing.T) {
 		t.Errorf("Node/WriteChunk request bytes %v, want at least the %d put", a, len(data))
 	}
 	t.Logf("chunk repairs %v -> %v", sum(before, "flashmend_repairs_total", chunk), sum(after, "flashmend_repairs_total", chunk))
+
+	// The dashboard's line, page and feed; a replica corrupted under an
+	// S3 object is invisible to an S3 GET (minio-go, unchanged) and
+	// visible in the dashboard's feed and on /metrics.
+	dash := regexp.MustCompile(`(?m)^dashboard: (http://127\.0\.0\.1:\d+/)$`).FindStringSubmatch(out.String())
+	if dash == nil {
+		t.Fatalf("no 'dashboard: http://HOST:PORT/' line in dev's output:\n%s", out.String())
+	}
+	if page := httpGet(t, dash[1]); !strings.Contains(page, "<title>flashmend dashboard</title>") {
+		t.Fatalf("dashboard page: %q", page)
+	}
+	mc, err := minio.New(strings.TrimPrefix(s3Line[1], "http://"), &minio.Options{Creds: credentials.NewStaticV4(s3Line[2], s3Line[3], ""), Region: "us-east-1", BucketLookup: minio.BucketLookupPath})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.MakeBucket(ctx, "dash", minio.MakeBucketOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mc.PutObject(ctx, "dash", "obj", bytes.NewReader(data), int64(len(data)), minio.PutObjectOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	feedBefore := dashboardState(t, dash[1])
+	before = scrape(t, url)
+	ctl("corrupt", "s3/dash/obj", "--replica", "0", "--offset", "5000", "--bits", "2")
+	obj, err := mc.GetObject(ctx, "dash", "obj", minio.GetObjectOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(obj)
+	obj.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("S3 GET of an object with a corrupted replica: %d bytes (%v)", len(got), err)
+	}
+	waitMetrics(t, url, "the S3 GET's repair counted", func(f map[string]*dto.MetricFamily) bool {
+		return sum(f, "flashmend_repairs_total", chunk) > sum(before, "flashmend_repairs_total", chunk)
+	})
+	feedAfter := dashboardState(t, dash[1])
+	if feedAfter.Totals.Repairs <= feedBefore.Totals.Repairs || feedAfter.Totals.ReadErrors <= feedBefore.Totals.ReadErrors {
+		t.Fatalf("dashboard feed: repairs %v -> %v, read errors %v -> %v after an S3 GET repaired a replica",
+			feedBefore.Totals.Repairs, feedAfter.Totals.Repairs, feedBefore.Totals.ReadErrors, feedAfter.Totals.ReadErrors)
+	}
+}
+
+func httpGet(t *testing.T, u string) string {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %s %v", u, resp.Status, err)
+	}
+	return string(b)
+}
+
+func dashboardState(t *testing.T, base string) dashboard.State {
+	t.Helper()
+	var st dashboard.State
+	if err := json.Unmarshal([]byte(httpGet(t, base+"api/state")), &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
 }
 
 // seriesOf returns a family's samples whose labels include want.

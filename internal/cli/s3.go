@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/metrics"
 	"github.com/flashmend/flashmend/internal/s3"
 )
 
@@ -34,14 +35,20 @@ func (s *s3Flags) register(f *pflag.FlagSet) {
 	f.StringVar(&s.secretKey, "s3-secret-key", devS3SecretKey, "the S3 gateway's secret key")
 }
 
-// start serves the gateway over the cluster at endpoint and prints its
+// start serves the gateway over the cluster at endpoint (its client's
+// repairs recorded in reg, when set) and prints its
 // line ("S3: http://HOST:PORT access key: AK secret key: SK"); stop ends
 // it. Off: a no-op stop.
-func (s *s3Flags) start(ctx context.Context, endpoint string, out, errOut io.Writer, logf func(string, ...any)) (stop func(), err error) {
+func (s *s3Flags) start(ctx context.Context, endpoint string, reg *metrics.Registry, out, errOut io.Writer, logf func(string, ...any)) (stop func(), err error) {
 	if s.addr == "off" || s.addr == "" {
 		return func() {}, nil
 	}
-	c, err := client.Dial(ctx, endpoint, client.Options{Logf: logf})
+	copts := client.Options{Logf: logf}
+	if reg != nil {
+		// The repairs the gateway's reads make are the process's too.
+		copts = reg.ClientOptions(copts)
+	}
+	c, err := client.Dial(ctx, endpoint, copts)
 	if err != nil {
 		return nil, err
 	}

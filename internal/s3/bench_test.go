@@ -100,23 +100,33 @@ func BenchmarkMultipartUploadMemory(b *testing.B) {
 		doc := "<CompleteMultipartUpload>"
 		for n, off := 1, int64(0); off < size; n, off = n+1, off+partBytes {
 			pn := min(partBytes, size-off)
-			r, err := http.NewRequest("PUT", fmt.Sprintf("%s/bench/%s?partNumber=%d&uploadId=%s", url, key, n, res.UploadID),
-				&patternReader{block: block, off: off, n: off + pn})
-			if err != nil {
-				b.Fatal(err)
+			// A part that fails (a node lost its lease on a loaded
+			// machine, say) is sent again, as S3 clients do.
+			var etag string
+			for attempt := 1; ; attempt++ {
+				r, err := http.NewRequest("PUT", fmt.Sprintf("%s/bench/%s?partNumber=%d&uploadId=%s", url, key, n, res.UploadID),
+					&patternReader{block: block, off: off, n: off + pn})
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.ContentLength = pn
+				sign(r, testAccessKey, testSecretKey, nil, time.Now())
+				resp, err := http.DefaultClient.Do(r)
+				if err != nil {
+					b.Fatal(err)
+				}
+				msg, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					etag = resp.Header.Get("ETag")
+					break
+				}
+				if resp.StatusCode < 500 || attempt == 3 {
+					b.Fatalf("part %d: %d %s", n, resp.StatusCode, msg)
+				}
+				b.Logf("part %d, attempt %d: %d %s", n, attempt, resp.StatusCode, msg)
 			}
-			r.ContentLength = pn
-			sign(r, testAccessKey, testSecretKey, nil, time.Now())
-			resp, err := http.DefaultClient.Do(r)
-			if err != nil {
-				b.Fatal(err)
-			}
-			msg, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode != 200 {
-				b.Fatalf("part %d: %d %s", n, resp.StatusCode, msg)
-			}
-			doc += fmt.Sprintf("<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", n, resp.Header.Get("ETag"))
+			doc += fmt.Sprintf("<Part><PartNumber>%d</PartNumber><ETag>%s</ETag></Part>", n, etag)
 		}
 		doc += "</CompleteMultipartUpload>"
 		if status, _, body := do(b, url, call{method: "POST", path: "/bench/" + key + "?uploadId=" + res.UploadID, body: []byte(doc)}); status != 200 {

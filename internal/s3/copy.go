@@ -147,8 +147,8 @@ const (
 
 // deleteObjects is DeleteObjects: up to 1000 keys, each deleted as
 // DeleteObject would, each with its own outcome.
-func (g *Gateway) deleteObjects(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, payloadHash string) *Error {
-	body, e := readBody(r, payloadHash, maxDeleteBytes)
+func (g *Gateway) deleteObjects(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket string, pl payload) *Error {
+	body, e := readBody(r, pl, maxDeleteBytes)
 	if e != nil {
 		return e
 	}

@@ -48,7 +48,7 @@ type Options struct {
 // doc).
 type Gateway struct {
 	c    *client.Client
-	kv   *kvclient.Client
+	kv   *retryKV
 	opts Options
 	reqs atomic.Uint64
 }
@@ -73,7 +73,7 @@ func New(c *client.Client, kv *kvclient.Client, opts Options) (*Gateway, error) 
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
-	return &Gateway{c: c, kv: kv, opts: opts}, nil
+	return &Gateway{c: c, kv: &retryKV{c: kv, logf: opts.Logf}, opts: opts}, nil
 }
 
 const (
@@ -100,32 +100,32 @@ func partRowKey(upload string, n int) []byte {
 // ServeHTTP authenticates the request and dispatches it.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("%016X", g.reqs.Add(1))
-	payloadHash, e := g.authenticate(r)
+	pl, e := g.authenticate(r)
 	if e != nil {
 		writeError(w, r, e, id)
 		return
 	}
-	if e := g.route(w, r, payloadHash); e != nil {
+	if e := g.route(w, r, pl); e != nil {
 		writeError(w, r, e, id)
 	}
 }
 
 // authenticate checks r's signature (header or presigned URL) and returns
-// the SHA-256 its body must have ("": unsigned).
-func (g *Gateway) authenticate(r *http.Request) (string, *Error) {
+// what its body must be.
+func (g *Gateway) authenticate(r *http.Request) (payload, *Error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		if r.URL.Query().Get("X-Amz-Signature") != "" {
 			return verifyPresigned(r, g.opts.AccessKey, g.opts.SecretKey, g.opts.Clock.Now())
 		}
-		return "", errorf(ErrAccessDenied, "anonymous requests are not allowed: sign with AWS Signature Version 4")
+		return payload{}, errorf(ErrAccessDenied, "anonymous requests are not allowed: sign with AWS Signature Version 4")
 	}
 	a, e := parseAuthorization(h)
 	if e != nil {
-		return "", e
+		return payload{}, e
 	}
 	if a.accessKey != g.opts.AccessKey {
-		return "", errorf(ErrInvalidAccessKeyID, "the access key %q is not known", a.accessKey)
+		return payload{}, errorf(ErrInvalidAccessKeyID, "the access key %q is not known", a.accessKey)
 	}
 	return verify(r, a, g.opts.SecretKey, g.opts.Clock.Now())
 }
@@ -143,7 +143,7 @@ func operationQuery(r *http.Request) url.Values {
 }
 
 // route maps path-style requests (/BUCKET/KEY) to operations.
-func (g *Gateway) route(w http.ResponseWriter, r *http.Request, payloadHash string) *Error {
+func (g *Gateway) route(w http.ResponseWriter, r *http.Request, pl payload) *Error {
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	bucket, key, hasKey := strings.Cut(path, "/")
 	ctx := r.Context()
@@ -158,7 +158,7 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, payloadHash stri
 		if e := checkBucketName(bucket); e != nil {
 			return e
 		}
-		return g.routeBucket(ctx, w, r, bucket, q, payloadHash)
+		return g.routeBucket(ctx, w, r, bucket, q, pl)
 	}
 	if e := checkBucketName(bucket); e != nil {
 		return e
@@ -175,9 +175,9 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, payloadHash stri
 		if r.Header.Get("X-Amz-Copy-Source") != "" {
 			return errorf(ErrNotImplemented, "UploadPartCopy is not supported")
 		}
-		return g.uploadPart(ctx, w, r, bucket, key, upload, q.Get("partNumber"), payloadHash)
+		return g.uploadPart(ctx, w, r, bucket, key, upload, q.Get("partNumber"), pl)
 	case r.Method == http.MethodPost && upload != "" && len(q) == 1:
-		return g.completeUpload(ctx, w, r, bucket, key, upload, payloadHash)
+		return g.completeUpload(ctx, w, r, bucket, key, upload, pl)
 	case r.Method == http.MethodDelete && upload != "" && len(q) == 1:
 		return g.abortUpload(ctx, w, bucket, key, upload)
 	case r.Method == http.MethodGet && upload != "":
@@ -190,7 +190,7 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, payloadHash stri
 		if r.Header.Get("X-Amz-Copy-Source") != "" {
 			return g.copyObject(ctx, w, r, bucket, key)
 		}
-		return g.putObject(ctx, w, r, bucket, key, payloadHash)
+		return g.putObject(ctx, w, r, bucket, key, pl)
 	case http.MethodGet, http.MethodHead:
 		return g.getObject(ctx, w, r, bucket, key)
 	case http.MethodDelete:
@@ -199,7 +199,7 @@ func (g *Gateway) route(w http.ResponseWriter, r *http.Request, payloadHash stri
 	return errorf(ErrMethodNotAllowed, "%s on an object", r.Method)
 }
 
-func (g *Gateway) routeBucket(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket string, q url.Values, payloadHash string) *Error {
+func (g *Gateway) routeBucket(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket string, q url.Values, pl payload) *Error {
 	switch r.Method {
 	case http.MethodPut:
 		if len(q) > 0 {
@@ -212,7 +212,7 @@ func (g *Gateway) routeBucket(ctx context.Context, w http.ResponseWriter, r *htt
 		return g.deleteBucket(ctx, w, bucket)
 	case http.MethodPost:
 		if _, ok := q["delete"]; ok && len(q) == 1 {
-			return g.deleteObjects(ctx, w, r, bucket, payloadHash)
+			return g.deleteObjects(ctx, w, r, bucket, pl)
 		}
 		return errorf(ErrNotImplemented, "POST on a bucket with %q is not supported", q.Encode())
 	case http.MethodGet:

@@ -55,6 +55,19 @@ func startGatewayWith(t testing.TB, maxObjectBytes base.Bytes) (url string, c *c
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { kvc.Close() })
+	// Ready when the KV store takes a write: its shards' first elections
+	// may outlast a proposal's deadline on a loaded machine.
+	for {
+		_, err := kvc.Put(ctx, []byte("test/ready"), []byte("1"))
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the KV store never took a write: %v", err)
+		}
+		t.Logf("waiting for the KV store: %v", err)
+		time.Sleep(100 * time.Millisecond)
+	}
 	gw, err := New(c, kvc, Options{AccessKey: testAccessKey, SecretKey: testSecretKey, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)

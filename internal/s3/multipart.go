@@ -19,8 +19,6 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
-	"github.com/flashmend/flashmend/internal/kv"
-	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
 // Multipart uploads. An upload in progress is the KV row
@@ -279,7 +277,7 @@ func parsePartNumber(s string) (int, *Error) {
 	return n, nil
 }
 
-func (g *Gateway) uploadPart(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key, id, number, payloadHash string) *Error {
+func (g *Gateway) uploadPart(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key, id, number string, pl payload) *Error {
 	n, e := parsePartNumber(number)
 	if e != nil {
 		return e
@@ -291,13 +289,14 @@ func (g *Gateway) uploadPart(ctx context.Context, w http.ResponseWriter, r *http
 	if g.claimed(u) {
 		return errorf(ErrNoSuchUpload, "upload %q is being completed", id)
 	}
-	if r.ContentLength < 0 {
+	size := bodySize(r)
+	if size < 0 {
 		return errorf(ErrMissingContentLength, "UploadPart needs a Content-Length")
 	}
-	if limit := min(g.c.ClusterInfo().MaxObjectBytes, maxPartBytes); r.ContentLength > limit {
-		return errorf(ErrEntityTooLarge, "a part of %d bytes exceeds the limit of %d", r.ContentLength, limit)
+	if limit := min(g.c.ClusterInfo().MaxObjectBytes, maxPartBytes); size > limit {
+		return errorf(ErrEntityTooLarge, "a part of %d bytes exceeds the limit of %d", size, limit)
 	}
-	body, e := newBodyCheck(r, payloadHash)
+	body, e := newBodyCheck(r, pl)
 	if e != nil {
 		return e
 	}
@@ -306,7 +305,7 @@ func (g *Gateway) uploadPart(ctx context.Context, w http.ResponseWriter, r *http
 		return g.internal("part key", err)
 	}
 	pk := fmt.Sprintf("%s%s/%05d-%s", partPrefix, id, n, hex.EncodeToString(suffix[:]))
-	rec, err := g.c.PutReader(ctx, pk, body, r.ContentLength, objectpb.Redundancy(u.Redundancy))
+	rec, err := g.c.PutReader(ctx, pk, body, body.size, objectpb.Redundancy(u.Redundancy))
 	if body.mismatch != nil {
 		return body.mismatch
 	}
@@ -408,8 +407,8 @@ func (g *Gateway) planManifest(ctx context.Context, id string, doc completeXML, 
 	return m, nil
 }
 
-func (g *Gateway) completeUpload(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key, id, payloadHash string) *Error {
-	body, e := readBody(r, payloadHash, maxCompleteBytes)
+func (g *Gateway) completeUpload(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key, id string, pl payload) *Error {
+	body, e := readBody(r, pl, maxCompleteBytes)
 	if e != nil {
 		return e
 	}
@@ -493,9 +492,8 @@ func (g *Gateway) finishCompletion(ctx context.Context, bucket, key, id string, 
 	}
 	g.dropPartObjects(ctx, id, keep)
 	g.dropPartRows(ctx, id)
-	if _, err := g.kv.Batch(ctx, []kvclient.Op{{Delete: true, Key: uploadKey(id)}},
-		[]kvclient.Condition{{Key: uploadKey(id), Exists: true, Value: claim}}); err != nil {
-		g.opts.Logf("s3: removing completed upload %s: %v", id, err)
+	if ok, err := g.kv.DeleteIf(ctx, uploadKey(id), claim); err != nil || !ok {
+		g.opts.Logf("s3: removing completed upload %s: %v (held by another claim: %v)", id, err, !ok && err == nil)
 	}
 }
 
@@ -507,12 +505,12 @@ func (g *Gateway) abortUpload(ctx context.Context, w http.ResponseWriter, bucket
 	if g.claimed(u) {
 		return errorf(ErrInvalidRequest, "upload %q is being completed", id)
 	}
-	if _, err := g.kv.Batch(ctx, []kvclient.Op{{Delete: true, Key: uploadKey(id)}},
-		[]kvclient.Condition{{Key: uploadKey(id), Exists: true, Value: raw}}); err != nil {
-		if errors.Is(err, kv.ErrConditionFailed) {
-			return errorf(ErrNoSuchUpload, "upload %q was completed or aborted meanwhile", id)
-		}
+	ok, err := g.kv.DeleteIf(ctx, uploadKey(id), raw)
+	if err != nil {
 		return g.internal("abort "+id, err)
+	}
+	if !ok {
+		return errorf(ErrNoSuchUpload, "upload %q was completed or aborted meanwhile", id)
 	}
 	g.dropPartObjects(ctx, id, nil)
 	g.dropPartRows(ctx, id)

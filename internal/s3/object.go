@@ -52,7 +52,18 @@ const (
 func requestHeaders(r *http.Request) (map[string]string, *Error) {
 	out := map[string]string{}
 	for _, h := range storedHeaders {
-		if v := r.Header.Get(h); v != "" {
+		v := r.Header.Get(h)
+		if h == "content-encoding" {
+			// aws-chunked is the request's transfer form, not the object's.
+			var kept []string
+			for _, enc := range strings.Split(v, ",") {
+				if enc = strings.TrimSpace(enc); enc != "" && enc != "aws-chunked" {
+					kept = append(kept, enc)
+				}
+			}
+			v = strings.Join(kept, ",")
+		}
+		if v != "" {
 			out[h] = v
 		}
 	}
@@ -103,21 +114,29 @@ type bodyCheck struct {
 	sha       hash.Hash // nil: unsigned payload
 	wantSHA   string
 	md5       hash.Hash
-	wantMD5   []byte // nil: no Content-MD5
+	wantMD5   []byte         // nil: no Content-MD5
+	chunked   *chunkedReader // a streaming-signed body: r decodes it
 	n, size   int64
 	mismatch  *Error
 	finalized bool
 }
 
-// newBodyCheck checks r's body against payloadHash ("": unsigned) and its
-// Content-MD5 header.
-func newBodyCheck(r *http.Request, payloadHash string) (*bodyCheck, *Error) {
+// newBodyCheck checks r's body against pl and its Content-MD5 header.
+func newBodyCheck(r *http.Request, pl payload) (*bodyCheck, *Error) {
 	if r.ContentLength < 0 {
 		return nil, errorf(ErrMissingContentLength, "the request needs a Content-Length")
 	}
 	body := &bodyCheck{r: r.Body, md5: md5.New(), size: r.ContentLength}
-	if payloadHash != "" {
-		body.sha, body.wantSHA = sha256.New(), payloadHash
+	if pl.sha != "" {
+		body.sha, body.wantSHA = sha256.New(), pl.sha
+	}
+	if pl.chunked != nil {
+		n, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64)
+		if err != nil || n < 0 {
+			return nil, errorf(ErrMissingContentLength, "an aws-chunked body needs x-amz-decoded-content-length")
+		}
+		body.chunked = newChunkedReader(r.Body, pl.chunked)
+		body.r, body.size = body.chunked, n
 	}
 	if m := r.Header.Get("Content-Md5"); m != "" {
 		sum, err := base64.StdEncoding.DecodeString(m)
@@ -129,6 +148,19 @@ func newBodyCheck(r *http.Request, payloadHash string) (*bodyCheck, *Error) {
 	return body, nil
 }
 
+// bodySize is the size of r's object data (an aws-chunked body's decoded
+// size), -1 if unknown.
+func bodySize(r *http.Request) int64 {
+	if strings.HasPrefix(r.Header.Get("X-Amz-Content-Sha256"), "STREAMING-") {
+		n, err := strconv.ParseInt(r.Header.Get("X-Amz-Decoded-Content-Length"), 10, 64)
+		if err != nil {
+			return -1
+		}
+		return n
+	}
+	return r.ContentLength
+}
+
 func (b *bodyCheck) Read(p []byte) (int, error) {
 	if b.n >= b.size {
 		return 0, b.finish()
@@ -137,6 +169,11 @@ func (b *bodyCheck) Read(p []byte) (int, error) {
 		p = p[:b.size-b.n]
 	}
 	n, err := b.r.Read(p)
+	var e *Error
+	if errors.As(err, &e) { // the aws-chunked body's signature or format
+		b.mismatch, b.finalized = e, true
+		return 0, e
+	}
 	b.n += int64(n)
 	b.md5.Write(p[:n])
 	if b.sha != nil {
@@ -159,6 +196,18 @@ func (b *bodyCheck) Read(p []byte) (int, error) {
 func (b *bodyCheck) finish() error {
 	if !b.finalized {
 		b.finalized = true
+		if b.chunked != nil {
+			// The decoded size is reached: the body must end here, with
+			// its signed final chunk.
+			if n, err := b.chunked.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
+				var e *Error
+				if !errors.As(err, &e) {
+					e = errorf(ErrInvalidRequest, "the aws-chunked body is longer than x-amz-decoded-content-length")
+				}
+				b.mismatch = e
+				return e
+			}
+		}
 		if b.sha != nil && hex.EncodeToString(b.sha.Sum(nil)) != b.wantSHA {
 			b.mismatch = errorf(ErrXAmzContentSHA256Mismatch, "the body's SHA-256 is not x-amz-content-sha256")
 		} else if b.wantMD5 != nil && string(b.md5.Sum(nil)) != string(b.wantMD5) {
@@ -173,14 +222,14 @@ func (b *bodyCheck) finish() error {
 
 // readBody reads a small request body (an XML document) of at most limit
 // bytes, checked like any body.
-func readBody(r *http.Request, payloadHash string, limit int64) ([]byte, *Error) {
-	if r.ContentLength > limit {
-		return nil, errorf(ErrMalformedXML, "a request document of %d bytes exceeds %d", r.ContentLength, limit)
+func readBody(r *http.Request, pl payload, limit int64) ([]byte, *Error) {
+	if bodySize(r) > limit {
+		return nil, errorf(ErrMalformedXML, "a request document of %d bytes exceeds %d", bodySize(r), limit)
 	}
-	if r.ContentLength < 0 {
+	if bodySize(r) < 0 {
 		return nil, errorf(ErrMissingContentLength, "the request needs a Content-Length")
 	}
-	body, e := newBodyCheck(r, payloadHash)
+	body, e := newBodyCheck(r, pl)
 	if e != nil {
 		return nil, e
 	}
@@ -194,7 +243,7 @@ func readBody(r *http.Request, payloadHash string, limit int64) ([]byte, *Error)
 	return b, nil
 }
 
-func (g *Gateway) putObject(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key, payloadHash string) *Error {
+func (g *Gateway) putObject(ctx context.Context, w http.ResponseWriter, r *http.Request, bucket, key string, pl payload) *Error {
 	if _, e := g.bucketExists(ctx, bucket); e != nil {
 		return e
 	}
@@ -206,17 +255,18 @@ func (g *Gateway) putObject(ctx context.Context, w http.ResponseWriter, r *http.
 	if e != nil {
 		return e
 	}
-	if r.ContentLength < 0 {
+	size := bodySize(r)
+	if size < 0 {
 		return errorf(ErrMissingContentLength, "PutObject needs a Content-Length")
 	}
-	if max := g.c.ClusterInfo().MaxObjectBytes; r.ContentLength > max {
-		return errorf(ErrEntityTooLarge, "%d bytes exceed the cluster's single-part object limit of %d (use a multipart upload)", r.ContentLength, max)
+	if max := g.c.ClusterInfo().MaxObjectBytes; size > max {
+		return errorf(ErrEntityTooLarge, "%d bytes exceed the cluster's single-part object limit of %d (use a multipart upload)", size, max)
 	}
-	body, e := newBodyCheck(r, payloadHash)
+	body, e := newBodyCheck(r, pl)
 	if e != nil {
 		return e
 	}
-	rec, err := g.c.PutReader(ctx, objectKey(bucket, key), body, r.ContentLength, red)
+	rec, err := g.c.PutReader(ctx, objectKey(bucket, key), body, body.size, red)
 	if body.mismatch != nil {
 		return body.mismatch
 	}

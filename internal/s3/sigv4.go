@@ -65,31 +65,34 @@ func parseAuthorization(h string) (authorization, *Error) {
 }
 
 // verify checks r's signature (header form) against secret and returns
-// the payload hash the body must match ("" for an unsigned payload: the
-// body itself is checked against it as it is read, see bodyCheck).
-func verify(r *http.Request, a authorization, secret string, now time.Time) (string, *Error) {
+// what the body must be (checked as it is read, see bodyCheck).
+func verify(r *http.Request, a authorization, secret string, now time.Time) (payload, *Error) {
 	amzDate := r.Header.Get("X-Amz-Date")
 	t, err := time.Parse(amzDateLayout, amzDate)
 	if err != nil {
-		return "", errorf(ErrAccessDenied, "missing or malformed X-Amz-Date %q", amzDate)
+		return payload{}, errorf(ErrAccessDenied, "missing or malformed X-Amz-Date %q", amzDate)
 	}
 	if d := now.Sub(t); d > maxClockSkew || d < -maxClockSkew {
-		return "", errorf(ErrRequestTimeTooSkewed, "request time %s is %s from the server's", amzDate, d.Round(time.Second))
+		return payload{}, errorf(ErrRequestTimeTooSkewed, "request time %s is %s from the server's", amzDate, d.Round(time.Second))
 	}
 	payloadHash := r.Header.Get("X-Amz-Content-Sha256")
 	if payloadHash == "" {
-		return "", errorf(ErrAccessDenied, "missing x-amz-content-sha256")
+		return payload{}, errorf(ErrAccessDenied, "missing x-amz-content-sha256")
 	}
-	if payloadHash != unsignedPayload && !isSHA256Hex(payloadHash) {
-		return "", errorf(ErrNotImplemented, "payload signing mode %q is not supported (use a signed or unsigned single-chunk payload)", payloadHash)
+	if payloadHash != unsignedPayload && payloadHash != streamingPayload && !isSHA256Hex(payloadHash) {
+		return payload{}, errorf(ErrNotImplemented, "payload signing mode %q is not supported (use a signed or unsigned single-chunk payload, or %s)", payloadHash, streamingPayload)
 	}
 	if e := checkSignature(r, a, secret, amzDate, r.URL.Query(), payloadHash); e != nil {
-		return "", e
+		return payload{}, e
 	}
-	if payloadHash == unsignedPayload {
-		return "", nil
+	switch payloadHash {
+	case unsignedPayload:
+		return payload{}, nil
+	case streamingPayload:
+		return payload{chunked: &chunkSigning{key: signingKey(secret, a.date, a.region, a.service), amzDate: amzDate,
+			scope: strings.Join([]string{a.date, a.region, a.service, "aws4_request"}, "/"), seed: a.signature}}, nil
 	}
-	return payloadHash, nil
+	return payload{sha: payloadHash}, nil
 }
 
 // Presigned URLs carry the signature in the query (SigV4 query
@@ -101,15 +104,15 @@ const (
 // verifyPresigned checks a presigned request: its X-Amz-* query parameters,
 // its expiry, and its signature over every other query parameter. It
 // returns the payload hash the body must match ("": unsigned).
-func verifyPresigned(r *http.Request, accessKey, secret string, now time.Time) (string, *Error) {
+func verifyPresigned(r *http.Request, accessKey, secret string, now time.Time) (payload, *Error) {
 	q := r.URL.Query()
 	if alg := q.Get("X-Amz-Algorithm"); alg != sigAlgorithm {
-		return "", errorf(ErrAuthorizationQueryParametersError, "X-Amz-Algorithm %q: only %s is supported", alg, sigAlgorithm)
+		return payload{}, errorf(ErrAuthorizationQueryParametersError, "X-Amz-Algorithm %q: only %s is supported", alg, sigAlgorithm)
 	}
 	var a authorization
 	f := strings.Split(q.Get("X-Amz-Credential"), "/")
 	if len(f) != 5 || f[4] != "aws4_request" {
-		return "", errorf(ErrAuthorizationQueryParametersError, "malformed X-Amz-Credential %q", q.Get("X-Amz-Credential"))
+		return payload{}, errorf(ErrAuthorizationQueryParametersError, "malformed X-Amz-Credential %q", q.Get("X-Amz-Credential"))
 	}
 	a.accessKey, a.date, a.region, a.service = f[0], f[1], f[2], f[3]
 	a.signature = q.Get("X-Amz-Signature")
@@ -117,32 +120,32 @@ func verifyPresigned(r *http.Request, accessKey, secret string, now time.Time) (
 		a.signedHeaders = strings.Split(sh, ";")
 	}
 	if a.signature == "" || len(a.signedHeaders) == 0 {
-		return "", errorf(ErrAuthorizationQueryParametersError, "a presigned URL needs X-Amz-Signature and X-Amz-SignedHeaders")
+		return payload{}, errorf(ErrAuthorizationQueryParametersError, "a presigned URL needs X-Amz-Signature and X-Amz-SignedHeaders")
 	}
 	if a.accessKey != accessKey {
-		return "", errorf(ErrInvalidAccessKeyID, "the access key %q is not known", a.accessKey)
+		return payload{}, errorf(ErrInvalidAccessKeyID, "the access key %q is not known", a.accessKey)
 	}
 	amzDate := q.Get("X-Amz-Date")
 	t, err := time.Parse(amzDateLayout, amzDate)
 	if err != nil {
-		return "", errorf(ErrAuthorizationQueryParametersError, "missing or malformed X-Amz-Date %q", amzDate)
+		return payload{}, errorf(ErrAuthorizationQueryParametersError, "missing or malformed X-Amz-Date %q", amzDate)
 	}
 	secs, err := strconv.ParseInt(q.Get("X-Amz-Expires"), 10, 64)
 	if err != nil || secs < 1 || time.Duration(secs)*time.Second > maxPresignedExpiry {
-		return "", errorf(ErrAuthorizationQueryParametersError, "X-Amz-Expires %q: want 1 to %d seconds", q.Get("X-Amz-Expires"), int64(maxPresignedExpiry/time.Second))
+		return payload{}, errorf(ErrAuthorizationQueryParametersError, "X-Amz-Expires %q: want 1 to %d seconds", q.Get("X-Amz-Expires"), int64(maxPresignedExpiry/time.Second))
 	}
 	if t.Sub(now) > maxClockSkew {
-		return "", errorf(ErrRequestTimeTooSkewed, "presigned URL dated %s, in the future", amzDate)
+		return payload{}, errorf(ErrRequestTimeTooSkewed, "presigned URL dated %s, in the future", amzDate)
 	}
 	if now.After(t.Add(time.Duration(secs) * time.Second)) {
-		return "", errorf(ErrAccessDenied, "request has expired: presigned at %s for %d seconds", amzDate, secs)
+		return payload{}, errorf(ErrAccessDenied, "request has expired: presigned at %s for %d seconds", amzDate, secs)
 	}
 	payloadHash := unsignedPayload
 	if h := q.Get("X-Amz-Content-Sha256"); h != "" {
 		payloadHash = h
 	}
 	if payloadHash != unsignedPayload && !isSHA256Hex(payloadHash) {
-		return "", errorf(ErrNotImplemented, "payload signing mode %q is not supported", payloadHash)
+		return payload{}, errorf(ErrNotImplemented, "payload signing mode %q is not supported", payloadHash)
 	}
 	signedQuery := url.Values{}
 	for k, vs := range q {
@@ -151,12 +154,12 @@ func verifyPresigned(r *http.Request, accessKey, secret string, now time.Time) (
 		}
 	}
 	if e := checkSignature(r, a, secret, amzDate, signedQuery, payloadHash); e != nil {
-		return "", e
+		return payload{}, e
 	}
 	if payloadHash == unsignedPayload {
-		return "", nil
+		return payload{}, nil
 	}
-	return payloadHash, nil
+	return payload{sha: payloadHash}, nil
 }
 
 // checkSignature recomputes a's signature of r from its canonical form
@@ -191,11 +194,15 @@ func checkSignature(r *http.Request, a authorization, secret, amzDate string, qu
 func signature(secret, date, region, service, amzDate, canonical string) string {
 	scope := strings.Join([]string{date, region, service, "aws4_request"}, "/")
 	toSign := strings.Join([]string{sigAlgorithm, amzDate, scope, hexSHA256([]byte(canonical))}, "\n")
+	return hex.EncodeToString(hmacSHA256(signingKey(secret, date, region, service), toSign))
+}
+
+// signingKey is SigV4's key for a date, region and service.
+func signingKey(secret, date, region, service string) []byte {
 	key := hmacSHA256([]byte("AWS4"+secret), date)
 	key = hmacSHA256(key, region)
 	key = hmacSHA256(key, service)
-	key = hmacSHA256(key, "aws4_request")
-	return hex.EncodeToString(hmacSHA256(key, toSign))
+	return hmacSHA256(key, "aws4_request")
 }
 
 func isSHA256Hex(s string) bool {
