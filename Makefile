@@ -26,7 +26,7 @@ PLAIN_PKGS := $(filter-out $(RACE_PKGS),$(ALL_PKGS))
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT         := bin/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
-.PHONY: all build run test vet fmtcheck lint unit race stress experiments proto clean pytools chromium
+.PHONY: all build run test vet fmtcheck lint unit race stress experiments torture proto clean pytools chromium
 
 all: build
 
@@ -109,6 +109,19 @@ stress:
 # Every registered experiment; reports land in docs/results/.
 experiments:
 	$(GO) run ./cmd/flashmend experiments run --all --out docs/results
+
+# The reliability harness (internal/torture): every fuzz target for
+# TORTURE_FUZZTIME each, then the CORDS single-fault tables (KV store, a
+# child process per cell; object store); writes $(TORTURE_OUT)/torture.md
+# and prints its seed (TORTURE_SEED repeats a run; 0 draws one). About 40
+# minutes on 2 cores with the defaults. The seeded slice of it that runs in
+# `make test`: the fuzz seed corpora (testdata/fuzz), internal/torture's
+# TestKVCordsSlice and internal/experiments' TestSingleFaultSweep.
+TORTURE_FUZZTIME ?= 45s
+TORTURE_OUT      ?= docs/results
+TORTURE_SEED     ?= 0
+torture: build
+	$(BIN) torture all --seed $(TORTURE_SEED) --fuzztime $(TORTURE_FUZZTIME) --out $(TORTURE_OUT)
 
 # Regenerates the gRPC stubs (committed, so building never needs protoc).
 proto:

@@ -77,6 +77,7 @@ balances wear across servers (Chameleon).`,
 		newPebbleCmd(),
 		newSimCmd(),
 		newBenchCmd(),
+		newTortureCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	addKVCmds(root)          // kv and ctl kv (kv.go)

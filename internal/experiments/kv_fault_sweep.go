@@ -3,11 +3,13 @@ package experiments
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand"
 	"sort"
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/errors/oserror"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -16,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/report"
+	"github.com/flashmend/flashmend/internal/torture/faultfs"
 )
 
 // kvFaultSweep is the KV store's single-fault sweep (CORDS, FAST'17, one
@@ -37,6 +40,19 @@ func kvFaultSweep() Experiment {
 // kvSweepFaults are the faults of the sweep.
 var kvSweepFaults = []string{"zero-4k", "junk-4k", "flip-bit", "truncate-half", "delete"}
 
+// KVCordsFaults are the faults of the torture harness's CORDS table
+// (internal/torture): damage at rest (a 4 KiB block zeroed or junk, one
+// bit flipped), faults the device returns while the cluster runs (every
+// read of one 4 KiB block fails with EIO; every write, sync and create of
+// the file's kind on the replica fails with EIO), and a lost write (one 4
+// KiB block keeps the content it had before the second load: older bytes,
+// or zeros past the old end of the file).
+var KVCordsFaults = []string{"zero-4k", "junk-4k", "flip-bit", "eio-read-4k", "write-error", "lost-write-4k"}
+
+// isIOFault reports whether fault is injected at run time (faultfs) rather
+// than applied to the stopped store.
+func isIOFault(fault string) bool { return fault == "eio-read-4k" || fault == "write-error" }
+
 // kvSweepCell is one (file, fault) of the sweep.
 type kvSweepCell struct {
 	Kind, File, Fault, What string
@@ -44,6 +60,13 @@ type kvSweepCell struct {
 	StartErr                string
 	Missing, Wrong, Errors  int
 	Converged               bool
+	// DuringErrors counts reads and writes that failed while an I/O fault
+	// was in place (before it was cleared and the replica restarted);
+	// Missing, Wrong and Errors are counted after.
+	DuringErrors int
+	// Injected counts the operations the I/O fault failed (0: the fault
+	// never fired, the file was not read or written).
+	Injected int64
 	// Outcome says how the damaged replica came back: "intact" (nothing to
 	// repair: the copy served), "repaired" (patches or raft log entries
 	// from peers), "rebuilt: reason", "replaced".
@@ -74,43 +97,54 @@ type kvSweepParams struct {
 // kvSweepBase builds the stored cluster every cell starts from: two
 // loads with a restart between them (two sstables, MANIFEST edits and raft
 // log generations per replica), then a stop.
-func kvSweepBase(ctx context.Context, p kvSweepParams) (vfs.FS, kvcluster.Config, error) {
+// kvSweepConfig is the sweep's cluster on fs.
+func kvSweepConfig(fs vfs.FS) kvcluster.Config {
+	return kvcluster.Config{FS: fs, Dir: "kv", Options: kv.Options{ScrubInterval: -1, CacheBytes: -1}}
+}
+
+// The second return is a copy of the store between the two loads (the
+// "old content" of a lost write).
+func kvSweepBase(ctx context.Context, p kvSweepParams) (vfs.FS, vfs.FS, kvcluster.Config, error) {
 	fs := vfs.NewMem()
-	cfg := kvcluster.Config{FS: fs, Dir: "kv", Options: kv.Options{ScrubInterval: -1, CacheBytes: -1}}
+	cfg := kvSweepConfig(fs)
 	c, err := kvcluster.Start(cfg)
 	if err != nil {
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	half := uberRestartParams{Keys: p.Keys / 2, ValueBytes: 800, Seed: p.Seed}
 	if err := uberLoad(ctx, c, half); err != nil {
 		c.Close()
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	if err := kvWaitCaughtUp(ctx, c); err != nil {
 		c.Close()
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	c.Close()
+	old := vfs.NewMem()
+	if err := bitrot.Copy(fs, cfg.Dir, old, cfg.Dir); err != nil {
+		return nil, nil, cfg, err
+	}
 	c, err = kvcluster.Start(cfg)
 	if err != nil {
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	cl, err := c.NewClient(kvclient.Options{Seed: p.Seed})
 	if err != nil {
 		c.Close()
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	for i := p.Keys / 2; i < p.Keys; i++ {
 		if err := uberRetry(ctx, func() error { _, err := cl.Put(ctx, uberKey(i), uberValue(i, 800)); return err }); err != nil {
 			cl.Close()
 			c.Close()
-			return nil, cfg, err
+			return nil, nil, cfg, err
 		}
 	}
 	cl.Close()
 	if err := kvWaitCaughtUp(ctx, c); err != nil {
 		c.Close()
-		return nil, cfg, err
+		return nil, nil, cfg, err
 	}
 	for _, id := range c.NodeIDs() {
 		stop := c.StopNode
@@ -118,10 +152,79 @@ func kvSweepBase(ctx context.Context, p kvSweepParams) (vfs.FS, kvcluster.Config
 			stop = c.CrashNode
 		}
 		if err := stop(id); err != nil {
-			return nil, cfg, err
+			return nil, nil, cfg, err
 		}
 	}
-	return fs, cfg, nil
+	return fs, old, cfg, nil
+}
+
+// applyLostWrite makes one 4 KiB block of path keep the content it had in
+// old (zeros past old's end, or where old lacks the file): a write the
+// device acknowledged and dropped. It picks a block whose content
+// differs, if any.
+func applyLostWrite(fs, old vfs.FS, path string, rng *rand.Rand) (string, error) {
+	cur, err := readWhole(fs, path)
+	if err != nil {
+		return "", err
+	}
+	prev, err := readWhole(old, path)
+	if err != nil && !oserror.IsNotExist(err) {
+		return "", err
+	}
+	blocks := (len(cur) + 4095) / 4096
+	if blocks == 0 {
+		return "empty file: nothing to lose", nil
+	}
+	var differ []int
+	for b := 0; b < blocks; b++ {
+		lo, hi := b*4096, min((b+1)*4096, len(cur))
+		was := make([]byte, hi-lo)
+		if lo < len(prev) {
+			copy(was, prev[lo:min(hi, len(prev))])
+		}
+		if string(was) != string(cur[lo:hi]) {
+			differ = append(differ, b)
+		}
+	}
+	if len(differ) == 0 {
+		return "no block changed since the first load: nothing to lose", nil
+	}
+	b := differ[rng.Intn(len(differ))]
+	lo, hi := b*4096, min((b+1)*4096, len(cur))
+	was := make([]byte, hi-lo)
+	if lo < len(prev) {
+		copy(was, prev[lo:min(hi, len(prev))])
+	}
+	copy(cur[lo:hi], was)
+	if err := writeWhole(fs, path, cur); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("block [%d,%d) kept its old content (%d of %d blocks had changed)", lo, hi, len(differ), blocks), nil
+}
+
+func readWhole(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
+func writeWhole(fs vfs.FS, path string, data []byte) error {
+	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // applyFault applies one named fault at a place drawn from rng.
@@ -161,10 +264,34 @@ func applyFault(fs vfs.FS, path, fault string, rng *rand.Rand) (string, error) {
 
 // runKVFaultSweep runs every cell on copies of one base store.
 func runKVFaultSweep(ctx context.Context, p kvSweepParams) ([]kvSweepCell, error) {
-	baseFS, cfg, err := kvSweepBase(ctx, p)
+	baseFS, oldFS, cfg, err := kvSweepBase(ctx, p)
 	if err != nil {
 		return nil, fmt.Errorf("kv-fault-sweep base: %w", err)
 	}
+	files, err := kvSweepFiles(baseFS, cfg, p)
+	if err != nil {
+		return nil, err
+	}
+	faults := p.Faults
+	if len(faults) == 0 {
+		faults = kvSweepFaults
+	}
+	rng := rand.New(rand.NewSource(p.Seed))
+	var cells []kvSweepCell
+	for _, file := range files {
+		for _, fault := range faults {
+			cell, err := runKVSweepCell(ctx, baseFS, oldFS, cfg, file, fault, p, rng)
+			if err != nil {
+				return nil, err
+			}
+			cells = append(cells, cell)
+		}
+	}
+	return cells, nil
+}
+
+// kvSweepFiles lists the files of replica n1 the sweep damages.
+func kvSweepFiles(baseFS vfs.FS, cfg kvcluster.Config, p kvSweepParams) ([]string, error) {
 	victimDir := baseFS.PathJoin(cfg.Dir, "n1")
 	files, err := bitrot.Files(baseFS, victimDir)
 	if err != nil {
@@ -196,38 +323,45 @@ func runKVFaultSweep(ctx context.Context, p kvSweepParams) ([]kvSweepCell, error
 		}
 		files = keep
 	}
-	faults := p.Faults
-	if len(faults) == 0 {
-		faults = kvSweepFaults
-	}
-	rng := rand.New(rand.NewSource(p.Seed))
-	var cells []kvSweepCell
-	for _, file := range files {
-		for _, fault := range faults {
-			cell, err := runKVSweepCell(ctx, baseFS, cfg, file, fault, p, rng)
-			if err != nil {
-				return nil, err
-			}
-			cells = append(cells, cell)
-		}
-	}
-	return cells, nil
+	return files, nil
 }
 
-func runKVSweepCell(ctx context.Context, baseFS vfs.FS, cfg kvcluster.Config, file, fault string, p kvSweepParams,
+func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Config, file, fault string, p kvSweepParams,
 	rng *rand.Rand) (kvSweepCell, error) {
 	cell := kvSweepCell{Kind: bitrot.Kind(file), File: strings.TrimPrefix(file, cfg.Dir+"/"), Fault: fault, Crash: p.Crash}
 	fs := vfs.NewMem()
 	if err := bitrot.Copy(baseFS, cfg.Dir, fs, cfg.Dir); err != nil {
 		return cell, err
 	}
-	what, err := applyFault(fs, file, fault, rng)
+	ffs := faultfs.New(fs)
+	victimDir := fs.PathJoin(cfg.Dir, "n1") + "/"
+	var what string
+	var err error
+	switch fault {
+	case "eio-read-4k":
+		var st vfs.FileInfo
+		if st, err = fs.Stat(file); err == nil {
+			off := rng.Int63n(max(1, (st.Size()+4095)/4096)) * 4096
+			ffs.Set(&faultfs.Rule{Kind: faultfs.ReadError, Match: func(p string) bool { return p == file }, Off: off, Len: 4096})
+			what = fmt.Sprintf("EIO on every read of [%d,%d)", off, off+4096)
+		}
+	case "write-error":
+		kind := cell.Kind
+		ffs.Set(&faultfs.Rule{Kind: faultfs.WriteError, Match: func(p string) bool {
+			return strings.HasPrefix(p, victimDir) && bitrot.Kind(p) == kind
+		}})
+		what = "EIO on every write, sync and create of n1's " + kind + " files"
+	case "lost-write-4k":
+		what, err = applyLostWrite(fs, oldFS, file, rng)
+	default:
+		what, err = applyFault(fs, file, fault, rng)
+	}
 	if err != nil {
 		return cell, fmt.Errorf("%s %s: %w", file, fault, err)
 	}
 	cell.What = what
 	started := time.Now()
-	cfg.FS = fs
+	cfg.FS = ffs
 	c, err := kvcluster.Start(cfg)
 	if err != nil {
 		cell.StartErr = err.Error()
@@ -239,7 +373,50 @@ func runKVSweepCell(ctx context.Context, baseFS vfs.FS, cfg kvcluster.Config, fi
 		return cell, err
 	}
 	defer cl.Close()
-	deadline := started.Add(20 * time.Second)
+	if isIOFault(fault) {
+		// The workload continues under the fault: new keys are written
+		// and every key is read; what fails is unavailability, as long as
+		// it ends once the fault is cleared and the replica restarted.
+		extra := max(20, p.Keys/20)
+		for i := p.Keys; i < p.Keys+extra; i++ {
+			wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			if _, err := cl.Put(wctx, uberKey(i), uberValue(i, 800)); err != nil {
+				cell.DuringErrors++
+			}
+			cancel()
+		}
+		// A flush and compaction on n1 writes every kind of file the
+		// engine writes after open (sstables, MANIFEST, markers), so a
+		// write fault of those kinds lands. Its error is the fault's
+		// (the device's); what counts is what clients see and whether n1
+		// comes back.
+		if r := c.Node(1).Replica(1); r != nil {
+			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			_ = r.Compact(cctx)
+			cancel()
+		}
+		for i := 0; i < p.Keys+extra; i++ {
+			rctx, cancel := context.WithTimeout(ctx, time.Second)
+			v, found, err := cl.Get(rctx, uberKey(i), kvclient.Eventual())
+			cancel()
+			if err != nil || !found {
+				cell.DuringErrors++
+			} else if string(v) != string(uberValue(i, 800)) {
+				cell.Wrong++
+			}
+		}
+		cell.Injected = ffs.Injected()
+		ffs.Set(nil)
+		// The device is healed (or replaced by one that works): restart
+		// the replica on it.
+		_ = c.StopNode(1)
+		if err := c.RestartNode(1); err != nil {
+			cell.StartErr = "restart after the fault: " + err.Error()
+			return cell, nil
+		}
+		p.Keys += extra
+	}
+	deadline := time.Now().Add(20 * time.Second)
 	for i := 0; i < p.Keys; i++ {
 		for {
 			rctx, cancel := context.WithTimeout(ctx, time.Second)

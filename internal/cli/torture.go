@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/experiments"
+	"github.com/flashmend/flashmend/internal/report"
+	"github.com/flashmend/flashmend/internal/torture"
+)
+
+// newTortureCmd is `flashmend torture`: the reliability harness
+// (internal/torture). `torture all` fuzzes every decoder and runs the
+// CORDS sweeps; `torture fuzz` and `torture cords` run one part. Each run
+// prints its seed and writes <out>/torture.md.
+func newTortureCmd() *cobra.Command {
+	var (
+		seed        int64
+		out         string
+		fuzzTime    time.Duration
+		parallel    int
+		keys        int
+		cellTimeout time.Duration
+		objects     bool
+		only        string
+	)
+	cmd := &cobra.Command{
+		Use:   "torture",
+		Short: "Reliability harness: fuzz every decoder, one fault at a time in every file kind (CORDS); writes torture.md",
+		Long: `torture runs flashmend's reliability harness (internal/torture) and writes
+<out>/torture.md. "torture all" runs everything; "torture fuzz" fuzzes every
+decoder of stored or received bytes for --fuzztime each (run from the
+repository root: it uses "go test -fuzz"); "torture cords" runs the CORDS
+single-fault tables of the KV store (each cell in a child process) and of
+the object store. Every run prints its seed; --seed repeats a run.`,
+	}
+	run := func(parts string) func(cmd *cobra.Command, _ []string) error {
+		return func(cmd *cobra.Command, _ []string) error {
+			if fuzzTime <= 0 || parallel < 1 || keys < 20 || cellTimeout <= 0 {
+				return base.InvalidArgumentf("torture: --fuzztime and --cell-timeout must be positive, --parallel at least 1, --keys at least 20")
+			}
+			if seed == 0 {
+				seed = time.Now().UnixNano()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture %s: seed %d (repeat with --seed %d)\n", parts, seed, seed)
+			logf := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			start := time.Now()
+			r := torture.Run{Seed: seed, Keys: keys, FuzzTime: fuzzTime}
+			ctx := cmd.Context()
+			if parts == "all" || parts == "fuzz" {
+				targets := torture.FuzzTargets
+				if only != "" {
+					targets = nil
+					for _, t := range torture.FuzzTargets {
+						if strings.Contains(t.Pkg+"/"+t.Name, only) {
+							targets = append(targets, t)
+						}
+					}
+				}
+				r.Fuzz = torture.Fuzz(ctx, ".", targets, fuzzTime, parallel, logf)
+			}
+			if parts == "all" || parts == "cords" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				kv, err := torture.RunKV(ctx, torture.KVOptions{Keys: keys, Seed: seed, Argv: []string{exe, "torture", "cell"},
+					CellTimeout: cellTimeout, Logf: logf,
+					Cell: func(kind, fault string) bool { return only == "" || strings.Contains(kind+"/"+fault, only) }})
+				if err != nil {
+					return err
+				}
+				r.KV = kv
+				if objects {
+					tmp, err := os.MkdirTemp("", "torture-objects-")
+					if err != nil {
+						return err
+					}
+					defer os.RemoveAll(tmp)
+					r.ObjectFaults = experiments.ObjectCordsFaults
+					r.Objects, err = experiments.ObjectCords(ctx, tmp, seed, nil)
+					if err != nil {
+						return err
+					}
+					for _, c := range r.Objects {
+						logf("cords objects %-20s %-6s %s %s", c.Type, c.Fault, c.Outcome, c.Detail)
+					}
+				}
+			}
+			r.Wall = time.Since(start)
+			rep, err := r.Report()
+			if err != nil {
+				return err
+			}
+			command := fmt.Sprintf("flashmend torture %s --seed %d --fuzztime %v --keys %d", parts, seed, fuzzTime, keys)
+			if only != "" {
+				command += " --only " + only
+			}
+			if !objects {
+				command += " --objects=false"
+			}
+			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture %s: wrote %s in %v (seed %d)\n", parts, filepath.Join(out, "torture.md"),
+				r.Wall.Round(time.Second), seed)
+			bad := 0
+			for _, c := range r.KV {
+				if c.Outcome.Bad() {
+					bad++
+				}
+			}
+			for _, c := range r.Objects {
+				if torture.ClassifyObject(c).Bad() {
+					bad++
+				}
+			}
+			for _, f := range r.Fuzz {
+				if f.Failed {
+					bad++
+				}
+			}
+			if bad > 0 {
+				return fmt.Errorf("torture: %d cells or targets missed the target (see %s)", bad, filepath.Join(out, "torture.md"))
+			}
+			return nil
+		}
+	}
+	for _, sub := range []struct{ name, short string }{
+		{"all", "Fuzz every decoder, then run the CORDS sweeps"},
+		{"fuzz", "Fuzz every decoder of stored or received bytes for --fuzztime each (from the repository root)"},
+		{"cords", "One fault at a time in one file of every kind: KV store (a child process per cell) and object store"},
+	} {
+		c := &cobra.Command{Use: sub.name, Short: sub.short, Args: exactArgs(0), RunE: run(sub.name)}
+		c.Flags().Int64Var(&seed, "seed", 0, "seed for every random choice (0: from the clock, printed)")
+		c.Flags().StringVar(&out, "out", "docs/results", "directory for torture.md")
+		c.Flags().DurationVar(&fuzzTime, "fuzztime", 45*time.Second, "fuzzing time per target")
+		c.Flags().IntVar(&parallel, "parallel", 1, "fuzzing workers per target")
+		c.Flags().IntVar(&keys, "keys", 600, "keys in the KV sweep's store")
+		c.Flags().DurationVar(&cellTimeout, "cell-timeout", 3*time.Minute, "deadline of one KV cell (a hang past it is a crash)")
+		c.Flags().BoolVar(&objects, "objects", true, "also run the object store's sweep")
+		c.Flags().StringVar(&only, "only", "", "run only fuzz targets (package/name) or KV cells (kind/fault) containing this")
+		cmd.AddCommand(c)
+	}
+	cmd.AddCommand(&cobra.Command{
+		Use:    "cell",
+		Short:  "Run one KV cell named by " + torture.CellEnv + " (the harness's child process)",
+		Hidden: true,
+		Args:   exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ok, err := torture.RunCellFromEnv(cmd.Context(), cmd.OutOrStdout())
+			if !ok && err == nil {
+				return base.InvalidArgumentf("torture cell: %s is not set (this command is the harness's child)", torture.CellEnv)
+			}
+			return err
+		},
+	})
+	return cmd
+}

@@ -1,0 +1,39 @@
+// Package torture is flashmend's reliability harness (issue 16): it tries
+// faults systematically instead of the ones each package's tests chose,
+// and reports what happened in one table per run (docs/results/torture.md,
+// `flashmend torture` / `make torture`). Every run prints its seed.
+//
+// # What it owns
+//
+//   - Fuzz: the list of Go native fuzz targets (every decoder of stored or
+//     received bytes; the targets live next to their decoders in
+//     *_fuzz_test.go, their seed corpora in testdata/fuzz) and a runner
+//     that fuzzes each for a stated time with `go test -fuzz` and records
+//     its executions, new corpus entries and any failing input.
+//   - CORDS (FAST'17): one fault at a time in one file of each kind of one
+//     node. Rows are file kinds, columns are faults: a 4 KiB block zeroed,
+//     junk, one bit flipped, every read of a 4 KiB block failing with EIO,
+//     every write of the file's kind failing with EIO, a lost write (a 4
+//     KiB block keeps its old content). Each cell's outcome is one of
+//     correct / repaired / unavailable-then-recovered / lost / wrong /
+//     crash (Outcome). The KV cells run one per child process (a fault
+//     that crashes a node must not end the sweep): the child is this
+//     binary (`flashmend torture cell`) or, under `go test`, the test
+//     binary. The object store's cells come from the experiments package's
+//     single-fault sweep (zero, junk, flip).
+//   - faultfs: the fault-injecting vfs.FS the KV cells run on (read and
+//     write errors at run time).
+//
+// # Invariants
+//
+//   - A cell's outcome is derived from what was measured (keys read back,
+//     replica checksums, the child's exit), never assumed; a fault that
+//     never fired is reported as such.
+//   - The same seed picks the same blocks and bits.
+//
+// # Failure model
+//
+// A cell that hangs is killed at its deadline and reported as a crash
+// (hang). A fuzz target that fails leaves its input in its package's
+// testdata/fuzz (Go's behaviour): it becomes a regression seed.
+package torture

@@ -1,0 +1,215 @@
+package torture
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/experiments"
+	"github.com/flashmend/flashmend/internal/report"
+)
+
+// Run is everything one torture run measured.
+type Run struct {
+	Seed     int64
+	Keys     int
+	FuzzTime time.Duration
+	Fuzz     []FuzzResult
+	KV       []KVCell
+	Objects  []experiments.ObjectCordsCell
+	// ObjectFaults are the object sweep's columns that ran.
+	ObjectFaults []string
+	Wall         time.Duration
+}
+
+// faultTitle names a fault column.
+var faultTitle = map[string]string{
+	"zero-4k": "zeros", "junk-4k": "junk", "flip-bit": "bit flip", "eio-read-4k": "EIO read",
+	"write-error": "write error", "lost-write-4k": "lost write",
+	"zero": "zeros", "junk": "junk", "flip": "bit flip", "truncate": "truncate", "delete": "delete",
+}
+
+func title(f string) string {
+	if t, ok := faultTitle[f]; ok {
+		return t
+	}
+	return f
+}
+
+// Report renders the run as docs/results/torture.md.
+func (r Run) Report() (*report.Report, error) {
+	rep, err := report.New("torture", "Torture: fuzzed decoders and one fault at a time in every file kind (CORDS)")
+	if err != nil {
+		return nil, err
+	}
+	rep.Text("Seed %d; total wall time %v on the machine below (shared, 2 cores). Targets: 0 lost, 0 wrong, 0 crash, "+
+		"availability back after at most one restart of the faulty replica. Outcomes: *correct* (nothing needed repair), "+
+		"*repaired* (detected and repaired from a local copy or a peer), *unavailable-then-recovered* (operations failed "+
+		"while the fault was in place and succeeded once it was cleared and the replica restarted), *lost* (a key or "+
+		"object not readable at the end), *wrong* (bytes other than those written), *crash* (the process died or hung), "+
+		"*unavailable* (the cluster did not start, or the faulty replica never came back in step), *not reached* (the "+
+		"fault did not land: nothing to damage, or the file was never read or written).",
+		r.Seed, r.Wall.Round(time.Second))
+	if err := r.fuzzSection(rep); err != nil {
+		return nil, err
+	}
+	if err := r.kvSection(rep); err != nil {
+		return nil, err
+	}
+	if err := r.objectSection(rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+func (r Run) fuzzSection(rep *report.Report) error {
+	if len(r.Fuzz) == 0 {
+		rep.Text("## Fuzzing\n\nNot run in this report (`flashmend torture fuzz`).")
+		return nil
+	}
+	rep.Text("## Fuzzing\n\nEach target fuzzed with `go test -fuzz` for %v (one after the other; the wall time includes "+
+		"building the instrumented test binary). A target asserts more than the absence of a panic: decode(encode(x)) == x, "+
+		"and damaged input is an error, never other content. The seed corpora (testdata/fuzz next to each target) run in "+
+		"every `go test`.", r.FuzzTime)
+	t := report.Table{Header: []string{"package", "target", "decoder", "execs", "new corpus entries", "result", "wall"}}
+	failed := 0
+	for _, f := range r.Fuzz {
+		res := "pass"
+		if f.Failed {
+			res = "FAIL: " + f.Failure
+			failed++
+		}
+		t.Rows = append(t.Rows, []string{f.Target.Pkg, f.Target.Name, f.Target.What, fmt.Sprint(f.Execs), fmt.Sprint(f.New), res,
+			f.Wall.Round(time.Second).String()})
+	}
+	t.Caption = fmt.Sprintf("%d targets, %d failed.", len(r.Fuzz), failed)
+	return rep.Table(t)
+}
+
+// cordsTable lays out cells as rows (kinds, in first-seen order) by
+// columns (faults).
+func cordsTable(caption string, faults []string, cells map[[2]string]string, kinds []string) report.Table {
+	t := report.Table{Caption: caption, Header: []string{"file kind"}}
+	for _, f := range faults {
+		t.Header = append(t.Header, title(f))
+	}
+	for _, k := range kinds {
+		row := []string{k}
+		for _, f := range faults {
+			v, ok := cells[[2]string{k, f}]
+			if !ok {
+				v = "not run"
+			}
+			row = append(row, v)
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return t
+}
+
+func (r Run) kvSection(rep *report.Report) error {
+	if len(r.KV) == 0 {
+		rep.Text("## KV store\n\nNot run in this report (`flashmend torture cords`).")
+		return nil
+	}
+	rep.Text("## KV store (3 replicas of one shard, files in memory)\n\n%d keys of 800 B written in two loads with a restart "+
+		"between them, then the cluster stopped. Each cell runs in its own process on a fresh copy of that store: one fault "+
+		"in the newest file of one kind of replica n1 (at rest for zeros, junk, bit flip and lost write; at run time through "+
+		"internal/torture/faultfs for EIO read and write error), the cluster restarted, and for the run-time faults the "+
+		"workload continued under the fault (%d new keys written, every key read) before the fault was cleared and n1 "+
+		"restarted. Then every key is read back (eventual reads, the client retrying replicas, 20 s) and the replicas' "+
+		"contents compared (20 s).", r.Keys, max(20, r.Keys/20))
+	var kinds []string
+	seen := map[string]bool{}
+	cells := map[[2]string]string{}
+	faults := []string{}
+	seenF := map[string]bool{}
+	counts := map[Outcome]int{}
+	for _, c := range r.KV {
+		if !seen[c.Kind] {
+			seen[c.Kind] = true
+			kinds = append(kinds, c.Kind)
+		}
+		if !seenF[c.Params.Fault] {
+			seenF[c.Params.Fault] = true
+			faults = append(faults, c.Params.Fault)
+		}
+		cells[[2]string{c.Kind, c.Params.Fault}] = string(c.Outcome)
+		counts[c.Outcome]++
+	}
+	if err := rep.Table(cordsTable("KV: outcome per (file kind of replica n1, fault). "+countLine(counts), faults, cells, kinds)); err != nil {
+		return err
+	}
+	t := report.Table{Caption: "KV cells in detail", Header: []string{"file", "fault", "outcome", "what happened", "failed ops under the fault", "faults injected", "wall"}}
+	for _, c := range r.KV {
+		t.Rows = append(t.Rows, []string{"`" + c.Cell.File + "`", title(c.Params.Fault), string(c.Outcome), escape(c.Reason),
+			fmt.Sprint(c.Cell.DuringErrors), fmt.Sprint(c.Cell.Injected), c.Wall.Round(100 * time.Millisecond).String()})
+	}
+	return rep.Table(t)
+}
+
+func (r Run) objectSection(rep *report.Report) error {
+	if len(r.Objects) == 0 {
+		rep.Text("## Object store\n\nNot run in this report.")
+		return nil
+	}
+	rep.Text("## Object store (7 storage nodes and a coordinator; REP and EC objects; nodes on plain files and on emulated flash)\n\n" +
+		"The experiments package's single-fault sweep: one object of each redundancy written, the cluster stopped; per cell one " +
+		"file of the type on one node (or the coordinator) is damaged at rest (a 4 KiB block of its used part zeroed or junk, " +
+		"one bit flipped), the cluster restarted with its scrubber, every object read back and compared, a node reported dead " +
+		"must have its data re-created on the others, and every object scrubbed clean. EIO read, write error and lost write " +
+		"are not yet injected into the object store's nodes (their faultstore is the place).")
+	var kinds []string
+	seen := map[string]bool{}
+	cells := map[[2]string]string{}
+	counts := map[Outcome]int{}
+	for _, ft := range experiments.ObjectFileTypes() {
+		k := ft[0] + " (" + ft[1] + ")"
+		kinds = append(kinds, k)
+		seen[ft[0]] = true
+	}
+	typeStore := map[string]string{}
+	for _, ft := range experiments.ObjectFileTypes() {
+		typeStore[ft[0]] = ft[0] + " (" + ft[1] + ")"
+	}
+	for _, c := range r.Objects {
+		o := ClassifyObject(c)
+		cells[[2]string{typeStore[c.Type], c.Fault}] = string(o)
+		counts[o]++
+	}
+	faults := append(append([]string(nil), r.ObjectFaults...), "eio-read-4k", "write-error", "lost-write-4k")
+	if err := rep.Table(cordsTable("Objects: outcome per (file type, fault). "+countLine(counts), faults, cells, kinds)); err != nil {
+		return err
+	}
+	t := report.Table{Caption: "Object cells in detail", Header: []string{"file type", "fault", "file", "outcome", "what happened", "took"}}
+	for _, c := range r.Objects {
+		t.Rows = append(t.Rows, []string{c.Type, title(c.Fault), "`" + c.File + "`", c.Outcome, escape(c.Detail), c.Took.Round(100 * time.Millisecond).String()})
+	}
+	return rep.Table(t)
+}
+
+func countLine(counts map[Outcome]int) string {
+	var parts []string
+	for o, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, o))
+	}
+	sort.Strings(parts)
+	bad := 0
+	for o, n := range counts {
+		if o.Bad() {
+			bad += n
+		}
+	}
+	return fmt.Sprintf("Cells: %s; %d miss the target.", strings.Join(parts, ", "), bad)
+}
+
+// escape keeps a reason on one table row.
+func escape(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "|", "\\|")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}

@@ -1,0 +1,146 @@
+package torture
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/experiments"
+)
+
+// TestMain makes the test binary the KV cells' child process: with
+// CellEnv set it runs that one cell and exits.
+func TestMain(m *testing.M) {
+	if ok, err := RunCellFromEnv(context.Background(), os.Stdout); ok {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+// TestFuzzTargetsListed: FuzzTargets names every Fuzz function of the tree
+// (so `torture fuzz` fuzzes each), and each exists.
+func TestFuzzTargetsListed(t *testing.T) {
+	root := filepath.Join("..", "..")
+	re := regexp.MustCompile(`(?m)^func (Fuzz\w+)\(f \*testing\.F\)`)
+	var found []string
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".") && path != root) {
+			return filepath.SkipDir
+		}
+		if !strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, filepath.Dir(path))
+		for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+			found = append(found, "./"+filepath.ToSlash(rel)+" "+m[1])
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed []string
+	for _, ft := range FuzzTargets {
+		listed = append(listed, ft.Pkg+" "+ft.Name)
+	}
+	sort.Strings(found)
+	sort.Strings(listed)
+	if strings.Join(found, "\n") != strings.Join(listed, "\n") {
+		t.Fatalf("fuzz targets in the tree:\n%s\n\nlisted in FuzzTargets:\n%s", strings.Join(found, "\n"), strings.Join(listed, "\n"))
+	}
+}
+
+func TestParseFuzzOutput(t *testing.T) {
+	out := `fuzz: elapsed: 0s, gathering baseline coverage: 0/26 completed
+fuzz: elapsed: 3s, execs: 12034 (4011/sec), new interesting: 2 (total: 28)
+fuzz: elapsed: 5s, execs: 20117 (4021/sec), new interesting: 3 (total: 29)
+--- FAIL: FuzzX (0.02s)
+    --- FAIL: FuzzX (0.00s)
+        x_fuzz_test.go:41: damaged record decoded
+    Failing input written to testdata/fuzz/FuzzX/0123abcd
+`
+	r := parseFuzzOutput(out)
+	if r.Execs != 20117 || r.New != 3 || !r.Failed || r.Failure != "testdata/fuzz/FuzzX/0123abcd: x_fuzz_test.go:41: damaged record decoded" {
+		t.Fatalf("parsed %+v", r)
+	}
+}
+
+// TestKVCordsSlice is the seeded slice of the KV CORDS table in `go test`:
+// one fault per file kind of replica n1, drawn from the seed (printed),
+// each cell in a child process (this test binary). Every cell must meet
+// the target: never lost, wrong, crashed or left unavailable.
+//
+// NB: write errors are left out of the slice until the engine fail-stops
+// its replica on a MANIFEST write error instead of panicking the process
+// (Pebble's fatal; `flashmend torture cords` reports those cells as
+// crashes).
+func TestKVCordsSlice(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	var faults []string
+	for _, f := range experiments.KVCordsFaults {
+		if f != "write-error" {
+			faults = append(faults, f)
+		}
+	}
+	pick := map[string]string{}
+	i := 0
+	cells, err := RunKV(context.Background(), KVOptions{Keys: 200, Seed: seed, Argv: []string{os.Args[0]},
+		CellTimeout: 3 * time.Minute, Tmp: t.TempDir(), Logf: t.Logf,
+		Cell: func(kind, fault string) bool {
+			if _, ok := pick[kind]; !ok {
+				pick[kind] = faults[(int(seed%int64(len(faults)))+i)%len(faults)]
+				i++
+			}
+			return pick[kind] == fault
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) < 5 {
+		t.Fatalf("%d cells ran: the store has fewer file kinds than expected", len(cells))
+	}
+	for _, c := range cells {
+		if c.Outcome.Bad() {
+			t.Errorf("%s / %s on %s: %s: %s", c.Kind, c.Params.Fault, c.Params.File, c.Outcome, c.Reason)
+		}
+	}
+}
+
+func TestClassifyKV(t *testing.T) {
+	for _, tc := range []struct {
+		cell experiments.KVSweepCell
+		io   bool
+		want Outcome
+	}{
+		{experiments.KVSweepCell{Converged: true, Outcome: "nothing needed", What: "zeroed [0,4096)"}, false, Correct},
+		{experiments.KVSweepCell{Converged: true, Outcome: "repaired (1 patches, 0 raft entries from peers)"}, false, Repaired},
+		{experiments.KVSweepCell{Converged: true, Outcome: "nothing needed", DuringErrors: 3, Injected: 9}, true, Recovered},
+		{experiments.KVSweepCell{Converged: true, Outcome: "nothing needed", Injected: 0}, true, NotReached},
+		{experiments.KVSweepCell{Converged: true, Missing: 1}, false, Lost},
+		{experiments.KVSweepCell{Converged: true, Wrong: 1, Missing: 1}, false, Wrong},
+		{experiments.KVSweepCell{StartErr: "boom"}, false, Unavailable},
+		{experiments.KVSweepCell{Converged: false, Outcome: "nothing needed"}, false, Unavailable},
+	} {
+		if got, _ := ClassifyKV(tc.cell, tc.io); got != tc.want {
+			t.Errorf("%+v (io %v): %s, want %s", tc.cell, tc.io, got, tc.want)
+		}
+	}
+}
