@@ -250,6 +250,9 @@ type datapathProfile struct {
 	Case   datapathCase
 	Result bench.Result
 	Top    string
+	// Syscalls is go tool pprof -top -cum of the samples under system
+	// calls: which paths make them.
+	Syscalls string
 }
 
 // datapathProfileRun runs one case once more under the CPU profiler and
@@ -273,12 +276,18 @@ func datapathProfileRun(ctx context.Context, cluster *objCluster, c *client.Clie
 		return p, fmt.Errorf("%v (profiled): %w", dc, err)
 	}
 	p.Result = res
-	out, err := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-nodecount=18", f.Name()).Output()
+	p.Top = pprofTop(ctx, f.Name(), "-top", "-nodecount=18")
+	p.Syscalls = pprofTop(ctx, f.Name(), "-top", "-cum", "-focus=linux.Syscall6$", "-nodecount=24")
+	return p, nil
+}
+
+// pprofTop runs go tool pprof with args on a profile and returns its table
+// without the header lines about the file and build.
+func pprofTop(ctx context.Context, profile string, args ...string) string {
+	out, err := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof"}, args...), profile)...).Output()
 	if err != nil {
-		p.Top = fmt.Sprintf("(go tool pprof failed: %v)", err)
-		return p, nil
+		return fmt.Sprintf("(go tool pprof failed: %v)", err)
 	}
-	// Keep the table: drop pprof's header lines about the file and build.
 	var lines []string
 	for _, l := range strings.Split(strings.TrimRight(string(out), "\n"), "\n") {
 		if strings.HasPrefix(l, "File:") || strings.HasPrefix(l, "Build ID:") || strings.HasPrefix(l, "Time:") || strings.HasPrefix(l, "Type:") {
@@ -286,8 +295,7 @@ func datapathProfileRun(ctx context.Context, cluster *objCluster, c *client.Clie
 		}
 		lines = append(lines, l)
 	}
-	p.Top = strings.Join(lines, "\n")
-	return p, nil
+	return strings.Join(lines, "\n")
 }
 
 // fileWriteRate is the PUT limit: the object bytes per second at which
@@ -490,6 +498,7 @@ func datapathReport(cfg Config, pl datapathPlan, runs [][]datapathRun, kvRuns []
 	}); err != nil {
 		return nil, err
 	}
+	r.Text("%s", datapathAnalysis(pl, runs))
 	lb := append([]float64(nil), loopback...)
 	slices.Sort(lb)
 	r.Text("The network limit, measured at the start of every repetition: one TCP connection over 127.0.0.1 carries %.0f MB/s (median; %.0f-%.0f; %d MiB in 256 KiB writes, the reader discarding). A single-client GET crosses loopback once with the object's bytes, a REP PUT three times, an EC PUT one and a half times. The verification's own cost: one core computes the 512 B sector CRC32Cs (with the chunk identity, direct.Sums) at %.0f MB/s, measured in the same run. A GET checksums every byte once (the client); a PUT twice (the client computes, each node verifies before it acknowledges, three nodes for REP).",
@@ -513,9 +522,56 @@ func datapathReport(cfg Config, pl datapathPlan, runs [][]datapathRun, kvRuns []
 		}
 	}
 	for _, p := range profiles {
-		r.Text("CPU profile of one more `%s` run under the profiler (not in the medians; %.0f MB/s), `go tool pprof -top` of the whole process (client, nodes and coordinator). Largest self times: %s.\n\n```\n%s\n```", p.Case, p.Result.ThroughputBytesPerS/1e6, topFlat(p.Top, 4), p.Top)
+		r.Text("CPU profile of one more `%s` run under the profiler (not in the medians; %.0f MB/s), `go tool pprof -top` of the whole process (client, nodes and coordinator). Largest self times: %s.\n\n```\n%s\n```\n\nWhere its system calls come from (`go tool pprof -top -cum -focus='linux.Syscall6$'`, the same profile):\n\n```\n%s\n```", p.Case, p.Result.ThroughputBytesPerS/1e6, topFlat(p.Top, 4), p.Top, p.Syscalls)
 	}
 	return r, nil
+}
+
+// datapathAnalysis says, for every case whose target is not met, what
+// bounds it in this run: the CPU cost (the target is above the CPU
+// ceiling: only fewer CPU-seconds per GB help), or the CPU the process got
+// on the shared machine (the ceiling is above the target, the cores busy
+// below the machine's), and for PUT how close it came to the file-write
+// limit of the same files.
+func datapathAnalysis(pl datapathPlan, runs [][]datapathRun) string {
+	cpus := float64(runtime.NumCPU())
+	var getX1 [3]float64
+	var out []string
+	for k, dc := range pl.Cases {
+		tp, _, _ := medianOf(runs[k], func(d datapathRun) float64 { return d.Result.ThroughputBytesPerS })
+		cpu, _, _ := medianOf(runs[k], func(d datapathRun) float64 { return d.CPUSecondsPerGB })
+		rt, _, _ := medianOf(runs[k], func(d datapathRun) float64 { return d.Result.ThroughputBytesPerS / max(1, d.LimitBytesPerS) })
+		target := dc.TargetBytesPerS
+		if dc.Op == bench.OpGet && dc.Concurrency == 1 {
+			getX1[dc.Red] = tp
+		}
+		if dc.Op == bench.OpPut {
+			target = getX1[dc.Red] / 2
+		}
+		if target <= 0 || tp >= target {
+			continue
+		}
+		ceiling := cpus / max(cpu, 1e-9) * 1e9
+		busy := tp / 1e9 * cpu
+		var why string
+		if ceiling < target {
+			why = fmt.Sprintf("its cost, %.2f CPU-s/GB, caps it at %.0f MB/s with both CPUs, below the target's %.0f MB/s: it needs %.1fx fewer CPU-seconds per GB", cpu, ceiling/1e6, target/1e6, target/ceiling)
+		} else {
+			why = fmt.Sprintf("at %.2f CPU-s/GB both CPUs would carry %.0f MB/s, above the target's %.0f MB/s, but the process had %.2f of them (the machine's load)", cpu, ceiling/1e6, target/1e6, busy)
+		}
+		if dc.Op == bench.OpPut {
+			why += fmt.Sprintf("; it runs at %.0f%% of the single-threaded file write of the same files", 100*rt)
+		}
+		out = append(out, fmt.Sprintf("`%s` (%.0f MB/s): %s.", dc, tp/1e6, why))
+	}
+	if len(out) == 0 {
+		return "Every target is met in this run."
+	}
+	s := "Targets not met, and what bounds each in this run: " + strings.Join(out, " ")
+	if pl.Profile {
+		s += " The profiles below name where the CPU goes."
+	}
+	return s
 }
 
 // topFlat names the first n entries of a pprof -top table (by self
