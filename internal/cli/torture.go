@@ -74,7 +74,8 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 					CellTimeout: cellTimeout, Logf: logf,
 					Cell: func(kind, fault string) bool { return only == "" || strings.Contains(kind+"/"+fault, only) }})
 				if err != nil {
-					return err
+					r.Errors = append(r.Errors, "KV sweep: "+err.Error())
+					logf("cords kv: %v", err)
 				}
 				r.KV = kv
 				if objects {
@@ -86,7 +87,10 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 					r.ObjectFaults = experiments.ObjectCordsFaults
 					r.Objects, err = experiments.ObjectCords(ctx, tmp, seed, nil)
 					if err != nil {
-						return err
+						// The cells that ran are reported; the sweep's
+						// error is the report's too.
+						r.Errors = append(r.Errors, "object sweep: "+err.Error())
+						logf("cords objects: %v", err)
 					}
 					for _, c := range r.Objects {
 						logf("cords objects %-20s %-6s %s %s", c.Type, c.Fault, c.Outcome, c.Detail)
@@ -126,6 +130,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 					bad++
 				}
 			}
+			bad += len(r.Errors)
 			if bad > 0 {
 				return fmt.Errorf("torture: %d cells or targets missed the target (see %s)", bad, filepath.Join(out, "torture.md"))
 			}

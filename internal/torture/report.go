@@ -21,6 +21,9 @@ type Run struct {
 	// ObjectFaults are the object sweep's columns that ran.
 	ObjectFaults []string
 	Wall         time.Duration
+	// Errors are sweeps that stopped early (their cells so far are
+	// reported).
+	Errors []string
 }
 
 // faultTitle names a fault column.
@@ -51,6 +54,9 @@ func (r Run) Report() (*report.Report, error) {
 		"*unavailable* (the cluster did not start, or the faulty replica never came back in step), *not reached* (the "+
 		"fault did not land: nothing to damage, or the file was never read or written).",
 		r.Seed, r.Wall.Round(time.Second))
+	for _, e := range r.Errors {
+		rep.Text("**Stopped early:** %s", escape(e))
+	}
 	if err := r.fuzzSection(rep); err != nil {
 		return nil, err
 	}
