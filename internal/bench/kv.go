@@ -241,7 +241,12 @@ func checkRange(d kvData, i, want int, keys, values [][]byte) error {
 	return nil
 }
 
-// kvLoad writes every key once, Concurrency writers at a time.
+// kvLoad writes every key once, Concurrency writers at a time. A put that
+// fails is tried again, up to loadTries in all (writing the same value
+// twice is harmless): the loading must complete for the run to check its
+// reads.
+const loadTries = 3
+
 func kvLoad(ctx context.Context, kv KV, d kvData, o KVOptions) error {
 	var wg sync.WaitGroup
 	errs := make(chan error, o.Concurrency)
@@ -250,8 +255,14 @@ func kvLoad(ctx context.Context, kv KV, d kvData, o KVOptions) error {
 		go func(w int) {
 			defer wg.Done()
 			for i := w; i < o.Keys; i += o.Concurrency {
-				if err := kv.Put(ctx, d.key(i), d.value(i)); err != nil {
-					errs <- fmt.Errorf("bench: loading %s: %w", d.key(i), err)
+				var err error
+				for try := 0; try < loadTries && ctx.Err() == nil; try++ {
+					if err = kv.Put(ctx, d.key(i), d.value(i)); err == nil {
+						break
+					}
+				}
+				if err != nil {
+					errs <- fmt.Errorf("bench: loading %s (%d tries): %w", d.key(i), loadTries, err)
 					return
 				}
 			}

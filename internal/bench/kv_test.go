@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"errors"
 	"sort"
 	"strings"
 	"sync"
@@ -15,11 +16,17 @@ type memKV struct {
 	mu   sync.Mutex
 	m    map[string][]byte
 	flip bool
+	// failPuts fails every failPuts-th put (0: none).
+	failPuts, puts int
 }
 
 func (k *memKV) Put(_ context.Context, key, value []byte) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.puts++
+	if k.failPuts > 0 && k.puts%k.failPuts == 0 {
+		return errors.New("proposal not applied in time")
+	}
 	k.m[string(key)] = append([]byte(nil), value...)
 	return nil
 }
@@ -67,12 +74,17 @@ func (k *memKV) Scan(_ context.Context, start, end []byte, limit int) ([][]byte,
 func TestRunKV(t *testing.T) {
 	ctx := context.Background()
 	for _, op := range []string{KVOpPut, KVOpGet, KVOpRange} {
-		kv := &memKV{m: map[string][]byte{}}
+		// Every fifth put fails: the loading tries again, the runs count
+		// the failures.
+		kv := &memKV{m: map[string][]byte{}, failPuts: 5}
 		r, err := RunKV(ctx, kv, KVOptions{Op: op, Keys: 300, ValueSize: 100, RangeKeys: 7, Concurrency: 3, Duration: 50 * time.Millisecond, Seed: 5})
 		if err != nil {
 			t.Fatalf("%s: %v", op, err)
 		}
-		if r.Store != "kv" || r.Op != op || r.Ops == 0 || r.Errors != 0 || r.Bytes < int64(r.Ops)*100 || r.OpsPerS <= 0 || r.LatencyMsMax < r.LatencyMsP50 {
+		if op == KVOpPut && r.Errors == 0 {
+			t.Fatalf("no failed put counted: %+v", r)
+		}
+		if r.Store != "kv" || r.Op != op || r.Ops == 0 || (op != KVOpPut && r.Errors != 0) || r.Bytes < int64(r.Ops)*100 || r.OpsPerS <= 0 || r.LatencyMsMax < r.LatencyMsP50 {
 			t.Fatalf("%s: %+v", op, r)
 		}
 		if op == KVOpRange && r.Bytes <= int64(r.Ops)*100 {
