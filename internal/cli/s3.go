@@ -7,10 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/metrics"
@@ -88,4 +91,69 @@ func (s *s3Flags) start(ctx context.Context, endpoint string, reg *metrics.Regis
 		kvc.Close()
 		c.Close()
 	}, nil
+}
+
+// newS3Cmd is `flashmend s3`: the S3 gateway as its own process, in front
+// of a cluster whose coordinator runs elsewhere (multi-host deployments;
+// `flashmend dev` serves one by itself).
+func newS3Cmd() *cobra.Command {
+	var s s3Flags
+	var endpoint string
+	var metricsF metricsFlag
+	cmd := &cobra.Command{
+		Use:   "s3 --endpoint ADDR --listen ADDR",
+		Short: "Serve the S3 gateway over a cluster",
+		Long: `Serves the S3-compatible gateway (docs/s3.md) over the cluster whose
+coordinator is at --endpoint (or $` + EndpointEnv + `), on --listen, and prints
+its line: "S3: http://HOST:PORT access key: AK secret key: SK". The credential
+comes from --access-key and --secret-key, or from $FLASHMEND_S3_ACCESS_KEY and
+$FLASHMEND_S3_SECRET_KEY (better: not on the command line); there is no
+default outside 'flashmend dev'. Buckets and object metadata live in the
+cluster's KV store, so any number of gateways may serve the same cluster.
+Ctrl-C (or SIGTERM) stops it and exits 0.
+
+Example:
+  FLASHMEND_S3_ACCESS_KEY=AK FLASHMEND_S3_SECRET_KEY=SK \
+    flashmend s3 --endpoint coord.example:7000 --listen 0.0.0.0:9000`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if endpoint == "" {
+				endpoint = os.Getenv(EndpointEnv)
+			}
+			if endpoint == "" {
+				return base.InvalidArgumentf("--endpoint (or $%s) is required", EndpointEnv)
+			}
+			if s.accessKey == "" {
+				s.accessKey = os.Getenv("FLASHMEND_S3_ACCESS_KEY")
+			}
+			if s.secretKey == "" {
+				s.secretKey = os.Getenv("FLASHMEND_S3_SECRET_KEY")
+			}
+			if s.accessKey == "" || s.secretKey == "" {
+				return base.InvalidArgumentf("an access key and a secret key are required (--access-key/--secret-key or $FLASHMEND_S3_ACCESS_KEY/$FLASHMEND_S3_SECRET_KEY)")
+			}
+			ctx, stop := signalContext()
+			defer stop()
+			logf := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			defer stopMetrics()
+			stopS3, err := s.start(ctx, endpoint, reg, cmd.OutOrStdout(), cmd.ErrOrStderr(), logf)
+			if err != nil {
+				return err
+			}
+			<-ctx.Done()
+			stopS3()
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&endpoint, "endpoint", "", "the cluster's coordinator address (default $"+EndpointEnv+")")
+	f.StringVar(&s.addr, "listen", "127.0.0.1:0", "address to serve S3 on (port 0: chosen at start)")
+	f.StringVar(&s.accessKey, "access-key", "", "the gateway's access key (default $FLASHMEND_S3_ACCESS_KEY)")
+	f.StringVar(&s.secretKey, "secret-key", "", "the gateway's secret key (default $FLASHMEND_S3_SECRET_KEY)")
+	metricsF.register(f)
+	return cmd
 }
