@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"context"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
 
 // patternReader yields n bytes cycling through a seeded random block, so
@@ -139,4 +142,62 @@ func BenchmarkMultipartUploadMemory(b *testing.B) {
 		b.ReportMetric(float64(size)/(1<<20)/elapsed.Seconds(), "MiB/s")
 		b.ReportMetric(float64(size)/(1<<20), "object-MiB")
 	}
+}
+
+// BenchmarkS3VersusClient puts and gets the same 8 MiB objects through the
+// S3 gateway (signed HTTP, single-part) and through the cluster client the
+// gateway itself uses (what 'ctl put/get' does), on one in-process 6-node
+// cluster, and reports MiB/s for each: the gateway's cost over the client.
+//
+//	go test -run '^$' -bench S3VersusClient -benchtime 8x ./internal/s3
+func BenchmarkS3VersusClient(b *testing.B) {
+	const size = 8 << 20
+	url, c := startGatewayWith(b, 64<<20)
+	if code, _, body := do(b, url, call{method: "PUT", path: "/bench"}); code != 200 {
+		b.Fatalf("create bucket: %d %s", code, body)
+	}
+	data := make([]byte, size)
+	rand.New(rand.NewSource(2)).Read(data)
+	ctx := context.Background()
+	// Every object the gets read exists whatever b.N the puts ran with.
+	for i := 0; i < 4; i++ {
+		if code, _, body := do(b, url, call{method: "PUT", path: "/bench/obj" + strconv.Itoa(i), body: data}); code != 200 {
+			b.Fatalf("put: %d %s", code, body)
+		}
+		if _, err := c.Put(ctx, "direct/obj"+strconv.Itoa(i), data, objectpb.Redundancy_REP); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("put/s3", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := 0; i < b.N; i++ {
+			if code, _, body := do(b, url, call{method: "PUT", path: "/bench/obj" + strconv.Itoa(i%4), body: data}); code != 200 {
+				b.Fatalf("put: %d %s", code, body)
+			}
+		}
+	})
+	b.Run("put/client", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := 0; i < b.N; i++ {
+			if _, err := c.Put(ctx, "direct/obj"+strconv.Itoa(i%4), data, objectpb.Redundancy_REP); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("get/s3", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := 0; i < b.N; i++ {
+			if code, _, body := do(b, url, call{method: "GET", path: "/bench/obj" + strconv.Itoa(i%4)}); code != 200 || len(body) != size {
+				b.Fatalf("get: %d, %d bytes", code, len(body))
+			}
+		}
+	})
+	b.Run("get/client", func(b *testing.B) {
+		b.SetBytes(size)
+		for i := 0; i < b.N; i++ {
+			if _, _, err := c.GetTo(ctx, "direct/obj"+strconv.Itoa(i%4), client.ModeDefault, io.Discard); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
