@@ -34,6 +34,8 @@ type Layout struct {
 // range-deletion and range-key blocks, value index, blob reference index,
 // properties, meta-index (each with its block trailer) and the footer. ro
 // must carry the DB's comparer, mergers and key schemas so the table opens.
+// NB: ReadLayout closes f once Pebble has opened it (the reader owns it); to
+// keep a file open, pass a wrapper whose Close does nothing.
 func ReadLayout(ro sstable.ReaderOptions, f sstable.ReadableFile, size int64) (Layout, error) {
 	readable, err := sstable.NewSimpleReadable(f)
 	if err != nil {
