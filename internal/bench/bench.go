@@ -39,6 +39,10 @@ type Options struct {
 	Seed   int64
 	// Keep leaves the objects in the cluster.
 	Keep bool
+	// Started, when set, is called once the objects GETs read are in
+	// place, right before the workers start (a profiler starts there, so
+	// that it leaves out the preparation).
+	Started func()
 }
 
 // Result is what a run measured. JSON field names carry their units.
@@ -172,6 +176,9 @@ func Run(ctx context.Context, c *client.Client, o Options) (Result, error) {
 	var mu sync.Mutex
 	var samples []sample
 	var wrong error
+	if o.Started != nil {
+		o.Started()
+	}
 	start := time.Now()
 	deadline := start.Add(o.Duration)
 	var wg sync.WaitGroup

@@ -268,15 +268,24 @@ func datapathProfileRun(ctx context.Context, cluster *objCluster, c *client.Clie
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	if err := pprof.StartCPUProfile(f); err != nil {
-		p.Top = fmt.Sprintf("(no profile: %v)", err)
-		return p, nil
-	}
+	// The profile starts once a GET run's objects are in place: it covers
+	// the workers only.
+	var profErr error
+	started := false
 	res, err := bench.Run(ctx, c, bench.Options{Op: dc.Op, SizeBytes: pl.SizeBytes, Concurrency: dc.Concurrency,
-		Duration: pl.Duration, Redundancy: dc.Red, Seed: seed, Prefix: prefix})
-	pprof.StopCPUProfile()
+		Duration: pl.Duration, Redundancy: dc.Red, Seed: seed, Prefix: prefix, Started: func() {
+			profErr = pprof.StartCPUProfile(f)
+			started = profErr == nil
+		}})
+	if started {
+		pprof.StopCPUProfile()
+	}
 	if err != nil {
 		return p, fmt.Errorf("%v (profiled): %w", dc, err)
+	}
+	if !started {
+		p.Top = fmt.Sprintf("(no profile: %v)", profErr)
+		return p, nil
 	}
 	p.Result = res
 	p.Top = pprofTop(ctx, f.Name(), "-top", "-nodecount=18")
