@@ -2,37 +2,29 @@ package bitrot
 
 import (
 	"bytes"
-	"io"
+	"errors"
 	"math"
 	"math/rand"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/guardfs/guardtest"
 )
 
+// writeFile replaces the file at path with data, creating its directory.
 func writeFile(t *testing.T, fs vfs.FS, path string, data []byte) {
 	t.Helper()
-	if err := fs.MkdirAll(fs.PathDir(path), 0o755); err != nil {
+	if err := errors.Join(fs.MkdirAll(fs.PathDir(path), 0o755), guardtest.WriteFile(fs, path, data)); err != nil {
 		t.Fatal(err)
 	}
-	f, err := fs.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// NB: Pebble's MemFS scribbles over a written buffer in invariants
-	// builds; write a copy so the caller's data stays the original.
-	f.Write(bytes.Clone(data))
-	f.Close()
 }
 
 func readFile(t *testing.T, fs vfs.FS, path string) []byte {
 	t.Helper()
-	f, err := fs.Open(path)
+	b, err := guardtest.ReadFile(fs, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	b, _ := io.ReadAll(f)
 	return b
 }
 

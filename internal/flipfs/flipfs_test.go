@@ -2,6 +2,7 @@ package flipfs
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"math"
 	"math/rand"
@@ -9,36 +10,21 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/flashmend/flashmend/internal/guardfs/guardtest"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
 )
 
-func writeFile(t *testing.T, fs vfs.FS, name string, data []byte) {
+// writeFile replaces the file at path with data, creating its directory.
+func writeFile(t *testing.T, fs vfs.FS, path string, data []byte) {
 	t.Helper()
-	if err := fs.MkdirAll(fs.PathDir(name), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	f, err := fs.Create(name, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// NB: Pebble's MemFS scribbles on written buffers under -tags
-	// invariants; write a copy.
-	if _, err := f.Write(append([]byte(nil), data...)); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
+	if err := errors.Join(fs.MkdirAll(fs.PathDir(path), 0o755), guardtest.WriteFile(fs, path, data)); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func readAll(t *testing.T, fs vfs.FS, name string) []byte {
+func readAll(t *testing.T, fs vfs.FS, path string) []byte {
 	t.Helper()
-	f, err := fs.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(f)
+	b, err := guardtest.ReadFile(fs, path)
 	if err != nil {
 		t.Fatal(err)
 	}
