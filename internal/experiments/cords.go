@@ -72,8 +72,10 @@ type ObjectCordsCell struct {
 	Failed                             bool
 }
 
-// ObjectCordsFaults are the object sweep's faults that are CORDS columns.
-var ObjectCordsFaults = []string{string(faultZero), string(faultJunk), string(faultFlip)}
+// ObjectCordsFaults are the object sweep's faults that are CORDS columns:
+// damage at rest, and (plain-file nodes only) a read error on the file and
+// write errors on its type.
+var ObjectCordsFaults = []string{string(faultZero), string(faultJunk), string(faultFlip), string(faultEIORead), string(faultWriteError)}
 
 // ObjectCords runs the object store's single-fault sweep (7 storage
 // nodes and a coordinator; REP and EC objects; nodes on plain files and
@@ -83,12 +85,11 @@ func ObjectCords(ctx context.Context, tmp string, seed int64, faults []string) (
 	if faults == nil {
 		faults = ObjectCordsFaults
 	}
-	want := map[sweepFault]bool{}
+	var cols []sweepFault
 	for _, f := range faults {
-		want[sweepFault(f)] = true
+		cols = append(cols, sweepFault(f))
 	}
-	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
-		Cells: func(_ sweepFileType, f sweepFault) bool { return want[f] }}
+	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute, Faults: cols}
 	cells, err := runFaultSweep(ctx, tmp, o)
 	var out []ObjectCordsCell
 	for _, c := range cells {

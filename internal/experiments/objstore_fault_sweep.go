@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -54,6 +57,87 @@ const (
 
 var sweepFaults = []sweepFault{faultZero, faultJunk, faultFlip, faultTruncate, faultDelete}
 
+// Faults a node's store returns while the cluster runs (plain-file nodes
+// only: objIOFaultStore wraps the victim node's store). They are columns
+// of the torture harness's CORDS table, not of this sweep's default set.
+const (
+	// faultEIORead: every read of the victim file fails with EIO.
+	faultEIORead sweepFault = "eio-read"
+	// faultWriteError: every write of a file of the victim's type on the
+	// victim's node fails with EIO.
+	faultWriteError sweepFault = "write-error"
+)
+
+func isObjIOFault(f sweepFault) bool { return f == faultEIORead || f == faultWriteError }
+
+// objIOFault names what a cell's I/O fault hits: a node (by its
+// directory) and a file of its store.
+type objIOFault struct {
+	fault   sweepFault
+	nodeDir string
+	name    string // store-relative
+}
+
+// objIOFaultStore is a node's plain-file store with one I/O fault.
+type objIOFaultStore struct {
+	*objstore.FileStore
+	f        objIOFault
+	injected atomic.Int64
+}
+
+func (s *objIOFaultStore) readFails(name string) error {
+	if s.f.fault == faultEIORead && name == s.f.name {
+		s.injected.Add(1)
+		return fmt.Errorf("read %s: injected: %w", name, syscall.EIO)
+	}
+	return nil
+}
+
+func (s *objIOFaultStore) writeFails(name string) error {
+	if s.f.fault == faultWriteError && path.Dir(name) != "." && strings.SplitN(name, "/", 2)[0] == strings.SplitN(s.f.name, "/", 2)[0] {
+		s.injected.Add(1)
+		return fmt.Errorf("write %s: injected: %w", name, syscall.EIO)
+	}
+	return nil
+}
+
+func (s *objIOFaultStore) Get(name string) ([]byte, error) {
+	if err := s.readFails(name); err != nil {
+		return nil, err
+	}
+	return s.FileStore.Get(name)
+}
+
+func (s *objIOFaultStore) GetRange(name string, off, n int64) ([]byte, error) {
+	if err := s.readFails(name); err != nil {
+		return nil, err
+	}
+	return s.FileStore.GetRange(name, off, n)
+}
+
+func (s *objIOFaultStore) Put(name string, data []byte) error {
+	if err := s.writeFails(name); err != nil {
+		return err
+	}
+	return s.FileStore.Put(name, data)
+}
+
+// Create is objstore.Creator's (new chunk data files).
+func (s *objIOFaultStore) Create(name string, data []byte) error {
+	if err := s.writeFails(name); err != nil {
+		return err
+	}
+	return s.FileStore.Create(name, data)
+}
+
+// WriteFresh is objstore.FreshWriter's (sums records of new chunks).
+func (s *objIOFaultStore) WriteFresh(name string, off int64, data []byte) error {
+	if err := s.writeFails(name); err != nil {
+		return err
+	}
+	return s.FileStore.WriteFresh(name, off, data)
+}
+
 // sweepFileType is a type of file a node or the coordinator keeps: Store is
 // the node store it exists on ("file", "sdf", or "" for the coordinator),
 // Match picks files of the type by their path relative to the cluster dir.
@@ -94,6 +178,8 @@ type sweepOptions struct {
 	Nodes   int
 	Seed    int64
 	Objects int // per redundancy
+	// Faults are the columns (nil: sweepFaults).
+	Faults []sweepFault
 	// Cells picks which cells run: nil runs every (type, fault).
 	Cells func(t sweepFileType, f sweepFault) bool
 	// CellTimeout bounds each cell: a hang is a failure.
@@ -159,7 +245,11 @@ func runFaultSweep(ctx context.Context, tmp string, o sweepOptions) ([]sweepCell
 		if store == "" {
 			store = "file"
 		}
-		for _, f := range sweepFaults {
+		faults := o.Faults
+		if faults == nil {
+			faults = sweepFaults
+		}
+		for _, f := range faults {
 			if o.Cells != nil && !o.Cells(ft, f) {
 				continue
 			}
@@ -217,12 +307,21 @@ func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileTy
 	sort.Strings(files)
 	victim := files[rng.Intn(len(files))]
 	cell.File, _ = filepath.Rel(dir, victim)
-	if err := applySweepFault(victim, fault, rng); err != nil {
+	var iof *objIOFault
+	if isObjIOFault(fault) {
+		// The victim's node directory is the one holding its "store".
+		i := strings.LastIndex(victim, string(filepath.Separator)+"store"+string(filepath.Separator))
+		if store != "file" || i < 0 {
+			cell.Outcome = "not run: I/O faults are injected into plain-file node stores only"
+			return cell, nil
+		}
+		iof = &objIOFault{fault: fault, nodeDir: victim[:i], name: filepath.ToSlash(victim[i+len("/store/"):])}
+	} else if err := applySweepFault(victim, fault, rng); err != nil {
 		return cell, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.CellTimeout)
 	defer cancel()
-	outcome, detail := checkSweepCell(cctx, dir, store, o)
+	outcome, detail := checkSweepCell(cctx, dir, store, o, iof)
 	if cctx.Err() != nil && !strings.HasPrefix(outcome, "FAIL") {
 		outcome = "FAIL: deadline"
 	}
@@ -284,11 +383,22 @@ func applySweepFault(path string, fault sweepFault, rng *rand.Rand) error {
 }
 
 // checkSweepCell restarts the cluster in dir and checks every target.
-func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions) (outcome, detail string) {
+func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof *objIOFault) (outcome, detail string) {
 	var logs base.LogLines
 	ns := &urNodeStores{g: sweepGeometry(), stores: map[int]*objstore.SDFStore{}}
 	opts := sweepClusterOptions(dir, store, o.Nodes, ns)
 	opts.Logf = logs.Logf
+	var faulty *objIOFaultStore
+	if iof != nil {
+		opts.NodeStore = func(ndir string, i int) (objstore.Store, error) {
+			fs, err := objstore.OpenFileStore(filepath.Join(ndir, "store"), opts.SyncWrites)
+			if err != nil || filepath.Clean(ndir) != filepath.Clean(iof.nodeDir) {
+				return fs, err
+			}
+			faulty = &objIOFaultStore{FileStore: fs, f: *iof}
+			return faulty, nil
+		}
+	}
 	type started struct {
 		cl  *devcluster.Cluster
 		err error
@@ -387,6 +497,31 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions) (out
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	// The workload continues under a write error: new objects of each
+	// redundancy (three, so that placement lands on the faulty node) are
+	// written and read back.
+	for j := 0; iof != nil && iof.fault == faultWriteError && j < 6; j++ {
+		{
+			red := []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC}[j%2]
+			key := fmt.Sprintf("sweep/under-fault/%s/%d", strings.ToLower(red.String()), j/2)
+			want := uberObjectData(o.Seed+1, red, j/2, sweepObjectBytes)
+			if _, err := cli.Put(ctx, key, want, red); err != nil {
+				return "FAIL: put under the write error", fmt.Sprintf("%s: %v", key, err)
+			}
+			got, err := cli.Get(ctx, key)
+			if err != nil {
+				return "FAIL: object not readable", fmt.Sprintf("%s (written under the fault): %v", key, err)
+			}
+			if !bytes.Equal(got, want) {
+				return "FAIL: wrong data", key
+			}
+			rec, err := cli.Stat(ctx, key)
+			if err != nil {
+				return "FAIL: stat", err.Error()
+			}
+			recs = append(recs, rec)
+		}
+	}
 	// Scrub: every replica and shard present and verified.
 	repaired := 0
 	for _, key := range keysOf(recs) {
@@ -412,6 +547,15 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions) (out
 	}
 	if st := cl.Scrubber(); st != nil {
 		repairs += st.Stats().Repaired
+	}
+	if faulty != nil {
+		n := faulty.injected.Load()
+		if n == 0 {
+			return "not reached", "the fault never fired"
+		}
+		defer func() {
+			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %d operations failed by the %s", n, iof.fault), "; ")
+		}()
 	}
 	switch {
 	case len(dead) == 1:

@@ -3,6 +3,9 @@ package objstore
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -150,4 +153,45 @@ func FuzzMetaFiles(f *testing.F) {
 			t.Fatalf("after repair: %+v %v", again, err)
 		}
 	})
+}
+
+// eioStore fails reads of one file with EIO, as a bad sector does.
+type eioStore struct {
+	*MemStore
+	bad string
+}
+
+func (s *eioStore) Get(name string) ([]byte, error) {
+	if name == s.bad {
+		return nil, fmt.Errorf("read %s: %w", name, syscall.EIO)
+	}
+	return s.MemStore.Get(name)
+}
+
+// TestMetaFilesReadErrorOnOneCopyServesTheOthers: an EIO reading one of
+// the three copies (a bad sector under it) is an unreadable copy, rewritten
+// from the good ones, not an error for the whole file. Found by the
+// torture harness's CORDS sweep (`flashmend torture cords`, node identity
+// x EIO read: the node did not start and was declared dead).
+func TestMetaFilesReadErrorOnOneCopyServesTheOthers(t *testing.T) {
+	st := &eioStore{MemStore: NewMemStore()}
+	meta := NewMetaFiles(st)
+	if err := meta.Write("node/identity", []byte(`{"node_id":4}`)); err != nil {
+		t.Fatal(err)
+	}
+	st.bad = metaCopyName("node/identity", 1)
+	res, err := meta.Read("node/identity")
+	if err != nil || string(res.Payload) != `{"node_id":4}` || res.Repaired != 1 {
+		t.Fatalf("one copy unreadable: %+v %v", res, err)
+	}
+	// Every copy unreadable: the device's error, not a data loss.
+	for i := 0; i < MetaCopies; i++ {
+		st.bad = metaCopyName("node/identity", i)
+		if i > 0 {
+			st.MemStore.Delete(metaCopyName("node/identity", i-1))
+		}
+	}
+	if _, err := meta.Read("node/identity"); !errors.Is(err, syscall.EIO) || base.IsDataLoss(err) {
+		t.Fatalf("last copy unreadable, others gone: %v", err)
+	}
 }

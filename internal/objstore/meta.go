@@ -72,19 +72,21 @@ func (m *MetaFiles) Read(name string) (MetaReadResult, error) {
 	var copies [MetaCopies][]byte
 	valid := [MetaCopies]bool{}
 	found, best := 0, -1
+	var readErr error // the first copy the store could not read
 	for i := range copies {
 		b, err := m.store.Get(metaCopyName(name, i))
 		if err != nil {
 			if IsNotFound(err) {
 				continue
 			}
-			if base.IsCorruption(err) {
-				// A copy the store cannot read (say, on a failed die):
-				// invalid, rewritten from a good one below.
-				found++
-				continue
+			// A copy the store cannot read (a failed die, a bad sector's
+			// EIO): invalid, rewritten from a good one below. Only when no
+			// copy is good does its error decide the result.
+			found++
+			if readErr == nil && !base.IsCorruption(err) {
+				readErr = fmt.Errorf("meta %s copy %d: %w", name, i, err)
 			}
-			return res, err
+			continue
 		}
 		found++
 		copies[i] = b
@@ -105,6 +107,10 @@ func (m *MetaFiles) Read(name string) (MetaReadResult, error) {
 		// No copy verifies: vote bit by bit over three copies of the same
 		// length (damage in different bits of each), and use the result
 		// only if it verifies.
+		if readErr != nil {
+			// Not known to be lost: the device failed to read a copy.
+			return res, readErr
+		}
 		if found < MetaCopies || len(copies[0]) != len(copies[1]) || len(copies[0]) != len(copies[2]) {
 			return res, base.DataLossErrorf("meta %s: all %d copies corrupt", name, found)
 		}

@@ -18,6 +18,7 @@ const (
 	Crash       Outcome = "crash"
 	Unavailable Outcome = "unavailable" // did not start, or a replica never came back in step
 	NotReached  Outcome = "not reached" // the fault did not land (nothing to damage, never read or written)
+	NotRun      Outcome = "not run"     // the fault is not injected into this kind of store yet
 )
 
 // Bad reports whether o misses the harness's target (0 lost, 0 wrong, 0
@@ -50,6 +51,10 @@ func ClassifyKV(c experiments.KVSweepCell, ioFault bool) (Outcome, string) {
 // ClassifyObject maps an object sweep cell to its outcome.
 func ClassifyObject(c experiments.ObjectCordsCell) Outcome {
 	switch {
+	case strings.HasPrefix(c.Outcome, "not run"):
+		return NotRun
+	case c.Outcome == "not reached":
+		return NotReached
 	case strings.HasPrefix(c.Outcome, "FAIL: wrong"):
 		return Wrong
 	case strings.HasPrefix(c.Outcome, "FAIL: hang"), strings.HasPrefix(c.Outcome, "FAIL: deadline"):
