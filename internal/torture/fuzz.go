@@ -68,8 +68,11 @@ func Fuzz(ctx context.Context, dir string, targets []FuzzTarget, d time.Duration
 	var out []FuzzResult
 	for _, t := range targets {
 		start := time.Now()
+		// NB: -fuzzminimizetime bounds the minimization of each new
+		// corpus entry (60 s by default), which can otherwise take the
+		// whole fuzzing time of a target with large inputs.
 		cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-fuzz", "^"+t.Name+"$", "-fuzztime", d.String(),
-			"-parallel", strconv.Itoa(parallel), t.Pkg)
+			"-fuzzminimizetime", "2s", "-parallel", strconv.Itoa(parallel), t.Pkg)
 		cmd.Dir = dir
 		var buf bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &buf, &buf
