@@ -184,12 +184,10 @@ func runDatapath(ctx context.Context, cfg Config) (*report.Report, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%v: %w", kc, err)
 			}
-			if res.Ops == 0 {
-				return nil, fmt.Errorf("%v: every operation failed (first: %s)", kc, res.FirstError)
-			}
 			// A KV operation that fails (a proposal not applied in
-			// time on a loaded machine) is counted and reported, not
-			// fatal: wrong data still is (RunKV's error above).
+			// time on a loaded machine; in a short run that can be
+			// every one) is counted and reported, not fatal: wrong data
+			// still is (RunKV's error above).
 			kvLoaded = kvLoaded || kc.Op != bench.KVOpPut
 			cpu1, err := processCPU()
 			if err != nil {
