@@ -328,7 +328,18 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 					narrow = r.toUserRange(append(bytes.Clone(sp.Start), 0), sp.End)
 				}
 			}
+			if narrow.End != nil && bytes.Compare(narrow.Start, narrow.End) >= 0 {
+				// The run lost no live row: what of it the table's bounds
+				// keep is at most the separator the table does not hold
+				// (a table an excise cut, whose damaged run lies past its
+				// new bounds). A range that can never be covered would
+				// keep the replica under repair forever.
+				continue
+			}
 			out = append(out, repairSpan{narrow: narrow, wide: wide, blocks: sp.Offsets, absent: absent})
+		}
+		if len(out) == 0 {
+			return nil
 		}
 		return out
 	}
@@ -338,6 +349,9 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		lo, hi = iso.Start, iso.End
 	}
 	rg := r.toUserRange(lo, hi)
+	if rg.End != nil && bytes.Compare(rg.Start, rg.End) >= 0 {
+		return nil // nothing live in the table's bounds
+	}
 	return []repairSpan{{narrow: rg, wide: r.toShardEdges(rg)}}
 }
 

@@ -1155,6 +1155,19 @@ func (r *Replica) Stats() ReplicaStats {
 	return r.stats.clone()
 }
 
+// RepairsPending is the number of repairs this replica waits for: patch
+// requests not yet applied and key ranges it refuses to read, plus one if
+// it must be rebuilt. Zero means every damage it found is repaired.
+func (r *Replica) RepairsPending() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(r.pending) + len(r.recovering)
+	if r.down || r.needRebuild {
+		n++
+	}
+	return n
+}
+
 // ContentChecksum is the CRC32C over every user row and the applied index
 // it reflects.
 func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err error) {

@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/reparo"
 	"github.com/flashmend/flashmend/internal/sdf"
@@ -60,26 +61,26 @@ type dieRepairs struct {
 func (n *Node) dieLoop(ctx context.Context, dr objstore.DieReporter) {
 	defer n.wg.Done()
 	for _, d := range dr.FailedDies() {
-		n.openDieJob(dr, sdf.DieFailure{Die: d, First: time.Now(), At: time.Now()}, true)
+		n.openDieJob(ctx, dr, sdf.DieFailure{Die: d, First: time.Now(), At: time.Now()}, true)
 	}
 	for {
 		select {
 		case ev := <-dr.DieEvents():
-			n.openDieJob(dr, ev, false)
+			n.openDieJob(ctx, dr, ev, false)
 		case <-ctx.Done():
 			return
 		}
 	}
 }
 
-func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bool) {
+func (n *Node) openDieJob(ctx context.Context, dr objstore.DieReporter, ev sdf.DieFailure, atStart bool) {
 	loss, err := dr.LostOnDie(ev.Die, n.dies.method)
 	if err != nil {
 		n.cfg.Logf("node %s: die %s failed; identifying what it held: %v", n.id, ev.Die, err)
 		return
 	}
 	n.repairMetaCopies(loss)
-	kvShards := n.repairKV(ev.Die, loss.OtherFiles)
+	kvShards := n.repairKV(ctx, ev.Die, loss.OtherFiles)
 	rebuild := n.cfg.DieRepair == DieRepairRebuild
 	if rebuild {
 		// The baseline: the device is retired with its die; every blob
@@ -132,8 +133,10 @@ func (n *Node) openDieJob(dr objstore.DieReporter, ev sdf.DieFailure, atStart bo
 // the table stays. Pebble's own metadata and the sstables' metadata blocks
 // have copies on other channels (sdfvfs) and are served and rewritten from
 // them; raft log records lost in both copies come back from the peers when
-// the log is next opened. It returns the shards it scrubs.
-func (n *Node) repairKV(die flash.DieAddr, files []string) int {
+// the log is next opened. Once a shard's replica has nothing left to
+// repair, its sstables' and raft logs' ranges still mapped to the dead die
+// are retired off it (retireKV). It returns the shards it scrubs.
+func (n *Node) repairKV(ctx context.Context, die flash.DieAddr, files []string) int {
 	kn := n.KV()
 	if kn == nil {
 		return 0
@@ -155,9 +158,70 @@ func (n *Node) repairKV(die flash.DieAddr, files []string) int {
 			verified, damaged, err := r.Scrub()
 			n.cfg.Logf("node %s: die %s failed: kv %s scrubbed: %d tables verified, %d damaged (patched from the other replicas) %v",
 				n.id, die, id, verified, damaged, err)
+			if err == nil {
+				n.retireKV(ctx, die, id, r)
+			}
 		}()
 	}
 	return len(shards)
+}
+
+// kvRepairSettle is how long a replica must report nothing left to repair
+// before its files' ranges on a dead die are retired: the scrub's reports
+// reach the replica's repair loop asynchronously.
+const kvRepairSettle = time.Second
+
+// retireKV waits (while ctx lives) until replica r of shard id has
+// repaired what it found, then retires the ranges of the shard's sstables
+// (with their guardfs sidecars) and raft log copies that the dead die still
+// maps (objstore.LossRetirer).
+// Their content is back (the key ranges of the lost data blocks are
+// patched; the raft log's other copy, or the peers at the next open, hold
+// its records), and each checks its own content (block and fragment
+// checksums, a sidecar's framing), so the zeros that take the ranges' place
+// are refused like the dead die's pages were, never read as data. Pebble's
+// MANIFEST, OPTIONS and markers (guardfs's copies) and sdfvfs's shadows are
+// left to the layers that keep their copies: their ranges stay on the die
+// and the die's repair reports them.
+func (n *Node) retireKV(ctx context.Context, die flash.DieAddr, id base.ShardID, r *kv.Replica) {
+	lr, ok := n.inner.(objstore.LossRetirer)
+	if !ok {
+		return
+	}
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	var quiet time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			if r.RepairsPending() > 0 {
+				quiet = time.Time{}
+				continue
+			}
+			if quiet.IsZero() {
+				quiet = now
+			}
+			if now.Sub(quiet) < kvRepairSettle {
+				continue
+			}
+		}
+		break
+	}
+	ranges, bytes, err := lr.RetireLost(die, n.dies.method, func(name string) bool {
+		s, ok := kvShardOfFile(name)
+		return ok && s == id && !strings.HasPrefix(name, ".sdfvfs/") &&
+			(strings.HasSuffix(name, ".sst") || strings.Contains(name, "/raft/"))
+	})
+	if err != nil {
+		n.cfg.Logf("node %s: die %s: kv %s: retiring its ranges on the die: %v", n.id, die, id, err)
+		return
+	}
+	if ranges > 0 {
+		n.history.record(KindDieRepaired, nil, fmt.Sprintf("die %s: kv %s repaired from its peers; %d ranges (%s) of its sstables and raft log retired off the die",
+			die, id, ranges, base.Bytes(bytes)))
+	}
 }
 
 // kvShardOfFile returns the shard whose replica keeps the flash file name

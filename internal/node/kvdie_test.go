@@ -32,15 +32,17 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	}
 	defer co.Close()
 	kvOpts := &kv.Options{CacheBytes: -1}
-	g := flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 64, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+	g := flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 32, PagesPerBlock: 32, PageSize: 4096, OOBSize: 128}
 	var nodes []*Node
 	defer func() {
 		for _, n := range nodes {
 			n.Close()
 		}
 	}()
+	var dirs []string
 	for i := 0; i < 3; i++ {
 		dir := t.TempDir()
+		dirs = append(dirs, dir)
 		st, err := objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Geometry: g, Seed: int64(i + 1)})
 		if err != nil {
 			t.Fatal(err)
@@ -153,4 +155,64 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	if after.PatchesApplied == before.PatchesApplied && after.BlocksMerged == before.BlocksMerged {
 		t.Fatalf("nothing patched: %v", after)
 	}
+	// Once repaired, the replica's sstables and raft log keep nothing on
+	// the dead die: their ranges there are retired off it.
+	onDie := func() (names []string) {
+		loss, err := st.LostOnDie(die, reparo.IdentifyCDRStar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range loss.OtherFiles {
+			if id, ok := kvShardOfFile(f); ok && id == shard && !strings.HasPrefix(f, ".sdfvfs/") &&
+				(strings.HasSuffix(f, ".sst") || strings.Contains(f, "/raft/")) {
+				names = append(names, f)
+			}
+		}
+		return names
+	}
+	waitUntil(t, "the replica's sstable and raft log ranges retired off the die", 60*time.Second, func() bool { return len(onDie()) == 0 })
+	if loss, err := st.LostOnDie(die, reparo.IdentifyCDRStar); err == nil {
+		t.Logf("left on the die after the repair: %d ranges in %v", loss.Ranges, loss.OtherFiles)
+	}
+	// The retired ranges are refused by the layers that own them: node 1
+	// restarts on its device (the die still dead), its replica opens
+	// without a rebuild and holds what the others hold.
+	if err := victim.Close(); err != nil {
+		t.Fatal(err)
+	}
+	st2, err := objstore.OpenSDFStore(filepath.Join(dirs[0], "sdf"), objstore.SDFStoreOptions{Geometry: g, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, err := Start(ctx, Config{Dir: dirs[0], Store: st2, CoordinatorAddr: co.Addr(), NodeID: 1,
+		HeartbeatInterval: 100 * time.Millisecond, KV: kvOpts, Logf: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes[0] = n1
+	waitUntil(t, "node 1 reopens its replica", 60*time.Second, func() bool { return n1.KV() != nil && n1.KV().Replica(shard) != nil })
+	r1 := n1.KV().Replica(shard)
+	waitUntil(t, "replicas equal after node 1's restart", 90*time.Second, func() bool {
+		var sums []uint32
+		for _, n := range nodes {
+			crc, _, _, err := n.KV().Replica(shard).ContentChecksum()
+			if err != nil {
+				return false
+			}
+			sums = append(sums, crc)
+		}
+		ok := r1.RepairsPending() == 0 && sums[0] == sums[1] && sums[1] == sums[2]
+		if !ok && time.Now().Unix()%10 == 0 {
+			st, err := r1.Status()
+			t.Logf("node 1's replica: %v %v; sums %v", st, err, sums)
+		}
+		return ok
+	})
+	if st := r1.Stats(); st.Rebuilds != 0 {
+		t.Fatalf("node 1's replica was rebuilt after its restart: %v", st)
+	}
+	if fails := n1.KV().Failures(); len(fails) > 0 {
+		t.Fatalf("node 1's replica failed to open and was replaced: %v", fails)
+	}
+	t.Logf("node 1's replica after its restart: %v", r1.Stats())
 }

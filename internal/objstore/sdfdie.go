@@ -1,6 +1,8 @@
 package objstore
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +29,15 @@ type DieReporter interface {
 }
 
 var _ DieReporter = (*SDFStore)(nil)
+
+// LossRetirer is a store on a device that can retire lost ranges: ranges a
+// failed die held whose content a layer above has restored from elsewhere
+// and no longer needs from this file (see SDFStore.RetireLost).
+type LossRetirer interface {
+	RetireLost(d flash.DieAddr, m reparo.Method, keep func(name string) bool) (ranges int, bytes int64, err error)
+}
+
+var _ LossRetirer = (*SDFStore)(nil)
 
 // BlobRef names one blob (object version) of the chunk store.
 type BlobRef struct {
@@ -159,4 +170,46 @@ func BlobOfFile(name string) (BlobRef, bool) {
 		return BlobRef{}, false
 	}
 	return BlobRef{Object: o, Version: v}, true
+}
+
+// RetireLost moves the ranges the failed die d held in the files keep
+// selects off the die: each is rewritten, whole pages, on healthy dies with
+// zeros, so that the die holds nothing of them and the die's repair can
+// close (Reparo 6: nothing stays mapped to a dead die). Only for files
+// whose layer above has already restored what the die took (a KV replica
+// patched the key ranges of its lost sstable blocks from its peers; a raft
+// log copy is whole in its other copy or in the peers' logs): their own
+// checksums (Pebble's block checksums, the raft log's fragment checksums,
+// guardfs's framing) refuse the zeros if they are ever read, exactly as
+// they refused the dead die's pages, and no layer takes them for data. It
+// returns the ranges and bytes it retired.
+func (s *SDFStore) RetireLost(d flash.DieAddr, m reparo.Method, keep func(name string) bool) (ranges int, bytes int64, err error) {
+	for _, w := range reparo.Windows(s.fs.MaxFileID(), identifyWindowFiles) {
+		rs, _, err := s.fs.Identify(d, m, w)
+		if err != nil {
+			return ranges, bytes, err
+		}
+		for _, r := range rs {
+			if strings.Contains(r.Name, ".tmp") || !keep(r.Name) {
+				continue
+			}
+			fi, err := s.fs.Stat(r.Name)
+			if err != nil {
+				continue // removed meanwhile: nothing left on the die
+			}
+			end := min(r.Off+r.Len, fi.Size)
+			if end <= r.Off {
+				continue
+			}
+			if err := s.fs.RewriteRange(r.Name, r.Off, make([]byte, end-r.Off)); err != nil {
+				if errors.Is(err, sdf.ErrNotExist) {
+					continue
+				}
+				return ranges, bytes, fmt.Errorf("objstore: retire %s on failed die %s: %w", r, d, err)
+			}
+			ranges++
+			bytes += end - r.Off
+		}
+	}
+	return ranges, bytes, nil
 }

@@ -101,6 +101,14 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 				return fmt.Errorf("sdf: metadata write: zone %d has no usable die left", z.id)
 			}
 		}
+		for c, z := range j.active {
+			if j.wp[c] >= z.capacity(fs.l) {
+				// The state outgrew the zone (a checkpoint of a device
+				// whose files are cut into many extents): a clean error,
+				// never a program past the zone's last page.
+				return fmt.Errorf("sdf: metadata write: zone %d is full (%d pages): %w", z.id, j.wp[c], ErrNoSpace)
+			}
+		}
 		for c := range ops {
 			data := make([]byte, ps)
 			onflash.FillMetaPage(data, j.epoch, j.seq, stream[:n])
@@ -142,9 +150,15 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 			exclude[z] = true
 		}
 	}
+	// The whole state must fit one zone per copy (plus the filler pages
+	// that stagger copies sharing a channel): zones that lost dies are
+	// smaller, and one too small would fail the checkpoint half-written.
+	fs.mu.Lock()
+	need := (len(fs.snapshotLocked())+fs.payloadPerPage()-1)/fs.payloadPerPage() + onflash.MetaCopies
+	fs.mu.Unlock()
 	var lastErr error
 	for attempt := 0; attempt < onflash.MetaZoneCount; attempt++ {
-		set, err := fs.pickMetaZones(exclude)
+		set, err := fs.pickMetaZones(exclude, need)
 		if err != nil {
 			if lastErr != nil {
 				err = errors.Join(lastErr, err)
@@ -216,10 +230,10 @@ func (fs *FS) writeFiller(c int) error {
 
 // pickMetaZones erases and returns onflash.MetaCopies usable metadata zones not in
 // exclude, least worn first, on different channels when possible.
-func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([onflash.MetaCopies]*zone, error) {
+func (fs *FS) pickMetaZones(exclude map[*zone]bool, minPages int) ([onflash.MetaCopies]*zone, error) {
 	var cands []*zone
 	for _, z := range fs.zones[:onflash.MetaZoneCount] {
-		if !exclude[z] && z.state != ZoneOffline {
+		if !exclude[z] && z.state != ZoneOffline && z.capacity(fs.l) >= minPages {
 			cands = append(cands, z)
 		}
 	}
@@ -259,7 +273,7 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool) ([onflash.MetaCopies]*zone, 
 	}
 	var out [onflash.MetaCopies]*zone
 	if len(picked) < onflash.MetaCopies {
-		return out, fmt.Errorf("sdf: fewer than %d usable metadata zones left: %w", onflash.MetaCopies, ErrNoSpace)
+		return out, fmt.Errorf("sdf: fewer than %d usable metadata zones of %d pages left: %w", onflash.MetaCopies, minPages, ErrNoSpace)
 	}
 	copy(out[:], picked)
 	return out, nil
