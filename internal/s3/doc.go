@@ -43,7 +43,9 @@
 // (at most 2 MiB: a completion of 10,000 parts, a delete of 1,000 keys)
 // and a manifest (at most 4 MiB). So a 5 GiB multipart upload of 5 MiB
 // parts holds, per part in flight, one write window, whatever the object's
-// size (measured: see BenchmarkMultipartUploadMemory).
+// size. BenchmarkMultipartUploadMemory measures it (docs/s3.md has the
+// figures): the whole process's peak heap, six nodes included, was 46 MiB
+// for a 1 GiB upload and 48.5 MiB for a 5 GiB one.
 //
 // # Failure model and invariants
 //
