@@ -101,9 +101,9 @@ stress:
 		race=; case " $(RACE_PKGS) " in *" $$p "*) race=-race;; esac; \
 		start=$$(date +%s); \
 		if $(GO) test $(GOFLAGS) $$race -tags invariants -count=$(COUNT) -timeout 120m $$p > /tmp/flashmend-stress.$$$$.log 2>&1; \
-		then echo "ok   $$p -count=$(COUNT) $$race $$(( $$(date +%s) - start ))s"; \
-		else echo "FAIL $$p -count=$(COUNT) $$race $$(( $$(date +%s) - start ))s"; grep -E -- '^(--- FAIL|panic|FAIL)|_test.go:[0-9]+:' /tmp/flashmend-stress.$$$$.log | head -20; fail=1; fi; \
-		rm -f /tmp/flashmend-stress.$$$$.log; \
+		then echo "ok   $$p -count=$(COUNT) $$race $$(( $$(date +%s) - start ))s"; rm -f /tmp/flashmend-stress.$$$$.log; \
+		else log=/tmp/flashmend-stress.$$$$.$$(echo $$p | tr / _).log; mv /tmp/flashmend-stress.$$$$.log $$log; \
+			echo "FAIL $$p -count=$(COUNT) $$race $$(( $$(date +%s) - start ))s (whole log: $$log)"; grep -E -A8 -- '^--- FAIL' $$log | head -40; fail=1; fi; \
 	done; exit $$fail
 
 # Every registered experiment; reports land in docs/results/.
