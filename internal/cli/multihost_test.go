@@ -83,7 +83,7 @@ func TestMultiHostProcesses(t *testing.T) {
 	etcdURL := startExternalEtcd(t, "127.0.0.10")
 	coordDir := filepath.Join(wd, "coordinator")
 	coordinator := startBinary(t, wd, "coordinator", "--dir", coordDir, "--listen", "127.0.0.2:0", "--etcd", etcdURL,
-		"--metrics", "127.0.0.2:0", "--no-scrub", "--lease-ttl-seconds", "3")
+		"--metrics", "127.0.0.2:0", "--no-scrub")
 	var ep string
 	waitFor(t, "the coordinator's endpoint", func() bool {
 		select {
