@@ -265,10 +265,13 @@ func checkBucketName(b string) *Error {
 func (g *Gateway) internal(what string, err error) *Error {
 	g.opts.Logf("s3: %s: %v", what, err)
 	switch {
+	case base.IsNoSpace(err):
+		// First: a node's full device can come wrapped with an invalid
+		// argument from its storage layer; it is the cluster's state, not
+		// the request's.
+		return errorf(ErrServiceUnavailable, "%s: the cluster is out of space", what)
 	case base.IsInvalidArgument(err):
 		return errorf(ErrInvalidArgument, "%s: %v", what, err)
-	case base.IsNoSpace(err):
-		return errorf(ErrServiceUnavailable, "%s: the cluster is out of space", what)
 	}
 	return errorf(ErrInternal, "%s: %v", what, err)
 }
