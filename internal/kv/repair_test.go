@@ -49,6 +49,23 @@ func loadKeys(t *testing.T, cl *kvclient.Client, n int) uint64 {
 	return idx
 }
 
+// mustPut writes key, sending it again while its outcome is unknown (a
+// proposal not applied in time on a loaded machine: writing the same value
+// twice is harmless) until ctx ends.
+func mustPut(ctx context.Context, t *testing.T, cl *kvclient.Client, key, value []byte) {
+	t.Helper()
+	for {
+		_, err := cl.Put(ctx, key, value)
+		if err == nil {
+			return
+		}
+		if code := status.Code(err); ctx.Err() != nil || (code != codes.DeadlineExceeded && code != codes.Unavailable) {
+			t.Fatalf("put %q: %v", key, err)
+		}
+		t.Logf("put %q: %v: again", key, err)
+	}
+}
+
 // waitFor polls cond until it holds; the minute only bounds a hang (the
 // race detector on a loaded 2-core machine is slow), it times nothing.
 func waitFor(t *testing.T, what string, cond func() bool) {

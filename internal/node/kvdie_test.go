@@ -24,7 +24,9 @@ import (
 // lost blocks are patched from the other replicas through the raft log,
 // every key reads back, and the replicas compare equal, with no rebuild.
 func TestKVOnFlashDieFailure(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	// The deadline bounds a hang (the waits below have their own); it
+	// times nothing.
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	co, err := coord.Start(ctx, coord.Config{Dir: t.TempDir(), LeaseTTLSeconds: 2, UnsafeNoFsync: true, SweepInterval: time.Hour})
 	if err != nil {
