@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
@@ -272,6 +276,10 @@ func (g *Gateway) internal(what string, err error) *Error {
 		return errorf(ErrServiceUnavailable, "%s: the cluster is out of space", what)
 	case base.IsInvalidArgument(err):
 		return errorf(ErrInvalidArgument, "%s: %v", what, err)
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded || status.Code(err) == codes.Unavailable:
+		// The cluster did not answer in time (a write's outcome unknown,
+		// no replica reachable): S3's "try again", which clients retry.
+		return errorf(ErrServiceUnavailable, "%s: the cluster did not answer in time, try again: %v", what, err)
 	}
 	return errorf(ErrInternal, "%s: %v", what, err)
 }

@@ -131,6 +131,21 @@ type call struct {
 	sign string
 }
 
+// doRetry is do, sent again (a few times) while the gateway answers 503
+// ServiceUnavailable, as S3 clients do: on a loaded machine a KV write of
+// the cluster can take longer than its proposal deadline.
+func doRetry(t testing.TB, url string, c call) (int, http.Header, []byte) {
+	t.Helper()
+	for attempt := 0; ; attempt++ {
+		code, h, body := do(t, url, c)
+		if code != http.StatusServiceUnavailable || attempt == 4 {
+			return code, h, body
+		}
+		t.Logf("%s %s: 503, again: %s", c.method, c.path, body)
+		time.Sleep(time.Duration(attempt+1) * 100 * time.Millisecond)
+	}
+}
+
 func do(t testing.TB, url string, c call) (int, http.Header, []byte) {
 	t.Helper()
 	r, err := http.NewRequest(c.method, url+c.path, bytes.NewReader(c.body))
@@ -189,10 +204,10 @@ func errorCode(t *testing.T, body []byte) string {
 func TestGatewayErrors(t *testing.T) {
 	url, c := startGateway(t)
 	data := bytes.Repeat([]byte("s3 "), 50000)
-	if code, _, body := do(t, url, call{method: "PUT", path: "/bkt"}); code != 200 {
+	if code, _, body := doRetry(t, url, call{method: "PUT", path: "/bkt"}); code != 200 {
 		t.Fatalf("create bucket: %d %s", code, body)
 	}
-	if code, h, body := do(t, url, call{method: "PUT", path: "/bkt/obj", body: data}); code != 200 || h.Get("ETag") == "" {
+	if code, h, body := doRetry(t, url, call{method: "PUT", path: "/bkt/obj", body: data}); code != 200 || h.Get("ETag") == "" {
 		t.Fatalf("put: %d %s", code, body)
 	}
 	for _, tc := range []struct {
