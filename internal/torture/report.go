@@ -149,7 +149,7 @@ func (r Run) kvSection(rep *report.Report) error {
 	}
 	t := report.Table{Caption: "KV cells in detail", Header: []string{"file", "fault", "outcome", "what happened", "failed ops under the fault", "faults injected", "wall"}}
 	for _, c := range r.KV {
-		t.Rows = append(t.Rows, []string{"`" + c.Cell.File + "`", title(c.Params.Fault), string(c.Outcome), escape(c.Reason),
+		t.Rows = append(t.Rows, []string{"`" + strings.TrimPrefix(c.Params.File, "kv/") + "`", title(c.Params.Fault), string(c.Outcome), escape(c.Reason),
 			fmt.Sprint(c.Cell.DuringErrors), fmt.Sprint(c.Cell.Injected), c.Wall.Round(100 * time.Millisecond).String()})
 	}
 	return rep.Table(t)
