@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"hash/crc32"
 	"sort"
 	"strings"
 	"sync"
@@ -16,15 +17,21 @@ type memKV struct {
 	mu   sync.Mutex
 	m    map[string][]byte
 	flip bool
-	// failPuts fails every failPuts-th put (0: none).
-	failPuts, puts int
+	// failPuts fails the first put of one key in failPuts (0: none), chosen
+	// by the key alone: which put fails must not depend on how concurrent
+	// loaders interleave (a shared counter could fail every try of a key).
+	failPuts int
+	tries    map[string]int
 }
 
 func (k *memKV) Put(_ context.Context, key, value []byte) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.puts++
-	if k.failPuts > 0 && k.puts%k.failPuts == 0 {
+	if k.tries == nil {
+		k.tries = map[string]int{}
+	}
+	k.tries[string(key)]++
+	if k.failPuts > 0 && k.tries[string(key)] == 1 && crc32.ChecksumIEEE(key)%uint32(k.failPuts) == 0 {
 		return errors.New("proposal not applied in time")
 	}
 	k.m[string(key)] = append([]byte(nil), value...)
@@ -74,8 +81,8 @@ func (k *memKV) Scan(_ context.Context, start, end []byte, limit int) ([][]byte,
 func TestRunKV(t *testing.T) {
 	ctx := context.Background()
 	for _, op := range []string{KVOpPut, KVOpGet, KVOpRange} {
-		// Every fifth put fails: the loading tries again, the runs count
-		// the failures.
+		// The first put of one key in five fails: the loading tries
+		// again, the runs count the failures.
 		kv := &memKV{m: map[string][]byte{}, failPuts: 5}
 		r, err := RunKV(ctx, kv, KVOptions{Op: op, Keys: 300, ValueSize: 100, RangeKeys: 7, Concurrency: 3, Duration: 50 * time.Millisecond, Seed: 5})
 		if err != nil {
