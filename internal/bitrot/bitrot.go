@@ -1,6 +1,7 @@
 package bitrot
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -273,4 +274,24 @@ func Copy(src vfs.FS, srcDir string, dst vfs.FS, dstDir string) error {
 		}
 	}
 	return nil
+}
+
+// XORAt XORs mask[2:] into b at the offset held, little endian, in
+// mask[0:2] (modulo len(b)), stopping at b's end; it returns whether any
+// byte changed. Fuzz targets use it to damage an encoding with bytes the
+// fuzzer chooses.
+func XORAt(b, mask []byte) bool {
+	if len(b) == 0 || len(mask) < 3 {
+		return false
+	}
+	off := int(binary.LittleEndian.Uint16(mask)) % len(b)
+	changed := false
+	for i, x := range mask[2:] {
+		if off+i >= len(b) {
+			break
+		}
+		changed = changed || x != 0
+		b[off+i] ^= x
+	}
+	return changed
 }

@@ -6,30 +6,13 @@ import (
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/bitrot"
 )
 
 // Fuzz targets for guardfs's decoders: the frames of a protected file read
 // back from its copies (parseFrames, merge) and a sealed sstable's sidecar
 // (decodeSidecar). Seed corpora are in testdata/fuzz/; `go test` runs
 // them, `flashmend torture fuzz` (or go test -fuzz=FuzzX) explores further.
-
-// xorAt XORs mask[2:] into b at the offset held in mask[0:2] (modulo
-// len(b)); it returns whether any byte changed.
-func xorAt(b, mask []byte) bool {
-	if len(b) == 0 || len(mask) < 3 {
-		return false
-	}
-	off := int(binary.LittleEndian.Uint16(mask)) % len(b)
-	changed := false
-	for i, x := range mask[2:] {
-		if off+i >= len(b) {
-			break
-		}
-		changed = changed || x != 0
-		b[off+i] ^= x
-	}
-	return changed
-}
 
 func copyOf(buf []byte) copyState {
 	return copyState{present: true, physical: int64(len(buf)), frames: parseFrames(buf)}
@@ -71,13 +54,13 @@ func FuzzMergeFrames(f *testing.F) {
 		}
 		c0 := append([]byte(nil), buf...)
 		c1 := append([]byte(nil), buf...)
-		d0 := xorAt(c0, m0)
+		d0 := bitrot.XORAt(c0, m0)
 		one := merge(id, []copyState{copyOf(c0), copyOf(buf)})
 		checkMerged(t, "copy 0 damaged", one, data, seal)
 		if len(one.lost) != 0 || one.size != int64(len(data)) || !one.perfect[1] || (d0 && one.perfect[0]) {
 			t.Fatalf("copy 0 damaged: size %d (want %d) lost %v perfect %v", one.size, len(data), one.lost, one.perfect)
 		}
-		xorAt(c1, m1)
+		bitrot.XORAt(c1, m1)
 		checkMerged(t, "both damaged", merge(id, []copyState{copyOf(c0), copyOf(c1)}), data, seal)
 	})
 }

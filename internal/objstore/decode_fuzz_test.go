@@ -2,13 +2,13 @@ package objstore
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"syscall"
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/bitrot"
 	"github.com/flashmend/flashmend/internal/direct"
 )
 
@@ -17,26 +17,6 @@ import (
 // which hold the node identity, the local index entries and the KV layout).
 // Seed corpora are in testdata/fuzz/; `go test` runs them, `flashmend
 // torture fuzz` (or go test -fuzz=FuzzX) explores further.
-
-// damage XORs mask into b starting at the offset held in mask's first two
-// bytes (modulo len(b)); it returns whether any byte changed.
-func damage(b, mask []byte) bool {
-	if len(b) == 0 || len(mask) < 3 {
-		return false
-	}
-	off := int(binary.LittleEndian.Uint16(mask)) % len(b)
-	changed := false
-	for i, x := range mask[2:] {
-		if off+i >= len(b) {
-			break
-		}
-		if x != 0 {
-			changed = true
-		}
-		b[off+i] ^= x
-	}
-	return changed
-}
 
 // FuzzDecodeSums: any record DecodeSums accepts is the canonical encoding of
 // what it returned (so no two byte strings decode to the same sums), a
@@ -77,7 +57,7 @@ func FuzzDecodeSums(f *testing.F) {
 				t.Fatalf("round trip: sum %d is %08x, want %08x", i, got[i], want[i])
 			}
 		}
-		if damage(rec, mask) {
+		if bitrot.XORAt(rec, mask) {
 			if _, _, err := DecodeSums(id, rec); !base.IsCorruption(err) {
 				t.Fatalf("damaged record (mask %x) decoded: err %v", mask, err)
 			}
@@ -121,7 +101,7 @@ func FuzzMetaFiles(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !damage(b, mask) {
+			if !bitrot.XORAt(b, mask) {
 				intact++
 				continue
 			}

@@ -2,13 +2,13 @@ package raftlog
 
 import (
 	"bytes"
-	"encoding/binary"
 	"testing"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/bitrot"
 )
 
 // Fuzz targets for the raft log's decoders: one record (decodeRecord) and a
@@ -49,24 +49,6 @@ func FuzzDecodeRecord(f *testing.F) {
 			t.Fatalf("record changed through encode: %+v -> %+v", d, d2)
 		}
 	})
-}
-
-// xorAt XORs mask[2:] into b at the offset held in mask[0:2] (modulo
-// len(b)); it returns whether any byte changed.
-func xorAt(b, mask []byte) bool {
-	if len(b) == 0 || len(mask) < 3 {
-		return false
-	}
-	off := int(binary.LittleEndian.Uint16(mask)) % len(b)
-	changed := false
-	for i, x := range mask[2:] {
-		if off+i >= len(b) {
-			break
-		}
-		changed = changed || x != 0
-		b[off+i] ^= x
-	}
-	return changed
 }
 
 // FuzzParseCopies frames records (the blob cut at 0xff bytes, each
@@ -115,10 +97,10 @@ func FuzzParseCopies(f *testing.F) {
 		}
 		c0 := append([]byte(nil), stream...)
 		c1 := append([]byte(nil), stream...)
-		d0 := xorAt(c0, m0)
+		d0 := bitrot.XORAt(c0, m0)
 		checkAll(t, "copy 0 damaged", parseCopies(gen, [][]byte{c0, stream}, blockBytes), recs, int64(len(stream)))
 		checkAll(t, "copy 1 damaged", parseCopies(gen, [][]byte{stream, c0}, blockBytes), recs, int64(len(stream)))
-		d1 := xorAt(c1, m1)
+		d1 := bitrot.XORAt(c1, m1)
 		res := parseCopies(gen, [][]byte{c0, c1}, blockBytes)
 		lost := false
 		for _, it := range res.items {

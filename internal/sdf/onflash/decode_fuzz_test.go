@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/flashmend/flashmend/internal/bitrot"
 )
 
 // Fuzz targets for the SDF layer's on-flash decoders: a data page's OOB
@@ -12,24 +14,6 @@ import (
 // them, `flashmend torture fuzz` (or go test -fuzz=FuzzX) explores further.
 
 const fuzzPage = 4096
-
-// xorAt XORs mask[2:] into b at the offset held in mask[0:2] (modulo
-// len(b)); it returns whether any byte changed.
-func xorAt(b, mask []byte) bool {
-	if len(b) == 0 || len(mask) < 3 {
-		return false
-	}
-	off := int(binary.LittleEndian.Uint16(mask)) % len(b)
-	changed := false
-	for i, x := range mask[2:] {
-		if off+i >= len(b) {
-			break
-		}
-		changed = changed || x != 0
-		b[off+i] ^= x
-	}
-	return changed
-}
 
 // FuzzOOB: a data page's identity round-trips through its OOB, and damage
 // to the page or its OOB fails the check (never another identity).
@@ -51,7 +35,7 @@ func FuzzOOB(f *testing.F) {
 			// Only the 36 bytes the layer uses are covered.
 			target = oob[:oobSize]
 		}
-		if xorAt(target, mask) {
+		if bitrot.XORAt(target, mask) {
 			if _, ok := DecodeOOB(oob, data); ok {
 				t.Fatalf("damaged page (mask %x in oob=%v) verified", mask, inOOB)
 			}
@@ -98,7 +82,7 @@ func FuzzP2L(f *testing.F) {
 		// [20:32] are unused, and so are the bytes after the entries.)
 		used := p2lHeaderSize + len(owners)*p2lEntrySize
 		before := append([]byte(nil), data...)
-		xorAt(data[:used], mask)
+		bitrot.XORAt(data[:used], mask)
 		if !bytes.Equal(before[:20], data[:20]) || !bytes.Equal(before[p2lHeaderSize:used], data[p2lHeaderSize:used]) {
 			if _, ok := DecodeP2L(data, z, d); ok {
 				t.Fatalf("damaged P2L page (mask %x) verified", mask)
@@ -128,7 +112,7 @@ func FuzzMetaPage(f *testing.F) {
 		}
 		used := max(1, (len(payload)+MetaUnitPayload-1)/MetaUnitPayload)
 		c0 := append([]byte(nil), page...)
-		if !xorAt(c0[:used*MetaUnitSize], m0) {
+		if !bitrot.XORAt(c0[:used*MetaUnitSize], m0) {
 			return
 		}
 		if e2, s2, got2, ok := ParseMetaPage(c0); ok && (e2 != epoch || s2 != seq || !bytes.Equal(got2, payload)) {
@@ -137,7 +121,7 @@ func FuzzMetaPage(f *testing.F) {
 			t.Fatalf("damaged page (mask %x) verified", m0)
 		}
 		c1 := append([]byte(nil), page...)
-		xorAt(c1[:used*MetaUnitSize], m1)
+		bitrot.XORAt(c1[:used*MetaUnitSize], m1)
 		// Three copies, two damaged in possibly overlapping places: every
 		// unit the vote returns is the unit written.
 		for k := 0; k < used; k++ {
@@ -190,7 +174,7 @@ func FuzzRecords(f *testing.F) {
 		if gu, gs, gv := r.Uvarint(), r.Str(), r.Varint(); r.Err != nil || gu != u || gs != s || gv != v || len(r.b) != 0 {
 			t.Fatalf("body round trip: %d %q %d %v", gu, gs, gv, r.Err)
 		}
-		if xorAt(two[:len(rec)], mask) {
+		if bitrot.XORAt(two[:len(rec)], mask) {
 			if ty, body, _, ok := NextRecord(two); ok && (ty != typ || !bytes.Equal(body, rec[5:len(rec)-4])) {
 				t.Fatalf("damaged record decoded to other content")
 			} else if ok {
