@@ -29,11 +29,20 @@
 //     parts that stay on their server are updated in place (REP: the pages;
 //     EC: the data shard pages and the parity rows they touch, 4 KiB stripe
 //     units), parts on new servers are written whole and the old parts
-//     trimmed after the commit. Epochs end on virtual time; moves run at
+//     trimmed after the commit. A write is two phases: first the reads it
+//     needs (an EC update of part of a stripe row is a read-modify-write:
+//     the old data and the old parity, or the rest of the row, whichever is
+//     fewer; a write onto a new layout reads the old version's pages it
+//     does not bring), then the programs, issued when the reads are back.
+//     Reads take device time (they queue with other requests) but wear
+//     nothing: a 4 KiB EC update programs three pages, as REP does, and
+//     reads three more first. Epochs end on virtual time; moves run at
 //     the epoch's end. Results: erase count per server, its standard
 //     deviation (erase_sigma), total erases, write amplification (flash
 //     programs over host writes), mean write latency per SSD request and
-//     per client write, moved bytes, the state mix per epoch.
+//     per client write (read phase included), the pages read by EC
+//     read-modify-writes, the pages written to new layouts by conversions
+//     and offloads, moved bytes, the state mix per epoch.
 //
 // # Invariants
 //

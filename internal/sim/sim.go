@@ -89,11 +89,25 @@ type Result struct {
 	WriteAmp    float64 `json:"write_amplification"`
 	HostPages   int64   `json:"host_pages_written"`
 	GCPages     int64   `json:"gc_pages_copied"`
+	// LatencyUs is the mean latency of a write request at one SSD, from
+	// its arrival to its last program (the paper's Figure 6 measure);
+	// ClientLatUs the mean client write: the reads it needs first (an EC
+	// read-modify-write, the old version for a new layout), then its
+	// slowest part.
 	LatencyUs   float64 `json:"write_latency_us_mean"`
 	ClientLatUs float64 `json:"client_write_latency_us_mean"`
-	MovedBytes  int64   `json:"moved_bytes"`
-	Moves       int64   `json:"moves"`
-	MovesFailed int64   `json:"moves_failed"`
+	// RMWReadPages are the pages EC read-modify-writes read (old data and
+	// parity, or the rest of the row) before programming.
+	RMWReadPages int64 `json:"ec_rmw_pages_read"`
+	// RelayoutPages are the pages writes programmed into parts on a new
+	// layout (late-REP and late-EC conversions, EWO offloads): the whole
+	// part, not only the pages the write brought; RelayoutReadPages the
+	// pages of the old version they read to do so.
+	RelayoutPages     int64 `json:"relayout_pages_written"`
+	RelayoutReadPages int64 `json:"relayout_pages_read"`
+	MovedBytes        int64 `json:"moved_bytes"`
+	Moves             int64 `json:"moves"`
+	MovesFailed       int64 `json:"moves_failed"`
 	// WriteRetries counts writes placed again because a server was full.
 	WriteRetries int64            `json:"write_retries"`
 	Remapped     int64            `json:"remapped"`
@@ -132,6 +146,9 @@ type simulator struct {
 	latSum, clientSum float64
 	latN, clientN     int64
 	moved, moves      int64
+	rmwReads          int64 // pages read by EC read-modify-writes
+	relayoutReads     int64 // pages read to rewrite an object on a new layout
+	relayoutPages     int64 // pages written to parts on a new layout by writes
 	movesFailed       int64
 	writeRetries      int64
 	remapped, swapped int64
@@ -336,17 +353,46 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 	var newParts [wear.MaxWidth]int32
 	kept := [wear.MaxWidth]bool{}
 	fresh := [wear.MaxWidth]bool{}
-	clientLat := int64(0)
+	anyFresh := false
+	for p := 0; p < plan.New.Width(); p++ {
+		kept[p] = st.exists && plan.Old.Redundancy == plan.New.Redundancy && plan.Old.Node(p) == plan.New.Node(p)
+		anyFresh = anyFresh || !kept[p]
+	}
+	// Phase 1, the reads the write needs before it can program a page. A
+	// part written whole on a new server (a conversion, an offload) needs
+	// the pages of the object this write does not bring: the writer reads
+	// them once from the old layout, and with the whole object in hand
+	// computes every part. Otherwise an EC update of part of a stripe row
+	// is a read-modify-write of its parity (ecRMWReads).
+	var reads [wear.MaxWidth]int
+	if st.exists {
+		switch {
+		case anyFresh:
+			reads = layoutReads(plan.Old, st.written&^pages, s.readTurn)
+			s.readTurn++
+		case plan.New.Redundancy == wear.EC:
+			reads = ecRMWReads(st.written, pages)
+		}
+	}
+	readLat, readPages := int64(0), int64(0)
+	for p, n := range reads {
+		if n > 0 {
+			readLat = max(readLat, s.dev(plan.Old.Node(p)).Read(n, now))
+			readPages += int64(n)
+		}
+	}
+	// Phase 2, the programs, issued when the reads are back.
+	at := now + readLat
+	writeLat := int64(0)
 	latSum, latN := 0.0, int64(0)
+	relayout := int64(0)
 	for p := 0; p < plan.New.Width(); p++ {
 		n := plan.New.Node(p)
 		d := s.dev(n)
-		inPlace := st.exists && plan.Old.Redundancy == plan.New.Redundancy && plan.Old.Node(p) == n
 		var part int32
 		var mask uint64
-		if inPlace {
+		if kept[p] {
 			part, mask = st.parts[p], partMask(plan.New.Redundancy, p, pages)
-			kept[p] = true
 		} else {
 			if part, err = d.NewPart(s.partPages(plan.New.Redundancy)); err != nil {
 				return err
@@ -354,18 +400,14 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 			fresh[p] = true
 			mask = partMask(plan.New.Redundancy, p, written)
 			if st.exists {
-				// The pages this write does not bring come from the old layout.
-				from := plan.Old.Node(min(p, plan.Old.Width()-1))
-				if rest := bits.OnesCount64(partMask(plan.New.Redundancy, p, st.written&^pages)); rest > 0 {
-					s.dev(from).Read(rest, now)
-				}
+				relayout += int64(bits.OnesCount64(mask))
 			}
 		}
 		newParts[p] = part
 		if mask == 0 {
 			continue
 		}
-		lat, err := d.Write(part, mask, now)
+		lat, err := d.Write(part, mask, at)
 		if err != nil {
 			if errors.Is(err, ErrDeviceFull) {
 				for q := 0; q <= p; q++ {
@@ -379,7 +421,7 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 		}
 		latSum += float64(lat)
 		latN++
-		clientLat = max(clientLat, lat)
+		writeLat = max(writeLat, lat)
 	}
 	size := s.cfg.Workload.ObjectBytes
 	wb := int64(0)
@@ -387,8 +429,14 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 		wb = int64(bits.OnesCount64(pages)) * int64(s.devs[0].Config().PageBytes)
 		s.latSum += latSum
 		s.latN += latN
-		s.clientSum += float64(clientLat)
+		s.clientSum += float64(readLat + writeLat)
 		s.clientN++
+		if anyFresh {
+			s.relayoutReads += readPages
+		} else {
+			s.rmwReads += readPages
+		}
+		s.relayoutPages += relayout
 	}
 	if err := s.b.Commit(plan, size, wb); err != nil {
 		return err
@@ -402,6 +450,61 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 	}
 	st.parts, st.written, st.exists = newParts, written, true
 	return nil
+}
+
+// ecRMWReads is what an in-place EC write of pages reads first, per part,
+// when the object already holds the pages in existing. For each stripe row
+// (ECData consecutive pages, one 4 KiB unit per data shard) that the write
+// touches and that holds data, the new parity needs either the old data of
+// the units overwritten and the ECParity old parity units (a delta update:
+// parity' = parity + coefficient * (data' - data)), or the row's other data
+// units (a reconstruct write); the writer takes whichever reads fewer, the
+// delta update on a tie. Units never written are zeros and need no read; a
+// write of a whole row reads nothing.
+func ecRMWReads(existing, pages uint64) [wear.MaxWidth]int {
+	var reads [wear.MaxWidth]int
+	rows := partMask(wear.EC, wear.ECData, pages)
+	for x := rows; x != 0; x &= x - 1 {
+		r := bits.TrailingZeros64(x)
+		row := uint64(1)<<wear.ECData - 1
+		shift := uint(r * wear.ECData)
+		e, w := existing>>shift&row, pages>>shift&row
+		if e == 0 {
+			continue
+		}
+		overwritten, others := e&w, e&^w
+		delta := bits.OnesCount64(overwritten) + wear.ECParity
+		if bits.OnesCount64(others) < delta {
+			for y := others; y != 0; y &= y - 1 {
+				reads[bits.TrailingZeros64(y)]++
+			}
+			continue
+		}
+		for y := overwritten; y != 0; y &= y - 1 {
+			reads[bits.TrailingZeros64(y)]++
+		}
+		for q := wear.ECData; q < wear.MaxWidth; q++ {
+			reads[q]++
+		}
+	}
+	return reads
+}
+
+// layoutReads is a read of pages of an object from layout l, per part: one
+// copy of a REP layout (turn picks which), the data shards of an EC one.
+func layoutReads(l wear.Layout, pages uint64, turn int) [wear.MaxWidth]int {
+	var reads [wear.MaxWidth]int
+	if pages == 0 || l.Width() == 0 {
+		return reads
+	}
+	if l.Redundancy == wear.REP {
+		reads[turn%l.Width()] = bits.OnesCount64(pages)
+		return reads
+	}
+	for p := 0; p < wear.ECData; p++ {
+		reads[p] = bits.OnesCount64(partMask(wear.EC, p, pages))
+	}
+	return reads
 }
 
 // read charges a read of pages of object idx to its readable layout.
@@ -604,6 +707,7 @@ func (s *simulator) result() *Result {
 		Workload: s.cfg.Workload.Name, Policy: opts.Mode.String(), Initial: opts.Initial.String(),
 		Servers: s.cfg.Servers, Seed: s.cfg.Seed, HostManaged: s.devs[0].Config().HostManaged,
 		Requests: s.reqs, Writes: s.writes, Objects: int64(s.b.Len()), Epochs: len(s.epochs),
+		RMWReadPages: s.rmwReads, RelayoutPages: s.relayoutPages, RelayoutReadPages: s.relayoutReads,
 		MovedBytes: s.moved, Moves: s.moves, MovesFailed: s.movesFailed, WriteRetries: s.writeRetries, Remapped: s.remapped, Swapped: s.swapped,
 		LateREP: s.lateREP, LateEC: s.lateEC, DevicePages: s.devs[0].PhysicalPages(),
 		EpochLog: s.epochs, StateObjects: map[string]int64{},
