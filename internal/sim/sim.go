@@ -103,7 +103,10 @@ type Result struct {
 	// layout (late-REP and late-EC conversions, EWO offloads): the whole
 	// part, not only the pages the write brought; RelayoutReadPages the
 	// pages of the old version they read to do so.
-	RelayoutPages     int64 `json:"relayout_pages_written"`
+	RelayoutPages int64 `json:"relayout_pages_written"`
+	// ConversionPages is the part of RelayoutPages written by conversions
+	// (REP to EC or back); the rest moved a part (EWO).
+	ConversionPages   int64 `json:"conversion_pages_written"`
 	RelayoutReadPages int64 `json:"relayout_pages_read"`
 	MovedBytes        int64 `json:"moved_bytes"`
 	Moves             int64 `json:"moves"`
@@ -149,6 +152,7 @@ type simulator struct {
 	rmwReads          int64 // pages read by EC read-modify-writes
 	relayoutReads     int64 // pages read to rewrite an object on a new layout
 	relayoutPages     int64 // pages written to parts on a new layout by writes
+	conversionPages   int64 // the part of relayoutPages that changed redundancy
 	movesFailed       int64
 	writeRetries      int64
 	remapped, swapped int64
@@ -437,6 +441,9 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 			s.rmwReads += readPages
 		}
 		s.relayoutPages += relayout
+		if plan.Old.Redundancy != plan.New.Redundancy {
+			s.conversionPages += relayout
+		}
 	}
 	if err := s.b.Commit(plan, size, wb); err != nil {
 		return err
@@ -707,7 +714,7 @@ func (s *simulator) result() *Result {
 		Workload: s.cfg.Workload.Name, Policy: opts.Mode.String(), Initial: opts.Initial.String(),
 		Servers: s.cfg.Servers, Seed: s.cfg.Seed, HostManaged: s.devs[0].Config().HostManaged,
 		Requests: s.reqs, Writes: s.writes, Objects: int64(s.b.Len()), Epochs: len(s.epochs),
-		RMWReadPages: s.rmwReads, RelayoutPages: s.relayoutPages, RelayoutReadPages: s.relayoutReads,
+		RMWReadPages: s.rmwReads, RelayoutPages: s.relayoutPages, ConversionPages: s.conversionPages, RelayoutReadPages: s.relayoutReads,
 		MovedBytes: s.moved, Moves: s.moves, MovesFailed: s.movesFailed, WriteRetries: s.writeRetries, Remapped: s.remapped, Swapped: s.swapped,
 		LateREP: s.lateREP, LateEC: s.lateEC, DevicePages: s.devs[0].PhysicalPages(),
 		EpochLog: s.epochs, StateObjects: map[string]int64{},

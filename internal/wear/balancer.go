@@ -114,6 +114,7 @@ type object struct {
 	writes, written float64
 	lastWrite       uint32 // epoch of the last write (or of the creation)
 	since           uint32 // epoch the current intermediate state began
+	converted       uint32 // epoch of the last change of redundancy (0: never)
 	gen             uint64 // the balancer's sequence number at the entry's last change
 	incarnation     uint64 // the sequence number at the object's creation
 	moving          bool   // a Move for the current entry is outstanding
@@ -385,6 +386,9 @@ func (b *Balancer) Commit(p WritePlan, size, written int64) error {
 		o = b.add(object{entry: Entry{Object: p.Object}, lastWrite: b.epoch})
 	}
 	next := Entry{Object: p.Object, State: p.State, Dst: p.New, Epoch: o.entry.Epoch}
+	if o.entry.State.Valid() && o.entry.Dst.Width() > 0 && o.entry.Readable().Redundancy != p.New.Redundancy {
+		o.converted = b.epoch
+	}
 	if next != o.entry {
 		next.Epoch = b.epoch
 		b.change(o, next)
@@ -487,6 +491,9 @@ func (b *Balancer) MoveDone(m Move) error {
 	o := b.reported(m)
 	if o == nil || !o.moving || o.gen != m.gen {
 		return ErrStaleMove
+	}
+	if m.From.Redundancy != m.To.Redundancy {
+		o.converted = b.epoch
 	}
 	b.change(o, Entry{Object: m.Object, State: Stable(m.To.Redundancy), Dst: m.To, Epoch: b.epoch})
 	return nil

@@ -169,7 +169,9 @@ func (b *Balancer) newEstimate() *estimate {
 		o := &b.objs[i]
 		// Parts decided but not written yet (an intermediate state's new
 		// parts) will take room: count them, so that one epoch's decisions
-		// do not fill a server another epoch already promised.
+		// do not fill a server another epoch already promised. Writing them
+		// (the next write, or the migration fallback) will also cost their
+		// whole pages there.
 		if src, dst := o.entry.Src, o.entry.Dst; o.entry.State.Intermediate() {
 			for p := 0; p < dst.Width(); p++ {
 				if src.Redundancy == dst.Redundancy && src.Node(p) == dst.Node(p) {
@@ -177,6 +179,7 @@ func (b *Balancer) newEstimate() *estimate {
 				}
 				if k, ok := e.k(dst.Node(p)); ok {
 					e.place(k, dst.Redundancy.PartBytes(o.size))
+					e.est[k] += e.rewriteErases(o, o.entry.State, dst.Redundancy, k)
 				}
 			}
 		}
@@ -186,7 +189,7 @@ func (b *Balancer) newEstimate() *estimate {
 		dst := o.entry.Dst
 		for p := 0; p < dst.Width(); p++ {
 			if k, ok := e.k(dst.Node(p)); ok {
-				e.est[k] += e.partErases(o, dst.Redundancy, k)
+				e.est[k] += e.partErases(o, dst.Redundancy, p, k)
 			}
 		}
 	}
@@ -210,14 +213,66 @@ func (e *estimate) k(n base.NodeID) (int, bool) {
 	return int(e.index[n] - 1), true
 }
 
-// partErases is eq. 2 for one part of o on server k over the horizon.
-func (e *estimate) partErases(o *object, r Redundancy, k int) float64 {
+// partErases is eq. 2 for part p of o in a layout of redundancy r on
+// server k over the horizon. W_t of eq. 2 is the part's page writes: o's
+// write rate (eq. 1's steady state is twice the per-epoch rate) times the
+// pages each write programs there (partPagesPerWrite).
+func (e *estimate) partErases(o *object, r Redundancy, p, k int) float64 {
 	o2 := e.b.opts
-	// Steady state of eq. 1 is twice the per-epoch rate.
-	pages := o.heat / 2 * r.PartShare() / float64(o2.PageBytes) * o2.HorizonEpochs
+	if o.heat <= 0 || o.pop <= 0 {
+		return 0
+	}
+	writes := o.pop / 2 * o2.HorizonEpochs
+	pages := writes * partPagesPerWrite(r, p, o.heat/o.pop, o.size, o2.PageBytes)
 	v, err := model.EraseEstimate(pages, o2.PagesPerBlock, e.mu[k])
 	if err != nil {
 		return 0 // unreachable: inputs are bounded above
+	}
+	return v
+}
+
+// partPagesPerWrite is the pages one write of about perWrite bytes to an
+// object of size bytes programs on part p of a layout of redundancy r: a
+// copy takes every page; a data shard a quarter of them (the object's
+// pages are dealt round-robin over the data shards in 4 KiB units); a
+// parity shard one page per stripe row the write touches, which is 1 +
+// (w-1)/4 rows for w pages at a random offset and at most the object's
+// rows. NB: a parity shard is written as often as all the data shards
+// together for a one-page update (three pages programmed per 4 KiB, as
+// REP); charging it a quarter of the bytes, as for a data shard, would
+// hide most of an EC object's wear on its two parity servers.
+func partPagesPerWrite(r Redundancy, p int, perWrite float64, size int64, pageBytes int) float64 {
+	w := math.Max(1, perWrite/float64(pageBytes))
+	if r == REP {
+		return w
+	}
+	if p < ECData {
+		return w / ECData
+	}
+	rows := 1 + (w-1)/ECData
+	if size > 0 {
+		objRows := math.Ceil(math.Ceil(float64(size)/float64(pageBytes)) / ECData)
+		rows = math.Min(rows, objRows)
+	}
+	return rows
+}
+
+// rewriteErases is eq. 2 for writing a whole new part of o on server k: a
+// late conversion or an offload writes the part whole on the object's next
+// write, and the migration fallback copies an EWO part left unwritten, so
+// the part's pages land there once whatever the object's heat. A late
+// state of an object that is not written within the horizon costs nothing
+// (it converts only on a write): it is charged with the chance of a write,
+// 1 - exp(-rate * horizon) at the object's current write rate.
+func (e *estimate) rewriteErases(o *object, state State, r Redundancy, k int) float64 {
+	o2 := e.b.opts
+	pages := math.Ceil(float64(r.PartBytes(o.size)) / float64(o2.PageBytes))
+	if state == StateLateREP || state == StateLateEC {
+		pages *= 1 - math.Exp(-o.pop/2*o2.HorizonEpochs)
+	}
+	v, err := model.EraseEstimate(pages, o2.PagesPerBlock, e.mu[k])
+	if err != nil {
+		return 0
 	}
 	return v
 }
@@ -248,6 +303,23 @@ func (e *estimate) cv() float64 {
 	return math.Sqrt(math.Max(0, e.sumSq/n-mean*mean)) / mean
 }
 
+// cvAfter is the estimated coefficient of variation if the deltas were
+// applied.
+func (e *estimate) cvAfter(ds []serverDelta) float64 {
+	sum, sumSq := e.sum, e.sumSq
+	for _, d := range ds {
+		old := e.est[d.k]
+		sum += d.v
+		sumSq += (old+d.v)*(old+d.v) - old*old
+	}
+	n := float64(len(e.nodes))
+	if n == 0 || sum <= 0 {
+		return 0
+	}
+	mean := sum / n
+	return math.Sqrt(math.Max(0, sumSq/n-mean*mean)) / mean
+}
+
 func (e *estimate) add(k int, v float64) {
 	old := e.est[k]
 	e.est[k] = old + v
@@ -275,15 +347,41 @@ func (e *estimate) place(k int, bytes int64) {
 }
 
 // retarget moves o's future writes from layout from to layout to in the
-// estimate and charges the new parts' bytes to their servers.
-func (e *estimate) retarget(o *object, from, to Layout) {
+// estimate and charges the new parts' bytes to their servers. When state
+// is an intermediate state (a conversion or an offload decided now) the new
+// parts will also be written whole there (rewriteErases); a cancelled
+// decision (state a redundancy state) returns to parts that exist and
+// takes back the rewrite charged when it was decided.
+func (e *estimate) retarget(o *object, from, to Layout, state State) {
+	e.apply(o, e.retargetDelta(o, from, to, state), from, to)
+}
+
+// retargetDelta is the change retarget would make to each server's
+// estimate (at most 2*MaxWidth servers).
+func (e *estimate) retargetDelta(o *object, from, to Layout, state State) []serverDelta {
+	var out []serverDelta
+	addTo := func(k int, v float64) {
+		for i := range out {
+			if out[i].k == k {
+				out[i].v += v
+				return
+			}
+		}
+		out = append(out, serverDelta{k: k, v: v})
+	}
 	for p := 0; p < from.Width(); p++ {
 		n := from.Node(p)
 		if to.Redundancy == from.Redundancy && to.Node(p) == n {
 			continue
 		}
 		if k, ok := e.k(n); ok {
-			e.add(k, -e.partErases(o, from.Redundancy, k))
+			v := -e.partErases(o, from.Redundancy, p, k)
+			if !state.Intermediate() {
+				// Cancelling: the rewrite charged to from's new parts
+				// when the decision was made will not happen.
+				v -= e.rewriteErases(o, o.entry.State, from.Redundancy, k)
+			}
+			addTo(k, v)
 		}
 	}
 	for p := 0; p < to.Width(); p++ {
@@ -292,7 +390,33 @@ func (e *estimate) retarget(o *object, from, to Layout) {
 			continue
 		}
 		if k, ok := e.k(n); ok {
-			e.add(k, e.partErases(o, to.Redundancy, k))
+			v := e.partErases(o, to.Redundancy, p, k)
+			if state.Intermediate() {
+				v += e.rewriteErases(o, state, to.Redundancy, k)
+			}
+			addTo(k, v)
+		}
+	}
+	return out
+}
+
+// serverDelta is a change of server k's estimate.
+type serverDelta struct {
+	k int
+	v float64
+}
+
+// apply adds the deltas and charges the bytes of o's new parts in to.
+func (e *estimate) apply(o *object, ds []serverDelta, from, to Layout) {
+	for _, d := range ds {
+		e.add(d.k, d.v)
+	}
+	for p := 0; p < to.Width(); p++ {
+		n := to.Node(p)
+		if to.Redundancy == from.Redundancy && from.Node(p) == n {
+			continue
+		}
+		if k, ok := e.k(n); ok {
 			e.place(k, to.Redundancy.PartBytes(o.size))
 		}
 	}
@@ -554,6 +678,12 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 		}
 		isHot := o.pop >= hot
 		isCold := o.pop < hot*b.opts.ColdFactor
+		if o.converted > 0 && b.epoch-o.converted < uint32(b.opts.MinResidenceEpochs) {
+			// Converted lately: not converted back yet (a late state
+			// may still be cancelled, which costs nothing).
+			isHot = isHot && o.entry.State != StateEC
+			isCold = isCold && o.entry.State != StateREP
+		}
 		switch o.entry.State {
 		case StateEC:
 			if isHot {
@@ -582,7 +712,7 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 	convert := func(i int32, state State, dst Layout) {
 		o := &b.objs[i]
 		src := o.entry.Dst
-		est.retarget(o, src, dst)
+		est.retarget(o, src, dst, state)
 		b.change(o, Entry{Object: o.entry.Object, State: state, Src: src, Dst: dst, Epoch: b.epoch})
 		if state == StateLateREP {
 			d.LateREP++
@@ -590,32 +720,37 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 			d.LateEC++
 		}
 	}
+	// remap maps candidate i to the extreme servers (X or Y) when that
+	// lowers the estimated wear variance more than its default placement
+	// would; otherwise step 1 below converts it onto its default placement.
+	remap := func(i int32, state State, r Redundancy, extreme Layout) bool {
+		o := &b.objs[i]
+		src := o.entry.Dst
+		cvX := est.cvAfter(est.retargetDelta(o, src, extreme, state))
+		if def, ok := est.placeDefault(o.entry.Object, r, o.size); ok && cvX >= est.cvAfter(est.retargetDelta(o, src, def, state)) {
+			return false
+		}
+		convert(i, state, extreme)
+		remaps++
+		d.Remapped++
+		return true
+	}
 	// Step 2: hottest to X, coldest to Y.
 	u, w := 0, 0
 	for (u < len(hotFirst) || w < len(coldFirst)) && remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaARPT {
-		progressed := false
 		if u < len(hotFirst) {
 			o := &b.objs[hotFirst[u]]
 			if x, ok := est.layout(REP, est.extremes(RepCopies, false, o.size, nil)); ok {
-				convert(hotFirst[u], StateLateREP, x)
-				remaps++
-				d.Remapped++
-				progressed = true
+				remap(hotFirst[u], StateLateREP, REP, x)
 			}
 			u++
 		}
 		if w < len(coldFirst) && remaps < b.opts.MaxRemapsPerEpoch {
 			o := &b.objs[coldFirst[w]]
 			if y, ok := est.layout(EC, est.extremes(MaxWidth, true, EC.PartBytes(o.size), nil)); ok {
-				convert(coldFirst[w], StateLateEC, y)
-				remaps++
-				d.Remapped++
-				progressed = true
+				remap(coldFirst[w], StateLateEC, EC, y)
 			}
 			w++
-		}
-		if !progressed {
-			break
 		}
 	}
 	// Step 1 for the rest, in object order: the default placement of the
@@ -660,7 +795,7 @@ func (e *estimate) placeDefault(id ObjectID, r Redundancy, size int64) (Layout, 
 // conversion never happened, the source still holds the latest version.
 func (b *Balancer) cancel(o *object, est *estimate) {
 	src := o.entry.Src
-	est.retarget(o, o.entry.Dst, src)
+	est.retarget(o, o.entry.Dst, src, Stable(src.Redundancy))
 	b.change(o, Entry{Object: o.entry.Object, State: Stable(src.Redundancy), Dst: src, Epoch: b.epoch})
 }
 
@@ -739,7 +874,7 @@ func (b *Balancer) pickIn(est *estimate, list []int32, k int, avoid base.NodeID,
 		if p < 0 {
 			continue
 		}
-		r := relocation{obj: i, part: p, gain: est.partErases(o, o.entry.Dst.Redundancy, k)}
+		r := relocation{obj: i, part: p, gain: est.partErases(o, o.entry.Dst.Redundancy, p, k)}
 		if ok(r) {
 			return r, true
 		}
@@ -753,11 +888,11 @@ func (b *Balancer) offload(est *estimate, i int32, p int, n base.NodeID) {
 	o := &b.objs[i]
 	src := o.entry.Dst
 	dst := src.With(p, n)
-	est.retarget(o, src, dst)
 	state := StateECEWO
 	if src.Redundancy == REP {
 		state = StateREPEWO
 	}
+	est.retarget(o, src, dst, state)
 	b.change(o, Entry{Object: o.entry.Object, State: state, Src: src, Dst: dst, Epoch: b.epoch})
 }
 

@@ -25,7 +25,7 @@ var update = flag.Bool("update", false, "rewrite testdata golden files")
 //
 //	new servers=N [mode=chameleon] [initial=ec|rep] [sigma-arpt=F] [sigma-hcds=F]
 //	    [hot-fraction=F] [hot-min=F] [horizon=F] [remaps=N] [move-bytes=N]
-//	    [migrate-after=N] [cold-after=N] [max-util=F]
+//	    [migrate-after=N] [cold-after=N] [max-util=F] [residence=N]
 //	stats erases=E1,E2,... [util=U1,U2,...] [mu=F] [down=I,J]
 //	                       the flash monitor's next report (per server)
 //	write oI [size=BYTES] [times=N] [written=BYTES]
@@ -145,6 +145,7 @@ func (s *scriptRun) run(line string) []string {
 			MaxRemapsPerEpoch:    int(s.num(m, "remaps", 0)),
 			MaxMoveBytesPerEpoch: int64(s.num(m, "move-bytes", 0)),
 			MigrateAfterEpochs:   int(s.num(m, "migrate-after", 0)),
+			MinResidenceEpochs:   int(s.num(m, "residence", 0)),
 			ColdAfterEpochs:      int(s.num(m, "cold-after", 0)),
 			MaxUtilization:       s.num(m, "max-util", 0),
 		}

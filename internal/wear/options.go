@@ -43,6 +43,17 @@ type Options struct {
 	// meets a write converts the whole object.
 	ColdFactor float64
 
+	// MinResidenceEpochs: an object that a late conversion (or a move)
+	// put in a redundancy state is not a candidate for the opposite
+	// conversion before this many epochs (default 8). NB: not in the
+	// paper. A conversion rewrites the whole object (three copies, or six
+	// shards) on the object's next write; with eq. 1's halving each epoch
+	// an object written about once an epoch crosses l_hot both ways by
+	// chance alone, and each crossing that meets a write pays that
+	// rewrite again (the simulator measured most of a web-1 run's
+	// conversion pages in such round trips).
+	MinResidenceEpochs int
+
 	// HorizonEpochs is how many epochs of an object's current write rate
 	// the balancer charges to the server that will hold it when it
 	// estimates the wear variance after a remap (eq. 2; default 8).
@@ -78,6 +89,7 @@ const (
 	DefaultHotPopularityMin     = 2
 	DefaultColdFactor           = 0.5
 	DefaultHorizonEpochs        = 8
+	DefaultMinResidenceEpochs   = 8
 	DefaultMaxRemapsPerEpoch    = 256
 	DefaultMaxMoveBytesPerEpoch = 256 << 20
 	DefaultMigrateAfterEpochs   = 6
@@ -116,6 +128,7 @@ func (o Options) WithDefaults() (Options, error) {
 	base.SetDefault(&o.HotFraction, DefaultHotFraction)
 	base.SetDefault(&o.HotPopularityMin, DefaultHotPopularityMin)
 	base.SetDefault(&o.HorizonEpochs, DefaultHorizonEpochs)
+	base.SetDefault(&o.MinResidenceEpochs, DefaultMinResidenceEpochs)
 	base.SetDefault(&o.MaxUtilization, DefaultMaxUtilization)
 	base.SetDefault(&o.MaxRemapsPerEpoch, DefaultMaxRemapsPerEpoch)
 	base.SetDefault(&o.MaxMoveBytesPerEpoch, DefaultMaxMoveBytesPerEpoch)
@@ -143,6 +156,7 @@ func (o Options) WithDefaults() (Options, error) {
 		{"MaxRemapsPerEpoch", float64(o.MaxRemapsPerEpoch), 1, 1 << 30},
 		{"MaxMoveBytesPerEpoch", float64(o.MaxMoveBytesPerEpoch), 1, 1 << 62},
 		{"MigrateAfterEpochs", float64(o.MigrateAfterEpochs), 1, 1 << 20},
+		{"MinResidenceEpochs", float64(o.MinResidenceEpochs), 1, 1 << 20},
 		{"ColdAfterEpochs", float64(o.ColdAfterEpochs), 1, 1 << 20},
 		{"PageBytes", float64(o.PageBytes), 512, 1 << 20},
 		{"PagesPerBlock", float64(o.PagesPerBlock), 1, 1 << 16},

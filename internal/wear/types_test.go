@@ -2,6 +2,7 @@ package wear
 
 import (
 	"errors"
+	"math"
 	"math/rand"
 	"slices"
 	"testing"
@@ -297,6 +298,34 @@ func TestExtremaTree(t *testing.T) {
 			if (lo < 0) == okLo || (hi < 0) == okHi || (okLo && gotLo != lo) || (okHi && gotHi != hi) {
 				t.Fatalf("seed %d: %v masked %v: min %d (%v) max %d (%v), want %d %d", seed, vals, masked, gotLo, okLo, gotHi, okHi, lo, hi)
 			}
+		}
+	}
+}
+
+// TestPartPagesPerWrite is W_t of eq. 2 per write for each kind of part: a
+// parity shard is programmed once per stripe row a write touches, so a
+// one-page EC update costs each parity shard a page, as it costs each
+// copy of REP.
+func TestPartPagesPerWrite(t *testing.T) {
+	const page = 4096
+	for _, c := range []struct {
+		name     string
+		r        Redundancy
+		p        int
+		perWrite float64
+		size     int64
+		want     float64
+	}{
+		{"REP copy, 3 pages", REP, 1, 3 * page, 128 << 10, 3},
+		{"REP copy, under a page", REP, 0, 100, 128 << 10, 1},
+		{"EC data shard, 4 pages", EC, 2, 4 * page, 128 << 10, 1},
+		{"EC data shard, 1 page", EC, 0, page, 128 << 10, 0.25},
+		{"EC parity, 1 page", EC, 4, page, 128 << 10, 1},
+		{"EC parity, 5 pages at a random offset", EC, 5, 5 * page, 128 << 10, 2},
+		{"EC parity, a whole 12-page object: its 3 rows", EC, 4, 12 * page, 48 << 10, 3},
+	} {
+		if got := partPagesPerWrite(c.r, c.p, c.perWrite, c.size, page); math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s: %g pages, want %g", c.name, got, c.want)
 		}
 	}
 }
