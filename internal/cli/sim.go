@@ -132,6 +132,7 @@ plots. A run is deterministic for its flags (--seed drives the workload).`,
 	f.Float64Var(&opts.SigmaHCDS, "sigma-hcds", 0, "HCDS and EDM trigger: erase-count sigma over mean (default 0.05)")
 	f.Float64Var(&opts.HotFraction, "hot-fraction", 0, "l_hot at this fraction of objects from the hottest (default 0.05)")
 	f.IntVar(&opts.MaxRemapsPerEpoch, "remaps", 0, "objects remapped per epoch at most (default 256)")
+	f.IntVar(&opts.MinResidenceEpochs, "residence", 0, "epochs a converted object stays before the opposite conversion (default 8)")
 	f.Var(&moveBytes, "move-bytes", "bytes copied per epoch at most (default 256MiB)")
 	return cmd
 }
@@ -183,6 +184,8 @@ func printSimText(w io.Writer, r *sim.Result, wall time.Duration) {
 	fmt.Fprintf(w, "erases_total %.0f\n", r.ErasesTotal)
 	fmt.Fprintf(w, "write_amplification %.3f (host pages %d, GC copies %d)\n", r.WriteAmp, r.HostPages, r.GCPages)
 	fmt.Fprintf(w, "write_latency_us_mean %.0f per SSD write, %.0f per client write\n", r.LatencyUs, r.ClientLatUs)
+	fmt.Fprintf(w, "pages read by EC read-modify-writes %d; pages written to new layouts %d (conversions %d), reading %d\n",
+		r.RMWReadPages, r.RelayoutPages, r.ConversionPages, r.RelayoutReadPages)
 	fmt.Fprintf(w, "balancer: %d remapped, %d swaps, %d late-REP, %d late-EC, %d moves (%s, %d failed), %d mapping rows (%d B)\n",
 		r.Remapped, r.Swapped, r.LateREP, r.LateEC, r.Moves, base.Bytes(r.MovedBytes), r.MovesFailed, r.MappingRows, r.EntryBytes)
 	fmt.Fprintf(w, "wall time %s\n", wall.Round(time.Millisecond))

@@ -159,3 +159,47 @@ func TestConfigErrors(t *testing.T) {
 		t.Error("cancelled run finished")
 	}
 }
+
+// TestChameleonPartialWrites runs a skewed trace of partial-object writes
+// (web-1's profile, small) where conversions are costly: a conversion
+// rewrites the whole object. Chameleon from EC must balance wear better
+// than no balancing, and its conversions must not dominate what it writes
+// (an object flipping between REP and EC would rewrite itself each time).
+func TestChameleonPartialWrites(t *testing.T) {
+	const seed = 7
+	t.Logf("seed %d", seed)
+	p, err := LookupProfile("web-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = p.Scaled(0.02)
+	p.Duration = 48 * time.Hour
+	w, err := p.Workload()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := map[wear.Mode]*Result{}
+	for _, m := range []wear.Mode{wear.ModeEC, wear.ModeChameleon} {
+		s, err := run(context.Background(), Config{Servers: 16, Workload: w, Policy: wear.Options{Mode: m}, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.checkObjects(); err != nil {
+			t.Fatalf("%v: %v", m, err)
+		}
+		r := s.result()
+		res[m] = r
+		t.Logf("%-9v sigma %6.1f mean %6.1f host pages %d conversion pages %d RMW reads %d", m, r.EraseSigma, r.EraseMean,
+			r.HostPages, r.ConversionPages, r.RMWReadPages)
+	}
+	ec, ch := res[wear.ModeEC], res[wear.ModeChameleon]
+	if ch.EraseSigma >= ec.EraseSigma {
+		t.Errorf("chameleon sigma %.1f not below EC's %.1f", ch.EraseSigma, ec.EraseSigma)
+	}
+	if ec.RMWReadPages == 0 {
+		t.Error("partial EC updates read nothing first")
+	}
+	if 4*ch.ConversionPages > ch.HostPages {
+		t.Errorf("conversions wrote %d of %d pages", ch.ConversionPages, ch.HostPages)
+	}
+}

@@ -72,7 +72,17 @@
 //     erase counts, so one setting serves every workload and fleet size.
 //   - The variance estimate projects HorizonEpochs of each object's current
 //     write rate through eq. 2 and moves a part's share off its old server
-//     as well as onto its new one (the algorithms only add).
+//     as well as onto its new one (the algorithms only add). W_t of eq. 2
+//     is each part's page writes: a parity shard is programmed once per
+//     stripe row a write touches (a one-page update costs it a page, as a
+//     REP copy), and a conversion or an offload also charges the whole
+//     part it will write on its new server.
+//   - ARPT's step 2 maps a candidate to the least (most) worn servers only
+//     when that lowers the estimated variance more than its default
+//     placement would; otherwise step 1 converts it onto its default
+//     placement. A converted object is not converted back before
+//     MinResidenceEpochs (a conversion rewrites the whole object; eq. 1's
+//     noise alone would flip objects written about once an epoch).
 //   - HCDS makes a swap only when it narrows the gap between the two
 //     servers, and passes over a hot part too large for the gap.
 //   - EDM's migrations are recorded as EWO states while their copy runs.
