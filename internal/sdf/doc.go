@@ -61,7 +61,20 @@
 // (create, rename, delete, extents, zone reset, zone state, failed die).
 // When the active zones are full, or a metadata program fails, a new epoch is
 // written to three other freshly erased metadata zones (the seventh is the
-// spare); Open always starts a new epoch. On open, every programmed page of
+// spare); Open always starts a new epoch. A checkpoint larger than half a
+// metadata zone (a file table of many small files) is not written inline:
+// its records form a checkpoint body, written three times in the metadata
+// page format (units with their own CRC32C, sequence numbers onflash.BodySeq)
+// to empty data zones lent to the journal on different channels, and the
+// epoch's root holds only the superblock, a RecCheckpointBody record naming
+// the body's zones, dies, pages, length and CRC32C, and the "checkpoint
+// done" record. So the file table is bounded by the data zones, not by one
+// metadata zone. Writes leave empty zones for the next body (twice the last
+// one, three copies); the previous epoch's body is handed back to the data
+// zones (read-only, no live page, erased by reclaim) once the new root is
+// durable, and a body whose root never became durable is found on open as a
+// programmed zone no file maps and handed back the same way. On-flash format
+// version 2 added the body; version 1 devices are read as they are. On open, every programmed page of
 // the seven metadata zones is read, pages the device reports uncorrectable
 // included, and the copies of each page are merged unit by unit: a unit is
 // taken from any copy where it verifies, and a unit that verifies in no copy
@@ -126,7 +139,12 @@
 // loss of any two copies of a metadata page (or two whole metadata zones),
 // and damage in all three copies as long as each unit verifies in some copy
 // or is voted back; losing a unit beyond that loses the records after its
-// page (the newest complete epoch before that point is used). P2L entrustment assumes two neighbouring dies of a
+// page (the newest complete epoch before that point is used). A checkpoint
+// body page is read from its first copy, merged unit by unit from the others
+// (and voted) when it does not verify there, and the whole body must match
+// its CRC32C; a body page no copy gives back fails Open with a corruption
+// error. A die of a body or active metadata zone that fails makes the next
+// flush write a new epoch elsewhere. P2L entrustment assumes two neighbouring dies of a
 // zone do not fail together (Reparo 6.3); a zone whose P2L page is
 // unreadable falls back to the scan.
 package sdf

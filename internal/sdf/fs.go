@@ -53,6 +53,14 @@ type FS struct {
 	// holding more than their share. Both guarded by mu.
 	alloc *reparo.Allocator
 	avoid []bool
+	// bodyReserve is how many empty zones writes leave for the next
+	// checkpoint body (ckptbody.go); checkpointDue asks the next journal
+	// flush for a new epoch (a die of the current body or metadata zones
+	// failed). Both guarded by mu.
+	bodyReserve   int
+	checkpointDue bool
+	// replayBody is the body the replayed epoch named (replay only).
+	replayBody *writtenBody
 }
 
 // inode is a file. Guarded by FS.mu.
@@ -243,11 +251,15 @@ type OpenInfo struct {
 	// gave back: their records were not replayed (files they created or
 	// changed are as of the page before).
 	MetaPagesLost int
+	// BodyPages is the pages of the epoch's checkpoint body (0: the
+	// checkpoint was inline); BodyPagesMerged those that did not verify in
+	// their first copy and were merged from the others.
+	BodyPages, BodyPagesMerged int
 }
 
 func (o OpenInfo) String() string {
-	return fmt.Sprintf("epoch %d: %d journal pages, %d units merged, %d voted, %d pages lost",
-		o.Epoch, o.MetaPages, o.MetaUnitsMerged, o.MetaUnitsVoted, o.MetaPagesLost)
+	return fmt.Sprintf("epoch %d: %d journal pages, %d units merged, %d voted, %d pages lost, %d body pages (%d merged)",
+		o.Epoch, o.MetaPages, o.MetaUnitsMerged, o.MetaUnitsVoted, o.MetaPagesLost, o.BodyPages, o.BodyPagesMerged)
 }
 
 // OpenInfo says how the metadata was assembled when the FS was opened (zero
@@ -336,8 +348,24 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 	if !sawSuper {
 		return base.CorruptionErrorf("sdf: metadata epoch %d has no superblock", epoch)
 	}
-	fs.jr.epoch = epoch
+	fs.jr.epoch = max(epoch, fs.jr.epoch)
 	fs.rebuildZonesLayout(masks, states)
+	if b := fs.replayBody; b != nil {
+		// The body's zones stay lent to the journal until the next
+		// checkpoint is durable.
+		for c := range b.rec.Copies {
+			for _, run := range b.rec.Copies[c] {
+				z := fs.zones[run.Zone]
+				z.meta, z.body = true, true
+				z.dies = onflash.DiesOf(run.Mask)
+				z.state, z.wp, z.unsealed = ZoneFull, run.Pages, false
+				z.owners, z.ownersKnown, z.p2l = nil, nil, false
+			}
+		}
+		fs.jr.body = b
+		fs.jr.epoch = max(fs.jr.epoch, b.rec.Epoch)
+		fs.replayBody = nil
+	}
 	fs.recoverUnsealed()
 	fs.replaying = false
 	fs.countLive()
@@ -346,6 +374,14 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 			// Filled before the crash but its seal never became durable:
 			// the checkpoint below holds its extents, so it is sealed.
 			z.unsealed = false
+		}
+		if !z.meta && z.state == ZoneOpen && z.live == 0 && !z.unsealed {
+			// Programmed but mapped by no file and not open for
+			// recovered appends: an older epoch's checkpoint body, or a
+			// body whose checkpoint never completed. Its pages are no data
+			// zone's (no owners, no P2L), so it takes no appends; reclaim
+			// erases it.
+			z.state = ZoneReadOnly
 		}
 	}
 	return nil
@@ -365,8 +401,8 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		if r.Err != nil {
 			return base.CorruptionErrorf("sdf: superblock: %v", r.Err)
 		}
-		if version != onflash.FormatVersion {
-			return base.InvalidArgumentf("sdf: on-flash format version %d, this build reads %d", version, onflash.FormatVersion)
+		if version < onflash.MinFormatVersion || version > onflash.FormatVersion {
+			return base.InvalidArgumentf("sdf: on-flash format version %d, this build reads %d to %d", version, onflash.MinFormatVersion, onflash.FormatVersion)
 		}
 		g := fs.l.Geometry
 		if dims != [6]int{g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize} {
@@ -442,6 +478,43 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 		c, d := int(r.Uvarint()), int(r.Uvarint())
 		if r.Err == nil {
 			fs.failed[flash.DieAddr{Channel: c, Die: d}] = true
+		}
+	case onflash.RecCheckpointBody:
+		if fs.replayBody != nil {
+			return base.CorruptionErrorf("sdf: a second checkpoint body record in one epoch")
+		}
+		b, err := onflash.DecodeCheckpointBody(fs.l, body)
+		if err != nil {
+			return err
+		}
+		stream, err := fs.readBody(b)
+		if err != nil {
+			return err
+		}
+		wb := &writtenBody{rec: b}
+		for _, runs := range b.Copies {
+			for _, run := range runs {
+				wb.zones = append(wb.zones, fs.zones[run.Zone])
+			}
+		}
+		fs.replayBody = wb
+		for {
+			typ, rb, rest, ok := onflash.NextRecord(stream)
+			if !ok {
+				break
+			}
+			stream = rest
+			if typ == onflash.RecSuper || typ == onflash.RecCheckpointBody {
+				return base.CorruptionErrorf("sdf: checkpoint body of epoch %d holds a record of type %d", b.Epoch, typ)
+			}
+			if err := fs.applyRecord(typ, rb, masks, states); err != nil {
+				return err
+			}
+		}
+		if len(stream) > 0 {
+			// The body verified as a whole (CRC32C): a record that does
+			// not is a bug, not damage.
+			return base.CorruptionErrorf("sdf: checkpoint body of epoch %d: %d bytes of it are no record", b.Epoch, len(stream))
 		}
 	case onflash.RecCheckpointDone:
 		fid, seq := r.Uvarint(), r.Uvarint()
@@ -794,7 +867,7 @@ func (fs *FS) reclaim() error {
 	fs.mu.Lock()
 	var dead []*zone
 	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		if z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly) {
+		if !z.meta && z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly) {
 			dead = append(dead, z)
 		}
 	}
@@ -808,7 +881,7 @@ func (fs *FS) reclaim() error {
 	var errs []error
 	for _, z := range dead {
 		fs.mu.Lock()
-		still := z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly)
+		still := !z.meta && z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly)
 		fs.mu.Unlock()
 		if still {
 			errs = append(errs, fs.resetZone(z))
@@ -832,6 +905,12 @@ func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
 	for _, z := range fs.zones {
 		if z.channel != d.Channel || z.dieIndex(d.Die) < 0 {
 			continue
+		}
+		if z.body || (z.meta && z.state == ZoneOpen) {
+			// A copy of the checkpoint body or of the journal's pages is
+			// on the die: write a new epoch elsewhere at the next flush
+			// (the record above makes one).
+			fs.checkpointDue = true
 		}
 		if z.state == ZoneOpen {
 			z.state = ZoneReadOnly

@@ -157,7 +157,7 @@ func (fs *FS) pickVictimLocked() *zone {
 	var best *zone
 	bestScore := math.Inf(-1)
 	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		if (z.state != ZoneFull && z.state != ZoneReadOnly) || z.writers > 0 || z.gcStuck {
+		if z.meta || (z.state != ZoneFull && z.state != ZoneReadOnly) || z.writers > 0 || z.gcStuck {
 			continue
 		}
 		c := z.capacity(fs.l)

@@ -35,6 +35,10 @@ type journal struct {
 
 	pagesWritten int64 // metadata pages programmed (every copy), under mu
 	checkpoints  int64
+
+	// body is the newest durable epoch's checkpoint body (ckptbody.go), nil
+	// when its checkpoint is inline. Under mu.
+	body *writtenBody
 }
 
 // payloadPerPage is the stream bytes one metadata page carries.
@@ -66,7 +70,11 @@ func (fs *FS) flushJournal() error {
 		return nil
 	}
 	pages := (len(buf) + fs.payloadPerPage() - 1) / fs.payloadPerPage()
-	if j.active[0] == nil || fs.metaRoom() < pages {
+	fs.mu.Lock()
+	due := fs.checkpointDue
+	fs.checkpointDue = false
+	fs.mu.Unlock()
+	if j.active[0] == nil || due || fs.metaRoom() < pages {
 		return fs.checkpointLocked(nil)
 	}
 	if err := fs.writeMetaPages(buf); err != nil {
@@ -136,9 +144,13 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 
 // checkpointLocked starts a new epoch on onflash.MetaCopies freshly erased metadata
 // zones (never the active ones nor those in keep, which hold the last
-// durable epoch) and writes the whole metadata state there. The caller
-// holds jr.mu. The old epoch stays intact until the next checkpoint erases
-// its zones, so a crash in the middle leaves the old epoch readable.
+// durable epoch) and writes the whole metadata state there: inline when it
+// fits half a metadata zone, else as a checkpoint body in data zones lent
+// to the journal (ckptbody.go) with only the superblock, the body's place
+// and RecCheckpointDone in the metadata zones. The caller holds jr.mu. The
+// old epoch stays intact until the next checkpoint erases its zones, so a
+// crash in the middle leaves the old epoch readable; the old epoch's body
+// is handed back once the new root is durable.
 func (fs *FS) checkpointLocked(keep []*zone) error {
 	j := &fs.jr
 	exclude := map[*zone]bool{}
@@ -150,12 +162,34 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 			exclude[z] = true
 		}
 	}
-	// The whole state must fit one zone per copy (plus the filler pages
-	// that stagger copies sharing a channel): zones that lost dies are
-	// smaller, and one too small would fail the checkpoint half-written.
+	// One snapshot for every attempt: records logged after it stay pending
+	// and go to the new epoch's log.
 	fs.mu.Lock()
-	need := (len(fs.snapshotLocked())+fs.payloadPerPage()-1)/fs.payloadPerPage() + onflash.MetaCopies
+	super, records, done := fs.snapshotLocked()
+	j.pending = nil
+	j.urgent = false
 	fs.mu.Unlock()
+	inline := append(append(append([]byte(nil), super...), records...), done...)
+	inlinePages := fs.pagesOf(len(inline)) + onflash.MetaCopies
+	root := inline
+	var body *writtenBody
+	if inlinePages > fs.inlineCheckpointPages() {
+		j.epoch++
+		b, err := fs.writeBody(j.epoch, records)
+		switch {
+		case err == nil:
+			body = b
+			root = append(append(append([]byte(nil), super...), b.rec.Record()...), done...)
+		case inlinePages > fs.l.Geometry.DiesPerChannel*fs.l.Geometry.PagesPerBlock:
+			return fmt.Errorf("sdf: checkpoint of %d pages: %w", inlinePages, err)
+		}
+		// No room for a body but the state still fits a metadata zone:
+		// inline it is.
+	}
+	// The root must fit one zone per copy (plus the filler pages that
+	// stagger copies sharing a channel): zones that lost dies are smaller,
+	// and one too small would fail the checkpoint half-written.
+	need := fs.pagesOf(len(root)) + onflash.MetaCopies
 	var lastErr error
 	for attempt := 0; attempt < onflash.MetaZoneCount; attempt++ {
 		set, err := fs.pickMetaZones(exclude, need)
@@ -163,13 +197,11 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 			if lastErr != nil {
 				err = errors.Join(lastErr, err)
 			}
+			if body != nil {
+				fs.releaseBody(body.zones)
+			}
 			return err
 		}
-		fs.mu.Lock()
-		stream := fs.snapshotLocked()
-		j.pending = nil
-		j.urgent = false
-		fs.mu.Unlock()
 		j.epoch++
 		j.active = set
 		j.wp = [onflash.MetaCopies]int{}
@@ -194,7 +226,7 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 			}
 		}
 		if !failed {
-			if err := fs.writeMetaPages(stream); err != nil {
+			if err := fs.writeMetaPages(root); err != nil {
 				lastErr = err
 				for _, z := range set {
 					exclude[z] = true
@@ -208,7 +240,18 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		}
 		j.checkpoints++
 		fs.ctr.checkpoints.Add(1)
+		old := j.body
+		j.body = body
+		fs.mu.Lock()
+		fs.bodyReserve = fs.bodyReserveLocked(fs.pagesOf(len(records)))
+		if old != nil {
+			fs.releaseBodyLocked(old.zones)
+		}
+		fs.mu.Unlock()
 		return nil
+	}
+	if body != nil {
+		fs.releaseBody(body.zones)
 	}
 	return fmt.Errorf("sdf: no set of metadata zones accepted a checkpoint: %w", lastErr)
 }
@@ -279,9 +322,10 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool, minPages int) ([onflash.Meta
 	return out, nil
 }
 
-// snapshotLocked encodes the whole metadata state as a checkpoint stream.
-// The caller holds fs.mu.
-func (fs *FS) snapshotLocked() []byte {
+// snapshotLocked encodes the whole metadata state as a checkpoint: the
+// superblock record, the records of the state (failed dies, zones, files)
+// and RecCheckpointDone. The caller holds fs.mu.
+func (fs *FS) snapshotLocked() (super, records, done []byte) {
 	var out []byte
 	g := fs.l.Geometry
 	var w onflash.RecWriter
@@ -290,7 +334,7 @@ func (fs *FS) snapshotLocked() []byte {
 		w.Uvarint(uint64(v))
 	}
 	w.Varint(fs.created)
-	out = append(out, w.Frame(onflash.RecSuper)...)
+	super = w.Frame(onflash.RecSuper)
 	for _, d := range fs.failedDieList() {
 		w = onflash.RecWriter{}
 		w.Uvarint(uint64(d.Channel))
@@ -329,8 +373,14 @@ func (fs *FS) snapshotLocked() []byte {
 	w = onflash.RecWriter{}
 	w.Uvarint(fs.nextFileID)
 	w.Uvarint(fs.nextSeq)
-	out = append(out, w.Frame(onflash.RecCheckpointDone)...)
-	return out
+	return super, out, w.Frame(onflash.RecCheckpointDone)
+}
+
+// snapshotStreamLocked is the whole checkpoint as one inline stream (for
+// tests). The caller holds fs.mu.
+func (fs *FS) snapshotStreamLocked() []byte {
+	super, records, done := fs.snapshotLocked()
+	return append(append(super, records...), done...)
 }
 
 func zoneResetRecord(z int, mask uint64) []byte {

@@ -43,7 +43,7 @@ func FuzzJournalReplay(f *testing.F) {
 			}
 		}
 		fs.mu.Lock()
-		stream := fs.snapshotLocked()
+		stream := fs.snapshotStreamLocked()
 		fs.mu.Unlock()
 		if err := fs.Close(); err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func FuzzJournalReplay(f *testing.F) {
 func TestZoneResetMaskNamingMissingDieIsCorruption(t *testing.T) {
 	dev, fs := newMem(t, small(), Options{})
 	fs.mu.Lock()
-	stream := fs.snapshotLocked()
+	stream := fs.snapshotStreamLocked()
 	fs.mu.Unlock()
 	if err := fs.Close(); err != nil {
 		t.Fatal(err)

@@ -48,7 +48,10 @@ func (s ZoneState) String() string {
 // page order.
 type zone struct {
 	id, channel, block int
-	meta               bool
+	// meta: a metadata zone, or a data zone lent to the journal for a
+	// checkpoint body (body); either way no file's, and laid out as a
+	// metadata zone (no P2L page).
+	meta, body bool
 
 	// dies are the zone's good dies at its last reset, ascending; pages are
 	// striped over them. Invariant: the die set only changes on reset.

@@ -89,6 +89,10 @@ const gcLastZones = 1
 // the victim's live pages fill, and could take the last empty zone and
 // still fail, leaving no zone for any GC again.
 func (fs *FS) pickZoneLocked(hint Lifetime, ino *inode, minEmpty int, forGC bool) (z *zone, needGC bool) {
+	if !forGC {
+		// The empty zones the next checkpoint body needs (ckptbody.go).
+		minEmpty += fs.bodyReserve
+	}
 	if p := ino.last; p != nil && p.state == ZoneOpen && p.gc == forGC && p.hint == hint && p.writable(fs.l) && p.writers == 0 &&
 		(ino.channel < 0 || p.channel == ino.channel) && !fs.avoided(p.channel) {
 		return p, false

@@ -3,9 +3,12 @@ package onflash
 import (
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"testing"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/bitrot"
+	"github.com/flashmend/flashmend/internal/flash"
 )
 
 // Fuzz targets for the SDF layer's on-flash decoders: a data page's OOB
@@ -14,6 +17,10 @@ import (
 // them, `flashmend torture fuzz` (or go test -fuzz=FuzzX) explores further.
 
 const fuzzPage = 4096
+
+// fuzzGeometry is the device FuzzRecords checks checkpoint body records
+// against.
+var fuzzGeometry = flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 16, PagesPerBlock: 16, PageSize: fuzzPage, OOBSize: 128}
 
 // FuzzOOB: a data page's identity round-trips through its OOB, and damage
 // to the page or its OOB fails the check (never another identity).
@@ -158,6 +165,22 @@ func FuzzRecords(f *testing.F) {
 				_ = r.Str()
 				_ = r.Varint()
 			}
+			// Any verified body as a checkpoint body record: a clean error,
+			// or a record that checks against the layout and re-encodes to
+			// itself.
+			l := Layout{Geometry: fuzzGeometry}
+			if b, err := DecodeCheckpointBody(l, body); err == nil {
+				for c := range b.Copies {
+					for _, run := range b.Copies[c] {
+						if run.Zone < MetaZoneCount || run.Zone >= l.Zones() || run.Pages <= 0 {
+							t.Fatalf("accepted run %v", run)
+						}
+					}
+				}
+				if again, err := DecodeCheckpointBody(l, b.Record()[5:len(b.Record())-4]); err != nil || again.CRC != b.CRC || again.Bytes != b.Bytes || again.Epoch != b.Epoch {
+					t.Fatalf("checkpoint body round trip: %+v %v", again, err)
+				}
+			}
 			rest = next
 		}
 		var w RecWriter
@@ -182,4 +205,38 @@ func FuzzRecords(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCheckpointBodyRecordRoundTrip: a body record decodes to itself, and
+// one naming a metadata zone, a die the device lacks, or pages that do not
+// add up to its bytes is a corruption error.
+func TestCheckpointBodyRecordRoundTrip(t *testing.T) {
+	l := Layout{Geometry: fuzzGeometry}
+	per := MetaUnitsPerPage(fuzzPage) * MetaUnitPayload
+	b := CheckpointBody{Epoch: 9, Bytes: uint64(3*per + 5), CRC: 0xdeadbeef}
+	for c := range b.Copies {
+		b.Copies[c] = []BodyRun{{Zone: MetaZoneCount + c, Mask: 3, Pages: 3}, {Zone: 40 + c, Mask: 1, Pages: 1}}
+	}
+	rec := b.Record()
+	got, err := DecodeCheckpointBody(l, rec[5:len(rec)-4])
+	if err != nil || got.Epoch != b.Epoch || got.Bytes != b.Bytes || got.CRC != b.CRC || len(got.Copies[2]) != 2 || got.Copies[2][1] != b.Copies[2][1] {
+		t.Fatalf("round trip: %+v, %v", got, err)
+	}
+	for name, bad := range map[string]func(*CheckpointBody){
+		"metadata zone":   func(b *CheckpointBody) { b.Copies[1][0].Zone = 0 },
+		"missing die":     func(b *CheckpointBody) { b.Copies[0][0].Mask = 4 },
+		"zone past end":   func(b *CheckpointBody) { b.Copies[0][1].Zone = l.Zones() },
+		"run past zone":   func(b *CheckpointBody) { b.Copies[0][1].Pages = 17 },
+		"pages for bytes": func(b *CheckpointBody) { b.Bytes += uint64(per) },
+	} {
+		c := b
+		for i := range c.Copies {
+			c.Copies[i] = append([]BodyRun(nil), b.Copies[i]...)
+		}
+		bad(&c)
+		rec := c.Record()
+		if _, err := DecodeCheckpointBody(l, rec[5:len(rec)-4]); !errors.Is(err, base.ErrCorruption) {
+			t.Errorf("%s: %v, want a corruption error", name, err)
+		}
+	}
 }

@@ -27,9 +27,21 @@ const (
 	RecZoneOpen byte = 10 // zone
 	// RecZoneSealed: every extent in the zone is in the journal before it.
 	RecZoneSealed byte = 11 // zone
+	// RecCheckpointBody: the checkpoint's records (everything but the
+	// superblock and RecCheckpointDone) are not inline but in data zones
+	// lent to the journal, MetaCopies copies (CheckpointBody). Replay reads
+	// them and applies them in this record's place.
+	RecCheckpointBody byte = 12
 )
 
-const FormatVersion = 1
+// FormatVersion is the on-flash format this build writes. Version 2 added
+// RecCheckpointBody; a version 1 device (never holding one) is read as is.
+// A build that reads only version 1 refuses a version 2 device instead of
+// skipping the body record and mounting an empty file table.
+const FormatVersion = 2
+
+// MinFormatVersion is the oldest format this build reads.
+const MinFormatVersion = 1
 
 const recOverhead = 9
 
