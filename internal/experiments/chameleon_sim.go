@@ -122,7 +122,9 @@ func chamSetupText(cfg Config) string {
 		"the REP footprint of the most loaded server (under the default placement) fills 70%% of its logical capacity. Objects are placed by consistent "+
 		"hashing (FNV-1a). The YCSB trace is a Zipf (0.99) generator; the four MSR-Cambridge traces are synthetic "+
 		"profiles with Table III's request count, data set, bytes requested and write ratio (their Zipf skew, 0.9 to "+
-		"1.1, is our assumption: the traces are not shipped). EC is RS(4+2), REP three copies. Counters cover the "+
+		"1.1, is our assumption: the traces are not shipped). EC is RS(4+2) in 4 KiB stripe units, REP three copies; "+
+		"an EC update of part of a stripe row reads the old data and parity (or the rest of the row) before it "+
+		"programs. Counters cover the "+
 		"trace, not the initial load of the data set.", servers, size, cfg.Seed)
 }
 
