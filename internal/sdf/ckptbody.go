@@ -90,6 +90,11 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 			fs.doParallel(ops)
 			fs.jr.pagesWritten += int64(len(ops))
 			fs.ctr.metaPages.Add(int64(len(ops)))
+			fs.mu.Lock()
+			for k, z := range zones {
+				z.wp = runs[k].Pages // programmed or tried: never handed back as empty
+			}
+			fs.mu.Unlock()
 			var errs []error
 			for _, op := range ops {
 				errs = append(errs, op.err)
@@ -99,11 +104,6 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 				fs.releaseBody(zones)
 				continue
 			}
-			fs.mu.Lock()
-			for k, z := range zones {
-				z.state, z.wp = ZoneFull, runs[k].Pages
-			}
-			fs.mu.Unlock()
 			for _, z := range zones {
 				used[z.channel] = true
 			}
@@ -141,7 +141,10 @@ func (fs *FS) lendZones(pages int, avoid map[int]bool) ([]*zone, error) {
 			if best == nil {
 				break
 			}
-			best.meta, best.body, best.state = true, true, ZoneOpen
+			// Full, not open: no path that looks for a zone to append
+			// to may take a lent zone (and writable says no to any
+			// metadata zone besides).
+			best.meta, best.body, best.state = true, true, ZoneFull
 			best.owners, best.ownersKnown = nil, nil
 			picked = append(picked, best)
 			got += len(best.dies) * fs.l.Geometry.PagesPerBlock

@@ -104,7 +104,7 @@ func (z *zone) capacity(l onflash.Layout) int {
 
 // writable reports whether the zone accepts appends.
 func (z *zone) writable(l onflash.Layout) bool {
-	return (z.state == ZoneEmpty || z.state == ZoneOpen) && len(z.dies) > 0 && z.wp < z.capacity(l)
+	return !z.meta && (z.state == ZoneEmpty || z.state == ZoneOpen) && len(z.dies) > 0 && z.wp < z.capacity(l)
 }
 
 // neighbour is the die whose block's last page holds the P2L entries of die
