@@ -42,7 +42,7 @@ type devOptions struct {
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
 func newDevCmd() *cobra.Command {
-	o := devOptions{maxObject: base.GiB, deviceSize: 256 * base.MiB}
+	o := devOptions{maxObject: base.GiB, deviceSize: base.GiB}
 	cmd := &cobra.Command{
 		Use:   "dev --dir DIR [--nodes 6]",
 		Short: "Run a local cluster: coordinator and nodes in one process",
