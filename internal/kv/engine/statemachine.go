@@ -488,12 +488,16 @@ func RowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 // and records index (of term) as applied. The Digest does not change: a
 // patch restores the logical rows the replica already accounted for.
 //
-// hold, if not nil, is called with the user ranges around a span that its
-// excise cuts, just before the excise, and the function it returns once the
-// excise is checked, with the ranges the excise lost: the caller refuses
-// reads around the span meanwhile and keeps refusing them in what was lost
+// hold, if not nil, is called with the span and the user ranges around it
+// that its excise cuts, just before the excise, and the function it returns
+// once the excise is checked, with the ranges the excise lost: the caller
+// refuses reads there meanwhile and keeps refusing them in what was lost
 // (also returned in the ExciseLossError, for the caller to patch), so rows
-// an excise loses are never read as absent.
+// an excise loses are never read as absent. The span itself is held too:
+// Pebble installs the excise (its version edit) before it publishes the
+// ingested table's sequence number, and a read between the two sees the
+// span's rows neither in the cut tables nor in the patch (kv demo read its
+// separator row, which the patch carries back, as absent).
 func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64, hold func(around []Range) (release func(lost []Range))) error {
 	var lost *ExciseLossError
 	for _, r := range ranges {
@@ -618,19 +622,18 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, hold fu
 	outerLo, outerHi := outerSpan(before, lo, hi)
 	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
 	if hold != nil {
-		if around := userRanges(outerLo, lo, hi, outerHi); len(around) > 0 {
-			release := hold(around)
-			defer func() {
-				var keep []Range
-				var el *ExciseLossError
-				if errors.As(err, &el) {
-					keep = el.Lost
-				} else if err != nil {
-					keep = around // an excise that failed: nothing known
-				}
-				release(keep)
-			}()
-		}
+		around := append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi))
+		release := hold(around)
+		defer func() {
+			var keep []Range
+			var el *ExciseLossError
+			if errors.As(err, &el) {
+				keep = el.Lost
+			} else if err != nil {
+				keep = around // an excise that failed: nothing known
+			}
+			release(keep)
+		}()
 	}
 	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
 		return Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))

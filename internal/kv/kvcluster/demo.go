@@ -91,24 +91,35 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 	if err != nil {
 		return rep, err
 	}
+	var loaded uint64
 	for i := 0; i < cfg.Keys; i += 100 {
 		var ops []kvclient.Op
 		for j := i; j < i+100 && j < cfg.Keys; j++ {
 			ops = append(ops, kvclient.Op{Key: demoKey(j), Value: demoValue(j)})
 		}
-		if _, err := cl.Batch(ctx, ops, nil); err != nil {
+		idx, err := cl.Batch(ctx, ops, nil)
+		if err != nil {
 			return rep, err
 		}
+		loaded = max(loaded, idx)
 	}
 	victimNode := leader%3 + 1
 	victim := c.Node(victimNode).Replica(1)
 	lr := c.Node(leader).Replica(1)
+	// Every replica applies the whole load before the damage: the reads
+	// below are eventual, and a replica still behind would answer "not
+	// found" for keys it has not applied yet, which is staleness, not the
+	// damage (a write's quorum is two of the three replicas).
 	for {
-		if victim.AppliedIndex() == lr.AppliedIndex() {
+		caughtUp := true
+		for _, id := range c.NodeIDs() {
+			caughtUp = caughtUp && c.Node(id).Replica(1).AppliedIndex() >= loaded
+		}
+		if caughtUp {
 			break
 		}
 		if ctx.Err() != nil {
-			return rep, ctx.Err()
+			return rep, fmt.Errorf("kv: demo: replicas did not apply the load: %w", ctx.Err())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
