@@ -13,9 +13,9 @@ import (
 
 // manyFilesGeometry has small metadata zones (2 dies x 16 pages) and many
 // data zones: a file table of one-page files outgrows a metadata zone when
-// the device is a fifth full.
+// the device is a third full.
 func manyFilesGeometry() flash.Geometry {
-	return flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 48, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+	return flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 32, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
 }
 
 // fillWithSmallFiles writes one-page files until the device says no space
@@ -65,7 +65,7 @@ func lentZones(fs *FS) int {
 // TestCheckpointBodyLetsSmallFilesFillTheDevice: a device of one-page files
 // fills its data zones, not its metadata zones. Before checkpoint bodies the
 // whole state had to fit one metadata zone per copy, and this device stopped
-// taking files at about a fifth of its capacity ("fewer than 3 usable
+// taking files at about half its capacity ("fewer than 3 usable
 // metadata zones").
 func TestCheckpointBodyLetsSmallFilesFillTheDevice(t *testing.T) {
 	seed := testSeed(t)
