@@ -66,7 +66,16 @@
 // # Differences from the paper's testbed
 //
 // The paper ran FlashSim behind a log-structured local store; here the FTL
-// sees the object writes directly. Device parallelism is not modelled (a
+// sees the object writes directly. The paper's EC splits each request into
+// four data and two parity stripes ("a smaller stripe granularity",
+// section IV-C3), so every EC write reaches six servers; here an object is
+// striped in fixed 4 KiB units and a write reaches the data shards it
+// touches and both parity shards, reading first when it covers part of a
+// row (a read-modify-write). In this striping a REP write never programs
+// fewer flash pages than an EC write of the same bytes (as many for a
+// one-page update, twice as many for whole rows); the paper's advantage
+// for REP comes from its FTL (lower write amplification for REP, its
+// Figure 7(a)), which a page-mapped FTL with greedy GC does not reproduce. Device parallelism is not modelled (a
 // request's pages are programmed one after another), nor is intra-device
 // wear levelling (erase counts per server are what is balanced).
 package sim
