@@ -74,6 +74,9 @@ func (r *Replica) stopped() bool {
 
 // applyEntry applies one committed entry; false means the replica stopped.
 func (r *Replica) applyEntry(e *pb.Entry) bool {
+	if r.stopped() {
+		return false // closed, or fail-stopped: nothing more is applied
+	}
 	idx, term := e.GetIndex(), e.GetTerm()
 	r.mu.Lock()
 	applied, rebuild := r.applied, r.needRebuild
@@ -780,8 +783,8 @@ func (r *Replica) StateForPeer() (*kvpb.FetchStateResponse, error) {
 	}
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
-	if r.smClosed {
-		return nil, ErrReplicaUnavailable
+	if r.smClosed || r.Failed() != nil {
+		return nil, r.unavailable()
 	}
 	snap := r.sm.DB().NewSnapshot()
 	defer snap.Close()
@@ -818,10 +821,13 @@ func (r *Replica) wipe() bool {
 	dir := r.fs.PathJoin(r.dir, "pebble")
 	_ = r.fs.RemoveAll(dir)
 	gen := r.smGen.Add(1) // reports about the old instance are now stale
-	sm, err := engine.Open(r.fs, dir, r.opts.CacheBytes, r.opts.MemTableBytes, r.listener(gen))
+	sm, err := engine.Open(r.fs, dir, r.opts.CacheBytes, r.opts.MemTableBytes, r.listener(gen), r.failStop)
 	if err != nil {
-		// Nothing more this replica can do; its peers keep the shard.
-		panic(base.AssertionFailedf("kv: %s: reopen after wipe: %v", r, err))
+		// Nothing more this replica can do; its peers keep the shard: it
+		// fail-stops (its host replaces it).
+		r.smClosed = true
+		r.failStop(fmt.Errorf("kv: %s: reopen after wipe: %w", r, err))
+		return false
 	}
 	r.sm = sm
 	return !r.stopped()

@@ -156,7 +156,7 @@ func rollbackEngine(t *testing.T, c *kvcluster.Cluster, node base.NodeID) {
 		t.Fatal(err)
 	}
 	gfs := guarded(t, fs)
-	sm, err := engine.Open(gfs, dir, 0, 4<<20, nil)
+	sm, err := engine.Open(gfs, dir, 0, 4<<20, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,8 +21,8 @@ func (r *Replica) BlockForPeer(req *kvpb.FetchBlockRequest) (*kvpb.FetchBlockRes
 	}
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
-	if r.smClosed {
-		return nil, ErrReplicaUnavailable
+	if r.smClosed || r.Failed() != nil {
+		return nil, r.unavailable()
 	}
 	copies, err := r.sm.BlockCopies(req.TableSize, req.Offset, req.Length)
 	if err != nil {

@@ -184,4 +184,8 @@ type ReplicaConfig struct {
 	// entries it no longer knows of, so it starts under a vote floor above
 	// every log.
 	Replaced bool
+	// OnFail, if set, is called (in a goroutine of its own, once) when the
+	// replica fail-stops because its engine failed (Replica.Failed): the
+	// host closes it and starts a fresh replica in its place.
+	OnFail func(r *Replica, err error)
 }

@@ -155,8 +155,15 @@ type Replica struct {
 	handoffc        chan struct{} // see handOffLeadership
 	corruptc        chan corruptionReport
 	smGen           atomic.Uint64 // generation of the Pebble instance (wipes)
-	stopc           chan struct{}
-	wg              sync.WaitGroup
+	// stopc is closed when the replica stops: by close, or by failStop
+	// (its engine failed). Every loop ends then.
+	stopc    chan struct{}
+	stopOnce sync.Once
+	// failed is the engine failure that fail-stopped the replica (nil:
+	// none); onFail tells the host (ReplicaConfig.OnFail).
+	failed atomic.Pointer[error]
+	onFail func(*Replica, error)
+	wg     sync.WaitGroup
 
 	// raftUp is set once the raft loop runs (after the raft log is whole).
 	raftUp atomic.Bool
@@ -225,7 +232,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	}
 	fs, dir, opts, shard := cfg.FS, cfg.Dir, cfg.Options, cfg.Shard
 	r := &Replica{
-		env: cfg.Transport, shard: shard, id: cfg.ID, node: cfg.Node, opts: opts, fs: fs, dir: dir,
+		env: cfg.Transport, shard: shard, id: cfg.ID, node: cfg.Node, opts: opts, fs: fs, dir: dir, onFail: cfg.OnFail,
 		propc:     make(chan proposal, 256),
 		recvc:     make(chan *pb.Message, 4096),
 		readc:     make(chan readIndexRequest, 256),
@@ -249,7 +256,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, err
 	}
 	r.log = lg
-	sm, err := engine.Open(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.listener(0))
+	sm, err := engine.Open(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.listener(0), r.failStop)
 	if err != nil {
 		lg.Close()
 		return nil, err
@@ -640,7 +647,7 @@ func (r *Replica) checkDigest() (bool, error) {
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
 	if r.smClosed {
-		return false, ErrReplicaUnavailable
+		return false, r.unavailable()
 	}
 	snap := r.sm.DB().NewSnapshot()
 	defer snap.Close()
@@ -663,7 +670,7 @@ func (r *Replica) String() string { return fmt.Sprintf("%s/%s@%s", r.shard.ID, r
 // close stops the loops and closes the log and the state machine (without
 // flushing the engine if crash).
 func (r *Replica) close(crash bool) error {
-	close(r.stopc)
+	r.halt()
 	r.wg.Wait()
 	r.mu.Lock()
 	for id, t := range r.txns {
@@ -674,6 +681,9 @@ func (r *Replica) close(crash bool) error {
 	err := r.log.Close()
 	r.smMu.Lock()
 	defer r.smMu.Unlock()
+	if r.smClosed {
+		return err // a wipe closed it and could not reopen it
+	}
 	closeSM := r.sm.Close
 	if crash {
 		closeSM = r.sm.DB().Close
@@ -683,6 +693,44 @@ func (r *Replica) close(crash bool) error {
 	}
 	r.smClosed = true
 	return err
+}
+
+// halt closes stopc (once).
+func (r *Replica) halt() { r.stopOnce.Do(func() { close(r.stopc) }) }
+
+// failStop is called (once per engine, from whichever goroutine Pebble hit
+// the failure on, possibly holding Pebble's mutex: it takes no lock and
+// does not block) when the engine failed (engine.ErrEngineFailed): a
+// MANIFEST or marker write that failed, after which Pebble's state cannot
+// be trusted. The replica stops: its loops end (it takes no further part
+// in raft, applies nothing, serves no read, write or peer's state), and
+// its host is told (ReplicaConfig.OnFail), which closes it and starts a
+// fresh replica in its place that rebuilds from the peers. The node and
+// its other replicas go on.
+func (r *Replica) failStop(err error) {
+	if !r.failed.CompareAndSwap(nil, &err) {
+		return
+	}
+	r.halt()
+	if r.onFail != nil {
+		go r.onFail(r, err)
+	}
+}
+
+// Failed returns the engine failure that fail-stopped the replica, or nil.
+func (r *Replica) Failed() error {
+	if p := r.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// unavailable is the error of a request to a stopped replica.
+func (r *Replica) unavailable() error {
+	if err := r.Failed(); err != nil {
+		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s fail-stopped: %v", r, err)
+	}
+	return ErrReplicaUnavailable
 }
 
 // ---- raft loop -------------------------------------------------------------
@@ -952,7 +1000,7 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-r.stopc:
-		return 0, ErrReplicaUnavailable
+		return 0, r.unavailable()
 	}
 	// From here on the entry may be in the log: every failure is ambiguous.
 	select {
@@ -963,7 +1011,7 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 	case <-timer.C:
 		return 0, fmt.Errorf("kv: %s: proposal not applied within %v: %w", r, r.opts.ProposalTimeout, context.DeadlineExceeded)
 	case <-r.stopc:
-		return 0, fmt.Errorf("kv: %s stopped with a proposal in flight (outcome unknown)", r)
+		return 0, fmt.Errorf("kv: %s stopped with a proposal in flight (outcome unknown): %w", r, r.unavailable())
 	}
 }
 
@@ -1004,7 +1052,7 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
 		case <-timer.C:
 			return fmt.Errorf("kv: %s: index %d not applied within %v (at %d): %w", r, index, r.opts.ReadTimeout, applied, context.DeadlineExceeded)
 		case <-r.stopc:
-			return ErrReplicaUnavailable
+			return r.unavailable()
 		}
 	}
 }
@@ -1026,7 +1074,7 @@ func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
 	case <-ctx.Done():
 		return 0, ctx.Err()
 	case <-r.stopc:
-		return 0, ErrReplicaUnavailable
+		return 0, r.unavailable()
 	}
 	defer func() {
 		r.mu.Lock()
@@ -1045,7 +1093,7 @@ func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
 	case <-timer.C:
 		return 0, NewError(kvpb.ErrorDetail_NOT_LEADER, "%s: read index not confirmed", r)
 	case <-r.stopc:
-		return 0, ErrReplicaUnavailable
+		return 0, r.unavailable()
 	}
 }
 
@@ -1069,6 +1117,9 @@ func (r *Replica) prepareRead(ctx context.Context, opts *kvpb.ReadOptions) error
 // readable refuses reads of ranges this replica is repairing, and all reads
 // while it is down.
 func (r *Replica) readable(rg Range) error {
+	if r.Failed() != nil {
+		return r.unavailable()
+	}
 	if !r.verified.Load() {
 		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is checking its engine against its digest", r)
 	}
@@ -1107,7 +1158,7 @@ func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) (
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
 	if r.smClosed {
-		return nil, false, 0, ErrReplicaUnavailable
+		return nil, false, 0, r.unavailable()
 	}
 	if err := r.readable(Range{Start: key, End: append(append([]byte(nil), key...), 0)}); err != nil {
 		return nil, false, 0, err
@@ -1127,7 +1178,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit, maxBytes i
 	r.smMu.RLock() // see Get
 	defer r.smMu.RUnlock()
 	if r.smClosed {
-		return nil, false, 0, ErrReplicaUnavailable
+		return nil, false, 0, r.unavailable()
 	}
 	if err := r.readable(Range{Start: start, End: end}); err != nil {
 		return nil, false, 0, err
@@ -1174,7 +1225,7 @@ func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err e
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
 	if r.smClosed {
-		return 0, 0, 0, ErrReplicaUnavailable
+		return 0, 0, 0, r.unavailable()
 	}
 	snap := r.sm.DB().NewSnapshot()
 	defer snap.Close()
@@ -1195,10 +1246,26 @@ func (r *Replica) ContentChecksum() (crc uint32, rows int, applied uint64, err e
 func (r *Replica) Compact(ctx context.Context) error {
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
-	if r.smClosed {
-		return ErrReplicaUnavailable
+	if r.smClosed || r.Failed() != nil {
+		return r.unavailable()
 	}
-	return r.sm.DB().Compact(ctx, engine.UserPrefix, engine.UserEnd, false)
+	// A compaction's flush waits for the memtable to flush, and Pebble
+	// retries a flush that failed without end: stop waiting if the engine
+	// fails.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.sm.FailedC():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := r.sm.DB().Compact(ctx, engine.UserPrefix, engine.UserEnd, false)
+	if ferr := r.Failed(); ferr != nil {
+		return r.unavailable()
+	}
+	return err
 }
 
 // CorruptBlock damages the sstable data block holding key (tests, `ctl kv
@@ -1207,7 +1274,7 @@ func (r *Replica) CorruptBlock(key []byte) (string, uint64, error) {
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
 	if r.smClosed {
-		return "", 0, ErrReplicaUnavailable
+		return "", 0, r.unavailable()
 	}
 	return r.sm.CorruptBlock(key)
 }
@@ -1220,6 +1287,8 @@ func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
 	st := r.stats.clone()
 	pending := len(r.pending)
 	switch {
+	case r.Failed() != nil:
+		state = "fail-stopped: " + r.Failed().Error()
 	case r.logFailed != nil:
 		state = "raft log failed: " + r.logFailed.Error()
 	case r.logRepair != "":

@@ -297,7 +297,7 @@ func TestIsolationPastTransientFlip(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 4; round++ {
 		fs := &transientFS{FS: vfs.NewMem()}
-		sm, err := engine.Open(fs, "sm", 0, 4<<20, nil)
+		sm, err := engine.Open(fs, "sm", 0, 4<<20, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

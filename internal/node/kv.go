@@ -106,6 +106,9 @@ func (n *Node) kvLoop(ctx context.Context) {
 	kn, err := kvserver.NewNode(kvserver.Config{
 		ID: n.id, Layout: layout, Resolve: n.resolvePeer,
 		FS: kvFS, Dir: kvDir, Options: *n.cfg.KV,
+		OnFailure: func(f kvserver.ReplicaFailure) {
+			n.cfg.Logf("node %s: kv: replica of %v", n.id, f)
+		},
 	})
 	if err != nil {
 		n.cfg.Logf("node %s: kv: %v", n.id, err)

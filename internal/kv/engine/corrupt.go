@@ -77,7 +77,7 @@ func (sm *StateMachine) liveTable(path string) bool {
 }
 
 func (sm *StateMachine) corruptBlockOnce(key []byte, frac float64, damaged map[string]uint64) (string, uint64, error) {
-	if err := sm.db.Flush(); err != nil {
+	if err := sm.Flush(); err != nil {
 		return "", 0, Classify(err)
 	}
 	// Compact everything (the replica's own keys too) into one level, so
@@ -182,7 +182,7 @@ func FlipByteAt(fs vfs.FS, path string, at int64) error {
 // separators (user keys) of every data block of its live tables: where a
 // test can damage the blocks on either side of one boundary.
 func (sm *StateMachine) Separators() ([][]byte, error) {
-	if err := sm.db.Flush(); err != nil {
+	if err := sm.Flush(); err != nil {
 		return nil, Classify(err)
 	}
 	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {

@@ -19,7 +19,7 @@ import (
 // an error that makes the replica rebuild.
 func TestExciseLossIsReportedNotFatal(t *testing.T) {
 	fs := vfs.NewMem()
-	sm, err := Open(fs, "sm", 0, 4<<20, nil)
+	sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

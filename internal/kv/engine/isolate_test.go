@@ -21,7 +21,7 @@ func TestIsolationMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
 		fs := vfs.NewMem()
-		sm, err := Open(fs, "sm", 0, 4<<20, nil)
+		sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -89,7 +89,7 @@ func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
 		fs := vfs.NewMem()
-		sm, err := Open(fs, "sm", 0, 4<<20, nil)
+		sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -47,6 +47,8 @@ type StateMachine struct {
 	// appliedLost is set when no copy of the applied record read back at
 	// open.
 	appliedLost error
+	// fail records a fatal error of Pebble's (Failed).
+	fail *failState
 }
 
 // DB is the Pebble instance; the replica reads through it and flushes it.
@@ -65,14 +67,89 @@ func (sm *StateMachine) Dir() string { return sm.dir }
 // (no copy read back), or nil: the replica then takes a peer's state.
 func (sm *StateMachine) AppliedLost() error { return sm.appliedLost }
 
+// Failed is the error that failed the engine (Pebble reported a fatal
+// error: a MANIFEST or marker write that failed), or nil. A failed engine
+// is never written or trusted again: its replica fail-stops and is
+// replaced.
+func (sm *StateMachine) Failed() error { return sm.fail.failed() }
+
+// FailedC is closed once the engine has failed.
+func (sm *StateMachine) FailedC() <-chan struct{} { return sm.fail.ch }
+
+// ErrEngineFailed marks the error of an engine that failed (errors.Is).
+var ErrEngineFailed = errors.New("kv engine failed")
+
+// failState records an engine's fatal error. Pebble calls Logger.Fatalf
+// where it cannot go on consistently (a MANIFEST edit that may or may not
+// have been written, a commit pipeline that broke), from whichever
+// goroutine hit it, often a background flush or compaction holding the
+// DB's mutex, and expects the process to exit. Exiting would take every
+// replica of the node down for one replica's device error; blocking or
+// ending that goroutine would leave the DB's mutex held or its flush
+// accounting unbalanced, so that nothing could close it. Every Fatalf
+// call site in Pebble returns its error after the call (version_set.go,
+// db.go, ingest.go), and the returned error fails that flush, compaction
+// or ingest: so failLogger returns, after recording the error, and the
+// engine is failed from then on: FlushDurable and Close stop waiting on
+// flushes, the replica refuses reads and writes, stops taking part in
+// raft, and its host closes it and starts a fresh one that rebuilds from
+// the peers (internal/kv/kvserver). The in-memory state Pebble kept after
+// the failure is never used again; what is on disk is whatever the last
+// successful MANIFEST edit said, and it is set aside, not reopened.
+type failState struct {
+	// armed: the fence (fenceFS) refuses changes once failed.
+	armed  atomic.Bool
+	once   sync.Once
+	err    atomic.Pointer[error]
+	ch     chan struct{}
+	notify func(error)
+}
+
+func newFailState(notify func(error)) *failState {
+	return &failState{ch: make(chan struct{}), notify: notify}
+}
+
+func (f *failState) failed() error {
+	if p := f.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// set records err (the first one counts) and tells the owner once. It
+// must not block: Pebble may hold its mutex.
+func (f *failState) set(err error) {
+	f.once.Do(func() {
+		err = fmt.Errorf("%w: %v", ErrEngineFailed, err)
+		f.err.Store(&err)
+		if f.notify != nil {
+			f.notify(err)
+		}
+		close(f.ch) // after notify: who waits on ch sees the owner told
+	})
+}
+
 // quietLogger drops Pebble's informational logging; errors reach us
-// through returned errors and the event listener.
+// through returned errors and the event listener. Its Fatalf panics: it is
+// the logger of options used without an engine (SSTReaderOptions); an
+// engine's Pebble logs to a failLogger.
 type quietLogger struct{}
 
 func (quietLogger) Infof(string, ...interface{})  {}
 func (quietLogger) Errorf(string, ...interface{}) {}
 func (quietLogger) Fatalf(format string, args ...interface{}) {
 	panic(fmt.Sprintf("pebble fatal: "+format, args...))
+}
+
+// failLogger is an engine's Pebble logger: a fatal error fails the engine
+// (failState) and returns.
+type failLogger struct {
+	quietLogger
+	f *failState
+}
+
+func (l failLogger) Fatalf(format string, args ...interface{}) {
+	l.f.set(fmt.Errorf("pebble fatal: "+format, args...))
 }
 
 // PebbleOptions is the configuration of every replica's Pebble.
@@ -125,15 +202,36 @@ func SSTReaderOptions() sstable.ReaderOptions {
 	return PebbleOptions(vfs.NewMem(), nil, int64(4*base.MiB), nil).MakeReaderOptions()
 }
 
-func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo)) (*StateMachine, error) {
+// Open opens (or creates) the engine in dir. onFail, if set, is called
+// once if the engine fails (see failState); it must not block or call into
+// the engine.
+func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption func(pebble.DataCorruptionInfo), onFail func(error)) (*StateMachine, error) {
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
+	fail := newFailState(onFail)
+	fs = &fenceFS{FS: fs, f: fail}
 	opts := PebbleOptions(fs, cache, memTableBytes, onCorruption)
+	opts.Logger = failLogger{f: fail}
 	db, err := pebble.Open(dir, opts)
+	if ferr := fail.failed(); ferr != nil {
+		// A fatal error during open (writing a MANIFEST or moving its
+		// marker): Pebble went on, but the engine is not to be trusted.
+		if err == nil {
+			_ = db.Close()
+		}
+		err = ferr
+	}
 	if err != nil {
 		return nil, Classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))
 	}
-	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db}
+	fail.armed.Store(true)
+	if err := fail.failed(); err != nil {
+		// Failed between the check above and the arming: the fence was
+		// down for part of it.
+		_ = db.Close()
+		return nil, fmt.Errorf("kv: open pebble in %s: %w", dir, err)
+	}
+	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db, fail: fail}
 	st, err := ReadApplied(db)
 	switch {
 	case base.IsCorruption(err):
@@ -160,9 +258,32 @@ func Classify(err error) error {
 
 // close flushes the memtable (so a restart replays little of the raft
 // log) and closes Pebble.
+//
+// A failed engine is closed without a flush (one would fail, and wait for
+// Pebble's retries of it); its close error is only reported.
 func (sm *StateMachine) Close() error {
-	_ = sm.db.Flush()
+	if sm.Failed() == nil {
+		_ = sm.Flush()
+	}
 	return sm.db.Close()
+}
+
+// Flush flushes the memtable and waits for it, or until the engine fails
+// (Pebble retries a failed flush without end, and DB.Flush waits for it).
+func (sm *StateMachine) Flush() error {
+	if err := sm.Failed(); err != nil {
+		return err
+	}
+	done, err := sm.db.AsyncFlush()
+	if err != nil {
+		return Classify(err)
+	}
+	select {
+	case <-done:
+		return nil
+	case <-sm.fail.ch:
+		return sm.Failed()
+	}
 }
 
 func (sm *StateMachine) Applied() AppliedState {
@@ -180,6 +301,9 @@ func (sm *StateMachine) setState(st AppliedState) {
 // setApplied records index (of term) as applied with no change to the rows
 // (entries that are not writes, patches seen by healthy replicas).
 func (sm *StateMachine) SetApplied(index, term uint64) error {
+	if err := sm.Failed(); err != nil {
+		return err
+	}
 	next := sm.state
 	next.Index, next.Term = index, term
 	if err := sm.WriteApplied(sm.db, next); err != nil {
@@ -209,8 +333,8 @@ func (sm *StateMachine) WriteApplied(w pebble.Writer, st AppliedState) error {
 // now durable (everything applied before the flush started).
 func (sm *StateMachine) FlushDurable() (uint64, error) {
 	idx := sm.state.Index
-	if err := sm.db.Flush(); err != nil {
-		return 0, Classify(err)
+	if err := sm.Flush(); err != nil {
+		return 0, err
 	}
 	return idx, nil
 }
@@ -228,6 +352,9 @@ var ErrConditionFailed = errors.New("condition failed")
 // fails as corruption (the key sits in a damaged block awaiting its patch)
 // does not fail the write: the Digest becomes unknown instead.
 func (sm *StateMachine) ApplyWrite(index, term uint64, b *kvpb.WriteBatch) error {
+	if err := sm.Failed(); err != nil {
+		return err
+	}
 	ok, err := sm.Check(b)
 	if err != nil {
 		return err
@@ -499,6 +626,9 @@ func RowsCRC(ranges []*kvpb.KeyRange, rows []*kvpb.KeyValue) uint32 {
 // span's rows neither in the cut tables nor in the patch (kv demo read its
 // separator row, which the patch carries back, as absent).
 func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, index, term uint64, hold func(around []Range) (release func(lost []Range))) error {
+	if err := sm.Failed(); err != nil {
+		return err
+	}
 	var lost *ExciseLossError
 	for _, r := range ranges {
 		var in []*kvpb.KeyValue
@@ -547,6 +677,9 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 // state at index, of term, whose Digest is d) and checks that the engine
 // then holds exactly rows.
 func (sm *StateMachine) InstallState(rows []*kvpb.KeyValue, index, term uint64, d Digest) error {
+	if err := sm.Failed(); err != nil {
+		return err
+	}
 	lo, hi := PebbleSpan(nil, nil)
 	if err := sm.ingestSpan(lo, hi, rows, nil); err != nil {
 		return err

@@ -30,7 +30,7 @@ func fillSM(t *testing.T, sm *StateMachine, n int) {
 func TestStateMachineCorruptBlockIsolateAndPatch(t *testing.T) {
 	fs := vfs.NewMem()
 	var reports []pebble.DataCorruptionInfo
-	sm, err := Open(fs, "sm", 0, 4<<20, func(i pebble.DataCorruptionInfo) { reports = append(reports, i) })
+	sm, err := Open(fs, "sm", 0, 4<<20, func(i pebble.DataCorruptionInfo) { reports = append(reports, i) }, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,6 +37,10 @@ type Config struct {
 	// vfs.FS works (vfs.Default, vfs.NewMem(), later sdfvfs).
 	FS  vfs.FS
 	Dir string
+	// OnFailure, if set, is told of every replica failure after NewNode
+	// returned (a replica that fail-stopped and what replaced it), from a
+	// goroutine of the node's.
+	OnFailure func(ReplicaFailure)
 	kv.Options
 }
 
@@ -44,7 +48,10 @@ type Config struct {
 // their raft messages per destination node, and serves the KV,
 // Replication and KVAdmin gRPC services.
 type Node struct {
-	cfg      Config
+	cfg Config
+	// replicas holds the node's replicas; rmu guards it (a replica that
+	// fail-stops is replaced while the node runs).
+	rmu      sync.RWMutex
 	replicas map[base.ShardID]*kv.Replica
 	// failures records replicas that could not open as they were (see
 	// NewNode): what failed, and whether a fresh replica replaced them.
@@ -57,6 +64,9 @@ type Node struct {
 	conns map[base.NodeID]*peerConn
 	stop  chan struct{}
 	wg    sync.WaitGroup
+	// replacing counts replacements of fail-stopped replicas under way;
+	// close waits for them before it closes the replicas.
+	replacing sync.WaitGroup
 }
 
 var _ kv.Transport = (*Node)(nil)
@@ -96,7 +106,7 @@ func NewNode(cfg Config) (*Node, error) {
 			continue
 		}
 		dir := cfg.FS.PathJoin(cfg.Dir, fmt.Sprintf("shard-%d", uint64(s.ID)))
-		r, err := kv.OpenReplica(kv.ReplicaConfig{Transport: n, Node: cfg.ID, Shard: s, ID: rid, FS: guard, Dir: dir, Options: opts})
+		r, err := kv.OpenReplica(n.replicaConfig(s, rid, dir, false))
 		if err != nil {
 			// One replica's failure is only that replica's: keep its files
 			// aside for inspection and start it afresh; it rejoins its
@@ -155,19 +165,10 @@ func (n *Node) replaceReplica(s kv.ShardSpec, rid base.ReplicaID, dir string, op
 		n.failures = append(n.failures, f)
 		n.mu.Unlock()
 	}()
-	fs := n.cfg.FS
-	q := dir + fmt.Sprintf(".failed-%d", n.cfg.Clock.Now().UnixNano())
-	if err := fs.Rename(dir, q); err != nil {
-		// Rename may not work on every vfs.FS: remove instead (the peers
-		// hold the shard).
-		if rerr := fs.RemoveAll(dir); rerr != nil {
-			f.ReplaceErr = fmt.Errorf("cannot move or remove %s: %v, %v", dir, err, rerr)
-			return nil, f.ReplaceErr
-		}
-	} else {
-		f.Quarantine = q
+	if err := n.setAside(dir, &f); err != nil {
+		return nil, err
 	}
-	r, err := kv.OpenReplica(kv.ReplicaConfig{Transport: n, Node: n.cfg.ID, Shard: s, ID: rid, FS: n.guard, Dir: dir, Options: n.cfg.Options, Replaced: true})
+	r, err := kv.OpenReplica(n.replicaConfig(s, rid, dir, true))
 	if err != nil {
 		f.ReplaceErr = err
 		return nil, err
@@ -176,18 +177,137 @@ func (n *Node) replaceReplica(s kv.ShardSpec, rid base.ReplicaID, dir string, op
 	return r, nil
 }
 
+// replicaConfig is the configuration of this node's replica rid of s.
+func (n *Node) replicaConfig(s kv.ShardSpec, rid base.ReplicaID, dir string, replaced bool) kv.ReplicaConfig {
+	return kv.ReplicaConfig{Transport: n, Node: n.cfg.ID, Shard: s, ID: rid, FS: n.guard, Dir: dir,
+		Options: n.cfg.Options, Replaced: replaced, OnFail: n.replicaFailed}
+}
+
+// setAside moves a failed replica's files out of dir (keeping them for
+// inspection in f.Quarantine), or removes them.
+func (n *Node) setAside(dir string, f *ReplicaFailure) error {
+	fs := n.cfg.FS
+	q := dir + fmt.Sprintf(".failed-%d", n.cfg.Clock.Now().UnixNano())
+	if err := fs.Rename(dir, q); err != nil {
+		// Rename may not work on every vfs.FS: remove instead (the peers
+		// hold the shard).
+		if rerr := fs.RemoveAll(dir); rerr != nil {
+			f.ReplaceErr = fmt.Errorf("cannot move or remove %s: %v, %v", dir, err, rerr)
+			return f.ReplaceErr
+		}
+	} else {
+		f.Quarantine = q
+	}
+	return nil
+}
+
+// failedCloseTimeout bounds the wait for a fail-stopped replica to close.
+// Its loops end at once; what can keep one waiting is a write Pebble
+// stalled before the failure (a full memtable whose flush now fails
+// forever), which nothing can end.
+const failedCloseTimeout = 30 * time.Second
+
+// replicaFailed (kv.ReplicaConfig.OnFail) replaces a replica that
+// fail-stopped while the node runs: it is closed, its files set aside, and
+// a fresh replica opened in its place, which rejoins its group under a
+// vote floor and rebuilds from its peers (as one that could not open, see
+// NewNode). Opening the fresh one is retried (the device may still refuse
+// writes) until it opens or the node stops. Meanwhile the shard's other
+// replicas serve, and this node's other replicas are untouched.
+func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
+	n.mu.Lock()
+	select {
+	case <-n.stop:
+		n.mu.Unlock()
+		return // the node is closing and closes r itself
+	default:
+	}
+	n.replacing.Add(1)
+	n.mu.Unlock()
+	defer n.replacing.Done()
+	s := r.Shard()
+	n.rmu.Lock()
+	if n.replicas[s.ID] != r {
+		n.rmu.Unlock()
+		return
+	}
+	delete(n.replicas, s.ID)
+	n.rmu.Unlock()
+	dir := n.cfg.FS.PathJoin(n.cfg.Dir, fmt.Sprintf("shard-%d", uint64(s.ID)))
+	f := ReplicaFailure{Shard: s.ID, Dir: dir, Err: fmt.Errorf("fail-stopped while running: %w", failErr)}
+	report := func() {
+		n.mu.Lock()
+		n.failures = append(n.failures, f)
+		n.mu.Unlock()
+		if n.cfg.OnFailure != nil {
+			n.cfg.OnFailure(f)
+		}
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- r.Close() }()
+	select {
+	case <-closed:
+	case <-time.After(failedCloseTimeout):
+		f.ReplaceErr = fmt.Errorf("the failed replica did not stop within %v (a write Pebble stalled on its failed flush); not replaced until the node restarts", failedCloseTimeout)
+		report()
+		return
+	}
+	if err := n.setAside(dir, &f); err != nil {
+		report()
+		return
+	}
+	backoff := 100 * time.Millisecond
+	for {
+		nr, err := kv.OpenReplica(n.replicaConfig(s, r.ID(), dir, true))
+		if err == nil {
+			n.mu.Lock()
+			select {
+			case <-n.stop:
+				n.mu.Unlock()
+				_ = nr.Close()
+				return
+			default:
+			}
+			n.mu.Unlock()
+			n.rmu.Lock()
+			n.replicas[s.ID] = nr
+			n.rmu.Unlock()
+			f.Replaced, f.ReplaceErr = true, nil
+			report()
+			return
+		}
+		f.ReplaceErr = err
+		// A fresh replica that could not open left what it created: remove
+		// it before the next try.
+		_ = n.cfg.FS.RemoveAll(dir)
+		select {
+		case <-n.stop:
+			report()
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
 // GuardStats returns the protection layer's counters (what it repaired).
 func (n *Node) GuardStats() guardfs.Stats { return n.guard.Stats() }
 
 // ID returns the node's ID.
 func (n *Node) ID() base.NodeID { return n.cfg.ID }
 
-// Replica returns this node's replica of shard, or nil.
-func (n *Node) Replica(shard base.ShardID) *kv.Replica { return n.replicas[shard] }
+// Replica returns this node's replica of shard, or nil (none, or one that
+// fail-stopped is being replaced).
+func (n *Node) Replica(shard base.ShardID) *kv.Replica {
+	n.rmu.RLock()
+	defer n.rmu.RUnlock()
+	return n.replicas[shard]
+}
 
-// Replicas returns this node's replicas in shard order (metrics; the set
-// is fixed once NewNode returns).
+// Replicas returns this node's replicas in shard order (metrics).
 func (n *Node) Replicas() []*kv.Replica {
+	n.rmu.RLock()
+	defer n.rmu.RUnlock()
 	out := make([]*kv.Replica, 0, len(n.replicas))
 	for _, r := range n.replicas {
 		out = append(out, r)
@@ -249,7 +369,12 @@ func (n *Node) close(crash bool) error {
 	}
 	close(n.stop)
 	n.mu.Unlock()
+	// Replacements under way see the stop and end (closing what they
+	// opened); then the replicas are the map's.
+	n.replacing.Wait()
 	var first error
+	n.rmu.RLock()
+	defer n.rmu.RUnlock()
 	for _, r := range n.replicas {
 		stop := r.Close
 		if crash {
@@ -496,7 +621,9 @@ func (n *Node) FetchState(ctx context.Context, from base.NodeID, shard base.Shar
 }
 
 func (n *Node) replica(shard uint64) (*kv.Replica, error) {
+	n.rmu.RLock()
 	r, ok := n.replicas[base.ShardID(shard)]
+	n.rmu.RUnlock()
 	if !ok {
 		if _, known := n.cfg.Layout.Shard(base.ShardID(shard)); known {
 			return nil, kv.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "node %s holds no replica of %s", n.cfg.ID, base.ShardID(shard))

@@ -1,0 +1,130 @@
+package kvserver_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/kv/kvcluster"
+	"github.com/flashmend/flashmend/internal/torture/faultfs"
+)
+
+func key(i int) []byte   { return []byte(fmt.Sprintf("key-%05d", i)) }
+func value(i int) []byte { return []byte(fmt.Sprintf("value-%05d-%0200d", i, i)) }
+
+// TestWriteErrorOnManifestFailStopsReplica is the regression test of the
+// torture harness's KV CORDS cells "pebble MANIFEST / write error" and
+// "pebble marker / write error": Pebble's Logger.Fatalf on a failed
+// MANIFEST write panicked and took every in-process node down. Now the
+// replica whose engine failed fail-stops (a clear error for its reads and
+// writes), the process and the other nodes go on serving, and once the
+// device takes writes again a fresh replica replaces it and rebuilds from
+// its peers: every key reads back from it.
+func TestWriteErrorOnManifestFailStopsReplica(t *testing.T) {
+	ffs := faultfs.New(vfs.NewMem())
+	c, err := kvcluster.Start(kvcluster.Config{FS: ffs, Dir: "kv", Options: kv.Options{CacheBytes: -1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl, err := c.NewClient(kvclient.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := c.WaitLeader(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	putKeys := func(count int) {
+		t.Helper()
+		for end := n + count; n < end; n++ {
+			if _, err := cl.Put(ctx, key(n), value(n)); err != nil {
+				t.Fatalf("put %d: %v", n, err)
+			}
+		}
+	}
+	putKeys(200)
+
+	n1 := c.Node(1)
+	old := n1.Replica(1)
+	victim := "kv/n1/"
+	ffs.Set(&faultfs.Rule{Kind: faultfs.WriteError, Match: func(p string) bool {
+		return strings.HasPrefix(p, victim) && strings.Contains(ffs.PathBase(p), "MANIFEST")
+	}})
+	// A compaction flushes the memtable: its MANIFEST edit fails.
+	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+	_ = old.Compact(cctx)
+	ccancel()
+	waitFor(t, 30*time.Second, "n1's replica fail-stops", func() bool { return old.Failed() != nil })
+	if ffs.Injected() == 0 {
+		t.Fatal("the fault never fired")
+	}
+	if err := old.Failed(); !errors.Is(err, engine.ErrEngineFailed) || !strings.Contains(err.Error(), "MANIFEST") {
+		t.Fatalf("failure %v does not say the engine failed on its MANIFEST", err)
+	}
+	_, _, _, err = old.Get(ctx, key(0), &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	var kerr *kv.Error
+	if !errors.As(err, &kerr) || kerr.Reason != kvpb.ErrorDetail_REPLICA_UNAVAILABLE || !strings.Contains(err.Error(), "fail-stopped") {
+		t.Fatalf("read from the fail-stopped replica: %v, want REPLICA_UNAVAILABLE saying it fail-stopped", err)
+	}
+	if _, err := old.Write(ctx, &kvpb.WriteBatch{Ops: []*kvpb.Op{{Kind: kvpb.Op_PUT, Key: key(0), Value: value(0)}}}); err == nil {
+		t.Fatal("a write through the fail-stopped replica succeeded")
+	}
+	// The process is alive and the other two replicas keep the shard.
+	putKeys(50)
+
+	// The device takes writes again: a fresh replica takes n1's place and
+	// rebuilds from its peers.
+	ffs.Set(nil)
+	eventual := &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL}
+	waitFor(t, 60*time.Second, "a fresh replica on n1 serves every key", func() bool {
+		r := n1.Replica(1)
+		if r == nil || r == old {
+			return false
+		}
+		for i := 0; i < n; i++ {
+			v, found, _, err := r.Get(ctx, key(i), eventual)
+			if err != nil || !found {
+				return false
+			}
+			if string(v) != string(value(i)) {
+				t.Fatalf("key %d reads back %q from the replacement", i, v)
+			}
+		}
+		return true
+	})
+	fails := n1.Failures()
+	if len(fails) != 1 || !fails[0].Replaced || !strings.Contains(fails[0].String(), "MANIFEST") {
+		t.Fatalf("n1's failures: %v, want one replica replaced after its MANIFEST write failed", fails)
+	}
+	t.Logf("n1: %v", fails[0])
+	// Writes reach the replacement too.
+	putKeys(20)
+	waitFor(t, 30*time.Second, "the replacement applies new writes", func() bool {
+		v, found, _, err := n1.Replica(1).Get(ctx, key(n-1), eventual)
+		return err == nil && found && string(v) == string(value(n-1))
+	})
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
