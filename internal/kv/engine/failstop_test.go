@@ -51,7 +51,7 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 				if err := sm.Close(); err != nil {
 					t.Fatal(err)
 				}
-				sm, err = Open(ffs, "sm", 0, 4<<20, nil, func(err error) {
+				_, err = Open(ffs, "sm", 0, 4<<20, nil, func(err error) {
 					told.Add(1)
 					toldErr.Store(&err)
 				})

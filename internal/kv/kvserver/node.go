@@ -246,7 +246,10 @@ func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 	closed := make(chan error, 1)
 	go func() { closed <- r.Close() }()
 	select {
-	case <-closed:
+	case cerr := <-closed:
+		if cerr != nil {
+			f.Err = fmt.Errorf("%w (closing it: %v)", f.Err, cerr)
+		}
 	case <-time.After(failedCloseTimeout):
 		f.ReplaceErr = fmt.Errorf("the failed replica did not stop within %v (a write Pebble stalled on its failed flush); not replaced until the node restarts", failedCloseTimeout)
 		report()
