@@ -557,11 +557,10 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	r.smMu.RLock()
 	for _, rg := range ranges {
 		for _, piece := range subtract(rg, own) {
-			part, err := engine.ScanAround(r.sm.DB(), piece, points)
-			if err != nil {
-				continue
-			}
-			built = append(built, piece)
+			// Damaged here too: the parts on either side of this
+			// replica's damage still help cover the range.
+			got, part := engine.ScanPieces(r.sm.DB(), piece, points)
+			built = append(built, got...)
 			rows = append(rows, part...)
 		}
 	}

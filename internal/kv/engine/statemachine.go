@@ -484,6 +484,17 @@ func RowBytes(kv *kvpb.KeyValue) int { return len(kv.Key) + len(kv.Value) }
 // ScanBounded is scan that also stops once the rows' keys and values
 // reach maxBytes (after at least one row; 0: no byte bound).
 func ScanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*kvpb.KeyValue, more bool, err error) {
+	rows, more, err = scanPartial(r, start, end, limit, maxBytes)
+	if err != nil {
+		return nil, false, err
+	}
+	return rows, more, nil
+}
+
+// scanPartial is ScanBounded that returns, with an error, the rows read
+// before it: every row of [start, k] in order, where k is the last key read
+// (ScanPieces makes a piece of them).
+func scanPartial(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows []*kvpb.KeyValue, more bool, err error) {
 	from := start
 	used := 0
 	for failures := 0; ; {
@@ -499,7 +510,7 @@ func ScanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows 
 				return rows, len(next) > 0, nil
 			}
 			if !base.IsCorruption(err) || failures+1 >= ReadAttempts {
-				return nil, false, err
+				return rows, false, err
 			}
 			failures++
 			continue
@@ -517,7 +528,7 @@ func ScanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows 
 			return rows, more, nil
 		}
 		if !base.IsCorruption(err) {
-			return nil, false, err
+			return rows, false, err
 		}
 		if len(part) > 0 {
 			failures = 0
@@ -525,7 +536,7 @@ func ScanBounded(r pebble.Reader, start, end []byte, limit, maxBytes int) (rows 
 			continue
 		}
 		if failures++; failures >= ReadAttempts {
-			return nil, false, err
+			return rows, false, err
 		}
 	}
 }
