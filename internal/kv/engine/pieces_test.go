@@ -18,7 +18,7 @@ import (
 // undamaged range is one piece.
 func TestScanPiecesAroundDamage(t *testing.T) {
 	open := func(t *testing.T) *StateMachine {
-		sm, err := Open(vfs.NewMem(), "sm", 0, 4<<20, func(pebble.DataCorruptionInfo) {})
+		sm, err := Open(vfs.NewMem(), "sm", 0, 4<<20, func(pebble.DataCorruptionInfo) {}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
