@@ -6,6 +6,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -218,7 +219,7 @@ func (fs *FS) readBody(b onflash.CheckpointBody) ([]byte, error) {
 	var todo []int
 	for j, raw := range read(0, all) {
 		raws[j] = append(raws[j], raw)
-		if p, ok := parseBodyPage(raw, b.Epoch, j); ok {
+		if p, ok := metalog.ParseBodyPage(raw, b.Epoch, j); ok {
 			payloads[j] = p
 		} else {
 			todo = append(todo, j)
@@ -230,7 +231,7 @@ func (fs *FS) readBody(b onflash.CheckpointBody) ([]byte, error) {
 		}
 	}
 	for _, i := range todo {
-		p, ok := mergeBodyPage(raws[i], b.Epoch, i)
+		p, ok := metalog.MergeBodyPage(raws[i], b.Epoch, i)
 		if !ok {
 			return nil, base.CorruptionErrorf("sdf: checkpoint body of epoch %d: page %d verifies in none of its %d copies", b.Epoch, i, onflash.MetaCopies)
 		}
@@ -246,63 +247,4 @@ func (fs *FS) readBody(b onflash.CheckpointBody) ([]byte, error) {
 		return nil, base.CorruptionErrorf("sdf: checkpoint body of epoch %d: %d bytes read back, CRC mismatch or want %d bytes", b.Epoch, len(stream), b.Bytes)
 	}
 	return stream, nil
-}
-
-// parseBodyPage returns the payload of body page i of epoch when every unit
-// of raw verifies as that page.
-func parseBodyPage(raw []byte, epoch uint64, i int) ([]byte, bool) {
-	if raw == nil {
-		return nil, false
-	}
-	e, seq, payload, ok := onflash.ParseMetaPage(raw)
-	if !ok || e != epoch || seq != onflash.BodySeq(i) {
-		return nil, false
-	}
-	return payload, true
-}
-
-// mergeBodyPage assembles body page i from its copies unit by unit: a unit
-// from any copy where it verifies, else a bit-by-bit vote over three copies
-// that must verify.
-func mergeBodyPage(raws [][]byte, epoch uint64, i int) ([]byte, bool) {
-	var have [][]byte
-	for _, r := range raws {
-		if r != nil {
-			have = append(have, r)
-		}
-	}
-	if len(have) == 0 {
-		return nil, false
-	}
-	seq := onflash.BodySeq(i)
-	per := len(have[0]) / onflash.MetaUnitSize
-	units := -1
-	for _, r := range have {
-		for k := 0; k < per && units < 0; k++ {
-			if u, ok := onflash.ParseMetaUnit(r[k*onflash.MetaUnitSize : (k+1)*onflash.MetaUnitSize]); ok && u.Epoch == epoch && u.Seq == seq && u.Index == k {
-				units = u.Units
-			}
-		}
-	}
-	if units < 1 {
-		return nil, false
-	}
-	var payload []byte
-	for k := 0; k < units; k++ {
-		var part []byte
-		found := false
-		for _, r := range have {
-			if u, ok := onflash.ParseMetaUnit(r[k*onflash.MetaUnitSize : (k+1)*onflash.MetaUnitSize]); ok && u.Epoch == epoch && u.Seq == seq && u.Index == k && u.Units == units {
-				part, found = u.Payload, true
-				break
-			}
-		}
-		if !found {
-			if part, found = onflash.VoteMetaUnit(have, epoch, seq, k, units); !found {
-				return nil, false
-			}
-		}
-		payload = append(payload, part...)
-	}
-	return payload, true
 }

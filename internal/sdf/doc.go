@@ -39,7 +39,10 @@
 // # Layout on flash
 //
 // The encoding of every structure below (and the vote over metadata units)
-// is internal/sdf/onflash; this package writes, reads and replays them.
+// is internal/sdf/onflash; the journal's records as typed values, the merge
+// of the copies of metadata and checkpoint body pages and the choice of the
+// epoch to replay are internal/sdf/metalog (pure); this package writes and
+// reads them through its channel workers and replays them.
 //
 // Data page (OOB): kind, valid bytes, file ID, file page, write sequence
 // number, CRC32C over data and identity. The last page of every block of a

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
-	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/sdf/metalog"
 )
 
 var (
@@ -86,7 +86,7 @@ func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
 		return nil, ErrClosed
 	}
 	if old := fs.files[name]; old != nil {
-		fs.logLocked(deleteRecord(old.id))
+		fs.logLocked(metalog.Delete{ID: old.id}.Record())
 		fs.unlinkLocked(old)
 	}
 	ino := &inode{id: fs.nextFileID, name: name, hint: hint, mtime: fs.opts.Clock.Now().UnixNano(),
@@ -102,12 +102,6 @@ func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
 		return nil, err
 	}
 	return &File{fs: fs, ino: ino, writable: true}, nil
-}
-
-func deleteRecord(id uint64) []byte {
-	var w onflash.RecWriter
-	w.Uvarint(id)
-	return w.Frame(onflash.RecDelete)
 }
 
 // OpenFile opens the named file for reading.
@@ -141,7 +135,7 @@ func (fs *FS) Remove(name string) error {
 		fs.mu.Unlock()
 		return fmt.Errorf("remove %q: %w", name, ErrNotExist)
 	}
-	fs.logLocked(deleteRecord(ino.id))
+	fs.logLocked(metalog.Delete{ID: ino.id}.Record())
 	fs.unlinkLocked(ino)
 	fs.mu.Unlock()
 	if err := fs.flushJournal(); err != nil {
@@ -178,10 +172,7 @@ func (fs *FS) Rename(oldName, newName string) error {
 	delete(fs.files, oldName)
 	ino.name = newName
 	fs.files[newName] = ino
-	var w onflash.RecWriter
-	w.Uvarint(ino.id)
-	w.Str(newName)
-	fs.logLocked(w.Frame(onflash.RecRename))
+	fs.logLocked(metalog.Rename{ID: ino.id, Name: newName}.Record())
 	fs.mu.Unlock()
 	if err := fs.flushJournal(); err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -302,13 +303,13 @@ func Open(dev flash.Device, opts Options) (*FS, error) {
 }
 
 func (fs *FS) load() error {
-	stream, info, err := latestEpoch(fs.scanMeta())
+	stream, info, err := metalog.Latest(fs.scanMeta())
 	if err != nil {
 		return err
 	}
-	epoch, holders := info.epoch, info.zones
-	fs.openInfo = OpenInfo{Epoch: epoch, MetaPages: info.pages, MetaUnits: info.units, MetaUnitsMerged: info.merged,
-		MetaUnitsVoted: info.voted, MetaPagesLost: info.lost}
+	epoch, holders := info.Epoch, info.Zones
+	fs.openInfo = OpenInfo{Epoch: epoch, MetaPages: info.Pages, MetaUnits: info.Units, MetaUnitsMerged: info.Merged,
+		MetaUnitsVoted: info.Voted, MetaPagesLost: info.Lost}
 	if err := fs.replay(epoch, stream); err != nil {
 		return err
 	}
@@ -389,139 +390,102 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 
 // applyRecord replays one journal record into the in-memory tables.
 func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states map[int]ZoneState) error {
-	r := onflash.NewRecReader(body)
-	switch typ {
-	case onflash.RecSuper:
-		version := r.Uvarint()
-		var dims [6]int
-		for i := range dims {
-			dims[i] = int(r.Uvarint())
-		}
-		fs.created = r.Varint()
-		if r.Err != nil {
-			return base.CorruptionErrorf("sdf: superblock: %v", r.Err)
-		}
-		if version < onflash.MinFormatVersion || version > onflash.FormatVersion {
-			return base.InvalidArgumentf("sdf: on-flash format version %d, this build reads %d to %d", version, onflash.MinFormatVersion, onflash.FormatVersion)
-		}
-		g := fs.l.Geometry
-		if dims != [6]int{g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize} {
-			return base.InvalidArgumentf("sdf: device geometry %s differs from the formatted one %v", g, dims)
-		}
-	case onflash.RecCreate:
-		id, name, hint, mtime := r.Uvarint(), r.Str(), Lifetime(r.Uvarint()), r.Varint()
-		if r.Err != nil {
-			return nil
-		}
-		if old := fs.files[name]; old != nil {
+	if typ == onflash.RecCheckpointBody && fs.replayBody != nil {
+		return base.CorruptionErrorf("sdf: a second checkpoint body record in one epoch")
+	}
+	rec, err := metalog.Decode(fs.l, typ, body)
+	if err != nil {
+		return err
+	}
+	switch r := rec.(type) {
+	case metalog.Super:
+		fs.created = r.Created
+	case metalog.Create:
+		if old := fs.files[r.Name]; old != nil {
 			fs.unlinkLocked(old)
 		}
-		ino := &inode{id: id, name: name, hint: hint, mtime: mtime, channel: -1}
-		fs.files[name], fs.byID[id] = ino, ino
-		fs.nextFileID = max(fs.nextFileID, id+1)
-	case onflash.RecRename:
-		id, name := r.Uvarint(), r.Str()
-		ino := fs.byID[id]
-		if r.Err != nil || ino == nil {
+		ino := &inode{id: r.ID, name: r.Name, hint: Lifetime(r.Hint), mtime: r.MTime, channel: -1}
+		fs.files[r.Name], fs.byID[r.ID] = ino, ino
+		fs.nextFileID = max(fs.nextFileID, r.ID+1)
+	case metalog.Rename:
+		ino := fs.byID[r.ID]
+		if ino == nil {
 			return nil
 		}
-		if old := fs.files[name]; old != nil && old != ino {
+		if old := fs.files[r.Name]; old != nil && old != ino {
 			fs.unlinkLocked(old)
 		}
 		delete(fs.files, ino.name)
-		ino.name = name
-		fs.files[name] = ino
-	case onflash.RecDelete:
-		if ino := fs.byID[r.Uvarint()]; r.Err == nil && ino != nil {
+		ino.name = r.Name
+		fs.files[r.Name] = ino
+	case metalog.Delete:
+		if ino := fs.byID[r.ID]; ino != nil {
 			fs.unlinkLocked(ino)
 		}
-	case onflash.RecExtents:
-		id, size, mtime, n := r.Uvarint(), int64(r.Uvarint()), r.Varint(), int(r.Uvarint())
-		ino := fs.byID[id]
-		if r.Err != nil || ino == nil {
+	case metalog.Extents:
+		ino := fs.byID[r.ID]
+		if ino == nil {
 			return nil
 		}
-		for i := 0; i < n; i++ {
-			e := extent{filePage: r.Uvarint(), zone: int(r.Uvarint()), zonePage: int(r.Uvarint()), n: int(r.Uvarint()), seq: r.Uvarint()}
-			if r.Err != nil || e.zone < onflash.MetaZoneCount || e.zone >= len(fs.zones) || e.n <= 0 {
-				return base.CorruptionErrorf("sdf: bad extent record for file %d", id)
-			}
-			ino.m.put(e, nil)
-			fs.nextSeq = max(fs.nextSeq, e.seq+uint64(e.n))
+		for _, e := range r.Exts {
+			ino.m.put(extent{filePage: e.FilePage, zone: e.Zone, zonePage: e.ZonePage, n: e.N, seq: e.Seq}, nil)
+			fs.nextSeq = max(fs.nextSeq, e.Seq+uint64(e.N))
 		}
-		ino.size, ino.mtime = size, mtime
-		ino.bufPage = uint64(size / int64(fs.l.Geometry.PageSize))
-	case onflash.RecZoneReset:
-		z, mask := int(r.Uvarint()), r.Uvarint()
-		if r.Err == nil && (z < 0 || mask&^fs.l.FullDieMask() != 0) {
-			// Verified but impossible (a bug or a checksum collision): a
-			// die the device does not have would index past its blocks.
-			return base.CorruptionErrorf("sdf: zone reset record for zone %d, die mask %#x (device has %d dies per channel)",
-				z, mask, fs.l.Geometry.DiesPerChannel)
+		if r.Err != nil {
+			return r.Err
 		}
-		if r.Err == nil && z < len(fs.zones) {
-			masks[z] = mask
-			delete(states, z)
-			fs.zones[z].unsealed = false
+		ino.size, ino.mtime = r.Size, r.MTime
+		ino.bufPage = uint64(r.Size / int64(fs.l.Geometry.PageSize))
+	case metalog.ZoneReset:
+		masks[r.Zone] = r.Mask
+		delete(states, r.Zone)
+		fs.zones[r.Zone].unsealed = false
+	case metalog.ZoneOpen:
+		fs.zones[r.Zone].unsealed = r.Open
+	case metalog.ZoneState:
+		states[r.Zone] = ZoneState(r.State)
+	case metalog.FailedDie:
+		fs.failed[flash.DieAddr{Channel: r.Channel, Die: r.Die}] = true
+	case metalog.Body:
+		return fs.replayBodyRecords(r.CheckpointBody, masks, states)
+	case metalog.CheckpointDone:
+		fs.nextFileID = max(fs.nextFileID, r.NextFileID)
+		fs.nextSeq = max(fs.nextSeq, r.NextSeq)
+	}
+	return nil
+}
+
+// replayBodyRecords reads the checkpoint body b and applies its records in
+// the place of the record that names it.
+func (fs *FS) replayBodyRecords(b onflash.CheckpointBody, masks map[int]uint64, states map[int]ZoneState) error {
+	stream, err := fs.readBody(b)
+	if err != nil {
+		return err
+	}
+	wb := &writtenBody{rec: b}
+	for _, runs := range b.Copies {
+		for _, run := range runs {
+			wb.zones = append(wb.zones, fs.zones[run.Zone])
 		}
-	case onflash.RecZoneOpen, onflash.RecZoneSealed:
-		z := int(r.Uvarint())
-		if r.Err == nil && z >= onflash.MetaZoneCount && z < len(fs.zones) {
-			fs.zones[z].unsealed = typ == onflash.RecZoneOpen
+	}
+	fs.replayBody = wb
+	for {
+		typ, rb, rest, ok := onflash.NextRecord(stream)
+		if !ok {
+			break
 		}
-	case onflash.RecZoneState:
-		z, s := int(r.Uvarint()), ZoneState(r.Uvarint())
-		if r.Err == nil && z >= 0 && z < len(fs.zones) {
-			states[z] = s
+		stream = rest
+		if typ == onflash.RecSuper || typ == onflash.RecCheckpointBody {
+			return base.CorruptionErrorf("sdf: checkpoint body of epoch %d holds a record of type %d", b.Epoch, typ)
 		}
-	case onflash.RecFailedDie:
-		c, d := int(r.Uvarint()), int(r.Uvarint())
-		if r.Err == nil {
-			fs.failed[flash.DieAddr{Channel: c, Die: d}] = true
-		}
-	case onflash.RecCheckpointBody:
-		if fs.replayBody != nil {
-			return base.CorruptionErrorf("sdf: a second checkpoint body record in one epoch")
-		}
-		b, err := onflash.DecodeCheckpointBody(fs.l, body)
-		if err != nil {
+		if err := fs.applyRecord(typ, rb, masks, states); err != nil {
 			return err
 		}
-		stream, err := fs.readBody(b)
-		if err != nil {
-			return err
-		}
-		wb := &writtenBody{rec: b}
-		for _, runs := range b.Copies {
-			for _, run := range runs {
-				wb.zones = append(wb.zones, fs.zones[run.Zone])
-			}
-		}
-		fs.replayBody = wb
-		for {
-			typ, rb, rest, ok := onflash.NextRecord(stream)
-			if !ok {
-				break
-			}
-			stream = rest
-			if typ == onflash.RecSuper || typ == onflash.RecCheckpointBody {
-				return base.CorruptionErrorf("sdf: checkpoint body of epoch %d holds a record of type %d", b.Epoch, typ)
-			}
-			if err := fs.applyRecord(typ, rb, masks, states); err != nil {
-				return err
-			}
-		}
-		if len(stream) > 0 {
-			// The body verified as a whole (CRC32C): a record that does
-			// not is a bug, not damage.
-			return base.CorruptionErrorf("sdf: checkpoint body of epoch %d: %d bytes of it are no record", b.Epoch, len(stream))
-		}
-	case onflash.RecCheckpointDone:
-		fid, seq := r.Uvarint(), r.Uvarint()
-		if r.Err == nil {
-			fs.nextFileID = max(fs.nextFileID, fid)
-			fs.nextSeq = max(fs.nextSeq, seq)
-		}
+	}
+	if len(stream) > 0 {
+		// The body verified as a whole (CRC32C): a record that does
+		// not is a bug, not damage.
+		return base.CorruptionErrorf("sdf: checkpoint body of epoch %d: %d bytes of it are no record", b.Epoch, len(stream))
 	}
 	return nil
 }
@@ -898,10 +862,7 @@ func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
 	}
 	fs.failed[d] = true
 	fs.updateHandlerLocked()
-	var w onflash.RecWriter
-	w.Uvarint(uint64(d.Channel))
-	w.Uvarint(uint64(d.Die))
-	fs.logLocked(w.Frame(onflash.RecFailedDie))
+	fs.logLocked(metalog.FailedDie{Channel: d.Channel, Die: d.Die}.Record())
 	for _, z := range fs.zones {
 		if z.channel != d.Channel || z.dieIndex(d.Die) < 0 {
 			continue

@@ -1,15 +1,14 @@
 package sdf
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
 	"sync"
 
-	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -327,19 +326,9 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool, minPages int) ([onflash.Meta
 // and RecCheckpointDone. The caller holds fs.mu.
 func (fs *FS) snapshotLocked() (super, records, done []byte) {
 	var out []byte
-	g := fs.l.Geometry
-	var w onflash.RecWriter
-	w.Uvarint(onflash.FormatVersion)
-	for _, v := range []int{g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize} {
-		w.Uvarint(uint64(v))
-	}
-	w.Varint(fs.created)
-	super = w.Frame(onflash.RecSuper)
+	super = metalog.Super{Geometry: fs.l.Geometry, Created: fs.created}.Record()
 	for _, d := range fs.failedDieList() {
-		w = onflash.RecWriter{}
-		w.Uvarint(uint64(d.Channel))
-		w.Uvarint(uint64(d.Die))
-		out = append(out, w.Frame(onflash.RecFailedDie)...)
+		out = append(out, metalog.FailedDie{Channel: d.Channel, Die: d.Die}.Record()...)
 	}
 	full := fs.l.FullDieMask()
 	for _, z := range fs.zones[onflash.MetaZoneCount:] {
@@ -350,7 +339,7 @@ func (fs *FS) snapshotLocked() (super, records, done []byte) {
 			out = append(out, zoneStateRecord(z.id, z.state)...)
 		}
 		if z.unsealed {
-			out = append(out, zoneRecord(onflash.RecZoneOpen, z.id)...)
+			out = append(out, metalog.ZoneOpen{Zone: z.id, Open: true}.Record()...)
 		}
 	}
 	ids := make([]uint64, 0, len(fs.byID))
@@ -370,10 +359,7 @@ func (fs *FS) snapshotLocked() (super, records, done []byte) {
 			exts = exts[n:]
 		}
 	}
-	w = onflash.RecWriter{}
-	w.Uvarint(fs.nextFileID)
-	w.Uvarint(fs.nextSeq)
-	return super, out, w.Frame(onflash.RecCheckpointDone)
+	return super, out, metalog.CheckpointDone{NextFileID: fs.nextFileID, NextSeq: fs.nextSeq}.Record()
 }
 
 // snapshotStreamLocked is the whole checkpoint as one inline stream (for
@@ -384,101 +370,32 @@ func (fs *FS) snapshotStreamLocked() []byte {
 }
 
 func zoneResetRecord(z int, mask uint64) []byte {
-	var w onflash.RecWriter
-	w.Uvarint(uint64(z))
-	w.Uvarint(mask)
-	return w.Frame(onflash.RecZoneReset)
-}
-
-func zoneRecord(typ byte, z int) []byte {
-	var w onflash.RecWriter
-	w.Uvarint(uint64(z))
-	return w.Frame(typ)
+	return metalog.ZoneReset{Zone: z, Mask: mask}.Record()
 }
 
 func zoneStateRecord(z int, s ZoneState) []byte {
-	var w onflash.RecWriter
-	w.Uvarint(uint64(z))
-	w.Uvarint(uint64(s))
-	return w.Frame(onflash.RecZoneState)
+	return metalog.ZoneState{Zone: z, State: uint64(s)}.Record()
 }
 
 func createRecord(ino *inode) []byte {
-	var w onflash.RecWriter
-	w.Uvarint(ino.id)
-	w.Str(ino.name)
-	w.Uvarint(uint64(ino.hint))
-	w.Varint(ino.mtime)
-	return w.Frame(onflash.RecCreate)
+	return metalog.Create{ID: ino.id, Name: ino.name, Hint: uint64(ino.hint), MTime: ino.mtime}.Record()
 }
 
 func extentsRecord(ino *inode, exts []extent) []byte {
-	var w onflash.RecWriter
-	w.Uvarint(ino.id)
-	w.Uvarint(uint64(ino.size))
-	w.Varint(ino.mtime)
-	w.Uvarint(uint64(len(exts)))
-	for _, e := range exts {
-		w.Uvarint(e.filePage)
-		w.Uvarint(uint64(e.zone))
-		w.Uvarint(uint64(e.zonePage))
-		w.Uvarint(uint64(e.n))
-		w.Uvarint(e.seq)
+	x := metalog.Extents{ID: ino.id, Size: ino.size, MTime: ino.mtime, Exts: make([]metalog.Extent, len(exts))}
+	for i, e := range exts {
+		x.Exts[i] = metalog.Extent{FilePage: e.filePage, Zone: e.zone, ZonePage: e.zonePage, N: e.n, Seq: e.seq}
 	}
-	return w.Frame(onflash.RecExtents)
-}
-
-// metaPage is one metadata page found on open: its copies, merged unit by
-// unit.
-type metaPage struct {
-	epoch uint64
-	seq   uint32
-	// payload is the page's slice of the stream, nil when some unit
-	// verifies in no copy and no vote rebuilds it.
-	payload []byte
-	zones   []int // zones holding a copy
-	// sure: some unit of some copy verifies (not only a claimed header).
-	sure bool
-	// merged counts units that did not verify in some copy (taken from
-	// another); voted those rebuilt by a bit-by-bit majority vote.
-	merged, voted int
-}
-
-// metaScan is what the metadata zones hold.
-type metaScan struct {
-	pages []metaPage
-	// oldFormat counts pages of the format before units (onflash.MetaMagicV1).
-	oldFormat int
-	// unreadable counts pages the device could not return at all (failed
-	// die, bad block).
-	unreadable int
+	return x.Record()
 }
 
 // scanMeta reads every programmed page of the metadata zones, including the
 // content of pages the device reports uncorrectable, and merges the copies
-// of each page unit by unit: a unit is taken from any copy where it
-// verifies, and a unit that verifies in no copy is voted bit by bit over
-// three copies (the result must verify). A page copy whose every unit is
-// damaged cannot be told apart and adds nothing.
-func (fs *FS) scanMeta() metaScan {
-	type pageKey struct {
-		epoch uint64
-		seq   uint32
-	}
-	type copyOf struct {
-		raw         []byte
-		zone, index int
-		verified    bool // some unit of this copy verifies (its identity is sure)
-	}
-	type zonePage struct{ zone, index int }
-	var scan metaScan
-	raw := map[zonePage][]byte{} // every page read, by place
-	units := map[pageKey]map[int][]byte{}
-	counts := map[pageKey]int{}
-	claimed := map[pageKey]map[int]int{} // unit counts claimed by unverified copies
-	copies := map[pageKey][]copyOf{}
+// of each page (metalog.Merge).
+func (fs *FS) scanMeta() metalog.Scan {
 	g := fs.l.Geometry
-	per := onflash.MetaUnitsPerPage(g.PageSize)
+	var raws []metalog.RawPage
+	unreadable := 0
 	for _, z := range fs.zones[:onflash.MetaZoneCount] {
 		var ops []*pageOp
 		for d := 0; d < g.DiesPerChannel; d++ {
@@ -492,215 +409,18 @@ func (fs *FS) scanMeta() metaScan {
 		fs.chans[z.channel].do(ops...)
 		for _, op := range ops {
 			if op.err != nil && !errors.Is(op.err, flash.ErrUncorrectable) {
-				scan.unreadable++
+				unreadable++
 				continue
 			}
 			// The page's index in its zone (the inverse of onflash.MetaPageAddr
 			// for a zone striped over all its dies).
 			index := op.addr.Page*len(z.dies) + slices.Index(z.dies, op.addr.Die)
-			raw[zonePage{z.id, index}] = op.data
-			// The page's identity is what most of its verifying units say.
-			votes := map[pageKey]int{}
-			var good []onflash.MetaUnit
-			for k := 0; k < per; k++ {
-				u, ok := onflash.ParseMetaUnit(op.data[k*onflash.MetaUnitSize : (k+1)*onflash.MetaUnitSize])
-				if !ok || u.Index != k {
-					continue
-				}
-				good = append(good, u)
-				votes[pageKey{u.Epoch, u.Seq}]++
-			}
-			var key pageKey
-			switch le := binary.LittleEndian; {
-			case len(good) > 0:
-				for k, n := range votes {
-					if n > votes[key] || (n == votes[key] && (k.epoch > key.epoch || (k.epoch == key.epoch && k.seq > key.seq))) {
-						key = k
-					}
-				}
-			case le.Uint32(op.data) == onflash.MetaMagic:
-				// No unit verifies (a one-unit page with a flip, say):
-				// go by what unit 0's header claims, so the copy can
-				// still take part in a vote; a vote must verify.
-				key = pageKey{le.Uint64(op.data[4:]), le.Uint32(op.data[12:])}
-				if claimed[key] == nil {
-					claimed[key] = map[int]int{}
-				}
-				claimed[key][int(op.data[17])]++
-			case le.Uint32(op.data) == onflash.MetaMagicV1:
-				scan.oldFormat++
-				continue
-			default:
-				continue
-			}
-			if key.seq == onflash.FillerSeq {
-				continue
-			}
-			copies[key] = append(copies[key], copyOf{op.data, z.id, index, len(good) > 0})
-			if units[key] == nil {
-				units[key] = map[int][]byte{}
-			}
-			for _, u := range good {
-				if (pageKey{u.Epoch, u.Seq}) != key {
-					continue
-				}
-				if n, seen := counts[key]; seen && n != u.Units {
-					continue
-				}
-				counts[key] = u.Units
-				units[key][u.Index] = u.Payload
-			}
+			raws = append(raws, metalog.RawPage{Zone: z.id, Index: index, Data: op.data})
 		}
 	}
-	// Where each epoch's copies start in their zones (a copy on the channel
-	// of an earlier one starts after filler pages): page seq of copy c is
-	// at index seq+shift in its zone. Used to find, by place, copies of a
-	// page whose identity was damaged, for a vote.
-	type zoneEpoch struct {
-		zone  int
-		epoch uint64
-	}
-	shifts := map[zoneEpoch]int{}
-	for key, cs := range copies {
-		for _, c := range cs {
-			if c.verified {
-				shifts[zoneEpoch{c.zone, key.epoch}] = c.index - int(key.seq)
-			}
-		}
-	}
-	candidates := func(key pageKey, cs []copyOf) [][]byte {
-		var out [][]byte
-		have := map[zonePage]bool{}
-		for _, c := range cs {
-			out = append(out, c.raw)
-			have[zonePage{c.zone, c.index}] = true
-		}
-		for ze, shift := range shifts {
-			at := zonePage{ze.zone, int(key.seq) + shift}
-			if ze.epoch == key.epoch && !have[at] && raw[at] != nil {
-				have[at] = true
-				out = append(out, raw[at])
-			}
-		}
-		return out
-	}
-	for key, cs := range copies {
-		p := metaPage{epoch: key.epoch, seq: key.seq}
-		seenZone := map[int]bool{}
-		for _, c := range cs {
-			p.sure = p.sure || c.verified
-			if !seenZone[c.zone] {
-				seenZone[c.zone] = true
-				p.zones = append(p.zones, c.zone)
-			}
-		}
-		sort.Ints(p.zones)
-		n, ok := counts[key]
-		if !ok {
-			// No unit of any copy verifies: take the unit count most
-			// copies claim, for the vote.
-			for units, votes := range claimed[key] {
-				if units >= 1 && units <= per && (!ok || votes > claimed[key][n]) {
-					n, ok = units, true
-				}
-			}
-		}
-		var payload []byte
-		for k := 0; ok && k < n; k++ {
-			part, have := units[key][k]
-			if !have {
-				if part, have = onflash.VoteMetaUnit(candidates(key, cs), key.epoch, key.seq, k, n); have {
-					p.voted++
-				}
-			}
-			if !have {
-				ok = false
-				break
-			}
-			damaged := len(cs) < onflash.MetaCopies
-			for _, c := range cs {
-				u, good := onflash.ParseMetaUnit(c.raw[k*onflash.MetaUnitSize : (k+1)*onflash.MetaUnitSize])
-				damaged = damaged || !good || u.Epoch != key.epoch || u.Seq != key.seq || u.Index != k
-			}
-			if damaged {
-				p.merged++
-			}
-			payload = append(payload, part...)
-		}
-		if ok {
-			p.payload = payload
-			if p.payload == nil {
-				p.payload = []byte{}
-			}
-		}
-		scan.pages = append(scan.pages, p)
-	}
+	scan := metalog.Merge(g.PageSize, raws)
+	scan.Unreadable = unreadable
 	return scan
-}
-
-// epochInfo says how the epoch replayed on open was assembled.
-type epochInfo struct {
-	epoch uint64
-	zones []int // zones holding its pages
-	// pages is the number of stream pages replayed; lost counts pages of
-	// the epoch after the first page that could not be assembled (their
-	// records are not replayed).
-	pages, lost   int
-	units         int // units of the pages replayed
-	merged, voted int
-}
-
-// latestEpoch assembles the newest epoch whose checkpoint is complete and
-// returns its record stream and how it was assembled.
-func latestEpoch(scan metaScan) ([]byte, epochInfo, error) {
-	byEpoch := map[uint64]map[uint32]metaPage{}
-	for _, p := range scan.pages {
-		if byEpoch[p.epoch] == nil {
-			byEpoch[p.epoch] = map[uint32]metaPage{}
-		}
-		byEpoch[p.epoch][p.seq] = p
-	}
-	var epochs []uint64
-	for e := range byEpoch {
-		epochs = append(epochs, e)
-	}
-	sort.Slice(epochs, func(a, b int) bool { return epochs[a] > epochs[b] })
-	for _, e := range epochs {
-		var s []byte
-		info := epochInfo{epoch: e}
-		zoneSet := map[int]bool{}
-		seq := uint32(0)
-		for ; ; seq++ {
-			p, ok := byEpoch[e][seq]
-			if !ok || p.payload == nil {
-				break
-			}
-			s = append(s, p.payload...)
-			info.pages++
-			info.units += max(1, (len(p.payload)+onflash.MetaUnitPayload-1)/onflash.MetaUnitPayload)
-			info.merged += p.merged
-			info.voted += p.voted
-		}
-		for q, p := range byEpoch[e] {
-			if q >= seq && (p.sure || p.payload != nil) {
-				info.lost++
-			}
-			for _, z := range p.zones {
-				zoneSet[z] = true
-			}
-		}
-		if onflash.CheckpointComplete(s) {
-			for z := range zoneSet {
-				info.zones = append(info.zones, z)
-			}
-			sort.Ints(info.zones)
-			return s, info, nil
-		}
-	}
-	if scan.oldFormat > 0 && len(scan.pages) == 0 {
-		return nil, epochInfo{}, base.CorruptionErrorf("sdf: the device holds %d metadata pages of an older format (before per-unit checksums): this version cannot read it", scan.oldFormat)
-	}
-	return nil, epochInfo{}, base.CorruptionErrorf("sdf: no complete metadata checkpoint on the device (%d metadata pages found, %d unreadable)", len(scan.pages), scan.unreadable)
 }
 
 // MetaLayout is how the metadata journal is stored: every page in copies

@@ -2,6 +2,7 @@ package sdf
 
 import (
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -36,7 +37,7 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zone, error) 
 				z.state = ZoneOpen
 				z.hint = hint
 				z.unsealed = true
-				fs.logLocked(zoneRecord(onflash.RecZoneOpen, z.id))
+				fs.logLocked(metalog.ZoneOpen{Zone: z.id, Open: true}.Record())
 				fs.jr.urgent = true
 			}
 			fs.mu.Unlock()
@@ -300,6 +301,6 @@ func (fs *FS) finishZone(z *zone) {
 		// queued before this one, so once this is durable replay need not
 		// scan the zone.
 		z.unsealed = false
-		fs.logLocked(zoneRecord(onflash.RecZoneSealed, z.id))
+		fs.logLocked(metalog.ZoneOpen{Zone: z.id}.Record())
 	}
 }
