@@ -79,19 +79,7 @@ object or kv.`,
 			if err != nil && ctx.Err() == nil {
 				return err
 			}
-			if format == "json" {
-				b, jerr := json.Marshal(res)
-				if jerr != nil {
-					return jerr
-				}
-				fmt.Fprintln(cmd.OutOrStdout(), string(b))
-			} else {
-				fmt.Fprintln(cmd.OutOrStdout(), res)
-			}
-			if res.Errors > 0 {
-				return fmt.Errorf("%d of %d operations failed (first: %s)", res.Errors, res.Errors+res.Ops, res.FirstError)
-			}
-			return err
+			return printBenchResult(cmd, format, res, err)
 		},
 	}
 	f := cmd.Flags()
@@ -147,6 +135,12 @@ func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, o be
 		}
 		return err
 	}
+	return printBenchResult(cmd, format, res, err)
+}
+
+// printBenchResult prints a run's result (JSON with --format json) and
+// returns err, the run's own error, or else an error if an operation failed.
+func printBenchResult(cmd *cobra.Command, format string, res bench.Result, err error) error {
 	if format == "json" {
 		b, jerr := json.Marshal(res)
 		if jerr != nil {
