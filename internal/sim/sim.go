@@ -46,10 +46,13 @@ type Progress struct {
 
 // EpochStats is what one epoch saw and decided.
 type EpochStats struct {
-	Epoch       uint32           `json:"epoch"`
-	Hours       float64          `json:"hours"`
-	EraseMean   float64          `json:"erase_mean"`
-	EraseSigma  float64          `json:"erase_sigma"`
+	Epoch      uint32  `json:"epoch"`
+	Hours      float64 `json:"hours"`
+	EraseMean  float64 `json:"erase_mean"`
+	EraseSigma float64 `json:"erase_sigma"`
+	// EstimatedCV is the balancer's eq. 2 projection of sigma over mean
+	// with its decisions applied (what its loops stop on).
+	EstimatedCV float64          `json:"estimated_cv"`
 	ARPT        bool             `json:"arpt"`
 	HCDS        bool             `json:"hcds"`
 	EDM         bool             `json:"edm"`
@@ -617,7 +620,7 @@ func (s *simulator) epoch(at int64) error {
 	}
 	s.lastCV = dec.CV()
 	es := EpochStats{
-		Epoch: dec.Epoch, Hours: time.Duration(at).Hours(), EraseMean: dec.Mean, EraseSigma: dec.Sigma,
+		Epoch: dec.Epoch, Hours: time.Duration(at).Hours(), EraseMean: dec.Mean, EraseSigma: dec.Sigma, EstimatedCV: dec.SigmaEstimated,
 		ARPT: dec.ARPT, HCDS: dec.HCDS, EDM: dec.EDM, LateREP: dec.LateREP, LateEC: dec.LateEC,
 		Cancelled: dec.Cancelled, Remapped: dec.Remapped, Swapped: dec.Swapped, Moves: len(dec.Moves),
 		ChangedRows: len(dec.Changed),
