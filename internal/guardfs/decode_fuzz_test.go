@@ -7,6 +7,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/bitrot"
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
 )
 
 // Fuzz targets for guardfs's decoders: the frames of a protected file read
@@ -14,8 +15,8 @@ import (
 // (decodeSidecar). Seed corpora are in testdata/fuzz/; `go test` runs
 // them, `flashmend torture fuzz` (or go test -fuzz=FuzzX) explores further.
 
-func copyOf(buf []byte) copyState {
-	return copyState{present: true, physical: int64(len(buf)), frames: parseFrames(buf)}
+func copyOf(buf []byte) frames.CopyState {
+	return frames.CopyState{Present: true, Physical: int64(len(buf)), Frames: frames.Parse(buf)}
 }
 
 // FuzzMergeFrames frames a file's bytes into two copies, damages them and
@@ -32,52 +33,52 @@ func FuzzMergeFrames(f *testing.F) {
 	f.Add(bytes.Repeat([]byte{0}, 2000), uint16(512), uint64(3), true, []byte{0, 0, 0xff, 0xff, 0xff, 0xff}, []byte{0, 2, 0xff})
 	f.Fuzz(func(t *testing.T, data []byte, frameBytes uint16, id uint64, seal bool, m0, m1 []byte) {
 		data = data[:min(len(data), 16<<10)]
-		fb := int(frameBytes)%MaxFrameBytes + 1
-		buf := appendFrames(nil, id, 0, data, fb)
+		fb := int(frameBytes)%frames.MaxBytes + 1
+		buf := frames.Append(nil, id, 0, data, fb)
 		if seal {
-			buf = appendSeal(buf, id, int64(len(data)))
+			buf = frames.AppendSeal(buf, id, int64(len(data)))
 		}
 		// Arbitrary bytes: parse and merge must not panic, and every frame
 		// returned verifies where it was found.
 		for _, raw := range [][]byte{m0, m1} {
-			for _, fr := range parseFrames(raw) {
-				if _, ok := verifyAt(raw, int(fr.pos)); !ok {
+			for _, fr := range frames.Parse(raw) {
+				if _, ok := frames.VerifyAt(raw, int(fr.Pos)); !ok {
 					t.Fatalf("parseFrames returned a frame that does not verify: %s", fr)
 				}
 			}
-			_ = merge(id, []copyState{copyOf(raw)})
+			_ = frames.Merge(id, []frames.CopyState{copyOf(raw)})
 		}
-		intact := merge(id, []copyState{copyOf(buf), copyOf(buf)})
+		intact := frames.Merge(id, []frames.CopyState{copyOf(buf), copyOf(buf)})
 		checkMerged(t, "intact", intact, data, seal)
-		if len(intact.lost) != 0 || intact.size != int64(len(data)) || !intact.perfect[0] || !intact.perfect[1] {
-			t.Fatalf("intact copies: size %d lost %v perfect %v", intact.size, intact.lost, intact.perfect)
+		if len(intact.Lost) != 0 || intact.Size != int64(len(data)) || !intact.Perfect[0] || !intact.Perfect[1] {
+			t.Fatalf("intact copies: size %d lost %v perfect %v", intact.Size, intact.Lost, intact.Perfect)
 		}
 		c0 := append([]byte(nil), buf...)
 		c1 := append([]byte(nil), buf...)
 		d0 := bitrot.XORAt(c0, m0)
-		one := merge(id, []copyState{copyOf(c0), copyOf(buf)})
+		one := frames.Merge(id, []frames.CopyState{copyOf(c0), copyOf(buf)})
 		checkMerged(t, "copy 0 damaged", one, data, seal)
-		if len(one.lost) != 0 || one.size != int64(len(data)) || !one.perfect[1] || (d0 && one.perfect[0]) {
-			t.Fatalf("copy 0 damaged: size %d (want %d) lost %v perfect %v", one.size, len(data), one.lost, one.perfect)
+		if len(one.Lost) != 0 || one.Size != int64(len(data)) || !one.Perfect[1] || (d0 && one.Perfect[0]) {
+			t.Fatalf("copy 0 damaged: size %d (want %d) lost %v perfect %v", one.Size, len(data), one.Lost, one.Perfect)
 		}
 		bitrot.XORAt(c1, m1)
-		checkMerged(t, "both damaged", merge(id, []copyState{copyOf(c0), copyOf(c1)}), data, seal)
+		checkMerged(t, "both damaged", frames.Merge(id, []frames.CopyState{copyOf(c0), copyOf(c1)}), data, seal)
 	})
 }
 
 // checkMerged asserts that every byte m holds is data's.
-func checkMerged(t *testing.T, what string, m merged, data []byte, seal bool) {
+func checkMerged(t *testing.T, what string, m frames.Merged, data []byte, seal bool) {
 	t.Helper()
-	if m.size > int64(len(data)) {
-		t.Fatalf("%s: merged size %d beyond the %d bytes written", what, m.size, len(data))
+	if m.Size > int64(len(data)) {
+		t.Fatalf("%s: merged size %d beyond the %d bytes written", what, m.Size, len(data))
 	}
-	for _, r := range subtract(m.size, m.lost) {
-		if !bytes.Equal(m.data[r.Off:r.End()], data[r.Off:r.End()]) {
+	for _, r := range frames.Subtract(m.Size, m.Lost) {
+		if !bytes.Equal(m.Data[r.Off:r.End()], data[r.Off:r.End()]) {
 			t.Fatalf("%s: merged bytes %s differ from the bytes written", what, r)
 		}
 	}
-	if m.sealed && (!seal || m.size != int64(len(data))) {
-		t.Fatalf("%s: sealed at %d, wrote %d bytes (seal %v)", what, m.size, len(data), seal)
+	if m.Sealed && (!seal || m.Size != int64(len(data))) {
+		t.Fatalf("%s: sealed at %d, wrote %d bytes (seal %v)", what, m.Size, len(data), seal)
 	}
 }
 
@@ -89,13 +90,13 @@ func FuzzDecodeSidecar(f *testing.F) {
 	f.Add(uint32(10), []byte("x"), uint32(0), []byte("y"), uint32(5), uint16(4096), []byte{0, 0, 0x47, 0x46, 0x53, 0x43})
 	f.Fuzz(func(t *testing.T, size uint32, a []byte, aOff uint32, b []byte, bOff uint32, frameBytes uint16, raw []byte) {
 		// Arbitrary content.
-		if sc, err := decodeSidecar(merged{size: int64(len(raw)), data: raw}); err == nil {
+		if sc, err := decodeSidecar(frames.Merged{Size: int64(len(raw)), Data: raw}); err == nil {
 			checkSidecar(t, sc)
 		} else if !base.IsCorruption(err) {
 			t.Fatalf("error is not a corruption: %v", err)
 		}
 		// Round trip of two ranges in an sstable of size bytes.
-		fb := int(frameBytes)%MaxFrameBytes + 1
+		fb := int(frameBytes)%frames.MaxBytes + 1
 		var ranges []rangeCopy
 		next := int64(0)
 		for _, r := range []struct {
@@ -109,7 +110,7 @@ func FuzzDecodeSidecar(f *testing.F) {
 			next = int64(r.off) + int64(len(r.data))
 		}
 		content := encodeSidecar(int64(size), ranges, fb)
-		sc, err := decodeSidecar(merged{size: int64(len(content)), data: content})
+		sc, err := decodeSidecar(frames.Merged{Size: int64(len(content)), Data: content})
 		if err != nil {
 			t.Fatalf("round trip: %v", err)
 		}
@@ -143,7 +144,7 @@ func checkSidecar(t *testing.T, sc *sidecarState) {
 func TestSidecarRangeEndOverflowRejected(t *testing.T) {
 	content := encodeSidecar(1000, []rangeCopy{{Range: Range{Off: 100, Len: 4}, data: []byte("abcd")}}, 64)
 	binary.LittleEndian.PutUint64(content[sidecarHeaderBytes:], 0x7fffffffffffff00)
-	_, err := decodeSidecar(merged{size: int64(len(content)), data: content})
+	_, err := decodeSidecar(frames.Merged{Size: int64(len(content)), Data: content})
 	if !base.IsCorruption(err) {
 		t.Fatalf("range at offset %#x of a 1000-byte sstable: err %v, want a corruption", uint64(0x7fffffffffffff00), err)
 	}

@@ -62,8 +62,9 @@
 //
 // # On-disk format
 //
-// Every guardfs structure is a sequence of frames, each its own checksum
-// domain of at most FrameHeaderBytes + MaxFrameBytes (28 + 4096) bytes:
+// Every guardfs structure is a sequence of frames (encoded, parsed and
+// merged by internal/guardfs/frames), each its own checksum domain of at
+// most frames.HeaderBytes + frames.MaxBytes (28 + 4096) bytes:
 //
 //	magic "GFS1" u32 | kind u8 | 0 u8 | length u16 | id u64 | offset u64 | CRC32C u32 | data
 //

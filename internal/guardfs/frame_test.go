@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -22,24 +24,24 @@ func encode(id uint64, writes [][]byte, frameBytes int, sealed bool) []byte {
 	var out []byte
 	off := int64(0)
 	for _, w := range writes {
-		out = appendFrames(out, id, off, w, frameBytes)
+		out = frames.Append(out, id, off, w, frameBytes)
 		off += int64(len(w))
 	}
 	if sealed {
-		out = appendSeal(out, id, off)
+		out = frames.AppendSeal(out, id, off)
 	}
 	return out
 }
 
-func mergeOf(id uint64, copies ...[]byte) merged {
-	states := make([]copyState, len(copies))
+func mergeOf(id uint64, copies ...[]byte) frames.Merged {
+	states := make([]frames.CopyState, len(copies))
 	for i, c := range copies {
 		if c == nil {
 			continue
 		}
-		states[i] = copyState{present: true, physical: int64(len(c)), frames: parseFrames(c)}
+		states[i] = frames.CopyState{Present: true, Physical: int64(len(c)), Frames: frames.Parse(c)}
 	}
-	return merge(id, states)
+	return frames.Merge(id, states)
 }
 
 func randBytes(rng *rand.Rand, n int) []byte {
@@ -54,7 +56,7 @@ func randBytes(rng *rand.Rand, n int) []byte {
 func TestFrameGolden(t *testing.T) {
 	out := encode(testID, [][]byte{[]byte("hello, "), []byte("guarded world")}, 8, true)
 	var b strings.Builder
-	for _, f := range parseFrames(out) {
+	for _, f := range frames.Parse(out) {
 		fmt.Fprintf(&b, "%s\n", f)
 	}
 	b.WriteString(hex.Dump(out))
@@ -87,11 +89,11 @@ func TestFrameRoundTrip(t *testing.T) {
 		}
 		for _, sealed := range []bool{false, true} {
 			m := mergeOf(testID, encode(testID, writes, fb, sealed))
-			if m.size != int64(len(all)) || !bytes.Equal(m.data, all) || len(m.lost) != 0 || m.sealed != sealed {
-				t.Fatalf("frame %d sealed %v: size %d (want %d), lost %v", fb, sealed, m.size, len(all), m.lost)
+			if m.Size != int64(len(all)) || !bytes.Equal(m.Data, all) || len(m.Lost) != 0 || m.Sealed != sealed {
+				t.Fatalf("frame %d sealed %v: size %d (want %d), lost %v", fb, sealed, m.Size, len(all), m.Lost)
 			}
-			if !m.perfect[0] || m.gaps != 0 {
-				t.Fatalf("an intact copy is not perfect (gaps %d)", m.gaps)
+			if !m.Perfect[0] || m.Gaps != 0 {
+				t.Fatalf("an intact copy is not perfect (gaps %d)", m.Gaps)
 			}
 		}
 	}
@@ -105,22 +107,22 @@ func TestMergeFillsFromOtherCopy(t *testing.T) {
 	data := randBytes(rand.New(rand.NewSource(1)), 10*fb)
 	a := encode(testID, [][]byte{data}, fb, true)
 	b := bytes.Clone(a)
-	step := FrameHeaderBytes + fb
+	step := frames.HeaderBytes + fb
 	a[2*step+40] ^= 1         // frame 2 in copy a
 	clear(b[5*step : 6*step]) // frame 5 in copy b
 	m := mergeOf(testID, a, b)
-	if !bytes.Equal(m.data, data) || len(m.lost) != 0 {
-		t.Fatalf("lost %v", m.lost)
+	if !bytes.Equal(m.Data, data) || len(m.Lost) != 0 {
+		t.Fatalf("lost %v", m.Lost)
 	}
-	if m.perfect[0] || m.perfect[1] || m.gaps != 2 {
-		t.Fatalf("perfect %v gaps %d", m.perfect, m.gaps)
+	if m.Perfect[0] || m.Perfect[1] || m.Gaps != 2 {
+		t.Fatalf("perfect %v gaps %d", m.Perfect, m.Gaps)
 	}
 	b[2*step+30] ^= 0x80 // frame 2 now damaged in both
 	m = mergeOf(testID, a, b)
-	if len(m.lost) != 1 || m.lost[0] != (Range{2 * fb, fb}) {
-		t.Fatalf("lost %v, want [%d,%d)", m.lost, 2*fb, 3*fb)
+	if len(m.Lost) != 1 || m.Lost[0] != (Range{Off: 2 * fb, Len: fb}) {
+		t.Fatalf("lost %v, want [%d,%d)", m.Lost, 2*fb, 3*fb)
 	}
-	if !bytes.Equal(m.data[:2*fb], data[:2*fb]) || !bytes.Equal(m.data[3*fb:], data[3*fb:]) {
+	if !bytes.Equal(m.Data[:2*fb], data[:2*fb]) || !bytes.Equal(m.Data[3*fb:], data[3*fb:]) {
 		t.Fatal("bytes outside the lost frame differ")
 	}
 }
@@ -131,28 +133,28 @@ func TestMergeFillsFromOtherCopy(t *testing.T) {
 func TestResync(t *testing.T) {
 	const fb = 100
 	data := randBytes(rand.New(rand.NewSource(2)), 7*fb)
-	step := FrameHeaderBytes + fb
+	step := frames.HeaderBytes + fb
 	junk := append(append(encode(testID, [][]byte{data[:3*fb]}, fb, false), bytes.Repeat([]byte{0x47}, 333)...),
 		encode(testID, [][]byte{data}, fb, true)[3*step:]...)
-	if m := mergeOf(testID, junk); len(m.lost) != 0 || !bytes.Equal(m.data, data) || m.perfect[0] {
-		t.Errorf("junk between frames: lost %v, perfect %v", m.lost, m.perfect[0])
+	if m := mergeOf(testID, junk); len(m.Lost) != 0 || !bytes.Equal(m.Data, data) || m.Perfect[0] {
+		t.Errorf("junk between frames: lost %v, perfect %v", m.Lost, m.Perfect[0])
 	}
 	for name, damage := range map[string]func([]byte) []byte{
 		"magic destroyed": func(c []byte) []byte { c[3*step] ^= 0xff; return c },
 		"length enlarged": func(c []byte) []byte { c[3*step+6] = 0xff; c[3*step+7] = 0x0f; return c },
 		"length shrunk":   func(c []byte) []byte { c[3*step+6] = 1; return c },
 		"magic in data": func(c []byte) []byte {
-			copy(c[3*step+FrameHeaderBytes+10:], magicBytes)
-			c[3*step+FrameHeaderBytes+50] ^= 1 // and the frame damaged, so its data is scanned
+			copy(c[3*step+frames.HeaderBytes+10:], frames.MagicBytes)
+			c[3*step+frames.HeaderBytes+50] ^= 1 // and the frame damaged, so its data is scanned
 			return c
 		},
 	} {
 		c := damage(encode(testID, [][]byte{data}, fb, true))
 		m := mergeOf(testID, c)
-		if len(m.lost) != 1 || m.lost[0] != (Range{3 * fb, fb}) {
-			t.Errorf("%s: lost %v, want only frame 3", name, m.lost)
+		if len(m.Lost) != 1 || m.Lost[0] != (Range{Off: 3 * fb, Len: fb}) {
+			t.Errorf("%s: lost %v, want only frame 3", name, m.Lost)
 		}
-		if !bytes.Equal(m.data[4*fb:], data[4*fb:]) {
+		if !bytes.Equal(m.Data[4*fb:], data[4*fb:]) {
 			t.Errorf("%s: frames after the damage not recovered", name)
 		}
 	}
@@ -168,25 +170,25 @@ func TestTornTail(t *testing.T) {
 	unsealed := encode(testID, [][]byte{data}, fb, false)
 	cut := unsealed[:len(unsealed)-5]
 	m := mergeOf(testID, cut)
-	if m.size != 5*fb || len(m.lost) != 0 || !bytes.Equal(m.data, data[:5*fb]) {
-		t.Fatalf("torn tail: size %d lost %v", m.size, m.lost)
+	if m.Size != 5*fb || len(m.Lost) != 0 || !bytes.Equal(m.Data, data[:5*fb]) {
+		t.Fatalf("torn tail: size %d lost %v", m.Size, m.Lost)
 	}
-	if m.perfect[0] {
+	if m.Perfect[0] {
 		t.Fatal("a torn copy is perfect")
 	}
 	sealed := encode(testID, [][]byte{data}, fb, true)
 	m = mergeOf(testID, cut, sealed)
-	if m.size != int64(len(data)) || len(m.lost) != 0 || !bytes.Equal(m.data, data) {
-		t.Fatalf("torn copy + sealed copy: size %d lost %v", m.size, m.lost)
+	if m.Size != int64(len(data)) || len(m.Lost) != 0 || !bytes.Equal(m.Data, data) {
+		t.Fatalf("torn copy + sealed copy: size %d lost %v", m.Size, m.Lost)
 	}
 	// The last data frame gone from the sealed copy too: the seal says
 	// the file is longer, so the tail is lost, not torn.
-	step := FrameHeaderBytes + fb
+	step := frames.HeaderBytes + fb
 	damaged := bytes.Clone(sealed)
-	damaged[5*step+FrameHeaderBytes] ^= 1
+	damaged[5*step+frames.HeaderBytes] ^= 1
 	m = mergeOf(testID, cut, damaged)
-	if m.size != int64(len(data)) || len(m.lost) != 1 || m.lost[0] != (Range{5 * fb, 10}) {
-		t.Fatalf("lost tail of a sealed file: size %d lost %v", m.size, m.lost)
+	if m.Size != int64(len(data)) || len(m.Lost) != 1 || m.Lost[0] != (Range{Off: 5 * fb, Len: 10}) {
+		t.Fatalf("lost tail of a sealed file: size %d lost %v", m.Size, m.Lost)
 	}
 }
 
@@ -197,7 +199,7 @@ func TestIdentityBinding(t *testing.T) {
 	const fb = 64
 	rng := rand.New(rand.NewSource(4))
 	data, other := randBytes(rng, 6*fb), randBytes(rng, 6*fb)
-	step := FrameHeaderBytes + fb
+	step := frames.HeaderBytes + fb
 	mine := encode(testID, [][]byte{data}, fb, true)
 	theirs := encode(testID+1, [][]byte{other}, fb, true)
 
@@ -205,10 +207,10 @@ func TestIdentityBinding(t *testing.T) {
 	c := bytes.Clone(mine)
 	copy(c[2*step:3*step], theirs[2*step:3*step])
 	m := mergeOf(testID, c)
-	if len(m.lost) != 1 || m.lost[0] != (Range{2 * fb, fb}) {
-		t.Fatalf("foreign frame: lost %v", m.lost)
+	if len(m.Lost) != 1 || m.Lost[0] != (Range{Off: 2 * fb, Len: fb}) {
+		t.Fatalf("foreign frame: lost %v", m.Lost)
 	}
-	if bytes.Equal(m.data[2*fb:3*fb], other[2*fb:3*fb]) {
+	if bytes.Equal(m.Data[2*fb:3*fb], other[2*fb:3*fb]) {
 		t.Fatal("another file's bytes served")
 	}
 	// This file's frame 4 written over its frame 1 (a misdirected write):
@@ -216,18 +218,18 @@ func TestIdentityBinding(t *testing.T) {
 	c = bytes.Clone(mine)
 	copy(c[1*step:2*step], mine[4*step:5*step])
 	m = mergeOf(testID, c)
-	if len(m.lost) != 1 || m.lost[0] != (Range{fb, fb}) || !bytes.Equal(m.data[4*fb:5*fb], data[4*fb:5*fb]) {
-		t.Fatalf("misplaced frame: lost %v", m.lost)
+	if len(m.Lost) != 1 || m.Lost[0] != (Range{Off: fb, Len: fb}) || !bytes.Equal(m.Data[4*fb:5*fb], data[4*fb:5*fb]) {
+		t.Fatalf("misplaced frame: lost %v", m.Lost)
 	}
 	// The same bytes under another identity verify as nothing.
-	if m := mergeOf(testID+2, mine); m.size != 0 || m.sealed {
-		t.Fatalf("frames verified under a foreign identity: size %d", m.size)
+	if m := mergeOf(testID+2, mine); m.Size != 0 || m.Sealed {
+		t.Fatalf("frames verified under a foreign identity: size %d", m.Size)
 	}
 	// A frame whose offset field was rewritten does not verify.
 	c = bytes.Clone(mine)
 	c[1*step+16] ^= 2
-	if m := mergeOf(testID, c); len(m.lost) != 1 || m.lost[0] != (Range{fb, fb}) {
-		t.Fatalf("rewritten offset: lost %v", m.lost)
+	if m := mergeOf(testID, c); len(m.Lost) != 1 || m.Lost[0] != (Range{Off: fb, Len: fb}) {
+		t.Fatalf("rewritten offset: lost %v", m.Lost)
 	}
 }
 
@@ -236,26 +238,26 @@ func TestResolveID(t *testing.T) {
 	rng := rand.New(rand.NewSource(5))
 	a := encode(1, [][]byte{randBytes(rng, 4*fb)}, fb, true)
 	b := encode(2, [][]byte{randBytes(rng, 9*fb)}, fb, true)
-	st := func(cs ...[]byte) []copyState {
-		var out []copyState
+	st := func(cs ...[]byte) []frames.CopyState {
+		var out []frames.CopyState
 		for _, c := range cs {
-			out = append(out, copyState{present: true, physical: int64(len(c)), frames: parseFrames(c)})
+			out = append(out, frames.CopyState{Present: true, Physical: int64(len(c)), Frames: frames.Parse(c)})
 		}
 		return out
 	}
 	// Names decide, whatever the frames say.
-	if id := resolveID([]uint64{1, 1}, st(b, a, a)); id != 1 {
+	if id := frames.ResolveID([]uint64{1, 1}, st(b, a, a)); id != 1 {
 		t.Fatalf("named 1, got %d", id)
 	}
 	// A tie of names goes to the identity with more verified bytes.
-	if id := resolveID([]uint64{1, 2}, st(a, b)); id != 2 {
+	if id := frames.ResolveID([]uint64{1, 2}, st(a, b)); id != 2 {
 		t.Fatalf("tie: got %d", id)
 	}
 	// No names: the identity holding the most verified data.
-	if id := resolveID(nil, st(a, b)); id != 2 {
+	if id := frames.ResolveID(nil, st(a, b)); id != 2 {
 		t.Fatalf("unnamed: got %d", id)
 	}
-	if id := resolveID(nil, nil); id != 0 {
+	if id := frames.ResolveID(nil, nil); id != 0 {
 		t.Fatalf("nothing: got %d", id)
 	}
 }
@@ -307,23 +309,23 @@ func TestMergeRandomized(t *testing.T) {
 			copies[i] = c
 		}
 		m := mergeOf(testID, copies...)
-		if m.size > int64(len(all)) {
-			t.Fatalf("trial %d: size %d past the written %d", trial, m.size, len(all))
+		if m.Size > int64(len(all)) {
+			t.Fatalf("trial %d: size %d past the written %d", trial, m.Size, len(all))
 		}
-		for _, h := range subtract(m.size, m.lost) {
-			if !bytes.Equal(m.data[h.Off:h.End()], all[h.Off:h.End()]) {
+		for _, h := range frames.Subtract(m.Size, m.Lost) {
+			if !bytes.Equal(m.Data[h.Off:h.End()], all[h.Off:h.End()]) {
 				t.Fatalf("trial %d: wrong bytes in %s", trial, h)
 			}
 		}
-		if intact && (m.size != int64(len(all)) || len(m.lost) != 0) {
-			t.Fatalf("trial %d: an intact copy, yet size %d of %d, lost %v", trial, m.size, len(all), m.lost)
+		if intact && (m.Size != int64(len(all)) || len(m.Lost) != 0) {
+			t.Fatalf("trial %d: an intact copy, yet size %d of %d, lost %v", trial, m.Size, len(all), m.Lost)
 		}
 	}
 }
 
 func TestSidecarRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewSource(6))
-	rs := []rangeCopy{{Range{100, 50}, randBytes(rng, 50)}, {Range{4000, 700}, randBytes(rng, 700)}}
+	rs := []rangeCopy{{Range{Off: 100, Len: 50}, randBytes(rng, 50)}, {Range{Off: 4000, Len: 700}, randBytes(rng, 700)}}
 	content := encodeSidecar(5000, rs, 64)
 	c := encode(testID, [][]byte{content}, 64, true)
 	sc, err := decodeSidecar(mergeOf(testID, c))
@@ -337,17 +339,17 @@ func TestSidecarRoundTrip(t *testing.T) {
 	}
 	// A frame inside the second range's data lost: only that frame's
 	// bytes lose their copy; the rest of the range and the first keep it.
-	step := FrameHeaderBytes + 64
+	step := frames.HeaderBytes + 64
 	const dataOff = 64                 // header and table (56 B) padded to a frame
 	frame := (dataOff + 50 + 100) / 64 // the frame holding byte 100 of the second range
 	d := bytes.Clone(c)
-	d[frame*step+FrameHeaderBytes+3] ^= 1
+	d[frame*step+frames.HeaderBytes+3] ^= 1
 	sc, err = decodeSidecar(mergeOf(testID, d))
 	lostLo := int64(frame*64 - dataOff - 50)
 	want := Range{Off: 4000 + lostLo, Len: 64}
 	if err != nil || len(sc.lost) != 1 || sc.lost[0] != want || len(sc.ranges) != 3 ||
-		sc.ranges[0].Range != rs[0].Range || sc.ranges[1].Range != (Range{4000, lostLo}) ||
-		sc.ranges[2].Range != (Range{want.End(), 4700 - want.End()}) {
+		sc.ranges[0].Range != rs[0].Range || sc.ranges[1].Range != (Range{Off: 4000, Len: lostLo}) ||
+		sc.ranges[2].Range != (Range{Off: want.End(), Len: 4700 - want.End()}) {
 		t.Fatalf("damaged range data: lost %v, ranges %v, %v", sc.lost, sc.ranges, err)
 	}
 	if !bytes.Equal(sc.ranges[2].data, rs[1].data[want.End()-4000:]) {
@@ -355,7 +357,7 @@ func TestSidecarRoundTrip(t *testing.T) {
 	}
 	// The header lost: the sidecar is unusable.
 	d = bytes.Clone(c)
-	d[FrameHeaderBytes+1] ^= 1
+	d[frames.HeaderBytes+1] ^= 1
 	if _, err := decodeSidecar(mergeOf(testID, d)); err == nil {
 		t.Fatal("a sidecar without its header decoded")
 	}

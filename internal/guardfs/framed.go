@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
 )
 
 // ---- writing ----
@@ -129,7 +130,7 @@ func (w *framedWriter) Write(p []byte) (int, error) {
 		return 0, nil
 	}
 	off := w.size.Load()
-	w.enc = appendFrames(w.enc[:0], w.id, off, p, w.fs.opts.FrameBytes)
+	w.enc = frames.Append(w.enc[:0], w.id, off, p, w.fs.opts.FrameBytes)
 	err := w.each("write", func(f vfs.File) error {
 		// vfs.File.Write may modify its argument: each copy gets its own.
 		w.scratch = append(w.scratch[:0], w.enc...)
@@ -195,7 +196,7 @@ func (w *framedWriter) Close() error {
 	if w.closed {
 		return pathErr("close", w.path, os.ErrClosed)
 	}
-	seal := appendSeal(nil, w.id, w.size.Load())
+	seal := frames.AppendSeal(nil, w.id, w.size.Load())
 	err := w.each("close", func(f vfs.File) error {
 		_, err := f.Write(append([]byte(nil), seal...))
 		return errors.Join(err, f.Sync())
@@ -226,10 +227,10 @@ func (w *framedWriter) Close() error {
 
 // framedState is a framed file as its copies hold it.
 type framedState struct {
-	m       merged
+	m       frames.Merged
 	exists  bool      // some copy is present
 	refs    []copyRef // copies 1.. as listed (states[1:] in this order)
-	states  []copyState
+	states  []frames.CopyState
 	readErr []error // per state
 	mtime   time.Time
 }
@@ -240,11 +241,11 @@ type framedState struct {
 // the renamed file). It is not an empty file: Open returns a corruption
 // error and nothing is restored over the copies.
 func (st *framedState) unreadable() bool {
-	if st.m.sealed || st.m.size > 0 {
+	if st.m.Sealed || st.m.Size > 0 {
 		return false
 	}
 	for _, s := range st.states {
-		if s.physical > 0 {
+		if s.Physical > 0 {
 			return true
 		}
 	}
@@ -264,10 +265,10 @@ func (fs *FS) loadFramedLocked(p string) framedState {
 	for i, path := range paths {
 		data, present, rerr := fs.readAll(path)
 		st.readErr = append(st.readErr, rerr)
-		cs := copyState{present: present, physical: int64(len(data))}
+		cs := frames.CopyState{Present: present, Physical: int64(len(data))}
 		if present {
 			st.exists = true
-			cs.frames = parseFrames(data)
+			cs.Frames = frames.Parse(data)
 			if i > 0 {
 				named = append(named, st.refs[i-1].id)
 			}
@@ -279,7 +280,7 @@ func (fs *FS) loadFramedLocked(p string) framedState {
 		}
 		st.states = append(st.states, cs)
 	}
-	st.m = merge(resolveID(named, st.states), st.states)
+	st.m = frames.Merge(frames.ResolveID(named, st.states), st.states)
 	return st
 }
 
@@ -303,8 +304,8 @@ func (fs *FS) restoreFramedLocked(p string, force bool) (framedState, bool) {
 	return st, true
 }
 
-func (fs *FS) countMerge(p string, m merged) {
-	fs.ctr.framesRepaired.Add(int64(m.gaps))
+func (fs *FS) countMerge(p string, m frames.Merged) {
+	fs.ctr.framesRepaired.Add(int64(m.Gaps))
 }
 
 func (fs *FS) restoreStateLocked(p string, st *framedState) {
@@ -313,15 +314,15 @@ func (fs *FS) restoreStateLocked(p string, st *framedState) {
 	if st.unreadable() {
 		return // nothing to restore from; Open and Verify report it
 	}
-	if m.id == 0 && m.size == 0 && !m.sealed {
-		m.id = fs.opts.NewID() // an empty file that never got frames
+	if m.ID == 0 && m.Size == 0 && !m.Sealed {
+		m.ID = fs.opts.NewID() // an empty file that never got frames
 	}
-	complete := len(m.lost) == 0
+	complete := len(m.Lost) == 0
 	replaceable := func(i int) bool { return st.readErr[i] == nil || complete }
 	var enc []byte
 	content := func() []byte {
 		if enc == nil {
-			enc = encodeContent(*m, fs.opts.FrameBytes, true)
+			enc = frames.Encode(*m, fs.opts.FrameBytes, true)
 		}
 		return enc
 	}
@@ -329,7 +330,7 @@ func (fs *FS) restoreStateLocked(p string, st *framedState) {
 	keep := map[int]int{} // k -> index into states
 	var drop []copyRef
 	for i, r := range st.refs {
-		if r.id != m.id || r.k < 1 || r.k >= fs.opts.Copies {
+		if r.id != m.ID || r.k < 1 || r.k >= fs.opts.Copies {
 			drop = append(drop, r)
 			continue
 		}
@@ -341,7 +342,7 @@ func (fs *FS) restoreStateLocked(p string, st *framedState) {
 	}
 	changed := false
 	primaryChanged := false
-	if !st.states[0].present && st.readErr[0] == nil || st.states[0].present && !m.perfect[0] && replaceable(0) {
+	if !st.states[0].Present && st.readErr[0] == nil || st.states[0].Present && !m.Perfect[0] && replaceable(0) {
 		if err := fs.writeReplace(dir, p, content()); err != nil {
 			fs.ctr.copyErrors.Add(1)
 		} else {
@@ -351,9 +352,9 @@ func (fs *FS) restoreStateLocked(p string, st *framedState) {
 	}
 	var refs []copyRef
 	for k := 1; k < fs.opts.Copies; k++ {
-		target := fs.inner.PathJoin(fs.reserved(dir), reservedName(kindCopy, k, m.id, b))
+		target := fs.inner.PathJoin(fs.reserved(dir), reservedName(kindCopy, k, m.ID, b))
 		i, ok := keep[k]
-		if ok && (m.perfect[i] || !replaceable(i)) {
+		if ok && (m.Perfect[i] || !replaceable(i)) {
 			refs = append(refs, st.refs[i-1])
 			continue
 		}
@@ -369,7 +370,7 @@ func (fs *FS) restoreStateLocked(p string, st *framedState) {
 		}
 		fs.ctr.copiesRestored.Add(1)
 		changed = true
-		refs = append(refs, copyRef{k: k, id: m.id, path: target})
+		refs = append(refs, copyRef{k: k, id: m.ID, path: target})
 	}
 	for _, r := range drop {
 		if err := removeIgnoringMissing(fs.inner, r.path); err == nil {
@@ -422,14 +423,14 @@ func (fs *FS) statFramed(name string) (vfs.FileInfo, error) {
 	if !ok {
 		return nil, pathErr("stat", name, os.ErrNotExist)
 	}
-	return fileInfo{name: fs.inner.PathBase(name), size: st.m.size, mtime: st.mtime}, nil
+	return fileInfo{name: fs.inner.PathBase(name), size: st.m.Size, mtime: st.mtime}, nil
 }
 
 // framedReader reads the merged content of a framed file as of its Open.
 type framedReader struct {
 	fs    *FS
 	path  string
-	m     merged
+	m     frames.Merged
 	mtime time.Time
 
 	mu  sync.Mutex
@@ -446,21 +447,21 @@ func (r *framedReader) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, pathErr("read", r.path, base.InvalidArgumentf("guardfs: negative offset %d", off))
 	}
-	if off >= r.m.size {
+	if off >= r.m.Size {
 		return 0, io.EOF
 	}
-	n := int(min(int64(len(p)), r.m.size-off))
+	n := int(min(int64(len(p)), r.m.Size-off))
 	want := Range{Off: off, Len: int64(n)}
-	for _, l := range r.m.lost {
-		if l.overlaps(want) {
+	for _, l := range r.m.Lost {
+		if l.Overlaps(want) {
 			good := int(max(0, l.Off-off))
-			copy(p[:good], r.m.data[off:])
+			copy(p[:good], r.m.Data[off:])
 			r.fs.ctr.unrecoverable.Add(1)
 			return good, markCorruption(pathErr("read", r.path, base.CorruptionErrorf(
 				"guardfs: bytes %s of %s lost in every copy", l, r.path)))
 		}
 	}
-	copy(p[:n], r.m.data[off:])
+	copy(p[:n], r.m.Data[off:])
 	if n < len(p) {
 		return n, io.EOF
 	}
@@ -492,5 +493,5 @@ func (r *framedReader) SyncTo(int64) (bool, error)     { return true, nil }
 func (r *framedReader) Prefetch(int64, int64) error    { return nil }
 func (r *framedReader) Fd() uintptr                    { return vfs.InvalidFd }
 func (r *framedReader) Stat() (vfs.FileInfo, error) {
-	return fileInfo{name: r.fs.inner.PathBase(r.path), size: r.m.size, mtime: r.mtime}, nil
+	return fileInfo{name: r.fs.inner.PathBase(r.path), size: r.m.Size, mtime: r.mtime}, nil
 }

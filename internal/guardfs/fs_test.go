@@ -17,6 +17,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/guardfs"
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
 	"github.com/flashmend/flashmend/internal/guardfs/guardtest"
 )
 
@@ -202,7 +203,7 @@ func TestFramedLostEverywhere(t *testing.T) {
 	g := newGuard(t, inner, guardfs.Options{FrameBytes: 512})
 	_ = g.MkdirAll("/d", 0o755)
 	want := writeFramed(t, g, "/d/MANIFEST-000001", randBytes(5, 4096))
-	step := int64(guardfs.FrameHeaderBytes + 512)
+	step := int64(frames.HeaderBytes + 512)
 	for _, f := range append([]string{"/d/MANIFEST-000001"}, find(t, inner, "/d/"+guardfs.ReservedDir, "m.", "")...) {
 		data, _ := guardtest.ReadFile(inner, f)
 		data[3*step+100] ^= 4 // frame 3, data [1536, 2048)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
 	"github.com/flashmend/flashmend/internal/model"
 )
 
@@ -50,7 +51,7 @@ func TestModelFramedMonteCarlo(t *testing.T) {
 		uber   float64
 	}{{1, 9e-6}, {2, 8e-5}, {3, 1.9e-4}} {
 		p := model.GuardFramedLoss(model.GuardParams{UBER: c.uber, FileBytes: size, FrameBytes: fb,
-			HeaderBytes: FrameHeaderBytes, Copies: c.copies})
+			HeaderBytes: frames.HeaderBytes, Copies: c.copies})
 		failures := 0
 		for i := 0; i < trials; i++ {
 			copies := make([][]byte, c.copies)
@@ -59,11 +60,11 @@ func TestModelFramedMonteCarlo(t *testing.T) {
 				flipBits(rng, copies[k], c.uber)
 			}
 			m := mergeOf(testID, copies...)
-			if m.size != size || len(m.lost) != 0 {
+			if m.Size != size || len(m.Lost) != 0 {
 				failures++
 			}
-			for _, h := range subtract(m.size, m.lost) {
-				if !bytes.Equal(m.data[h.Off:h.End()], data[h.Off:h.End()]) {
+			for _, h := range frames.Subtract(m.Size, m.Lost) {
+				if !bytes.Equal(m.Data[h.Off:h.End()], data[h.Off:h.End()]) {
 					t.Fatalf("wrong bytes served in %s", h)
 				}
 			}
@@ -82,7 +83,7 @@ func TestModelSealedMonteCarlo(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	meta := randBytes(rng, metaBytes)
-	content := encodeSidecar(metaBytes, []rangeCopy{{Range: Range{0, metaBytes}, data: meta}}, fb)
+	content := encodeSidecar(metaBytes, []rangeCopy{{Range: Range{Off: 0, Len: metaBytes}, data: meta}}, fb)
 	clean := encode(testID, [][]byte{content}, fb, true)
 	fs := &FS{opts: Options{NoRepair: true}}
 	for _, c := range []struct {
@@ -90,7 +91,7 @@ func TestModelSealedMonteCarlo(t *testing.T) {
 		uber   float64
 	}{{2, 1e-4}, {3, 2.2e-4}} {
 		p := model.GuardSealedLoss(model.GuardParams{UBER: c.uber, FileBytes: metaBytes, FrameBytes: fb,
-			HeaderBytes: FrameHeaderBytes, Copies: c.copies}, sidecarHeaderBytes+sidecarEntryBytes)
+			HeaderBytes: frames.HeaderBytes, Copies: c.copies}, sidecarHeaderBytes+sidecarEntryBytes)
 		failures := 0
 		for i := 0; i < trials; i++ {
 			primary := bytes.Clone(meta)

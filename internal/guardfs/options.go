@@ -8,6 +8,7 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
 )
 
 // Class is how guardfs protects a file, chosen from its name.
@@ -60,7 +61,7 @@ type Options struct {
 	Copies int
 	// FrameBytes is the most data one frame carries: default 512, range
 	// [64, 4096]. Smaller frames lose less to one flipped bit and cost more
-	// headers (FrameHeaderBytes each).
+	// headers (frames.HeaderBytes each).
 	FrameBytes int
 	// Classify picks the class of a file from its base name (nil:
 	// DefaultClassify). Decided at every operation, so a name's class must
@@ -99,8 +100,8 @@ func (o Options) withDefaults() (Options, error) {
 	if o.FrameBytes == 0 {
 		o.FrameBytes = defaultFrameBytes
 	}
-	if o.FrameBytes < minFrameBytes || o.FrameBytes > MaxFrameBytes {
-		return o, base.InvalidArgumentf("guardfs: FrameBytes %d not in [%d, %d]", o.FrameBytes, minFrameBytes, MaxFrameBytes)
+	if o.FrameBytes < minFrameBytes || o.FrameBytes > frames.MaxBytes {
+		return o, base.InvalidArgumentf("guardfs: FrameBytes %d not in [%d, %d]", o.FrameBytes, minFrameBytes, frames.MaxBytes)
 	}
 	if o.Classify == nil {
 		o.Classify = DefaultClassify

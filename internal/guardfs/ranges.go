@@ -8,22 +8,12 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
 	"github.com/flashmend/flashmend/internal/guardfs/sstmeta"
 )
 
 // Range is a byte range [Off, Off+Len) of a file.
-type Range struct {
-	Off int64
-	Len int64
-}
-
-func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Off, r.Off+r.Len) }
-
-// End is the first byte after the range.
-func (r Range) End() int64 { return r.Off + r.Len }
-
-// overlaps reports whether r and o share a byte.
-func (r Range) overlaps(o Range) bool { return r.Off < o.End() && o.Off < r.End() }
+type Range = frames.Range
 
 // RangesFunc returns the byte ranges of a just-written file that are
 // metadata to keep in a second copy (DIRECT 000 section 4.1: local metadata

@@ -5,13 +5,15 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/flashmend/flashmend/internal/guardfs/sstmeta"
 	"io"
 	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/guardfs/frames"
+	"github.com/flashmend/flashmend/internal/guardfs/sstmeta"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/base"
@@ -84,8 +86,8 @@ func encodeSidecar(size int64, ranges []rangeCopy, frameBytes int) []byte {
 // decodeSidecar parses merged sidecar content. The parts of ranges whose
 // copied bytes are lost in every copy are listed in lost (the rest of the
 // range keeps its copy); a lost header or table is an error.
-func decodeSidecar(m merged) (*sidecarState, error) {
-	held := subtract(m.size, m.lost) // sorted, disjoint
+func decodeSidecar(m frames.Merged) (*sidecarState, error) {
+	held := frames.Subtract(m.Size, m.Lost) // sorted, disjoint
 	heldAll := func(r Range) bool {
 		for _, h := range held {
 			if h.Off <= r.Off && r.End() <= h.End() {
@@ -94,10 +96,10 @@ func decodeSidecar(m merged) (*sidecarState, error) {
 		}
 		return false
 	}
-	if !heldAll(Range{0, sidecarHeaderBytes}) {
+	if !heldAll(Range{Off: 0, Len: sidecarHeaderBytes}) {
 		return nil, base.CorruptionErrorf("guardfs: sidecar header lost in every copy")
 	}
-	d := m.data
+	d := m.Data
 	if binary.LittleEndian.Uint32(d[0:]) != sidecarMagic {
 		return nil, base.CorruptionErrorf("guardfs: sidecar has magic %#x", binary.LittleEndian.Uint32(d[0:]))
 	}
@@ -231,10 +233,10 @@ func (fs *FS) sealLocked(p string) (*sidecarState, error) {
 		return nil, err
 	}
 	id := fs.opts.NewID()
-	m := merged{id: id, size: 0, sealed: true}
-	m.data = encodeSidecar(sc.size, sc.ranges, fs.opts.FrameBytes)
-	m.size = int64(len(m.data))
-	enc := encodeContent(m, fs.opts.FrameBytes, true)
+	m := frames.Merged{ID: id, Size: 0, Sealed: true}
+	m.Data = encodeSidecar(sc.size, sc.ranges, fs.opts.FrameBytes)
+	m.Size = int64(len(m.Data))
+	enc := frames.Encode(m, fs.opts.FrameBytes, true)
 	var refs []copyRef
 	var errs []error
 	for k := 0; k < fs.sidecarCopies(); k++ {
@@ -320,14 +322,14 @@ func (fs *FS) loadSidecarLocked(p string, restore bool) (*sidecarState, error) {
 		return nil, nil
 	}
 	var named []uint64
-	states := make([]copyState, len(refs))
+	states := make([]frames.CopyState, len(refs))
 	readErrs := make([]error, len(refs))
 	for i, r := range refs {
 		data, present, rerr := fs.readAll(r.path)
 		readErrs[i] = rerr
-		states[i] = copyState{present: present, physical: int64(len(data))}
+		states[i] = frames.CopyState{Present: present, Physical: int64(len(data))}
 		if present {
-			states[i].frames = parseFrames(data)
+			states[i].Frames = frames.Parse(data)
 			named = append(named, r.id)
 		}
 	}
@@ -335,7 +337,7 @@ func (fs *FS) loadSidecarLocked(p string, restore bool) (*sidecarState, error) {
 		fs.sidecars[key] = nil
 		return nil, nil
 	}
-	m := merge(resolveID(named, states), states)
+	m := frames.Merge(frames.ResolveID(named, states), states)
 	fs.countMerge(p, m)
 	sc, err := decodeSidecar(m)
 	if err != nil {
@@ -355,13 +357,13 @@ func (fs *FS) loadSidecarLocked(p string, restore bool) (*sidecarState, error) {
 
 // restoreSidecarLocked rewrites the sidecar copies that are missing,
 // damaged or of another identity from the merged content m.
-func (fs *FS) restoreSidecarLocked(p string, m merged, refs []copyRef, states []copyState, readErrs []error) {
+func (fs *FS) restoreSidecarLocked(p string, m frames.Merged, refs []copyRef, states []frames.CopyState, readErrs []error) {
 	dir, b := fs.split(p)
-	complete := len(m.lost) == 0
+	complete := len(m.Lost) == 0
 	keep := map[int]int{}
 	var drop []copyRef
 	for i, r := range refs {
-		if _, dup := keep[r.k]; dup || r.id != m.id || r.k >= fs.sidecarCopies() || !states[i].present {
+		if _, dup := keep[r.k]; dup || r.id != m.ID || r.k >= fs.sidecarCopies() || !states[i].Present {
 			drop = append(drop, r)
 			continue
 		}
@@ -372,14 +374,14 @@ func (fs *FS) restoreSidecarLocked(p string, m merged, refs []copyRef, states []
 	changed := false
 	for k := 0; k < fs.sidecarCopies(); k++ {
 		i, ok := keep[k]
-		if ok && (m.perfect[i] || readErrs[i] != nil && !complete) {
+		if ok && (m.Perfect[i] || readErrs[i] != nil && !complete) {
 			out = append(out, refs[i])
 			continue
 		}
 		if enc == nil {
-			enc = encodeContent(m, fs.opts.FrameBytes, true)
+			enc = frames.Encode(m, fs.opts.FrameBytes, true)
 		}
-		target := fs.inner.PathJoin(fs.reserved(dir), reservedName(kindSidecar, k, m.id, b))
+		target := fs.inner.PathJoin(fs.reserved(dir), reservedName(kindSidecar, k, m.ID, b))
 		if err := fs.writeReplace(dir, target, enc); err != nil {
 			fs.ctr.copyErrors.Add(1)
 			if ok {
@@ -389,7 +391,7 @@ func (fs *FS) restoreSidecarLocked(p string, m merged, refs []copyRef, states []
 		}
 		fs.ctr.copiesRestored.Add(1)
 		changed = true
-		out = append(out, copyRef{k: k, id: m.id, path: target})
+		out = append(out, copyRef{k: k, id: m.ID, path: target})
 	}
 	for _, r := range drop {
 		if err := removeIgnoringMissing(fs.inner, r.path); err == nil {
@@ -660,7 +662,7 @@ func (h *sealedFile) WriteAt(p []byte, off int64) (int, error) {
 	touches := v.sc != nil && w.End() > v.sc.size
 	if v.sc != nil {
 		for _, c := range v.sc.ranges {
-			touches = touches || c.overlaps(w)
+			touches = touches || c.Overlaps(w)
 		}
 	}
 	if touches {

@@ -93,7 +93,7 @@ func (rep *VerifyReport) verifyFramed(fs *FS, p string) {
 		return
 	}
 	rep.Framed++
-	for _, l := range st.m.lost {
+	for _, l := range st.m.Lost {
 		rep.Damage = append(rep.Damage, Damage{Path: p, Range: l, Reason: "lost in every copy"})
 	}
 	if st.unreadable() {
@@ -123,7 +123,7 @@ func (rep *VerifyReport) verifySealed(fs *FS, p string) {
 			if lerr != nil {
 				reason = lerr.Error() + "; " + reason
 			}
-			rep.Damage = append(rep.Damage, Damage{Path: p, Range: Range{0, fi.Size()}, Reason: reason})
+			rep.Damage = append(rep.Damage, Damage{Path: p, Range: Range{Off: 0, Len: fi.Size()}, Reason: reason})
 			return
 		}
 	}
@@ -135,10 +135,10 @@ func (rep *VerifyReport) verifySealed(fs *FS, p string) {
 	}
 	switch {
 	case !exists:
-		rep.Damage = append(rep.Damage, Damage{Path: p, Range: Range{0, sc.size}, Reason: "sstable deleted; presented from its sidecar, data blocks read as corruption"})
+		rep.Damage = append(rep.Damage, Damage{Path: p, Range: Range{Off: 0, Len: sc.size}, Reason: "sstable deleted; presented from its sidecar, data blocks read as corruption"})
 		return
 	case fi.Size() < sc.size:
-		rep.Damage = append(rep.Damage, Damage{Path: p, Range: Range{fi.Size(), sc.size - fi.Size()}, Reason: "sstable truncated; the lost bytes read as zeros (corruption)"})
+		rep.Damage = append(rep.Damage, Damage{Path: p, Range: Range{Off: fi.Size(), Len: sc.size - fi.Size()}, Reason: "sstable truncated; the lost bytes read as zeros (corruption)"})
 	}
 	f, err := fs.inner.Open(p)
 	if err != nil {

@@ -1,4 +1,4 @@
-package guardfs
+package frames
 
 import (
 	"bytes"
@@ -8,6 +8,20 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 )
+
+// Range is a byte range [Off, Off+Len) of a file.
+type Range struct {
+	Off int64
+	Len int64
+}
+
+func (r Range) String() string { return fmt.Sprintf("[%d,%d)", r.Off, r.Off+r.Len) }
+
+// End is the first byte after the range.
+func (r Range) End() int64 { return r.Off + r.Len }
+
+// Overlaps reports whether r and o share a byte.
+func (r Range) Overlaps(o Range) bool { return r.Off < o.End() && o.Off < r.End() }
 
 // Frame layout (little endian), the unit of every guardfs structure:
 //
@@ -20,25 +34,25 @@ import (
 // same name, or a stale block never verifies as this file's data.
 //
 // Kinds:
-//   - frameData: data[0:length] are the logical bytes [offset,
-//     offset+length) of the file; 1 <= length <= MaxFrameBytes.
-//   - frameSeal: written when the file is closed; offset is the file's
+//   - KindData: data[0:length] are the logical bytes [offset,
+//     offset+length) of the file; 1 <= length <= MaxBytes.
+//   - KindSeal: written when the file is closed; offset is the file's
 //     final logical size and length is 0. A file with a seal is complete:
 //     bytes missing below its size are lost, not torn.
 const (
-	frameMagic  uint32 = 0x31534647 // "GFS1"
-	frameData   byte   = 1
-	frameSeal   byte   = 2
+	Magic       uint32 = 0x31534647 // "GFS1"
+	KindData    byte   = 1
+	KindSeal    byte   = 2
 	frameCRCOff        = 24
-	// FrameHeaderBytes is the size of a frame header.
-	FrameHeaderBytes = 28
-	// MaxFrameBytes bounds the data of one frame (and so every checksum
+	// HeaderBytes is the size of a frame header.
+	HeaderBytes = 28
+	// MaxBytes bounds the data of one frame (and so every checksum
 	// domain of guardfs).
-	MaxFrameBytes = 4096
+	MaxBytes = 4096
 )
 
 func putHeader(h []byte, kind byte, length int, id uint64, off int64) {
-	binary.LittleEndian.PutUint32(h[0:], frameMagic)
+	binary.LittleEndian.PutUint32(h[0:], Magic)
 	h[4] = kind
 	h[5] = 0
 	binary.LittleEndian.PutUint16(h[6:], uint16(length))
@@ -50,13 +64,13 @@ func frameChecksum(h, data []byte) uint32 {
 	return base.CRC32CUpdate(base.CRC32C(h[:frameCRCOff]), data)
 }
 
-// appendFrames appends the frames holding data, the logical bytes at off of
+// Append appends the frames holding data, the logical bytes at off of
 // file id, cut into frames of at most frameBytes of data.
-func appendFrames(dst []byte, id uint64, off int64, data []byte, frameBytes int) []byte {
+func Append(dst []byte, id uint64, off int64, data []byte, frameBytes int) []byte {
 	for len(data) > 0 {
 		n := min(len(data), frameBytes)
-		var h [FrameHeaderBytes]byte
-		putHeader(h[:], frameData, n, id, off)
+		var h [HeaderBytes]byte
+		putHeader(h[:], KindData, n, id, off)
 		binary.LittleEndian.PutUint32(h[frameCRCOff:], frameChecksum(h[:], data[:n]))
 		dst = append(append(dst, h[:]...), data[:n]...)
 		data, off = data[n:], off+int64(n)
@@ -64,85 +78,85 @@ func appendFrames(dst []byte, id uint64, off int64, data []byte, frameBytes int)
 	return dst
 }
 
-// appendSeal appends the seal frame recording that file id is complete at
+// AppendSeal appends the seal frame recording that file id is complete at
 // size logical bytes.
-func appendSeal(dst []byte, id uint64, size int64) []byte {
-	var h [FrameHeaderBytes]byte
-	putHeader(h[:], frameSeal, 0, id, size)
+func AppendSeal(dst []byte, id uint64, size int64) []byte {
+	var h [HeaderBytes]byte
+	putHeader(h[:], KindSeal, 0, id, size)
 	binary.LittleEndian.PutUint32(h[frameCRCOff:], frameChecksum(h[:], nil))
 	return append(dst, h[:]...)
 }
 
-// frame is a frame that verified against its own header.
-type frame struct {
-	kind byte
-	id   uint64
-	off  int64  // logical offset (data) or final size (seal)
-	data []byte // aliases the buffer parsed
-	pos  int64  // physical position of the header
+// Frame is a frame that verified against its own header.
+type Frame struct {
+	Kind byte
+	ID   uint64
+	Off  int64  // logical offset (data) or final size (seal)
+	Data []byte // aliases the buffer parsed
+	Pos  int64  // physical position of the header
 }
 
-func (f frame) end() int64 { return f.off + int64(len(f.data)) }
+func (f Frame) End() int64 { return f.Off + int64(len(f.Data)) }
 
-func (f frame) String() string {
+func (f Frame) String() string {
 	k := "data"
-	if f.kind == frameSeal {
+	if f.Kind == KindSeal {
 		k = "seal"
 	}
-	return fmt.Sprintf("%s id=%016x off=%d len=%d @%d", k, f.id, f.off, len(f.data), f.pos)
+	return fmt.Sprintf("%s id=%016x off=%d len=%d @%d", k, f.ID, f.Off, len(f.Data), f.Pos)
 }
 
-// verifyAt reports whether a frame that verifies starts at buf[pos:].
-func verifyAt(buf []byte, pos int) (frame, bool) {
-	if pos+FrameHeaderBytes > len(buf) {
-		return frame{}, false
+// VerifyAt reports whether a frame that verifies starts at buf[pos:].
+func VerifyAt(buf []byte, pos int) (Frame, bool) {
+	if pos+HeaderBytes > len(buf) {
+		return Frame{}, false
 	}
-	h := buf[pos : pos+FrameHeaderBytes]
-	if binary.LittleEndian.Uint32(h) != frameMagic || h[5] != 0 {
-		return frame{}, false
+	h := buf[pos : pos+HeaderBytes]
+	if binary.LittleEndian.Uint32(h) != Magic || h[5] != 0 {
+		return Frame{}, false
 	}
 	kind, n := h[4], int(binary.LittleEndian.Uint16(h[6:]))
 	off := int64(binary.LittleEndian.Uint64(h[16:]))
 	switch {
 	case off < 0:
-		return frame{}, false
-	case kind == frameData && (n < 1 || n > MaxFrameBytes || off > 1<<62):
-		return frame{}, false
-	case kind == frameSeal && n != 0:
-		return frame{}, false
-	case kind != frameData && kind != frameSeal:
-		return frame{}, false
+		return Frame{}, false
+	case kind == KindData && (n < 1 || n > MaxBytes || off > 1<<62):
+		return Frame{}, false
+	case kind == KindSeal && n != 0:
+		return Frame{}, false
+	case kind != KindData && kind != KindSeal:
+		return Frame{}, false
 	}
-	if pos+FrameHeaderBytes+n > len(buf) {
-		return frame{}, false
+	if pos+HeaderBytes+n > len(buf) {
+		return Frame{}, false
 	}
-	data := buf[pos+FrameHeaderBytes : pos+FrameHeaderBytes+n]
+	data := buf[pos+HeaderBytes : pos+HeaderBytes+n]
 	if binary.LittleEndian.Uint32(h[frameCRCOff:]) != frameChecksum(h, data) {
-		return frame{}, false
+		return Frame{}, false
 	}
-	return frame{kind: kind, id: binary.LittleEndian.Uint64(h[8:]), off: off, data: data, pos: int64(pos)}, true
+	return Frame{Kind: kind, ID: binary.LittleEndian.Uint64(h[8:]), Off: off, Data: data, Pos: int64(pos)}, true
 }
 
-var magicBytes = func() []byte {
+var MagicBytes = func() []byte {
 	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], frameMagic)
+	binary.LittleEndian.PutUint32(b[:], Magic)
 	return b[:]
 }()
 
-// parseFrames returns every frame of buf that verifies, in physical order.
+// Parse returns every frame of buf that verifies, in physical order.
 // After bytes that do not verify (damage, a torn tail, junk) it
 // resynchronizes on the next header that verifies: a damaged frame costs
 // only itself, never the frames after it.
-func parseFrames(buf []byte) []frame {
-	var out []frame
+func Parse(buf []byte) []Frame {
+	var out []Frame
 	pos := 0
-	for pos+FrameHeaderBytes <= len(buf) {
-		if f, ok := verifyAt(buf, pos); ok {
+	for pos+HeaderBytes <= len(buf) {
+		if f, ok := VerifyAt(buf, pos); ok {
 			out = append(out, f)
-			pos += FrameHeaderBytes + len(f.data)
+			pos += HeaderBytes + len(f.Data)
 			continue
 		}
-		i := bytes.Index(buf[pos+1:], magicBytes)
+		i := bytes.Index(buf[pos+1:], MagicBytes)
 		if i < 0 {
 			break
 		}
@@ -151,48 +165,48 @@ func parseFrames(buf []byte) []frame {
 	return out
 }
 
-// copyState is what one copy of a framed file holds: its frames (nil if
+// CopyState is what one copy of a framed file holds: its frames (nil if
 // the copy is missing or unreadable) and its physical size.
-type copyState struct {
-	present  bool
-	physical int64
-	frames   []frame
+type CopyState struct {
+	Present  bool
+	Physical int64
+	Frames   []Frame
 }
 
-// merged is the logical content of a framed file reconstructed from its
+// Merged is the logical content of a framed file reconstructed from its
 // copies.
-type merged struct {
-	id     uint64
-	size   int64 // logical size
-	sealed bool  // a seal verified in some copy: size is the final size
-	data   []byte
+type Merged struct {
+	ID     uint64
+	Size   int64 // logical size
+	Sealed bool  // a seal verified in some copy: size is the final size
+	Data   []byte
 	// lost are the ranges below size that no copy holds intact (and,
 	// should two copies ever hold different verified bytes for the same
 	// offset, those bytes: guardfs never picks between them).
-	lost []Range
+	Lost []Range
 	// perfect[i] reports that copy i alone holds the whole content and
 	// nothing else: no damaged, foreign or torn bytes, the seal if sealed.
-	perfect []bool
+	Perfect []bool
 	// gaps counts the ranges missing from one copy that another copy
 	// filled (frames repaired by the merge).
-	gaps int
+	Gaps int
 	// conflicts counts offsets where verified frames disagreed.
-	conflicts int
+	Conflicts int
 }
 
-// covered returns the sorted, merged ranges that frames of id cover.
-func coverage(frames []frame, id uint64) []Range {
+// coverage returns the sorted, merged ranges that frames of id cover.
+func coverage(frames []Frame, id uint64) []Range {
 	var rs []Range
 	for _, f := range frames {
-		if f.id == id && f.kind == frameData {
-			rs = append(rs, Range{Off: f.off, Len: int64(len(f.data))})
+		if f.ID == id && f.Kind == KindData {
+			rs = append(rs, Range{Off: f.Off, Len: int64(len(f.Data))})
 		}
 	}
-	return normalize(rs)
+	return Normalize(rs)
 }
 
-// normalize sorts ranges and merges overlapping or touching ones.
-func normalize(rs []Range) []Range {
+// Normalize sorts ranges and merges overlapping or touching ones.
+func Normalize(rs []Range) []Range {
 	sort.Slice(rs, func(i, j int) bool { return rs[i].Off < rs[j].Off })
 	out := rs[:0]
 	for _, r := range rs {
@@ -208,8 +222,8 @@ func normalize(rs []Range) []Range {
 	return out
 }
 
-// subtract returns the parts of [0, size) not in cov (sorted, merged).
-func subtract(size int64, cov []Range) []Range {
+// Subtract returns the parts of [0, size) not in cov (sorted, merged).
+func Subtract(size int64, cov []Range) []Range {
 	var out []Range
 	at := int64(0)
 	for _, r := range cov {
@@ -227,91 +241,91 @@ func subtract(size int64, cov []Range) []Range {
 	return out
 }
 
-// merge reconstructs the content of file id from its copies, frame by
+// Merge reconstructs the content of file id from its copies, frame by
 // frame: each logical byte comes from any copy holding a verified frame of
 // id that covers it. The size is the seal's if any copy kept one, else the
 // end of the last verified frame (a torn tail is a shorter file).
-func merge(id uint64, copies []copyState) merged {
-	m := merged{id: id, perfect: make([]bool, len(copies))}
-	var all []frame
+func Merge(id uint64, copies []CopyState) Merged {
+	m := Merged{ID: id, Perfect: make([]bool, len(copies))}
+	var all []Frame
 	sealSize := int64(-1)
 	for _, c := range copies {
-		for _, f := range c.frames {
-			if f.id != id {
+		for _, f := range c.Frames {
+			if f.ID != id {
 				continue
 			}
-			switch f.kind {
-			case frameSeal:
-				sealSize = max(sealSize, f.off)
-			case frameData:
+			switch f.Kind {
+			case KindSeal:
+				sealSize = max(sealSize, f.Off)
+			case KindData:
 				all = append(all, f)
-				m.size = max(m.size, f.end())
+				m.Size = max(m.Size, f.End())
 			}
 		}
 	}
 	if sealSize >= 0 {
-		m.sealed, m.size = true, sealSize
+		m.Sealed, m.Size = true, sealSize
 	}
-	m.data = make([]byte, m.size)
-	sort.SliceStable(all, func(i, j int) bool { return all[i].off < all[j].off })
+	m.Data = make([]byte, m.Size)
+	sort.SliceStable(all, func(i, j int) bool { return all[i].Off < all[j].Off })
 	var cov []Range // sorted, disjoint; only the last can reach past the next frame's start
 	var conflicts []Range
 	for _, f := range all {
-		fr := Range{Off: f.off, Len: int64(len(f.data))}
-		if fr.Off >= m.size {
+		fr := Range{Off: f.Off, Len: int64(len(f.Data))}
+		if fr.Off >= m.Size {
 			continue // past a seal: cannot belong to the file
 		}
-		if fr.End() > m.size {
-			fr.Len = m.size - fr.Off
+		if fr.End() > m.Size {
+			fr.Len = m.Size - fr.Off
 		}
-		src := f.data[:fr.Len]
+		src := f.Data[:fr.Len]
 		k := len(cov) - 1
 		if k >= 0 && fr.Off < cov[k].End() {
 			// Bytes already filled must agree.
 			ov := min(fr.End(), cov[k].End()) - fr.Off
-			if !bytes.Equal(m.data[fr.Off:fr.Off+ov], src[:ov]) {
+			if !bytes.Equal(m.Data[fr.Off:fr.Off+ov], src[:ov]) {
 				conflicts = append(conflicts, Range{Off: fr.Off, Len: ov})
 			}
 			if fr.End() > cov[k].End() {
 				from := cov[k].End()
-				copy(m.data[from:fr.End()], src[from-fr.Off:])
+				copy(m.Data[from:fr.End()], src[from-fr.Off:])
 				cov[k].Len = fr.End() - cov[k].Off
 			}
 			continue
 		}
-		copy(m.data[fr.Off:fr.End()], src)
+		copy(m.Data[fr.Off:fr.End()], src)
 		if k >= 0 && fr.Off == cov[k].End() {
 			cov[k].Len += fr.Len
 		} else {
 			cov = append(cov, fr)
 		}
 	}
-	m.conflicts = len(conflicts)
-	m.lost = normalize(append(subtract(m.size, cov), conflicts...))
+	m.Conflicts = len(conflicts)
+	m.Lost = Normalize(append(Subtract(m.Size, cov), conflicts...))
 	for _, r := range conflicts {
-		clear(m.data[r.Off:r.End()])
+		clear(m.Data[r.Off:r.End()])
 	}
 	for i, c := range copies {
-		if !c.present {
+		if !c.Present {
 			continue
 		}
-		own := coverage(c.frames, id)
-		missing := subtract(m.size, own)
+		own := coverage(c.Frames, id)
+		missing := Subtract(m.Size, own)
 		// A range this copy misses that the merge holds was repaired.
 		for _, r := range missing {
-			if !coveredBy(r, m.lost) {
-				m.gaps++
+			if !coveredBy(r, m.Lost) {
+				m.Gaps++
 			}
 		}
 		var used int64
 		hasSeal := false
-		for _, f := range c.frames {
-			if f.id == id && (f.kind == frameData && f.off < m.size || f.kind == frameSeal && f.off == m.size) {
-				used += FrameHeaderBytes + int64(len(f.data))
-				hasSeal = hasSeal || f.kind == frameSeal
+		for _, f := range c.Frames {
+			if f.ID == id && (f.Kind == KindData && f.Off < m.Size || f.Kind == KindSeal && f.Off == m.Size) {
+				used += HeaderBytes + int64(len(f.Data))
+				hasSeal = hasSeal || f.Kind == KindSeal
 			}
 		}
-		m.perfect[i] = len(missing) == 0 && used == c.physical && hasSeal == m.sealed
+		m.Perfect[i] = len(missing) == 0 && used == c.Physical && hasSeal == m.Sealed
 	}
 	return m
 }
@@ -326,15 +340,15 @@ func coveredBy(r Range, rs []Range) bool {
 	return false
 }
 
-// resolveID picks the identity of a framed file: the id its copies' names
+// ResolveID picks the identity of a framed file: the id its copies' names
 // carry (the directory entries are metadata a misdirected or stale data
 // write cannot change), by majority, ties broken by verified bytes; with no
 // named copy, the id holding the most verified bytes of data.
-func resolveID(named []uint64, copies []copyState) uint64 {
+func ResolveID(named []uint64, copies []CopyState) uint64 {
 	bytesOf := map[uint64]int64{}
 	for _, c := range copies {
-		for _, f := range c.frames {
-			bytesOf[f.id] += int64(len(f.data)) + 1
+		for _, f := range c.Frames {
+			bytesOf[f.ID] += int64(len(f.Data)) + 1
 		}
 	}
 	if len(named) > 0 {
@@ -360,16 +374,16 @@ func resolveID(named []uint64, copies []copyState) uint64 {
 	return best
 }
 
-// encodeContent returns a whole copy of m: frames of every range it holds,
+// Encode returns a whole copy of m: frames of every range it holds,
 // cut at frameBytes, and a seal when sealed.
-func encodeContent(m merged, frameBytes int, seal bool) []byte {
-	held := subtract(m.size, m.lost)
+func Encode(m Merged, frameBytes int, seal bool) []byte {
+	held := Subtract(m.Size, m.Lost)
 	var out []byte
 	for _, r := range held {
-		out = appendFrames(out, m.id, r.Off, m.data[r.Off:r.End()], frameBytes)
+		out = Append(out, m.ID, r.Off, m.Data[r.Off:r.End()], frameBytes)
 	}
 	if seal {
-		out = appendSeal(out, m.id, m.size)
+		out = AppendSeal(out, m.ID, m.Size)
 	}
 	return out
 }
