@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash/stateunit"
 )
 
 // crash drops the device without saving its state, as a power loss would
@@ -121,7 +122,7 @@ func TestFilePersistence(t *testing.T) {
 
 	// One corrupted copy (each in turn): the device opens from the others
 	// and rewrites the bad one.
-	for victim := 0; victim < stateCopies; victim++ {
+	for victim := 0; victim < stateunit.Copies; victim++ {
 		fs := &fileStore{dir: dir}
 		if err := fs.corruptStateCopy(victim, 100); err != nil {
 			t.Fatal(err)
@@ -146,12 +147,12 @@ func TestFilePersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	units := int(fi.Size() / stateUnitSize)
+	units := int(fi.Size() / stateunit.UnitSize)
 	if units < 2 {
 		t.Fatalf("state copy of %d bytes: the test needs two units", fi.Size())
 	}
-	for i := 0; i < stateCopies; i++ {
-		if err := fs.corruptStateCopy(i, int64(40+(i%units)*stateUnitSize)); err != nil {
+	for i := 0; i < stateunit.Copies; i++ {
+		if err := fs.corruptStateCopy(i, int64(40+(i%units)*stateunit.UnitSize)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -169,8 +170,8 @@ func TestFilePersistence(t *testing.T) {
 	before = mustReopenSnapshot(t, dir, g, clock)
 
 	// Every copy damaged in the same unit at different bits: majority vote.
-	for i := 0; i < stateCopies; i++ {
-		if err := fs.corruptStateCopy(i, int64(stateUnitSize+60+i)); err != nil {
+	for i := 0; i < stateunit.Copies; i++ {
+		if err := fs.corruptStateCopy(i, int64(stateunit.UnitSize+60+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,7 +189,7 @@ func TestFilePersistence(t *testing.T) {
 
 	// Every copy damaged at the same byte: refuse to open, as a corruption
 	// that names the directory and the state files.
-	for i := 0; i < stateCopies; i++ {
+	for i := 0; i < stateunit.Copies; i++ {
 		if err := fs.corruptStateCopy(i, 40); err != nil {
 			t.Fatal(err)
 		}
@@ -221,7 +222,7 @@ func TestFileStateFilesDeleted(t *testing.T) {
 	if err := e.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < stateCopies; i++ {
+	for i := 0; i < stateunit.Copies; i++ {
 		if err := os.Remove(filepath.Join(dir, fmt.Sprintf("state.%d", i))); err != nil {
 			t.Fatal(err)
 		}
@@ -254,14 +255,14 @@ func TestStateMergeRandom(t *testing.T) {
 	rng := rand.New(rand.NewSource(seed))
 	rec := make([]byte, 5000)
 	rng.Read(rec)
-	framed := frameState(7, rec)
-	units := len(framed) / stateUnitSize
+	framed := stateunit.Frame(7, rec)
+	units := len(framed) / stateunit.UnitSize
 	for iter := 0; iter < 2000; iter++ {
-		copies := make([][]byte, stateCopies)
+		copies := make([][]byte, stateunit.Copies)
 		for i := range copies {
 			copies[i] = append([]byte(nil), framed...)
 		}
-		damaged := make([]map[int]bool, stateCopies)
+		damaged := make([]map[int]bool, stateunit.Copies)
 		for i := range copies {
 			damaged[i] = map[int]bool{}
 			switch rng.Intn(6) {
@@ -269,16 +270,16 @@ func TestStateMergeRandom(t *testing.T) {
 				for k := rng.Intn(4); k >= 0; k-- {
 					bit := rng.Intn(len(framed) * 8)
 					copies[i][bit/8] ^= 1 << (bit % 8)
-					damaged[i][bit/8/stateUnitSize] = true
+					damaged[i][bit/8/stateunit.UnitSize] = true
 				}
 			case 1: // a zeroed unit
 				u := rng.Intn(units)
-				clear(copies[i][u*stateUnitSize : (u+1)*stateUnitSize])
+				clear(copies[i][u*stateunit.UnitSize : (u+1)*stateunit.UnitSize])
 				damaged[i][u] = true
 			case 2: // truncated
 				n := rng.Intn(len(framed))
 				copies[i] = copies[i][:n]
-				for u := n / stateUnitSize; u < units; u++ {
+				for u := n / stateunit.UnitSize; u < units; u++ {
 					damaged[i][u] = true
 				}
 			case 3: // missing
@@ -296,11 +297,11 @@ func TestStateMergeRandom(t *testing.T) {
 					lost++
 				}
 			}
-			if lost == stateCopies {
+			if lost == stateunit.Copies {
 				recoverable = false // maybe by vote; not required
 			}
 		}
-		got, _, err := assembleState(copies)
+		got, _, err := stateunit.Assemble(copies)
 		if err == nil && got != nil && !bytes.Equal(got, rec) {
 			t.Fatalf("iteration %d: wrong record assembled", iter)
 		}

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash/stateunit"
 )
 
 // fileStore keeps the device in a directory:
@@ -22,7 +23,7 @@ import (
 //	         wrong slot is caught as well as bit rot of the backing file.
 //	         Erasing a block punches a hole over its slots (zero headers).
 //	state.0  the device state record in three copies, each cut into
-//	state.1  512-byte units with their own CRC32C (frameState); every save
+//	state.1  512-byte units with their own CRC32C (stateunit.Frame); every save
 //	state.2  rewrites the copies one after the other.
 //	LOCK     held with flock while the device is open.
 type fileStore struct {
@@ -90,8 +91,8 @@ func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 		return nil, err
 	}
 	e.openInfo = OpenInfo{
-		RejectedStateCopies: merge.damagedCopies, StateUnitsMerged: merge.unitsMerged,
-		StateUnitsVoted: merge.unitsVoted, Clean: !rebuild && saved.clean,
+		RejectedStateCopies: merge.DamagedCopies, StateUnitsMerged: merge.UnitsMerged,
+		StateUnitsVoted: merge.UnitsVoted, Clean: !rebuild && saved.clean,
 	}
 	if rebuild {
 		e.openInfo.New = !e.anyProgrammed()
@@ -271,7 +272,7 @@ func (s *fileStore) programmed(page int64) (bool, error) {
 
 func (s *fileStore) stateNames() []string {
 	var out []string
-	for i := 0; i < stateCopies; i++ {
+	for i := 0; i < stateunit.Copies; i++ {
 		out = append(out, filepath.Base(s.statePath(i)))
 	}
 	return out
@@ -283,7 +284,7 @@ func (s *fileStore) statePath(i int) string {
 
 func (s *fileStore) loadState() ([][]byte, error) {
 	var copies [][]byte
-	for i := 0; i < stateCopies; i++ {
+	for i := 0; i < stateunit.Copies; i++ {
 		b, err := os.ReadFile(s.statePath(i))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
@@ -300,7 +301,7 @@ func (s *fileStore) loadState() ([][]byte, error) {
 // before the next is touched: a crash tears at most one copy.
 func (s *fileStore) saveState(framed []byte) error {
 	created := false
-	for i := 0; i < stateCopies; i++ {
+	for i := 0; i < stateunit.Copies; i++ {
 		path := s.statePath(i)
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			created = true

@@ -2,9 +2,9 @@ package flash
 
 import (
 	"encoding/binary"
-	"sort"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash/stateunit"
 )
 
 // The state record persists what the device itself knows about its cells:
@@ -18,7 +18,7 @@ import (
 //	crc32c u32 over everything before it
 //
 // The whole record carries a CRC32C as an end-to-end check; on the backend
-// it is framed in small units and kept in three copies (frameState).
+// it is framed in small units and kept in three copies (internal/flash/stateunit).
 const (
 	stateMagic     = "FMFLSTAT"
 	stateVersion   = 1
@@ -136,199 +136,10 @@ func decodeState(g Geometry, rec []byte) (*deviceState, error) {
 	return st, nil
 }
 
-// The state record is stored in stateCopies files ("copies"), each cut into
-// fixed-size units with their own CRC32C, so that a flip costs one unit of
-// one copy, not the whole copy: the record is assembled unit by unit from
-// whichever copy holds a verifying unit (the device-state twin of the chunk
-// sector merge). Every save writes the same record to every copy in turn
-// (0, 1, 2, each synced before the next), so at most one copy is torn by a
-// crash and the others hold either the new record or the previous one.
-//
-// Unit layout (stateUnitSize bytes, little endian):
-//
-//	magic u32 "FMSU" | seq u64 | index u32 | count u32 | payload length u16 |
-//	zero u16 | payload [stateUnitPayload] | crc32c u32 over all before it
-//
-// Unit i of a copy is at byte offset i*stateUnitSize. A unit names its
-// record (seq) and its place (index of count), so a stale or misplaced unit
-// never verifies as part of another record.
-const (
-	stateCopies      = 3
-	stateUnitSize    = 512
-	stateUnitHeader  = 4 + 8 + 4 + 4 + 2 + 2
-	stateUnitPayload = stateUnitSize - stateUnitHeader - 4
-	stateUnitMagic   = 0x55534d46 // "FMSU" little endian
-)
-
-// frameState cuts an encoded state record into units.
-func frameState(seq uint64, rec []byte) []byte {
-	count := (len(rec) + stateUnitPayload - 1) / stateUnitPayload
-	out := make([]byte, count*stateUnitSize)
-	le := binary.LittleEndian
-	for i := 0; i < count; i++ {
-		u := out[i*stateUnitSize : (i+1)*stateUnitSize]
-		part := rec[i*stateUnitPayload : min(len(rec), (i+1)*stateUnitPayload)]
-		le.PutUint32(u[0:], stateUnitMagic)
-		le.PutUint64(u[4:], seq)
-		le.PutUint32(u[12:], uint32(i))
-		le.PutUint32(u[16:], uint32(count))
-		le.PutUint16(u[20:], uint16(len(part)))
-		copy(u[stateUnitHeader:], part)
-		le.PutUint32(u[stateUnitSize-4:], base.CRC32C(u[:stateUnitSize-4]))
-	}
-	return out
-}
-
-// stateUnit is a unit that verifies.
-type stateUnit struct {
-	seq          uint64
-	index, count int
-	payload      []byte
-}
-
-// parseStateUnit verifies the unit u (stateUnitSize bytes).
-func parseStateUnit(u []byte) (stateUnit, bool) {
-	le := binary.LittleEndian
-	if le.Uint32(u[0:]) != stateUnitMagic || le.Uint32(u[stateUnitSize-4:]) != base.CRC32C(u[:stateUnitSize-4]) {
-		return stateUnit{}, false
-	}
-	su := stateUnit{seq: le.Uint64(u[4:]), index: int(le.Uint32(u[12:])), count: int(le.Uint32(u[16:]))}
-	n := int(le.Uint16(u[20:]))
-	if n > stateUnitPayload || su.index >= su.count {
-		return stateUnit{}, false
-	}
-	su.payload = u[stateUnitHeader : stateUnitHeader+n]
-	return su, true
-}
-
-// stateMerge says how a state record was assembled from its copies.
-type stateMerge struct {
-	// damagedCopies counts copies that were missing, short, damaged or
-	// stale for the record picked: the next save rewrites them.
-	damagedCopies int
-	// unitsMerged counts units that did not verify in at least one copy
-	// of the record picked (taken from another copy, or voted).
-	unitsMerged int
-	// unitsVoted counts units rebuilt by a bit-by-bit majority vote
-	// because no copy of them verified.
-	unitsVoted int
-}
-
-// assembleState rebuilds the newest state record that can be assembled from
-// the copies, unit by unit. It returns nil when no copy holds any unit.
-// For the newest sequence number seen, a unit that verifies in no copy is
-// rebuilt by a bit-by-bit majority vote over three copies of its slot and
-// used only if the vote verifies; a record that still misses a unit falls
-// back to the previous sequence number (the copies a crashed save had not
-// reached yet).
-func assembleState(copies [][]byte) ([]byte, stateMerge, error) {
-	type key struct {
-		seq   uint64
-		index int
-	}
-	units := map[key][]byte{}
-	counts := map[uint64]int{}
-	for _, c := range copies {
-		for off := 0; off+stateUnitSize <= len(c); off += stateUnitSize {
-			u, ok := parseStateUnit(c[off : off+stateUnitSize])
-			if !ok || u.index != off/stateUnitSize {
-				continue
-			}
-			if n, seen := counts[u.seq]; seen && n != u.count {
-				continue // a unit that disagrees on the record's size: ignore
-			}
-			counts[u.seq] = u.count
-			units[key{u.seq, u.index}] = u.payload
-		}
-	}
-	if len(counts) == 0 {
-		return nil, stateMerge{}, nil
-	}
-	seqs := make([]uint64, 0, len(counts))
-	for s := range counts {
-		seqs = append(seqs, s)
-	}
-	sort.Slice(seqs, func(a, b int) bool { return seqs[a] > seqs[b] })
-	var lastErr error
-	for _, seq := range seqs {
-		count := counts[seq]
-		var rec []byte
-		var m stateMerge
-		complete := true
-		for i := 0; i < count; i++ {
-			p, ok := units[key{seq, i}]
-			if !ok {
-				if p, ok = voteStateUnit(copies, seq, i, count); ok {
-					m.unitsVoted++
-				}
-			}
-			if !ok {
-				complete = false
-				lastErr = base.CorruptionErrorf("flash: state record %d: unit %d of %d verifies in no copy", seq, i, count)
-				break
-			}
-			rec = append(rec, p...)
-		}
-		if !complete {
-			continue
-		}
-		// Count what the next save must rewrite.
-		for _, c := range copies {
-			whole := len(c) == count*stateUnitSize
-			for i := 0; whole && i < count; i++ {
-				u, ok := parseStateUnit(c[i*stateUnitSize : (i+1)*stateUnitSize])
-				whole = ok && u.seq == seq
-			}
-			if !whole {
-				m.damagedCopies++
-			}
-		}
-		for i := 0; i < count; i++ {
-			for _, c := range copies {
-				if (i+1)*stateUnitSize > len(c) {
-					m.unitsMerged++
-					break
-				}
-				if u, ok := parseStateUnit(c[i*stateUnitSize : (i+1)*stateUnitSize]); !ok || u.seq != seq {
-					m.unitsMerged++
-					break
-				}
-			}
-		}
-		m.damagedCopies += stateCopies - len(copies)
-		return rec, m, nil
-	}
-	return nil, stateMerge{}, lastErr
-}
-
-// voteStateUnit rebuilds unit i of record seq by a bit-by-bit majority
-// vote over the copies that hold its slot; the result must verify.
-func voteStateUnit(copies [][]byte, seq uint64, i, count int) ([]byte, bool) {
-	var slots [][]byte
-	for _, c := range copies {
-		if (i+1)*stateUnitSize <= len(c) {
-			slots = append(slots, c[i*stateUnitSize:(i+1)*stateUnitSize])
-		}
-	}
-	if len(slots) < 3 {
-		return nil, false
-	}
-	out := make([]byte, stateUnitSize)
-	for b := range out {
-		x, y, z := slots[0][b], slots[1][b], slots[2][b]
-		out[b] = (x & y) | (x & z) | (y & z)
-	}
-	u, ok := parseStateUnit(out)
-	if !ok || u.seq != seq || u.index != i || u.count != count {
-		return nil, false
-	}
-	return u.payload, true
-}
-
 // pickState assembles the newest state record from the copies and decodes
 // it. It returns nil if there is no copy at all, and an error if copies
 // exist but no record can be assembled from them.
-func pickState(g Geometry, copies [][]byte) (*deviceState, stateMerge, error) {
+func pickState(g Geometry, copies [][]byte) (*deviceState, stateunit.Merge, error) {
 	any := false
 	for _, c := range copies {
 		if len(c) > 0 {
@@ -336,15 +147,15 @@ func pickState(g Geometry, copies [][]byte) (*deviceState, stateMerge, error) {
 		}
 	}
 	if !any {
-		return nil, stateMerge{}, nil
+		return nil, stateunit.Merge{}, nil
 	}
-	rec, m, err := assembleState(copies)
+	rec, m, err := stateunit.Assemble(copies)
 	if err != nil {
 		return nil, m, base.CorruptionErrorf("flash: no state record can be assembled from the %d copies: %w", len(copies), err)
 	}
 	if rec == nil {
 		if st, ok, err := pickLegacyState(g, copies); ok || err != nil {
-			return st, stateMerge{damagedCopies: stateCopies}, err
+			return st, stateunit.Merge{DamagedCopies: stateunit.Copies}, err
 		}
 		return nil, m, base.CorruptionErrorf("flash: no unit of the device state verifies in any of the %d copies", len(copies))
 	}
@@ -453,7 +264,7 @@ func (e *Emulator) saveState(clean bool) error {
 	st := e.snapshotState(clean)
 	e.stateSeq++
 	st.seq = e.stateSeq
-	return e.st.saveState(frameState(st.seq, encodeState(e.geo, st)))
+	return e.st.saveState(stateunit.Frame(st.seq, encodeState(e.geo, st)))
 }
 
 // restore installs a saved state. After an unclean shutdown the write
@@ -513,5 +324,5 @@ func (e *Emulator) scanWritten(a BlockAddr) (int, error) {
 // copies (for models of its failure probability).
 func StateLayout(g Geometry) (recordBytes, unitBytes, units, copies int) {
 	n := stateLen(g)
-	return n, stateUnitSize, (n + stateUnitPayload - 1) / stateUnitPayload, stateCopies
+	return n, stateunit.UnitSize, (n + stateunit.UnitPayload - 1) / stateunit.UnitPayload, stateunit.Copies
 }

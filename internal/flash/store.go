@@ -21,7 +21,7 @@ type store interface {
 	eraseBlock(first int64, n int) error
 	// loadState returns every stored copy of the framed state record (none
 	// if the device is new); the caller assembles the newest record from
-	// the copies' units (assembleState).
+	// the copies' units (stateunit.Assemble).
 	loadState() ([][]byte, error)
 	// saveState durably writes the framed record to every copy, one copy
 	// at a time, so a crash during the write tears at most one copy.
