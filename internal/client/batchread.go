@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/wire"
@@ -28,7 +29,7 @@ import (
 // then takes elsewhere, as for a failed ReadChunk.
 type batchReader struct {
 	c     *Client
-	l     layout
+	l     objlayout.Layout
 	ctx   context.Context // the GET's: cancelled when it ends
 	units int             // units per batch
 
@@ -41,7 +42,7 @@ type batchKey struct {
 	batch   int
 }
 
-func newBatchReader(ctx context.Context, c *Client, l layout) *batchReader {
+func newBatchReader(ctx context.Context, c *Client, l objlayout.Layout) *batchReader {
 	units := max(1, min(c.unitsAhead(l)/2, maxBatchChunks))
 	return &batchReader{c: c, l: l, ctx: ctx, units: units, calls: map[batchKey]map[uint32]chan direct.ReplicaRead{}}
 }
@@ -54,10 +55,10 @@ const maxBatchChunks = 256
 // shard) r: REP chunk i starts at replica i mod copies (readChunkREP's
 // order), an EC row at its data shards.
 func (b *batchReader) covers(r, i int) bool {
-	if b.l.ec {
+	if b.l.EC {
 		return r < direct.DataShards
 	}
-	return i%b.l.copies == r
+	return i%b.l.Copies == r
 }
 
 // read returns unit i's chunk from replica (or shard) r, from its batch's
@@ -65,12 +66,12 @@ func (b *batchReader) covers(r, i int) bool {
 // is read alone.
 func (b *batchReader) read(ctx context.Context, r, i int) direct.ReplicaRead {
 	shard := 0
-	if b.l.ec {
+	if b.l.EC {
 		shard = r
 	}
-	id := b.l.id(shard, i)
+	id := b.l.ID(shard, i)
 	if !b.covers(r, i) {
-		return b.c.readChunk(ctx, b.l.placement[r], id)
+		return b.c.readChunk(ctx, b.l.Placement[r], id)
 	}
 	key := batchKey{replica: r, batch: i / b.units}
 	b.mu.Lock()
@@ -89,7 +90,7 @@ func (b *batchReader) read(ctx context.Context, r, i int) direct.ReplicaRead {
 	b.mu.Unlock()
 	if !ok {
 		// Taken before (a unit asks for its first chunk once; be safe).
-		return b.c.readChunk(ctx, b.l.placement[r], id)
+		return b.c.readChunk(ctx, b.l.Placement[r], id)
 	}
 	select {
 	case rr := <-ch:
@@ -102,7 +103,7 @@ func (b *batchReader) read(ctx context.Context, r, i int) direct.ReplicaRead {
 // start makes the slots of one batch call and runs the call. Called with
 // b.mu held.
 func (b *batchReader) start(key batchKey) map[uint32]chan direct.ReplicaRead {
-	lo, hi := key.batch*b.units, min((key.batch+1)*b.units, b.l.chunks)
+	lo, hi := key.batch*b.units, min((key.batch+1)*b.units, b.l.Chunks)
 	var idx []uint32
 	var chans []chan direct.ReplicaRead
 	slots := map[uint32]chan direct.ReplicaRead{}
@@ -121,15 +122,15 @@ func (b *batchReader) start(key batchKey) map[uint32]chan direct.ReplicaRead {
 // run makes one ReadChunks call and fills the slots in order; each slot
 // gets exactly one read (its chunk, or the call's error).
 func (b *batchReader) run(r int, idx []uint32, chans []chan direct.ReplicaRead) {
-	node := b.l.placement[r]
+	node := b.l.Placement[r]
 	shard := uint32(0)
-	if b.l.ec {
+	if b.l.EC {
 		shard = uint32(r)
 	}
 	k := 0
 	fail := func(err error) {
 		for ; k < len(chans); k++ {
-			id := b.l.id(int(shard), int(idx[k]))
+			id := b.l.ID(int(shard), int(idx[k]))
 			chans[k] <- direct.ReplicaRead{Fetched: true, Err: fmt.Errorf("node %d: read %s: %w", node, id, err)}
 		}
 	}
@@ -147,7 +148,7 @@ func (b *batchReader) run(r int, idx []uint32, chans []chan direct.ReplicaRead) 
 	// reset at every chunk received.
 	watchdog := time.AfterFunc(b.c.opts.RPCTimeout, cancel)
 	defer watchdog.Stop()
-	stream, err := nc.ReadChunks(ctx, &nodepb.ReadChunksRequest{Object: b.l.object, Version: b.l.version, Shard: shard, Indexes: idx})
+	stream, err := nc.ReadChunks(ctx, &nodepb.ReadChunksRequest{Object: b.l.Object, Version: b.l.Version, Shard: shard, Indexes: idx})
 	if err != nil {
 		fail(wire.FromStatus(err))
 		return
@@ -159,7 +160,7 @@ func (b *batchReader) run(r int, idx []uint32, chans []chan direct.ReplicaRead) 
 			return
 		}
 		watchdog.Reset(b.c.opts.RPCTimeout)
-		id := b.l.id(int(shard), int(idx[k]))
+		id := b.l.ID(int(shard), int(idx[k]))
 		if resp.Index != idx[k] {
 			fail(fmt.Errorf("answer for chunk %d where %d was due", resp.Index, idx[k]))
 			return

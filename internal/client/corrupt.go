@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
@@ -38,29 +39,29 @@ func (c *Client) CorruptAt(ctx context.Context, key string, replica int, offset 
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLayout(rec)
+	l, err := objlayout.New(rec)
 	if err != nil {
 		return nil, err
 	}
-	if replica < 0 || replica >= l.copies {
-		return nil, base.InvalidArgumentf("replica %d outside [0, %d)", replica, l.copies)
+	if replica < 0 || replica >= l.Copies {
+		return nil, base.InvalidArgumentf("replica %d outside [0, %d)", replica, l.Copies)
 	}
 	if bits <= 0 || bits > 64 {
 		return nil, base.InvalidArgumentf("bits %d outside [1, 64]", bits)
 	}
-	chunk, within, err := l.locate(offset)
+	chunk, within, err := l.Locate(offset)
 	if err != nil {
 		return nil, err
 	}
-	if within*8+int64(bits) > int64(l.chunkLen(chunk))*8 {
+	if within*8+int64(bits) > int64(l.ChunkLen(chunk))*8 {
 		return nil, base.InvalidArgumentf("%d bits at offset %d cross the end of chunk %d", bits, offset, chunk)
 	}
 	shard := 0
-	if l.ec {
+	if l.EC {
 		shard = replica
 	}
-	id := l.id(shard, chunk)
-	nc, err := c.nodeClient(ctx, l.placement[replica])
+	id := l.ID(shard, chunk)
+	nc, err := c.nodeClient(ctx, l.Placement[replica])
 	if err != nil {
 		return nil, err
 	}
@@ -71,5 +72,5 @@ func (c *Client) CorruptAt(ctx context.Context, key string, replica int, offset 
 	if err != nil {
 		return nil, wire.FromStatus(err)
 	}
-	return &Corrupted{Record: rec, Replica: replica, Node: l.placement[replica], Chunk: id, OffsetInChunk: within, Bits: bits}, nil
+	return &Corrupted{Record: rec, Replica: replica, Node: l.Placement[replica], Chunk: id, OffsetInChunk: within, Bits: bits}, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 )
@@ -171,14 +172,14 @@ func (r *report) add(f func(*ReadReport)) {
 // buffer, not copied).
 //
 // br, when set, serves the first replica's read from its batch calls.
-func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
-	id := l.id(0, i)
-	n := l.chunkLen(i)
-	order := make([]int, l.copies)
+func (c *Client) readChunkREP(ctx context.Context, l objlayout.Layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
+	id := l.ID(0, i)
+	n := l.ChunkLen(i)
+	order := make([]int, l.Copies)
 	for k := range order {
-		order[k] = (i + k) % l.copies
+		order[k] = (i + k) % l.Copies
 	}
-	reads := make([]direct.ReplicaRead, l.copies)
+	reads := make([]direct.ReplicaRead, l.Copies)
 	var d direct.Decision
 	if scrub {
 		c.fetchAll(ctx, l, i, order, reads)
@@ -194,7 +195,7 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report,
 					reads[k] = br.read(ctx, order[k], i)
 					continue
 				}
-				reads[k] = c.readChunk(ctx, l.placement[order[k]], id)
+				reads[k] = c.readChunk(ctx, l.Placement[order[k]], id)
 			}
 		}
 	}
@@ -202,7 +203,7 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report,
 		return nil, d.Err
 	}
 	repairs := make([]int, len(d.Repairs))
-	missing := make([]bool, l.copies)
+	missing := make([]bool, l.Copies)
 	for k, r := range d.Repairs {
 		repairs[k] = order[r]
 		missing[order[r]] = reads[r].Missing
@@ -217,7 +218,7 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report,
 		if d.Voted {
 			r.Voted++
 		}
-		if !scrub && len(d.Repairs) == l.copies {
+		if !scrub && len(d.Repairs) == l.Copies {
 			r.AllCorrupt++
 		}
 	})
@@ -226,17 +227,17 @@ func (c *Client) readChunkREP(ctx context.Context, l layout, i int, rep *report,
 
 // fetchAll reads chunk i from every replica in parallel (order maps read
 // slots to replicas; for EC slot k reads shard order[k]).
-func (c *Client) fetchAll(ctx context.Context, l layout, i int, order []int, reads []direct.ReplicaRead) {
+func (c *Client) fetchAll(ctx context.Context, l objlayout.Layout, i int, order []int, reads []direct.ReplicaRead) {
 	var wg sync.WaitGroup
 	for k := range reads {
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()
 			shard := 0
-			if l.ec {
+			if l.EC {
 				shard = order[k]
 			}
-			reads[k] = c.readChunk(ctx, l.placement[order[k]], l.id(shard, i))
+			reads[k] = c.readChunk(ctx, l.Placement[order[k]], l.ID(shard, i))
 		}(k)
 	}
 	wg.Wait()
@@ -247,17 +248,17 @@ func (c *Client) fetchAll(ctx context.Context, l layout, i int, order []int, rea
 // every kind but RepairECRow is REP, where every replica stores shard 0. missing[r] marks a replica or shard whose
 // chunk the node did not have at all: it is re-created, and with chunk 0
 // the node's local index entry is written again too.
-func (c *Client) applyRepairs(ctx context.Context, l layout, i int, replicas []int, data [][]byte, missing []bool, rep *report, kind string) {
+func (c *Client) applyRepairs(ctx context.Context, l objlayout.Layout, i int, replicas []int, data [][]byte, missing []bool, rep *report, kind string) {
 	detected := c.opts.Clock.Now()
 	for k, r := range replicas {
 		shard := r
 		if kind != RepairECRow {
 			shard = 0
 		}
-		nodeID := l.placement[r]
-		job := RepairJob{Node: nodeID, ID: l.id(shard, i), Data: data[k], Missing: missing[r], Kind: kind, Detected: detected}
+		nodeID := l.Placement[r]
+		job := RepairJob{Node: nodeID, ID: l.ID(shard, i), Data: data[k], Missing: missing[r], Kind: kind, Detected: detected}
 		if job.Missing && i == 0 {
-			job.Info = l.blobInfo(shard, c.opts.Clock.Now().UnixMilli())
+			job.Info = l.BlobInfo(shard, c.opts.Clock.Now().UnixMilli())
 		}
 		if rep.queue != nil {
 			rep.queue(job)
@@ -301,12 +302,12 @@ func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
 // last row's padding).
 //
 // br, when set, serves the data shards' first reads from its batch calls.
-func (c *Client) readRowEC(ctx context.Context, l layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
+func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
 	var ids [direct.TotalShards]direct.ChunkID
 	for s := range ids {
-		ids[s] = l.id(s, i)
+		ids[s] = l.ID(s, i)
 	}
-	n := l.chunkLen(i)
+	n := l.ChunkLen(i)
 	var reads [direct.TotalShards]direct.ReplicaRead
 	if scrub {
 		order := []int{0, 1, 2, 3, 4, 5}
@@ -327,7 +328,7 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, rep *report, sc
 					reads[s] = br.read(ctx, s, i)
 					return
 				}
-				reads[s] = c.readChunk(ctx, l.placement[s], ids[s])
+				reads[s] = c.readChunk(ctx, l.Placement[s], ids[s])
 			}(s)
 		}
 		wg.Wait()
@@ -341,10 +342,10 @@ func (c *Client) readRowEC(ctx context.Context, l layout, i int, rep *report, sc
 	}
 	c.applyRepairs(ctx, l, i, d.Repairs, d.RepairData, missing[:], rep, RepairECRow)
 	rep.add(func(r *ReadReport) {
-		r.BytesRead += int64(l.dataLen(i))
+		r.BytesRead += int64(l.DataLen(i))
 		if d.Reconstructed {
 			r.Reconstructed++
 		}
 	})
-	return d.Data[:l.dataLen(i)], nil
+	return d.Data[:l.DataLen(i)], nil
 }

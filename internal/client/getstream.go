@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
@@ -132,11 +133,11 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 	if err != nil {
 		return nil, err
 	}
-	l, err := newLayout(rec)
+	l, err := objlayout.New(rec)
 	if err != nil {
 		return nil, err
 	}
-	rep := &report{ReadReport: ReadReport{Mode: mode, Chunks: l.chunks, RepairsByNode: map[uint64]int{}}}
+	rep := &report{ReadReport: ReadReport{Mode: mode, Chunks: l.Chunks, RepairsByNode: map[uint64]int{}}}
 	write := func(_ int, data []byte) error {
 		_, err := w.Write(data)
 		return err
@@ -147,14 +148,14 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 	defer cancel()
 	br := newBatchReader(bctx, c, l)
 	switch {
-	case l.ec:
-		err = pipeline(ctx, l.chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
+	case l.EC:
+		err = pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
 			return c.readRowEC(ctx, l, i, rep, false, br)
 		}, write)
 	case mode == ModeHDFS:
 		err = c.readHDFS(ctx, rec, l, w, rep)
 	default:
-		err = pipeline(ctx, l.chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
+		err = pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
 			return c.readChunkREP(ctx, l, i, rep, false, br)
 		}, write)
 	}
@@ -164,18 +165,9 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 	return &rep.ReadReport, nil
 }
 
-// unitBytes is the object bytes one unit of l carries: a chunk (REP) or a
-// row (EC).
-func (l layout) unitBytes() int64 {
-	if l.ec {
-		return rowBytes
-	}
-	return direct.ChunkSize
-}
-
 // unitsAhead is how many units of l fit the read-ahead (or write) window.
-func (c *Client) unitsAhead(l layout) int {
-	return int(max(2, c.opts.WindowBytes/l.unitBytes()))
+func (c *Client) unitsAhead(l objlayout.Layout) int {
+	return int(max(2, c.opts.WindowBytes/l.UnitBytes()))
 }
 
 // hdfsUnit is one chunk as the hdfs reader prefetched it.
@@ -190,23 +182,23 @@ type hdfsUnit struct {
 // when every replica has failed. Failed replicas are reported and the whole
 // object is re-replicated to them in the background. Chunks are prefetched
 // from the current replica within the window; the decisions run in order.
-func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l layout, w io.Writer, rep *report) error {
-	st := direct.NewHDFSState(l.copies)
+func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l objlayout.Layout, w io.Writer, rep *report) error {
+	st := direct.NewHDFSState(l.Copies)
 	var mu sync.Mutex // guards st: the deliverer moves it, fetchers read Current
 	current := func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return st.Current
 	}
-	readErr := pipeline(ctx, l.chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) (hdfsUnit, error) {
+	readErr := pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) (hdfsUnit, error) {
 		r := current()
-		if r >= l.copies {
+		if r >= l.Copies {
 			return hdfsUnit{replica: r}, nil
 		}
-		return hdfsUnit{replica: r, read: c.readChunk(ctx, l.placement[r], l.id(0, i))}, nil
+		return hdfsUnit{replica: r, read: c.readChunk(ctx, l.Placement[r], l.ID(0, i))}, nil
 	}, func(i int, u hdfsUnit) error {
-		slot := make([]direct.ReplicaRead, l.copies)
-		if u.replica < l.copies {
+		slot := make([]direct.ReplicaRead, l.Copies)
+		if u.replica < l.Copies {
 			// Either the current replica or one that failed since (the
 			// decision skips it).
 			slot[u.replica] = u.read
@@ -214,7 +206,7 @@ func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l lay
 		for {
 			mu.Lock()
 			before := st.Current
-			d := direct.DecideHDFS(st, l.id(0, i), l.chunkLen(i), slot)
+			d := direct.DecideHDFS(st, l.ID(0, i), l.ChunkLen(i), slot)
 			failedOver := st.Current != before && slot[before].Fetched
 			mu.Unlock()
 			if d.Err != nil {
@@ -229,16 +221,16 @@ func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l lay
 				rep.add(func(r *ReadReport) { r.Failovers++ })
 			}
 			k := d.Fetch[0]
-			slot[k] = c.readChunk(ctx, l.placement[k], l.id(0, i))
+			slot[k] = c.readChunk(ctx, l.Placement[k], l.ID(0, i))
 		}
 	})
 	var bad []uint64
 	for r, failed := range st.Failed {
 		if failed {
-			bad = append(bad, l.placement[r])
-			if _, err := c.coord.ReportBadReplica(ctx, &coordpb.ReportBadReplicaRequest{Key: rec.Key, Version: rec.Version, NodeId: l.placement[r]}); err != nil {
+			bad = append(bad, l.Placement[r])
+			if _, err := c.coord.ReportBadReplica(ctx, &coordpb.ReportBadReplicaRequest{Key: rec.Key, Version: rec.Version, NodeId: l.Placement[r]}); err != nil {
 				// Best effort: the report only speeds up re-replication.
-				c.opts.Logf("client: report bad replica of %q on node %d: %v", rec.Key, l.placement[r], err)
+				c.opts.Logf("client: report bad replica of %q on node %d: %v", rec.Key, l.Placement[r], err)
 			}
 		}
 	}
@@ -259,28 +251,28 @@ func (c *Client) readHDFS(ctx context.Context, rec *objectpb.ObjectRecord, l lay
 // background: HDFS recovers at block granularity. Each chunk is copied from
 // the first replica, from `from` on, whose copy verifies; one chunk is held
 // at a time.
-func (c *Client) rereplicate(l layout, r, from int) {
+func (c *Client) rereplicate(l objlayout.Layout, r, from int) {
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		for i := 0; i < l.chunks; i++ {
+		for i := 0; i < l.Chunks; i++ {
 			var data []byte
-			for k := 0; k < l.copies && data == nil; k++ {
-				src := (from + k) % l.copies
+			for k := 0; k < l.Copies && data == nil; k++ {
+				src := (from + k) % l.Copies
 				if src == r {
 					continue
 				}
-				rr := c.readChunk(c.bgCtx, l.placement[src], l.id(0, i))
-				if rr.Err == nil && !rr.Missing && rr.Sums != nil && direct.Verify(l.id(0, i), rr.Data, rr.Sums) == nil && len(rr.Data) == l.chunkLen(i) {
+				rr := c.readChunk(c.bgCtx, l.Placement[src], l.ID(0, i))
+				if rr.Err == nil && !rr.Missing && rr.Sums != nil && direct.Verify(l.ID(0, i), rr.Data, rr.Sums) == nil && len(rr.Data) == l.ChunkLen(i) {
 					data = rr.Data
 				}
 			}
 			if data == nil {
-				c.opts.Logf("client: hdfs re-replication to node %d: no replica of chunk %d verifies", l.placement[r], i)
+				c.opts.Logf("client: hdfs re-replication to node %d: no replica of chunk %d verifies", l.Placement[r], i)
 				return
 			}
-			if err := c.writeChunk(c.bgCtx, l.placement[r], l.id(0, i), data, true, nil); err != nil {
-				c.opts.Logf("client: hdfs re-replication to node %d: %v", l.placement[r], err)
+			if err := c.writeChunk(c.bgCtx, l.Placement[r], l.ID(0, i), data, true, nil); err != nil {
+				c.opts.Logf("client: hdfs re-replication to node %d: %v", l.Placement[r], err)
 				return
 			}
 		}

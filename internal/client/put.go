@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
@@ -169,7 +170,7 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 	if !known {
 		rec.SizeBytes = 0 // for the layout's geometry; set when src ends
 	}
-	l, err := newLayout(rec)
+	l, err := objlayout.New(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +190,7 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 	isFailed := func(replica int) bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return slices.Contains(failed, l.placement[replica])
+		return slices.Contains(failed, l.Placement[replica])
 	}
 	var wg sync.WaitGroup
 	for w := 0; w < c.opts.ChunksInFlight; w++ {
@@ -203,7 +204,7 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 					}
 					continue
 				}
-				err := c.writeChunkReq(ctx, l.placement[t.replica], t.id, t.data, t.sums, false, false, t.info)
+				err := c.writeChunkReq(ctx, l.Placement[t.replica], t.id, t.data, t.sums, false, false, t.info)
 				if t.unit != nil {
 					t.unit.done()
 				}
@@ -216,8 +217,8 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 				}
 				if base.IsInvalidArgument(err) || base.IsCorruption(err) {
 					cancel()
-				} else if !slices.Contains(failed, l.placement[t.replica]) {
-					failed = append(failed, l.placement[t.replica])
+				} else if !slices.Contains(failed, l.Placement[t.replica]) {
+					failed = append(failed, l.Placement[t.replica])
 				}
 				mu.Unlock()
 			}
@@ -258,8 +259,8 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 // the checksums (and EC parity), and sends each chunk's writes. It returns
 // the bytes read. An error is a hard one (the source, the size, a bug);
 // false from send means the write was stopped.
-func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, known bool, send func([]writeTask) bool) (int64, error) {
-	unit := l.unitBytes()
+func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Reader, known bool, send func([]writeTask) bool) (int64, error) {
+	unit := l.UnitBytes()
 	ahead := c.unitsAhead(l)
 	free := make(chan *unitBuf, ahead)
 	allocated := 0
@@ -286,7 +287,7 @@ func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, know
 	for i := 0; ; i++ {
 		want := unit
 		if known {
-			want = min(unit, l.size-total)
+			want = min(unit, l.Size-total)
 			if want <= 0 {
 				break
 			}
@@ -300,7 +301,7 @@ func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, know
 		switch {
 		case err == nil:
 		case known && (err == io.EOF || err == io.ErrUnexpectedEOF):
-			return total, base.InvalidArgumentf("the source ended after %d of %d bytes: %w", total+int64(n), l.size, io.ErrUnexpectedEOF)
+			return total, base.InvalidArgumentf("the source ended after %d of %d bytes: %w", total+int64(n), l.Size, io.ErrUnexpectedEOF)
 		case err == io.EOF || err == io.ErrUnexpectedEOF:
 			last = true
 		default:
@@ -323,7 +324,7 @@ func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, know
 			held = ts
 		case i == 0:
 			for k := range ts {
-				ts[k].info = l.blobInfo(int(ts[k].id.Shard), now)
+				ts[k].info = l.BlobInfo(int(ts[k].id.Shard), now)
 			}
 			fallthrough
 		default:
@@ -335,18 +336,18 @@ func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, know
 			break
 		}
 	}
-	if known && total != l.size {
-		return total, base.AssertionFailedf("put read %d of %d bytes", total, l.size)
+	if known && total != l.Size {
+		return total, base.AssertionFailedf("put read %d of %d bytes", total, l.Size)
 	}
 	if !known {
-		l.rec.SizeBytes = total
-		final, err := newLayout(l.rec)
+		l.Rec.SizeBytes = total
+		final, err := objlayout.New(l.Rec)
 		if err != nil {
 			return total, err
 		}
 		l = final
 		for k := range held {
-			held[k].info = l.blobInfo(int(held[k].id.Shard), now)
+			held[k].info = l.BlobInfo(int(held[k].id.Shard), now)
 		}
 		if !send(held) {
 			return total, ctx.Err()
@@ -356,12 +357,12 @@ func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, know
 		// An empty object stores no chunk; its replicas or shards are
 		// only local index entries (so a rebuilt index still has it).
 		var ts []writeTask
-		for r := 0; r < l.copies; r++ {
+		for r := 0; r < l.Copies; r++ {
 			shard := 0
-			if l.ec {
+			if l.EC {
 				shard = r
 			}
-			ts = append(ts, writeTask{replica: r, id: l.id(shard, 0), info: l.blobInfo(shard, now)})
+			ts = append(ts, writeTask{replica: r, id: l.ID(shard, 0), info: l.BlobInfo(shard, now)})
 		}
 		if !send(ts) {
 			return total, ctx.Err()
@@ -371,9 +372,9 @@ func (c *Client) produceUnits(ctx context.Context, l layout, src io.Reader, know
 }
 
 // newUnitBuf allocates one unit's buffer for a write of layout l.
-func newUnitBuf(l layout, free chan *unitBuf) *unitBuf {
+func newUnitBuf(l objlayout.Layout, free chan *unitBuf) *unitBuf {
 	n := direct.ChunkSize
-	if l.ec {
+	if l.EC {
 		n = direct.TotalShards * direct.ChunkSize
 	}
 	return &unitBuf{buf: make([]byte, n), free: free}
@@ -382,13 +383,13 @@ func newUnitBuf(l layout, free chan *unitBuf) *unitBuf {
 // unitTasks checksums (REP) or encodes and checksums (EC) unit i, whose n
 // object bytes are at the start of u.buf, and returns its writes: one per
 // replica or shard, the checksums computed once per chunk.
-func (c *Client) unitTasks(l layout, i int, u *unitBuf, n int) ([]writeTask, error) {
+func (c *Client) unitTasks(l objlayout.Layout, i int, u *unitBuf, n int) ([]writeTask, error) {
 	var ts []writeTask
-	if !l.ec {
-		id := l.id(0, i)
+	if !l.EC {
+		id := l.ID(0, i)
 		data := u.buf[:n]
 		sums := direct.Sums(id, data)
-		for r := 0; r < l.copies; r++ {
+		for r := 0; r < l.Copies; r++ {
 			ts = append(ts, writeTask{replica: r, id: id, data: data, sums: sums, unit: u})
 		}
 		u.pending.Store(int32(len(ts)))
@@ -404,7 +405,7 @@ func (c *Client) unitTasks(l layout, i int, u *unitBuf, n int) ([]writeTask, err
 		return nil, base.AssertionFailedf("encode row %d: %v", i, err)
 	}
 	for s, sh := range u.shards {
-		id := l.id(s, i)
+		id := l.ID(s, i)
 		ts = append(ts, writeTask{replica: s, id: id, data: sh, sums: direct.Sums(id, sh), unit: u})
 	}
 	u.pending.Store(int32(len(ts)))

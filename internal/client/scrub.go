@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
@@ -18,18 +19,18 @@ import (
 // with the bytes about to be read (the scrubber's budget); queue, when set,
 // takes the repairs.
 func (c *Client) ScrubObject(ctx context.Context, rec *objectpb.ObjectRecord, wait func(ctx context.Context, bytes int64) error, queue func(RepairJob)) (*ReadReport, error) {
-	l, err := newLayout(rec)
+	l, err := objlayout.New(rec)
 	if err != nil {
 		return nil, err
 	}
-	rep := &report{ReadReport: ReadReport{Mode: "scrub", Chunks: l.chunks, RepairsByNode: map[uint64]int{}}, queue: queue}
-	for i := 0; i < l.chunks; i++ {
+	rep := &report{ReadReport: ReadReport{Mode: "scrub", Chunks: l.Chunks, RepairsByNode: map[uint64]int{}}, queue: queue}
+	for i := 0; i < l.Chunks; i++ {
 		if wait != nil {
-			if err := wait(ctx, int64(l.chunkLen(i))*int64(l.copies)); err != nil {
+			if err := wait(ctx, int64(l.ChunkLen(i))*int64(l.Copies)); err != nil {
 				return &rep.ReadReport, err
 			}
 		}
-		if l.ec {
+		if l.EC {
 			_, err = c.readRowEC(ctx, l, i, rep, true, nil)
 		} else {
 			_, err = c.readChunkREP(ctx, l, i, rep, true, nil)
