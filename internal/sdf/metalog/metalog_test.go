@@ -89,7 +89,7 @@ func TestMergeAndLatest(t *testing.T) {
 					data[100] ^= 0xff
 				case i == hit:
 					data[100+c] ^= 0xff
-				case rng.Intn(2) == 0 && k != c:
+				case rng.Intn(2) == 0 && k%onflash.MetaCopies != c: // copy k%MetaCopies keeps unit k
 					data[k*onflash.MetaUnitSize+100] ^= 0xff
 				}
 				raws = append(raws, RawPage{Zone: c, Index: i, Data: data})
