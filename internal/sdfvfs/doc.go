@@ -35,6 +35,10 @@
 //     footer blocks): the ranges are read back verified and written, each
 //     with a CRC32C, to ".sdfvfs/ranges/<path>", pinned to the channel that
 //     holds the fewest of the file's zones.
+//   - Sibling copies (Options.SiblingCopy, by default internal/raftlog's
+//     generation files raftlog-G.0 and raftlog-G.1, and their .tmp names):
+//     copies a caller keeps itself are pinned to the channels a file and
+//     its shadow would get, so no die holds a page of both.
 //   - The conversion of sdf corruption into Pebble corruption: a read that
 //     fails sdf's page verification and has no intact copy returns an error
 //     marked with pebble.ErrCorruption (cockroachdb/errors.Mark), which also

@@ -236,6 +236,14 @@ func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, err
 	primaryCh, shadowCh := -1, -1
 	if dup && !fs.opts.UnpinnedCopies {
 		primaryCh, shadowCh = fs.channelPair(p)
+	} else if group, i, ok := fs.opts.SiblingCopy(p); ok && !fs.opts.UnpinnedCopies && !fs.opts.NoDuplication {
+		// One of two copies the caller keeps: the pair's channels, as
+		// for a file and its shadow.
+		if a, b := fs.channelPair(group); i%2 == 0 {
+			primaryCh = a
+		} else {
+			primaryCh = b
+		}
 	}
 	f, err := fs.sfs.CreateOn(p, fs.opts.Lifetime(p, category), primaryCh)
 	if err != nil {

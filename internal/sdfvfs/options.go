@@ -62,6 +62,13 @@ type Options struct {
 	// NoRepair stops the FS from rewriting a damaged primary range from
 	// its good copy after serving a read from that copy.
 	NoRepair bool
+	// SiblingCopy recognizes the files that are one of two copies the
+	// caller keeps itself (raftlog's generation files .0 and .1): copy 0
+	// and copy 1 of a group are pinned to channels apart like a file and
+	// its shadow, so that one die cannot hold a page of both (Reparo: a die
+	// failure must leave a copy). nil: DefaultSiblingCopy. Pinning is off
+	// with UnpinnedCopies.
+	SiblingCopy func(path string) (group string, index int, ok bool)
 }
 
 const (
@@ -76,6 +83,9 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.DuplicateFile == nil {
 		o.DuplicateFile = DefaultDuplicateFile
+	}
+	if o.SiblingCopy == nil {
+		o.SiblingCopy = DefaultSiblingCopy
 	}
 	if o.MaxRangeCopyBytes == 0 {
 		o.MaxRangeCopyBytes = defaultMaxRangeCopyBytes
@@ -122,6 +132,30 @@ func DefaultDuplicateFile(path string) bool {
 	name := baseName(path)
 	return strings.HasPrefix(name, "MANIFEST-") || strings.HasPrefix(name, "OPTIONS-") ||
 		name == "CURRENT" || strings.HasPrefix(name, "marker.") || strings.HasSuffix(name, ".dbtmp")
+}
+
+// DefaultSiblingCopy recognizes internal/raftlog's generation files,
+// raftlog-GGGGGG.C (and raftlog-GGGGGG.C.tmp, written before the rename),
+// as copy C of group raftlog-GGGGGG in their directory.
+func DefaultSiblingCopy(path string) (group string, index int, ok bool) {
+	p := strings.TrimSuffix(path, ".tmp")
+	name := baseName(p)
+	if !strings.HasPrefix(name, "raftlog-") || len(name) < len("raftlog-")+3 || name[len(name)-2] != '.' {
+		return "", 0, false
+	}
+	gen := name[len("raftlog-") : len(name)-2]
+	for _, c := range gen {
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+	}
+	switch name[len(name)-1] {
+	case '0':
+		return p[:len(p)-2], 0, true
+	case '1':
+		return p[:len(p)-2], 1, true
+	}
+	return "", 0, false
 }
 
 func baseName(p string) string {
