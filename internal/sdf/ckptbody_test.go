@@ -388,3 +388,52 @@ func TestCheckpointBodyConcurrentWriters(t *testing.T) {
 	defer fs.Close()
 	checkFiles(t, fs, want)
 }
+
+// TestCreatePreferringSpills: a file created with a preferred channel
+// writes there while the channel has room and on another channel once it
+// has none, where CreateOn's confinement fails with no space.
+func TestCreatePreferringSpills(t *testing.T) {
+	_, fs := newMem(t, small(), Options{})
+	defer fs.Close()
+	page := make([]byte, fs.l.Geometry.PageSize)
+	// Fill channel 0 with confined files.
+	for i := 0; ; i++ {
+		f, err := fs.CreateOn(fmt.Sprintf("fill-%d", i), LifetimeLong, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Write(page)
+		if err == nil {
+			err = f.Close()
+		}
+		if errors.Is(err, ErrNoSpace) {
+			fs.Remove(fmt.Sprintf("fill-%d", i))
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 10_000 {
+			t.Fatal("channel 0 never filled")
+		}
+	}
+	f, err := fs.CreatePreferring("copy", LifetimeLong, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(page); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("a preferred channel that is full: %v", err)
+	}
+	st, err := fs.Stat("copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, z := range st.Zones {
+		if fs.zones[z].channel == 0 {
+			t.Fatalf("spilled file on the full channel 0 (zone %d)", z)
+		}
+	}
+}

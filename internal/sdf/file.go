@@ -68,6 +68,18 @@ func (fs *FS) Create(name string, hint Lifetime) (*File, error) {
 // (section 2.3) so that software can match its threads to the channels;
 // this is that interface.
 func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
+	return fs.create(name, hint, channel, false)
+}
+
+// CreatePreferring is CreateOn with channel a preference, not a confinement:
+// when the channel has no zone to give (full, or its open zones busy), the
+// file's next zone is on another channel rather than the write failing with
+// no space. For copies that should sit apart but must not stop for it.
+func (fs *FS) CreatePreferring(name string, hint Lifetime, channel int) (*File, error) {
+	return fs.create(name, hint, channel, true)
+}
+
+func (fs *FS) create(name string, hint Lifetime, channel int, prefer bool) (*File, error) {
 	if fs.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
@@ -90,7 +102,7 @@ func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
 		fs.unlinkLocked(old)
 	}
 	ino := &inode{id: fs.nextFileID, name: name, hint: hint, mtime: fs.opts.Clock.Now().UnixNano(),
-		opens: 1, writing: true, channel: max(channel, -1)}
+		opens: 1, writing: true, channel: max(channel, -1), prefer: prefer}
 	fs.nextFileID++
 	fs.files[name], fs.byID[ino.id] = ino, ino
 	fs.logLocked(createRecord(ino))

@@ -84,6 +84,9 @@ type inode struct {
 	bufPage uint64
 	last    *zone // zone of the last write, preferred for the next one
 	channel int   // the only channel the file's zones may be on; -1: any
+	// prefer: channel is a preference (CreatePreferring): when it has no
+	// zone to give, the file takes one on another channel.
+	prefer bool
 }
 
 func (ino *inode) String() string {

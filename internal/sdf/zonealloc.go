@@ -30,6 +30,13 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zone, error) 
 			return nil, ErrClosed
 		}
 		z, needGC := fs.pickZoneLocked(hint, ino, minEmpty, forGC)
+		if z == nil && ino.prefer && ino.channel >= 0 {
+			// Its channel has nothing to give: anywhere else.
+			pinned := ino.channel
+			ino.channel = -1
+			z, needGC = fs.pickZoneLocked(hint, ino, minEmpty, forGC)
+			ino.channel = pinned
+		}
 		if z != nil {
 			z.writers++
 			if z.state == ZoneEmpty {

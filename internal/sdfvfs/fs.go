@@ -236,16 +236,22 @@ func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, err
 	primaryCh, shadowCh := -1, -1
 	if dup && !fs.opts.UnpinnedCopies {
 		primaryCh, shadowCh = fs.channelPair(p)
-	} else if group, i, ok := fs.opts.SiblingCopy(p); ok && !fs.opts.UnpinnedCopies && !fs.opts.NoDuplication {
+	}
+	create := fs.sfs.CreateOn
+	if group, i, ok := fs.opts.SiblingCopy(p); ok && !dup && !fs.opts.UnpinnedCopies && !fs.opts.NoDuplication {
 		// One of two copies the caller keeps: the pair's channels, as
-		// for a file and its shadow.
+		// for a file and its shadow, but as a preference: a raft log
+		// that cannot append stops its replica, where one that spills
+		// onto another channel under space pressure only loses the
+		// separation for those zones (Placement shows it).
 		if a, b := fs.channelPair(group); i%2 == 0 {
 			primaryCh = a
 		} else {
 			primaryCh = b
 		}
+		create = fs.sfs.CreatePreferring
 	}
-	f, err := fs.sfs.CreateOn(p, fs.opts.Lifetime(p, category), primaryCh)
+	f, err := create(p, fs.opts.Lifetime(p, category), primaryCh)
 	if err != nil {
 		return nil, pathErr("create", name, err)
 	}
