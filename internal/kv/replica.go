@@ -256,6 +256,15 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, err
 	}
 	r.log = lg
+	if cfg.Replaced {
+		// Before anything else is created: a fresh replica whose engine
+		// then fails to open leaves a directory that a restart opens as it
+		// is, and it must still vote for no one.
+		if err := lg.SetVoteFloor(math.MaxUint64, math.MaxUint64); err != nil {
+			lg.Close()
+			return nil, err
+		}
+	}
 	sm, err := engine.Open(fs, fs.PathJoin(dir, "pebble"), opts.CacheBytes, opts.MemTableBytes, r.listener(0), r.failStop)
 	if err != nil {
 		lg.Close()
@@ -269,13 +278,6 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 			voters = append(voters, uint64(rid))
 		}
 		if err := lg.Bootstrap(voters); err != nil {
-			sm.Close()
-			lg.Close()
-			return nil, err
-		}
-	}
-	if cfg.Replaced {
-		if err := lg.SetVoteFloor(math.MaxUint64, math.MaxUint64); err != nil {
 			sm.Close()
 			lg.Close()
 			return nil, err

@@ -159,13 +159,36 @@ func runChild(ctx context.Context, argv []string, p CellParams, timeout time.Dur
 	return c
 }
 
-// crashLine picks the line that says why a child died.
+// crashLine picks the line that says why a child died, and where: the
+// first frame of the goroutine that panicked outside the runtime.
 func crashLine(s string) string {
-	for _, l := range strings.Split(s, "\n") {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
 		l = strings.TrimSpace(l)
-		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
-			return l
+		if !strings.HasPrefix(l, "panic:") && !strings.HasPrefix(l, "fatal error:") {
+			continue
 		}
+		for j := i + 1; j+1 < len(lines); j++ {
+			if !strings.HasPrefix(lines[j], "goroutine ") || !strings.Contains(lines[j], "[running]") {
+				continue
+			}
+			for k := j + 1; k+1 < len(lines); k += 2 {
+				fn := strings.TrimSpace(lines[k])
+				if fn == "" {
+					break
+				}
+				if strings.HasPrefix(fn, "panic(") || strings.HasPrefix(fn, "runtime.") {
+					continue
+				}
+				at := strings.TrimSpace(lines[k+1])
+				if sp := strings.LastIndex(at, " +0x"); sp > 0 {
+					at = at[:sp]
+				}
+				return fmt.Sprintf("%s at %s (%s)", l, fn, at)
+			}
+			break
+		}
+		return l
 	}
 	return lastLines(s, 1)
 }

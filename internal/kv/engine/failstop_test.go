@@ -55,11 +55,25 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 					told.Add(1)
 					toldErr.Store(&err)
 				})
-				// (Those files are not reopened: Pebble went on after the
-				// failure during the open, unfenced; the host sets them
-				// aside.)
 				if !errors.Is(err, ErrEngineFailed) || ffs.Injected() == 0 {
 					t.Fatalf("open under a write error on the marker: %v (%d faults injected)", err, ffs.Injected())
+				}
+				// The files were fenced at the failure: they reopen as
+				// after a crash there, with what was durable.
+				ffs.Set(nil)
+				sm, err = Open(ffs, "sm", 0, 4<<20, nil, nil)
+				if err != nil {
+					t.Fatalf("reopen after the fault cleared: %v", err)
+				}
+				defer sm.Close()
+				if got := sm.Applied().Index; got < durable {
+					t.Fatalf("reopened at applied %d, %d was durable", got, durable)
+				}
+				for i := 0; i < 200; i += 37 {
+					k := fmt.Sprintf("key-%05d", i)
+					if _, found, err := Get(sm.DB(), []byte(k)); err != nil || !found {
+						t.Fatalf("%s after reopen: %v %v", k, found, err)
+					}
 				}
 				return
 			}

@@ -1,166 +1,184 @@
 package engine
 
 import (
-	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // fenceFS is the file system an engine's Pebble runs on: the host's, until
-// the engine fails (failState). From then on it refuses every change:
-// creating, writing, syncing, renaming, linking and removing files. Pebble
-// treats a fatal error as the end of the process, and its files are
-// consistent at any point where the process could die (a crash), but not
-// after it goes on: a MANIFEST whose marker could not be moved is still
-// the one Pebble appends to, and a compaction recorded only there would
-// delete tables the marked MANIFEST still lists (seen: a reopen found
-// sstables "unknown to the objstorage provider"). Fenced, the files stay
-// as a crash at the failure would have left them; reads still work.
+// the engine fails (failState). From then on nothing Pebble does reaches
+// the files: creating, writing, syncing, renaming, linking and removing
+// files succeed without touching the device (writes go nowhere), while
+// reads of what is there still work.
 //
-// The fence is armed once pebble.Open returned: Open waits for a flush
-// that Pebble retries until it succeeds, so a fence up during Open would
-// hang it. An engine that failed during Open is closed and Open returns
-// the error; its host never reopens those files (internal/kv/kvserver sets
-// a replica that cannot open aside and starts a fresh one).
+// Why succeed rather than fail: Pebble treats a fatal error as the end of
+// the process, and its files are consistent at any point where the process
+// could die (a crash), but not after it goes on: a MANIFEST whose marker
+// could not be moved is still the one Pebble appends to, and a compaction
+// recorded only there would delete tables the marked MANIFEST still lists.
+// Refusing the changes instead keeps the files right but leaves Pebble
+// retrying its flush without end (a flush that fails is rescheduled at
+// once), which hangs pebble.Open (it waits for its first flush) and any
+// write stalled behind a full memtable, so the engine could never be
+// closed. Swallowed, every later flush "succeeds": Pebble goes on in
+// memory, nothing waits forever, and the files stay exactly as a crash at
+// the failure would have left them. The engine is never trusted after the
+// failure (its replica serves nothing from it and is replaced); the files
+// can be reopened, as after a crash.
 type fenceFS struct {
 	vfs.FS
 	f *failState
 }
 
-func (fs *fenceFS) refuse(op, name string) error {
-	if !fs.f.armed.Load() {
-		return nil
-	}
-	if err := fs.f.failed(); err != nil {
-		return fmt.Errorf("%s %s: refused after the engine failed: %w", op, name, err)
-	}
-	return nil
-}
+func (fs *fenceFS) fenced() bool { return fs.f.failed() != nil }
 
 func (fs *fenceFS) wrap(name string) func(vfs.File, error) (vfs.File, error) {
-	return func(file vfs.File, err error) (vfs.File, error) { return fs.wrapFile(name, file, err) }
-}
-
-func (fs *fenceFS) wrapFile(name string, file vfs.File, err error) (vfs.File, error) {
-	if err != nil {
-		return nil, err
+	return func(file vfs.File, err error) (vfs.File, error) {
+		if err != nil {
+			return nil, err
+		}
+		return &fenceFile{File: file, fs: fs}, nil
 	}
-	return &fenceFile{File: file, fs: fs, name: name}, nil
 }
 
 func (fs *fenceFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	if err := fs.refuse("create", name); err != nil {
-		return nil, err
+	if fs.fenced() {
+		return &voidFile{}, nil
 	}
 	return fs.wrap(name)(fs.FS.Create(name, c))
 }
 
 func (fs *fenceFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	if err := fs.refuse("open for writing", name); err != nil {
-		return nil, err
+	if fs.fenced() {
+		return &voidFile{}, nil
 	}
 	return fs.wrap(name)(fs.FS.OpenReadWrite(name, c, opts...))
 }
 
 func (fs *fenceFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	if err := fs.refuse("reuse", oldname); err != nil {
-		return nil, err
+	if fs.fenced() {
+		return &voidFile{}, nil
 	}
 	return fs.wrap(newname)(fs.FS.ReuseForWrite(oldname, newname, c))
 }
 
 func (fs *fenceFS) Link(oldname, newname string) error {
-	if err := fs.refuse("link", newname); err != nil {
-		return err
+	if fs.fenced() {
+		return nil
 	}
 	return fs.FS.Link(oldname, newname)
 }
 
 func (fs *fenceFS) Remove(name string) error {
-	if err := fs.refuse("remove", name); err != nil {
-		return err
+	if fs.fenced() {
+		return nil
 	}
 	return fs.FS.Remove(name)
 }
 
 func (fs *fenceFS) RemoveAll(name string) error {
-	if err := fs.refuse("remove", name); err != nil {
-		return err
+	if fs.fenced() {
+		return nil
 	}
 	return fs.FS.RemoveAll(name)
 }
 
 func (fs *fenceFS) Rename(oldname, newname string) error {
-	if err := fs.refuse("rename", oldname); err != nil {
-		return err
+	if fs.fenced() {
+		return nil
 	}
 	return fs.FS.Rename(oldname, newname)
 }
 
 func (fs *fenceFS) MkdirAll(dir string, perm os.FileMode) error {
-	if err := fs.refuse("mkdir", dir); err != nil {
-		return err
+	if fs.fenced() {
+		return nil
 	}
 	return fs.FS.MkdirAll(dir, perm)
-}
-
-func (fs *fenceFS) Lock(name string) (io.Closer, error) {
-	if err := fs.refuse("lock", name); err != nil {
-		return nil, err
-	}
-	return fs.FS.Lock(name)
 }
 
 // Unwrap returns the host's file system.
 func (fs *fenceFS) Unwrap() vfs.FS { return fs.FS }
 
-// fenceFile refuses writes and syncs once the engine failed.
+// fenceFile drops writes and syncs once the engine failed.
 type fenceFile struct {
 	vfs.File
-	fs   *fenceFS
-	name string
+	fs *fenceFS
 }
 
 func (f *fenceFile) Write(p []byte) (int, error) {
-	if err := f.fs.refuse("write", f.name); err != nil {
-		return 0, err
+	if f.fs.fenced() {
+		return len(p), nil
 	}
 	return f.File.Write(p)
 }
 
 func (f *fenceFile) WriteAt(p []byte, off int64) (int, error) {
-	if err := f.fs.refuse("write", f.name); err != nil {
-		return 0, err
+	if f.fs.fenced() {
+		return len(p), nil
 	}
 	return f.File.WriteAt(p, off)
 }
 
 func (f *fenceFile) Preallocate(off, n int64) error {
-	if err := f.fs.refuse("preallocate", f.name); err != nil {
-		return err
+	if f.fs.fenced() {
+		return nil
 	}
 	return f.File.Preallocate(off, n)
 }
 
 func (f *fenceFile) Sync() error {
-	if err := f.fs.refuse("sync", f.name); err != nil {
-		return err
+	if f.fs.fenced() {
+		return nil
 	}
 	return f.File.Sync()
 }
 
 func (f *fenceFile) SyncData() error {
-	if err := f.fs.refuse("sync", f.name); err != nil {
-		return err
+	if f.fs.fenced() {
+		return nil
 	}
 	return f.File.SyncData()
 }
 
 func (f *fenceFile) SyncTo(n int64) (bool, error) {
-	if err := f.fs.refuse("sync", f.name); err != nil {
-		return false, err
+	if f.fs.fenced() {
+		return true, nil
 	}
 	return f.File.SyncTo(n)
 }
+
+// voidFile is a file created after the engine failed: what is written to
+// it goes nowhere; it reads as empty.
+type voidFile struct{ size int64 }
+
+func (v *voidFile) Close() error                      { return nil }
+func (v *voidFile) Read([]byte) (int, error)          { return 0, io.EOF }
+func (v *voidFile) ReadAt([]byte, int64) (int, error) { return 0, io.EOF }
+func (v *voidFile) Write(p []byte) (int, error)       { v.size += int64(len(p)); return len(p), nil }
+func (v *voidFile) WriteAt(p []byte, off int64) (int, error) {
+	v.size = max(v.size, off+int64(len(p)))
+	return len(p), nil
+}
+func (v *voidFile) Preallocate(int64, int64) error  { return nil }
+func (v *voidFile) Stat() (vfs.FileInfo, error)     { return voidInfo{v.size}, nil }
+func (v *voidFile) Sync() error                     { return nil }
+func (v *voidFile) SyncTo(int64) (bool, error)      { return true, nil }
+func (v *voidFile) SyncData() error                 { return nil }
+func (v *voidFile) Prefetch(int64, int64) error     { return nil }
+func (v *voidFile) Fd() uintptr                     { return vfs.InvalidFd }
+func (v *voidFile) Unwrap() vfs.File                { return nil }
+func (v *voidFile) WriteApproximate(p []byte) error { _, err := v.Write(p); return err }
+
+type voidInfo struct{ size int64 }
+
+func (i voidInfo) Name() string           { return "void" }
+func (i voidInfo) Size() int64            { return i.size }
+func (i voidInfo) Mode() os.FileMode      { return 0o644 }
+func (i voidInfo) ModTime() time.Time     { return time.Time{} }
+func (i voidInfo) IsDir() bool            { return false }
+func (i voidInfo) Sys() any               { return nil }
+func (i voidInfo) DeviceID() vfs.DeviceID { return vfs.DeviceID{} }

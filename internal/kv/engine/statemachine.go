@@ -90,15 +90,14 @@ var ErrEngineFailed = errors.New("kv engine failed")
 // call site in Pebble returns its error after the call (version_set.go,
 // db.go, ingest.go), and the returned error fails that flush, compaction
 // or ingest: so failLogger returns, after recording the error, and the
-// engine is failed from then on: FlushDurable and Close stop waiting on
-// flushes, the replica refuses reads and writes, stops taking part in
-// raft, and its host closes it and starts a fresh one that rebuilds from
-// the peers (internal/kv/kvserver). The in-memory state Pebble kept after
-// the failure is never used again; what is on disk is whatever the last
-// successful MANIFEST edit said, and it is set aside, not reopened.
+// engine is failed from then on. Its files are fenced at that instant
+// (fenceFS: nothing Pebble does afterwards reaches them, as if the process
+// had died there), FlushDurable and Close stop waiting on flushes, the
+// replica refuses reads and writes, stops taking part in raft, and its
+// host closes it and starts a fresh one that rebuilds from the peers
+// (internal/kv/kvserver). The in-memory state Pebble kept after the
+// failure is never used again.
 type failState struct {
-	// armed: the fence (fenceFS) refuses changes once failed.
-	armed  atomic.Bool
 	once   sync.Once
 	err    atomic.Pointer[error]
 	ch     chan struct{}
@@ -223,13 +222,6 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	}
 	if err != nil {
 		return nil, Classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))
-	}
-	fail.armed.Store(true)
-	if err := fail.failed(); err != nil {
-		// Failed between the check above and the arming: the fence was
-		// down for part of it.
-		_ = db.Close()
-		return nil, fmt.Errorf("kv: open pebble in %s: %w", dir, err)
 	}
 	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db, fail: fail}
 	st, err := ReadApplied(db)

@@ -280,9 +280,11 @@ func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 			return
 		}
 		f.ReplaceErr = err
-		// A fresh replica that could not open left what it created: remove
-		// it before the next try.
-		_ = n.cfg.FS.RemoveAll(dir)
+		// A fresh replica that could not open left what it created: its
+		// engine's files are removed before the next try; its raft log
+		// stays, holding the vote floor (kv.OpenReplica writes it first),
+		// so that a restart meanwhile still votes for no one.
+		_ = n.cfg.FS.RemoveAll(n.cfg.FS.PathJoin(dir, "pebble"))
 		select {
 		case <-n.stop:
 			report()
