@@ -61,7 +61,9 @@ var sweepFaults = []sweepFault{faultZero, faultJunk, faultFlip, faultTruncate, f
 // only: objIOFaultStore wraps the victim node's store). They are columns
 // of the torture harness's CORDS table, not of this sweep's default set.
 const (
-	// faultEIORead: every read of the victim file fails with EIO.
+	// faultEIORead: every read of the victim file fails with EIO, as a bad
+	// sector under it would, until the file is written anew (out of
+	// place: its new bytes are elsewhere on the device).
 	faultEIORead sweepFault = "eio-read"
 	// faultWriteError: every write of a file of the victim's type on the
 	// victim's node fails with EIO.
@@ -83,10 +85,13 @@ type objIOFaultStore struct {
 	*objstore.FileStore
 	f        objIOFault
 	injected atomic.Int64
+	// rewritten: the victim file was written anew (Put, Create), off the
+	// bad sector.
+	rewritten atomic.Bool
 }
 
 func (s *objIOFaultStore) readFails(name string) error {
-	if s.f.fault == faultEIORead && name == s.f.name {
+	if s.f.fault == faultEIORead && name == s.f.name && !s.rewritten.Load() {
 		s.injected.Add(1)
 		return fmt.Errorf("read %s: injected: %w", name, syscall.EIO)
 	}
@@ -119,7 +124,15 @@ func (s *objIOFaultStore) Put(name string, data []byte) error {
 	if err := s.writeFails(name); err != nil {
 		return err
 	}
-	return s.FileStore.Put(name, data)
+	err := s.FileStore.Put(name, data)
+	s.noteRewrite(name, err)
+	return err
+}
+
+func (s *objIOFaultStore) noteRewrite(name string, err error) {
+	if err == nil && name == s.f.name {
+		s.rewritten.Store(true)
+	}
 }
 
 // Create is objstore.Creator's (new chunk data files).
@@ -127,7 +140,9 @@ func (s *objIOFaultStore) Create(name string, data []byte) error {
 	if err := s.writeFails(name); err != nil {
 		return err
 	}
-	return s.FileStore.Create(name, data)
+	err := s.FileStore.Create(name, data)
+	s.noteRewrite(name, err)
+	return err
 }
 
 // WriteFresh is objstore.FreshWriter's (sums records of new chunks).

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
@@ -32,6 +33,7 @@ type ChunkStore struct {
 		transient, persistent, repaired, rejected          atomic.Int64
 		metaRepaired, missingRepaired                      atomic.Int64
 		refusedFull, repairFailed                          atomic.Int64
+		readErrors                                         atomic.Int64
 	}
 }
 
@@ -83,6 +85,10 @@ type ChunkStats struct {
 	// free; RepairFailed the repair writes that failed (device full, write
 	// error), each left for the next read or scrub to try again.
 	RefusedFull, RepairFailed int64
+	// ReadErrors counts reads of a chunk's data or sums record that the
+	// device failed (EIO): that copy is judged corrupt and repaired like a
+	// checksum mismatch.
+	ReadErrors int64
 }
 
 func (s ChunkStats) String() string {
@@ -106,6 +112,7 @@ func (c *ChunkStore) Stats() ChunkStats {
 		MissingRepaired: c.c.missingRepaired.Load(),
 		RefusedFull:     c.c.refusedFull.Load(),
 		RepairFailed:    c.c.repairFailed.Load(),
+		ReadErrors:      c.c.readErrors.Load(),
 	}
 }
 
@@ -298,14 +305,26 @@ func (c *ChunkStore) ReadChunk(id direct.ChunkID) (ChunkRead, error) {
 
 func (c *ChunkStore) readOnce(id direct.ChunkID) (ChunkRead, error) {
 	data, err := c.store.Get(DataName(id))
+	unreadable := false
 	if err != nil {
-		return ChunkRead{}, err
+		if !IsMediaError(err) {
+			return ChunkRead{}, err
+		}
+		// The device cannot read this copy: it is damage like a checksum
+		// mismatch, answered as corrupt (no data) so that the reader
+		// serves another copy and rewrites this one, out of place.
+		c.c.readErrors.Add(1)
+		data, unreadable = nil, true
 	}
 	var r ChunkRead
 	r.Data = data
 	rec, err := c.readRecord(id)
 	if err != nil {
-		return ChunkRead{}, err
+		if !IsMediaError(err) {
+			return ChunkRead{}, err
+		}
+		c.c.readErrors.Add(1)
+		rec = nil // as a record that does not verify: rewritten by the repair
 	}
 	if rec != nil {
 		// A record that verifies is trusted even when its length differs
@@ -316,9 +335,15 @@ func (c *ChunkStore) readOnce(id direct.ChunkID) (ChunkRead, error) {
 			r.DamagedSums = DamagedSums(rec)
 		}
 	}
-	r.Corrupt = r.Sums == nil || direct.Verify(id, data, r.Sums) != nil
+	r.Corrupt = unreadable || r.Sums == nil || direct.Verify(id, data, r.Sums) != nil
 	return r, nil
 }
+
+// IsMediaError reports whether err is the device failing to read or write
+// bytes it holds (EIO: a bad sector, a failed die under a plain file),
+// rather than the file being absent or the request wrong. A chunk or sums
+// record the device cannot read is judged corrupt and repaired.
+func IsMediaError(err error) bool { return errors.Is(err, syscall.EIO) }
 
 // Corrupt flips bits of a stored chunk's data: bits consecutive bits from
 // byte offset within the chunk (fault injection; persistent damage).

@@ -105,5 +105,11 @@
 // index entry as well (BlobInfo carries the version's size and placement, so
 // a node's local index alone names the object versions it holds). Metadata
 // files survive the corruption of any two of their three copies, and a
-// missing copy is rewritten from a good one.
+// missing copy is rewritten from a good one. A read the device fails (EIO,
+// IsMediaError) on a chunk's data or its sums record is damage too: the
+// node answers the chunk as corrupt (no data; ChunkStats.ReadErrors), the
+// reader serves another copy and rewrites this one out of place, like a
+// checksum mismatch. Rewriting a record whose sums file no longer reads
+// carries over the records that still read and leaves the others empty:
+// their chunks then count as corrupt here and are repaired in turn.
 package objstore

@@ -210,6 +210,13 @@ func (c *ChunkStore) writeRecord(id direct.ChunkID, rec []byte) error {
 		}
 	}
 	old, err := c.store.Get(name)
+	if IsMediaError(err) {
+		// Part of the file is unreadable: carry over the slots that still
+		// read, record by record; the others are left empty, so their
+		// chunks count as corrupt on this node and are repaired from the
+		// other copies when next read or scrubbed.
+		old, err = c.readableSlots(id, name)
+	}
 	if err != nil && !IsNotFound(err) {
 		return err
 	}
@@ -237,6 +244,27 @@ func (c *ChunkStore) writeRecord(id direct.ChunkID, rec []byte) error {
 	}
 	copy(old[off:], rec)
 	return c.store.Put(name, old)
+}
+
+// readableSlots reads a sums file slot by slot, leaving zeros where the
+// device fails the read.
+func (c *ChunkStore) readableSlots(id direct.ChunkID, name string) ([]byte, error) {
+	var out []byte
+	first := id
+	first.Index = id.Index - id.Index%RecordsPerSumsFile
+	for k := 0; k < RecordsPerSumsFile; k++ {
+		b, err := getRange(c.store, name, SumsOffset(first)+int64(k)*SumsRecordSize, SumsRecordSize)
+		switch {
+		case IsMediaError(err):
+			b = make([]byte, SumsRecordSize)
+		case err != nil:
+			return nil, err
+		case len(b) < SumsRecordSize:
+			return append(out, b...), nil // the file's end
+		}
+		out = append(out, b...)
+	}
+	return out, nil
 }
 
 // badSlots lists the slots of a sums file (other than id's) holding bytes

@@ -164,7 +164,7 @@ func (r Run) objectSection(rep *report.Report) error {
 		"The experiments package's single-fault sweep: one object of each redundancy written, the cluster stopped; per cell one " +
 		"file of the type on one node (or the coordinator) is damaged at rest (a 4 KiB block of its used part zeroed or junk, " +
 		"one bit flipped), the cluster restarted with its scrubber, every object read back and compared, a node reported dead " +
-		"must have its data re-created on the others, and every object scrubbed clean. EIO read (every read of the file fails) " +
+		"must have its data re-created on the others, and every object scrubbed clean. EIO read (every read of the file fails until it is written anew, off the bad sector) " +
 		"and write error (every write of a file of its type on that node fails, while new objects are written and read " +
 		"back) run at run time on plain-file nodes only; on emulated flash they are not run yet, nor is a lost write.")
 	var kinds []string
