@@ -329,6 +329,7 @@ func kvSweepFiles(baseFS vfs.FS, cfg kvcluster.Config, p kvSweepParams) ([]strin
 func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Config, file, fault string, p kvSweepParams,
 	rng *rand.Rand) (kvSweepCell, error) {
 	cell := kvSweepCell{Kind: bitrot.Kind(file), File: strings.TrimPrefix(file, cfg.Dir+"/"), Fault: fault, Crash: p.Crash}
+	var replaced []string // n1's replica failures under an I/O fault
 	fs := vfs.NewMem()
 	if err := bitrot.Copy(baseFS, cfg.Dir, fs, cfg.Dir); err != nil {
 		return cell, err
@@ -406,6 +407,18 @@ func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Con
 			}
 		}
 		cell.Injected = ffs.Injected()
+		// A replica that failed under the fault (its engine fail-stopped,
+		// or it could not open) was replaced by this run of n1: say so,
+		// the restart below starts a node that does not know.
+		if n := c.Node(1); n != nil {
+			for _, f := range n.Failures() {
+				line := strings.Join(strings.Fields(f.String()), " ")
+				if len(line) > 300 {
+					line = line[:300] + "..."
+				}
+				replaced = append(replaced, line)
+			}
+		}
 		ffs.Set(nil)
 		// The device is healed (or replaced by one that works): restart
 		// the replica on it.
@@ -444,9 +457,15 @@ func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Con
 	cell.Took = time.Since(started)
 	n := c.Node(1)
 	r := n.Replica(1)
+	if r == nil {
+		cell.StartErr = fmt.Sprintf("n1 holds no replica of the shard at the end: %v", n.Failures())
+		return cell, nil
+	}
 	st := r.Stats()
 	ls := r.RaftLogStats()
 	switch {
+	case len(replaced) > 0:
+		cell.Outcome = "replaced under the fault (" + strings.Join(replaced, "; ") + ")"
 	case len(n.Failures()) > 0:
 		cell.Outcome = "replaced"
 	case st.Rebuilds > 0:
