@@ -6,6 +6,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
@@ -74,7 +75,7 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 				fs.releaseBody(wb.zones)
 				return nil, errors.Join(lastErr, err)
 			}
-			var ops []*pageOp
+			var ops []*channels.Op
 			var runs []onflash.BodyRun
 			i := 0
 			for _, z := range zones {
@@ -85,7 +86,7 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 					onflash.FillMetaPage(data, epoch, onflash.BodySeq(i), records[i*per:min(len(records), (i+1)*per)])
 					oob := make([]byte, fs.l.Geometry.OOBSize)
 					onflash.KindOOB(oob, onflash.KindMeta, data)
-					ops = append(ops, &pageOp{kind: opProgram, addr: fs.l.MetaPageAddr(z.id, z.dies, k), data: data, oob: oob})
+					ops = append(ops, &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.id, z.dies, k), Data: data, OOB: oob})
 				}
 			}
 			fs.doParallel(ops)
@@ -98,7 +99,7 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 			fs.mu.Unlock()
 			var errs []error
 			for _, op := range ops {
-				errs = append(errs, op.err)
+				errs = append(errs, op.Err)
 			}
 			if err := errors.Join(errs...); err != nil {
 				lastErr = fmt.Errorf("sdf: checkpoint body copy %d: %w", c, err)
@@ -197,15 +198,15 @@ func (fs *FS) readBody(b onflash.CheckpointBody) ([]byte, error) {
 		}
 	}
 	read := func(c int, idx []int) [][]byte {
-		ops := make([]*pageOp, len(idx))
+		ops := make([]*channels.Op, len(idx))
 		for j, i := range idx {
-			ops[j] = &pageOp{kind: opRead, addr: addrs[i][c], data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)}
+			ops[j] = &channels.Op{Kind: channels.Read, Addr: addrs[i][c], Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)}
 		}
 		fs.doParallel(ops)
 		out := make([][]byte, len(idx))
 		for j, op := range ops {
-			if op.err == nil || errors.Is(op.err, flash.ErrUncorrectable) {
-				out[j] = op.data // an uncorrectable page still takes part in the merge
+			if op.Err == nil || errors.Is(op.Err, flash.ErrUncorrectable) {
+				out[j] = op.Data // an uncorrectable page still takes part in the merge
 			}
 		}
 		return out

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
 )
 
 // DieFailure is one die the layer declared failed (Reparo's Detector event,
@@ -70,17 +71,17 @@ func (d *detector) observe(fs *FS, a flash.PageAddr, st flash.ReadStatus, err er
 	for len(probes) > 0 && f == nil {
 		p := probes[0]
 		probes = probes[1:]
-		op := &pageOp{kind: opRead, addr: flash.PageAddr{Channel: p.Die.Channel, Die: p.Die.Die, Block: p.Block},
-			data: make([]byte, fs.l.Geometry.PageSize), oob: make([]byte, fs.l.Geometry.OOBSize)}
-		fs.chans[p.Die.Channel].do(op)
+		op := &channels.Op{Kind: channels.Read, Addr: flash.PageAddr{Channel: p.Die.Channel, Die: p.Die.Die, Block: p.Block},
+			Data: make([]byte, fs.l.Geometry.PageSize), OOB: make([]byte, fs.l.Geometry.OOBSize)}
+		fs.chans[p.Die.Channel].Do(op)
 		fs.ctr.probes.Add(1)
 		now = fs.opts.Clock.Now()
 		d.mu.Lock()
-		if errors.Is(op.err, flash.ErrDieFailed) {
+		if errors.Is(op.Err, flash.ErrDieFailed) {
 			f = d.core.Reported(die, now)
 		} else {
 			var more []reparo.Probe
-			failed := errors.Is(op.err, flash.ErrBadBlock) || errors.Is(op.err, flash.ErrUncorrectable)
+			failed := errors.Is(op.Err, flash.ErrBadBlock) || errors.Is(op.Err, flash.ErrUncorrectable)
 			more, f = d.core.ProbeResult(p, failed, now)
 			probes = append(probes, more...)
 		}

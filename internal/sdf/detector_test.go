@@ -14,11 +14,11 @@ func pagesOnDie(fs *FS, name string) map[flash.DieAddr][]int64 {
 	out := map[flash.DieAddr][]int64{}
 	ino := fs.files[name]
 	ps := int64(fs.l.Geometry.PageSize)
-	for _, e := range ino.m.exts {
-		z := fs.zones[e.zone]
-		for k := 0; k < e.n; k++ {
-			a := fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k)
-			out[a.DieAddr()] = append(out[a.DieAddr()], int64(e.filePage+uint64(k))*ps)
+	for _, e := range ino.m.Exts {
+		z := fs.zones[e.Zone]
+		for k := 0; k < e.N; k++ {
+			a := fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k)
+			out[a.DieAddr()] = append(out[a.DieAddr()], int64(e.FilePage+uint64(k))*ps)
 		}
 	}
 	return out
@@ -106,10 +106,10 @@ func TestDetectorIgnoresRandomUncorrectablePages(t *testing.T) {
 		target, offs = d, o
 		break
 	}
-	for _, e := range ino.m.exts {
-		z := fs.zones[e.zone]
-		for k := 0; k < e.n; k++ {
-			if a := fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k); a.DieAddr() == target {
+	for _, e := range ino.m.Exts {
+		z := fs.zones[e.Zone]
+		for k := 0; k < e.N; k++ {
+			if a := fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k); a.DieAddr() == target {
 				dev.Faults().FailRead(a)
 			}
 		}

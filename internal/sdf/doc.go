@@ -11,15 +11,17 @@
 //     page over its dies so one zone uses the channel's die parallelism, and
 //     reset (erased) explicitly. States: empty, open, full, read-only,
 //     offline; at most Options.MaxOpenZones are open.
-//   - One worker goroutine and one bounded queue per channel (section 2.4).
-//     New zones are handed out round-robin over the channels (section 2.4's
+//   - One worker goroutine and one bounded queue per channel (section 2.4;
+//     the workers are internal/sdf/channels, this package decides what they
+//     run). New zones are handed out round-robin over the channels (section 2.4's
 //     placement by ID) and, on a channel, least worn first (dynamic wear
 //     leveling); CreateOn confines a file to one channel, SDF's per-channel
 //     device. No over-provisioning and no parity: redundancy is the
 //     cluster's job (section 2.3), so usable capacity is every good data page.
 //   - Extent files: create, append, sync, read at offset, rename, delete,
 //     list, stat. An extent maps consecutive file pages to consecutive data
-//     pages of one zone; extents never cross a zone. Lifetime hints put files
+//     pages of one zone; extents never cross a zone (a file's page map is
+//     internal/sdf/extmap). Lifetime hints put files
 //     of similar lifetime in the same zones. A zone is reset as soon as no
 //     file maps a page in it; host GC (greedy or cost-benefit) relocates live
 //     extents out of victim zones when empty zones run low. Write

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
 )
 
 // Operating errors.
@@ -19,7 +20,7 @@ var (
 	// (wraps base.ErrNoSpace).
 	ErrNoSpace = base.NoSpaceErrorf("sdf: no space left on device")
 	// ErrClosed: the FS or the file handle is closed.
-	ErrClosed = errors.New("sdf: closed")
+	ErrClosed = channels.ErrClosed
 	// ErrReadOnly: the handle was opened for reading, or the FS with
 	// Options.ReadOnly.
 	ErrReadOnly = errors.New("sdf: read-only")

@@ -217,8 +217,8 @@ func (fs *FS) Stat(name string) (FileInfo, error) {
 
 func (fs *FS) statLocked(ino *inode) FileInfo {
 	zs := map[int]bool{}
-	for _, e := range ino.m.exts {
-		zs[e.zone] = true
+	for _, e := range ino.m.Exts {
+		zs[e.Zone] = true
 	}
 	var zones []int
 	for z := range zs {
@@ -226,7 +226,7 @@ func (fs *FS) statLocked(ino *inode) FileInfo {
 	}
 	sort.Ints(zones)
 	return FileInfo{Name: ino.name, ID: ino.id, Size: ino.size, ModTime: time.Unix(0, ino.mtime),
-		Hint: ino.hint, Extents: len(ino.m.exts), Zones: zones}
+		Hint: ino.hint, Extents: len(ino.m.Exts), Zones: zones}
 }
 
 // Name is the file's current name.

@@ -11,6 +11,8 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
@@ -23,7 +25,7 @@ type FS struct {
 	dev   flash.Device
 	opts  Options
 	l     onflash.Layout
-	chans []*channel
+	chans []*channels.Worker
 
 	// mu guards the zone table, the file table, the pending journal records,
 	// writers' buffers and the counters below it.
@@ -71,7 +73,7 @@ type inode struct {
 	hint  Lifetime
 	size  int64
 	mtime int64 // unix ns
-	m     extentMap
+	m     extmap.Map
 
 	unlinked bool // removed from the namespace; freed when opens drops to 0
 	opens    int
@@ -90,7 +92,7 @@ type inode struct {
 }
 
 func (ino *inode) String() string {
-	return fmt.Sprintf("file %d %q size=%d extents=%d", ino.id, ino.name, ino.size, len(ino.m.exts))
+	return fmt.Sprintf("file %d %q size=%d extents=%d", ino.id, ino.name, ino.size, len(ino.m.Exts))
 }
 
 // counters are the layer's statistics (atomics, read without locks).
@@ -165,7 +167,7 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 		fs.zones = append(fs.zones, zn)
 	}
 	for c := 0; c < g.Channels; c++ {
-		fs.chans = append(fs.chans, startChannel(c, dev, opts.QueueDepth))
+		fs.chans = append(fs.chans, channels.Start(c, dev, opts.QueueDepth))
 	}
 	return fs, nil
 }
@@ -202,29 +204,29 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 	fs.created = fs.opts.Clock.Now().UnixNano()
 	// Erase every written block, each channel's blocks in one request (its
 	// dies in parallel), all channels at once.
-	perChan := make([][]*pageOp, fs.l.Geometry.Channels)
+	perChan := make([][]*channels.Op, fs.l.Geometry.Channels)
 	for _, z := range fs.zones {
 		z.dies = fs.goodDies(z)
 		for _, d := range z.dies {
 			if fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage > 0 {
-				perChan[z.channel] = append(perChan[z.channel], &pageOp{kind: opErase,
-					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
+				perChan[z.channel] = append(perChan[z.channel], &channels.Op{Kind: channels.Erase,
+					Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
 			}
 		}
 	}
-	var all []*pageOp
+	var all []*channels.Op
 	for _, ops := range perChan {
 		all = append(all, ops...)
 	}
 	fs.doParallel(all)
 	for _, op := range all {
-		if op.err != nil {
-			if !errors.Is(op.err, flash.ErrBadBlock) && !errors.Is(op.err, flash.ErrDieFailed) {
+		if op.Err != nil {
+			if !errors.Is(op.Err, flash.ErrBadBlock) && !errors.Is(op.Err, flash.ErrDieFailed) {
 				fs.stopChannels()
-				return nil, fmt.Errorf("sdf: format: %w", op.err)
+				return nil, fmt.Errorf("sdf: format: %w", op.Err)
 			}
-			z := fs.zones[op.addr.Block*fs.l.Geometry.Channels+op.addr.Channel]
-			z.dies = removeDie(z.dies, op.addr.Die)
+			z := fs.zones[op.Addr.Block*fs.l.Geometry.Channels+op.Addr.Channel]
+			z.dies = removeDie(z.dies, op.Addr.Die)
 		}
 	}
 	for _, z := range fs.zones {
@@ -431,7 +433,7 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 			return nil
 		}
 		for _, e := range r.Exts {
-			ino.m.put(extent{filePage: e.FilePage, zone: e.Zone, zonePage: e.ZonePage, n: e.N, seq: e.Seq}, nil)
+			ino.m.Put(e, nil)
 			fs.nextSeq = max(fs.nextSeq, e.Seq+uint64(e.N))
 		}
 		if r.Err != nil {
@@ -558,8 +560,8 @@ func (fs *FS) rebuildZonesLayout(masks map[int]uint64, states map[int]ZoneState)
 // countLive computes every zone's live pages from the file table.
 func (fs *FS) countLive() {
 	for _, ino := range fs.byID {
-		for _, e := range ino.m.exts {
-			fs.zones[e.zone].live += e.n
+		for _, e := range ino.m.Exts {
+			fs.zones[e.Zone].live += e.N
 		}
 	}
 }
@@ -585,25 +587,25 @@ func (fs *FS) recoverUnsealed() {
 			continue
 		}
 		w := len(z.dies)
-		var ops []*pageOp
+		var ops []*channels.Op
 		var zps []int
 		for di, d := range z.dies {
 			n := min(fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage, g.PagesPerBlock-1)
 			for p := 0; p < n; p++ {
-				ops = append(ops, &pageOp{kind: opRead, decode: true,
-					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
-					data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)})
+				ops = append(ops, &channels.Op{Kind: channels.Read, Decode: true,
+					Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
+					Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)})
 				zps = append(zps, p*w+di)
 			}
 		}
-		fs.chans[z.channel].do(ops...)
+		fs.chans[z.channel].Do(ops...)
 		fs.ctr.recoveryReads.Add(int64(len(ops)))
 		for i, op := range ops {
-			if op.err != nil || !op.idOK {
+			if op.Err != nil || !op.IDOK {
 				continue
 			}
-			fs.nextSeq = max(fs.nextSeq, op.id.Seq+1)
-			perFile[op.id.FileID] = append(perFile[op.id.FileID], cand{op.id, z.id, zps[i]})
+			fs.nextSeq = max(fs.nextSeq, op.ID.Seq+1)
+			perFile[op.ID.FileID] = append(perFile[op.ID.FileID], cand{op.ID, z.id, zps[i]})
 		}
 	}
 	ps := int64(g.PageSize)
@@ -623,10 +625,10 @@ func (fs *FS) recoverUnsealed() {
 			if c.id.Page > endPage || (c.id.Page == endPage && ino.size%ps != 0) {
 				break // a hole, or an extension after a partial page
 			}
-			if cur, ok := ino.m.find(c.id.Page); ok && cur.seq+(c.id.Page-cur.filePage) >= c.id.Seq {
+			if cur, ok := ino.m.Find(c.id.Page); ok && cur.Seq+(c.id.Page-cur.FilePage) >= c.id.Seq {
 				continue
 			}
-			ino.m.put(extent{filePage: c.id.Page, zone: c.zone, zonePage: c.zp, n: 1, seq: c.id.Seq}, nil)
+			ino.m.Put(extmap.Extent{FilePage: c.id.Page, Zone: c.zone, ZonePage: c.zp, N: 1, Seq: c.id.Seq}, nil)
 			if c.id.Page+1 >= endPage {
 				// A newer version of the last page, or the next page: it
 				// decides the size (appends only grow a page's valid bytes).
@@ -652,18 +654,18 @@ func (fs *FS) unlinkLocked(ino *inode) {
 
 // freeLocked drops every page of ino.
 func (fs *FS) freeLocked(ino *inode) {
-	ino.m.truncate(0, fs.dropLocked)
+	ino.m.Truncate(0, fs.dropLocked)
 	ino.buf = nil
 	delete(fs.byID, ino.id)
 }
 
 // dropLocked accounts for pages that no file maps any more.
-func (fs *FS) dropLocked(e extent) {
+func (fs *FS) dropLocked(e extmap.Extent) {
 	if fs.replaying {
 		return
 	}
-	z := fs.zones[e.zone]
-	z.live -= e.n
+	z := fs.zones[e.Zone]
+	z.live -= e.N
 	if z.live < 0 {
 		_ = invariants.Check(false, "sdf: zone %d live pages went negative dropping %s", z.id, e)
 		z.live = 0
@@ -680,14 +682,14 @@ func (fs *FS) failedDieList() []flash.DieAddr {
 }
 
 // doParallel runs ops on their channels, every channel at once.
-func (fs *FS) doParallel(ops []*pageOp) {
-	perChan := map[int][]*pageOp{}
+func (fs *FS) doParallel(ops []*channels.Op) {
+	perChan := map[int][]*channels.Op{}
 	for _, op := range ops {
-		perChan[op.addr.Channel] = append(perChan[op.addr.Channel], op)
+		perChan[op.Addr.Channel] = append(perChan[op.Addr.Channel], op)
 	}
 	if len(perChan) == 1 {
 		for c, list := range perChan {
-			fs.chans[c].do(list...)
+			fs.chans[c].Do(list...)
 		}
 		return
 	}
@@ -696,7 +698,7 @@ func (fs *FS) doParallel(ops []*pageOp) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fs.chans[c].do(list...)
+			fs.chans[c].Do(list...)
 		}()
 	}
 	wg.Wait()
@@ -704,7 +706,7 @@ func (fs *FS) doParallel(ops []*pageOp) {
 
 func (fs *FS) stopChannels() {
 	for _, c := range fs.chans {
-		c.stop()
+		c.Stop()
 	}
 }
 
@@ -770,33 +772,33 @@ func (fs *FS) resetZone(z *zone) error {
 		fs.mu.Unlock()
 		return nil
 	}
-	var ops []*pageOp
+	var ops []*channels.Op
 	for _, d := range fs.goodDies(z) {
-		ops = append(ops, &pageOp{kind: opErase, addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
+		ops = append(ops, &channels.Op{Kind: channels.Erase, Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
 	}
 	fs.mu.Unlock()
-	fs.chans[z.channel].do(ops...)
+	fs.chans[z.channel].Do(ops...)
 	var dies []int
 	var errs []error
-	var failedOps []*pageOp
+	var failedOps []*channels.Op
 	for _, op := range ops {
 		switch {
-		case op.err == nil:
-			dies = append(dies, op.addr.Die)
-		case errors.Is(op.err, flash.ErrBadBlock), errors.Is(op.err, flash.ErrDieFailed):
+		case op.Err == nil:
+			dies = append(dies, op.Addr.Die)
+		case errors.Is(op.Err, flash.ErrBadBlock), errors.Is(op.Err, flash.ErrDieFailed):
 			fs.mu.Lock()
-			fs.infos[fs.blockIndex(op.addr.BlockAddr())].Bad = true
-			if errors.Is(op.err, flash.ErrDieFailed) {
-				fs.noteDieFailedLocked(op.addr.DieAddr())
+			fs.infos[fs.blockIndex(op.Addr.BlockAddr())].Bad = true
+			if errors.Is(op.Err, flash.ErrDieFailed) {
+				fs.noteDieFailedLocked(op.Addr.DieAddr())
 			}
 			fs.mu.Unlock()
 			failedOps = append(failedOps, op)
 		default:
-			errs = append(errs, op.err)
+			errs = append(errs, op.Err)
 		}
 	}
 	for _, op := range failedOps {
-		fs.det.observe(fs, op.addr, flash.ReadStatus{}, op.err)
+		fs.det.observe(fs, op.Addr, flash.ReadStatus{}, op.Err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sdf: reset of zone %d: %w", z.id, errors.Join(errs...))

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 
+	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -55,12 +57,12 @@ func (fs *FS) gcOnce() (bool, error) {
 	victim.writers++ // keeps reclaim from resetting it under us
 	type piece struct {
 		ino *inode
-		e   extent
+		e   extmap.Extent
 	}
 	var pieces []piece
 	for _, ino := range fs.byID {
-		for _, e := range ino.m.exts {
-			if e.zone == victim.id {
+		for _, e := range ino.m.Exts {
+			if e.Zone == victim.id {
 				pieces = append(pieces, piece{ino, e})
 			}
 		}
@@ -70,8 +72,8 @@ func (fs *FS) gcOnce() (bool, error) {
 	stuck := false
 	var errs []error
 	for _, p := range pieces {
-		for from := 0; from < p.e.n; from += gcChunkPages {
-			sub := p.e.slice(p.e.filePage+uint64(from), p.e.filePage+uint64(min(from+gcChunkPages, p.e.n)))
+		for from := 0; from < p.e.N; from += gcChunkPages {
+			sub := p.e.Slice(p.e.FilePage+uint64(from), p.e.FilePage+uint64(min(from+gcChunkPages, p.e.N)))
 			ok, err := fs.relocate(p.ino, sub, victim.hint)
 			if err != nil {
 				errs = append(errs, err)
@@ -94,54 +96,54 @@ func (fs *FS) gcOnce() (bool, error) {
 // relocate copies the pages of e (all in the victim zone) to another zone.
 // ok is false if some page could not be read intact (it stays where it is
 // and the victim cannot be reset).
-func (fs *FS) relocate(ino *inode, e extent, hint Lifetime) (bool, error) {
+func (fs *FS) relocate(ino *inode, e extmap.Extent, hint Lifetime) (bool, error) {
 	ps := fs.l.Geometry.PageSize
 	fs.mu.Lock()
-	z := fs.zones[e.zone]
-	ops := make([]*pageOp, e.n)
-	data := make([]byte, e.n*ps)
-	for k := 0; k < e.n; k++ {
-		ops[k] = &pageOp{kind: opRead, addr: fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k),
-			data: data[k*ps : (k+1)*ps], oob: make([]byte, fs.l.Geometry.OOBSize)}
+	z := fs.zones[e.Zone]
+	ops := make([]*channels.Op, e.N)
+	data := make([]byte, e.N*ps)
+	for k := 0; k < e.N; k++ {
+		ops[k] = &channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k),
+			Data: data[k*ps : (k+1)*ps], OOB: make([]byte, fs.l.Geometry.OOBSize)}
 	}
 	fs.mu.Unlock()
-	fs.chans[z.channel].do(ops...)
+	fs.chans[z.channel].Do(ops...)
 	// Relocate the longest runs of pages that verify.
 	ok := true
-	expect := make([]uint64, e.n)
+	expect := make([]uint64, e.N)
 	lastValid := ps
-	good := make([]bool, e.n)
+	good := make([]bool, e.N)
 	for k, op := range ops {
-		expect[k] = e.seq + uint64(k)
-		if op.err != nil {
-			fs.det.observe(fs, op.addr, op.status, op.err)
+		expect[k] = e.Seq + uint64(k)
+		if op.Err != nil {
+			fs.det.observe(fs, op.Addr, op.Status, op.Err)
 			ok = false
 			continue
 		}
-		id, verified := onflash.DecodeOOB(op.oob, op.data)
-		if !verified || id.FileID != ino.id || id.Page != e.filePage+uint64(k) || id.Seq != expect[k] {
+		id, verified := onflash.DecodeOOB(op.OOB, op.Data)
+		if !verified || id.FileID != ino.id || id.Page != e.FilePage+uint64(k) || id.Seq != expect[k] {
 			ok = false
 			continue
 		}
 		good[k] = true
-		if k == e.n-1 {
+		if k == e.N-1 {
 			lastValid = int(id.Valid)
 		}
 	}
-	for k := 0; k < e.n; {
+	for k := 0; k < e.N; {
 		if !good[k] {
 			k++
 			continue
 		}
 		j := k
-		for j < e.n && good[j] {
+		for j < e.N && good[j] {
 			j++
 		}
 		lv := ps
-		if j == e.n {
+		if j == e.N {
 			lv = lastValid
 		}
-		if err := fs.writePages(ino, hint, e.filePage+uint64(k), data[k*ps:j*ps], lv, writeGC, expect[k:j]); err != nil {
+		if err := fs.writePages(ino, hint, e.FilePage+uint64(k), data[k*ps:j*ps], lv, writeGC, expect[k:j]); err != nil {
 			return false, err
 		}
 		fs.ctr.gcPages.Add(int64(j - k))

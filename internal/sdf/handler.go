@@ -150,14 +150,14 @@ func (fs *FS) fakeFailuresLocked() ([]FileRange, []bool) {
 			n -= int64(z.live)
 		}
 		for _, ino := range fs.byID {
-			for _, e := range ino.m.exts {
-				if !want[e.zone] {
+			for _, e := range ino.m.Exts {
+				if !want[e.Zone] {
 					continue
 				}
-				z := fs.zones[e.zone]
-				for i := 0; i < e.n; i++ {
-					if !fs.failed[flash.DieAddr{Channel: z.channel, Die: z.dies[(e.zonePage+i)%len(z.dies)]}] {
-						pages[ino.id] = append(pages[ino.id], e.filePage+uint64(i))
+				z := fs.zones[e.Zone]
+				for i := 0; i < e.N; i++ {
+					if !fs.failed[flash.DieAddr{Channel: z.channel, Die: z.dies[(e.ZonePage+i)%len(z.dies)]}] {
+						pages[ino.id] = append(pages[ino.id], e.FilePage+uint64(i))
 					}
 				}
 			}

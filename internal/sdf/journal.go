@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
@@ -102,7 +104,7 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 	per := fs.payloadPerPage()
 	for len(stream) > 0 {
 		n := min(per, len(stream))
-		var ops [onflash.MetaCopies]*pageOp
+		var ops [onflash.MetaCopies]*channels.Op
 		for _, z := range j.active {
 			if len(z.dies) == 0 {
 				return fmt.Errorf("sdf: metadata write: zone %d has no usable die left", z.id)
@@ -122,7 +124,7 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 			oob := make([]byte, fs.l.Geometry.OOBSize)
 			onflash.KindOOB(oob, onflash.KindMeta, data)
 			z := j.active[c]
-			ops[c] = &pageOp{kind: opProgram, addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), data: data, oob: oob}
+			ops[c] = &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), Data: data, OOB: oob}
 			j.wp[c]++
 		}
 		fs.doParallel(ops[:])
@@ -132,7 +134,7 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 		stream = stream[n:]
 		var errs []error
 		for _, op := range ops {
-			errs = append(errs, op.err)
+			errs = append(errs, op.Err)
 		}
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("sdf: metadata write: %w", err)
@@ -263,11 +265,11 @@ func (fs *FS) writeFiller(c int) error {
 	onflash.FillMetaPage(data, j.epoch, onflash.FillerSeq, nil)
 	oob := make([]byte, fs.l.Geometry.OOBSize)
 	onflash.KindOOB(oob, onflash.KindMeta, data)
-	op := &pageOp{kind: opProgram, addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), data: data, oob: oob}
-	fs.chans[z.channel].do(op)
+	op := &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), Data: data, OOB: oob}
+	fs.chans[z.channel].Do(op)
 	j.wp[c]++
 	fs.ctr.metaPages.Add(1)
-	return op.err
+	return op.Err
 }
 
 // pickMetaZones erases and returns onflash.MetaCopies usable metadata zones not in
@@ -352,7 +354,7 @@ func (fs *FS) snapshotLocked() (super, records, done []byte) {
 	for _, id := range ids {
 		ino := fs.byID[id]
 		out = append(out, createRecord(ino)...)
-		exts := ino.m.exts
+		exts := ino.m.Exts
 		for first := true; first || len(exts) > 0; first = false {
 			n := min(len(exts), 512)
 			out = append(out, extentsRecord(ino, exts[:n])...)
@@ -381,12 +383,8 @@ func createRecord(ino *inode) []byte {
 	return metalog.Create{ID: ino.id, Name: ino.name, Hint: uint64(ino.hint), MTime: ino.mtime}.Record()
 }
 
-func extentsRecord(ino *inode, exts []extent) []byte {
-	x := metalog.Extents{ID: ino.id, Size: ino.size, MTime: ino.mtime, Exts: make([]metalog.Extent, len(exts))}
-	for i, e := range exts {
-		x.Exts[i] = metalog.Extent{FilePage: e.filePage, Zone: e.zone, ZonePage: e.zonePage, N: e.n, Seq: e.seq}
-	}
-	return x.Record()
+func extentsRecord(ino *inode, exts []extmap.Extent) []byte {
+	return metalog.Extents{ID: ino.id, Size: ino.size, MTime: ino.mtime, Exts: exts}.Record()
 }
 
 // scanMeta reads every programmed page of the metadata zones, including the
@@ -397,25 +395,25 @@ func (fs *FS) scanMeta() metalog.Scan {
 	var raws []metalog.RawPage
 	unreadable := 0
 	for _, z := range fs.zones[:onflash.MetaZoneCount] {
-		var ops []*pageOp
+		var ops []*channels.Op
 		for d := 0; d < g.DiesPerChannel; d++ {
 			info := fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d))
 			for p := 0; p < info.WrittenPage; p++ {
-				ops = append(ops, &pageOp{kind: opRead,
-					addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
-					data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)})
+				ops = append(ops, &channels.Op{Kind: channels.Read,
+					Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
+					Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)})
 			}
 		}
-		fs.chans[z.channel].do(ops...)
+		fs.chans[z.channel].Do(ops...)
 		for _, op := range ops {
-			if op.err != nil && !errors.Is(op.err, flash.ErrUncorrectable) {
+			if op.Err != nil && !errors.Is(op.Err, flash.ErrUncorrectable) {
 				unreadable++
 				continue
 			}
 			// The page's index in its zone (the inverse of onflash.MetaPageAddr
 			// for a zone striped over all its dies).
-			index := op.addr.Page*len(z.dies) + slices.Index(z.dies, op.addr.Die)
-			raws = append(raws, metalog.RawPage{Zone: z.id, Index: index, Data: op.data})
+			index := op.Addr.Page*len(z.dies) + slices.Index(z.dies, op.Addr.Die)
+			raws = append(raws, metalog.RawPage{Zone: z.id, Index: index, Data: op.Data})
 		}
 	}
 	scan := metalog.Merge(g.PageSize, raws)

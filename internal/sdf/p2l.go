@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -154,8 +155,8 @@ func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, Identi
 			continue
 		}
 		z := fs.zones[c.zone]
-		e, ok := ino.m.find(uint64(c.o.Page))
-		if ok && e.zone == c.zone && e.zonePage+int(uint64(c.o.Page)-e.filePage) == c.zonePage &&
+		e, ok := ino.m.Find(uint64(c.o.Page))
+		if ok && e.Zone == c.zone && e.ZonePage+int(uint64(c.o.Page)-e.FilePage) == c.zonePage &&
 			len(z.dies) > 0 && z.dies[c.zonePage%len(z.dies)] == d.Die {
 			pages[ino.id] = append(pages[ino.id], uint64(c.o.Page))
 		}
@@ -182,7 +183,7 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 		z  *zone
 		di int // d's position in the stripe
 		w  int
-		op *pageOp
+		op *channels.Op
 	}
 	var reads []p2lRead
 	fs.mu.Lock()
@@ -198,9 +199,9 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 		w := len(z.dies)
 		if z.p2l {
 			host, _ := z.entrustedTo(d.Die)
-			reads = append(reads, p2lRead{z: z, di: di, w: w, op: &pageOp{kind: opRead,
-				addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.P2LPage()},
-				data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)}})
+			reads = append(reads, p2lRead{z: z, di: di, w: w, op: &channels.Op{Kind: channels.Read,
+				Addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.P2LPage()},
+				Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)}})
 			continue
 		}
 		// Open (or read-only before it filled): owners are in memory.
@@ -220,16 +221,16 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 		}
 	}
 	fs.mu.Unlock()
-	var ops []*pageOp
+	var ops []*channels.Op
 	for _, r := range reads {
 		ops = append(ops, r.op)
 	}
 	fs.doParallel(ops)
 	po.pagesRead = len(ops)
 	for _, r := range reads {
-		owners, ok := []onflash.Owner(nil), r.op.err == nil
+		owners, ok := []onflash.Owner(nil), r.op.Err == nil
 		if ok {
-			owners, ok = onflash.DecodeP2L(r.op.data, r.z.id, d.Die)
+			owners, ok = onflash.DecodeP2L(r.op.Data, r.z.id, d.Die)
 		}
 		if !ok {
 			po.scanZones[r.z.id] = true
@@ -264,16 +265,16 @@ func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, 
 			defer wg.Done()
 			res := map[uint64][]uint64{}
 			for _, ino := range inos[bounds[k]:bounds[k+1]] {
-				for _, e := range ino.m.exts {
-					z := fs.zones[e.zone]
+				for _, e := range ino.m.Exts {
+					z := fs.zones[e.Zone]
 					entries[k]++
 					if z.channel != d.Channel || (only != nil && !only[z.id]) {
 						continue
 					}
-					for i := 0; i < e.n; i++ {
-						zp := e.zonePage + i
+					for i := 0; i < e.N; i++ {
+						zp := e.ZonePage + i
 						if z.dies[zp%len(z.dies)] == d.Die {
-							res[ino.id] = append(res[ino.id], e.filePage+uint64(i))
+							res[ino.id] = append(res[ino.id], e.FilePage+uint64(i))
 						}
 					}
 				}

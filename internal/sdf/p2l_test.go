@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 )
 
 // populate writes files of mixed lifetimes and sizes, overwrites and
@@ -181,9 +182,9 @@ func TestCorruptPageTypedErrorAndRepair(t *testing.T) {
 	ps := int64(fs.l.Geometry.PageSize)
 	ino := fs.files["obj"]
 	addrOf := func(page uint64) flash.PageAddr {
-		e, _ := ino.m.find(page)
-		z := fs.zones[e.zone]
-		return fs.l.DataPageAddr(z.id, z.dies, e.zonePage+int(page-e.filePage))
+		e, _ := ino.m.Find(page)
+		z := fs.zones[e.Zone]
+		return fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+int(page-e.FilePage))
 	}
 	f, _ := fs.OpenFile("obj")
 	defer f.Close()
@@ -236,9 +237,9 @@ func TestCorruptPageTypedErrorAndRepair(t *testing.T) {
 	writeFile(t, fs, "other", LifetimeLong, randBytes(rng, 3*int(ps)))
 	other := fs.files["other"]
 	fs.mu.Lock()
-	oe, _ := other.m.find(0)
-	e, _ := ino.m.find(0)
-	ino.m.put(extent{filePage: 0, zone: oe.zone, zonePage: oe.zonePage, n: 1, seq: e.seq}, nil)
+	oe, _ := other.m.Find(0)
+	e, _ := ino.m.Find(0)
+	ino.m.Put(extmap.Extent{FilePage: 0, Zone: oe.Zone, ZonePage: oe.ZonePage, N: 1, Seq: e.Seq}, nil)
 	fs.mu.Unlock()
 	_, err := f.ReadAt(make([]byte, ps), 0)
 	if !errors.Is(err, errIdentity) {
@@ -252,9 +253,9 @@ func TestTransientFlipIsReread(t *testing.T) {
 	data := randBytes(rand.New(rand.NewSource(11)), 20_000)
 	writeFile(t, fs, "x", LifetimeNone, data)
 	ino := fs.files["x"]
-	e, _ := ino.m.find(2)
-	z := fs.zones[e.zone]
-	dev.Faults().FlipBit(fs.l.DataPageAddr(z.id, z.dies, e.zonePage+2-int(e.filePage)), 5, false /* transient */)
+	e, _ := ino.m.Find(2)
+	z := fs.zones[e.Zone]
+	dev.Faults().FlipBit(fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+2-int(e.FilePage)), 5, false /* transient */)
 	mustEqual(t, "x", readFile(t, fs, "x"), data)
 	if st := fs.Stats(); st.Transients != 1 || st.Rereads != 1 || st.Corruptions != 0 {
 		t.Fatalf("transient flip: %s", st)

@@ -6,6 +6,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -32,8 +34,8 @@ type pageRead struct {
 	dst      []byte // where its bytes go in the caller's buffer
 	skip     int    // offset of dst's first byte within the page
 	buffered bool
-	e        extent // mapping when not buffered
-	op       *pageOp
+	e        extmap.Extent // mapping when not buffered
+	op       *channels.Op
 }
 
 // readAt reads into p at off. With raw, pages that fail verification are
@@ -59,10 +61,10 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 		npages := int((off+want-1)/ps - off/ps + 1)
 		// One allocation each for the page records, ops and OOB buffers.
 		slab := make([]pageRead, npages)
-		opSlab := make([]pageOp, npages)
+		opSlab := make([]channels.Op, npages)
 		oobSlab := fs.getOOB(npages * fs.l.Geometry.OOBSize)
 		reads := make([]*pageRead, 0, npages)
-		ops := make([]*pageOp, 0, npages)
+		ops := make([]*channels.Op, 0, npages)
 		for pos := off; pos < off+want; {
 			pg := uint64(pos / ps)
 			skip := int(pos % ps)
@@ -75,23 +77,23 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 				copy(r.dst, ino.buf[bo:])
 				r.buffered = true
 			} else {
-				e, ok := ino.m.find(pg)
+				e, ok := ino.m.Find(pg)
 				if !ok {
 					// A hole (never programmed): reads as zeros.
 					clear(r.dst)
 					r.buffered = true
 				} else {
 					r.e = e
-					z := fs.zones[e.zone]
-					d := int(pg - e.filePage)
+					z := fs.zones[e.Zone]
+					d := int(pg - e.FilePage)
 					data := r.dst
 					if skip != 0 || n != ps {
 						data = make([]byte, ps)
 					}
 					o := fs.l.Geometry.OOBSize
 					r.op = &opSlab[i]
-					*r.op = pageOp{kind: opRead, addr: fs.l.DataPageAddr(z.id, z.dies, e.zonePage+d),
-						data: data, oob: oobSlab[i*o : (i+1)*o : (i+1)*o], decode: true}
+					*r.op = channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+d),
+						Data: data, OOB: oobSlab[i*o : (i+1)*o : (i+1)*o], Decode: true}
 					ops = append(ops, r.op)
 				}
 			}
@@ -112,18 +114,18 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 				stale = true
 				break
 			}
-			if cerr != nil && r.op.err == nil {
+			if cerr != nil && r.op.Err == nil {
 				// A checksum failure with a clean device status may be a
 				// transient flip on the way out: read once more before
 				// reporting (DIRECT: tell transient flips from damage).
 				fs.ctr.rereads.Add(1)
-				fs.chans[r.op.addr.Channel].do(r.op)
+				fs.chans[r.op.Addr.Channel].Do(r.op)
 				if cerr = fs.verify(ino, name, r, ps); cerr == nil {
 					fs.ctr.transients.Add(1)
 				}
 			}
-			if len(r.op.data) != len(r.dst) || &r.op.data[0] != &r.dst[0] {
-				copy(r.dst, r.op.data[r.skip:])
+			if len(r.op.Data) != len(r.dst) || &r.op.Data[0] != &r.dst[0] {
+				copy(r.dst, r.op.Data[r.skip:])
 			}
 			if cerr != nil {
 				fs.ctr.corruptions.Add(1)
@@ -170,29 +172,29 @@ func (fs *FS) putOOB(b []byte) {
 func (fs *FS) mappingChanged(ino *inode, r *pageRead) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	e, ok := ino.m.find(r.page)
-	return !ok || e.zone != r.e.zone || e.seq+(r.page-e.filePage) != r.e.seq+(r.page-r.e.filePage)
+	e, ok := ino.m.Find(r.page)
+	return !ok || e.Zone != r.e.Zone || e.Seq+(r.page-e.FilePage) != r.e.Seq+(r.page-r.e.FilePage)
 }
 
 // verify checks a page read from flash and returns the corruption, if any.
 func (fs *FS) verify(ino *inode, name string, r *pageRead, ps int64) *CorruptionError {
 	op := r.op
-	wantSeq := r.e.seq + (r.page - r.e.filePage)
+	wantSeq := r.e.Seq + (r.page - r.e.FilePage)
 	var cause error
-	if op.err != nil {
-		cause = op.err
-		fs.det.observe(fs, op.addr, op.status, op.err)
+	if op.Err != nil {
+		cause = op.Err
+		fs.det.observe(fs, op.Addr, op.Status, op.Err)
 		switch {
-		case errors.Is(op.err, flash.ErrDieFailed):
+		case errors.Is(op.Err, flash.ErrDieFailed):
 			fs.ctr.dieFailedReads.Add(1)
-		case errors.Is(op.err, flash.ErrUncorrectable):
+		case errors.Is(op.Err, flash.ErrUncorrectable):
 			fs.ctr.uncorrectables.Add(1)
 		}
 	} else {
-		fs.det.observe(fs, op.addr, op.status, nil)
-		id, ok := op.id, op.idOK
-		if !op.decode {
-			id, ok = onflash.DecodeOOB(op.oob, op.data)
+		fs.det.observe(fs, op.Addr, op.Status, nil)
+		id, ok := op.ID, op.IDOK
+		if !op.Decode {
+			id, ok = onflash.DecodeOOB(op.OOB, op.Data)
 		}
 		switch {
 		case !ok:
@@ -210,5 +212,5 @@ func (fs *FS) verify(ino *inode, name string, r *pageRead, ps int64) *Corruption
 	fs.mu.Lock()
 	length := min(ps, ino.size-off)
 	fs.mu.Unlock()
-	return &CorruptionError{Addr: op.addr, Zone: r.e.zone, FileID: ino.id, Name: name, Off: off, Len: max(length, 0), Err: cause}
+	return &CorruptionError{Addr: op.Addr, Zone: r.e.Zone, FileID: ino.id, Name: name, Off: off, Len: max(length, 0), Err: cause}
 }

@@ -145,10 +145,10 @@ func (fs *FS) Stats() Stats {
 	s.RecoveredPages = c.recoveredPages.Load()
 	s.Transients = c.transients.Load()
 	for _, ch := range fs.chans {
-		s.ChannelReads = append(s.ChannelReads, ch.stats.reads.Load())
-		s.ChannelPrograms = append(s.ChannelPrograms, ch.stats.programs.Load())
-		s.ChannelErases = append(s.ChannelErases, ch.stats.erases.Load())
-		s.ChannelErrors = append(s.ChannelErrors, ch.stats.errors.Load())
+		s.ChannelReads = append(s.ChannelReads, ch.Stats.Reads.Load())
+		s.ChannelPrograms = append(s.ChannelPrograms, ch.Stats.Programs.Load())
+		s.ChannelErases = append(s.ChannelErases, ch.Stats.Erases.Load())
+		s.ChannelErrors = append(s.ChannelErrors, ch.Stats.Errors.Load())
 	}
 	return s
 }
@@ -195,10 +195,10 @@ func (fs *FS) DataPages(f *File) []flash.PageAddr {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	var out []flash.PageAddr
-	for _, e := range f.ino.m.exts {
-		z := fs.zones[e.zone]
-		for k := 0; k < e.n; k++ {
-			out = append(out, fs.l.DataPageAddr(z.id, z.dies, e.zonePage+k))
+	for _, e := range f.ino.m.Exts {
+		z := fs.zones[e.Zone]
+		for k := 0; k < e.N; k++ {
+			out = append(out, fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k))
 		}
 	}
 	return out

@@ -6,6 +6,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -174,8 +176,8 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 		seq := fs.nextSeq
 		fs.nextSeq += uint64(n)
 		fs.mu.Unlock()
-		ops := make([]*pageOp, n)
-		opSlab := make([]pageOp, n)
+		ops := make([]*channels.Op, n)
+		opSlab := make([]channels.Op, n)
 		o := fs.l.Geometry.OOBSize
 		oobSlab := make([]byte, n*o)
 		for k := 0; k < n; k++ {
@@ -187,15 +189,15 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			}
 			oob := oobSlab[k*o : (k+1)*o : (k+1)*o]
 			onflash.EncodeOOB(oob, pd, onflash.PageID{Valid: uint32(valid), FileID: ino.id, Page: startPage + uint64(i), Seq: seq + uint64(k)})
-			opSlab[k] = pageOp{kind: opProgram, addr: fs.l.DataPageAddr(z.id, z.dies, first+k), data: pd, oob: oob}
+			opSlab[k] = channels.Op{Kind: channels.Program, Addr: fs.l.DataPageAddr(z.id, z.dies, first+k), Data: pd, OOB: oob}
 			ops[k] = &opSlab[k]
 		}
-		fs.chans[z.channel].do(ops...)
+		fs.chans[z.channel].Do(ops...)
 		fs.ctr.dataPages.Add(int64(n))
 		var perr error
 		for _, op := range ops {
-			if op.err != nil {
-				perr = op.err
+			if op.Err != nil {
+				perr = op.Err
 				break
 			}
 		}
@@ -206,8 +208,8 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			fs.mu.Lock()
 			if errors.Is(perr, flash.ErrDieFailed) {
 				for _, op := range ops {
-					if errors.Is(op.err, flash.ErrDieFailed) {
-						fs.noteDieFailedLocked(op.addr.DieAddr())
+					if errors.Is(op.Err, flash.ErrDieFailed) {
+						fs.noteDieFailedLocked(op.Addr.DieAddr())
 					}
 				}
 			}
@@ -217,8 +219,8 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			}
 			fs.mu.Unlock()
 			for _, op := range ops {
-				if op.err != nil {
-					fs.det.observe(fs, op.addr, flash.ReadStatus{}, op.err)
+				if op.Err != nil {
+					fs.det.observe(fs, op.Addr, flash.ReadStatus{}, op.Err)
 				}
 			}
 			fs.releaseZone(z)
@@ -239,7 +241,7 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			z.owners[first+k] = onflash.Owner{FileID: ino.id, Page: uint32(startPage + uint64(done+k))}
 			z.ownersKnown[first+k] = true
 		}
-		e := extent{filePage: startPage + uint64(done), zone: z.id, zonePage: first, n: n, seq: seq}
+		e := extmap.Extent{FilePage: startPage + uint64(done), Zone: z.id, ZonePage: first, N: n, Seq: seq}
 		fs.installLocked(ino, e, kind, expect[min(done, len(expect)):])
 		ino.last = z
 		full := z.wp == z.capacity(fs.l)
@@ -255,34 +257,34 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 
 // installLocked maps e into ino and logs it. For GC only the pages whose
 // mapping still has the expected sequence number are installed.
-func (fs *FS) installLocked(ino *inode, e extent, kind writeKind, expect []uint64) {
+func (fs *FS) installLocked(ino *inode, e extmap.Extent, kind writeKind, expect []uint64) {
 	if ino.unlinked && ino.opens == 0 || fs.byID[ino.id] != ino {
 		return // deleted meanwhile: the pages are dead
 	}
-	var pieces []extent
+	var pieces []extmap.Extent
 	if kind == writeGC {
 		start := -1
-		for k := 0; k <= e.n; k++ {
+		for k := 0; k <= e.N; k++ {
 			ok := false
-			if k < e.n && k < len(expect) {
-				cur, found := ino.m.find(e.filePage + uint64(k))
-				ok = found && cur.seq+(e.filePage+uint64(k)-cur.filePage) == expect[k]
+			if k < e.N && k < len(expect) {
+				cur, found := ino.m.Find(e.FilePage + uint64(k))
+				ok = found && cur.Seq+(e.FilePage+uint64(k)-cur.FilePage) == expect[k]
 			}
 			if ok && start < 0 {
 				start = k
 			}
 			if !ok && start >= 0 {
-				pieces = append(pieces, e.slice(e.filePage+uint64(start), e.filePage+uint64(k)))
+				pieces = append(pieces, e.Slice(e.FilePage+uint64(start), e.FilePage+uint64(k)))
 				start = -1
 			}
 		}
 	} else {
-		pieces = []extent{e}
+		pieces = []extmap.Extent{e}
 	}
 	for _, p := range pieces {
-		ino.m.put(p, fs.dropLocked)
-		z := fs.zones[p.zone]
-		z.live += p.n
+		ino.m.Put(p, fs.dropLocked)
+		z := fs.zones[p.Zone]
+		z.live += p.N
 		_ = invariants.Check(z.live <= z.wp, "sdf: zone %d has %d live pages above its write pointer %d", z.id, z.live, z.wp)
 	}
 	if len(pieces) > 0 && !ino.unlinked {

@@ -2,6 +2,7 @@ package sdf
 
 import (
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
@@ -255,24 +256,24 @@ func (fs *FS) finishZone(z *zone) {
 	w := len(dies)
 	g := fs.l.Geometry
 	// Owners of pages programmed before a reopen are read back from OOB.
-	var reads []*pageOp
+	var reads []*channels.Op
 	var idx []int
 	for i := range owners {
 		if !known[i] {
-			reads = append(reads, &pageOp{kind: opRead, addr: fs.l.DataPageAddr(z.id, dies, i),
-				data: make([]byte, g.PageSize), oob: make([]byte, g.OOBSize)})
+			reads = append(reads, &channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.id, dies, i),
+				Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)})
 			idx = append(idx, i)
 		}
 	}
-	fs.chans[z.channel].do(reads...)
+	fs.chans[z.channel].Do(reads...)
 	for k, op := range reads {
-		if op.err == nil {
-			if id, ok := onflash.DecodeOOB(op.oob, op.data); ok {
+		if op.Err == nil {
+			if id, ok := onflash.DecodeOOB(op.OOB, op.Data); ok {
 				owners[idx[k]] = onflash.Owner{FileID: id.FileID, Page: uint32(id.Page)}
 			}
 		}
 	}
-	var ops []*pageOp
+	var ops []*channels.Op
 	if w >= 2 {
 		for hi, host := range dies {
 			about := dies[(hi+1)%w]
@@ -285,17 +286,17 @@ func (fs *FS) finishZone(z *zone) {
 			onflash.EncodeP2L(data, z.id, about, list)
 			oob := make([]byte, g.OOBSize)
 			onflash.KindOOB(oob, onflash.KindP2L, data)
-			ops = append(ops, &pageOp{kind: opProgram,
-				addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.P2LPage()}, data: data, oob: oob})
+			ops = append(ops, &channels.Op{Kind: channels.Program,
+				Addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.P2LPage()}, Data: data, OOB: oob})
 		}
-		fs.chans[z.channel].do(ops...)
+		fs.chans[z.channel].Do(ops...)
 		fs.ctr.p2lPages.Add(int64(len(ops)))
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	ok := w >= 2
 	for _, op := range ops {
-		if op.err != nil {
+		if op.Err != nil {
 			ok = false
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -19,7 +20,7 @@ func TestRecordsRoundTrip(t *testing.T) {
 		Create{ID: 7, Name: "dir/f", Hint: 2, MTime: -5},
 		Rename{ID: 7, Name: "g"},
 		Delete{ID: 9},
-		Extents{ID: 7, Size: 5000, MTime: 77, Exts: []Extent{{FilePage: 0, Zone: 8, ZonePage: 3, N: 2, Seq: 40}, {FilePage: 2, Zone: 60, ZonePage: 0, N: 1, Seq: 90}}},
+		Extents{ID: 7, Size: 5000, MTime: 77, Exts: []extmap.Extent{{FilePage: 0, Zone: 8, ZonePage: 3, N: 2, Seq: 40}, {FilePage: 2, Zone: 60, ZonePage: 0, N: 1, Seq: 90}}},
 		ZoneReset{Zone: 12, Mask: 1},
 		ZoneOpen{Zone: 12, Open: true},
 		ZoneOpen{Zone: 13},
@@ -52,7 +53,7 @@ func TestDecodeRejectsImpossibleRecords(t *testing.T) {
 			t.Errorf("%#v decoded as %#v", rec, got)
 		}
 	}
-	typ, body, _, _ := onflash.NextRecord(Extents{ID: 1, Exts: []Extent{{Zone: 2, N: 1}}}.Record())
+	typ, body, _, _ := onflash.NextRecord(Extents{ID: 1, Exts: []extmap.Extent{{Zone: 2, N: 1}}}.Record())
 	if got, err := Decode(testLayout, typ, body); err != nil || got.(Extents).Err == nil {
 		t.Errorf("an extent in a metadata zone decoded as %#v, %v", got, err)
 	}

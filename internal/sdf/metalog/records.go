@@ -3,6 +3,7 @@ package metalog
 import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -37,24 +38,13 @@ type Rename struct {
 // Delete removes a file (onflash.RecDelete).
 type Delete struct{ ID uint64 }
 
-// Extent maps N consecutive file pages starting at FilePage to N
-// consecutive data pages of Zone starting at ZonePage, programmed with
-// sequence numbers Seq, Seq+1, ...
-type Extent struct {
-	FilePage uint64
-	Zone     int
-	ZonePage int
-	N        int
-	Seq      uint64
-}
-
 // Extents maps pages of a file and sets its size and modification time
 // (onflash.RecExtents). Err, set by Decode, is a malformed extent (no data
 // zone, empty): corruption, which the replay reports if the file exists.
 type Extents struct {
 	ID          uint64
 	Size, MTime int64
-	Exts        []Extent
+	Exts        []extmap.Extent
 	Err         error
 }
 
@@ -219,7 +209,7 @@ func Decode(l onflash.Layout, typ byte, body []byte) (Record, error) {
 			return nil, nil
 		}
 		for i := 0; i < n; i++ {
-			e := Extent{FilePage: r.Uvarint(), Zone: int(r.Uvarint()), ZonePage: int(r.Uvarint()), N: int(r.Uvarint()), Seq: r.Uvarint()}
+			e := extmap.Extent{FilePage: r.Uvarint(), Zone: int(r.Uvarint()), ZonePage: int(r.Uvarint()), N: int(r.Uvarint()), Seq: r.Uvarint()}
 			if r.Err != nil || e.Zone < onflash.MetaZoneCount || e.Zone >= l.Zones() || e.N <= 0 {
 				x.Err = base.CorruptionErrorf("sdf: bad extent record for file %d", x.ID)
 				break

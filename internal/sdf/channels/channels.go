@@ -1,6 +1,7 @@
-package sdf
+package channels
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 
@@ -8,54 +9,58 @@ import (
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
-// opKind is a device operation.
-type opKind uint8
+// ErrClosed is the error of an operation queued after Stop (sdf.ErrClosed).
+var ErrClosed = errors.New("sdf: closed")
 
+// Kind is a device operation.
+type Kind uint8
+
+// The operations.
 const (
-	opRead opKind = iota
-	opProgram
-	opErase
+	Read Kind = iota
+	Program
+	Erase
 )
 
-// pageOp is one device operation and, after it ran, its outcome.
-type pageOp struct {
-	kind   opKind
-	addr   flash.PageAddr // for erase, Page is ignored
-	data   []byte
-	oob    []byte
-	status flash.ReadStatus
-	err    error
+// Op is one device operation and, after it ran, its outcome.
+type Op struct {
+	Kind   Kind
+	Addr   flash.PageAddr // for erase, Page is ignored
+	Data   []byte
+	OOB    []byte
+	Status flash.ReadStatus
+	Err    error
 	// decode asks the worker to check a data page's OOB right after the
 	// read, while the page is still in the CPU cache; id and idOK hold the
 	// result.
-	decode bool
-	id     onflash.PageID
-	idOK   bool
+	Decode bool
+	ID     onflash.PageID
+	IDOK   bool
 }
 
 // request is a batch of operations on one channel. The worker runs the ops of
 // each die in order and the dies in parallel (SDF stripes a write unit over
 // the chips of a channel, section 2.3), then closes done.
 type request struct {
-	ops  []*pageOp
+	ops  []*Op
 	done chan struct{}
 }
 
-// channelStats counts one channel's operations.
-type channelStats struct {
-	reads, programs, erases atomic.Int64
-	errors                  atomic.Int64
+// Stats counts one channel's operations.
+type Stats struct {
+	Reads, Programs, Erases atomic.Int64
+	Errors                  atomic.Int64
 }
 
-// channel is SDF's per-channel engine: one worker goroutine draining one
+// Worker is SDF's per-channel engine: one worker goroutine draining one
 // bounded queue (section 2.4). Every device operation of the layer on the
 // channel goes through it, so the channel's requests never interleave at
 // page granularity with each other and the queue bounds in-flight work.
-type channel struct {
+type Worker struct {
 	id    int
 	dev   flash.Device
 	queue chan *request
-	stats channelStats
+	Stats Stats
 	wg    sync.WaitGroup
 	// mu orders do against stop: requests hold it shared until they
 	// complete, stop takes it exclusively, so no request is sent on a
@@ -64,14 +69,16 @@ type channel struct {
 	stopped bool
 }
 
-func startChannel(id int, dev flash.Device, depth int) *channel {
-	c := &channel{id: id, dev: dev, queue: make(chan *request, depth)}
+// Start starts the worker of channel id of dev with a queue of depth
+// requests.
+func Start(id int, dev flash.Device, depth int) *Worker {
+	c := &Worker{id: id, dev: dev, queue: make(chan *request, depth)}
 	c.wg.Add(1)
 	go c.run()
 	return c
 }
 
-func (c *channel) run() {
+func (c *Worker) run() {
 	defer c.wg.Done()
 	for req := range c.queue {
 		c.execute(req.ops)
@@ -79,9 +86,9 @@ func (c *channel) run() {
 	}
 }
 
-// stop ends the worker once the requests in flight are done; later
+// Stop ends the worker once the requests in flight are done; later
 // requests fail with ErrClosed.
-func (c *channel) stop() {
+func (c *Worker) Stop() {
 	c.mu.Lock()
 	if !c.stopped {
 		c.stopped = true
@@ -91,8 +98,8 @@ func (c *channel) stop() {
 	c.wg.Wait()
 }
 
-// do queues ops and waits until they ran. Ops must all be on this channel.
-func (c *channel) do(ops ...*pageOp) {
+// Do queues ops and waits until they ran. Ops must all be on this channel.
+func (c *Worker) Do(ops ...*Op) {
 	if len(ops) == 0 {
 		return
 	}
@@ -100,7 +107,7 @@ func (c *channel) do(ops ...*pageOp) {
 	defer c.mu.RUnlock()
 	if c.stopped {
 		for _, op := range ops {
-			op.err = ErrClosed
+			op.Err = ErrClosed
 		}
 		return
 	}
@@ -109,19 +116,19 @@ func (c *channel) do(ops ...*pageOp) {
 	<-req.done
 }
 
-func (c *channel) execute(ops []*pageOp) {
+func (c *Worker) execute(ops []*Op) {
 	if len(ops) == 1 {
 		c.one(ops[0])
 		return
 	}
 	// Group by die, keeping each die's order.
-	var perDie [64][]*pageOp
+	var perDie [64][]*Op
 	used := 0
 	for _, op := range ops {
-		if len(perDie[op.addr.Die]) == 0 {
+		if len(perDie[op.Addr.Die]) == 0 {
 			used++
 		}
-		perDie[op.addr.Die] = append(perDie[op.addr.Die], op)
+		perDie[op.Addr.Die] = append(perDie[op.Addr.Die], op)
 	}
 	if used == 1 {
 		for _, op := range ops {
@@ -135,7 +142,7 @@ func (c *channel) execute(ops []*pageOp) {
 			continue
 		}
 		wg.Add(1)
-		go func(list []*pageOp) {
+		go func(list []*Op) {
 			defer wg.Done()
 			for _, op := range list {
 				c.one(op)
@@ -145,22 +152,22 @@ func (c *channel) execute(ops []*pageOp) {
 	wg.Wait()
 }
 
-func (c *channel) one(op *pageOp) {
-	switch op.kind {
-	case opRead:
-		op.status, op.err = c.dev.Read(op.addr, op.data, op.oob)
-		c.stats.reads.Add(1)
-		if op.decode && op.err == nil {
-			op.id, op.idOK = onflash.DecodeOOB(op.oob, op.data)
+func (c *Worker) one(op *Op) {
+	switch op.Kind {
+	case Read:
+		op.Status, op.Err = c.dev.Read(op.Addr, op.Data, op.OOB)
+		c.Stats.Reads.Add(1)
+		if op.Decode && op.Err == nil {
+			op.ID, op.IDOK = onflash.DecodeOOB(op.OOB, op.Data)
 		}
-	case opProgram:
-		op.err = c.dev.Program(op.addr, op.data, op.oob)
-		c.stats.programs.Add(1)
-	case opErase:
-		op.err = c.dev.Erase(op.addr.BlockAddr())
-		c.stats.erases.Add(1)
+	case Program:
+		op.Err = c.dev.Program(op.Addr, op.Data, op.OOB)
+		c.Stats.Programs.Add(1)
+	case Erase:
+		op.Err = c.dev.Erase(op.Addr.BlockAddr())
+		c.Stats.Erases.Add(1)
 	}
-	if op.err != nil {
-		c.stats.errors.Add(1)
+	if op.Err != nil {
+		c.Stats.Errors.Add(1)
 	}
 }

@@ -1,0 +1,24 @@
+// Package channels is the SDF layer's device I/O engine (internal/sdf; SDF
+// 002 section 2.4): one worker goroutine and one bounded queue per flash
+// channel. Every device operation of the layer (read, program, erase: an
+// Op) goes to the Worker of its channel as part of a request; the worker
+// runs each die's operations in order and the dies of the channel in
+// parallel (a zone stripes its pages over the channel's dies, section 2.3),
+// and optionally checks a read data page's OOB identity right after the
+// read (Op.Decode). internal/sdf decides what to read and write; this
+// package only executes it and counts the operations (Stats).
+//
+// # Invariants
+//
+//   - The operations of one request on one die run in the order given,
+//     and requests on a channel never interleave at page granularity.
+//   - At most the queue's depth of requests wait on a channel.
+//   - After Stop, no request reaches the device: every Op fails with
+//     ErrClosed.
+//
+// # Failure model
+//
+// A device error is the Op's Err (and counted in Stats.Errors); the worker
+// never retries or interprets it: internal/sdf verifies, re-reads, retires
+// blocks and declares dies failed.
+package channels
