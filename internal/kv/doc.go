@@ -123,6 +123,13 @@
 //     Failures says what failed); it votes for no one and serves no read
 //     until it holds every committed entry (a barrier entry it proposed has
 //     applied), and catches up from the leader's log or a peer's state.
+//     A replica whose engine fails while it runs (a fatal Pebble error: a
+//     MANIFEST or marker write the device refused) fail-stops: its loops
+//     end, it takes no further part in raft, and its reads and writes
+//     fail as REPLICA_UNAVAILABLE saying why (Replica.Failed); its host
+//     (ReplicaConfig.OnFail, kvserver) closes it, sets its files aside and
+//     opens a fresh replica in its place, retried until the device takes
+//     writes again. The node's other replicas are untouched.
 //  6. Baseline RepairCrash: the first corruption takes the replica down (no
 //     reads), its Pebble is deleted, and it is re-replicated whole.
 //

@@ -51,4 +51,14 @@
 // (Digest.Dirty) rather than guess. An applied record unreadable in both
 // copies is reported (AppliedLost) and the replica takes a peer's state.
 // Errors from Pebble that are not corruption are returned wrapped.
+//
+// A fatal error of Pebble's (Logger.Fatalf: a MANIFEST write or marker
+// move that failed, after which Pebble cannot tell what is on disk) fails
+// the engine instead of the process: the error is recorded (Failed,
+// ErrEngineFailed), the owner told once, and from that instant nothing
+// Pebble does reaches the files (fenceFS: changes are swallowed, so Pebble
+// neither deletes what the durable MANIFEST still lists nor retries a
+// flush without end); the files stay as a crash there would have left
+// them. A failed engine takes no more writes and is never trusted again:
+// its replica fail-stops and is replaced (internal/kv).
 package engine
