@@ -97,7 +97,16 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 		for j := i; j < i+100 && j < cfg.Keys; j++ {
 			ops = append(ops, kvclient.Op{Key: demoKey(j), Value: demoValue(j)})
 		}
-		idx, err := cl.Batch(ctx, ops, nil)
+		// A batch of puts is idempotent: one whose outcome is unknown (on a
+		// loaded machine: "proposal not applied within 5s") is sent again
+		// until the demo's deadline.
+		var idx uint64
+		for {
+			if idx, err = cl.Batch(ctx, ops, nil); err == nil || base.IsInvalidArgument(err) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
 		if err != nil {
 			return rep, err
 		}
