@@ -108,5 +108,11 @@ func decodeRecord(rec []byte) (decoded, error) {
 	if err := proto.Unmarshal(p, m); err != nil {
 		return decoded{}, base.CorruptionErrorf("raftlog: record kind %d: %w", d.kind, err)
 	}
+	if d.kind == recEntry && d.entry.GetIndex() == 0 {
+		// Raft's entries start at index 1: an entry at 0 is damage (an
+		// empty message parses), and replay's index-1 would wrap
+		// (FuzzParseCopies/69c87af7f63465f0: the log grew to 24 GB).
+		return decoded{}, base.CorruptionErrorf("raftlog: entry record with index 0")
+	}
 	return d, nil
 }
