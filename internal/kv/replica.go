@@ -1256,9 +1256,12 @@ func (r *Replica) Compact(ctx context.Context) error {
 	// fails.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Taken under smMu: the goroutine may first run after Compact returned,
+	// when a wipe may be replacing r.sm.
+	failed := r.sm.FailedC()
 	go func() {
 		select {
-		case <-r.sm.FailedC():
+		case <-failed:
 			cancel()
 		case <-ctx.Done():
 		}
