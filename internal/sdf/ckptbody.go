@@ -29,9 +29,11 @@ import (
 // filler pages that stagger copies) written inline in the metadata zones:
 // half a healthy metadata zone, so that a checkpoint leaves the log at least
 // as much room again before the next one.
-func (fs *FS) inlineCheckpointPages() int {
-	return fs.l.Geometry.DiesPerChannel * fs.l.Geometry.PagesPerBlock / 2
-}
+func (fs *FS) inlineCheckpointPages() int { return fs.metaZonePages() / 2 }
+
+// metaZonePages is the pages of a metadata zone (or a zone lent to a body)
+// on every die of its channel.
+func (fs *FS) metaZonePages() int { return fs.l.Geometry.DiesPerChannel * fs.l.Geometry.PagesPerBlock }
 
 // pagesOf is the number of metadata pages a stream of n bytes fills.
 func (fs *FS) pagesOf(n int) int { return (n + fs.payloadPerPage() - 1) / fs.payloadPerPage() }
@@ -47,7 +49,7 @@ func (fs *FS) bodyReserveLocked(streamPages int) int {
 	if streamPages+onflash.MetaCopies <= fs.inlineCheckpointPages()/2 {
 		return 0
 	}
-	perZone := fs.l.Geometry.DiesPerChannel * fs.l.Geometry.PagesPerBlock
+	perZone := fs.metaZonePages()
 	return onflash.MetaCopies * ((2*streamPages + perZone - 1) / perZone)
 }
 
@@ -131,12 +133,9 @@ func (fs *FS) lendZones(pages int, avoid map[int]bool) ([]*zone, error) {
 	got := 0
 	for pass := 0; pass < 2 && got < pages; pass++ {
 		for got < pages {
-			var best *zone
-			for _, z := range fs.zones[onflash.MetaZoneCount:] {
-				if z.meta || z.state != ZoneEmpty || len(z.dies) == 0 || (pass == 0 && avoid[z.channel]) {
-					continue
-				}
-				if best == nil || z.erases < best.erases || (z.erases == best.erases && len(z.dies) > len(best.dies)) {
+			var best *zone // the least worn empty zone of the channels allowed
+			for c := 0; c < fs.l.Geometry.Channels; c++ {
+				if z := fs.emptyZoneOnLocked(c); z != nil && !(pass == 0 && avoid[c]) && (best == nil || z.erases < best.erases) {
 					best = z
 				}
 			}
@@ -149,7 +148,7 @@ func (fs *FS) lendZones(pages int, avoid map[int]bool) ([]*zone, error) {
 			best.meta, best.body, best.state = true, true, ZoneFull
 			best.owners, best.ownersKnown = nil, nil
 			picked = append(picked, best)
-			got += len(best.dies) * fs.l.Geometry.PagesPerBlock
+			got += best.capacity(fs.l) // laid out as a metadata zone now
 		}
 	}
 	if got < pages {

@@ -338,18 +338,11 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 	states := map[int]ZoneState{}
 	sawSuper := false
 	fs.replaying = true
-	for {
-		typ, body, rest, ok := onflash.NextRecord(stream)
-		if !ok {
-			break
-		}
-		stream = rest
-		if typ == onflash.RecSuper {
-			sawSuper = true
-		}
-		if err := fs.applyRecord(typ, body, masks, states); err != nil {
-			return err
-		}
+	if _, err := fs.applyRecords(stream, masks, states, func(typ byte) error {
+		sawSuper = sawSuper || typ == onflash.RecSuper
+		return nil
+	}); err != nil {
+		return err
 	}
 	if !sawSuper {
 		return base.CorruptionErrorf("sdf: metadata epoch %d has no superblock", epoch)
@@ -460,6 +453,25 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 	return nil
 }
 
+// applyRecords applies the records of stream in order, each after check
+// accepts its type, up to the first that does not verify (a torn or damaged
+// record ends a journal stream), and returns the bytes from there.
+func (fs *FS) applyRecords(stream []byte, masks map[int]uint64, states map[int]ZoneState, check func(typ byte) error) ([]byte, error) {
+	for {
+		typ, body, rest, ok := onflash.NextRecord(stream)
+		if !ok {
+			return stream, nil
+		}
+		if err := check(typ); err != nil {
+			return stream, err
+		}
+		if err := fs.applyRecord(typ, body, masks, states); err != nil {
+			return stream, err
+		}
+		stream = rest
+	}
+}
+
 // replayBodyRecords reads the checkpoint body b and applies its records in
 // the place of the record that names it.
 func (fs *FS) replayBodyRecords(b onflash.CheckpointBody, masks map[int]uint64, states map[int]ZoneState) error {
@@ -474,18 +486,14 @@ func (fs *FS) replayBodyRecords(b onflash.CheckpointBody, masks map[int]uint64, 
 		}
 	}
 	fs.replayBody = wb
-	for {
-		typ, rb, rest, ok := onflash.NextRecord(stream)
-		if !ok {
-			break
-		}
-		stream = rest
+	stream, err = fs.applyRecords(stream, masks, states, func(typ byte) error {
 		if typ == onflash.RecSuper || typ == onflash.RecCheckpointBody {
 			return base.CorruptionErrorf("sdf: checkpoint body of epoch %d holds a record of type %d", b.Epoch, typ)
 		}
-		if err := fs.applyRecord(typ, rb, masks, states); err != nil {
-			return err
-		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if len(stream) > 0 {
 		// The body verified as a whole (CRC32C): a record that does

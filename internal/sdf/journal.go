@@ -181,7 +181,7 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		case err == nil:
 			body = b
 			root = append(append(append([]byte(nil), super...), b.rec.Record()...), done...)
-		case inlinePages > fs.l.Geometry.DiesPerChannel*fs.l.Geometry.PagesPerBlock:
+		case inlinePages > fs.metaZonePages():
 			return fmt.Errorf("sdf: checkpoint of %d pages: %w", inlinePages, err)
 		}
 		// No room for a body but the state still fits a metadata zone:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/flash"
 )
 
@@ -23,17 +22,7 @@ func TestSiblingCopiesOnChannelsApart(t *testing.T) {
 		for gen := 1; gen <= 6; gen++ {
 			for i := 0; i < 2; i++ {
 				name := "raft/raftlog-00000" + string(rune('0'+gen)) + "." + string(rune('0'+i))
-				f, err := fs.Create(name+".tmp", vfs.WriteCategoryUnspecified)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := f.Write(data); err != nil {
-					t.Fatal(err)
-				}
-				if err := f.Sync(); err != nil {
-					t.Fatal(err)
-				}
-				f.Close()
+				mustCreate(t, fs, name+".tmp", data)
 				if err := fs.Rename(name+".tmp", name); err != nil {
 					t.Fatal(err)
 				}

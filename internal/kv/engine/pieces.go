@@ -27,27 +27,25 @@ import (
 // is all or nothing, as in ScanAround. An error other than corruption
 // answers nothing.
 func ScanPieces(db pebble.Reader, rg Range, points []AbsentPoint) ([]Range, []*kvpb.KeyValue) {
-	rows, err := ScanAround(db, rg, points)
-	if err == nil {
-		return []Range{rg}, rows
-	}
-	if !base.IsCorruption(err) {
-		return nil, nil
-	}
 	for _, p := range points {
 		if rg.Contains(p.Key) {
-			return nil, nil
+			rows, err := ScanAround(db, rg, points)
+			if err != nil {
+				return nil, nil
+			}
+			return []Range{rg}, rows
 		}
 	}
-	var pieces []Range
+	// No absent point in rg: ScanAround would be this very scan, which
+	// keeps the rows it read before a failure instead of dropping them.
 	pre, _, err := scanPartial(db, rg.Start, rg.End, 0, 0)
 	if err == nil {
-		// Read whole on the second pass (the damage was transient).
 		return []Range{rg}, pre
 	}
 	if !base.IsCorruption(err) {
 		return nil, nil
 	}
+	var pieces []Range
 	from := rg.Start
 	if len(pre) > 0 {
 		from = append(bytes.Clone(pre[len(pre)-1].Key), 0)
