@@ -14,7 +14,7 @@ BIN       := bin/flashmend
 # the concurrent code it drives (node, coord, objstore) is raced on its own.
 # Likewise guardfs's fault sweep (internal/guardfs/sweep: hundreds of Pebble
 # reopens of damaged stores) runs without the detector; guardfs is raced.
-RACE_DIRS  := flash|sdf|sdfvfs|guardfs|node|coord|objstore|kv|raftlog|repair
+RACE_DIRS  := flash|sdf|sdfvfs|guardfs|node|coord|objstore|kv|raftlog|repair|netfault
 NORACE_RE  := /internal/guardfs/sweep$$
 ALL_PKGS   := $(shell $(GO) list ./... 2>/dev/null)
 RACE_PKGS  := $(shell $(GO) list ./... 2>/dev/null | grep -E '/internal/($(RACE_DIRS))(/|$$)' | grep -vE '$(NORACE_RE)')
@@ -116,12 +116,16 @@ experiments:
 # and prints its seed (TORTURE_SEED repeats a run; 0 draws one). About 40
 # minutes on 2 cores with the defaults. The seeded slice of it that runs in
 # `make test`: the fuzz seed corpora (testdata/fuzz), internal/torture's
-# TestKVCordsSlice and internal/experiments' TestSingleFaultSweep.
+# TestKVCordsSlice and internal/experiments' TestSingleFaultSweep. Then the
+# nemesis (internal/torture/nemesis: processes killed, paused and cut off
+# for 3 minutes, porcupine on the KV history), which writes nemesis.md; its
+# slice in `make test` is TestNemesisRound.
 TORTURE_FUZZTIME ?= 45s
 TORTURE_OUT      ?= docs/results
 TORTURE_SEED     ?= 0
 torture: build
 	$(BIN) torture all --seed $(TORTURE_SEED) --fuzztime $(TORTURE_FUZZTIME) --out $(TORTURE_OUT)
+	$(BIN) torture nemesis --seed $(TORTURE_SEED) --out $(TORTURE_OUT)
 
 # Regenerates the gRPC stubs (committed, so building never needs protoc).
 proto:

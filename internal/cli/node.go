@@ -2,12 +2,18 @@ package cli
 
 import (
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"google.golang.org/grpc"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/netfault"
 	"github.com/flashmend/flashmend/internal/node"
 )
 
@@ -19,6 +25,7 @@ func newNodeCmd() *cobra.Command {
 	var withKV bool
 	var reserve float64
 	var metricsF metricsFlag
+	var nemesisControl string
 	cmd := &cobra.Command{
 		Use:   "node --dir DIR --coordinator ADDR",
 		Short: "Run a storage node",
@@ -63,6 +70,14 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 					cfg.KV = &kvOpts
 				}
 			}
+			if nemesisControl != "" {
+				stopGate, err := startNemesisGate(cmd.OutOrStdout(), nemesisControl, &cfg)
+				if err != nil {
+					cancel()
+					return err
+				}
+				defer stopGate()
+			}
 			n, err := node.Start(startCtx, cfg)
 			if err != nil {
 				err = startError(startCtx, err)
@@ -92,7 +107,34 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.BoolVar(&withKV, "kv", true, "host the replicated KV store (replicas of the shards the coordinator places here)")
 	start.register(cmd)
 	metricsF.register(f)
+	f.StringVar(&nemesisControl, "nemesis-control", "", "reliability harness only: serve the node's partition switch (internal/netfault) over HTTP on this address")
+	_ = f.MarkHidden("nemesis-control")
 	return cmd
+}
+
+// startNemesisGate puts a partition switch (internal/netfault) at the
+// node's gRPC boundary and serves its control endpoint on addr; it prints
+// "nemesis control: http://ADDR" for the harness.
+func startNemesisGate(out io.Writer, addr string, cfg *node.Config) (stop func(), err error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--nemesis-control: %w", err)
+	}
+	gate := netfault.New(cfg.NodeID)
+	inner := cfg.ServerOptions
+	cfg.ServerOptions = func(id base.NodeID) []grpc.ServerOption {
+		gate.SetSelf(id)
+		opts := gate.ServerOptions()
+		if inner != nil {
+			opts = append(opts, inner(id)...)
+		}
+		return opts
+	}
+	cfg.PeerDialOptions = gate.DialOptions
+	srv := &http.Server{Handler: gate, ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(lis)
+	fmt.Fprintf(out, "nemesis control: http://%s\n", lis.Addr())
+	return func() { srv.Close() }, nil
 }
 
 // registerRepairReserve adds --repair-reserve (node.Config.RepairReserve).

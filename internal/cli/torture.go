@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/experiments"
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/torture"
+	"github.com/flashmend/flashmend/internal/torture/nemesis"
 )
 
 // newTortureCmd is `flashmend torture`: the reliability harness
@@ -153,6 +154,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		c.Flags().StringVar(&only, "only", "", "run only fuzz targets (package/name) or KV cells (kind/fault) containing this")
 		cmd.AddCommand(c)
 	}
+	cmd.AddCommand(newNemesisCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:    "cell",
 		Short:  "Run one KV cell named by " + torture.CellEnv + " (the harness's child process)",
@@ -166,5 +168,85 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 			return err
 		},
 	})
+	return cmd
+}
+
+// newNemesisCmd is `flashmend torture nemesis`: real processes, a seeded
+// nemesis, porcupine on the KV history (internal/torture/nemesis).
+func newNemesisCmd() *cobra.Command {
+	var (
+		opts   nemesis.Options
+		out    string
+		faults string
+	)
+	cmd := &cobra.Command{
+		Use:   "nemesis",
+		Short: "Kill, pause and partition node processes and inject bit errors while clients record histories; check them (writes nemesis.md)",
+		Long: `nemesis starts a coordinator and --nodes storage nodes, each its own
+process of this binary, runs KV clients (strong gets, puts and
+compare-and-sets on a few registers) and object clients (put, then read
+back) while a seeded nemesis injects one fault at a time: SIGKILL and
+restart, SIGSTOP and SIGCONT, a partition of one node or of two halves
+(cut at every node's gRPC boundary), persistent bit errors on a node's
+reads. At the end it heals everything, checks the KV history for
+linearizability with porcupine, reads every acknowledged object back, and
+writes <out>/nemesis.md. It exits non-zero when a check failed.`,
+		Example: `  flashmend torture nemesis --duration 2m --seed 7 --out /tmp/nemesis
+  flashmend torture nemesis --faults kill,partition-one --nodes 5`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if faults != "" {
+				opts.Faults = strings.Split(faults, ",")
+			}
+			if opts.Seed == 0 {
+				opts.Seed = time.Now().UnixNano()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture nemesis: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
+			dir, err := os.MkdirTemp("", "flashmend-nemesis-")
+			if err != nil {
+				return err
+			}
+			opts.Argv, opts.Dir = []string{exe}, dir
+			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			res, err := nemesis.Run(cmd.Context(), opts)
+			if err != nil {
+				return fmt.Errorf("torture nemesis: %w (processes' logs in %s)", err, dir)
+			}
+			rep, err := report.New("nemesis", "Nemesis: processes killed, paused and cut off, with a linearizability check")
+			if err != nil {
+				return err
+			}
+			rep.Text("%s", res.Markdown())
+			command := fmt.Sprintf("flashmend torture nemesis --seed %d --nodes %d --duration %v --hold %v --kv-clients %d --keys %d --obj-clients %d",
+				opts.Seed, opts.Nodes, opts.Duration, opts.Hold, opts.KVClients, opts.Keys, opts.ObjClients)
+			if faults != "" {
+				command += " --faults " + faults
+			}
+			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture nemesis: wrote %s in %v\n", filepath.Join(out, "nemesis.md"), res.Elapsed.Round(time.Second))
+			if !res.Passed() {
+				return fmt.Errorf("torture nemesis: a check failed (see %s; processes' logs in %s)", filepath.Join(out, "nemesis.md"), dir)
+			}
+			return os.RemoveAll(dir)
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&opts.Seed, "seed", 0, "seed of the fault schedule and the workloads (0: from the clock, printed)")
+	f.StringVar(&out, "out", "docs/results", "directory for nemesis.md")
+	f.IntVar(&opts.Nodes, "nodes", 6, "storage nodes (at least 4; 6 or more also stores EC objects)")
+	f.DurationVar(&opts.Duration, "duration", 3*time.Minute, "how long faults are injected")
+	f.DurationVar(&opts.Hold, "hold", 8*time.Second, "the longest a fault lasts (each lasts half to all of it; the gap between faults too)")
+	f.StringVar(&faults, "faults", "", "fault kinds, comma separated (default all: "+strings.Join(nemesis.AllFaults, ",")+")")
+	f.IntVar(&opts.KVClients, "kv-clients", 4, "concurrent KV clients")
+	f.IntVar(&opts.Keys, "keys", 6, "KV registers the clients share")
+	f.IntVar(&opts.ObjClients, "obj-clients", 2, "concurrent object clients")
+	f.IntVar(&opts.ObjSize, "obj-size", 256<<10, "largest object in bytes")
+	f.DurationVar(&opts.CheckTimeout, "check-timeout", 2*time.Minute, "bound of the linearizability check")
 	return cmd
 }

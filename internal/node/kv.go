@@ -104,7 +104,7 @@ func (n *Node) kvLoop(ctx context.Context) {
 		return
 	}
 	kn, err := kvserver.NewNode(kvserver.Config{
-		ID: n.id, Layout: layout, Resolve: n.resolvePeer,
+		ID: n.id, Layout: layout, Resolve: n.resolvePeer, DialOptions: n.cfg.PeerDialOptions,
 		FS: kvFS, Dir: kvDir, Options: *n.cfg.KV,
 		OnFailure: func(f kvserver.ReplicaFailure) {
 			n.cfg.Logf("node %s: kv: replica of %v", n.id, f)

@@ -55,6 +55,10 @@ type Config struct {
 	// ServerOptions, when set, adds options to the node's gRPC server once
 	// its ID is known (the metrics interceptors, internal/metrics).
 	ServerOptions func(id base.NodeID) []grpc.ServerOption
+	// PeerDialOptions, when set, adds options to the node's connections to
+	// its peers (the KV store's raft traffic): the reliability harness's
+	// partition switch (internal/netfault) is one.
+	PeerDialOptions func(peer base.NodeID) []grpc.DialOption
 	// KV, when set, makes the node host the KV store (internal/kv/kvserver)
 	// on the same server and port: its replicas of the shards the
 	// coordinator placed on it, in Dir/kv, opened once the coordinator has

@@ -23,6 +23,8 @@
 //     single-fault sweep (zero, junk, flip).
 //   - faultfs: the fault-injecting vfs.FS the KV cells run on (read and
 //     write errors at run time).
+//   - nemesis (its own package): processes killed, paused and cut off
+//     while clients record histories, with porcupine's check.
 //
 // # Invariants
 //

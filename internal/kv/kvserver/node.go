@@ -33,6 +33,9 @@ type Config struct {
 	// restart).
 	Addrs   map[base.NodeID]string
 	Resolve func(ctx context.Context, id base.NodeID) (string, error)
+	// DialOptions, when set, adds options to the connection to a peer
+	// (the reliability harness's partition switch, internal/netfault).
+	DialOptions func(peer base.NodeID) []grpc.DialOption
 	// FS and Dir hold the node's replicas: Dir/shard-N/{raft,pebble}. Any
 	// vfs.FS works (vfs.Default, vfs.NewMem(), later sdfvfs).
 	FS  vfs.FS
@@ -429,7 +432,11 @@ func (n *Node) conn(to base.NodeID) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if n.cfg.DialOptions != nil {
+		opts = append(opts, n.cfg.DialOptions(to)...)
+	}
+	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,718 @@
+package nemesis
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/client"
+	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/kv/kvclient"
+)
+
+// Fault kinds the nemesis injects.
+const (
+	FaultKill          = "kill"           // SIGKILL a node, restart it from its directory
+	FaultPause         = "pause"          // SIGSTOP a node, SIGCONT it
+	FaultPartitionOne  = "partition-one"  // cut one node off from every other node
+	FaultPartitionHalf = "partition-half" // cut the nodes into two groups
+	FaultUBER          = "uber"           // persistent bit errors on a node's chunk reads
+)
+
+// AllFaults lists every fault kind, in report order.
+var AllFaults = []string{FaultKill, FaultPause, FaultPartitionOne, FaultPartitionHalf, FaultUBER}
+
+// Options configures one nemesis run.
+type Options struct {
+	// Argv runs the flashmend binary (argv[0] and any leading arguments);
+	// the harness appends "coordinator ..." and "node ...".
+	Argv []string
+	// Dir holds the cluster's directories and every process's log.
+	Dir  string
+	Seed int64
+	// Nodes is the number of storage nodes (at least 4; 6 or more also
+	// stores EC objects).
+	Nodes int
+	// Duration is how long faults are injected, after a warm-up of the
+	// workload and before the final check.
+	Duration time.Duration
+	// Hold is the longest a fault lasts (each lasts Hold/2 to Hold), and
+	// the pause between faults is Hold/2 to Hold.
+	Hold time.Duration
+	// Faults are the kinds injected (default AllFaults).
+	Faults []string
+	// KVClients and Keys: concurrent KV clients doing strong gets, puts and
+	// compare-and-sets on Keys registers.
+	KVClients, Keys int
+	// ObjClients put new objects and read each one back (ObjSize bytes at
+	// most).
+	ObjClients, ObjSize int
+	// CheckTimeout bounds the linearizability check.
+	CheckTimeout time.Duration
+	// Logf narrates the run (nil: quiet).
+	Logf func(format string, args ...any)
+}
+
+func (o *Options) validate() error {
+	if len(o.Argv) == 0 || o.Dir == "" {
+		return base.InvalidArgumentf("nemesis: Argv and Dir are required")
+	}
+	if o.Nodes == 0 {
+		o.Nodes = 6
+	}
+	if o.Faults == nil {
+		o.Faults = AllFaults
+	}
+	for _, f := range o.Faults {
+		if !contains(AllFaults, f) {
+			return base.InvalidArgumentf("nemesis: unknown fault %q (known: %s)", f, strings.Join(AllFaults, ", "))
+		}
+	}
+	if o.KVClients == 0 {
+		o.KVClients = 4
+	}
+	if o.Keys == 0 {
+		o.Keys = 6
+	}
+	if o.ObjSize == 0 {
+		o.ObjSize = 256 << 10
+	}
+	if o.CheckTimeout == 0 {
+		o.CheckTimeout = 2 * time.Minute
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	if o.Nodes < 4 || o.Duration <= 0 || o.Hold <= 0 || o.KVClients < 0 || o.Keys < 1 || o.ObjClients < 0 || o.ObjSize < 1 || len(o.Faults) == 0 {
+		return base.InvalidArgumentf("nemesis: need at least 4 nodes, a positive duration and hold, at least one key and one fault kind (got %d nodes, %v, %v, %d keys, %d faults)",
+			o.Nodes, o.Duration, o.Hold, o.Keys, len(o.Faults))
+	}
+	return nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Injected is one fault as it happened.
+type Injected struct {
+	Kind    string
+	Nodes   []base.NodeID // the victims (partition-half: the smaller side)
+	At, For time.Duration // since the start of the run
+	// Cuts counts the calls and stream messages a partition failed (the
+	// nodes' partition switches, read before the heal): a partition that
+	// cut nothing would test nothing.
+	Cuts uint64
+	Err  string // the fault could not be injected or healed
+}
+
+// Result is what a run recorded and what the checks found.
+type Result struct {
+	Seed                    int64
+	Nodes                   int
+	Duration, Hold, Elapsed time.Duration
+	Faults                  []Injected
+
+	// KV history: operations by outcome, and porcupine's verdict ("Ok",
+	// "Illegal" or "Unknown" when the check timed out).
+	KVOps, KVOK, KVFailed, KVUnknown int
+	Linearizable                     string
+	// Visualization is porcupine's HTML of an illegal history, if any.
+	Visualization string
+	// KVRecovery is how long after the last heal every key answered a
+	// strong read again; KVLongestStall the longest time during the run
+	// in which no KV operation completed (what a client saw of the
+	// faults).
+	KVRecovery, KVLongestStall time.Duration
+
+	// Objects: puts acknowledged, puts failed (unknown outcome), reads
+	// right after an acknowledged put that failed (unavailable) or
+	// returned other bytes (wrong), and at the end: acknowledged objects
+	// read back intact, lost (absent or unreadable) or wrong.
+	ObjPuts, ObjPutFailed, ObjReadUnavailable, ObjReadWrong int
+	ObjFinalOK, ObjFinalLost, ObjFinalWrong                 int
+	// Errors the harness met that are not verdicts on the system (a
+	// restart that failed, ...).
+	Errors []string
+}
+
+// Passed says whether the run found nothing wrong.
+func (r *Result) Passed() bool {
+	return r.Linearizable == string(porcupine.Ok) && r.ObjReadWrong == 0 && r.ObjFinalLost == 0 &&
+		r.ObjFinalWrong == 0 && len(r.Errors) == 0
+}
+
+type nodeProc struct {
+	id      base.NodeID
+	dir     string
+	addr    string // gRPC, kept across restarts
+	control string // the partition switch's URL, new each start
+	p       *proc
+	paused  bool
+}
+
+type harness struct {
+	opts  Options
+	start time.Time
+	coord *proc
+	ep    string
+	nodes []*nodeProc
+	cl    *client.Client
+	kv    *kvclient.Client
+	http  *http.Client
+
+	mu      sync.Mutex
+	res     Result
+	history []porcupine.Operation
+}
+
+// Run starts a coordinator and opts.Nodes storage nodes as separate
+// processes, runs the KV and object workloads while the nemesis injects
+// faults, heals everything, checks the histories and returns what it
+// found. An error means the harness itself could not run (the cluster did
+// not start); what the checks found is in the Result.
+func Run(ctx context.Context, opts Options) (*Result, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	h := &harness{opts: opts, start: time.Now(), http: &http.Client{Timeout: 10 * time.Second}}
+	h.res = Result{Seed: opts.Seed, Nodes: opts.Nodes, Duration: opts.Duration, Hold: opts.Hold}
+	defer h.shutdown()
+	if err := h.startCluster(ctx); err != nil {
+		return nil, err
+	}
+	rng := rand.New(rand.NewSource(opts.Seed))
+	wctx, stopWork := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for i := 0; i < opts.KVClients; i++ {
+		wg.Add(1)
+		go func(i int, seed int64) { defer wg.Done(); h.kvWorker(wctx, i, rand.New(rand.NewSource(seed))) }(i, rng.Int63())
+	}
+	acked := newAckedSet()
+	for i := 0; i < opts.ObjClients; i++ {
+		wg.Add(1)
+		go func(i int, seed int64) {
+			defer wg.Done()
+			h.objWorker(wctx, i, rand.New(rand.NewSource(seed)), acked)
+		}(i, rng.Int63())
+	}
+	h.nemesis(ctx, rng)
+	stopWork()
+	wg.Wait()
+	if err := h.heal(ctx); err != nil {
+		h.errorf("the final heal: %v", err)
+	}
+	h.finalChecks(ctx, acked)
+	h.res.Elapsed = time.Since(h.start)
+	return &h.res, ctx.Err()
+}
+
+func (h *harness) logf(format string, args ...any) {
+	h.opts.Logf("nemesis %6.1fs: "+format, append([]any{time.Since(h.start).Seconds()}, args...)...)
+}
+
+func (h *harness) errorf(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	h.logf("error: %s", msg)
+	h.mu.Lock()
+	h.res.Errors = append(h.res.Errors, msg)
+	h.mu.Unlock()
+}
+
+var (
+	coordLine   = regexp.MustCompile(`serving on (\S+)`)
+	nodeLine    = regexp.MustCompile(`^node \S+ serving on (\S+)`)
+	controlLine = regexp.MustCompile(`^nemesis control: (http://\S+)`)
+)
+
+func (h *harness) startCluster(ctx context.Context) error {
+	dir := h.opts.Dir
+	p, err := startProc("coordinator", h.opts.Argv, filepath.Join(dir, "coordinator.log"),
+		"coordinator", "--dir", filepath.Join(dir, "coordinator"), "--listen", "127.0.0.1:0", "--metrics", "off", "--no-scrub")
+	if err != nil {
+		return err
+	}
+	h.coord = p
+	m, err := p.await(ctx, coordLine, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	h.ep = m[1]
+	for i := 1; i <= h.opts.Nodes; i++ {
+		n := &nodeProc{id: base.NodeID(i), dir: filepath.Join(dir, fmt.Sprintf("node-%d", i)), addr: "127.0.0.1:0"}
+		h.nodes = append(h.nodes, n)
+		if err := h.startNode(ctx, n); err != nil {
+			return err
+		}
+	}
+	h.cl, err = client.Dial(ctx, h.ep, client.Options{})
+	if err != nil {
+		return err
+	}
+	// Every node must be a live member before the KV layout is cut, or it
+	// places the shards on fewer nodes.
+	if err := waitUntil(ctx, 2*time.Minute, func() bool {
+		ns, err := h.cl.Nodes(ctx)
+		live := 0
+		for _, n := range ns {
+			if n.Live {
+				live++
+			}
+		}
+		return err == nil && live == h.opts.Nodes
+	}); err != nil {
+		return fmt.Errorf("nemesis: the %d nodes did not all join: %w", h.opts.Nodes, err)
+	}
+	// One shard per register, so that the shards' replicas (three each)
+	// spread over every node and every partition cuts raft traffic.
+	var splits []string
+	for k := 1; k < h.opts.Keys; k++ {
+		splits = append(splits, kvKey(k))
+	}
+	if _, _, err := h.cl.KVLayout(ctx, true, splits); err != nil {
+		return fmt.Errorf("nemesis: kv layout: %w", err)
+	}
+	h.kv, err = h.cl.KVClient(ctx, kvclient.Options{RetryTimeout: 5 * time.Second, Seed: h.opts.Seed})
+	if err != nil {
+		return err
+	}
+	// The KV store answers once every shard has elected a leader.
+	if err := waitUntil(ctx, 2*time.Minute, func() bool { return h.kvAnswers(ctx) }); err != nil {
+		return fmt.Errorf("nemesis: the KV store never answered: %w", err)
+	}
+	h.logf("cluster up: coordinator %s, %d nodes", h.ep, len(h.nodes))
+	return nil
+}
+
+// startNode starts (or restarts) a node on its directory and address.
+func (h *harness) startNode(ctx context.Context, n *nodeProc) error {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		p, err := startProc(fmt.Sprintf("node %d", n.id), h.opts.Argv, n.dir+".log",
+			"node", "--dir", n.dir, "--coordinator", h.ep, "--id", strconv.Itoa(int(n.id)), "--listen", n.addr,
+			"--metrics", "off", "--repair-reserve", "0", "--nemesis-control", "127.0.0.1:0")
+		if err != nil {
+			return err
+		}
+		c, err := p.await(ctx, controlLine, time.Minute)
+		if err == nil {
+			var m []string
+			if m, err = p.await(ctx, nodeLine, 2*time.Minute); err == nil {
+				n.p, n.addr, n.control, n.paused = p, m[1], c[1], false
+				return nil
+			}
+		}
+		// Its address may have been taken meanwhile by another process.
+		lastErr = err
+		p.kill()
+		time.Sleep(time.Second)
+	}
+	return fmt.Errorf("nemesis: node %d did not start: %w", n.id, lastErr)
+}
+
+func (h *harness) kvAnswers(ctx context.Context) bool {
+	for k := 0; k < h.opts.Keys; k++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, _, err := h.kv.Get(cctx, []byte(kvKey(k)), kvclient.Strong())
+		cancel()
+		if err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func kvKey(k int) string { return fmt.Sprintf("nemesis/register-%03d", k) }
+
+func waitUntil(ctx context.Context, within time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %v", within)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return nil
+}
+
+func (h *harness) now() int64 { return int64(time.Since(h.start)) }
+
+func (h *harness) record(client int, in kvInput, out kvOutput, call, ret int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.history = append(h.history, porcupine.Operation{ClientId: client, Input: in, Output: out, Call: call, Return: ret})
+	h.res.KVOps++
+	if out.unknown {
+		h.res.KVUnknown++
+	} else {
+		h.res.KVOK++
+	}
+}
+
+func (h *harness) kvFailed() {
+	h.mu.Lock()
+	h.res.KVFailed++
+	h.mu.Unlock()
+}
+
+// kvWorker does strong gets, puts and compare-and-sets on the registers
+// until ctx ends. A get that fails had no effect and is left out; a put or
+// cas that fails may have applied, so it is recorded as unknown.
+func (h *harness) kvWorker(ctx context.Context, id int, rng *rand.Rand) {
+	for seq := 0; ctx.Err() == nil; seq++ {
+		key := kvKey(rng.Intn(h.opts.Keys))
+		value := fmt.Sprintf("c%d-%d", id, seq)
+		cctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		call := h.now()
+		switch r := rng.Intn(10); {
+		case r < 4:
+			v, _, err := h.kv.Get(cctx, []byte(key), kvclient.Strong())
+			if err != nil {
+				h.kvFailed()
+				break
+			}
+			h.record(id, kvInput{op: "get", key: key}, kvOutput{value: string(v)}, call, h.now())
+		case r < 8:
+			_, err := h.kv.Put(cctx, []byte(key), []byte(value))
+			if err != nil {
+				h.record(id, kvInput{op: "put", key: key, value: value}, kvOutput{unknown: true}, call, math.MaxInt64)
+				break
+			}
+			h.record(id, kvInput{op: "put", key: key, value: value}, kvOutput{}, call, h.now())
+		default:
+			// Compare against a value this client may have seen: its own
+			// last write or a neighbour's, so that some swaps succeed.
+			old := fmt.Sprintf("c%d-%d", rng.Intn(h.opts.KVClients), seq-1-rng.Intn(2))
+			ok, err := h.kv.CompareAndSet(cctx, []byte(key), []byte(old), []byte(value))
+			if err != nil {
+				h.record(id, kvInput{op: "cas", key: key, old: old, value: value}, kvOutput{unknown: true}, call, math.MaxInt64)
+				break
+			}
+			h.record(id, kvInput{op: "cas", key: key, old: old, value: value}, kvOutput{ok: ok}, call, h.now())
+		}
+		cancel()
+		if ctx.Err() == nil && errors.Is(cctx.Err(), context.DeadlineExceeded) {
+			h.logf("kv client %d: an operation took its whole 8s", id)
+		}
+	}
+}
+
+// ackedSet holds the objects whose put was acknowledged, with the digest
+// of their bytes.
+type ackedSet struct {
+	mu   sync.Mutex
+	objs map[string][32]byte
+}
+
+func newAckedSet() *ackedSet { return &ackedSet{objs: map[string][32]byte{}} }
+
+// objWorker puts new objects (REP, and EC on 6 nodes or more) and reads
+// each one back right after its acknowledgement (read-your-writes).
+func (h *harness) objWorker(ctx context.Context, id int, rng *rand.Rand, acked *ackedSet) {
+	for seq := 0; ctx.Err() == nil; seq++ {
+		key := fmt.Sprintf("nemesis/obj-%d-%d", id, seq)
+		data := make([]byte, 1+rng.Intn(h.opts.ObjSize))
+		rng.Read(data)
+		red := objectpb.Redundancy_REP
+		if h.opts.Nodes >= 6 && seq%2 == 1 {
+			red = objectpb.Redundancy_EC
+		}
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := h.cl.Put(cctx, key, data, red)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				h.mu.Lock()
+				h.res.ObjPutFailed++
+				h.mu.Unlock()
+			}
+			continue
+		}
+		sum := sha256.Sum256(data)
+		acked.mu.Lock()
+		acked.objs[key] = sum
+		acked.mu.Unlock()
+		cctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		got, err := h.cl.Get(cctx, key)
+		cancel()
+		h.mu.Lock()
+		switch {
+		case err != nil && ctx.Err() == nil:
+			h.res.ObjReadUnavailable++
+		case err == nil && !bytes.Equal(got, data):
+			h.res.ObjReadWrong++
+			h.res.Errors = append(h.res.Errors, fmt.Sprintf("object %s read back right after its put: %d bytes, not the %d put", key, len(got), len(data)))
+		}
+		h.res.ObjPuts++
+		h.mu.Unlock()
+	}
+}
+
+// nemesis injects one fault at a time until the run's duration is over.
+func (h *harness) nemesis(ctx context.Context, rng *rand.Rand) {
+	pause := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	span := func() time.Duration { return h.opts.Hold/2 + time.Duration(rng.Int63n(int64(h.opts.Hold/2)+1)) }
+	pause(span()) // warm-up: the workload runs fault-free first
+	end := time.Now().Add(h.opts.Duration)
+	for ctx.Err() == nil && time.Now().Before(end) {
+		kind := h.opts.Faults[rng.Intn(len(h.opts.Faults))]
+		perm := rng.Perm(len(h.nodes))
+		hold := span()
+		inj := Injected{Kind: kind, At: time.Since(h.start), For: hold}
+		var undo func() error
+		var err error
+		switch kind {
+		case FaultKill:
+			n := h.nodes[perm[0]]
+			inj.Nodes = []base.NodeID{n.id}
+			n.p.kill()
+			undo = func() error { return h.startNode(ctx, n) }
+		case FaultPause:
+			n := h.nodes[perm[0]]
+			inj.Nodes = []base.NodeID{n.id}
+			err = n.p.signal(syscall.SIGSTOP)
+			n.paused = err == nil
+			undo = func() error { n.paused = false; return n.p.signal(syscall.SIGCONT) }
+		case FaultPartitionOne, FaultPartitionHalf:
+			size := 1
+			if kind == FaultPartitionHalf {
+				size = len(h.nodes) / 2
+			}
+			var side []*nodeProc
+			for _, i := range perm[:size] {
+				side = append(side, h.nodes[i])
+				inj.Nodes = append(inj.Nodes, h.nodes[i].id)
+			}
+			err = h.partition(ctx, side)
+			undo = func() error {
+				inj.Cuts = h.cuts(ctx)
+				return h.heal(ctx)
+			}
+		case FaultUBER:
+			n := h.nodes[perm[0]]
+			inj.Nodes = []base.NodeID{n.id}
+			err = h.cl.InjectUBER(ctx, uint64(n.id), 1e-6, true)
+			undo = func() error { return h.cl.InjectUBER(ctx, uint64(n.id), 0, true) }
+		}
+		sort.Slice(inj.Nodes, func(i, j int) bool { return inj.Nodes[i] < inj.Nodes[j] })
+		h.logf("%s on %v for %v", kind, inj.Nodes, hold.Round(time.Millisecond))
+		if err == nil {
+			pause(hold)
+			err = undo()
+		}
+		if err != nil {
+			inj.Err = err.Error()
+			h.errorf("%s on %v: %v", kind, inj.Nodes, err)
+		}
+		h.mu.Lock()
+		h.res.Faults = append(h.res.Faults, inj)
+		h.mu.Unlock()
+		pause(span())
+	}
+}
+
+// partition cuts side off from the other nodes, on both ends of every
+// link.
+func (h *harness) partition(ctx context.Context, side []*nodeProc) error {
+	in := map[base.NodeID]bool{}
+	for _, n := range side {
+		in[n.id] = true
+	}
+	for _, n := range h.nodes {
+		var peers []string
+		for _, o := range h.nodes {
+			if in[o.id] != in[n.id] {
+				peers = append(peers, strconv.Itoa(int(o.id)))
+			}
+		}
+		if err := h.control(ctx, n, "/block?peers="+strings.Join(peers, ",")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heal ends every partition, resumes paused nodes and restarts dead ones.
+func (h *harness) heal(ctx context.Context) error {
+	var errs []error
+	for _, n := range h.nodes {
+		select {
+		case <-n.p.done:
+			if err := h.startNode(ctx, n); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		default:
+		}
+		if n.paused {
+			n.paused = false
+			if err := n.p.signal(syscall.SIGCONT); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if err := h.control(ctx, n, "/heal"); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// cuts sums what the nodes' partition switches have failed so far.
+func (h *harness) cuts(ctx context.Context) uint64 {
+	var total uint64
+	for _, n := range h.nodes {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.control+"/", nil)
+		if err != nil {
+			continue
+		}
+		resp, err := h.http.Do(req)
+		if err != nil {
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if i := strings.LastIndex(string(body), "cuts "); i >= 0 {
+			c, _ := strconv.ParseUint(strings.TrimSpace(string(body[i+5:])), 10, 64)
+			total += c
+		}
+	}
+	return total
+}
+
+func (h *harness) control(ctx context.Context, n *nodeProc, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, n.control+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := h.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("node %d's partition switch: %w", n.id, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("node %d's partition switch: %s: %s", n.id, resp.Status, strings.TrimSpace(string(body)))
+	}
+	return nil
+}
+
+// finalChecks waits for the healed cluster to answer, reads every
+// register once more (into the history) and every acknowledged object, and
+// checks the KV history.
+func (h *harness) finalChecks(ctx context.Context, acked *ackedSet) {
+	healed := time.Now()
+	if err := waitUntil(ctx, 3*time.Minute, func() bool { return h.kvAnswers(ctx) }); err != nil {
+		h.errorf("the KV store did not answer every key within 3 minutes of the last heal: %v", err)
+	}
+	h.res.KVRecovery = time.Since(healed)
+	for k := 0; k < h.opts.Keys; k++ {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		call := h.now()
+		v, _, err := h.kv.Get(cctx, []byte(kvKey(k)), kvclient.Strong())
+		cancel()
+		if err == nil {
+			h.record(-1, kvInput{op: "get", key: kvKey(k)}, kvOutput{value: string(v)}, call, h.now())
+		}
+	}
+	acked.mu.Lock()
+	keys := make([]string, 0, len(acked.objs))
+	for k := range acked.objs {
+		keys = append(keys, k)
+	}
+	acked.mu.Unlock()
+	sort.Strings(keys)
+	for _, key := range keys {
+		var got []byte
+		var err error
+		for attempt := 0; attempt < 3; attempt++ { // availability back after at most a few retries
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			got, err = h.cl.Get(cctx, key)
+			cancel()
+			if err == nil {
+				break
+			}
+		}
+		switch {
+		case err != nil:
+			h.res.ObjFinalLost++
+			h.errorf("acknowledged object %s: %v", key, err)
+		case sha256.Sum256(got) != acked.objs[key]:
+			h.res.ObjFinalWrong++
+			h.errorf("acknowledged object %s: other bytes read back", key)
+		default:
+			h.res.ObjFinalOK++
+		}
+	}
+	var done []int64
+	for _, op := range h.history {
+		if !op.Output.(kvOutput).unknown {
+			done = append(done, op.Return)
+		}
+	}
+	sort.Slice(done, func(i, j int) bool { return done[i] < done[j] })
+	for i := 1; i < len(done); i++ {
+		if gap := time.Duration(done[i] - done[i-1]); gap > h.res.KVLongestStall {
+			h.res.KVLongestStall = gap
+		}
+	}
+	res, info := porcupine.CheckOperationsVerbose(registerModel, h.history, h.opts.CheckTimeout)
+	h.res.Linearizable = string(res)
+	if res == porcupine.Illegal {
+		path := filepath.Join(h.opts.Dir, "nemesis-history.html")
+		if err := porcupine.VisualizePath(registerModel, info, path); err == nil {
+			h.res.Visualization = path
+		}
+	}
+	h.logf("checked %d KV operations: %s; %d objects read back", len(h.history), res, len(keys))
+}
+
+func (h *harness) shutdown() {
+	if h.kv != nil {
+		h.kv.Close()
+	}
+	if h.cl != nil {
+		h.cl.Close()
+	}
+	var wg sync.WaitGroup
+	for _, n := range h.nodes {
+		if n.p != nil {
+			wg.Add(1)
+			go func(p *proc) { defer wg.Done(); p.stop(20 * time.Second) }(n.p)
+		}
+	}
+	wg.Wait()
+	if h.coord != nil {
+		h.coord.stop(20 * time.Second)
+	}
+}
