@@ -132,7 +132,7 @@ func startNemesisGate(out io.Writer, addr string, cfg *node.Config) (stop func()
 	}
 	cfg.PeerDialOptions = gate.DialOptions
 	srv := &http.Server{Handler: gate, ReadHeaderTimeout: 10 * time.Second}
-	go srv.Serve(lis)
+	go func() { _ = srv.Serve(lis) }() // ends when stop closes it
 	fmt.Fprintf(out, "nemesis control: http://%s\n", lis.Addr())
 	return func() { srv.Close() }, nil
 }
