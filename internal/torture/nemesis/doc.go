@@ -4,7 +4,8 @@
 // seeded nemesis kills nodes (SIGKILL, then a restart from what was on
 // disk), pauses them (SIGSTOP/SIGCONT), cuts them off from each other
 // (internal/netfault at every node's gRPC boundary: one node, or two
-// halves, both ways) and turns on persistent bit errors on a node's reads.
+// halves, both ways), turns on persistent bit errors on a node's reads, and
+// kills the coordinator (with its embedded etcd) and restarts it.
 //
 // What it owns: the processes of one run, the workloads, the fault
 // schedule, and the checks:
@@ -27,6 +28,7 @@
 // (the cluster did not start); a fault that could not be injected or
 // healed, and every check that failed, are in the Result.
 //
-// Not yet: filling a device, faults on the coordinator and its etcd,
-// partitions between clients and nodes, several faults at once.
+// Not yet: filling a device, pausing or partitioning the coordinator,
+// partitions between clients and nodes, several faults at once, nodes on
+// emulated flash.
 package nemesis

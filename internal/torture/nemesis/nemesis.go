@@ -34,10 +34,11 @@ const (
 	FaultPartitionOne  = "partition-one"  // cut one node off from every other node
 	FaultPartitionHalf = "partition-half" // cut the nodes into two groups
 	FaultUBER          = "uber"           // persistent bit errors on a node's chunk reads
+	FaultKillCoord     = "kill-coordinator"
 )
 
 // AllFaults lists every fault kind, in report order.
-var AllFaults = []string{FaultKill, FaultPause, FaultPartitionOne, FaultPartitionHalf, FaultUBER}
+var AllFaults = []string{FaultKill, FaultPause, FaultPartitionOne, FaultPartitionHalf, FaultUBER, FaultKillCoord}
 
 // Options configures one nemesis run.
 type Options struct {
@@ -126,6 +127,13 @@ type Injected struct {
 	// cut nothing would test nothing.
 	Cuts uint64
 	Err  string // the fault could not be injected or healed
+}
+
+func (f *Injected) who() string {
+	if len(f.Nodes) == 0 {
+		return "the coordinator"
+	}
+	return fmt.Sprint(f.Nodes)
 }
 
 // Result is what a run recorded and what the checks found.
@@ -249,17 +257,9 @@ var (
 
 func (h *harness) startCluster(ctx context.Context) error {
 	dir := h.opts.Dir
-	p, err := startProc("coordinator", h.opts.Argv, filepath.Join(dir, "coordinator.log"),
-		"coordinator", "--dir", filepath.Join(dir, "coordinator"), "--listen", "127.0.0.1:0", "--metrics", "off", "--no-scrub")
-	if err != nil {
+	if err := h.startCoordinator(ctx); err != nil {
 		return err
 	}
-	h.coord = p
-	m, err := p.await(ctx, coordLine, 2*time.Minute)
-	if err != nil {
-		return err
-	}
-	h.ep = m[1]
 	for i := 1; i <= h.opts.Nodes; i++ {
 		n := &nodeProc{id: base.NodeID(i), dir: filepath.Join(dir, fmt.Sprintf("node-%d", i)), addr: "127.0.0.1:0"}
 		h.nodes = append(h.nodes, n)
@@ -267,6 +267,7 @@ func (h *harness) startCluster(ctx context.Context) error {
 			return err
 		}
 	}
+	var err error
 	h.cl, err = client.Dial(ctx, h.ep, client.Options{})
 	if err != nil {
 		return err
@@ -303,6 +304,26 @@ func (h *harness) startCluster(ctx context.Context) error {
 		return fmt.Errorf("nemesis: the KV store never answered: %w", err)
 	}
 	h.logf("cluster up: coordinator %s, %d nodes", h.ep, len(h.nodes))
+	return nil
+}
+
+// startCoordinator starts (or restarts) the coordinator on its directory:
+// it keeps the port it chose the first time (and its embedded etcd's data).
+func (h *harness) startCoordinator(ctx context.Context) error {
+	p, err := startProc("coordinator", h.opts.Argv, filepath.Join(h.opts.Dir, "coordinator.log"),
+		"coordinator", "--dir", filepath.Join(h.opts.Dir, "coordinator"), "--metrics", "off")
+	if err != nil {
+		return err
+	}
+	h.coord = p
+	m, err := p.await(ctx, coordLine, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	if h.ep != "" && m[1] != h.ep {
+		return fmt.Errorf("nemesis: the coordinator came back on %s, not %s", m[1], h.ep)
+	}
+	h.ep = m[1]
 	return nil
 }
 
@@ -452,6 +473,12 @@ func (h *harness) objWorker(ctx context.Context, id int, rng *rand.Rand, acked *
 				h.res.ObjPutFailed++
 				h.mu.Unlock()
 			}
+			// A put refused at once (the coordinator is down) is not
+			// retried in a tight loop.
+			select {
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
 			continue
 		}
 		sum := sha256.Sum256(data)
@@ -519,6 +546,9 @@ func (h *harness) nemesis(ctx context.Context, rng *rand.Rand) {
 				inj.Cuts = h.cuts(ctx)
 				return h.heal(ctx)
 			}
+		case FaultKillCoord:
+			h.coord.kill()
+			undo = func() error { return h.startCoordinator(ctx) }
 		case FaultUBER:
 			n := h.nodes[perm[0]]
 			inj.Nodes = []base.NodeID{n.id}
@@ -526,14 +556,14 @@ func (h *harness) nemesis(ctx context.Context, rng *rand.Rand) {
 			undo = func() error { return h.cl.InjectUBER(ctx, uint64(n.id), 0, true) }
 		}
 		sort.Slice(inj.Nodes, func(i, j int) bool { return inj.Nodes[i] < inj.Nodes[j] })
-		h.logf("%s on %v for %v", kind, inj.Nodes, hold.Round(time.Millisecond))
+		h.logf("%s on %s for %v", kind, inj.who(), hold.Round(time.Millisecond))
 		if err == nil {
 			pause(hold)
 			err = undo()
 		}
 		if err != nil {
 			inj.Err = err.Error()
-			h.errorf("%s on %v: %v", kind, inj.Nodes, err)
+			h.errorf("%s on %s: %v", kind, inj.who(), err)
 		}
 		h.mu.Lock()
 		h.res.Faults = append(h.res.Faults, inj)
@@ -566,6 +596,13 @@ func (h *harness) partition(ctx context.Context, side []*nodeProc) error {
 // heal ends every partition, resumes paused nodes and restarts dead ones.
 func (h *harness) heal(ctx context.Context) error {
 	var errs []error
+	select {
+	case <-h.coord.done:
+		if err := h.startCoordinator(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	default:
+	}
 	for _, n := range h.nodes {
 		select {
 		case <-n.p.done:

@@ -71,7 +71,7 @@ func (r *Result) Markdown() string {
 		if f.Kind == FaultPartitionOne || f.Kind == FaultPartitionHalf {
 			cuts = fmt.Sprint(f.Cuts)
 		}
-		fmt.Fprintf(&b, "| %.1fs | %s | %v | %v | %s | %s |\n", f.At.Seconds(), f.Kind, f.Nodes, f.For.Round(time.Millisecond), cuts, f.Err)
+		fmt.Fprintf(&b, "| %.1fs | %s | %s | %v | %s | %s |\n", f.At.Seconds(), f.Kind, f.who(), f.For.Round(time.Millisecond), cuts, f.Err)
 	}
 	b.WriteString("\n</details>\n")
 	return b.String()
@@ -83,4 +83,5 @@ var faultHow = map[string]string{
 	FaultPartitionOne:  "cut one node off from every other node, both ways (netfault at the gRPC boundary)",
 	FaultPartitionHalf: "cut the nodes into two halves, both ways",
 	FaultUBER:          "persistent bit errors (UBER 1e-6) on the node's chunk reads; back to 0",
+	FaultKillCoord:     "SIGKILL the coordinator (and its embedded etcd); restart it on its directory",
 }
