@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
 // A checkpoint body holds a checkpoint's records when they are too many for
@@ -17,8 +18,8 @@ import (
 // small files (the object store keeps a file per chunk) would otherwise stop
 // taking files once its table filled one metadata zone, long before its data
 // zones were full. The body is written, MetaCopies times on different
-// channels, to empty data zones lent to the journal (zone.body, which also
-// sets zone.meta so that allocation, GC, reclaim and Identify leave them
+// channels, to empty data zones lent to the journal (zones.Zone.Body, which also
+// sets Zone.Meta so that allocation, GC, reclaim and Identify leave them
 // alone); the epoch's root in the metadata zones keeps the superblock, a
 // RecCheckpointBody record naming the body's zones, and RecCheckpointDone.
 // The body of the newest durable epoch is the only one kept: the previous
@@ -56,7 +57,7 @@ func (fs *FS) bodyReserveLocked(streamPages int) int {
 // writtenBody is a body on flash: its record and the zones it occupies.
 type writtenBody struct {
 	rec   onflash.CheckpointBody
-	zones []*zone
+	zones []*zones.Zone
 }
 
 // writeBody writes records as a checkpoint body of epoch (MetaCopies
@@ -72,7 +73,7 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 		var lastErr error
 		done := false
 		for attempt := 0; attempt < 4 && !done; attempt++ {
-			zones, err := fs.lendZones(pages, used)
+			lent, err := fs.lendZones(pages, used)
 			if err != nil {
 				fs.releaseBody(wb.zones)
 				return nil, errors.Join(lastErr, err)
@@ -80,23 +81,23 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 			var ops []*channels.Op
 			var runs []onflash.BodyRun
 			i := 0
-			for _, z := range zones {
-				n := min(len(z.dies)*fs.l.Geometry.PagesPerBlock, pages-i)
-				runs = append(runs, onflash.BodyRun{Zone: z.id, Mask: onflash.MaskOf(z.dies), Pages: n})
+			for _, z := range lent {
+				n := min(len(z.Dies)*fs.l.Geometry.PagesPerBlock, pages-i)
+				runs = append(runs, onflash.BodyRun{Zone: z.ID, Mask: onflash.MaskOf(z.Dies), Pages: n})
 				for k := 0; k < n; k, i = k+1, i+1 {
 					data := make([]byte, fs.l.Geometry.PageSize)
 					onflash.FillMetaPage(data, epoch, onflash.BodySeq(i), records[i*per:min(len(records), (i+1)*per)])
 					oob := make([]byte, fs.l.Geometry.OOBSize)
 					onflash.KindOOB(oob, onflash.KindMeta, data)
-					ops = append(ops, &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.id, z.dies, k), Data: data, OOB: oob})
+					ops = append(ops, &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.ID, z.Dies, k), Data: data, OOB: oob})
 				}
 			}
 			fs.doParallel(ops)
 			fs.jr.pagesWritten += int64(len(ops))
 			fs.ctr.metaPages.Add(int64(len(ops)))
 			fs.mu.Lock()
-			for k, z := range zones {
-				z.wp = runs[k].Pages // programmed or tried: never handed back as empty
+			for k, z := range lent {
+				z.WP = runs[k].Pages // programmed or tried: never handed back as empty
 			}
 			fs.mu.Unlock()
 			var errs []error
@@ -105,13 +106,13 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 			}
 			if err := errors.Join(errs...); err != nil {
 				lastErr = fmt.Errorf("sdf: checkpoint body copy %d: %w", c, err)
-				fs.releaseBody(zones)
+				fs.releaseBody(lent)
 				continue
 			}
-			for _, z := range zones {
-				used[z.channel] = true
+			for _, z := range lent {
+				used[z.Channel] = true
 			}
-			wb.zones = append(wb.zones, zones...)
+			wb.zones = append(wb.zones, lent...)
 			wb.rec.Copies[c] = runs
 			done = true
 		}
@@ -125,58 +126,23 @@ func (fs *FS) writeBody(epoch uint64, records []byte) (*writtenBody, error) {
 
 // lendZones takes empty data zones for one copy of a body of pages pages,
 // preferring channels not in avoid, least worn first, and lends them to the
-// journal.
-func (fs *FS) lendZones(pages int, avoid map[int]bool) ([]*zone, error) {
+// journal (zones.Table.Lend).
+func (fs *FS) lendZones(pages int, avoid map[int]bool) ([]*zones.Zone, error) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	var picked []*zone
-	got := 0
-	for pass := 0; pass < 2 && got < pages; pass++ {
-		for got < pages {
-			var best *zone // the least worn empty zone of the channels allowed
-			for c := 0; c < fs.l.Geometry.Channels; c++ {
-				if z := fs.emptyZoneOnLocked(c); z != nil && !(pass == 0 && avoid[c]) && (best == nil || z.erases < best.erases) {
-					best = z
-				}
-			}
-			if best == nil {
-				break
-			}
-			// Full, not open: no path that looks for a zone to append
-			// to may take a lent zone (and writable says no to any
-			// metadata zone besides).
-			best.meta, best.body, best.state = true, true, ZoneFull
-			best.owners, best.ownersKnown = nil, nil
-			picked = append(picked, best)
-			got += best.capacity(fs.l) // laid out as a metadata zone now
-		}
-	}
-	if got < pages {
-		fs.releaseBodyLocked(picked)
+	lent, ok := fs.zones.Lend(pages, avoid)
+	if !ok {
 		return nil, fmt.Errorf("sdf: no empty zones left for a %d-page checkpoint body: %w", pages, ErrNoSpace)
 	}
-	return picked, nil
+	return lent, nil
 }
 
 // releaseBody hands a body's zones back to the data zones: read-only with no
-// live page, so reclaim (or GC) erases them.
-func (fs *FS) releaseBody(zones []*zone) {
+// live page, so reclaim (or GC) erases them (zones.Table.Release).
+func (fs *FS) releaseBody(lent []*zones.Zone) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	fs.releaseBodyLocked(zones)
-}
-
-func (fs *FS) releaseBodyLocked(zones []*zone) {
-	for _, z := range zones {
-		z.meta, z.body = false, false
-		z.state, z.live = ZoneReadOnly, 0
-		z.wp = min(z.wp, z.capacity(fs.l))
-		if z.wp == 0 {
-			// Nothing was programmed (the copy failed before): it is
-			// still erased.
-			z.state = ZoneEmpty
-		}
-	}
+	fs.zones.Release(lent)
 }
 
 // readBody reads a checkpoint body back: every page from its first copy,

@@ -54,8 +54,8 @@ func lentZones(fs *FS) int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	n := 0
-	for _, z := range fs.zones {
-		if z.body {
+	for _, z := range fs.zones.All {
+		if z.Body {
 			n++
 		}
 	}
@@ -252,11 +252,11 @@ func TestCheckpointBodyInterrupted(t *testing.T) {
 	checkFiles(t, fs, want)
 	var ids []int
 	for _, z := range orphan.zones {
-		ids = append(ids, z.id)
+		ids = append(ids, z.ID)
 	}
 	fs.mu.Lock()
 	for _, id := range ids {
-		if z := fs.zones[id]; z.meta || z.state == ZoneOpen {
+		if z := fs.zones.All[id]; z.Meta || z.State == ZoneOpen {
 			fs.mu.Unlock()
 			t.Fatalf("orphan body %s still lent or taking appends", z)
 		}
@@ -268,7 +268,7 @@ func TestCheckpointBodyInterrupted(t *testing.T) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	for _, id := range ids {
-		if z := fs.zones[id]; z.state != ZoneEmpty && !z.body {
+		if z := fs.zones.All[id]; z.State != ZoneEmpty && !z.Body {
 			t.Fatalf("orphan body %s not erased by reclaim", z)
 		}
 	}
@@ -432,7 +432,7 @@ func TestCreatePreferringSpills(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, z := range st.Zones {
-		if fs.zones[z].channel == 0 {
+		if fs.zones.All[z].Channel == 0 {
 			t.Fatalf("spilled file on the full channel 0 (zone %d)", z)
 		}
 	}

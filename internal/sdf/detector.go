@@ -128,7 +128,7 @@ func (fs *FS) DieFailures() []DieFailure {
 func (fs *FS) FailedDies() []flash.DieAddr {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	return fs.failedDieList()
+	return fs.zones.FailedList()
 }
 
 // MarkDieFailed tells the layer that a die failed (for example from the

@@ -15,9 +15,9 @@ func pagesOnDie(fs *FS, name string) map[flash.DieAddr][]int64 {
 	ino := fs.files[name]
 	ps := int64(fs.l.Geometry.PageSize)
 	for _, e := range ino.m.Exts {
-		z := fs.zones[e.Zone]
+		z := fs.zones.All[e.Zone]
 		for k := 0; k < e.N; k++ {
-			a := fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k)
+			a := fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+k)
 			out[a.DieAddr()] = append(out[a.DieAddr()], int64(e.FilePage+uint64(k))*ps)
 		}
 	}
@@ -107,9 +107,9 @@ func TestDetectorIgnoresRandomUncorrectablePages(t *testing.T) {
 		break
 	}
 	for _, e := range ino.m.Exts {
-		z := fs.zones[e.Zone]
+		z := fs.zones.All[e.Zone]
 		for k := 0; k < e.N; k++ {
-			if a := fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k); a.DieAddr() == target {
+			if a := fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+k); a.DieAddr() == target {
 				dev.Faults().FailRead(a)
 			}
 		}

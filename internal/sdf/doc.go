@@ -10,7 +10,11 @@
 //     section 2.3). A zone is appended at its write pointer, striped page by
 //     page over its dies so one zone uses the channel's die parallelism, and
 //     reset (erased) explicitly. States: empty, open, full, read-only,
-//     offline; at most Options.MaxOpenZones are open.
+//     offline; at most Options.MaxOpenZones are open. The zone table and
+//     the choices taken on it alone (which zone a write takes, wear, the GC
+//     victim, the zones lent to a checkpoint body, the table rebuilt on
+//     open) are internal/sdf/zones; this package runs them under FS.mu and
+//     does the erases and programs.
 //   - One worker goroutine and one bounded queue per channel (section 2.4;
 //     the workers are internal/sdf/channels, this package decides what they
 //     run). New zones are handed out round-robin over the channels (section 2.4's
@@ -114,7 +118,7 @@
 //     in memory (records are queued under FS.mu and flushed in order).
 //   - A zone is erased only after the records that unmapped its last live
 //     page are durable.
-//   - The programs of a zone are issued in write-pointer order (zone.wmu),
+//   - The programs of a zone are issued in write-pointer order (zones.Zone.Prog),
 //     so every block is programmed sequentially.
 //   - A file page maps to at most one physical page; a physical page's OOB
 //     names exactly the file page and sequence number the map expects.
@@ -123,6 +127,22 @@
 //     and rewrites are durable when the call returns.
 //   - Every zone that may hold pages whose extents are not journaled is
 //     unsealed in the journal, so replay scans it.
+
+// # Locks
+//
+// One mutex, FS.mu, guards the zone table and the file table together
+// (and the pending journal records, so that records are queued in the
+// order their effects are applied): most changes touch both (an extent
+// installed moves live pages between zones, a zone reset follows the
+// last file page leaving it). The locks are taken in this order, and
+// never the other way:
+//
+//	File.mu -> FS.gcMu -> journal.mu -> zone Prog -> FS.p2lMu -> FS.mu
+//
+// detector.mu is a leaf. One exception waits without a cycle: a writer
+// holding a data zone's Prog whose program finds a die failed flushes the
+// journal (journal.mu); under journal.mu only metadata zones' Prog is
+// taken (their reset), never a data zone's.
 //
 // # Failure model
 //

@@ -27,7 +27,7 @@ func TestProgramFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs.mu.Lock()
-	w.ino.last = fs.zones[z.ID] // make b continue in a's zone
+	w.ino.last = fs.zones.All[z.ID] // make b continue in a's zone
 	fs.mu.Unlock()
 	if _, err := w.Write(second); err != nil {
 		t.Fatal(err)

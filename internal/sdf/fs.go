@@ -10,11 +10,11 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
-	"github.com/flashmend/flashmend/internal/reparo"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
 // FS is the SDF host layer over one raw flash device: zones, channel
@@ -29,16 +29,15 @@ type FS struct {
 
 	// mu guards the zone table, the file table, the pending journal records,
 	// writers' buffers and the counters below it.
-	mu         sync.Mutex
-	zones      []*zone
+	mu sync.Mutex
+	// zones is the zone table: every zone, the blocks' state, the failed
+	// dies, the allocation state.
+	zones      *zones.Table
 	files      map[string]*inode
 	byID       map[uint64]*inode
 	nextFileID uint64
 	nextSeq    uint64
 	created    int64 // unix ns of Format
-	rr         int   // next channel for round-robin zone allocation
-	failed     map[flash.DieAddr]bool
-	infos      []flash.BlockInfo // block state read at open, by flat block index
 	closed     bool
 	replaying  bool // live page counts are computed after replay
 
@@ -51,11 +50,6 @@ type FS struct {
 	// p2lMu guards p2l: the owners CDR* read for each failed die.
 	p2lMu sync.Mutex
 	p2l   map[flash.DieAddr]*p2lOwners
-	// alloc chooses the channel of new zones once a die failed (Reparo's
-	// Handler, handler.go); avoid, during Rebalance, marks the channels
-	// holding more than their share. Both guarded by mu.
-	alloc *reparo.Allocator
-	avoid []bool
 	// bodyReserve is how many empty zones writes leave for the next
 	// checkpoint body (ckptbody.go); checkpointDue asks the next journal
 	// flush for a new epoch (a die of the current body or metadata zones
@@ -84,8 +78,8 @@ type inode struct {
 	// Invariant: int64(bufPage)*PageSize + len(buf) == size.
 	buf     []byte
 	bufPage uint64
-	last    *zone // zone of the last write, preferred for the next one
-	channel int   // the only channel the file's zones may be on; -1: any
+	last    *zones.Zone // zone of the last write, preferred for the next one
+	channel int         // the only channel the file's zones may be on; -1: any
 	// prefer: channel is a preference (CreatePreferring): when it has no
 	// zone to give, the file takes one on another channel.
 	prefer bool
@@ -141,11 +135,10 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 		dev: dev, opts: opts, l: l,
 		files: map[string]*inode{}, byID: map[uint64]*inode{},
 		nextFileID: 1, nextSeq: 1,
-		failed: map[flash.DieAddr]bool{},
 	}
 	fs.det.init(l.Geometry, opts)
 	g := l.Geometry
-	fs.infos = make([]flash.BlockInfo, g.Dies()*g.BlocksPerDie)
+	blocks := make([]flash.BlockInfo, g.Dies()*g.BlocksPerDie)
 	for c := 0; c < g.Channels; c++ {
 		for d := 0; d < g.DiesPerChannel; d++ {
 			for b := 0; b < g.BlocksPerDie; b++ {
@@ -154,42 +147,15 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 				if err != nil {
 					return nil, fmt.Errorf("sdf: reading block state of %s: %w", a, err)
 				}
-				fs.infos[fs.blockIndex(a)] = info
+				blocks[zones.BlockIndex(g, a)] = info
 			}
 		}
 	}
-	for z := 0; z < l.Zones(); z++ {
-		zn := &zone{id: z, channel: l.ZoneChannel(z), block: l.ZoneBlock(z), meta: l.IsMeta(z)}
-		zn.dies = onflash.DiesOf(l.FullDieMask())
-		for d := 0; d < g.DiesPerChannel; d++ {
-			zn.erases = max(zn.erases, fs.infos[fs.blockIndex(l.ZoneBlockAddr(z, d))].EraseCount)
-		}
-		fs.zones = append(fs.zones, zn)
-	}
+	fs.zones = zones.New(l, blocks)
 	for c := 0; c < g.Channels; c++ {
 		fs.chans = append(fs.chans, channels.Start(c, dev, opts.QueueDepth))
 	}
 	return fs, nil
-}
-
-func (fs *FS) blockIndex(a flash.BlockAddr) int {
-	g := fs.l.Geometry
-	return (a.Channel*g.DiesPerChannel+a.Die)*g.BlocksPerDie + a.Block
-}
-
-func (fs *FS) blockInfo(a flash.BlockAddr) flash.BlockInfo { return fs.infos[fs.blockIndex(a)] }
-
-// goodDies lists the dies of zone z whose block was not bad at open and whose
-// die is not known failed.
-func (fs *FS) goodDies(z *zone) []int {
-	var dies []int
-	for d := 0; d < fs.l.Geometry.DiesPerChannel; d++ {
-		if fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).Bad || fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] {
-			continue
-		}
-		dies = append(dies, d)
-	}
-	return dies
 }
 
 // Format erases the device and writes an empty file system on it.
@@ -205,12 +171,12 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 	// Erase every written block, each channel's blocks in one request (its
 	// dies in parallel), all channels at once.
 	perChan := make([][]*channels.Op, fs.l.Geometry.Channels)
-	for _, z := range fs.zones {
-		z.dies = fs.goodDies(z)
-		for _, d := range z.dies {
-			if fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage > 0 {
-				perChan[z.channel] = append(perChan[z.channel], &channels.Op{Kind: channels.Erase,
-					Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
+	for _, z := range fs.zones.All {
+		z.Dies = fs.zones.GoodDies(z)
+		for _, d := range z.Dies {
+			if fs.zones.Block(fs.l.ZoneBlockAddr(z.ID, d)).WrittenPage > 0 {
+				perChan[z.Channel] = append(perChan[z.Channel], &channels.Op{Kind: channels.Erase,
+					Addr: flash.PageAddr{Channel: z.Channel, Die: d, Block: z.Block}})
 			}
 		}
 	}
@@ -225,13 +191,13 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 				fs.stopChannels()
 				return nil, fmt.Errorf("sdf: format: %w", op.Err)
 			}
-			z := fs.zones[op.Addr.Block*fs.l.Geometry.Channels+op.Addr.Channel]
-			z.dies = removeDie(z.dies, op.Addr.Die)
+			z := fs.zones.OnChannel(op.Addr.Channel, op.Addr.Block)
+			z.Dies = removeDie(z.Dies, op.Addr.Die)
 		}
 	}
-	for _, z := range fs.zones {
-		if len(z.dies) == 0 {
-			z.state = ZoneOffline
+	for _, z := range fs.zones.All {
+		if len(z.Dies) == 0 {
+			z.State = ZoneOffline
 		}
 	}
 	fs.jr.mu.Lock()
@@ -296,12 +262,12 @@ func Open(dev flash.Device, opts Options) (*FS, error) {
 	}
 	// Dies journaled failed before this open are known to the detector
 	// (no second event).
-	for _, d := range fs.failedDieList() {
+	for _, d := range fs.zones.FailedList() {
 		fs.det.core.Reported(rdie(d), fs.opts.Clock.Now())
 	}
-	if len(fs.failed) > 0 {
+	if len(fs.zones.Failed) > 0 {
 		fs.mu.Lock()
-		fs.updateHandlerLocked()
+		fs.zones.SetWeights(fs.opts.Handler)
 		fs.mu.Unlock()
 	}
 	return fs, nil
@@ -321,9 +287,9 @@ func (fs *FS) load() error {
 	if fs.opts.ReadOnly {
 		return nil
 	}
-	var keep []*zone
+	var keep []*zones.Zone
 	for _, z := range holders {
-		keep = append(keep, fs.zones[z])
+		keep = append(keep, fs.zones.All[z])
 	}
 	fs.jr.mu.Lock()
 	defer fs.jr.mu.Unlock()
@@ -348,17 +314,17 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 		return base.CorruptionErrorf("sdf: metadata epoch %d has no superblock", epoch)
 	}
 	fs.jr.epoch = max(epoch, fs.jr.epoch)
-	fs.rebuildZonesLayout(masks, states)
+	fs.zones.Rebuild(masks, states)
 	if b := fs.replayBody; b != nil {
 		// The body's zones stay lent to the journal until the next
 		// checkpoint is durable.
 		for c := range b.rec.Copies {
 			for _, run := range b.rec.Copies[c] {
-				z := fs.zones[run.Zone]
-				z.meta, z.body = true, true
-				z.dies = onflash.DiesOf(run.Mask)
-				z.state, z.wp, z.unsealed = ZoneFull, run.Pages, false
-				z.owners, z.ownersKnown, z.p2l = nil, nil, false
+				z := fs.zones.All[run.Zone]
+				z.Meta, z.Body = true, true
+				z.Dies = onflash.DiesOf(run.Mask)
+				z.State, z.WP, z.Unsealed = ZoneFull, run.Pages, false
+				z.Owners, z.OwnersKnown, z.P2L = nil, nil, false
 			}
 		}
 		fs.jr.body = b
@@ -368,19 +334,19 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 	fs.recoverUnsealed()
 	fs.replaying = false
 	fs.countLive()
-	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		if z.unsealed && z.state == ZoneFull {
+	for _, z := range fs.zones.Data() {
+		if z.Unsealed && z.State == ZoneFull {
 			// Filled before the crash but its seal never became durable:
 			// the checkpoint below holds its extents, so it is sealed.
-			z.unsealed = false
+			z.Unsealed = false
 		}
-		if !z.meta && z.state == ZoneOpen && z.live == 0 && !z.unsealed {
+		if !z.Meta && z.State == ZoneOpen && z.Live == 0 && !z.Unsealed {
 			// Programmed but mapped by no file and not open for
 			// recovered appends: an older epoch's checkpoint body, or a
 			// body whose checkpoint never completed. Its pages are no data
 			// zone's (no owners, no P2L), so it takes no appends; reclaim
 			// erases it.
-			z.state = ZoneReadOnly
+			z.State = ZoneReadOnly
 		}
 	}
 	return nil
@@ -437,13 +403,13 @@ func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states ma
 	case metalog.ZoneReset:
 		masks[r.Zone] = r.Mask
 		delete(states, r.Zone)
-		fs.zones[r.Zone].unsealed = false
+		fs.zones.All[r.Zone].Unsealed = false
 	case metalog.ZoneOpen:
-		fs.zones[r.Zone].unsealed = r.Open
+		fs.zones.All[r.Zone].Unsealed = r.Open
 	case metalog.ZoneState:
 		states[r.Zone] = ZoneState(r.State)
 	case metalog.FailedDie:
-		fs.failed[flash.DieAddr{Channel: r.Channel, Die: r.Die}] = true
+		fs.zones.Failed[flash.DieAddr{Channel: r.Channel, Die: r.Die}] = true
 	case metalog.Body:
 		return fs.replayBodyRecords(r.CheckpointBody, masks, states)
 	case metalog.CheckpointDone:
@@ -482,7 +448,7 @@ func (fs *FS) replayBodyRecords(b onflash.CheckpointBody, masks map[int]uint64, 
 	wb := &writtenBody{rec: b}
 	for _, runs := range b.Copies {
 		for _, run := range runs {
-			wb.zones = append(wb.zones, fs.zones[run.Zone])
+			wb.zones = append(wb.zones, fs.zones.All[run.Zone])
 		}
 	}
 	fs.replayBody = wb
@@ -503,73 +469,11 @@ func (fs *FS) replayBodyRecords(b onflash.CheckpointBody, masks map[int]uint64, 
 	return nil
 }
 
-// rebuildZonesLayout derives every data zone's die set, write pointer and
-// state from the journal's zone records and the device's block state.
-func (fs *FS) rebuildZonesLayout(masks map[int]uint64, states map[int]ZoneState) {
-	P := fs.l.Geometry.PagesPerBlock
-	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		mask, ok := masks[z.id]
-		if !ok {
-			mask = fs.l.FullDieMask()
-		}
-		z.dies = onflash.DiesOf(mask)
-		counts := make([]int, len(z.dies))
-		sum, p2l := 0, false
-		for i, d := range z.dies {
-			w := fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage
-			counts[i] = min(w, P-1)
-			sum += counts[i]
-			if w == P {
-				p2l = true
-			}
-		}
-		if sum == 0 {
-			z.dies = fs.goodDies(z)
-			z.state = ZoneEmpty
-			if len(z.dies) == 0 || states[z.id] == ZoneOffline {
-				z.state = ZoneOffline
-			}
-			continue
-		}
-		// The write pointer is the programmed prefix of the stripe. A crash
-		// in the middle of a striped batch can leave a die ahead of the
-		// prefix; such a zone cannot continue in stripe order and takes no
-		// more writes.
-		w := len(z.dies)
-		k := 0
-		for k < w*(P-1) && counts[k%w] > k/w {
-			k++
-		}
-		z.wp = k
-		ragged := k != sum
-		z.owners = make([]onflash.Owner, z.capacity(fs.l))
-		z.ownersKnown = make([]bool, z.capacity(fs.l))
-		z.p2l = p2l
-		switch {
-		case states[z.id] == ZoneReadOnly || states[z.id] == ZoneOffline:
-			z.state = states[z.id]
-		case z.wp >= z.capacity(fs.l):
-			z.wp = z.capacity(fs.l)
-			z.state = ZoneFull
-		case ragged:
-			z.wp = sum
-			z.state = ZoneReadOnly
-		default:
-			z.state = ZoneOpen
-		}
-		for _, d := range z.dies {
-			if fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] && z.state == ZoneOpen {
-				z.state = ZoneReadOnly
-			}
-		}
-	}
-}
-
 // countLive computes every zone's live pages from the file table.
 func (fs *FS) countLive() {
 	for _, ino := range fs.byID {
 		for _, e := range ino.m.Exts {
-			fs.zones[e.Zone].live += e.N
+			fs.zones.All[e.Zone].Live += e.N
 		}
 	}
 }
@@ -590,30 +494,30 @@ func (fs *FS) recoverUnsealed() {
 		zp   int
 	}
 	perFile := map[uint64][]cand{}
-	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		if !z.unsealed || z.wp == 0 || len(z.dies) == 0 {
+	for _, z := range fs.zones.Data() {
+		if !z.Unsealed || z.WP == 0 || len(z.Dies) == 0 {
 			continue
 		}
-		w := len(z.dies)
+		w := len(z.Dies)
 		var ops []*channels.Op
 		var zps []int
-		for di, d := range z.dies {
-			n := min(fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d)).WrittenPage, g.PagesPerBlock-1)
+		for di, d := range z.Dies {
+			n := min(fs.zones.Block(fs.l.ZoneBlockAddr(z.ID, d)).WrittenPage, g.PagesPerBlock-1)
 			for p := 0; p < n; p++ {
 				ops = append(ops, &channels.Op{Kind: channels.Read, Decode: true,
-					Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
+					Addr: flash.PageAddr{Channel: z.Channel, Die: d, Block: z.Block, Page: p},
 					Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)})
 				zps = append(zps, p*w+di)
 			}
 		}
-		fs.chans[z.channel].Do(ops...)
+		fs.chans[z.Channel].Do(ops...)
 		fs.ctr.recoveryReads.Add(int64(len(ops)))
 		for i, op := range ops {
 			if op.Err != nil || !op.IDOK {
 				continue
 			}
 			fs.nextSeq = max(fs.nextSeq, op.ID.Seq+1)
-			perFile[op.ID.FileID] = append(perFile[op.ID.FileID], cand{op.ID, z.id, zps[i]})
+			perFile[op.ID.FileID] = append(perFile[op.ID.FileID], cand{op.ID, z.ID, zps[i]})
 		}
 	}
 	ps := int64(g.PageSize)
@@ -672,21 +576,12 @@ func (fs *FS) dropLocked(e extmap.Extent) {
 	if fs.replaying {
 		return
 	}
-	z := fs.zones[e.Zone]
-	z.live -= e.N
-	if z.live < 0 {
-		_ = invariants.Check(false, "sdf: zone %d live pages went negative dropping %s", z.id, e)
-		z.live = 0
+	z := fs.zones.All[e.Zone]
+	z.Live -= e.N
+	if z.Live < 0 {
+		_ = invariants.Check(false, "sdf: zone %d live pages went negative dropping %s", z.ID, e)
+		z.Live = 0
 	}
-}
-
-func (fs *FS) failedDieList() []flash.DieAddr {
-	var out []flash.DieAddr
-	for d := range fs.failed {
-		out = append(out, d)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a].Index(fs.l.Geometry) < out[b].Index(fs.l.Geometry) })
-	return out
 }
 
 // doParallel runs ops on their channels, every channel at once.
@@ -771,21 +666,21 @@ func (fs *FS) Close() error {
 // that the records that unmapped z's pages are durable; a data zone is
 // reset only if, once its program lock is held, it is still full or
 // read-only with no live page and no writer (two reclaims may race for it).
-func (fs *FS) resetZone(z *zone) error {
-	z.wmu.Lock()
-	defer z.wmu.Unlock()
+func (fs *FS) resetZone(z *zones.Zone) error {
+	z.Prog.Lock()
+	defer z.Prog.Unlock()
 	fs.mu.Lock()
-	if !z.meta && !(z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly)) {
+	if !z.Meta && !z.Reclaimable() {
 		// Someone reset and reused the zone while we waited for it.
 		fs.mu.Unlock()
 		return nil
 	}
 	var ops []*channels.Op
-	for _, d := range fs.goodDies(z) {
-		ops = append(ops, &channels.Op{Kind: channels.Erase, Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block}})
+	for _, d := range fs.zones.GoodDies(z) {
+		ops = append(ops, &channels.Op{Kind: channels.Erase, Addr: flash.PageAddr{Channel: z.Channel, Die: d, Block: z.Block}})
 	}
 	fs.mu.Unlock()
-	fs.chans[z.channel].Do(ops...)
+	fs.chans[z.Channel].Do(ops...)
 	var dies []int
 	var errs []error
 	var failedOps []*channels.Op
@@ -795,7 +690,7 @@ func (fs *FS) resetZone(z *zone) error {
 			dies = append(dies, op.Addr.Die)
 		case errors.Is(op.Err, flash.ErrBadBlock), errors.Is(op.Err, flash.ErrDieFailed):
 			fs.mu.Lock()
-			fs.infos[fs.blockIndex(op.Addr.BlockAddr())].Bad = true
+			fs.zones.MarkBad(op.Addr.BlockAddr())
 			if errors.Is(op.Err, flash.ErrDieFailed) {
 				fs.noteDieFailedLocked(op.Addr.DieAddr())
 			}
@@ -809,26 +704,18 @@ func (fs *FS) resetZone(z *zone) error {
 		fs.det.observe(fs, op.Addr, flash.ReadStatus{}, op.Err)
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("sdf: reset of zone %d: %w", z.id, errors.Join(errs...))
+		return fmt.Errorf("sdf: reset of zone %d: %w", z.ID, errors.Join(errs...))
 	}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	z.dies = dies
-	z.wp, z.live, z.p2l, z.gcStuck, z.unsealed = 0, 0, false, false, false
-	z.owners, z.ownersKnown = nil, nil
-	z.erases++
-	z.gen++
-	z.state = ZoneEmpty
-	if len(dies) == 0 {
-		z.state = ZoneOffline
-	}
-	if !z.meta {
+	z.Reset(dies)
+	if !z.Meta {
 		fs.ctr.resets.Add(1)
 		if m := onflash.MaskOf(dies); m != fs.l.FullDieMask() {
-			fs.logLocked(zoneResetRecord(z.id, m))
+			fs.logLocked(zoneResetRecord(z.ID, m))
 		}
-		if z.state == ZoneOffline {
-			fs.logLocked(zoneStateRecord(z.id, ZoneOffline))
+		if z.State == ZoneOffline {
+			fs.logLocked(zoneStateRecord(z.ID, ZoneOffline))
 		}
 	}
 	return nil
@@ -842,12 +729,7 @@ func (fs *FS) reclaim() error {
 		return nil
 	}
 	fs.mu.Lock()
-	var dead []*zone
-	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		if !z.meta && z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly) {
-			dead = append(dead, z)
-		}
-	}
+	dead := fs.zones.Reclaimable()
 	fs.mu.Unlock()
 	if len(dead) == 0 {
 		return nil
@@ -858,7 +740,7 @@ func (fs *FS) reclaim() error {
 	var errs []error
 	for _, z := range dead {
 		fs.mu.Lock()
-		still := !z.meta && z.live == 0 && z.writers == 0 && (z.state == ZoneFull || z.state == ZoneReadOnly)
+		still := z.Reclaimable()
 		fs.mu.Unlock()
 		if still {
 			errs = append(errs, fs.resetZone(z))
@@ -870,38 +752,38 @@ func (fs *FS) reclaim() error {
 // noteDieFailedLocked records a failed die (Reparo's Detector): the host
 // stops writing to every zone on it. The caller holds fs.mu.
 func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
-	if fs.failed[d] {
+	if fs.zones.Failed[d] {
 		return
 	}
-	fs.failed[d] = true
-	fs.updateHandlerLocked()
+	fs.zones.Failed[d] = true
+	fs.zones.SetWeights(fs.opts.Handler)
 	fs.logLocked(metalog.FailedDie{Channel: d.Channel, Die: d.Die}.Record())
-	for _, z := range fs.zones {
-		if z.channel != d.Channel || z.dieIndex(d.Die) < 0 {
+	for _, z := range fs.zones.All {
+		if z.Channel != d.Channel || z.DieIndex(d.Die) < 0 {
 			continue
 		}
-		if z.body || (z.meta && z.state == ZoneOpen) {
+		if z.Body || (z.Meta && z.State == ZoneOpen) {
 			// A copy of the checkpoint body or of the journal's pages is
 			// on the die: write a new epoch elsewhere at the next flush
 			// (the record above makes one).
 			fs.checkpointDue = true
 		}
-		if z.state == ZoneOpen {
-			z.state = ZoneReadOnly
-			if !z.meta {
-				fs.logLocked(zoneStateRecord(z.id, ZoneReadOnly))
+		if z.State == ZoneOpen {
+			z.State = ZoneReadOnly
+			if !z.Meta {
+				fs.logLocked(zoneStateRecord(z.ID, ZoneReadOnly))
 			}
 		}
 		// An empty data zone is re-formed without the die now; a metadata
 		// zone's die set is the journal's business (the active ones are
 		// written under jr.mu without fs.mu, and every metadata zone is
 		// reset, on its good dies, before it is used again).
-		if z.state == ZoneEmpty && !z.meta {
-			z.dies = removeDie(z.dies, d.Die)
-			if len(z.dies) == 0 {
-				z.state = ZoneOffline
+		if z.State == ZoneEmpty && !z.Meta {
+			z.Dies = removeDie(z.Dies, d.Die)
+			if len(z.Dies) == 0 {
+				z.State = ZoneOffline
 			}
-			fs.logLocked(zoneResetRecord(z.id, onflash.MaskOf(z.dies)))
+			fs.logLocked(zoneResetRecord(z.ID, onflash.MaskOf(z.Dies)))
 		}
 	}
 }

@@ -2,7 +2,6 @@ package sdf
 
 import (
 	"errors"
-	"math"
 
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
@@ -18,7 +17,7 @@ func (fs *FS) GC() (int, error) {
 	n := 0
 	for {
 		fs.mu.Lock()
-		enough := fs.countStateLocked(ZoneEmpty) > fs.opts.GCFreeZonesMin
+		enough := fs.zones.CountState(ZoneEmpty) > fs.opts.GCFreeZonesMin
 		fs.mu.Unlock()
 		if enough {
 			return n, nil
@@ -49,12 +48,12 @@ func (fs *FS) gcOnce() (bool, error) {
 		fs.mu.Unlock()
 		return false, ErrClosed
 	}
-	victim := fs.pickVictimLocked()
+	victim := fs.zones.Victim(fs.opts.GCPolicy == GCCostBenefit, fs.opts.Clock.Now())
 	if victim == nil {
 		fs.mu.Unlock()
 		return false, nil
 	}
-	victim.writers++ // keeps reclaim from resetting it under us
+	victim.Writers++ // keeps reclaim from resetting it under us
 	type piece struct {
 		ino *inode
 		e   extmap.Extent
@@ -62,7 +61,7 @@ func (fs *FS) gcOnce() (bool, error) {
 	var pieces []piece
 	for _, ino := range fs.byID {
 		for _, e := range ino.m.Exts {
-			if e.Zone == victim.id {
+			if e.Zone == victim.ID {
 				pieces = append(pieces, piece{ino, e})
 			}
 		}
@@ -74,7 +73,7 @@ func (fs *FS) gcOnce() (bool, error) {
 	for _, p := range pieces {
 		for from := 0; from < p.e.N; from += gcChunkPages {
 			sub := p.e.Slice(p.e.FilePage+uint64(from), p.e.FilePage+uint64(min(from+gcChunkPages, p.e.N)))
-			ok, err := fs.relocate(p.ino, sub, victim.hint)
+			ok, err := fs.relocate(p.ino, sub, Lifetime(victim.Hint))
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -82,9 +81,9 @@ func (fs *FS) gcOnce() (bool, error) {
 		}
 	}
 	fs.mu.Lock()
-	victim.writers--
+	victim.Writers--
 	if stuck {
-		victim.gcStuck = true
+		victim.GCStuck = true
 	}
 	fs.mu.Unlock()
 	if err := errors.Join(errs...); err != nil {
@@ -99,15 +98,15 @@ func (fs *FS) gcOnce() (bool, error) {
 func (fs *FS) relocate(ino *inode, e extmap.Extent, hint Lifetime) (bool, error) {
 	ps := fs.l.Geometry.PageSize
 	fs.mu.Lock()
-	z := fs.zones[e.Zone]
+	z := fs.zones.All[e.Zone]
 	ops := make([]*channels.Op, e.N)
 	data := make([]byte, e.N*ps)
 	for k := 0; k < e.N; k++ {
-		ops[k] = &channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k),
+		ops[k] = &channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+k),
 			Data: data[k*ps : (k+1)*ps], OOB: make([]byte, fs.l.Geometry.OOBSize)}
 	}
 	fs.mu.Unlock()
-	fs.chans[z.channel].Do(ops...)
+	fs.chans[z.Channel].Do(ops...)
 	// Relocate the longest runs of pages that verify.
 	ok := true
 	expect := make([]uint64, e.N)
@@ -150,34 +149,4 @@ func (fs *FS) relocate(ino *inode, e extmap.Extent, hint Lifetime) (bool, error)
 		k = j
 	}
 	return ok, nil
-}
-
-// pickVictimLocked chooses the zone to collect (Options.GCPolicy) among full
-// and read-only data zones that hold dead pages.
-func (fs *FS) pickVictimLocked() *zone {
-	now := fs.opts.Clock.Now()
-	var best *zone
-	bestScore := math.Inf(-1)
-	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		if z.meta || (z.state != ZoneFull && z.state != ZoneReadOnly) || z.writers > 0 || z.gcStuck {
-			continue
-		}
-		c := z.capacity(fs.l)
-		if c == 0 || z.live >= c {
-			continue
-		}
-		u := float64(z.live) / float64(c)
-		var score float64
-		switch fs.opts.GCPolicy {
-		case GCCostBenefit:
-			age := now.Sub(z.lastWrite).Seconds() + 1
-			score = (1 - u) * age / (2*u + 1e-9)
-		default:
-			score = -u
-		}
-		if score > bestScore {
-			best, bestScore = z, score
-		}
-	}
-	return best
 }

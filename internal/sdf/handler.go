@@ -7,7 +7,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
-	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
 // Reparo's Handler (sections 4.2.3 and 5.2) on the host-managed layer.
@@ -52,15 +52,15 @@ func (fs *FS) ChannelUsage() []ChannelUsage {
 func (fs *FS) channelUsageLocked() []ChannelUsage {
 	g := fs.l.Geometry
 	out := make([]ChannelUsage, g.Channels)
-	live := fs.liveDiesLocked()
+	live := fs.zones.LiveDies()
 	for c := range out {
 		out[c] = ChannelUsage{Channel: c, LiveDies: live[c]}
 	}
 	per := int64(fs.l.DataPagesPerBlock())
-	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		u := &out[z.channel]
-		u.CapacityPages += per * int64(len(fs.goodDies(z)))
-		u.LivePages += int64(z.live)
+	for _, z := range fs.zones.Data() {
+		u := &out[z.Channel]
+		u.CapacityPages += per * int64(len(fs.zones.GoodDies(z)))
+		u.LivePages += int64(z.Live)
 	}
 	for c := range out {
 		if out[c].CapacityPages > 0 {
@@ -68,31 +68,6 @@ func (fs *FS) channelUsageLocked() []ChannelUsage {
 		}
 	}
 	return out
-}
-
-// liveDiesLocked counts the surviving dies of every channel.
-func (fs *FS) liveDiesLocked() []int {
-	g := fs.l.Geometry
-	out := make([]int, g.Channels)
-	for c := range out {
-		for d := 0; d < g.DiesPerChannel; d++ {
-			if !fs.failed[flash.DieAddr{Channel: c, Die: d}] {
-				out[c]++
-			}
-		}
-	}
-	return out
-}
-
-// updateHandlerLocked sets the allocator's weights after a die failure.
-func (fs *FS) updateHandlerLocked() {
-	live := fs.liveDiesLocked()
-	w := reparo.ZoneWeights(reparo.Shares(fs.opts.Handler, live), live)
-	if fs.alloc == nil {
-		fs.alloc = reparo.NewAllocator(w)
-	} else {
-		fs.alloc.SetWeights(w)
-	}
 }
 
 // excessPagesLocked is, per channel, the live pages above its share.
@@ -119,7 +94,7 @@ func (fs *FS) FakeFailures() []FileRange {
 }
 
 func (fs *FS) fakeFailuresLocked() ([]FileRange, []bool) {
-	if fs.opts.Handler == reparo.HandlerIDR || len(fs.failed) == 0 {
+	if fs.opts.Handler == reparo.HandlerIDR || len(fs.zones.Failed) == 0 {
 		return nil, nil
 	}
 	excess := fs.excessPagesLocked()
@@ -131,32 +106,32 @@ func (fs *FS) fakeFailuresLocked() ([]FileRange, []bool) {
 		}
 		over[c] = true
 		// Emptiest zones first: moving their pages frees whole zones.
-		var zs []*zone
+		var zs []*zones.Zone
 		for b := 0; b < fs.l.Geometry.BlocksPerDie; b++ {
-			z := fs.zones[b*fs.l.Geometry.Channels+c]
-			if !z.meta && z.live > 0 {
+			z := fs.zones.OnChannel(c, b)
+			if !z.Meta && z.Live > 0 {
 				zs = append(zs, z)
 			}
 		}
 		sort.Slice(zs, func(a, b int) bool {
-			return zs[a].live < zs[b].live || (zs[a].live == zs[b].live && zs[a].id < zs[b].id)
+			return zs[a].Live < zs[b].Live || (zs[a].Live == zs[b].Live && zs[a].ID < zs[b].ID)
 		})
 		want := map[int]bool{}
 		for _, z := range zs {
 			if n <= 0 {
 				break
 			}
-			want[z.id] = true
-			n -= int64(z.live)
+			want[z.ID] = true
+			n -= int64(z.Live)
 		}
 		for _, ino := range fs.byID {
 			for _, e := range ino.m.Exts {
 				if !want[e.Zone] {
 					continue
 				}
-				z := fs.zones[e.Zone]
+				z := fs.zones.All[e.Zone]
 				for i := 0; i < e.N; i++ {
-					if !fs.failed[flash.DieAddr{Channel: z.channel, Die: z.dies[(e.ZonePage+i)%len(z.dies)]}] {
+					if !fs.zones.Failed[flash.DieAddr{Channel: z.Channel, Die: z.Dies[(e.ZonePage+i)%len(z.Dies)]}] {
 						pages[ino.id] = append(pages[ino.id], e.FilePage+uint64(i))
 					}
 				}
@@ -178,12 +153,12 @@ func (fs *FS) Rebalance(maxBytes int64) (int64, error) {
 	fs.mu.Lock()
 	rs, over := fs.fakeFailuresLocked()
 	if len(rs) > 0 {
-		fs.avoid = over
+		fs.zones.Avoid = over
 	}
 	fs.mu.Unlock()
 	defer func() {
 		fs.mu.Lock()
-		fs.avoid = nil
+		fs.zones.Avoid = nil
 		fs.mu.Unlock()
 	}()
 	var moved int64
@@ -237,21 +212,21 @@ func (fs *FS) Health() Health {
 	g := fs.l.Geometry
 	ps := base.Bytes(g.PageSize)
 	fs.mu.Lock()
-	h := Health{FailedDies: len(fs.failed)}
+	h := Health{FailedDies: len(fs.zones.Failed)}
 	zones := 0
-	for _, z := range fs.zones {
-		if z.meta || z.state == ZoneOffline {
+	for _, z := range fs.zones.All {
+		if z.Meta || z.State == ZoneOffline {
 			continue
 		}
 		zones++
 		alive := 0
-		for _, d := range z.dies {
-			if !fs.failed[flash.DieAddr{Channel: z.channel, Die: d}] {
+		for _, d := range z.Dies {
+			if !fs.zones.Failed[flash.DieAddr{Channel: z.Channel, Die: d}] {
 				alive++
 			}
 		}
 		h.Surviving += base.Bytes(alive*fs.l.DataPagesPerBlock()) * ps
-		h.Live += base.Bytes(z.live) * ps
+		h.Live += base.Bytes(z.Live) * ps
 	}
 	if zones > 0 {
 		h.GCRoom = h.Surviving / base.Bytes(zones) * base.Bytes(fs.opts.GCFreeZonesMin)
@@ -260,7 +235,7 @@ func (fs *FS) Health() Health {
 	for c := 0; c < g.Channels; c++ {
 		dead := 0
 		for d := 0; d < g.DiesPerChannel; d++ {
-			if fs.failed[flash.DieAddr{Channel: c, Die: d}] {
+			if fs.zones.Failed[flash.DieAddr{Channel: c, Die: d}] {
 				dead++
 			}
 		}

@@ -3,12 +3,10 @@ package sdf
 import (
 	"bytes"
 	"math/rand"
-	"os"
-	"strconv"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // newMem returns a formatted FS on a fresh in-memory device of geometry g.
@@ -74,15 +72,4 @@ func mustEqual(t testing.TB, what string, got, want []byte) {
 
 // testSeed returns the seed of a randomized test: $SDF_SEED if set (to
 // replay a failure), else the clock. The test logs it.
-func testSeed(t testing.TB) int64 {
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("SDF_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SDF_SEED=%q: %v", s, err)
-		}
-		seed = v
-	}
-	t.Logf("seed %d (replay with SDF_SEED=%d)", seed, seed)
-	return seed
-}
+func testSeed(t testing.TB) int64 { return testseed.Seed(t, "SDF_SEED") }

@@ -44,15 +44,15 @@ func (fs *FS) DiePagesWritten(d flash.DieAddr) int {
 	n := 0
 	g := fs.l.Geometry
 	for b := 0; b < g.BlocksPerDie; b++ {
-		z := fs.zones[b*g.Channels+d.Channel]
-		if z.meta || z.wp == 0 {
+		z := fs.zones.OnChannel(d.Channel, b)
+		if z.Meta || z.WP == 0 {
 			continue
 		}
-		di := z.dieIndex(d.Die)
+		di := z.DieIndex(d.Die)
 		if di < 0 {
 			continue
 		}
-		for i := di; i < z.wp; i += len(z.dies) {
+		for i := di; i < z.WP; i += len(z.Dies) {
 			n++
 		}
 	}

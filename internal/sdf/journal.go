@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
 // journal is the metadata log (DIRECT policy 2: every page is written
@@ -30,9 +31,9 @@ type journal struct {
 	urgent bool
 
 	epoch  uint64
-	active [onflash.MetaCopies]*zone // one zone per copy; nil before the first checkpoint
-	wp     [onflash.MetaCopies]int   // next page index in each active zone
-	seq    uint32                    // next stream page index of the epoch
+	active [onflash.MetaCopies]*zones.Zone // one zone per copy; nil before the first checkpoint
+	wp     [onflash.MetaCopies]int         // next page index in each active zone
+	seq    uint32                          // next stream page index of the epoch
 
 	pagesWritten int64 // metadata pages programmed (every copy), under mu
 	checkpoints  int64
@@ -90,9 +91,9 @@ func (fs *FS) flushJournal() error {
 
 func (fs *FS) metaRoom() int {
 	j := &fs.jr
-	room := j.active[0].capacity(fs.l) - j.wp[0]
+	room := j.active[0].Capacity(fs.l) - j.wp[0]
 	for c, z := range j.active {
-		room = min(room, z.capacity(fs.l)-j.wp[c])
+		room = min(room, z.Capacity(fs.l)-j.wp[c])
 	}
 	return room
 }
@@ -106,16 +107,16 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 		n := min(per, len(stream))
 		var ops [onflash.MetaCopies]*channels.Op
 		for _, z := range j.active {
-			if len(z.dies) == 0 {
-				return fmt.Errorf("sdf: metadata write: zone %d has no usable die left", z.id)
+			if len(z.Dies) == 0 {
+				return fmt.Errorf("sdf: metadata write: zone %d has no usable die left", z.ID)
 			}
 		}
 		for c, z := range j.active {
-			if j.wp[c] >= z.capacity(fs.l) {
+			if j.wp[c] >= z.Capacity(fs.l) {
 				// The state outgrew the zone (a checkpoint of a device
 				// whose files are cut into many extents): a clean error,
 				// never a program past the zone's last page.
-				return fmt.Errorf("sdf: metadata write: zone %d is full (%d pages): %w", z.id, j.wp[c], ErrNoSpace)
+				return fmt.Errorf("sdf: metadata write: zone %d is full (%d pages): %w", z.ID, j.wp[c], ErrNoSpace)
 			}
 		}
 		for c := range ops {
@@ -124,7 +125,7 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 			oob := make([]byte, fs.l.Geometry.OOBSize)
 			onflash.KindOOB(oob, onflash.KindMeta, data)
 			z := j.active[c]
-			ops[c] = &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), Data: data, OOB: oob}
+			ops[c] = &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.ID, z.Dies, j.wp[c]), Data: data, OOB: oob}
 			j.wp[c]++
 		}
 		fs.doParallel(ops[:])
@@ -152,9 +153,9 @@ func (fs *FS) writeMetaPages(stream []byte) error {
 // old epoch stays intact until the next checkpoint erases its zones, so a
 // crash in the middle leaves the old epoch readable; the old epoch's body
 // is handed back once the new root is durable.
-func (fs *FS) checkpointLocked(keep []*zone) error {
+func (fs *FS) checkpointLocked(keep []*zones.Zone) error {
 	j := &fs.jr
-	exclude := map[*zone]bool{}
+	exclude := map[*zones.Zone]bool{}
 	for _, z := range keep {
 		exclude[z] = true
 	}
@@ -213,7 +214,7 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 			// pages later, so copy k of every page is on another die.
 			shift := 0
 			for _, z := range set[:c] {
-				if z.channel == set[c].channel {
+				if z.Channel == set[c].Channel {
 					shift++
 				}
 			}
@@ -246,7 +247,7 @@ func (fs *FS) checkpointLocked(keep []*zone) error {
 		fs.mu.Lock()
 		fs.bodyReserve = fs.bodyReserveLocked(fs.pagesOf(len(records)))
 		if old != nil {
-			fs.releaseBodyLocked(old.zones)
+			fs.zones.Release(old.zones)
 		}
 		fs.mu.Unlock()
 		return nil
@@ -265,8 +266,8 @@ func (fs *FS) writeFiller(c int) error {
 	onflash.FillMetaPage(data, j.epoch, onflash.FillerSeq, nil)
 	oob := make([]byte, fs.l.Geometry.OOBSize)
 	onflash.KindOOB(oob, onflash.KindMeta, data)
-	op := &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.id, z.dies, j.wp[c]), Data: data, OOB: oob}
-	fs.chans[z.channel].Do(op)
+	op := &channels.Op{Kind: channels.Program, Addr: fs.l.MetaPageAddr(z.ID, z.Dies, j.wp[c]), Data: data, OOB: oob}
+	fs.chans[z.Channel].Do(op)
 	j.wp[c]++
 	fs.ctr.metaPages.Add(1)
 	return op.Err
@@ -274,16 +275,10 @@ func (fs *FS) writeFiller(c int) error {
 
 // pickMetaZones erases and returns onflash.MetaCopies usable metadata zones not in
 // exclude, least worn first, on different channels when possible.
-func (fs *FS) pickMetaZones(exclude map[*zone]bool, minPages int) ([onflash.MetaCopies]*zone, error) {
-	var cands []*zone
-	for _, z := range fs.zones[:onflash.MetaZoneCount] {
-		if !exclude[z] && z.state != ZoneOffline && z.capacity(fs.l) >= minPages {
-			cands = append(cands, z)
-		}
-	}
-	sort.SliceStable(cands, func(a, b int) bool { return cands[a].erases < cands[b].erases })
-	var picked []*zone
-	taken := func(z *zone) bool {
+func (fs *FS) pickMetaZones(exclude map[*zones.Zone]bool, minPages int) ([onflash.MetaCopies]*zones.Zone, error) {
+	cands := fs.zones.MetaCandidates(exclude, minPages)
+	var picked []*zones.Zone
+	taken := func(z *zones.Zone) bool {
 		for _, p := range picked {
 			if p == z {
 				return true
@@ -293,7 +288,7 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool, minPages int) ([onflash.Meta
 	}
 	onChannel := func(ch int) bool {
 		for _, p := range picked {
-			if p.channel == ch {
+			if p.Channel == ch {
 				return true
 			}
 		}
@@ -305,17 +300,17 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool, minPages int) ([onflash.Meta
 			if len(picked) == onflash.MetaCopies {
 				break
 			}
-			if exclude[z] || taken(z) || (pass == 0 && fs.l.Geometry.Channels > 1 && onChannel(z.channel)) {
+			if exclude[z] || taken(z) || (pass == 0 && fs.l.Geometry.Channels > 1 && onChannel(z.Channel)) {
 				continue
 			}
-			if err := fs.resetZone(z); err != nil || len(z.dies) == 0 {
+			if err := fs.resetZone(z); err != nil || len(z.Dies) == 0 {
 				exclude[z] = true
 				continue
 			}
 			picked = append(picked, z)
 		}
 	}
-	var out [onflash.MetaCopies]*zone
+	var out [onflash.MetaCopies]*zones.Zone
 	if len(picked) < onflash.MetaCopies {
 		return out, fmt.Errorf("sdf: fewer than %d usable metadata zones of %d pages left: %w", onflash.MetaCopies, minPages, ErrNoSpace)
 	}
@@ -329,19 +324,19 @@ func (fs *FS) pickMetaZones(exclude map[*zone]bool, minPages int) ([onflash.Meta
 func (fs *FS) snapshotLocked() (super, records, done []byte) {
 	var out []byte
 	super = metalog.Super{Geometry: fs.l.Geometry, Created: fs.created}.Record()
-	for _, d := range fs.failedDieList() {
+	for _, d := range fs.zones.FailedList() {
 		out = append(out, metalog.FailedDie{Channel: d.Channel, Die: d.Die}.Record()...)
 	}
 	full := fs.l.FullDieMask()
-	for _, z := range fs.zones[onflash.MetaZoneCount:] {
-		if m := onflash.MaskOf(z.dies); m != full {
-			out = append(out, zoneResetRecord(z.id, m)...)
+	for _, z := range fs.zones.Data() {
+		if m := onflash.MaskOf(z.Dies); m != full {
+			out = append(out, zoneResetRecord(z.ID, m)...)
 		}
-		if z.state == ZoneReadOnly || z.state == ZoneOffline {
-			out = append(out, zoneStateRecord(z.id, z.state)...)
+		if z.State == ZoneReadOnly || z.State == ZoneOffline {
+			out = append(out, zoneStateRecord(z.ID, z.State)...)
 		}
-		if z.unsealed {
-			out = append(out, metalog.ZoneOpen{Zone: z.id, Open: true}.Record()...)
+		if z.Unsealed {
+			out = append(out, metalog.ZoneOpen{Zone: z.ID, Open: true}.Record()...)
 		}
 	}
 	ids := make([]uint64, 0, len(fs.byID))
@@ -394,17 +389,17 @@ func (fs *FS) scanMeta() metalog.Scan {
 	g := fs.l.Geometry
 	var raws []metalog.RawPage
 	unreadable := 0
-	for _, z := range fs.zones[:onflash.MetaZoneCount] {
+	for _, z := range fs.zones.Meta() {
 		var ops []*channels.Op
 		for d := 0; d < g.DiesPerChannel; d++ {
-			info := fs.blockInfo(fs.l.ZoneBlockAddr(z.id, d))
+			info := fs.zones.Block(fs.l.ZoneBlockAddr(z.ID, d))
 			for p := 0; p < info.WrittenPage; p++ {
 				ops = append(ops, &channels.Op{Kind: channels.Read,
-					Addr: flash.PageAddr{Channel: z.channel, Die: d, Block: z.block, Page: p},
+					Addr: flash.PageAddr{Channel: z.Channel, Die: d, Block: z.Block, Page: p},
 					Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)})
 			}
 		}
-		fs.chans[z.channel].Do(ops...)
+		fs.chans[z.Channel].Do(ops...)
 		for _, op := range ops {
 			if op.Err != nil && !errors.Is(op.Err, flash.ErrUncorrectable) {
 				unreadable++
@@ -412,8 +407,8 @@ func (fs *FS) scanMeta() metalog.Scan {
 			}
 			// The page's index in its zone (the inverse of onflash.MetaPageAddr
 			// for a zone striped over all its dies).
-			index := op.Addr.Page*len(z.dies) + slices.Index(z.dies, op.Addr.Die)
-			raws = append(raws, metalog.RawPage{Zone: z.id, Index: index, Data: op.Data})
+			index := op.Addr.Page*len(z.Dies) + slices.Index(z.Dies, op.Addr.Die)
+			raws = append(raws, metalog.RawPage{Zone: z.ID, Index: index, Data: op.Data})
 		}
 	}
 	scan := metalog.Merge(g.PageSize, raws)

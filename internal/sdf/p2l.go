@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/reparo"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
 // FileRange is a byte range of a file.
@@ -137,7 +138,7 @@ func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, Identi
 		// Only a failed die's owners are kept: on a live die they change
 		// with every write.
 		fs.mu.Lock()
-		if fs.failed[d] {
+		if fs.zones.Failed[d] {
 			fs.p2l[d] = po
 		}
 		fs.mu.Unlock()
@@ -154,10 +155,10 @@ func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, Identi
 		if ino == nil {
 			continue
 		}
-		z := fs.zones[c.zone]
+		z := fs.zones.All[c.zone]
 		e, ok := ino.m.Find(uint64(c.o.Page))
 		if ok && e.Zone == c.zone && e.ZonePage+int(uint64(c.o.Page)-e.FilePage) == c.zonePage &&
-			len(z.dies) > 0 && z.dies[c.zonePage%len(z.dies)] == d.Die {
+			len(z.Dies) > 0 && z.Dies[c.zonePage%len(z.Dies)] == d.Die {
 			pages[ino.id] = append(pages[ino.id], uint64(c.o.Page))
 		}
 	}
@@ -180,7 +181,7 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 	g := fs.l.Geometry
 	po := &p2lOwners{scanZones: map[int]bool{}}
 	type p2lRead struct {
-		z  *zone
+		z  *zones.Zone
 		di int // d's position in the stripe
 		w  int
 		op *channels.Op
@@ -188,36 +189,36 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 	var reads []p2lRead
 	fs.mu.Lock()
 	for b := 0; b < g.BlocksPerDie; b++ {
-		z := fs.zones[b*g.Channels+d.Channel]
-		if z.meta || z.wp == 0 || z.state == ZoneEmpty || z.state == ZoneOffline {
+		z := fs.zones.OnChannel(d.Channel, b)
+		if z.Meta || z.WP == 0 || z.State == ZoneEmpty || z.State == ZoneOffline {
 			continue
 		}
-		di := z.dieIndex(d.Die)
+		di := z.DieIndex(d.Die)
 		if di < 0 {
 			continue
 		}
-		w := len(z.dies)
-		if z.p2l {
-			host, _ := z.entrustedTo(d.Die)
+		w := len(z.Dies)
+		if z.P2L {
+			host, _ := z.EntrustedTo(d.Die)
 			reads = append(reads, p2lRead{z: z, di: di, w: w, op: &channels.Op{Kind: channels.Read,
-				Addr: flash.PageAddr{Channel: z.channel, Die: host, Block: z.block, Page: fs.l.P2LPage()},
+				Addr: flash.PageAddr{Channel: z.Channel, Die: host, Block: z.Block, Page: fs.l.P2LPage()},
 				Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)}})
 			continue
 		}
 		// Open (or read-only before it filled): owners are in memory.
 		known := true
-		for i := di; i < z.wp; i += w {
-			if z.ownersKnown == nil || !z.ownersKnown[i] {
+		for i := di; i < z.WP; i += w {
+			if z.OwnersKnown == nil || !z.OwnersKnown[i] {
 				known = false
 				break
 			}
 		}
 		if !known {
-			po.scanZones[z.id] = true
+			po.scanZones[z.ID] = true
 			continue
 		}
-		for i := di; i < z.wp; i += w {
-			po.cands = append(po.cands, p2lCand{z.id, i, z.owners[i]})
+		for i := di; i < z.WP; i += w {
+			po.cands = append(po.cands, p2lCand{z.ID, i, z.Owners[i]})
 		}
 	}
 	fs.mu.Unlock()
@@ -230,14 +231,14 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 	for _, r := range reads {
 		owners, ok := []onflash.Owner(nil), r.op.Err == nil
 		if ok {
-			owners, ok = onflash.DecodeP2L(r.op.Data, r.z.id, d.Die)
+			owners, ok = onflash.DecodeP2L(r.op.Data, r.z.ID, d.Die)
 		}
 		if !ok {
-			po.scanZones[r.z.id] = true
+			po.scanZones[r.z.ID] = true
 			continue
 		}
 		for p, o := range owners {
-			po.cands = append(po.cands, p2lCand{r.z.id, p*r.w + r.di, o})
+			po.cands = append(po.cands, p2lCand{r.z.ID, p*r.w + r.di, o})
 		}
 	}
 	return po
@@ -266,14 +267,14 @@ func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, 
 			res := map[uint64][]uint64{}
 			for _, ino := range inos[bounds[k]:bounds[k+1]] {
 				for _, e := range ino.m.Exts {
-					z := fs.zones[e.Zone]
+					z := fs.zones.All[e.Zone]
 					entries[k]++
-					if z.channel != d.Channel || (only != nil && !only[z.id]) {
+					if z.Channel != d.Channel || (only != nil && !only[z.ID]) {
 						continue
 					}
 					for i := 0; i < e.N; i++ {
 						zp := e.ZonePage + i
-						if z.dies[zp%len(z.dies)] == d.Die {
+						if z.Dies[zp%len(z.Dies)] == d.Die {
 							res[ino.id] = append(res[ino.id], e.FilePage+uint64(i))
 						}
 					}

@@ -183,8 +183,8 @@ func TestCorruptPageTypedErrorAndRepair(t *testing.T) {
 	ino := fs.files["obj"]
 	addrOf := func(page uint64) flash.PageAddr {
 		e, _ := ino.m.Find(page)
-		z := fs.zones[e.Zone]
-		return fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+int(page-e.FilePage))
+		z := fs.zones.All[e.Zone]
+		return fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+int(page-e.FilePage))
 	}
 	f, _ := fs.OpenFile("obj")
 	defer f.Close()
@@ -254,8 +254,8 @@ func TestTransientFlipIsReread(t *testing.T) {
 	writeFile(t, fs, "x", LifetimeNone, data)
 	ino := fs.files["x"]
 	e, _ := ino.m.Find(2)
-	z := fs.zones[e.Zone]
-	dev.Faults().FlipBit(fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+2-int(e.FilePage)), 5, false /* transient */)
+	z := fs.zones.All[e.Zone]
+	dev.Faults().FlipBit(fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+2-int(e.FilePage)), 5, false /* transient */)
 	mustEqual(t, "x", readFile(t, fs, "x"), data)
 	if st := fs.Stats(); st.Transients != 1 || st.Rereads != 1 || st.Corruptions != 0 {
 		t.Fatalf("transient flip: %s", st)

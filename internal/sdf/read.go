@@ -84,7 +84,7 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					r.buffered = true
 				} else {
 					r.e = e
-					z := fs.zones[e.Zone]
+					z := fs.zones.All[e.Zone]
 					d := int(pg - e.FilePage)
 					data := r.dst
 					if skip != 0 || n != ps {
@@ -92,7 +92,7 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					}
 					o := fs.l.Geometry.OOBSize
 					r.op = &opSlab[i]
-					*r.op = channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+d),
+					*r.op = channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+d),
 						Data: data, OOB: oobSlab[i*o : (i+1)*o : (i+1)*o], Decode: true}
 					ops = append(ops, r.op)
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
 // Stats is a snapshot of the layer's state and counters. Capacity and zone
@@ -26,7 +27,7 @@ type Stats struct {
 	// zones, can fill every zone (ErrNoSpace while dead pages remain).
 	GCRoom base.Bytes
 	// Zones by state (data zones only).
-	Zones [numZoneStates]int
+	Zones [zones.NumStates]int
 	// Write amplification: flash bytes programmed per user byte appended.
 	UserBytes    int64
 	RewriteBytes int64
@@ -81,7 +82,7 @@ func (s Stats) String() string {
 	fmt.Fprintf(&b, "capacity: raw %s, usable %s (%.2f%% of raw), metadata %s, bad %s, used %s, live %s\n",
 		s.Raw, s.Usable, 100*s.UsableFraction(), s.MetaReserved, s.BadBytes, s.Used, s.Live)
 	fmt.Fprintf(&b, "zones:")
-	for st := ZoneState(0); st < numZoneStates; st++ {
+	for st := ZoneState(0); st < zones.NumStates; st++ {
 		fmt.Fprintf(&b, " %s=%d", st, s.Zones[st])
 	}
 	fmt.Fprintf(&b, "\nwrites: user %d B, flash %d B, write amplification %.3f (padding %d B, tail rewrites %d, P2L pages %d, metadata pages %d, checkpoints %d)\n",
@@ -100,23 +101,23 @@ func (fs *FS) Stats() Stats {
 	var s Stats
 	s.Raw = g.RawCapacity()
 	fs.mu.Lock()
-	for _, z := range fs.zones {
-		if z.meta {
+	for _, z := range fs.zones.All {
+		if z.Meta {
 			s.MetaReserved += blockBytes * base.Bytes(g.DiesPerChannel)
 			continue
 		}
-		s.Zones[z.state]++
-		if z.state != ZoneOffline {
-			s.Usable += base.Bytes(z.capacity(fs.l)) * ps
+		s.Zones[z.State]++
+		if z.State != ZoneOffline {
+			s.Usable += base.Bytes(z.Capacity(fs.l)) * ps
 		}
-		s.BadBytes += base.Bytes(g.DiesPerChannel-len(z.dies)) * blockBytes
-		s.Used += base.Bytes(z.wp) * ps
-		s.Live += base.Bytes(z.live) * ps
+		s.BadBytes += base.Bytes(g.DiesPerChannel-len(z.Dies)) * blockBytes
+		s.Used += base.Bytes(z.WP) * ps
+		s.Live += base.Bytes(z.Live) * ps
 	}
-	if n := len(fs.zones) - onflash.MetaZoneCount - s.Zones[ZoneOffline]; n > 0 {
+	if n := len(fs.zones.All) - onflash.MetaZoneCount - s.Zones[ZoneOffline]; n > 0 {
 		s.GCRoom = s.Usable / base.Bytes(n) * base.Bytes(fs.opts.GCFreeZonesMin)
 	}
-	s.FailedDies = len(fs.failed)
+	s.FailedDies = len(fs.zones.Failed)
 	s.Files = len(fs.files)
 	fs.mu.Unlock()
 	c := &fs.ctr
@@ -175,11 +176,11 @@ func (z ZoneInfo) String() string {
 func (fs *FS) Zones() []ZoneInfo {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]ZoneInfo, 0, len(fs.zones))
-	for _, z := range fs.zones {
-		out = append(out, ZoneInfo{ID: z.id, Channel: z.channel, Block: z.block, Meta: z.meta, State: z.state,
-			Dies: append([]int(nil), z.dies...), WritePointer: z.wp, Capacity: z.capacity(fs.l), Live: z.live,
-			EraseCount: z.erases, Hint: z.hint})
+	out := make([]ZoneInfo, 0, len(fs.zones.All))
+	for _, z := range fs.zones.All {
+		out = append(out, ZoneInfo{ID: z.ID, Channel: z.Channel, Block: z.Block, Meta: z.Meta, State: z.State,
+			Dies: append([]int(nil), z.Dies...), WritePointer: z.WP, Capacity: z.Capacity(fs.l), Live: z.Live,
+			EraseCount: z.Erases, Hint: Lifetime(z.Hint)})
 	}
 	return out
 }
@@ -196,9 +197,9 @@ func (fs *FS) DataPages(f *File) []flash.PageAddr {
 	defer fs.mu.Unlock()
 	var out []flash.PageAddr
 	for _, e := range f.ino.m.Exts {
-		z := fs.zones[e.Zone]
+		z := fs.zones.All[e.Zone]
 		for k := 0; k < e.N; k++ {
-			out = append(out, fs.l.DataPageAddr(z.id, z.dies, e.ZonePage+k))
+			out = append(out, fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+k))
 		}
 	}
 	return out

@@ -170,9 +170,9 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			return err
 		}
 		fs.mu.Lock()
-		n := min(total-done, z.capacity(fs.l)-z.wp)
-		first := z.wp
-		z.wp += n
+		n := min(total-done, z.Capacity(fs.l)-z.WP)
+		first := z.WP
+		z.WP += n
 		seq := fs.nextSeq
 		fs.nextSeq += uint64(n)
 		fs.mu.Unlock()
@@ -189,10 +189,10 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			}
 			oob := oobSlab[k*o : (k+1)*o : (k+1)*o]
 			onflash.EncodeOOB(oob, pd, onflash.PageID{Valid: uint32(valid), FileID: ino.id, Page: startPage + uint64(i), Seq: seq + uint64(k)})
-			opSlab[k] = channels.Op{Kind: channels.Program, Addr: fs.l.DataPageAddr(z.id, z.dies, first+k), Data: pd, OOB: oob}
+			opSlab[k] = channels.Op{Kind: channels.Program, Addr: fs.l.DataPageAddr(z.ID, z.Dies, first+k), Data: pd, OOB: oob}
 			ops[k] = &opSlab[k]
 		}
-		fs.chans[z.channel].Do(ops...)
+		fs.chans[z.Channel].Do(ops...)
 		fs.ctr.dataPages.Add(int64(n))
 		var perr error
 		for _, op := range ops {
@@ -213,9 +213,9 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 					}
 				}
 			}
-			if z.state == ZoneOpen || z.state == ZoneEmpty {
-				z.state = ZoneReadOnly
-				fs.logLocked(zoneStateRecord(z.id, ZoneReadOnly))
+			if z.State == ZoneOpen || z.State == ZoneEmpty {
+				z.State = ZoneReadOnly
+				fs.logLocked(zoneStateRecord(z.ID, ZoneReadOnly))
 			}
 			fs.mu.Unlock()
 			for _, op := range ops {
@@ -232,19 +232,19 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 		}
 		fs.mu.Lock()
 		now := fs.opts.Clock.Now()
-		z.lastWrite = now
-		if z.owners == nil {
-			z.owners = make([]onflash.Owner, z.capacity(fs.l))
-			z.ownersKnown = make([]bool, z.capacity(fs.l))
+		z.LastWrite = now
+		if z.Owners == nil {
+			z.Owners = make([]onflash.Owner, z.Capacity(fs.l))
+			z.OwnersKnown = make([]bool, z.Capacity(fs.l))
 		}
 		for k := 0; k < n; k++ {
-			z.owners[first+k] = onflash.Owner{FileID: ino.id, Page: uint32(startPage + uint64(done+k))}
-			z.ownersKnown[first+k] = true
+			z.Owners[first+k] = onflash.Owner{FileID: ino.id, Page: uint32(startPage + uint64(done+k))}
+			z.OwnersKnown[first+k] = true
 		}
-		e := extmap.Extent{FilePage: startPage + uint64(done), Zone: z.id, ZonePage: first, N: n, Seq: seq}
+		e := extmap.Extent{FilePage: startPage + uint64(done), Zone: z.ID, ZonePage: first, N: n, Seq: seq}
 		fs.installLocked(ino, e, kind, expect[min(done, len(expect)):])
 		ino.last = z
-		full := z.wp == z.capacity(fs.l)
+		full := z.WP == z.Capacity(fs.l)
 		fs.mu.Unlock()
 		if full {
 			fs.finishZone(z)
@@ -283,9 +283,9 @@ func (fs *FS) installLocked(ino *inode, e extmap.Extent, kind writeKind, expect 
 	}
 	for _, p := range pieces {
 		ino.m.Put(p, fs.dropLocked)
-		z := fs.zones[p.Zone]
-		z.live += p.N
-		_ = invariants.Check(z.live <= z.wp, "sdf: zone %d has %d live pages above its write pointer %d", z.id, z.live, z.wp)
+		z := fs.zones.All[p.Zone]
+		z.Live += p.N
+		_ = invariants.Check(z.Live <= z.WP, "sdf: zone %d has %d live pages above its write pointer %d", z.ID, z.Live, z.WP)
 	}
 	if len(pieces) > 0 && !ino.unlinked {
 		fs.logLocked(extentsRecord(ino, pieces))
