@@ -38,7 +38,13 @@
 //     6.2), the die-failure Detector (detector.go), the lost-data
 //     Identifier answering bounded windows with IDR, CDR or CDR* (Identify,
 //     p2l.go) and the Handler's channel weights and fake failures
-//     (handler.go); their policy is internal/reparo.
+//     (handler.go); their device-independent policy is internal/reparo,
+//     and what a lost die means for this layer's zones and files (the
+//     zones that stop taking writes and the records that say so, the file
+//     pages on the die by scan or by P2L owners, the ranges to repair,
+//     channel usage, fake failures, health) is internal/sdf/dieloss
+//     (pure); this package reads the P2L pages, runs the scan's workers
+//     and journals the records.
 //   - Typed corruption (*CorruptionError) and the repair hooks ReadRaw and
 //     RewriteRange.
 //

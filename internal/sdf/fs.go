@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/dieloss"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
@@ -192,7 +193,7 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 				return nil, fmt.Errorf("sdf: format: %w", op.Err)
 			}
 			z := fs.zones.OnChannel(op.Addr.Channel, op.Addr.Block)
-			z.Dies = removeDie(z.Dies, op.Addr.Die)
+			z.DropDie(op.Addr.Die)
 		}
 	}
 	for _, z := range fs.zones.All {
@@ -237,16 +238,6 @@ func (o OpenInfo) String() string {
 // OpenInfo says how the metadata was assembled when the FS was opened (zero
 // after Format).
 func (fs *FS) OpenInfo() OpenInfo { return fs.openInfo }
-
-func removeDie(dies []int, d int) []int {
-	var out []int
-	for _, x := range dies {
-		if x != d {
-			out = append(out, x)
-		}
-	}
-	return out
-}
 
 // Open mounts the file system on dev: it replays the newest complete
 // metadata epoch, rebuilds the zone table from the device's block state,
@@ -750,40 +741,16 @@ func (fs *FS) reclaim() error {
 }
 
 // noteDieFailedLocked records a failed die (Reparo's Detector): the host
-// stops writing to every zone on it. The caller holds fs.mu.
+// stops writing to every zone on it, and the records that make it durable
+// are queued (dieloss.Fail). The caller holds fs.mu.
 func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
-	if fs.zones.Failed[d] {
-		return
+	recs, checkpoint := dieloss.Fail(fs.zones, d, fs.opts.Handler)
+	for _, r := range recs {
+		fs.logLocked(r.Record())
 	}
-	fs.zones.Failed[d] = true
-	fs.zones.SetWeights(fs.opts.Handler)
-	fs.logLocked(metalog.FailedDie{Channel: d.Channel, Die: d.Die}.Record())
-	for _, z := range fs.zones.All {
-		if z.Channel != d.Channel || z.DieIndex(d.Die) < 0 {
-			continue
-		}
-		if z.Body || (z.Meta && z.State == ZoneOpen) {
-			// A copy of the checkpoint body or of the journal's pages is
-			// on the die: write a new epoch elsewhere at the next flush
-			// (the record above makes one).
-			fs.checkpointDue = true
-		}
-		if z.State == ZoneOpen {
-			z.State = ZoneReadOnly
-			if !z.Meta {
-				fs.logLocked(zoneStateRecord(z.ID, ZoneReadOnly))
-			}
-		}
-		// An empty data zone is re-formed without the die now; a metadata
-		// zone's die set is the journal's business (the active ones are
-		// written under jr.mu without fs.mu, and every metadata zone is
-		// reset, on its good dies, before it is used again).
-		if z.State == ZoneEmpty && !z.Meta {
-			z.Dies = removeDie(z.Dies, d.Die)
-			if len(z.Dies) == 0 {
-				z.State = ZoneOffline
-			}
-			fs.logLocked(zoneResetRecord(z.ID, onflash.MaskOf(z.Dies)))
-		}
+	if checkpoint {
+		// A copy of the checkpoint body or of the journal's pages is on
+		// the die: write a new epoch elsewhere at the next flush.
+		fs.checkpointDue = true
 	}
 }

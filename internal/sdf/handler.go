@@ -1,13 +1,7 @@
 package sdf
 
 import (
-	"fmt"
-	"sort"
-
-	"github.com/flashmend/flashmend/internal/base"
-	"github.com/flashmend/flashmend/internal/flash"
-	"github.com/flashmend/flashmend/internal/reparo"
-	"github.com/flashmend/flashmend/internal/sdf/zones"
+	"github.com/flashmend/flashmend/internal/sdf/dieloss"
 )
 
 // Reparo's Handler (sections 4.2.3 and 5.2) on the host-managed layer.
@@ -33,52 +27,15 @@ import (
 // With no failed die the allocator is not used: zones are handed out in
 // plain round-robin, SDF's placement.
 
-// ChannelUsage is one channel's live data against its surviving capacity.
-type ChannelUsage struct {
-	Channel       int
-	LiveDies      int
-	LivePages     int64 // data pages some file maps (pages on a failed die count until they are repaired)
-	CapacityPages int64 // data pages of the channel's zones on surviving dies
-	Utilization   float64
-}
+// ChannelUsage is one channel's live data against its surviving capacity
+// (dieloss.ChannelUsage).
+type ChannelUsage = dieloss.ChannelUsage
 
 // ChannelUsage reports every data channel's usage.
 func (fs *FS) ChannelUsage() []ChannelUsage {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	return fs.channelUsageLocked()
-}
-
-func (fs *FS) channelUsageLocked() []ChannelUsage {
-	g := fs.l.Geometry
-	out := make([]ChannelUsage, g.Channels)
-	live := fs.zones.LiveDies()
-	for c := range out {
-		out[c] = ChannelUsage{Channel: c, LiveDies: live[c]}
-	}
-	per := int64(fs.l.DataPagesPerBlock())
-	for _, z := range fs.zones.Data() {
-		u := &out[z.Channel]
-		u.CapacityPages += per * int64(len(fs.zones.GoodDies(z)))
-		u.LivePages += int64(z.Live)
-	}
-	for c := range out {
-		if out[c].CapacityPages > 0 {
-			out[c].Utilization = float64(out[c].LivePages) / float64(out[c].CapacityPages)
-		}
-	}
-	return out
-}
-
-// excessPagesLocked is, per channel, the live pages above its share.
-func (fs *FS) excessPagesLocked() []int64 {
-	usage := fs.channelUsageLocked()
-	live := make([]int64, len(usage))
-	dies := make([]int, len(usage))
-	for c, u := range usage {
-		live[c], dies[c] = u.LivePages, u.LiveDies
-	}
-	return reparo.Excess(reparo.Shares(fs.opts.Handler, dies), live)
+	return dieloss.Usage(fs.zones)
 }
 
 // FakeFailures lists the live file ranges Rebalance would move off the
@@ -94,51 +51,11 @@ func (fs *FS) FakeFailures() []FileRange {
 }
 
 func (fs *FS) fakeFailuresLocked() ([]FileRange, []bool) {
-	if fs.opts.Handler == reparo.HandlerIDR || len(fs.zones.Failed) == 0 {
+	pages, over := dieloss.FakeFailures(fs.zones, fs.lossFilesLocked(), fs.opts.Handler)
+	if pages == nil {
 		return nil, nil
 	}
-	excess := fs.excessPagesLocked()
-	over := make([]bool, len(excess))
-	pages := map[uint64][]uint64{}
-	for c, n := range excess {
-		if n <= 0 {
-			continue
-		}
-		over[c] = true
-		// Emptiest zones first: moving their pages frees whole zones.
-		var zs []*zones.Zone
-		for b := 0; b < fs.l.Geometry.BlocksPerDie; b++ {
-			z := fs.zones.OnChannel(c, b)
-			if !z.Meta && z.Live > 0 {
-				zs = append(zs, z)
-			}
-		}
-		sort.Slice(zs, func(a, b int) bool {
-			return zs[a].Live < zs[b].Live || (zs[a].Live == zs[b].Live && zs[a].ID < zs[b].ID)
-		})
-		want := map[int]bool{}
-		for _, z := range zs {
-			if n <= 0 {
-				break
-			}
-			want[z.ID] = true
-			n -= int64(z.Live)
-		}
-		for _, ino := range fs.byID {
-			for _, e := range ino.m.Exts {
-				if !want[e.Zone] {
-					continue
-				}
-				z := fs.zones.All[e.Zone]
-				for i := 0; i < e.N; i++ {
-					if !fs.zones.Failed[flash.DieAddr{Channel: z.Channel, Die: z.Dies[(e.ZonePage+i)%len(z.Dies)]}] {
-						pages[ino.id] = append(pages[ino.id], e.FilePage+uint64(i))
-					}
-				}
-			}
-		}
-	}
-	return fs.rangesLocked(pages), over
+	return dieloss.Ranges(pages, fs.lossFileLocked, int64(fs.l.Geometry.PageSize)), over
 }
 
 // Rebalance moves the fake failures (FakeFailures) off the channels that
@@ -189,70 +106,13 @@ func (fs *FS) Rebalance(maxBytes int64) (int64, error) {
 	return moved, firstErr
 }
 
-// Health says whether the device can still absorb its failed dies (Reparo
-// section 7.2.3: successive die failures are repaired in place until the
-// spare capacity runs out).
-type Health struct {
-	FailedDies int
-	// Surviving is the data capacity of the dies still alive; Live the data
-	// files map; GCRoom the room host GC needs to work.
-	Surviving, Live, GCRoom base.Bytes
-	// Spare is Surviving - Live - GCRoom (negative: the live data no longer
-	// fits): what further die failures can take.
-	Spare base.Bytes
-	// Degraded is set, with the reason, when the device cannot keep its
-	// data and its performance: a channel lost every die, or the live data
-	// no longer fits in the surviving dies beside GC's room.
-	Degraded bool
-	Reason   string
-}
+// Health says whether the device can still absorb its failed dies
+// (dieloss.Health).
+type Health = dieloss.Health
 
 // Health reports the device's health after its die failures.
 func (fs *FS) Health() Health {
-	g := fs.l.Geometry
-	ps := base.Bytes(g.PageSize)
 	fs.mu.Lock()
-	h := Health{FailedDies: len(fs.zones.Failed)}
-	zones := 0
-	for _, z := range fs.zones.All {
-		if z.Meta || z.State == ZoneOffline {
-			continue
-		}
-		zones++
-		alive := 0
-		for _, d := range z.Dies {
-			if !fs.zones.Failed[flash.DieAddr{Channel: z.Channel, Die: d}] {
-				alive++
-			}
-		}
-		h.Surviving += base.Bytes(alive*fs.l.DataPagesPerBlock()) * ps
-		h.Live += base.Bytes(z.Live) * ps
-	}
-	if zones > 0 {
-		h.GCRoom = h.Surviving / base.Bytes(zones) * base.Bytes(fs.opts.GCFreeZonesMin)
-	}
-	var lostChannels []int
-	for c := 0; c < g.Channels; c++ {
-		dead := 0
-		for d := 0; d < g.DiesPerChannel; d++ {
-			if fs.zones.Failed[flash.DieAddr{Channel: c, Die: d}] {
-				dead++
-			}
-		}
-		if dead == g.DiesPerChannel {
-			lostChannels = append(lostChannels, c)
-		}
-	}
-	fs.mu.Unlock()
-	h.Spare = h.Surviving - h.Live - h.GCRoom
-	switch {
-	case len(lostChannels) > 0:
-		h.Degraded = true
-		h.Reason = fmt.Sprintf("channels %v lost every die: their bandwidth is gone and copies kept on distinct channels have fewer channels to use", lostChannels)
-	case h.Spare < 0:
-		h.Degraded = true
-		h.Reason = fmt.Sprintf("no spare capacity left: %d failed dies leave %s, the live data (%s) and GC's room (%s) need %s; data on a further failed die cannot be repaired in place",
-			h.FailedDies, h.Surviving, h.Live, h.GCRoom, h.Live+h.GCRoom)
-	}
-	return h
+	defer fs.mu.Unlock()
+	return dieloss.Check(fs.zones, fs.opts.GCFreeZonesMin)
 }

@@ -4,6 +4,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/dieloss"
 )
 
 // MaxFileID is the highest file ID handed out so far: identifier windows
@@ -41,20 +42,5 @@ func (fs *FS) IdentifyScan(d flash.DieAddr, workers int, w reparo.Window) ([]Fil
 func (fs *FS) DiePagesWritten(d flash.DieAddr) int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	n := 0
-	g := fs.l.Geometry
-	for b := 0; b < g.BlocksPerDie; b++ {
-		z := fs.zones.OnChannel(d.Channel, b)
-		if z.Meta || z.WP == 0 {
-			continue
-		}
-		di := z.DieIndex(d.Die)
-		if di < 0 {
-			continue
-		}
-		for i := di; i < z.WP; i += len(z.Dies) {
-			n++
-		}
-	}
-	return n
+	return dieloss.PagesWritten(fs.zones, d)
 }

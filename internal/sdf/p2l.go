@@ -10,21 +10,12 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/dieloss"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
-	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
-// FileRange is a byte range of a file.
-type FileRange struct {
-	Name   string
-	FileID uint64
-	Off    int64
-	Len    int64
-}
-
-func (r FileRange) String() string {
-	return fmt.Sprintf("%s[%d,%d)", r.Name, r.Off, r.Off+r.Len)
-}
+// FileRange is a byte range of a file (dieloss.FileRange).
+type FileRange = dieloss.FileRange
 
 // IdentifyStats reports the work of one identification of lost data.
 type IdentifyStats struct {
@@ -103,23 +94,16 @@ func (fs *FS) identifyScan(d flash.DieAddr, workers int, m reparo.Method, w repa
 	st := IdentifyStats{Method: "scan", Identifier: m, Window: w, Workers: workers}
 	fs.mu.Lock()
 	pages := fs.scanWindowLocked(d, nil, workers, w, &st)
-	out := fs.rangesLocked(pages)
+	out := dieloss.Ranges(pages, fs.lossFileLocked, int64(fs.l.Geometry.PageSize))
 	fs.mu.Unlock()
 	st.Elapsed = fs.opts.Clock.Now().Sub(start)
 	return out, st, nil
 }
 
-// p2lCand is one owner read from a P2L page (or a zone's in-memory list):
-// the page at zonePage of zone was written for owner o.
-type p2lCand struct {
-	zone, zonePage int
-	o              onflash.Owner
-}
-
 // p2lOwners is what CDR* learned about one die: every owner entrusted to
 // its neighbours, and the zones that need the scan.
 type p2lOwners struct {
-	cands     []p2lCand
+	cands     []dieloss.Candidate
 	scanZones map[int]bool
 	pagesRead int
 }
@@ -145,101 +129,47 @@ func (fs *FS) identifyP2L(d flash.DieAddr, w reparo.Window) ([]FileRange, Identi
 	}
 	fs.p2lMu.Unlock()
 	fs.mu.Lock()
-	pages := map[uint64][]uint64{} // file ID -> lost file pages
-	for _, c := range po.cands {
-		st.Entries++
-		if c.o.FileID == 0 || !w.Contains(c.o.FileID) {
-			continue
-		}
-		ino := fs.byID[c.o.FileID]
-		if ino == nil {
-			continue
-		}
-		z := fs.zones.All[c.zone]
-		e, ok := ino.m.Find(uint64(c.o.Page))
-		if ok && e.Zone == c.zone && e.ZonePage+int(uint64(c.o.Page)-e.FilePage) == c.zonePage &&
-			len(z.Dies) > 0 && z.Dies[c.zonePage%len(z.Dies)] == d.Die {
-			pages[ino.id] = append(pages[ino.id], uint64(c.o.Page))
-		}
-	}
+	pages, entries := dieloss.Confirm(fs.zones, po.cands, fs.lossFileLocked, d, w)
+	st.Entries += entries
 	st.ZonesByScan = len(po.scanZones)
 	if len(po.scanZones) > 0 {
 		for id, ps := range fs.scanWindowLocked(d, po.scanZones, 1, w, &st) {
 			pages[id] = append(pages[id], ps...)
 		}
 	}
-	out := fs.rangesLocked(pages)
+	out := dieloss.Ranges(pages, fs.lossFileLocked, int64(fs.l.Geometry.PageSize))
 	fs.mu.Unlock()
 	st.Elapsed = fs.opts.Clock.Now().Sub(start)
 	return out, st, nil
 }
 
-// readP2L reads the owners of every block of die d: one P2L page per full
-// zone, read in parallel on the channels holding them, and the in-memory
-// lists of zones not yet full.
+// readP2L reads the owners of every block of die d (dieloss.PlanP2L): one
+// P2L page per full zone, read in parallel on the channels holding them,
+// and the in-memory lists of zones not yet full.
 func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 	g := fs.l.Geometry
-	po := &p2lOwners{scanZones: map[int]bool{}}
-	type p2lRead struct {
-		z  *zones.Zone
-		di int // d's position in the stripe
-		w  int
-		op *channels.Op
-	}
-	var reads []p2lRead
 	fs.mu.Lock()
-	for b := 0; b < g.BlocksPerDie; b++ {
-		z := fs.zones.OnChannel(d.Channel, b)
-		if z.Meta || z.WP == 0 || z.State == ZoneEmpty || z.State == ZoneOffline {
-			continue
-		}
-		di := z.DieIndex(d.Die)
-		if di < 0 {
-			continue
-		}
-		w := len(z.Dies)
-		if z.P2L {
-			host, _ := z.EntrustedTo(d.Die)
-			reads = append(reads, p2lRead{z: z, di: di, w: w, op: &channels.Op{Kind: channels.Read,
-				Addr: flash.PageAddr{Channel: z.Channel, Die: host, Block: z.Block, Page: fs.l.P2LPage()},
-				Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)}})
-			continue
-		}
-		// Open (or read-only before it filled): owners are in memory.
-		known := true
-		for i := di; i < z.WP; i += w {
-			if z.OwnersKnown == nil || !z.OwnersKnown[i] {
-				known = false
-				break
-			}
-		}
-		if !known {
-			po.scanZones[z.ID] = true
-			continue
-		}
-		for i := di; i < z.WP; i += w {
-			po.cands = append(po.cands, p2lCand{z.ID, i, z.Owners[i]})
-		}
-	}
+	reads, cands, scan := dieloss.PlanP2L(fs.zones, d)
 	fs.mu.Unlock()
-	var ops []*channels.Op
-	for _, r := range reads {
-		ops = append(ops, r.op)
+	po := &p2lOwners{cands: cands, scanZones: scan}
+	ops := make([]*channels.Op, len(reads))
+	for i, r := range reads {
+		ops[i] = &channels.Op{Kind: channels.Read,
+			Addr: flash.PageAddr{Channel: r.Zone.Channel, Die: r.Host, Block: r.Zone.Block, Page: fs.l.P2LPage()},
+			Data: make([]byte, g.PageSize), OOB: make([]byte, g.OOBSize)}
 	}
 	fs.doParallel(ops)
 	po.pagesRead = len(ops)
-	for _, r := range reads {
-		owners, ok := []onflash.Owner(nil), r.op.Err == nil
+	for i, r := range reads {
+		owners, ok := []onflash.Owner(nil), ops[i].Err == nil
 		if ok {
-			owners, ok = onflash.DecodeP2L(r.op.Data, r.z.ID, d.Die)
+			owners, ok = onflash.DecodeP2L(ops[i].Data, r.Zone.ID, d.Die)
 		}
 		if !ok {
-			po.scanZones[r.z.ID] = true
+			po.scanZones[r.Zone.ID] = true
 			continue
 		}
-		for p, o := range owners {
-			po.cands = append(po.cands, p2lCand{r.z.ID, p*r.w + r.di, o})
-		}
+		po.cands = append(po.cands, r.Candidates(owners)...)
 	}
 	return po
 }
@@ -247,16 +177,16 @@ func (fs *FS) readP2L(d flash.DieAddr) *p2lOwners {
 // scanWindowLocked returns the mapped file pages on die d of the files in
 // window w, restricted to zones in only (nil: all): the files, sorted by ID,
 // are cut into `workers` contiguous regions (reparo.Partition)
-// scanned in parallel.
+// scanned in parallel (dieloss.Scan).
 func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, w reparo.Window, st *IdentifyStats) map[uint64][]uint64 {
-	inos := make([]*inode, 0, len(fs.byID))
+	files := make([]dieloss.File, 0, len(fs.byID))
 	for id, ino := range fs.byID {
 		if w.Contains(id) {
-			inos = append(inos, ino)
+			files = append(files, dieloss.File{ID: ino.id, Map: &ino.m})
 		}
 	}
-	sort.Slice(inos, func(a, b int) bool { return inos[a].id < inos[b].id })
-	bounds := reparo.Partition(len(inos), workers)
+	sort.Slice(files, func(a, b int) bool { return files[a].ID < files[b].ID })
+	bounds := reparo.Partition(len(files), workers)
 	results := make([]map[uint64][]uint64, workers)
 	entries := make([]int, workers)
 	var wg sync.WaitGroup
@@ -264,23 +194,7 @@ func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, 
 		wg.Add(1)
 		go func(k int) {
 			defer wg.Done()
-			res := map[uint64][]uint64{}
-			for _, ino := range inos[bounds[k]:bounds[k+1]] {
-				for _, e := range ino.m.Exts {
-					z := fs.zones.All[e.Zone]
-					entries[k]++
-					if z.Channel != d.Channel || (only != nil && !only[z.ID]) {
-						continue
-					}
-					for i := 0; i < e.N; i++ {
-						zp := e.ZonePage + i
-						if z.Dies[zp%len(z.Dies)] == d.Die {
-							res[ino.id] = append(res[ino.id], e.FilePage+uint64(i))
-						}
-					}
-				}
-			}
-			results[k] = res
+			results[k], entries[k] = dieloss.Scan(fs.zones, files[bounds[k]:bounds[k+1]], d, only)
 		}(k)
 	}
 	wg.Wait()
@@ -294,31 +208,20 @@ func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, 
 	return out
 }
 
-// rangesLocked turns lost pages into merged, sorted byte ranges.
-func (fs *FS) rangesLocked(pages map[uint64][]uint64) []FileRange {
-	ps := int64(fs.l.Geometry.PageSize)
-	var ids []uint64
-	for id := range pages {
-		ids = append(ids, id)
+// lossFileLocked is file id as dieloss sees it.
+func (fs *FS) lossFileLocked(id uint64) (dieloss.File, bool) {
+	ino := fs.byID[id]
+	if ino == nil {
+		return dieloss.File{}, false
 	}
-	sort.Slice(ids, func(a, b int) bool { return ids[a] < ids[b] })
-	var out []FileRange
-	for _, id := range ids {
-		ino := fs.byID[id]
-		list := pages[id]
-		sort.Slice(list, func(a, b int) bool { return list[a] < list[b] })
-		for i := 0; i < len(list); {
-			j := i + 1
-			for j < len(list) && list[j] <= list[j-1]+1 {
-				j++
-			}
-			off := int64(list[i]) * ps
-			end := min((int64(list[j-1])+1)*ps, ino.size)
-			if end > off {
-				out = append(out, FileRange{Name: ino.name, FileID: id, Off: off, Len: end - off})
-			}
-			i = j
-		}
+	return dieloss.File{ID: ino.id, Name: ino.name, Size: ino.size, Map: &ino.m}, true
+}
+
+// lossFilesLocked is every file as dieloss sees it.
+func (fs *FS) lossFilesLocked() []dieloss.File {
+	out := make([]dieloss.File, 0, len(fs.byID))
+	for _, ino := range fs.byID {
+		out = append(out, dieloss.File{ID: ino.id, Name: ino.name, Size: ino.size, Map: &ino.m})
 	}
 	return out
 }

@@ -138,6 +138,18 @@ func (z *Zone) DieIndex(d int) int {
 	return -1
 }
 
+// DropDie takes die d out of the zone's die set (a zone that is erased, or
+// was never programmed, is re-formed without a die that failed).
+func (z *Zone) DropDie(d int) {
+	var dies []int
+	for _, x := range z.Dies {
+		if x != d {
+			dies = append(dies, x)
+		}
+	}
+	z.Dies = dies
+}
+
 // Open opens an empty zone for the appends of files with lifetime hint
 // hint (forGC: for GC's relocations only). The caller journals the zone's
 // opening (onflash.RecZoneOpen).
