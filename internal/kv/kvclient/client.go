@@ -33,6 +33,14 @@ type Options struct {
 	// (or after as many attempts as there are replicas, when leader hints
 	// bounce); it doubles each round up to 500ms. Default 20ms.
 	RetryBackoff time.Duration
+	// AttemptTimeout bounds one attempt of a read (and of a transaction's
+	// begin) on one replica; when it passes, the read goes to the next
+	// replica. A replica that holds the connection but does not answer (a
+	// paused process, a stalled disk) then costs one AttemptTimeout
+	// instead of the caller's whole deadline. Writes are not cut short: an
+	// attempt that timed out may have been proposed, so it is never re-sent
+	// elsewhere. Default 2s; negative: none.
+	AttemptTimeout time.Duration
 	// TxnRetries bounds the re-runs of an aborted transaction. Default 20.
 	TxnRetries int
 	// Seed seeds replica choice for eventual reads.
@@ -73,6 +81,9 @@ func New(layout kv.Layout, addrs map[base.NodeID]string, opts Options) (*Client,
 	}
 	if opts.TxnRetries == 0 {
 		opts.TxnRetries = 20
+	}
+	if opts.AttemptTimeout == 0 {
+		opts.AttemptTimeout = 2 * time.Second
 	}
 	if opts.MaxAttempts < 1 || opts.TxnRetries < 1 || opts.RetryBackoff < 0 || opts.RetryTimeout < 0 {
 		return nil, base.InvalidArgumentf("kv: bad client options %+v", opts)
@@ -198,7 +209,7 @@ func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 //
 // A write (preferLeader and not a read) is re-sent only on errors that prove
 // it was not proposed.
-func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idempotent bool, call func(kvpb.KVClient) error) error {
+func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idempotent bool, call func(context.Context, kvpb.KVClient) error) error {
 	var last error
 	var queue []base.NodeID
 	deadline := c.opts.Clock.Now().Add(c.opts.RetryTimeout)
@@ -231,7 +242,21 @@ func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idemp
 		if err != nil {
 			return err
 		}
-		err = kv.FromStatus(call(kc))
+		actx, cancel := ctx, context.CancelFunc(func() {})
+		if idempotent && c.opts.AttemptTimeout > 0 {
+			actx, cancel = context.WithTimeout(ctx, c.opts.AttemptTimeout)
+		}
+		err = kv.FromStatus(call(actx, kc))
+		// The server may end the call a moment before the client's timer
+		// fires (the deadline travels with the call), so its
+		// DeadlineExceeded counts as the attempt's timeout too.
+		attemptTimedOut := actx != ctx && ctx.Err() == nil &&
+			(actx.Err() != nil || status.Code(err) == codes.DeadlineExceeded || errors.Is(err, context.DeadlineExceeded))
+		cancel()
+		if err != nil && attemptTimedOut {
+			// The replica did not answer in time: a read tries the next.
+			err = fmt.Errorf("kv: node %d did not answer within %v: %w", n, c.opts.AttemptTimeout, err)
+		}
 		if err == nil {
 			if preferLeader {
 				c.mu.Lock()
@@ -242,6 +267,7 @@ func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idemp
 		}
 		last = err
 		retry, leader := retryable(err, idempotent)
+		retry = retry || attemptTimedOut
 		if !retry {
 			return err
 		}
@@ -305,7 +331,7 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value
 	shard := c.layout.ShardFor(key)
 	ro := readOptions(opts)
 	var resp *kvpb.GetResponse
-	err = c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(kc kvpb.KVClient) error {
+	err = c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(ctx context.Context, kc kvpb.KVClient) error {
 		var err error
 		resp, err = kc.Get(ctx, &kvpb.GetRequest{Shard: uint64(shard.ID), Key: key, Read: ro})
 		return err
@@ -367,7 +393,7 @@ func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn 
 				page = min(page, limit-seen)
 			}
 			var resp *kvpb.ScanResponse
-			err := c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(kc kvpb.KVClient) error {
+			err := c.do(ctx, shard, ro.Consistency == kvpb.Consistency_STRONG, true, func(ctx context.Context, kc kvpb.KVClient) error {
 				var err error
 				resp, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: uint64(shard.ID), Start: from, End: end, Limit: uint32(page), Read: ro})
 				return err
@@ -436,7 +462,7 @@ func (c *Client) Batch(ctx context.Context, ops []Op, conds []Condition) (uint64
 		}
 	}
 	var resp *kvpb.WriteResponse
-	err := c.do(ctx, shard, true, false, func(kc kvpb.KVClient) error {
+	err := c.do(ctx, shard, true, false, func(ctx context.Context, kc kvpb.KVClient) error {
 		var err error
 		resp, err = kc.Write(ctx, &kvpb.WriteRequest{Shard: uint64(shard.ID), Batch: b})
 		return err
@@ -557,7 +583,7 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 	shard := c.layout.ShardFor(shardKey)
 	for attempt := 1; attempt <= c.opts.TxnRetries; attempt++ {
 		t := &Txn{c: c, shard: shard, seen: map[string][]byte{}}
-		err := c.do(ctx, shard, true, true, func(kc kvpb.KVClient) error {
+		err := c.do(ctx, shard, true, true, func(ctx context.Context, kc kvpb.KVClient) error {
 			resp, err := kc.TxnBegin(ctx, &kvpb.TxnBeginRequest{Shard: uint64(shard.ID)})
 			if err != nil {
 				return err
