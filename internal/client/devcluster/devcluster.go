@@ -35,6 +35,11 @@ type Options struct {
 	// DieRepair is each node's die repair mode (node.Config.DieRepair).
 	DieRepair string
 	// RepairReserve is each node's repair reserve (node.Config.RepairReserve).
+	// With no NodeStore the nodes keep plain files on the host's disk,
+	// which other work shares: there 0 means no reserve, since 5% of a
+	// shared disk free is not this cluster's to judge (tests failed with
+	// "near full" whenever the machine's disk passed 95%). Set it to test
+	// the reserve.
 	RepairReserve float64
 	// UnsafeNoFsync disables etcd's fsyncs (tests).
 	UnsafeNoFsync bool
@@ -253,6 +258,9 @@ func (c *Cluster) startNodeLocked(ctx context.Context, i int) (*node.Node, error
 		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
 		FaultSeed: int64(i + 1), Logf: c.opts.Logf, DieRepair: c.opts.DieRepair, KV: c.opts.KV,
 		RepairReserve: c.opts.RepairReserve,
+	}
+	if store == nil && cfg.RepairReserve == 0 {
+		cfg.RepairReserve = -1
 	}
 	if c.opts.Metrics != nil {
 		cfg.ServerOptions = c.opts.Metrics.ServerOptions
