@@ -26,6 +26,8 @@ func newNodeCmd() *cobra.Command {
 	var reserve float64
 	var metricsF metricsFlag
 	var nemesisControl string
+	var storeKind string
+	deviceSize := base.Bytes(1) * base.GiB
 	cmd := &cobra.Command{
 		Use:   "node --dir DIR --coordinator ADDR",
 		Short: "Run a storage node",
@@ -55,6 +57,16 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 				return fmt.Errorf("node in %s did not start: %w", cfg.Dir, err)
 			}
 			defer lock.Close()
+			open, err := devStore(storeKind, deviceSize)
+			if err != nil {
+				return err
+			}
+			if open != nil {
+				// The node closes its store when it stops (or fails to start).
+				if cfg.Store, err = open(cfg.Dir, int(id)); err != nil {
+					return fmt.Errorf("node in %s: emulated flash device: %w", cfg.Dir, err)
+				}
+			}
 			startCtx, cancel := start.startContext(ctx)
 			cfg.RepairReserve = repairReserveConfig(reserve)
 			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -103,6 +115,8 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.StringVar(&cfg.DieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
 	registerRepairReserve(f, &reserve)
 	f.Uint64Var(&id, "id", 0, "node ID (0: from the identity file, or allocated)")
+	f.StringVar(&storeKind, "store", "file", "node store: file (plain files in DIR/store) or sdf (SDF extent files on an emulated flash device in DIR/sdf; the KV replicas live on it too)")
+	f.Var(&deviceSize, "device-size", "data capacity of the emulated flash device (sdf store)")
 	f.BoolVar(&cfg.SyncWrites, "sync", true, "fsync every chunk write")
 	f.BoolVar(&withKV, "kv", true, "host the replicated KV store (replicas of the shards the coordinator places here)")
 	start.register(cmd)

@@ -221,8 +221,8 @@ writes <out>/nemesis.md. It exits non-zero when a check failed.`,
 				return err
 			}
 			rep.Text("%s", res.Markdown())
-			command := fmt.Sprintf("flashmend torture nemesis --seed %d --nodes %d --duration %v --hold %v --kv-clients %d --keys %d --obj-clients %d",
-				opts.Seed, opts.Nodes, opts.Duration, opts.Hold, opts.KVClients, opts.Keys, opts.ObjClients)
+			command := fmt.Sprintf("flashmend torture nemesis --store %s --seed %d --nodes %d --duration %v --hold %v --kv-clients %d --keys %d --obj-clients %d",
+				opts.Store, opts.Seed, opts.Nodes, opts.Duration, opts.Hold, opts.KVClients, opts.Keys, opts.ObjClients)
 			if faults != "" {
 				command += " --faults " + faults
 			}
@@ -239,6 +239,8 @@ writes <out>/nemesis.md. It exits non-zero when a check failed.`,
 	f := cmd.Flags()
 	f.Int64Var(&opts.Seed, "seed", 0, "seed of the fault schedule and the workloads (0: from the clock, printed)")
 	f.StringVar(&out, "out", "docs/results", "directory for nemesis.md")
+	f.StringVar(&opts.Store, "store", "file", "nodes' store: file (plain files) or sdf (emulated flash, KV replicas on it too)")
+	f.StringVar(&opts.DeviceSize, "device-size", "512MiB", "each node's emulated flash device (--store sdf)")
 	f.IntVar(&opts.Nodes, "nodes", 6, "storage nodes (at least 4; 6 or more also stores EC objects)")
 	f.DurationVar(&opts.Duration, "duration", 3*time.Minute, "how long faults are injected")
 	f.DurationVar(&opts.Hold, "hold", 8*time.Second, "the longest a fault lasts (each lasts half to all of it; the gap between faults too)")

@@ -48,6 +48,11 @@ type Options struct {
 	// Dir holds the cluster's directories and every process's log.
 	Dir  string
 	Seed int64
+	// Store is the nodes' store: "file" (plain files, the default) or
+	// "sdf" (an emulated flash device per node, of DeviceSize bytes, which
+	// holds the node's KV replicas too).
+	Store      string
+	DeviceSize string
 	// Nodes is the number of storage nodes (at least 4; 6 or more also
 	// stores EC objects).
 	Nodes int
@@ -80,6 +85,15 @@ func (o *Options) validate() error {
 	}
 	if o.Faults == nil {
 		o.Faults = AllFaults
+	}
+	if o.Store == "" {
+		o.Store = "file"
+	}
+	if o.DeviceSize == "" {
+		o.DeviceSize = "512MiB"
+	}
+	if o.Store != "file" && o.Store != "sdf" {
+		return base.InvalidArgumentf("nemesis: unknown store %q (file or sdf)", o.Store)
 	}
 	for _, f := range o.Faults {
 		if !contains(AllFaults, f) {
@@ -140,6 +154,7 @@ func (f *Injected) who() string {
 type Result struct {
 	Seed                    int64
 	Nodes                   int
+	Store                   string
 	Duration, Hold, Elapsed time.Duration
 	Faults                  []Injected
 
@@ -206,7 +221,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	h := &harness{opts: opts, start: time.Now(), http: &http.Client{Timeout: 10 * time.Second}}
-	h.res = Result{Seed: opts.Seed, Nodes: opts.Nodes, Duration: opts.Duration, Hold: opts.Hold}
+	h.res = Result{Seed: opts.Seed, Nodes: opts.Nodes, Store: opts.Store, Duration: opts.Duration, Hold: opts.Hold}
 	defer h.shutdown()
 	if err := h.startCluster(ctx); err != nil {
 		return nil, err
@@ -333,7 +348,8 @@ func (h *harness) startNode(ctx context.Context, n *nodeProc) error {
 	for attempt := 0; attempt < 5; attempt++ {
 		p, err := startProc(fmt.Sprintf("node %d", n.id), h.opts.Argv, n.dir+".log",
 			"node", "--dir", n.dir, "--coordinator", h.ep, "--id", strconv.Itoa(int(n.id)), "--listen", n.addr,
-			"--metrics", "off", "--repair-reserve", "0", "--nemesis-control", "127.0.0.1:0")
+			"--metrics", "off", "--repair-reserve", "0", "--nemesis-control", "127.0.0.1:0",
+			"--store", h.opts.Store, "--device-size", h.opts.DeviceSize)
 		if err != nil {
 			return err
 		}

@@ -25,7 +25,8 @@ func buildBinary(t *testing.T) string {
 }
 
 // TestNemesisRound is make test's slice of the nemesis: a short seeded run
-// on four nodes with every kind of fault, which must find nothing wrong.
+// on four nodes on emulated flash (objects and KV replicas both on the
+// device) with every kind of fault, which must find nothing wrong.
 func TestNemesisRound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
@@ -41,7 +42,7 @@ func TestNemesisRound(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	res, err := Run(ctx, Options{Argv: []string{bin}, Dir: dir, Seed: seed, Nodes: 4,
+	res, err := Run(ctx, Options{Argv: []string{bin}, Dir: dir, Seed: seed, Nodes: 4, Store: "sdf", DeviceSize: "256MiB",
 		Duration: 40 * time.Second, Hold: 4 * time.Second, KVClients: 3, Keys: 4, ObjClients: 1, ObjSize: 128 << 10,
 		Logf: t.Logf})
 	if err != nil {
@@ -58,6 +59,11 @@ func TestNemesisRound(t *testing.T) {
 			}
 		}
 		t.Fatalf("the nemesis found something wrong (seed %d)", seed)
+	}
+	for i := 1; i <= 4; i++ {
+		if _, err := os.Stat(filepath.Join(dir, fmt.Sprintf("node-%d", i), "sdf")); err != nil {
+			t.Fatalf("node %d did not run on emulated flash: %v", i, err)
+		}
 	}
 	if res.KVOK == 0 || res.ObjPuts == 0 || len(res.Faults) == 0 {
 		t.Fatalf("nothing was exercised: %d KV operations, %d objects, %d faults", res.KVOK, res.ObjPuts, len(res.Faults))

@@ -15,8 +15,12 @@ func (r *Result) Markdown() string {
 	if !r.Passed() {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(&b, "Seed %d, %d storage nodes and a coordinator, each its own process; faults for %v (each held %v-%v, one at a time), %v in all. Verdict: **%s**.\n\n",
-		r.Seed, r.Nodes, r.Duration, r.Hold/2, r.Hold, r.Elapsed.Round(time.Second), verdict)
+	store := "plain files"
+	if r.Store == "sdf" {
+		store = "emulated flash (SDF; the KV replicas on it too)"
+	}
+	fmt.Fprintf(&b, "Seed %d, %d storage nodes on %s and a coordinator, each its own process; faults for %v (each held %v-%v, one at a time), %v in all. Verdict: **%s**.\n\n",
+		r.Seed, r.Nodes, store, r.Duration, r.Hold/2, r.Hold, r.Elapsed.Round(time.Second), verdict)
 
 	count := map[string]int{}
 	failed := map[string]int{}
