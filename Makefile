@@ -128,6 +128,7 @@ TORTURE_SEED     ?= 0
 torture: build
 	$(BIN) torture all --seed $(TORTURE_SEED) --fuzztime $(TORTURE_FUZZTIME) --out $(TORTURE_OUT)
 	$(BIN) torture nemesis --seed $(TORTURE_SEED) --out $(TORTURE_OUT)
+	$(BIN) torture nemesis --store sdf --seed $(TORTURE_SEED) --out $(TORTURE_OUT)
 
 # Regenerates the gRPC stubs (committed, so building never needs protoc).
 proto:

@@ -190,7 +190,8 @@ restart, SIGSTOP and SIGCONT, a partition of one node or of two halves
 (cut at every node's gRPC boundary), persistent bit errors on a node's
 reads. At the end it heals everything, checks the KV history for
 linearizability with porcupine, reads every acknowledged object back, and
-writes <out>/nemesis.md. It exits non-zero when a check failed.`,
+writes <out>/nemesis.md (nemesis-sdf.md with --store sdf). It exits
+non-zero when a check failed.`,
 		Example: `  flashmend torture nemesis --duration 2m --seed 7 --out /tmp/nemesis
   flashmend torture nemesis --faults kill,partition-one --nodes 5`,
 		Args: exactArgs(0),
@@ -216,7 +217,11 @@ writes <out>/nemesis.md. It exits non-zero when a check failed.`,
 			if err != nil {
 				return fmt.Errorf("torture nemesis: %w (processes' logs in %s)", err, dir)
 			}
-			rep, err := report.New("nemesis", "Nemesis: processes killed, paused and cut off, with a linearizability check")
+			name := "nemesis" // plain files; emulated flash gets a report of its own
+			if opts.Store == "sdf" {
+				name = "nemesis-sdf"
+			}
+			rep, err := report.New(name, "Nemesis: processes killed, paused and cut off, with a linearizability check")
 			if err != nil {
 				return err
 			}
@@ -229,9 +234,9 @@ writes <out>/nemesis.md. It exits non-zero when a check failed.`,
 			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "torture nemesis: wrote %s in %v\n", filepath.Join(out, "nemesis.md"), res.Elapsed.Round(time.Second))
+			fmt.Fprintf(cmd.OutOrStdout(), "torture nemesis: wrote %s in %v\n", filepath.Join(out, name+".md"), res.Elapsed.Round(time.Second))
 			if !res.Passed() {
-				return fmt.Errorf("torture nemesis: a check failed (see %s; processes' logs in %s)", filepath.Join(out, "nemesis.md"), dir)
+				return fmt.Errorf("torture nemesis: a check failed (see %s; processes' logs in %s)", filepath.Join(out, name+".md"), dir)
 			}
 			return os.RemoveAll(dir)
 		},
