@@ -52,9 +52,11 @@
 //
 // The encoding of every structure below (and the vote over metadata units)
 // is internal/sdf/onflash; the journal's records as typed values, the merge
-// of the copies of metadata and checkpoint body pages and the choice of the
-// epoch to replay are internal/sdf/metalog (pure); this package writes and
-// reads them through its channel workers and replays them.
+// of the copies of metadata and checkpoint body pages, the choice of the
+// epoch to replay and the replay itself (records in, file table and zone
+// records out; the unsealed zones' pages mapped) are internal/sdf/metalog
+// (pure); this package writes and reads them through its channel workers
+// and adopts the replayed tables.
 //
 // Data page (OOB): kind, valid bytes, file ID, file page, write sequence
 // number, CRC32C over data and identity. The last page of every block of a
@@ -113,7 +115,7 @@
 // (onflash.RecZoneSealed, after its extents); on open, the programmed pages
 // of the zones left unsealed are read and every verified page newer than its
 // file's mapping is mapped again if it replaces a page or extends the file
-// without a hole (recoverUnsealed). Creates, renames, removes and rewrites
+// without a hole (metalog.Tables.Recover). Creates, renames, removes and rewrites
 // program one metadata page three times. These costs are in the write
 // amplification. A channel pinned with CreateOn is not persisted: after a
 // reopen the file's new zones may be on any channel.

@@ -3,7 +3,6 @@ package sdf
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"sync"
 	"sync/atomic"
 
@@ -40,7 +39,6 @@ type FS struct {
 	nextSeq    uint64
 	created    int64 // unix ns of Format
 	closed     bool
-	replaying  bool // live page counts are computed after replay
 
 	jr       journal
 	ctr      counters
@@ -57,8 +55,6 @@ type FS struct {
 	// failed). Both guarded by mu.
 	bodyReserve   int
 	checkpointDue bool
-	// replayBody is the body the replayed epoch named (replay only).
-	replayBody *writtenBody
 }
 
 // inode is a file. Guarded by FS.mu.
@@ -288,27 +284,32 @@ func (fs *FS) load() error {
 }
 
 // replay applies the records of metadata epoch's stream (every record
-// verified its CRC) to the in-memory tables and rebuilds the zone table
-// from them and the device's block state.
+// verified its CRC) to the in-memory tables (metalog.Replay, which reads
+// the checkpoint body the epoch names), rebuilds the zone table from them
+// and the device's block state, and maps the synced pages of the zones
+// left unsealed whose extents never reached the journal.
 func (fs *FS) replay(epoch uint64, stream []byte) error {
-	masks := map[int]uint64{}
-	states := map[int]ZoneState{}
-	sawSuper := false
-	fs.replaying = true
-	if _, err := fs.applyRecords(stream, masks, states, func(typ byte) error {
-		sawSuper = sawSuper || typ == onflash.RecSuper
-		return nil
-	}); err != nil {
+	t, err := metalog.Replay(fs.l, epoch, stream, fs.readBody)
+	if err != nil {
 		return err
 	}
-	if !sawSuper {
-		return base.CorruptionErrorf("sdf: metadata epoch %d has no superblock", epoch)
+	fs.created = t.Created
+	for _, d := range t.Failed {
+		fs.zones.Failed[d] = true
+	}
+	for z, open := range t.Unsealed {
+		fs.zones.All[z].Unsealed = open
+	}
+	states := map[int]ZoneState{}
+	for z, s := range t.States {
+		states[z] = ZoneState(s)
 	}
 	fs.jr.epoch = max(epoch, fs.jr.epoch)
-	fs.zones.Rebuild(masks, states)
-	if b := fs.replayBody; b != nil {
+	fs.zones.Rebuild(t.Masks, states)
+	if t.Body != nil {
 		// The body's zones stay lent to the journal until the next
 		// checkpoint is durable.
+		b := &writtenBody{rec: *t.Body}
 		for c := range b.rec.Copies {
 			for _, run := range b.rec.Copies[c] {
 				z := fs.zones.All[run.Zone]
@@ -316,14 +317,15 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 				z.Dies = onflash.DiesOf(run.Mask)
 				z.State, z.WP, z.Unsealed = ZoneFull, run.Pages, false
 				z.Owners, z.OwnersKnown, z.P2L = nil, nil, false
+				b.zones = append(b.zones, z)
 			}
 		}
 		fs.jr.body = b
 		fs.jr.epoch = max(fs.jr.epoch, b.rec.Epoch)
-		fs.replayBody = nil
 	}
-	fs.recoverUnsealed()
-	fs.replaying = false
+	fs.ctr.recoveredPages.Add(int64(t.Recover(fs.readUnsealed(), fs.l.Geometry.PageSize)))
+	fs.nextFileID, fs.nextSeq = t.NextFileID, t.NextSeq
+	fs.adoptFiles(t)
 	fs.countLive()
 	for _, z := range fs.zones.Data() {
 		if z.Unsealed && z.State == ZoneFull {
@@ -343,121 +345,26 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 	return nil
 }
 
-// applyRecord replays one journal record into the in-memory tables.
-func (fs *FS) applyRecord(typ byte, body []byte, masks map[int]uint64, states map[int]ZoneState) error {
-	if typ == onflash.RecCheckpointBody && fs.replayBody != nil {
-		return base.CorruptionErrorf("sdf: a second checkpoint body record in one epoch")
+// adoptFiles makes the replayed file table the FS's: one inode per entry,
+// by ID and by name.
+func (fs *FS) adoptFiles(t *metalog.Tables) {
+	ps := int64(fs.l.Geometry.PageSize)
+	inodes := map[*metalog.File]*inode{}
+	inodeOf := func(f *metalog.File) *inode {
+		if ino := inodes[f]; ino != nil {
+			return ino
+		}
+		ino := &inode{id: f.ID, name: f.Name, hint: Lifetime(f.Hint), mtime: f.MTime, size: f.Size, m: f.Map,
+			bufPage: uint64(f.Size / ps), channel: -1}
+		inodes[f] = ino
+		return ino
 	}
-	rec, err := metalog.Decode(fs.l, typ, body)
-	if err != nil {
-		return err
+	for id, f := range t.Files {
+		fs.byID[id] = inodeOf(f)
 	}
-	switch r := rec.(type) {
-	case metalog.Super:
-		fs.created = r.Created
-	case metalog.Create:
-		if old := fs.files[r.Name]; old != nil {
-			fs.unlinkLocked(old)
-		}
-		ino := &inode{id: r.ID, name: r.Name, hint: Lifetime(r.Hint), mtime: r.MTime, channel: -1}
-		fs.files[r.Name], fs.byID[r.ID] = ino, ino
-		fs.nextFileID = max(fs.nextFileID, r.ID+1)
-	case metalog.Rename:
-		ino := fs.byID[r.ID]
-		if ino == nil {
-			return nil
-		}
-		if old := fs.files[r.Name]; old != nil && old != ino {
-			fs.unlinkLocked(old)
-		}
-		delete(fs.files, ino.name)
-		ino.name = r.Name
-		fs.files[r.Name] = ino
-	case metalog.Delete:
-		if ino := fs.byID[r.ID]; ino != nil {
-			fs.unlinkLocked(ino)
-		}
-	case metalog.Extents:
-		ino := fs.byID[r.ID]
-		if ino == nil {
-			return nil
-		}
-		for _, e := range r.Exts {
-			ino.m.Put(e, nil)
-			fs.nextSeq = max(fs.nextSeq, e.Seq+uint64(e.N))
-		}
-		if r.Err != nil {
-			return r.Err
-		}
-		ino.size, ino.mtime = r.Size, r.MTime
-		ino.bufPage = uint64(r.Size / int64(fs.l.Geometry.PageSize))
-	case metalog.ZoneReset:
-		masks[r.Zone] = r.Mask
-		delete(states, r.Zone)
-		fs.zones.All[r.Zone].Unsealed = false
-	case metalog.ZoneOpen:
-		fs.zones.All[r.Zone].Unsealed = r.Open
-	case metalog.ZoneState:
-		states[r.Zone] = ZoneState(r.State)
-	case metalog.FailedDie:
-		fs.zones.Failed[flash.DieAddr{Channel: r.Channel, Die: r.Die}] = true
-	case metalog.Body:
-		return fs.replayBodyRecords(r.CheckpointBody, masks, states)
-	case metalog.CheckpointDone:
-		fs.nextFileID = max(fs.nextFileID, r.NextFileID)
-		fs.nextSeq = max(fs.nextSeq, r.NextSeq)
+	for name, f := range t.Names {
+		fs.files[name] = inodeOf(f)
 	}
-	return nil
-}
-
-// applyRecords applies the records of stream in order, each after check
-// accepts its type, up to the first that does not verify (a torn or damaged
-// record ends a journal stream), and returns the bytes from there.
-func (fs *FS) applyRecords(stream []byte, masks map[int]uint64, states map[int]ZoneState, check func(typ byte) error) ([]byte, error) {
-	for {
-		typ, body, rest, ok := onflash.NextRecord(stream)
-		if !ok {
-			return stream, nil
-		}
-		if err := check(typ); err != nil {
-			return stream, err
-		}
-		if err := fs.applyRecord(typ, body, masks, states); err != nil {
-			return stream, err
-		}
-		stream = rest
-	}
-}
-
-// replayBodyRecords reads the checkpoint body b and applies its records in
-// the place of the record that names it.
-func (fs *FS) replayBodyRecords(b onflash.CheckpointBody, masks map[int]uint64, states map[int]ZoneState) error {
-	stream, err := fs.readBody(b)
-	if err != nil {
-		return err
-	}
-	wb := &writtenBody{rec: b}
-	for _, runs := range b.Copies {
-		for _, run := range runs {
-			wb.zones = append(wb.zones, fs.zones.All[run.Zone])
-		}
-	}
-	fs.replayBody = wb
-	stream, err = fs.applyRecords(stream, masks, states, func(typ byte) error {
-		if typ == onflash.RecSuper || typ == onflash.RecCheckpointBody {
-			return base.CorruptionErrorf("sdf: checkpoint body of epoch %d holds a record of type %d", b.Epoch, typ)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(stream) > 0 {
-		// The body verified as a whole (CRC32C): a record that does
-		// not is a bug, not damage.
-		return base.CorruptionErrorf("sdf: checkpoint body of epoch %d: %d bytes of it are no record", b.Epoch, len(stream))
-	}
-	return nil
 }
 
 // countLive computes every zone's live pages from the file table.
@@ -469,22 +376,12 @@ func (fs *FS) countLive() {
 	}
 }
 
-// recoverUnsealed reads every programmed page of the zones that were open
-// at the crash (unsealed) and maps the synced pages whose extents never
-// reached the journal: a page is taken if its file exists and its sequence
-// number is newer than the page's mapping, and it either replaces a page
-// within the file or extends the file contiguously (a crash in the middle
-// of a batch can leave later pages without earlier ones; those are not
-// taken, so no hole is ever read as data). nextSeq moves past every
-// sequence number seen, taken or not.
-func (fs *FS) recoverUnsealed() {
+// readUnsealed reads every programmed page of the zones that were open at
+// the crash (unsealed) and returns the data pages that verify, in the order
+// read, for metalog.Tables.Recover.
+func (fs *FS) readUnsealed() []metalog.Found {
 	g := fs.l.Geometry
-	type cand struct {
-		id   onflash.PageID
-		zone int
-		zp   int
-	}
-	perFile := map[uint64][]cand{}
+	var found []metalog.Found
 	for _, z := range fs.zones.Data() {
 		if !z.Unsealed || z.WP == 0 || len(z.Dies) == 0 {
 			continue
@@ -504,43 +401,12 @@ func (fs *FS) recoverUnsealed() {
 		fs.chans[z.Channel].Do(ops...)
 		fs.ctr.recoveryReads.Add(int64(len(ops)))
 		for i, op := range ops {
-			if op.Err != nil || !op.IDOK {
-				continue
+			if op.Err == nil && op.IDOK {
+				found = append(found, metalog.Found{ID: op.ID, Zone: z.ID, ZonePage: zps[i]})
 			}
-			fs.nextSeq = max(fs.nextSeq, op.ID.Seq+1)
-			perFile[op.ID.FileID] = append(perFile[op.ID.FileID], cand{op.ID, z.ID, zps[i]})
 		}
 	}
-	ps := int64(g.PageSize)
-	for id, cs := range perFile {
-		ino := fs.byID[id]
-		if ino == nil {
-			continue
-		}
-		sort.Slice(cs, func(a, b int) bool {
-			if cs[a].id.Page != cs[b].id.Page {
-				return cs[a].id.Page < cs[b].id.Page
-			}
-			return cs[a].id.Seq < cs[b].id.Seq
-		})
-		for _, c := range cs {
-			endPage := uint64((ino.size + ps - 1) / ps)
-			if c.id.Page > endPage || (c.id.Page == endPage && ino.size%ps != 0) {
-				break // a hole, or an extension after a partial page
-			}
-			if cur, ok := ino.m.Find(c.id.Page); ok && cur.Seq+(c.id.Page-cur.FilePage) >= c.id.Seq {
-				continue
-			}
-			ino.m.Put(extmap.Extent{FilePage: c.id.Page, Zone: c.zone, ZonePage: c.zp, N: 1, Seq: c.id.Seq}, nil)
-			if c.id.Page+1 >= endPage {
-				// A newer version of the last page, or the next page: it
-				// decides the size (appends only grow a page's valid bytes).
-				ino.size = int64(c.id.Page)*ps + int64(c.id.Valid)
-			}
-			ino.bufPage = uint64(ino.size / ps)
-			fs.ctr.recoveredPages.Add(1)
-		}
-	}
+	return found
 }
 
 // unlinkLocked removes ino from the namespace and, if no handle has it
@@ -564,9 +430,6 @@ func (fs *FS) freeLocked(ino *inode) {
 
 // dropLocked accounts for pages that no file maps any more.
 func (fs *FS) dropLocked(e extmap.Extent) {
-	if fs.replaying {
-		return
-	}
 	z := fs.zones.All[e.Zone]
 	z.Live -= e.N
 	if z.Live < 0 {

@@ -58,7 +58,7 @@ func (f *File) Sync() error {
 		return err
 	}
 	// The pages are durable now. Their extents are found again on open by
-	// scanning the unsealed zones' OOB (recoverUnsealed), so the journal
+	// scanning the unsealed zones' OOB (readUnsealed, metalog.Tables.Recover), so the journal
 	// is flushed only if a zone was opened since its last flush.
 	f.fs.mu.Lock()
 	urgent := f.fs.jr.urgent

@@ -4,10 +4,14 @@
 // decoded (Create, Extents, ZoneReset, ..., Decode), the unit-by-unit merge
 // and bit-by-bit vote of the copies of every metadata page read on open
 // (Merge), the choice of the newest epoch whose checkpoint is complete
-// (Latest), and the merge of a checkpoint body page from its copies
-// (ParseBodyPage, MergeBodyPage). It does no I/O: internal/sdf reads the
-// pages through its channel workers, hands them here, and applies the
-// decoded records to its tables; the page, unit and record framing is
+// (Latest), the merge of a checkpoint body page from its copies
+// (ParseBodyPage, MergeBodyPage), and the replay of an epoch's records to
+// the file table and the journaled zone records (Replay: records in,
+// Tables out, the checkpoint body read through the caller's function), and
+// of the synced pages found in zones left unsealed (Tables.Recover). It
+// does no I/O: internal/sdf reads the pages through its channel workers,
+// hands them here, and adopts the Tables (the zone table proper is rebuilt
+// by internal/sdf/zones); the page, unit and record framing is
 // internal/sdf/onflash.
 //
 // # Invariants
@@ -19,6 +23,12 @@
 //     copy gives back, and only if that prefix holds a complete checkpoint
 //     (onflash.RecCheckpointDone); pages after the gap are counted lost.
 //   - Record and Decode are inverses for every record this build writes.
+//   - Replay applies records in stream order, a checkpoint body's records
+//     in the place of the record naming it, and stops at the first record
+//     that does not verify; its Tables are what the same operations applied
+//     in memory left (a second, page-by-page model checks it in the tests).
+//   - Recover never maps a page that would leave a hole below a file's
+//     size, nor one older than the page's mapping.
 //
 // # Failure model
 //
