@@ -27,13 +27,13 @@ import (
 // (issue 14): single-client and concurrent GET and PUT of 8 MiB objects
 // through flashmend bench's load generator on a 6-node in-process cluster
 // on plain files (data in the page cache), and, right after each GET run,
-// the page-cache read of the very chunk files that run read; the CPU the
+// the page-cache read of the very data files (packs) that run read; the CPU the
 // whole process (client, nodes, coordinator) spent per GB moved; and the
 // CRC32C checksum rate of one core, the verification's own cost.
 func datapath() Experiment {
 	return Experiment{
 		Name:        "datapath",
-		Description: "object GET/PUT throughput of 8 MiB objects against the page-cache read of the same chunk files, CPU per GB, medians of repeated runs",
+		Description: "object GET/PUT throughput of 8 MiB objects against the page-cache read of the same data files, CPU per GB, medians of repeated runs",
 		Run:         runDatapath,
 	}
 }
@@ -112,11 +112,11 @@ type datapathRun struct {
 	// GB of object bytes moved.
 	CPUSecondsPerGB float64
 	// LimitBytesPerS is the run's limit in object bytes per second: for
-	// GET the single-threaded read of the chunk files the run's objects
+	// GET the single-threaded read of the pack files the run's objects
 	// are stored in, read once before to warm the cache (page cache); for
-	// PUT the single-threaded creation and write of as many 64 KiB files
-	// as one object takes on the nodes (every replica or shard), in the
-	// same file system, right after the run.
+	// PUT the single-threaded write of the bytes one object takes on the
+	// nodes, one new file per replica or shard appended in 64 KiB writes
+	// (the packed layout), in the same file system, right after the run.
 	LimitBytesPerS float64
 }
 
@@ -130,7 +130,7 @@ type kvRun struct {
 func runDatapath(ctx context.Context, cfg Config) (*report.Report, error) {
 	pl := datapathPlanFor(cfg)
 	load := loadAverage()
-	cluster, err := startObjCluster(ctx, objClusterOptions{Nodes: 6, KV: len(pl.KVCases) > 0})
+	cluster, err := startObjCluster(ctx, objClusterOptions{Nodes: 6, KV: len(pl.KVCases) > 0, NoRepairReserve: true})
 	if err != nil {
 		return nil, err
 	}
@@ -309,31 +309,33 @@ func pprofTop(ctx context.Context, profile string, args ...string) string {
 }
 
 // fileWriteRate is the PUT limit: the object bytes per second at which
-// one thread creates and writes, in the nodes' file system (no fsync, as
-// the nodes here), the 64 KiB files one object of size bytes takes on the
-// nodes (three replicas, or six shards of a quarter).
+// one thread writes, in the nodes' file system (no fsync, as the nodes
+// here), the bytes one object of size bytes takes on the nodes (three
+// replicas, or six shards of a quarter) as the nodes store them: one new
+// file per replica or shard (the blob's pack), appended in 64 KiB writes.
 func (oc *objCluster) fileWriteRate(size int, red objectpb.Redundancy) (float64, error) {
 	dir, err := os.MkdirTemp(oc.dir, "write-limit-")
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(dir)
-	files, fileLen := 3*((size+direct.ChunkSize-1)/direct.ChunkSize), direct.ChunkSize
+	blobs, chunks := 3, (size+direct.ChunkSize-1)/direct.ChunkSize
 	if red == objectpb.Redundancy_EC {
-		rows := (size + 4*direct.ChunkSize - 1) / (4 * direct.ChunkSize)
-		files = 6 * rows
+		blobs, chunks = 6, (size+4*direct.ChunkSize-1)/(4*direct.ChunkSize)
 	}
-	buf := make([]byte, fileLen)
+	buf := make([]byte, direct.ChunkSize)
 	for i := range buf {
 		buf[i] = byte(i * 13)
 	}
 	start := time.Now()
-	for i := 0; i < files; i++ {
-		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("c%d", i)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	for b := 0; b < blobs; b++ {
+		f, err := os.OpenFile(filepath.Join(dir, fmt.Sprintf("b%d", b)), os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 		if err != nil {
 			return 0, err
 		}
-		_, err = f.Write(buf)
+		for i := 0; i < chunks && err == nil; i++ {
+			_, err = f.Write(buf)
+		}
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
@@ -468,7 +470,7 @@ func datapathReport(cfg Config, pl datapathPlan, runs [][]datapathRun, kvRuns []
 	if err != nil {
 		return nil, err
 	}
-	r.Text("Issue 14. One process runs a 6-node cluster (coordinator with embedded etcd, nodes on plain files in a temporary directory without fsync, so the data is in the page cache; every node also hosts the KV store) and `flashmend bench`'s load generator (internal/bench) through the Go client: every GET's bytes are compared with what was put. Objects of %d MiB; each case runs %s, %d repetitions, cases interleaved within each repetition; figures are medians (min-max). The limits are measured in the same run, each right after its case: for a GET the single-threaded read of the chunk files that run read (every replica or shard on every node), once to warm the cache and once timed (page cache); for a PUT the single-threaded creation and write of as many 64 KiB files as the nodes store for one object (three replicas, or six shards), in the same file system (file write); both in object bytes per second. CPU per GB is the whole process's user+system CPU (client, nodes and coordinator share it) over the bytes moved. Machine: %d CPUs, shared with other work (load average at start: %s); nothing else is controlled, so the absolute figures move with the load, the ratios less.",
+	r.Text("Issue 14. One process runs a 6-node cluster (coordinator with embedded etcd, nodes on plain files in a temporary directory without fsync, so the data is in the page cache, without the repair reserve, which the machine's shared disk would otherwise eat into; every node also hosts the KV store) and `flashmend bench`'s load generator (internal/bench) through the Go client: every GET's bytes are compared with what was put. Objects of %d MiB; each case runs %s, %d repetitions, cases interleaved within each repetition; figures are medians (min-max). The limits are measured in the same run, each right after its case: for a GET the single-threaded read of the pack files that run read (every replica or shard on every node), once to warm the cache and once timed (page cache); for a PUT the single-threaded write of the bytes the nodes store for one object, one new file per replica or shard (three, or six) appended in 64 KiB writes as the nodes' packs are, in the same file system (file write); both in object bytes per second. CPU per GB is the whole process's user+system CPU (client, nodes and coordinator share it) over the bytes moved. Machine: %d CPUs, shared with other work (load average at start: %s); nothing else is controlled, so the absolute figures move with the load, the ratios less.",
 		pl.SizeBytes>>20, pl.Duration, pl.Repetitions, runtime.NumCPU(), load)
 	var getRep1 [3]float64 // median throughput of single-client GET by redundancy
 	rows := [][]string{}

@@ -33,6 +33,11 @@ type objClusterOptions struct {
 	// KV makes every node host the KV store too (shards cut at g, n, t,
 	// as flashmend dev does).
 	KV bool
+	// NoRepairReserve turns the nodes' repair reserve off: a throughput
+	// run on the machine's shared disk is not a test of a full device, and
+	// with the default reserve (5% of the disk) every put is refused once
+	// other work has filled the disk past 95%.
+	NoRepairReserve bool
 }
 
 // objCluster is a running experiment cluster and its temporary directory.
@@ -63,6 +68,9 @@ func startObjCluster(ctx context.Context, opts objClusterOptions) (*objCluster, 
 		// The coordinator's etcd holds only the index; its fsyncs would
 		// time the disk, not the read path.
 		UnsafeNoFsync: true,
+	}
+	if opts.NoRepairReserve {
+		dcOpts.RepairReserve = -1
 	}
 	if opts.KV {
 		dcOpts.KV, dcOpts.KVSplits = &kv.Options{}, []string{"g", "n", "t"}

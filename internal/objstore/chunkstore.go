@@ -460,6 +460,12 @@ func (c *ChunkStore) ChunkCounts() (map[BlobShard]int, error) {
 func (c *ChunkStore) DeleteBlob(object, version uint64) error {
 	dir := blobDir(object, version)
 	for _, prefix := range []string{"d/" + dir + "/", "k/" + dir + "/", "i/" + dir + "/"} {
+		if dd, ok := c.store.(DirDeleter); ok {
+			if err := dd.DeleteDir(prefix); err != nil {
+				return err
+			}
+			continue
+		}
 		names, err := c.store.List(prefix)
 		if err != nil {
 			return err

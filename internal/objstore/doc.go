@@ -30,6 +30,22 @@
 // shard), record k at byte offset k*520; i/<object>.<version>/<shard>.m<copy>
 // are the three copies of the blob's local index entry (MetaFiles).
 //
+// On plain files (FileStore) the data and sums names of a blob are not one
+// file each: they are members of two append-only pack files per blob
+// (d/<object>.<version>/<shard>.pack, k/<object>.<version>/<shard>.pack;
+// pack.go has the format). A member's write appends a record (header with
+// its own CRC32C, the member's name, its content and the content's CRC32C)
+// to a file already open, where one file per chunk cost an openat, a write
+// and a close per chunk and replica (the PUT path's largest cost); the
+// record headers are the pack's checksummed index, scanned into memory when
+// the pack is first used. A repair appends the member anew (out of place);
+// compaction copies a pack's live records into a new file renamed over the
+// old one when its dead bytes outweigh its live ones; deleting a blob
+// removes its packs whole. A crash tears at most the record being appended:
+// the scan truncates a torn tail and skips a damaged header in the middle
+// (that member then reads as missing and is re-created from the other
+// copies), and counts both (FileStore.PackStats).
+//
 // A sums record is 520 bytes: data length (4), 128 sector CRC32Cs (zero
 // after the chunk's last sector), and a CRC32C over the chunk identity
 // followed by the first 516 bytes. The identity is implied by name and slot
@@ -44,9 +60,10 @@
 //
 // Writes of a record are serialized per sums file. A new chunk's record goes
 // into a slot never written (zeros, or past the file's end): on a store that
-// can (FreshWriter: FileStore) it is written there in place, one pwrite, an
-// append that touches no byte written before; a new chunk's data file is
-// likewise created in place (Creator: one create and one write, no
+// can (FreshWriter: FileStore, which appends the sums file's new content to
+// its pack) it is written without rewriting the file out of place, touching
+// no byte written before; a new chunk's data file is likewise written in
+// place (Creator: FileStore appends it to the blob's data pack; no
 // temporary file and rename). Neither needs a second durable step: a crash
 // that tears either leaves a record or data that does not verify, and the
 // chunk counts as corrupt and is repaired, as for a crash between data and
@@ -69,10 +86,11 @@
 //   - Data whose checksums do not verify is never returned as data: a read
 //     returns verified bytes or an error wrapping base.ErrCorruption /
 //     base.ErrDataLoss.
-//   - A repair rewrites a chunk out of place (new file, atomic rename) and
-//     its sums record out of place (range rewrite or new file); bytes once
-//     written are never modified in place (in-place writes only fill a new
-//     file or a slot that held nothing). Writing one chunk's record never changes
+//   - A repair rewrites a chunk out of place (new file, atomic rename, or a
+//     new record appended to its pack) and its sums record out of place
+//     (range rewrite, new file or new pack record); bytes once written are
+//     never modified in place (in-place writes only fill a new file, a slot
+//     that held nothing, or a pack's end). Writing one chunk's record never changes
 //     another chunk's record bytes.
 //   - Every on-disk structure carries a CRC32C. Assertions come in pairs
 //     around persistence: in invariants builds a sums record or metadata

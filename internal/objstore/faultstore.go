@@ -132,3 +132,23 @@ func (f *FaultStore) Create(name string, data []byte) error {
 	}
 	return f.Store.Put(name, data)
 }
+
+var _ DirDeleter = (*FaultStore)(nil)
+
+// DeleteDir implements DirDeleter by passing the delete to the inner store
+// (deleting the listed names one by one when it has no DeleteDir).
+func (f *FaultStore) DeleteDir(prefix string) error {
+	if dd, ok := f.Store.(DirDeleter); ok {
+		return dd.DeleteDir(prefix)
+	}
+	names, err := f.Store.List(prefix)
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := f.Store.Delete(n); err != nil {
+			return err
+		}
+	}
+	return nil
+}

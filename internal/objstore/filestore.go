@@ -17,11 +17,14 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 )
 
-// FileStore is the plain-file Store: one real file per name under a
-// directory. Put writes a temporary file and renames it over the old one;
-// Create (a file that does not exist yet) and WriteFresh (bytes no file
-// holds yet) write in place, for content whose checksum is kept and checked
-// apart (see Creator, FreshWriter).
+// FileStore is the plain-file Store: the names of a blob's chunk data
+// (d/...) and sums files (k/...) are members of one append-only pack file
+// per blob and kind (pack.go: a write is one record appended, a repair a
+// new record, never an overwrite); every other name is one real file under
+// the directory, which Put writes to a temporary file renamed over the old
+// one, and Create (a file that does not exist yet) and WriteFresh (bytes no
+// file holds yet) write in place, for content whose checksum is kept and
+// checked apart (see Creator, FreshWriter).
 type FileStore struct {
 	root string
 	sync bool
@@ -36,6 +39,9 @@ type FileStore struct {
 	mu sync.RWMutex
 
 	dirs sync.Map // directories known to exist: saves MkdirAll's stats
+
+	// packs holds the packed names' files (see pack.go).
+	packs packs
 
 	usageMu sync.Mutex
 	usage   Usage
@@ -75,6 +81,9 @@ func (s *FileStore) Put(name string, data []byte) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
+	}
+	if key, member, ok := packedName(name); ok {
+		return s.packPut(name, key, member, data)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -181,6 +190,9 @@ func (s *FileStore) Create(name string, data []byte) error {
 	if err != nil {
 		return err
 	}
+	if key, member, ok := packedName(name); ok {
+		return s.packPut(name, key, member, data)
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	dir := filepath.Dir(p)
@@ -230,6 +242,9 @@ func (s *FileStore) WriteFresh(name string, off int64, data []byte) error {
 	}
 	if off < 0 {
 		return base.InvalidArgumentf("filestore: write at %d of %s", off, name)
+	}
+	if key, member, ok := packedName(name); ok {
+		return s.packWriteFresh(name, key, member, off, data)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -283,6 +298,9 @@ func (s *FileStore) Get(name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if key, member, ok := packedName(name); ok {
+		return s.packGet(name, key, member, 0, -1)
+	}
 	b, err := os.ReadFile(p)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
@@ -295,6 +313,9 @@ func (s *FileStore) Delete(name string) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
+	}
+	if key, member, ok := packedName(name); ok {
+		return s.packDelete(name, key, member)
 	}
 	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("filestore: %w", err)
@@ -334,6 +355,23 @@ func (s *FileStore) List(prefix string) ([]string, error) {
 			return err
 		}
 		name := filepath.ToSlash(rel)
+		if _, _, packed := packedName(name); packed {
+			// A pack file (or a file of the format before packs, which
+			// this version does not read).
+			if !strings.HasSuffix(name, packSuffix) || !strings.HasPrefix(name, prefix[:min(len(prefix), strings.LastIndexByte(name, '/')+1)]) {
+				return nil
+			}
+			members, err := s.packMembers(name)
+			if err != nil {
+				return err
+			}
+			for _, m := range members {
+				if strings.HasPrefix(m, prefix) {
+					names = append(names, m)
+				}
+			}
+			return nil
+		}
 		if strings.HasPrefix(name, prefix) {
 			names = append(names, name)
 		}
@@ -352,6 +390,9 @@ func (s *FileStore) FlipBits(name string, bitOffset int64, count int) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
+	}
+	if key, member, ok := packedName(name); ok {
+		return s.packFlipBits(name, key, member, bitOffset, count)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -393,8 +434,12 @@ func (s *FileStore) Usage() (Usage, error) {
 	return s.usage, nil
 }
 
-// Close implements Store.
-func (s *FileStore) Close() error { return nil }
+// Close implements Store: the open pack files are closed (the store may be
+// used again: they are opened and loaded anew).
+func (s *FileStore) Close() error {
+	s.packs.closeAll()
+	return nil
+}
 
 // MemStore is an in-memory Store for tests.
 type MemStore struct {

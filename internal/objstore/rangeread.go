@@ -71,6 +71,9 @@ func (s *FileStore) GetRange(name string, off, n int64) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if key, member, ok := packedName(name); ok {
+		return s.packGet(name, key, member, off, n)
+	}
 	f, err := os.Open(p)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)

@@ -1,0 +1,1015 @@
+package objstore
+
+import (
+	"bytes"
+	"container/list"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// Packs: the plain-file store keeps the many small files of a blob (one
+// replica or shard of an object version: its chunks' data, its sums files)
+// in one append-only pack file per blob and kind instead of one file per
+// chunk, so that a chunk write is one pwrite to a file already open rather
+// than an openat, a write and a close (the PUT path's cost was openat).
+//
+// Which names are packed: a name under d/ or k/ whose last element holds a
+// dot, split at its last dot into the pack key and the member:
+// d/<object>.<version>/<shard>.<chunk> is member <chunk> of pack
+// d/<object>.<version>/<shard>, stored in the file
+// <root>/d/<object>.<version>/<shard>.pack. Every other name is a plain file,
+// as before. A pack file name can never be a plain file's: a name ending in
+// ".pack" under d/ or k/ holds a dot, so it is itself packed.
+//
+// A pack file:
+//
+//	file header (16 bytes):
+//	  [0:8]   packMagic
+//	  [8:12]  CRC32C of the pack key (the name the file holds members of)
+//	  [12:16] CRC32C over [0:12]
+//	records, appended:
+//	  [0:4]   recordMagic
+//	  [4]     kind: recordPut (the member's whole content follows) or
+//	          recordDelete (no content)
+//	  [5]     length of the member name (1..255)
+//	  [6:8]   zero
+//	  [8:12]  content length
+//	  [12:16] CRC32C of the content
+//	  [16:20] CRC32C, seeded with the pack key's, over [0:16] and the member
+//	          name: a header copied into another pack does not verify
+//	  [20:20+name]          member name
+//	  [20+name:+length]     content
+//
+// The record headers are the pack's index, each with its own checksum; the
+// store keeps it in memory (member -> offset and length of its latest
+// content), built by one scan of the headers when the pack is first used.
+// The last record of a member wins; a delete record ends the member.
+//
+// Writes never modify bytes already written: a member's new content (a
+// repair, a sums file with one more record) is a new record at the end, and
+// the old content stays until compaction copies the live records into a new
+// pack file renamed over the old one (out of place, crash-safe). A pack whose
+// dead bytes exceed its live bytes (and packCompactMinDead) is compacted
+// after the write that made it so; a pack with no live member is removed.
+//
+// Crash safety. A crash tears at most the record being appended (writes of
+// one pack are serialized; with sync each record is fsynced before the write
+// returns). The scan stops at the first header that does not verify or whose
+// content runs past the file's end, and checks the content CRC of the last
+// record; if no verifying record follows that point, it is a torn tail and
+// the file is truncated there (PackStats.TornTails): the record was never
+// acknowledged. If a verifying record does follow, the bytes in between are
+// damage (a flipped header in the middle of the file, PackStats.
+// DamagedRegions): they are skipped and the scan goes on, so one bad header
+// costs the members whose latest record it was (they read as missing and
+// are repaired from the other copies), not the pack. Content CRCs of other
+// records are not checked by the store: a member's content is checked by
+// its reader (a chunk against its sums record, a sums record by its own
+// CRC), and Get returns stored bytes, corrupt or not, as the Store contract
+// says.
+
+const (
+	packMagic        = "FMPACK\x00\x01"
+	packHeaderSize   = 16
+	recordMagic      = 0x4b52_4d46 // "FMRK"
+	recordHeaderSize = 20
+	recordPut        = 1
+	recordDelete     = 2
+	// packCompactMinDead is the dead bytes below which a pack is never
+	// compacted.
+	packCompactMinDead = 1 << 20
+	// packMaxOpen bounds the pack files kept open.
+	packMaxOpen = 256
+	packSuffix  = ".pack"
+)
+
+// PackStats are the plain-file store's pack counters.
+type PackStats struct {
+	// Loaded counts pack index scans (a pack's first use after opening).
+	Loaded int64
+	// TornTails counts packs whose scan found a torn last record and
+	// truncated it.
+	TornTails int64
+	// DamagedRegions counts runs of bytes in the middle of a pack whose
+	// record header did not verify and that the scan skipped.
+	DamagedRegions int64
+	// Compactions counts packs rewritten without their dead records;
+	// ReclaimedBytes the bytes they freed.
+	Compactions, ReclaimedBytes int64
+	// Removed counts packs deleted because no member was left.
+	Removed int64
+}
+
+func (s PackStats) String() string {
+	return fmt.Sprintf("loaded %d, torn tails %d, damaged regions %d, compactions %d (%s reclaimed), removed %d",
+		s.Loaded, s.TornTails, s.DamagedRegions, s.Compactions, base.Bytes(s.ReclaimedBytes), s.Removed)
+}
+
+// packedName splits name into its pack key and member when it is packed.
+func packedName(name string) (key, member string, ok bool) {
+	if !strings.HasPrefix(name, "d/") && !strings.HasPrefix(name, "k/") {
+		return "", "", false
+	}
+	slash := strings.LastIndexByte(name, '/')
+	dot := strings.LastIndexByte(name, '.')
+	if dot <= slash+1 || dot == len(name)-1 || len(name)-dot-1 > 255 {
+		return "", "", false
+	}
+	return name[:dot], name[dot+1:], true
+}
+
+// packEntry locates a member's latest content in its pack file.
+type packEntry struct {
+	off int64 // of the content
+	n   int64
+}
+
+// recordBytes is the size of the record holding member's content e.
+func recordBytes(member string, e packEntry) int64 {
+	return recordHeaderSize + int64(len(member)) + e.n
+}
+
+// deadBytes is the bytes of p's records no member points into.
+func (p *pack) deadBytes() int64 { return max(p.size-packHeaderSize-p.liveBytes, 0) }
+
+// use records member's new latest record (ok false: deleted).
+func (p *pack) use(member string, e packEntry, ok bool) {
+	if old, had := p.live[member]; had {
+		p.liveBytes -= recordBytes(member, old)
+		delete(p.live, member)
+	}
+	if ok {
+		p.live[member] = e
+		p.liveBytes += recordBytes(member, e)
+	}
+}
+
+// pack is one pack file's state. Invariant: when loaded, live maps every
+// member whose latest record is a put to that record's content, size is the
+// offset the next record goes to (the end of the last verified record), and
+// liveBytes is the bytes of the records live points into (headers, names
+// and content): the rest after the file header is dead.
+type pack struct {
+	key, path string
+	// mu is held shared by readers of f and entries, exclusively by
+	// writers, loads, compaction and the closing of f.
+	mu     sync.RWMutex
+	loaded bool
+	// exists reports whether the file exists (meaningful when loaded).
+	exists bool
+	// broken is set when an append failed in a way that may have left
+	// bytes behind (a torn write): the pack is loaded again from the file
+	// before its next use, as a restart would.
+	broken bool
+	// gone is set when the pack was removed from the store's map: a holder
+	// of this pointer must look the pack up again.
+	gone      bool
+	f         *os.File
+	size      int64
+	live      map[string]packEntry
+	liveBytes int64
+	elem      *list.Element // in packs.open while f is open
+}
+
+// packs is a FileStore's pack table.
+type packs struct {
+	mu    sync.Mutex
+	byKey map[string]*pack
+	open  *list.List // of *pack with an open file, most recently used first
+	stats PackStats
+	// compactMinDead overrides packCompactMinDead, maxOpen packMaxOpen
+	// (tests).
+	compactMinDead int64
+	maxOpen        int
+}
+
+func (t *packs) get(root, key string) *pack {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.byKey == nil {
+		t.byKey = map[string]*pack{}
+		t.open = list.New()
+	}
+	p := t.byKey[key]
+	if p == nil {
+		p = &pack{key: key, path: filepath.Join(root, filepath.FromSlash(key)) + packSuffix}
+		t.byKey[key] = p
+	}
+	return p
+}
+
+func (t *packs) count(f func(s *PackStats)) {
+	t.mu.Lock()
+	f(&t.stats)
+	t.mu.Unlock()
+}
+
+// touch records that p's file is open and used, closing the least recently
+// used other pack files beyond packMaxOpen (those not in use right now).
+func (t *packs) touch(p *pack) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.elem != nil {
+		t.open.MoveToFront(p.elem)
+		return
+	}
+	p.elem = t.open.PushFront(p)
+	limit := packMaxOpen
+	if t.maxOpen > 0 {
+		limit = t.maxOpen
+	}
+	for e := t.open.Back(); e != nil && t.open.Len() > limit; {
+		prev := e.Prev()
+		q := e.Value.(*pack)
+		if q != p && q.mu.TryLock() {
+			q.closeFileLocked(t)
+			q.mu.Unlock()
+		}
+		e = prev
+	}
+}
+
+// closeFileLocked closes p's file; the caller holds p.mu and t.mu.
+func (p *pack) closeFileLocked(t *packs) {
+	if p.f != nil {
+		p.f.Close()
+		p.f = nil
+	}
+	if p.elem != nil {
+		t.open.Remove(p.elem)
+		p.elem = nil
+	}
+}
+
+func (t *packs) forget(p *pack) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p.f != nil {
+		p.f.Close()
+		p.f = nil
+	}
+	if p.elem != nil {
+		t.open.Remove(p.elem)
+		p.elem = nil
+	}
+	p.gone = true
+	if t.byKey[p.key] == p {
+		delete(t.byKey, p.key)
+	}
+}
+
+func (t *packs) closeAll() {
+	t.mu.Lock()
+	all := make([]*pack, 0, len(t.byKey))
+	for _, p := range t.byKey {
+		all = append(all, p)
+	}
+	t.mu.Unlock()
+	for _, p := range all {
+		p.mu.Lock()
+		t.mu.Lock()
+		p.closeFileLocked(t)
+		t.mu.Unlock()
+		p.loaded = false
+		p.mu.Unlock()
+	}
+}
+
+func packHeader(key string) []byte {
+	h := make([]byte, packHeaderSize)
+	copy(h, packMagic)
+	binary.LittleEndian.PutUint32(h[8:], base.CRC32C([]byte(key)))
+	binary.LittleEndian.PutUint32(h[12:], base.CRC32C(h[:12]))
+	return h
+}
+
+// encodeRecord returns a record: header, member name, content.
+func encodeRecord(key string, kind byte, member string, data []byte) []byte {
+	rec := make([]byte, recordHeaderSize+len(member)+len(data))
+	binary.LittleEndian.PutUint32(rec[0:], recordMagic)
+	rec[4] = kind
+	rec[5] = byte(len(member))
+	binary.LittleEndian.PutUint32(rec[8:], uint32(len(data)))
+	binary.LittleEndian.PutUint32(rec[12:], base.CRC32C(data))
+	copy(rec[recordHeaderSize:], member)
+	binary.LittleEndian.PutUint32(rec[16:], headerCRC(key, rec[:16], member))
+	copy(rec[recordHeaderSize+len(member):], data)
+	return rec
+}
+
+func headerCRC(key string, fixed []byte, member string) uint32 {
+	c := base.CRC32CUpdate(base.CRC32C([]byte(key)), fixed)
+	return base.CRC32CUpdate(c, []byte(member))
+}
+
+// recordHeader is a decoded, verified record header.
+type recordHeader struct {
+	kind    byte
+	member  string
+	n       int64 // content length
+	dataCRC uint32
+}
+
+func (h recordHeader) size() int64 { return recordHeaderSize + int64(len(h.member)) + h.n }
+
+// decodeRecordHeader verifies the record header at the start of b (which
+// holds at least the header and name when they fit the file).
+func decodeRecordHeader(key string, b []byte) (recordHeader, bool) {
+	if len(b) < recordHeaderSize || binary.LittleEndian.Uint32(b) != recordMagic {
+		return recordHeader{}, false
+	}
+	kind, nameLen := b[4], int(b[5])
+	if (kind != recordPut && kind != recordDelete) || nameLen == 0 || b[6] != 0 || b[7] != 0 || len(b) < recordHeaderSize+nameLen {
+		return recordHeader{}, false
+	}
+	member := string(b[recordHeaderSize : recordHeaderSize+nameLen])
+	if headerCRC(key, b[:16], member) != binary.LittleEndian.Uint32(b[16:]) {
+		return recordHeader{}, false
+	}
+	h := recordHeader{kind: kind, member: member, n: int64(binary.LittleEndian.Uint32(b[8:])), dataCRC: binary.LittleEndian.Uint32(b[12:])}
+	if kind == recordDelete && h.n != 0 {
+		return recordHeader{}, false
+	}
+	return h, true
+}
+
+// readyLocked makes p usable: loaded from its file (when not yet, or after a
+// failed append) and its file open. With create, a missing file is created;
+// without, a missing pack is reported by p.exists false. The caller holds
+// p.mu exclusively.
+func (s *FileStore) readyLocked(p *pack, create bool) error {
+	if p.broken {
+		s.packs.mu.Lock()
+		p.closeFileLocked(&s.packs)
+		s.packs.mu.Unlock()
+		p.loaded, p.broken = false, false
+	}
+	if p.loaded && p.exists && p.f == nil {
+		f, err := os.OpenFile(p.path, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Removed behind the store's back: load it again.
+			p.loaded = false
+		} else if err != nil {
+			return fmt.Errorf("filestore: open pack %s: %w", p.key, err)
+		} else {
+			p.f = f
+		}
+	}
+	if !p.loaded {
+		if err := s.loadLocked(p); err != nil {
+			return err
+		}
+	}
+	if !p.exists && create {
+		if err := s.createPackLocked(p); err != nil {
+			return err
+		}
+	}
+	if p.f != nil {
+		s.packs.touch(p)
+	}
+	return nil
+}
+
+// createPackLocked creates p's file with its header.
+func (s *FileStore) createPackLocked(p *pack) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	dir := filepath.Dir(p.path)
+	if err := s.ensureDir(dir); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(p.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	if err != nil {
+		if noSpace(err) {
+			return base.NoSpaceErrorf("filestore: create pack %s: %w", p.key, err)
+		}
+		return fmt.Errorf("filestore: create pack %s: %w", p.key, err)
+	}
+	err = s.writeAt(f, p.key, packHeader(p.key), 0)
+	if err == nil && s.sync {
+		err = f.Sync()
+	}
+	if err == nil && s.sync {
+		err = s.syncDir(dir)
+	}
+	if err != nil {
+		f.Close()
+		if err == errTorn {
+			return err // the crash leaves the file as it is
+		}
+		os.Remove(p.path)
+		if noSpace(err) {
+			return base.NoSpaceErrorf("filestore: create pack %s: %w", p.key, err)
+		}
+		return fmt.Errorf("filestore: create pack %s: %w", p.key, err)
+	}
+	p.f, p.exists, p.loaded = f, true, true
+	p.size, p.liveBytes = packHeaderSize, 0
+	p.live = map[string]packEntry{}
+	return nil
+}
+
+// loadLocked scans p's file and builds its index, truncating a torn tail.
+func (s *FileStore) loadLocked(p *pack) error {
+	p.live = map[string]packEntry{}
+	p.size, p.liveBytes = 0, 0
+	f, err := os.OpenFile(p.path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		p.loaded, p.exists = true, false
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("filestore: open pack %s: %w", p.key, err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("filestore: pack %s: %w", p.key, err)
+	}
+	size := st.Size()
+	s.packs.count(func(c *PackStats) { c.Loaded++ })
+	if size < packHeaderSize {
+		// Torn while being created: no record was ever acknowledged.
+		if err := s.resetPack(f, p); err != nil {
+			f.Close()
+			return err
+		}
+		s.packs.count(func(c *PackStats) { c.TornTails++ })
+		p.f, p.loaded, p.exists = f, true, true
+		return nil
+	}
+	// A damaged file header is reported, not fatal: the records carry
+	// their own checksums, seeded with the key the file name gives.
+	hdr := make([]byte, packHeaderSize)
+	if _, err := f.ReadAt(hdr, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("filestore: pack %s: %w", p.key, err)
+	}
+	if !bytes.Equal(hdr, packHeader(p.key)) {
+		s.packs.count(func(c *PackStats) { c.DamagedRegions++ })
+	}
+	end, err := s.scan(f, p, size)
+	if err != nil {
+		f.Close()
+		return err
+	}
+	if end < size {
+		if err := f.Truncate(end); err != nil {
+			f.Close()
+			return fmt.Errorf("filestore: pack %s: truncating its torn tail at %d: %w", p.key, end, err)
+		}
+		if s.sync {
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return fmt.Errorf("filestore: pack %s: %w", p.key, err)
+			}
+		}
+		s.packs.count(func(c *PackStats) { c.TornTails++ })
+	}
+	p.size = end
+	p.f, p.loaded, p.exists = f, true, true
+	return nil
+}
+
+func (s *FileStore) resetPack(f *os.File, p *pack) error {
+	if err := f.Truncate(0); err != nil {
+		return fmt.Errorf("filestore: pack %s: %w", p.key, err)
+	}
+	if _, err := f.WriteAt(packHeader(p.key), 0); err != nil {
+		return fmt.Errorf("filestore: pack %s: %w", p.key, err)
+	}
+	p.size = packHeaderSize
+	return nil
+}
+
+// scan reads the record headers of p's file of size bytes into p.live and
+// returns where the verified records end.
+func (s *FileStore) scan(f *os.File, p *pack, size int64) (int64, error) {
+	buf := make([]byte, recordHeaderSize+255)
+	off := int64(packHeaderSize)
+	for off < size {
+		h, ok, err := readRecordHeader(f, p.key, buf, off, size)
+		if err != nil {
+			return 0, fmt.Errorf("filestore: pack %s: %w", p.key, err)
+		}
+		if ok && off+h.size() == size {
+			// The last record: a torn append may have left its header and
+			// not all of its content.
+			ok, err = contentVerifies(f, h, off)
+			if err != nil {
+				return 0, fmt.Errorf("filestore: pack %s: %w", p.key, err)
+			}
+		}
+		if !ok {
+			next, err := resync(f, p.key, buf, off+1, size)
+			if err != nil {
+				return 0, fmt.Errorf("filestore: pack %s: %w", p.key, err)
+			}
+			if next < 0 {
+				return off, nil // a torn tail
+			}
+			s.packs.count(func(c *PackStats) { c.DamagedRegions++ })
+			off = next
+			continue
+		}
+		p.use(h.member, packEntry{off: off + recordHeaderSize + int64(len(h.member)), n: h.n}, h.kind == recordPut)
+		off += h.size()
+	}
+	return off, nil
+}
+
+// readRecordHeader reads and verifies the header at off; ok is false when it
+// does not verify or its record runs past size.
+func readRecordHeader(f *os.File, key string, buf []byte, off, size int64) (recordHeader, bool, error) {
+	n := min(int64(len(buf)), size-off)
+	got, err := f.ReadAt(buf[:n], off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return recordHeader{}, false, err
+	}
+	h, ok := decodeRecordHeader(key, buf[:got])
+	if !ok || off+h.size() > size {
+		return recordHeader{}, false, nil
+	}
+	return h, true, nil
+}
+
+func contentVerifies(f *os.File, h recordHeader, off int64) (bool, error) {
+	data := make([]byte, h.n)
+	if _, err := f.ReadAt(data, off+recordHeaderSize+int64(len(h.member))); err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return base.CRC32C(data) == h.dataCRC, nil
+}
+
+// resync returns the offset of the first verified record at or after from
+// (whose content, when it is the last record, verifies too), or -1.
+func resync(f *os.File, key string, buf []byte, from, size int64) (int64, error) {
+	var magic [4]byte
+	binary.LittleEndian.PutUint32(magic[:], recordMagic)
+	const window = 1 << 20
+	chunk := make([]byte, window+3)
+	for at := from; at < size; at += window {
+		n, err := f.ReadAt(chunk[:min(int64(len(chunk)), size-at)], at)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		b := chunk[:n]
+		for i := 0; i < min(n, window); {
+			j := bytes.Index(b[i:], magic[:])
+			if j < 0 || i+j >= window {
+				break
+			}
+			cand := at + int64(i+j)
+			h, ok, err := readRecordHeader(f, key, buf, cand, size)
+			if err != nil {
+				return 0, err
+			}
+			if ok && cand+h.size() == size {
+				ok, err = contentVerifies(f, h, cand)
+				if err != nil {
+					return 0, err
+				}
+			}
+			if ok {
+				return cand, nil
+			}
+			i += j + 1
+		}
+	}
+	return -1, nil
+}
+
+// lockedPack returns key's pack locked exclusively and ready (see
+// readyLocked). The caller unlocks p.mu.
+func (s *FileStore) lockedPack(key string, create bool) (*pack, error) {
+	for {
+		p := s.packs.get(s.root, key)
+		p.mu.Lock()
+		if p.gone {
+			p.mu.Unlock()
+			continue
+		}
+		if err := s.readyLocked(p, create); err != nil {
+			p.mu.Unlock()
+			return nil, err
+		}
+		return p, nil
+	}
+}
+
+// readPack runs read with key's pack locked shared and ready (not
+// created). read is not called when the pack does not exist.
+func (s *FileStore) readPack(key string, read func(p *pack) error) (bool, error) {
+	for {
+		p := s.packs.get(s.root, key)
+		p.mu.RLock()
+		if p.gone {
+			p.mu.RUnlock()
+			continue
+		}
+		if p.loaded && !p.broken && (!p.exists || p.f != nil) {
+			if !p.exists {
+				p.mu.RUnlock()
+				return false, nil
+			}
+			s.packs.touch(p)
+			err := read(p)
+			p.mu.RUnlock()
+			return true, err
+		}
+		p.mu.RUnlock()
+		p.mu.Lock()
+		err := error(nil)
+		if !p.gone {
+			err = s.readyLocked(p, false)
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return false, err
+		}
+	}
+}
+
+// packGet returns [off, off+n) of a member's content (n < 0: all of it).
+func (s *FileStore) packGet(name, key, member string, off, n int64) ([]byte, error) {
+	var out []byte
+	found, err := s.readPack(key, func(p *pack) error {
+		e, ok := p.live[member]
+		if !ok {
+			return fmt.Errorf("filestore: %s: %w", name, fs.ErrNotExist)
+		}
+		if n < 0 {
+			off, n = 0, e.n
+		}
+		if off >= e.n {
+			out = []byte{}
+			return nil
+		}
+		n = min(n, e.n-off)
+		out = make([]byte, n)
+		if _, err := p.f.ReadAt(out, e.off+off); err != nil {
+			return fmt.Errorf("filestore: read %s: %w", name, err)
+		}
+		return nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("filestore: %s: %w", name, fs.ErrNotExist)
+	}
+	return out, err
+}
+
+// packAppendLocked appends one record to p (ready, existing) and updates the
+// index. A failed append is cut off again; a torn one (crash injected)
+// leaves the file as it is and the pack is loaded again before its next use.
+func (s *FileStore) packAppendLocked(p *pack, name string, kind byte, member string, data []byte) error {
+	rec := encodeRecord(p.key, kind, member, data)
+	err := s.writeAt(p.f, name, rec, p.size)
+	if err == nil && s.sync {
+		err = p.f.Sync()
+	}
+	if err != nil {
+		p.broken = true
+		if err == errTorn {
+			return err
+		}
+		if terr := p.f.Truncate(p.size); terr == nil {
+			p.broken = false
+		}
+		if noSpace(err) {
+			return base.NoSpaceErrorf("filestore: write %s: %w", name, err)
+		}
+		return fmt.Errorf("filestore: write %s: %w", name, err)
+	}
+	p.use(member, packEntry{off: p.size + recordHeaderSize + int64(len(member)), n: int64(len(data))}, kind == recordPut)
+	p.size += int64(len(rec))
+	return nil
+}
+
+// packPut stores a member's whole content as a new record.
+func (s *FileStore) packPut(name, key, member string, data []byte) error {
+	p, err := s.lockedPack(key, true)
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	if err := s.packAppendLocked(p, name, recordPut, member, data); err != nil {
+		return err
+	}
+	return s.maybeCompactLocked(p)
+}
+
+// packWriteFresh writes data at off of a member whose bytes there are zero
+// or past its end, as a new record of the member's whole new content.
+func (s *FileStore) packWriteFresh(name, key, member string, off int64, data []byte) error {
+	p, err := s.lockedPack(key, true)
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	var cur []byte
+	if e, ok := p.live[member]; ok {
+		cur = make([]byte, e.n)
+		if _, err := p.f.ReadAt(cur, e.off); err != nil {
+			return fmt.Errorf("filestore: read %s: %w", name, err)
+		}
+	}
+	if end := min(off+int64(len(data)), int64(len(cur))); off < end && !isZero(cur[off:end]) {
+		return fmt.Errorf("filestore: %s [%d, +%d) already written: %w", name, off, len(data), ErrRangeUnsupported)
+	}
+	next := cur
+	if need := off + int64(len(data)); need > int64(len(next)) {
+		next = append(next, make([]byte, need-int64(len(next)))...)
+	}
+	copy(next[off:], data)
+	if err := s.packAppendLocked(p, name, recordPut, member, next); err != nil {
+		return err
+	}
+	return s.maybeCompactLocked(p)
+}
+
+// packDelete ends a member; the last one removes the pack file.
+func (s *FileStore) packDelete(name, key, member string) error {
+	p, err := s.lockedPack(key, false)
+	if err != nil {
+		return err
+	}
+	if _, ok := p.live[member]; !ok || !p.exists {
+		p.mu.Unlock()
+		return nil
+	}
+	if len(p.live) == 1 {
+		err := os.Remove(p.path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.mu.Unlock()
+			return fmt.Errorf("filestore: remove pack %s: %w", p.key, err)
+		}
+		s.packs.forget(p)
+		s.packs.count(func(c *PackStats) { c.Removed++ })
+		p.mu.Unlock()
+		s.removeEmptyDir(filepath.Dir(p.path))
+		return nil
+	}
+	defer p.mu.Unlock()
+	if err := s.packAppendLocked(p, name, recordDelete, member, nil); err != nil {
+		return err
+	}
+	return s.maybeCompactLocked(p)
+}
+
+// packFlipBits flips bits of a member's stored content in place (the fault,
+// not a repair).
+func (s *FileStore) packFlipBits(name, key, member string, bitOffset int64, count int) error {
+	p, err := s.lockedPack(key, false)
+	if err != nil {
+		return err
+	}
+	defer p.mu.Unlock()
+	e, ok := p.live[member]
+	if !ok || !p.exists {
+		return fmt.Errorf("filestore: %s: %w", name, fs.ErrNotExist)
+	}
+	b := make([]byte, e.n)
+	if _, err := p.f.ReadAt(b, e.off); err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	if err := flipBits(b, bitOffset, count); err != nil {
+		return err
+	}
+	if _, err := p.f.WriteAt(b, e.off); err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	return nil
+}
+
+func (s *FileStore) compactMinDead() int64 {
+	s.packs.mu.Lock()
+	defer s.packs.mu.Unlock()
+	if s.packs.compactMinDead > 0 {
+		return s.packs.compactMinDead
+	}
+	return packCompactMinDead
+}
+
+func (s *FileStore) maybeCompactLocked(p *pack) error {
+	if dead := p.deadBytes(); dead <= p.liveBytes || dead < s.compactMinDead() {
+		return nil
+	}
+	// A failed compaction leaves the old pack as it was: the write that
+	// triggered it succeeded, and the next write tries again.
+	_ = s.compactLocked(p)
+	return nil
+}
+
+// compactLocked rewrites p with only its live records, out of place: a new
+// file, synced when the store syncs, renamed over the old one.
+func (s *FileStore) compactLocked(p *pack) error {
+	type member struct {
+		name string
+		e    packEntry
+	}
+	members := make([]member, 0, len(p.live))
+	for m, e := range p.live {
+		members = append(members, member{m, e})
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].e.off < members[j].e.off })
+	tmp := fmt.Sprintf("%s.tmp%d", p.path, s.seq.Add(1))
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	if err != nil {
+		return fmt.Errorf("filestore: compact %s: %w", p.key, err)
+	}
+	fail := func(err error) error {
+		f.Close()
+		if err != errTorn {
+			os.Remove(tmp)
+		}
+		return fmt.Errorf("filestore: compact %s: %w", p.key, err)
+	}
+	live := make(map[string]packEntry, len(members))
+	off := int64(packHeaderSize)
+	if err := s.writeAt(f, p.key, packHeader(p.key), 0); err != nil {
+		return fail(err)
+	}
+	for _, m := range members {
+		data := make([]byte, m.e.n)
+		if _, err := p.f.ReadAt(data, m.e.off); err != nil {
+			return fail(err)
+		}
+		rec := encodeRecord(p.key, recordPut, m.name, data)
+		if err := s.writeAt(f, p.key+"."+m.name, rec, off); err != nil {
+			return fail(err)
+		}
+		live[m.name] = packEntry{off: off + recordHeaderSize + int64(len(m.name)), n: m.e.n}
+		off += int64(len(rec))
+	}
+	if s.sync {
+		if err := f.Sync(); err != nil {
+			return fail(err)
+		}
+	}
+	if err := os.Rename(tmp, p.path); err != nil {
+		return fail(err)
+	}
+	if s.sync {
+		if err := s.syncDir(filepath.Dir(p.path)); err != nil {
+			// The rename happened: the new file is the pack now.
+			err = fmt.Errorf("filestore: compact %s: %w", p.key, err)
+			defer func() { p.broken = true }()
+			s.swapPackFile(p, f, live, off)
+			return err
+		}
+	}
+	reclaimed := p.size - off
+	s.swapPackFile(p, f, live, off)
+	s.packs.count(func(c *PackStats) { c.Compactions++; c.ReclaimedBytes += reclaimed })
+	return nil
+}
+
+func (s *FileStore) swapPackFile(p *pack, f *os.File, live map[string]packEntry, size int64) {
+	s.packs.mu.Lock()
+	p.closeFileLocked(&s.packs)
+	s.packs.mu.Unlock()
+	p.f, p.live, p.size = f, live, size
+	p.liveBytes = size - packHeaderSize
+	s.packs.touch(p)
+}
+
+// Compact compacts every pack this store has used whose dead bytes exceed
+// min (0: every pack with any dead record).
+func (s *FileStore) Compact(minDead int64) error {
+	s.packs.mu.Lock()
+	keys := make([]string, 0, len(s.packs.byKey))
+	for k := range s.packs.byKey {
+		keys = append(keys, k)
+	}
+	s.packs.mu.Unlock()
+	sort.Strings(keys)
+	for _, k := range keys {
+		p, err := s.lockedPack(k, false)
+		if err != nil {
+			return err
+		}
+		if p.exists && p.deadBytes() > max(minDead, 0) {
+			err = s.compactLocked(p)
+		}
+		p.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// PackStats returns the pack counters.
+func (s *FileStore) PackStats() PackStats {
+	s.packs.mu.Lock()
+	defer s.packs.mu.Unlock()
+	return s.packs.stats
+}
+
+// packMembers lists the member names of the pack stored in file path (a
+// ".pack" file under root) as store names.
+func (s *FileStore) packMembers(rel string) ([]string, error) {
+	key := strings.TrimSuffix(rel, packSuffix)
+	var names []string
+	_, err := s.readPack(key, func(p *pack) error {
+		for m := range p.live {
+			names = append(names, key+"."+m)
+		}
+		return nil
+	})
+	return names, err
+}
+
+func (s *FileStore) removeEmptyDir(dir string) {
+	if dir == s.root {
+		return
+	}
+	s.mu.Lock()
+	if os.Remove(dir) == nil {
+		s.dirs.Delete(dir)
+	}
+	s.mu.Unlock()
+}
+
+// DirDeleter is implemented by stores that can delete every file under a
+// directory prefix at once (the plain-file store removes a blob's pack files
+// whole, without a delete record per member).
+type DirDeleter interface {
+	// DeleteDir removes every name that starts with prefix, which ends in
+	// "/"; a prefix that holds nothing is not an error.
+	DeleteDir(prefix string) error
+}
+
+var _ DirDeleter = (*FileStore)(nil)
+
+// DeleteDir implements DirDeleter: the directory's pack files and plain
+// files are removed, then the directory.
+func (s *FileStore) DeleteDir(prefix string) error {
+	rel, ok := strings.CutSuffix(prefix, "/")
+	if !ok {
+		return base.InvalidArgumentf("filestore: delete of %q: not a directory prefix", prefix)
+	}
+	if err := ValidName(rel); err != nil {
+		return err
+	}
+	dir := filepath.Join(s.root, filepath.FromSlash(rel))
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			if err := s.DeleteDir(prefix + e.Name() + "/"); err != nil {
+				return err
+			}
+			continue
+		}
+		name := rel + "/" + e.Name()
+		if _, _, packed := packedName(name); packed && strings.HasSuffix(name, packSuffix) {
+			if err := s.removePack(strings.TrimSuffix(name, packSuffix)); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("filestore: %w", err)
+		}
+	}
+	s.removeEmptyDir(dir)
+	return nil
+}
+
+// removePack removes key's pack file whole.
+func (s *FileStore) removePack(key string) error {
+	for {
+		p := s.packs.get(s.root, key)
+		p.mu.Lock()
+		if p.gone {
+			p.mu.Unlock()
+			continue
+		}
+		err := os.Remove(p.path)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.mu.Unlock()
+			return fmt.Errorf("filestore: remove pack %s: %w", key, err)
+		}
+		s.packs.forget(p)
+		s.packs.count(func(c *PackStats) { c.Removed++ })
+		p.mu.Unlock()
+		return nil
+	}
+}
