@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
@@ -96,4 +98,56 @@ func BenchmarkPut(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkGetFiles reads an 8 MiB object through the client's streaming
+// GET from nodes on plain files (the page cache; the datapath experiment's
+// setting), REP and EC, and reports the whole process's CPU seconds (client
+// and nodes: getrusage user+system) per GB read, the figure the data path's
+// cost is stated in.
+func BenchmarkGetFiles(b *testing.B) {
+	ctx := context.Background()
+	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true, RepairReserve: -1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	c, err := client.Dial(ctx, cl.Endpoint(), client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	data := make([]byte, 8<<20)
+	rand.New(rand.NewSource(1)).Read(data)
+	for _, red := range []objectpb.Redundancy{rep, ec} {
+		if _, err := c.Put(ctx, "files/"+red.String(), data, red); err != nil {
+			b.Fatal(err)
+		}
+		b.Run(red.String(), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			var got bytes.Buffer
+			cpu0 := processCPUSeconds(b)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				got.Reset()
+				if _, _, err := c.GetTo(ctx, "files/"+red.String(), client.ModeDefault, &got); err != nil {
+					b.Fatal(err)
+				}
+				if !bytes.Equal(got.Bytes(), data) {
+					b.Fatal("wrong data")
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric((processCPUSeconds(b)-cpu0)/(float64(b.N)*float64(len(data))/1e9), "cpu-s/GB")
+		})
+	}
+}
+
+// processCPUSeconds is the process's user+system CPU time so far.
+func processCPUSeconds(b *testing.B) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }

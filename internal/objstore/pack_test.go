@@ -16,14 +16,6 @@ import (
 // content (absent: deleted or never written).
 type packModel map[string][]byte
 
-func (m packModel) clone() packModel {
-	c := packModel{}
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
-}
-
 // checkPackModel compares every name of names with the model; pending, when
 // not empty, is the one name whose write was cut by the crash: it may hold
 // its old content (before) or its new one (after).
