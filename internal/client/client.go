@@ -269,8 +269,8 @@ func (c *Client) memberClient(ctx context.Context, id uint64, requireLive bool) 
 	conn, ok := c.conns[n.Addr]
 	if !ok {
 		// Chunk messages take buffers from the data path's pool (wire).
-		conn, err = grpc.NewClient(n.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			experimental.WithBufferPool(wire.ChunkBufferPool), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(wire.ChunkCodec{})))
+		conn, err = grpc.NewClient(n.Addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+			experimental.WithBufferPool(wire.ChunkBufferPool)}, wire.DataPathDialOptions()...)...)
 		if err != nil {
 			return nil, err
 		}

@@ -220,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.id = base.NodeID(ident.NodeID)
 	}
 	// Chunk messages take buffers from the data path's pool (wire).
-	srvOpts := []grpc.ServerOption{experimental.BufferPool(wire.ChunkBufferPool), grpc.ForceServerCodecV2(wire.ChunkCodec{})}
+	srvOpts := append([]grpc.ServerOption{experimental.BufferPool(wire.ChunkBufferPool)}, wire.DataPathServerOptions()...)
 	if cfg.KV != nil {
 		// Patches and raft batches of the KV store; a peer's whole shard
 		// (FetchState) goes out in one message.

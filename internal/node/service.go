@@ -92,16 +92,17 @@ func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	resp, err := s.readChunk(id)
+	resp, err := s.readChunk(id, nil)
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
 	return resp, nil
 }
 
-// readChunk reads, verifies (re-reading once) and counts one chunk.
-func (s *service) readChunk(id direct.ChunkID) (*nodepb.ReadChunkResponse, error) {
-	r, err := s.n.chunks.ReadChunk(id)
+// readChunk reads, verifies (re-reading once) and counts one chunk, into a
+// buffer from alloc (nil: a new one).
+func (s *service) readChunk(id direct.ChunkID, alloc func(n int) []byte) (*nodepb.ReadChunkResponse, error) {
+	r, err := s.n.chunks.ReadChunkInto(id, alloc)
 	if err != nil {
 		return nil, err
 	}
@@ -145,30 +146,36 @@ func (s *service) ReadChunks(req *nodepb.ReadChunksRequest, stream nodepb.Node_R
 		return wire.ToStatus(base.InvalidArgumentf("%d chunks asked in one call, at most %d", len(req.Indexes), MaxReadChunks))
 	}
 	ctx := stream.Context()
-	out := make(chan *nodepb.ReadChunksResponse, readChunksAhead)
+	// Each chunk is read into a buffer of the data path's pool and sent
+	// without a copy (wire.ChunkFrame): gRPC puts the buffer back once the
+	// transport has written it.
+	out := make(chan *wire.ChunkFrame, readChunksAhead)
 	go func() {
 		defer close(out)
 		for _, idx := range req.Indexes {
 			id := direct.ChunkID{Object: req.Object, Version: req.Version, Shard: req.Shard, Index: idx}
-			resp := &nodepb.ReadChunksResponse{Index: idx}
-			r, err := s.readChunk(id)
+			f := &wire.ChunkFrame{Resp: &nodepb.ReadChunksResponse{Index: idx}}
+			r, err := s.readChunk(id, func(n int) []byte {
+				f.Buf = wire.ChunkBufferPool.Get(n)
+				return *f.Buf
+			})
 			switch {
 			case objstore.IsNotFound(err):
-				resp.Missing = true
+				f.Resp.Missing = true
 			case err != nil:
-				resp.Error = err.Error()
+				f.Resp.Error = err.Error()
 			default:
-				resp.Chunk = r
+				f.Resp.Chunk = r
 			}
 			select {
-			case out <- resp:
+			case out <- f:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	for resp := range out {
-		if err := stream.Send(resp); err != nil {
+	for f := range out {
+		if err := stream.SendMsg(f); err != nil {
 			// The reader went away: stop the reads too (ctx is done).
 			for range out {
 			}

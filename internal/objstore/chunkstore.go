@@ -281,7 +281,17 @@ func (r ChunkRead) String() string {
 // tell a transient flip from damage on the device, and counts which it was.
 // A missing chunk is an error wrapping ErrNotFound.
 func (c *ChunkStore) ReadChunk(id direct.ChunkID) (ChunkRead, error) {
-	r, err := c.readOnce(id)
+	return c.ReadChunkInto(id, nil)
+}
+
+// ReadChunkInto is ReadChunk with the chunk's bytes read into a buffer
+// from alloc (nil: a new one), which returns a slice of n bytes: a reader
+// that passes the bytes on and recycles the buffer (the node's streamed
+// reads, into the data path's pool) saves an allocation per chunk. On a
+// store without BufferGetter, and for a re-read, the bytes are in a new
+// buffer as ReadChunk's.
+func (c *ChunkStore) ReadChunkInto(id direct.ChunkID, alloc func(n int) []byte) (ChunkRead, error) {
+	r, err := c.readOnceInto(id, alloc)
 	if err != nil {
 		return r, err
 	}
@@ -303,8 +313,16 @@ func (c *ChunkStore) ReadChunk(id direct.ChunkID) (ChunkRead, error) {
 	return again, nil
 }
 
-func (c *ChunkStore) readOnce(id direct.ChunkID) (ChunkRead, error) {
-	data, err := c.store.Get(DataName(id))
+func (c *ChunkStore) readOnce(id direct.ChunkID) (ChunkRead, error) { return c.readOnceInto(id, nil) }
+
+func (c *ChunkStore) readOnceInto(id direct.ChunkID, alloc func(n int) []byte) (ChunkRead, error) {
+	var data []byte
+	var err error
+	if bg, ok := c.store.(BufferGetter); ok && alloc != nil {
+		data, err = bg.GetInto(DataName(id), alloc)
+	} else {
+		data, err = c.store.Get(DataName(id))
+	}
 	unreadable := false
 	if err != nil {
 		if !IsMediaError(err) {

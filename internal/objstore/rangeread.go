@@ -22,6 +22,62 @@ type RangeReader interface {
 	GetRange(name string, off, n int64) ([]byte, error)
 }
 
+// BufferGetter is implemented by stores that can read a file into a buffer
+// the caller provides: GetInto returns what Get returns, in alloc(n) for
+// a file of n bytes (alloc returns a slice of exactly n bytes).
+type BufferGetter interface {
+	GetInto(name string, alloc func(n int) []byte) ([]byte, error)
+}
+
+var (
+	_ BufferGetter = (*FileStore)(nil)
+	_ BufferGetter = (*FaultStore)(nil)
+)
+
+// GetInto implements BufferGetter: a packed member is read into alloc's
+// buffer, any other file as Get reads it.
+func (s *FileStore) GetInto(name string, alloc func(n int) []byte) ([]byte, error) {
+	if err := ValidName(name); err != nil {
+		return nil, err
+	}
+	key, member, ok := packedName(name)
+	if !ok {
+		return s.Get(name)
+	}
+	var out []byte
+	found, err := s.readPack(key, func(p *pack) error {
+		e, ok := p.live[member]
+		if !ok {
+			return fmt.Errorf("filestore: %s: %w", name, fs.ErrNotExist)
+		}
+		out = alloc(int(e.n))
+		if _, err := p.f.ReadAt(out, e.off); err != nil {
+			return fmt.Errorf("filestore: read %s: %w", name, err)
+		}
+		return nil
+	})
+	if err == nil && !found {
+		err = fmt.Errorf("filestore: %s: %w", name, fs.ErrNotExist)
+	}
+	return out, err
+}
+
+// GetInto implements BufferGetter, flipping bits of what it returns as Get
+// does.
+func (f *FaultStore) GetInto(name string, alloc func(n int) []byte) ([]byte, error) {
+	var b []byte
+	var err error
+	if bg, ok := f.Store.(BufferGetter); ok {
+		b, err = bg.GetInto(name, alloc)
+	} else {
+		b, err = f.Store.Get(name)
+	}
+	if err != nil || len(b) == 0 {
+		return b, err
+	}
+	return f.inject(name, 0, b)
+}
+
 var (
 	_ RangeReader = (*MemStore)(nil)
 	_ RangeReader = (*FileStore)(nil)

@@ -7,6 +7,8 @@ import (
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/flashmend/flashmend/internal/gen/nodepb"
 )
 
 // ChunkBufferPool is the gRPC buffer pool of the chunk data path (the
@@ -77,6 +79,9 @@ var _ encoding.CodecV2 = ChunkCodec{}
 
 // Marshal implements encoding.CodecV2.
 func (ChunkCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if f, ok := v.(*ChunkFrame); ok {
+		return marshalChunkFrame(f)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("wire: cannot marshal %T: not a protobuf message", v)
@@ -106,6 +111,11 @@ func (ChunkCodec) Marshal(v any) (mem.BufferSlice, error) {
 // copies (proto.Unmarshal does not alias its input), so the buffer goes
 // back to the pool at once.
 func (ChunkCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*nodepb.ReadChunksResponse); ok {
+		// Gathered once into a buffer of its own, which the chunk's data
+		// then aliases (chunkframe.go).
+		return unmarshalChunks(data.Materialize(), m)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("wire: cannot unmarshal into %T: not a protobuf message", v)

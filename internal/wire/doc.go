@@ -10,14 +10,22 @@
 //     base.IsDataLoss, base.IsInvalidArgument or errors.Is(err,
 //     fs.ErrNotExist) exactly as it would a local one.
 //   - ChunkBufferPool: the gRPC buffer pool of the chunk data path (size
-//     classes that fit a chunk message, buffers not zeroed: gRPC fills them).
+//     classes that fit a chunk message, buffers not zeroed: gRPC fills them),
+//     ChunkCodec and the data path's transport options (DataPathServerOptions,
+//     DataPathDialOptions: transport buffers of DataPathBufferBytes).
+//   - ChunkFrame and the hand coding of the streamed chunk read
+//     (ReadChunksResponse, chunkframe.go): a chunk is sent from the node's
+//     pooled read buffer without a copy, and received into one buffer its
+//     data aliases; checked field by field against protobuf's own coding
+//     (TestChunkFrameMatchesProto, FuzzUnmarshalChunks).
 //   - The etcd key prefix shared by the coordinator's keys (KeyPrefix) and the
 //     nodes' leased liveness keys (LivePrefix, LiveKey).
 //
 // # Invariants
 //
-// The package holds no state and imports nothing from flashmend but base: the
-// node, the coordinator and the client all depend on it, never the other way.
+// The package holds no state and imports nothing from flashmend but base and
+// the generated node messages (gen/nodepb): the node, the coordinator and the
+// client all depend on it, never the other way.
 //
 // # Failure model
 //
