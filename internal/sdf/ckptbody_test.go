@@ -114,8 +114,8 @@ func TestCheckpointBodyLetsSmallFilesFillTheDevice(t *testing.T) {
 	}
 	// No zone leaks to the journal: only the last body's zones are lent.
 	bodyZones := 0
-	if b := fs.jr.body; b != nil {
-		bodyZones = len(b.zones)
+	if _, lent, ok := fs.jr.Body(); ok {
+		bodyZones = len(lent)
 	}
 	if got := lentZones(fs); got != bodyZones {
 		t.Fatalf("%d zones lent to the journal, the last body has %d", got, bodyZones)
@@ -146,14 +146,14 @@ func bodyDevice(t *testing.T, seed int64) (*flash.Emulator, map[string][]byte, o
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := fs.jr.body
+	b, _, ok := fs.jr.Body()
 	if err := fs.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if b == nil {
+	if !ok {
 		t.Fatal("no checkpoint body")
 	}
-	return dev, want, b.rec
+	return dev, want, b
 }
 
 // bodyPageAddr is the address of page i of copy c of body b.
@@ -234,12 +234,10 @@ func TestCheckpointBodyInterrupted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fs.jr.mu.Lock()
 	fs.mu.Lock()
 	_, records, _ := fs.snapshotLocked()
 	fs.mu.Unlock()
-	orphan, err := fs.writeBody(fs.jr.epoch+1, records)
-	fs.jr.mu.Unlock()
+	orphan, err := fs.jr.WriteOrphanBody(records)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +249,7 @@ func TestCheckpointBodyInterrupted(t *testing.T) {
 	defer fs.Close()
 	checkFiles(t, fs, want)
 	var ids []int
-	for _, z := range orphan.zones {
+	for _, z := range orphan {
 		ids = append(ids, z.ID)
 	}
 	fs.mu.Lock()
@@ -285,7 +283,7 @@ func TestCheckpointBodyDieFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := fs.jr.body.rec
+	b, _, _ := fs.jr.Body()
 	run := b.Copies[0][0]
 	d := flash.DieAddr{Channel: onflash.Layout{Geometry: g}.ZoneChannel(run.Zone), Die: onflash.DiesOf(run.Mask)[0]}
 	before := fs.Stats().Checkpoints
@@ -298,7 +296,7 @@ func TestCheckpointBodyDieFailure(t *testing.T) {
 	if got := fs.Stats().Checkpoints; got != before+1 {
 		t.Fatalf("checkpoints %d after a die of the body failed, want %d", got, before+1)
 	}
-	nb := fs.jr.body.rec
+	nb, _, _ := fs.jr.Body()
 	for c := range nb.Copies {
 		for _, r := range nb.Copies[c] {
 			l := onflash.Layout{Geometry: g}

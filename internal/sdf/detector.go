@@ -106,10 +106,7 @@ func (fs *FS) declareDieFailed(ev DieFailure) {
 	// erase failed): that one, or the next, writes it (a checkpoint lists
 	// the failed dies). Best effort: were it lost, the detector finds the
 	// die again after a restart.
-	if !fs.opts.ReadOnly && fs.jr.mu.TryLock() {
-		fs.jr.mu.Unlock()
-		_ = fs.flushJournal()
-	}
+	_ = fs.jr.FlushIfIdle()
 	if cb := fs.opts.OnDieFailure; cb != nil {
 		go cb(ev)
 	}

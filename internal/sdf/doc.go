@@ -31,9 +31,11 @@
 //     extents out of victim zones when empty zones run low. Write
 //     amplification = flash bytes programmed (data incl. padding and GC
 //     copies, P2L pages, metadata pages) / user bytes appended, in Stats.
-//   - The metadata journal (superblock, file table, zone table) in the
-//     first seven zones (DIRECT 000 section 4.2.2, policy 2: duplicate and
-//     checksum local metadata).
+//   - What the metadata journal records (DIRECT 000 section 4.2.2, policy
+//     2: duplicate and checksum local metadata): the superblock, file
+//     table and zone records, logged under FS.mu as their effects are
+//     applied; the journal's writing and reading on flash is
+//     internal/sdf/journal.
 //   - Per-page integrity and block-level P2L entrustment (Reparo 003 section
 //     6.2), the die-failure Detector (detector.go), the lost-data
 //     Identifier answering bounded windows with IDR, CDR or CDR* (Identify,
@@ -66,40 +68,15 @@
 // failed die's block are read from one page of a surviving die. Zones that
 // are not full keep that list in memory.
 //
-// Metadata pages are cut into 512-byte units, each with its own CRC32C over
-// the page's epoch, stream sequence number, the unit's index and payload: a
-// slice of the record stream; each record has its own length, type and
-// CRC32C. Every page is programmed three times, in three metadata zones on
-// different channels (on fewer channels, shifted by filler pages so the
-// copies of a page sit on different dies where there are dies enough). An
-// epoch begins with a checkpoint: superblock (format version, geometry),
-// failed dies, non-default zone die sets and states, every file and its
-// extents, then a "checkpoint done" record; incremental records follow
-// (create, rename, delete, extents, zone reset, zone state, failed die).
-// When the active zones are full, or a metadata program fails, a new epoch is
-// written to three other freshly erased metadata zones (the seventh is the
-// spare); Open always starts a new epoch. A checkpoint larger than half a
-// metadata zone (a file table of many small files) is not written inline:
-// its records form a checkpoint body, written three times in the metadata
-// page format (units with their own CRC32C, sequence numbers onflash.BodySeq)
-// to empty data zones lent to the journal on different channels, and the
-// epoch's root holds only the superblock, a RecCheckpointBody record naming
-// the body's zones, dies, pages, length and CRC32C, and the "checkpoint
-// done" record. So the file table is bounded by the data zones, not by one
-// metadata zone. Writes leave empty zones for the next body (twice the last
-// one, three copies); the previous epoch's body is handed back to the data
-// zones (read-only, no live page, erased by reclaim) once the new root is
-// durable, and a body whose root never became durable is found on open as a
-// programmed zone no file maps and handed back the same way. On-flash format
-// version 2 added the body; version 1 devices are read as they are. On open, every programmed page of
-// the seven metadata zones is read, pages the device reports uncorrectable
-// included, and the copies of each page are merged unit by unit: a unit is
-// taken from any copy where it verifies, and a unit that verifies in no copy
-// is voted bit by bit over three copies (found by identity, or by place when
-// a copy's identity is damaged) and used only if the vote verifies
-// (OpenInfo counts both). The newest epoch whose checkpoint is complete is
-// replayed up to the first torn record or the first page no copy gives back
-// (OpenInfo.MetaPagesLost counts the pages after it).
+// The metadata journal (superblock, failed dies, zone records, file table)
+// is internal/sdf/journal: every page in three copies on different
+// channels in the seven metadata zones, an epoch begun by a checkpoint
+// (inline, or as a checkpoint body in data zones lent to the journal),
+// incremental records after it, and on open the newest complete epoch
+// replayed up to the first torn record or the first page no copy gives
+// back (OpenInfo counts what was merged, voted and lost). A body whose
+// root never became durable is found on open as a programmed zone no file
+// maps and handed back to the data zones.
 //
 // Zone write pointers are not journaled: they are rebuilt from the device's
 // per-block written-page counts as the programmed prefix of the stripe (a
@@ -139,18 +116,19 @@
 // # Locks
 //
 // One mutex, FS.mu, guards the zone table and the file table together
-// (and the pending journal records, so that records are queued in the
+// (and the journal's pending records, so that records are queued in the
 // order their effects are applied): most changes touch both (an extent
 // installed moves live pages between zones, a zone reset follows the
 // last file page leaving it). The locks are taken in this order, and
-// never the other way:
+// never the other way (Jmu is the journal's own mutex, which serializes
+// its flushes and checkpoints):
 //
-//	File.mu -> FS.gcMu -> journal.mu -> zone Prog -> FS.p2lMu -> FS.mu
+//	File.mu -> FS.gcMu -> Jmu -> zone Prog -> FS.p2lMu -> FS.mu
 //
 // detector.mu is a leaf. One exception waits without a cycle: a writer
 // holding a data zone's Prog whose program finds a die failed flushes the
-// journal (journal.mu); under journal.mu only metadata zones' Prog is
-// taken (their reset), never a data zone's.
+// journal (Jmu); under Jmu only metadata zones' Prog is taken (their
+// reset), never a data zone's.
 //
 // # Failure model
 //
@@ -169,15 +147,11 @@
 // failing block and its neighbours: the Detector), marks the die failed: its
 // zones stop taking writes, Identify lists exactly the file ranges to
 // rebuild, and new zones follow the Handler's weights. Metadata survives the
-// loss of any two copies of a metadata page (or two whole metadata zones),
-// and damage in all three copies as long as each unit verifies in some copy
-// or is voted back; losing a unit beyond that loses the records after its
-// page (the newest complete epoch before that point is used). A checkpoint
-// body page is read from its first copy, merged unit by unit from the others
-// (and voted) when it does not verify there, and the whole body must match
-// its CRC32C; a body page no copy gives back fails Open with a corruption
-// error. A die of a body or active metadata zone that fails makes the next
-// flush write a new epoch elsewhere. P2L entrustment assumes two neighbouring dies of a
+// loss of any two copies of a metadata page (internal/sdf/journal says
+// what more it survives); a checkpoint body page no copy gives back fails
+// Open with a corruption error. A die of a body or active metadata zone
+// that fails makes the next flush write a new epoch elsewhere. P2L
+// entrustment assumes two neighbouring dies of a
 // zone do not fail together (Reparo 6.3); a zone whose P2L page is
 // unreadable falls back to the scan.
 package sdf

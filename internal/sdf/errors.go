@@ -8,6 +8,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/zones"
 )
 
 // Operating errors.
@@ -18,7 +19,7 @@ var (
 	ErrExist = fmt.Errorf("sdf: file exists: %w", fs.ErrExist)
 	// ErrNoSpace: no empty zone is left even after garbage collection
 	// (wraps base.ErrNoSpace).
-	ErrNoSpace = base.NoSpaceErrorf("sdf: no space left on device")
+	ErrNoSpace = zones.ErrNoSpace
 	// ErrClosed: the FS or the file handle is closed.
 	ErrClosed = channels.ErrClosed
 	// ErrReadOnly: the handle was opened for reading, or the FS with

@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/dieloss"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
+	"github.com/flashmend/flashmend/internal/sdf/journal"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 	"github.com/flashmend/flashmend/internal/sdf/zones"
@@ -40,7 +41,7 @@ type FS struct {
 	created    int64 // unix ns of Format
 	closed     bool
 
-	jr       journal
+	jr       *journal.Journal
 	ctr      counters
 	openInfo OpenInfo
 	oobPool  sync.Pool  // *[]byte scratch OOB buffers for reads
@@ -49,12 +50,6 @@ type FS struct {
 	// p2lMu guards p2l: the owners CDR* read for each failed die.
 	p2lMu sync.Mutex
 	p2l   map[flash.DieAddr]*p2lOwners
-	// bodyReserve is how many empty zones writes leave for the next
-	// checkpoint body (ckptbody.go); checkpointDue asks the next journal
-	// flush for a new epoch (a die of the current body or metadata zones
-	// failed). Both guarded by mu.
-	bodyReserve   int
-	checkpointDue bool
 }
 
 // inode is a file. Guarded by FS.mu.
@@ -98,8 +93,6 @@ type counters struct {
 	gcPages        atomic.Int64 // data pages copied by GC
 	gcRuns         atomic.Int64
 	p2lPages       atomic.Int64
-	metaPages      atomic.Int64
-	checkpoints    atomic.Int64
 	resets         atomic.Int64
 	corruptions    atomic.Int64 // reads that returned a CorruptionError
 	checksumErrs   atomic.Int64
@@ -135,20 +128,12 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 	}
 	fs.det.init(l.Geometry, opts)
 	g := l.Geometry
-	blocks := make([]flash.BlockInfo, g.Dies()*g.BlocksPerDie)
-	for c := 0; c < g.Channels; c++ {
-		for d := 0; d < g.DiesPerChannel; d++ {
-			for b := 0; b < g.BlocksPerDie; b++ {
-				a := flash.BlockAddr{Channel: c, Die: d, Block: b}
-				info, err := dev.Block(a)
-				if err != nil {
-					return nil, fmt.Errorf("sdf: reading block state of %s: %w", a, err)
-				}
-				blocks[zones.BlockIndex(g, a)] = info
-			}
-		}
+	blocks, err := zones.LoadBlocks(dev)
+	if err != nil {
+		return nil, err
 	}
 	fs.zones = zones.New(l, blocks)
+	fs.jr = journal.New(l, journalHost{fs}, fs.zones, opts.ReadOnly)
 	for c := 0; c < g.Channels; c++ {
 		fs.chans = append(fs.chans, channels.Start(c, dev, opts.QueueDepth))
 	}
@@ -197,10 +182,7 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 			z.State = ZoneOffline
 		}
 	}
-	fs.jr.mu.Lock()
-	err = fs.checkpointLocked(nil)
-	fs.jr.mu.Unlock()
-	if err != nil {
+	if err := fs.jr.Checkpoint(nil); err != nil {
 		fs.stopChannels()
 		return nil, fmt.Errorf("sdf: format: %w", err)
 	}
@@ -261,7 +243,7 @@ func Open(dev flash.Device, opts Options) (*FS, error) {
 }
 
 func (fs *FS) load() error {
-	stream, info, err := metalog.Latest(fs.scanMeta())
+	stream, info, err := metalog.Latest(fs.jr.Scan())
 	if err != nil {
 		return err
 	}
@@ -278,9 +260,7 @@ func (fs *FS) load() error {
 	for _, z := range holders {
 		keep = append(keep, fs.zones.All[z])
 	}
-	fs.jr.mu.Lock()
-	defer fs.jr.mu.Unlock()
-	return fs.checkpointLocked(keep)
+	return fs.jr.Checkpoint(keep)
 }
 
 // replay applies the records of metadata epoch's stream (every record
@@ -289,7 +269,12 @@ func (fs *FS) load() error {
 // and the device's block state, and maps the synced pages of the zones
 // left unsealed whose extents never reached the journal.
 func (fs *FS) replay(epoch uint64, stream []byte) error {
-	t, err := metalog.Replay(fs.l, epoch, stream, fs.readBody)
+	var br journal.BodyRead
+	t, err := metalog.Replay(fs.l, epoch, stream, func(b onflash.CheckpointBody) ([]byte, error) {
+		return fs.jr.ReadBody(b, &br)
+	})
+	fs.openInfo.BodyPages += br.Pages
+	fs.openInfo.BodyPagesMerged += br.Merged
 	if err != nil {
 		return err
 	}
@@ -304,25 +289,23 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 	for z, s := range t.States {
 		states[z] = ZoneState(s)
 	}
-	fs.jr.epoch = max(epoch, fs.jr.epoch)
 	fs.zones.Rebuild(t.Masks, states)
+	var lent []*zones.Zone
 	if t.Body != nil {
 		// The body's zones stay lent to the journal until the next
 		// checkpoint is durable.
-		b := &writtenBody{rec: *t.Body}
-		for c := range b.rec.Copies {
-			for _, run := range b.rec.Copies[c] {
+		for c := range t.Body.Copies {
+			for _, run := range t.Body.Copies[c] {
 				z := fs.zones.All[run.Zone]
 				z.Meta, z.Body = true, true
 				z.Dies = onflash.DiesOf(run.Mask)
 				z.State, z.WP, z.Unsealed = ZoneFull, run.Pages, false
 				z.Owners, z.OwnersKnown, z.P2L = nil, nil, false
-				b.zones = append(b.zones, z)
+				lent = append(lent, z)
 			}
 		}
-		fs.jr.body = b
-		fs.jr.epoch = max(fs.jr.epoch, b.rec.Epoch)
 	}
+	fs.jr.Adopt(epoch, t.Body, lent)
 	fs.ctr.recoveredPages.Add(int64(t.Recover(fs.readUnsealed(), fs.l.Geometry.PageSize)))
 	fs.nextFileID, fs.nextSeq = t.NextFileID, t.NextSeq
 	fs.adoptFiles(t)
@@ -614,6 +597,6 @@ func (fs *FS) noteDieFailedLocked(d flash.DieAddr) {
 	if checkpoint {
 		// A copy of the checkpoint body or of the journal's pages is on
 		// the die: write a new epoch elsewhere at the next flush.
-		fs.checkpointDue = true
+		fs.jr.CheckpointDueLocked()
 	}
 }

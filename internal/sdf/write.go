@@ -61,7 +61,7 @@ func (f *File) Sync() error {
 	// scanning the unsealed zones' OOB (readUnsealed, metalog.Tables.Recover), so the journal
 	// is flushed only if a zone was opened since its last flush.
 	f.fs.mu.Lock()
-	urgent := f.fs.jr.urgent
+	urgent := f.fs.jr.UrgentLocked()
 	f.fs.mu.Unlock()
 	if urgent {
 		if err := f.fs.flushJournal(); err != nil {

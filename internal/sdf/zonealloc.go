@@ -34,8 +34,8 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zones.Zone, e
 		req := zones.Request{Hint: uint8(hint), Last: ino.last, Channel: ino.channel, MinEmpty: minEmpty,
 			ForGC: forGC, MaxOpen: fs.opts.MaxOpenZones}
 		if !forGC {
-			// The empty zones the next checkpoint body needs (ckptbody.go).
-			req.MinEmpty += fs.bodyReserve
+			// The empty zones the next checkpoint body needs.
+			req.MinEmpty += fs.jr.BodyReserveLocked()
 		}
 		z, needGC := fs.zones.Pick(req)
 		if z == nil && ino.prefer && ino.channel >= 0 {
@@ -48,7 +48,7 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zones.Zone, e
 			if z.State == ZoneEmpty {
 				z.Open(uint8(hint), forGC)
 				fs.logLocked(metalog.ZoneOpen{Zone: z.ID, Open: true}.Record())
-				fs.jr.urgent = true
+				fs.jr.MarkUrgentLocked()
 			}
 			fs.mu.Unlock()
 			z.Prog.Lock()

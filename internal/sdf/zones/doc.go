@@ -19,7 +19,8 @@
 //     states from the journal's zone records and the blocks' written-page
 //     counts.
 //
-// It does no I/O and holds no lock: internal/sdf erases and programs the
+// It does no I/O but reading the blocks' state once at open (LoadBlocks),
+// and holds no lock: internal/sdf erases and programs the
 // zones and guards the whole table with its FS.mu (a Zone's Prog mutex,
 // which orders the programs of one zone, is taken by sdf's writers before
 // FS.mu, never while holding it).

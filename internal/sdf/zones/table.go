@@ -1,6 +1,7 @@
 package zones
 
 import (
+	"fmt"
 	"math"
 	"sort"
 	"time"
@@ -46,6 +47,26 @@ func New(l onflash.Layout, blocks []flash.BlockInfo) *Table {
 		t.All = append(t.All, zn)
 	}
 	return t
+}
+
+// LoadBlocks reads the state of every block of dev, by BlockIndex: what a
+// table starts from on open (New).
+func LoadBlocks(dev flash.Device) ([]flash.BlockInfo, error) {
+	g := dev.Geometry()
+	blocks := make([]flash.BlockInfo, g.Dies()*g.BlocksPerDie)
+	for c := 0; c < g.Channels; c++ {
+		for d := 0; d < g.DiesPerChannel; d++ {
+			for b := 0; b < g.BlocksPerDie; b++ {
+				a := flash.BlockAddr{Channel: c, Die: d, Block: b}
+				info, err := dev.Block(a)
+				if err != nil {
+					return nil, fmt.Errorf("sdf: reading block state of %s: %w", a, err)
+				}
+				blocks[BlockIndex(g, a)] = info
+			}
+		}
+	}
+	return blocks, nil
 }
 
 // BlockIndex is a's index in Blocks.

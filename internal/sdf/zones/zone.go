@@ -5,8 +5,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
+
+// ErrNoSpace: no zone can take what is asked (wraps base.ErrNoSpace; it is
+// sdf.ErrNoSpace).
+var ErrNoSpace = base.NoSpaceErrorf("sdf: no space left on device")
 
 // State is a zone's state in the NVMe ZNS sense.
 type State uint8
