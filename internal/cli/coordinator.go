@@ -133,7 +133,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 	start.register(cmd)
 	wearF.register(cmd)
 	metricsF.register(f)
-	return cmd
+	return configurable(cmd, nil)
 }
 
 // scrubFlags are the background scrubber's flags.

@@ -88,7 +88,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	o.dashboard.register(f)
 	f.IntVar(&o.etcdMembers, "etcd-members", 1,
 		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
-	return cmd
+	return configurable(cmd, nil)
 }
 
 // runDev runs the dev cluster until ctx ends; ready, when set, receives the

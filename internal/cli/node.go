@@ -123,7 +123,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	metricsF.register(f)
 	f.StringVar(&nemesisControl, "nemesis-control", "", "reliability harness only: serve the node's partition switch (internal/netfault) over HTTP on this address")
 	_ = f.MarkHidden("nemesis-control")
-	return cmd
+	return configurable(cmd, nil)
 }
 
 // startNemesisGate puts a partition switch (internal/netfault) at the

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -117,17 +116,11 @@ Example:
     flashmend s3 --endpoint coord.example:7000 --listen 0.0.0.0:9000`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if endpoint == "" {
-				endpoint = os.Getenv(EndpointEnv)
-			}
+			// The config file and the environment (FLASHMEND_S3_<FLAG>,
+			// and $FLASHMEND_ENDPOINT) have filled what the command
+			// line left unset (configurable).
 			if endpoint == "" {
 				return base.InvalidArgumentf("--endpoint (or $%s) is required", EndpointEnv)
-			}
-			if s.accessKey == "" {
-				s.accessKey = os.Getenv("FLASHMEND_S3_ACCESS_KEY")
-			}
-			if s.secretKey == "" {
-				s.secretKey = os.Getenv("FLASHMEND_S3_SECRET_KEY")
 			}
 			if s.accessKey == "" || s.secretKey == "" {
 				return base.InvalidArgumentf("an access key and a secret key are required (--access-key/--secret-key or $FLASHMEND_S3_ACCESS_KEY/$FLASHMEND_S3_SECRET_KEY)")
@@ -155,5 +148,5 @@ Example:
 	f.StringVar(&s.accessKey, "access-key", "", "the gateway's access key (default $FLASHMEND_S3_ACCESS_KEY)")
 	f.StringVar(&s.secretKey, "secret-key", "", "the gateway's secret key (default $FLASHMEND_S3_SECRET_KEY)")
 	metricsF.register(f)
-	return cmd
+	return configurable(cmd, map[string][]string{"endpoint": {EndpointEnv}})
 }
