@@ -16,6 +16,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"io/fs"
@@ -25,6 +26,7 @@ import (
 	iclient "github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 )
 
 // Errors the client's errors wrap (test with errors.Is).
@@ -90,6 +92,12 @@ type Options struct {
 	// GetTo, Open) holds in memory, whatever the object's size (default
 	// 8 MiB).
 	WindowBytes int64
+	// TLS, when set, connects over TLS: to the coordinator and to every
+	// storage node (objects and KV), verified against TLS.RootCAs (the
+	// cluster's CA; nil: the system's roots), presenting
+	// TLS.Certificates[0] to servers that require a client certificate
+	// (mutual TLS). Nil: plaintext.
+	TLS *tls.Config
 }
 
 // Client is a connection to a flashmend cluster. It is safe for concurrent
@@ -101,7 +109,8 @@ type Client struct {
 // Dial connects to the cluster whose coordinator listens at endpoint
 // (host:port).
 func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
-	c, err := iclient.Dial(ctx, endpoint, iclient.Options{ChunksInFlight: opts.ChunksInFlight, RPCTimeout: opts.RPCTimeout, WindowBytes: opts.WindowBytes})
+	c, err := iclient.Dial(ctx, endpoint, iclient.Options{ChunksInFlight: opts.ChunksInFlight, RPCTimeout: opts.RPCTimeout, WindowBytes: opts.WindowBytes,
+		TLS: tlsconf.FromClientTLS(opts.TLS)})
 	if err != nil {
 		return nil, err
 	}

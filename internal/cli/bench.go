@@ -22,6 +22,7 @@ func newBenchCmd() *cobra.Command {
 		kvMode                bool
 		kvAddrs, kvSplits     string
 		ko                    = bench.KVOptions{ValueSize: 800, Keys: 5000, RangeKeys: 10}
+		tlsF                  clientTLSFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--kv] --op get|put|mixed|range [--size S] [--concurrency N] [--duration D]",
@@ -52,7 +53,7 @@ object or kv.`,
 				return usageError{fmt.Errorf("--format %q (want text or json)", format)}
 			}
 			if kvMode {
-				return runKVBench(cmd, format, kvAddrs, kvSplits, endpoint, o, ko)
+				return runKVBench(cmd, format, kvAddrs, kvSplits, endpoint, &tlsF, o, ko)
 			}
 			if o.Concurrency < 1 || o.Duration <= 0 || o.Objects < 0 {
 				return usageError{fmt.Errorf("--concurrency %d, --duration %s, --objects %d: want at least one worker, a positive duration and no negative count", o.Concurrency, o.Duration, o.Objects)}
@@ -70,7 +71,7 @@ object or kv.`,
 			}
 			ctx, stop := signalContext()
 			defer stop()
-			c, err := dialEndpoint(ctx, endpoint)
+			c, err := dialEndpoint(ctx, endpoint, &tlsF)
 			if err != nil {
 				return err
 			}
@@ -100,11 +101,12 @@ object or kv.`,
 	f.IntVar(&ko.ValueSize, "value-size", ko.ValueSize, "with --kv: bytes per value")
 	f.IntVar(&ko.Keys, "keys", ko.Keys, "with --kv: distinct keys")
 	f.IntVar(&ko.RangeKeys, "range-keys", ko.RangeKeys, "with --kv --op range: keys per scan")
+	tlsF.register(cmd)
 	return cmd
 }
 
 // runKVBench is bench --kv.
-func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, o bench.Options, ko bench.KVOptions) error {
+func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, tlsF *clientTLSFlags, o bench.Options, ko bench.KVOptions) error {
 	ko.Op, ko.Concurrency, ko.Duration, ko.Seed = o.Op, o.Concurrency, o.Duration, o.Seed
 	if ko.Op == bench.OpMixed {
 		return usageError{fmt.Errorf("--kv --op %q: want put, get or range", ko.Op)}
@@ -120,9 +122,9 @@ func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, o be
 	var kc *kvclient.Client
 	var err error
 	if addrs != "" {
-		kc, err = staticKVClient(addrs, splits)
+		kc, err = staticKVClient(addrs, splits, tlsF)
 	} else {
-		kc, err = clusterKVClient(ctx, endpoint)
+		kc, err = clusterKVClient(ctx, endpoint, tlsF)
 	}
 	if err != nil {
 		return err

@@ -104,10 +104,16 @@ func binEnv() []string {
 // startBinary starts the binary in working directory wd.
 func startBinary(t *testing.T, wd string, args ...string) *proc {
 	t.Helper()
+	return startBinaryEnv(t, wd, nil, args...)
+}
+
+// startBinaryEnv starts the binary in wd with env added to binEnv's.
+func startBinaryEnv(t *testing.T, wd string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{done: make(chan struct{})}
 	p.cmd = exec.Command(flashmendBinary(t), args...)
 	p.cmd.Dir = wd
-	p.cmd.Env = binEnv()
+	p.cmd.Env = append(binEnv(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.out, &p.errOut
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

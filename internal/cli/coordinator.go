@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -24,6 +25,9 @@ func newCoordinatorCmd() *cobra.Command {
 	var start startFlags
 	var wearF wearFlags
 	var metricsF metricsFlag
+	var tlsF serverTLSFlags
+	var advertise string
+	var dash dashboardFlag
 	cmd := &cobra.Command{
 		Use:   "coordinator --dir DIR",
 		Short: "Run the coordinator (embedded etcd by default)",
@@ -43,6 +47,11 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 				cfg.EtcdEndpoints = strings.Split(etcd, ",")
 			}
 			cfg.MaxObjectBytes = maxObject
+			tc, err := tlsF.load()
+			if err != nil {
+				return err
+			}
+			cfg.TLS = tc
 			cfg.Wear = wearF.config()
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
 			ctx, stop := signalContext()
@@ -64,7 +73,13 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			}
 			cancel()
 			defer c.Close()
-			if err := writeEndpoint(cfg.Dir, c.Addr()); err != nil {
+			// The address clients dial: what it advertises, else its
+			// listener's.
+			endpoint, err := advertisedEndpoint(advertise, c.Addr())
+			if err != nil {
+				return err
+			}
+			if err := writeEndpoint(cfg.Dir, endpoint); err != nil {
 				return err
 			}
 			defer func() {
@@ -72,23 +87,31 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 					cfg.Logf("coordinator: %v", err)
 				}
 			}()
-			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s (etcd %s)\n",
-				c.ClusterID(), c.Addr(), strings.Join(c.EtcdEndpoints(), ","))
+			fmt.Fprintf(cmd.OutOrStdout(), "coordinator of cluster %s serving on %s%s (etcd %s)\n",
+				c.ClusterID(), endpoint, tlsNote(tc), strings.Join(c.EtcdEndpoints(), ","))
 			reg, stopMetrics, err := metricsF.start(cmd.OutOrStdout(), cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
 			defer stopMetrics()
-			copts := client.Options{Logf: cfg.Logf}
+			copts := client.Options{Logf: cfg.Logf, TLS: tc}
 			if reg != nil {
 				// The scrubber's repairs go through this client.
 				copts = reg.ClientOptions(copts)
 			}
-			cli, err := client.Dial(ctx, c.Addr(), copts)
+			cli, err := client.Dial(ctx, endpoint, copts)
 			if err != nil {
 				return err
 			}
 			defer cli.Close()
+			// The dashboard shows the whole cluster: this process's
+			// figures (the scrubber's) and every live node's.
+			stopDashboard, err := dash.start(ctx, reg, true, endpoint, tc, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			if err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "dashboard not started: %v\n", err)
+				stopDashboard = func() {}
+			}
+			defer stopDashboard()
 			moverCtx, stopMover := context.WithCancel(ctx)
 			moverDone := make(chan struct{})
 			go func() {
@@ -121,6 +144,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 	f := cmd.Flags()
 	f.StringVar(&cfg.Dir, "dir", "", "data directory (embedded etcd)")
 	f.StringVar(&cfg.ListenAddr, "listen", "", "gRPC listen address (default: 127.0.0.1 on the port DIR remembers)")
+	f.StringVar(&advertise, "advertise", "", "the address clients dial, HOST or HOST:PORT, written to DIR/endpoint (default: --listen's; set it when listening on 0.0.0.0, or to a name its TLS certificate carries)")
 	f.StringVar(&etcd, "etcd", "", "external etcd endpoints, comma-separated (default: embedded)")
 	f.Int64Var(&cfg.LeaseTTLSeconds, "lease-ttl-seconds", 5, "node liveness lease")
 	f.Var(&maxObject, "max-object", "largest object accepted")
@@ -133,6 +157,8 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 	start.register(cmd)
 	wearF.register(cmd)
 	metricsF.register(f)
+	dash.register(f)
+	tlsF.register(f, true)
 	return configurable(cmd, nil)
 }
 
@@ -156,4 +182,27 @@ func (s *scrubFlags) register(cmd *cobra.Command, reprotectAfter time.Duration) 
 
 func (s *scrubFlags) options() client.ScrubberOptions {
 	return client.ScrubberOptions{ScrubBytesPerSecond: s.scrubRate, RepairBytesPerSecond: s.repRate, ReprotectAfter: s.reprotectAfter}
+}
+
+// advertisedEndpoint is the address a server's clients dial: adv (a host
+// alone takes the listener's port), else the listener's address.
+func advertisedEndpoint(adv, listening string) (string, error) {
+	if adv == "" {
+		return listening, nil
+	}
+	_, port, err := net.SplitHostPort(listening)
+	if err != nil {
+		return "", err
+	}
+	host, advPort, err := net.SplitHostPort(adv)
+	if err != nil {
+		host, advPort = strings.Trim(adv, "[]"), "" // a host alone
+	}
+	if host == "" {
+		return "", base.InvalidArgumentf("--advertise %q has no host", adv)
+	}
+	if advPort == "" || advPort == "0" {
+		advPort = port
+	}
+	return net.JoinHostPort(host, advPort), nil
 }

@@ -30,6 +30,7 @@ type ctlFlags struct {
 	endpoint string
 	readMode string
 	timeout  time.Duration
+	tls      clientTLSFlags
 }
 
 // dial connects to the cluster named by --endpoint, FLASHMEND_ENDPOINT, or
@@ -37,21 +38,25 @@ type ctlFlags struct {
 // findEndpoint). A cluster that does not answer is one line saying where
 // the endpoint came from and what to check.
 func (f *ctlFlags) dial(ctx context.Context) (*client.Client, error) {
-	return dialEndpointMode(ctx, f.endpoint, f.readMode)
+	return dialEndpointMode(ctx, f.endpoint, f.readMode, &f.tls)
 }
 
 // dialEndpoint connects to the cluster as ctl's commands do (see
 // ctlFlags.dial), with the cluster's read mode.
-func dialEndpoint(ctx context.Context, flag string) (*client.Client, error) {
-	return dialEndpointMode(ctx, flag, "")
+func dialEndpoint(ctx context.Context, flag string, tlsF *clientTLSFlags) (*client.Client, error) {
+	return dialEndpointMode(ctx, flag, "", tlsF)
 }
 
-func dialEndpointMode(ctx context.Context, flag, readMode string) (*client.Client, error) {
+func dialEndpointMode(ctx context.Context, flag, readMode string, tlsF *clientTLSFlags) (*client.Client, error) {
 	ep, err := resolveEndpoint(flag)
 	if err != nil {
 		return nil, err
 	}
-	c, err := client.Dial(ctx, ep.addr, client.Options{ReadMode: readMode})
+	tc, err := tlsF.load()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.Dial(ctx, ep.addr, client.Options{ReadMode: readMode, TLS: tc})
 	var unreachable *client.UnreachableError
 	if errors.As(err, &unreachable) {
 		return nil, ep.unreachable(unreachable)
@@ -80,7 +85,11 @@ func (f *ctlFlags) runPublic(fn func(ctx context.Context, c *pubclient.Client) e
 	if err != nil {
 		return err
 	}
-	c, err := pubclient.Dial(ctx, ep.addr, pubclient.Options{})
+	tc, err := f.tls.load()
+	if err != nil {
+		return err
+	}
+	c, err := pubclient.Dial(ctx, ep.addr, pubclient.Options{TLS: tc.ClientTLS()})
 	var unreachable *client.UnreachableError
 	if errors.As(err, &unreachable) {
 		return ep.unreachable(unreachable)
@@ -102,6 +111,7 @@ func newCtlCmd() *cobra.Command {
 	cmd.PersistentFlags().StringVar(&f.endpoint, "endpoint", "", "cluster endpoint (default $"+EndpointEnv+")")
 	cmd.PersistentFlags().StringVar(&f.readMode, "read-mode", "", "read mode: direct or hdfs (default: the cluster's)")
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 10*time.Minute, "deadline of the command")
+	f.tls.register(cmd)
 	inject := &cobra.Command{Use: "inject", Short: "Inject faults into a node"}
 	inject.AddCommand(ctlInjectUBER(f))
 	cmd.AddCommand(ctlPut(f), ctlGet(f), ctlStat(f), ctlRm(f), ctlLs(f), ctlNodes(f), ctlRepairs(f),

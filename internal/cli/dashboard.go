@@ -9,11 +9,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/dashboard"
 	"github.com/flashmend/flashmend/internal/metrics"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 )
 
 // dashboardFlag is --dashboard: where a process serves its web dashboard.
@@ -21,24 +23,39 @@ type dashboardFlag struct{ addr string }
 
 func (d *dashboardFlag) register(f *pflag.FlagSet) {
 	f.StringVar(&d.addr, "dashboard", "127.0.0.1:0",
-		`address of the web dashboard (http://ADDR/; port 0: chosen at start; "off": none; needs --metrics)`)
+		`address of the web dashboard (http://ADDR/; port 0: chosen at start; "off": none)`)
 }
 
-// start serves the dashboard over reg's metrics and the cluster at
-// endpoint, and prints its line ("dashboard: http://HOST:PORT/"); stop
-// ends it. Off (or no metrics): a no-op stop.
-func (d *dashboardFlag) start(ctx context.Context, reg *metrics.Registry, endpoint string, out, errOut io.Writer) (stop func(), err error) {
+// start serves the dashboard over the cluster at endpoint and prints its
+// line ("dashboard: http://HOST:PORT/"); stop ends it. Its figures are
+// reg's (dev: the nodes run in this process) or, with federate, reg's and
+// those every live node serves over gRPC (coordinator: metrics.Federation).
+// Off: a no-op stop.
+func (d *dashboardFlag) start(ctx context.Context, reg *metrics.Registry, federate bool, endpoint string, tc *tlsconf.Config,
+	out, errOut io.Writer) (stop func(), err error) {
 	if d.addr == "off" || d.addr == "" {
 		return func() {}, nil
 	}
-	if reg == nil {
+	var local prometheus.Gatherer
+	switch {
+	case reg != nil:
+		local = reg.Gatherer()
+	case federate:
+		local = prometheus.NewRegistry() // the nodes' figures only
+	default:
 		return nil, errors.New("the dashboard shows the process's metrics: it needs --metrics")
 	}
-	c, err := client.Dial(ctx, endpoint, client.Options{})
+	c, err := client.Dial(ctx, endpoint, client.Options{TLS: tc})
 	if err != nil {
 		return nil, err
 	}
-	dash, err := dashboard.New(dashboard.Options{Gatherer: reg.Gatherer(), ObjectMix: dashboard.ObjectMixOf(c)})
+	gatherer := local
+	closeGatherer := func() error { return nil }
+	if federate {
+		fed := metrics.NewFederation(local, c.Nodes, tc)
+		gatherer, closeGatherer = fed, fed.Close
+	}
+	dash, err := dashboard.New(dashboard.Options{Gatherer: gatherer, ObjectMix: dashboard.ObjectMixOf(c)})
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -64,6 +81,9 @@ func (d *dashboardFlag) start(ctx context.Context, reg *metrics.Registry, endpoi
 			fmt.Fprintf(errOut, "dashboard: %v\n", err)
 		}
 		<-done
+		if err := closeGatherer(); err != nil {
+			fmt.Fprintf(errOut, "dashboard: %v\n", err)
+		}
 		c.Close()
 	}, nil
 }

@@ -38,6 +38,7 @@ type devOptions struct {
 	metrics   metricsFlag
 	s3        s3Flags
 	dashboard dashboardFlag
+	tls       serverTLSFlags
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -86,6 +87,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	o.metrics.register(f)
 	o.s3.register(f)
 	o.dashboard.register(f)
+	o.tls.register(f, true)
 	f.IntVar(&o.etcdMembers, "etcd-members", 1,
 		"embedded etcd members of the coordinator (1 or 3: with 3, a member whose store is damaged or lost is replaced from the other two)")
 	return configurable(cmd, nil)
@@ -97,7 +99,11 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	if o.dir == "" {
 		return base.InvalidArgumentf("--dir is required")
 	}
-	opts := devcluster.Options{
+	tc, err := o.tls.load()
+	if err != nil {
+		return err
+	}
+	opts := devcluster.Options{TLS: tc,
 		Dir: o.dir, Nodes: o.nodes, ReadMode: o.readMode, DieRepair: o.dieRepair, RepairReserve: repairReserveConfig(o.reserve), MaxObjectBytes: o.maxObject, SyncWrites: true, EtcdMembers: o.etcdMembers,
 		Logf: func(format string, args ...any) { fmt.Fprintf(errOut, format+"\n", args...) },
 	}
@@ -162,22 +168,29 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 		fmt.Fprintf(out, "  its replicas and shards are served by the other nodes and re-created on them after --reprotect-after; "+
 			"to reuse the node, remove %s (it is formatted afresh at the next start and refilled by the scrubber)\n", d.Dir)
 	}
-	fmt.Fprintf(out, "endpoint %s (in %s)\n", cl.Endpoint(), filepath.Join(o.dir, endpointFile))
-	fmt.Fprintf(out, "try: flashmend ctl --endpoint %s nodes\n", cl.Endpoint())
+	fmt.Fprintf(out, "endpoint %s%s (in %s)\n", cl.Endpoint(), tlsNote(tc), filepath.Join(o.dir, endpointFile))
+	clientTLS := ""
+	if tc != nil {
+		clientTLS = " --tls-ca " + o.tls.files.CAFile
+		if o.tls.files.ClientAuth {
+			clientTLS += " --tls-cert CERT --tls-key KEY"
+		}
+	}
+	fmt.Fprintf(out, "try: flashmend ctl --endpoint %s%s nodes\n", cl.Endpoint(), clientTLS)
 	if o.kv {
-		fmt.Fprintf(out, "kv: every node hosts the KV store; try: flashmend ctl kv --endpoint %s put KEY VALUE\n", cl.Endpoint())
+		fmt.Fprintf(out, "kv: every node hosts the KV store; try: flashmend ctl kv --endpoint %s%s put KEY VALUE\n", cl.Endpoint(), clientTLS)
 	}
 	stopS3 := func() {}
 	if o.kv {
 		// Without the gateway the cluster still serves: say why.
-		if stop, err := o.s3.start(ctx, cl.Endpoint(), reg, out, errOut, opts.Logf); err != nil {
+		if stop, err := o.s3.start(ctx, cl.Endpoint(), tc, tc, reg, out, errOut, opts.Logf); err != nil {
 			fmt.Fprintf(errOut, "S3 gateway not started: %v\n", err)
 		} else {
 			stopS3 = stop
 		}
 	}
 	stopDashboard := func() {}
-	if stop, err := o.dashboard.start(ctx, reg, cl.Endpoint(), out, errOut); err != nil {
+	if stop, err := o.dashboard.start(ctx, reg, false, cl.Endpoint(), tc, out, errOut); err != nil {
 		fmt.Fprintf(errOut, "dashboard not started: %v\n", err)
 	} else {
 		stopDashboard = stop

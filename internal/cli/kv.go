@@ -61,6 +61,7 @@ func newKVCmd() *cobra.Command {
 		splits   string
 		endpoint string
 		timeout  time.Duration
+		tlsF     clientTLSFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "kv",
@@ -79,6 +80,7 @@ cluster of 'kv serve'.`,
 	cmd.PersistentFlags().StringVar(&splits, "splits", "", "shard split keys, comma separated (with --addrs: as the cluster was started; with init: where to cut)")
 	cmd.PersistentFlags().StringVar(&endpoint, "endpoint", "", "cluster endpoint (default $"+EndpointEnv+", or .flashmend/dev)")
 	cmd.PersistentFlags().DurationVar(&timeout, "timeout", 10*time.Second, "request timeout")
+	tlsF.register(cmd)
 
 	client := func() (*kvclient.Client, context.Context, context.CancelFunc, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -88,9 +90,9 @@ cluster of 'kv serve'.`,
 		var c *kvclient.Client
 		var err error
 		if addrs != "" {
-			c, err = staticKVClient(addrs, splits)
+			c, err = staticKVClient(addrs, splits, &tlsF)
 		} else {
-			c, err = clusterKVClient(ctx, endpoint)
+			c, err = clusterKVClient(ctx, endpoint, &tlsF)
 		}
 		if err != nil {
 			cancel()
@@ -106,7 +108,7 @@ cluster of 'kv serve'.`,
 			RunE: func(cmd *cobra.Command, _ []string) error {
 				ctx, cancel := context.WithTimeout(context.Background(), timeout)
 				defer cancel()
-				c, err := dialEndpoint(ctx, endpoint)
+				c, err := dialEndpoint(ctx, endpoint, &tlsF)
 				if err != nil {
 					return err
 				}
@@ -139,8 +141,12 @@ type kvClientFunc func() (*kvclient.Client, context.Context, context.CancelFunc,
 
 // staticKVClient is a client of a KV-only cluster ('kv serve'): every
 // shard on every node.
-func staticKVClient(addrs, splits string) (*kvclient.Client, error) {
+func staticKVClient(addrs, splits string, tlsF *clientTLSFlags) (*kvclient.Client, error) {
 	m, err := parseAddrs(addrs)
+	if err != nil {
+		return nil, err
+	}
+	tc, err := tlsF.load()
 	if err != nil {
 		return nil, err
 	}
@@ -149,14 +155,14 @@ func staticKVClient(addrs, splits string) (*kvclient.Client, error) {
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return kvclient.New(kv.UniformLayout(ids, splitList(splits)...), m, kvclient.Options{})
+	return kvclient.New(kv.UniformLayout(ids, splitList(splits)...), m, kvclient.Options{TLS: tc})
 }
 
 // clusterKVClient is a client of the KV store that a cluster's storage
 // nodes host: the coordinator gives the shard layout and the nodes'
 // addresses.
-func clusterKVClient(ctx context.Context, endpoint string) (*kvclient.Client, error) {
-	c, err := dialEndpoint(ctx, endpoint)
+func clusterKVClient(ctx context.Context, endpoint string, tlsF *clientTLSFlags) (*kvclient.Client, error) {
+	c, err := dialEndpoint(ctx, endpoint, tlsF)
 	if err != nil {
 		return nil, err
 	}

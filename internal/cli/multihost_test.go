@@ -19,6 +19,8 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
+
+	"github.com/flashmend/flashmend/internal/dashboard"
 )
 
 // freePortOn returns a port free on host now (the caller binds it and
@@ -83,7 +85,7 @@ func TestMultiHostProcesses(t *testing.T) {
 	etcdURL := startExternalEtcd(t, "127.0.0.10")
 	coordDir := filepath.Join(wd, "coordinator")
 	coordinator := startBinary(t, wd, "coordinator", "--dir", coordDir, "--listen", "127.0.0.2:0", "--etcd", etcdURL,
-		"--metrics", "127.0.0.2:0", "--no-scrub")
+		"--metrics", "127.0.0.2:0", "--dashboard", "127.0.0.2:0", "--no-scrub")
 	var ep string
 	waitFor(t, "the coordinator's endpoint", func() bool {
 		select {
@@ -198,10 +200,30 @@ func TestMultiHostProcesses(t *testing.T) {
 		}
 	}
 	check("all nodes up")
+
+	// The coordinator's dashboard shows every node's figures, gathered
+	// from the nodes' processes.
+	m := regexp.MustCompile(`(?m)^dashboard: (http://127\.0\.0\.2:\d+/)$`).FindStringSubmatch(coordinator.out.String())
+	if m == nil {
+		t.Fatalf("the coordinator printed no dashboard line:\n%s", coordinator.out.String())
+	}
+	var st dashboard.State
+	waitFor(t, "the dashboard to show six nodes", func() bool {
+		st = dashboardState(t, m[1])
+		return len(st.Nodes) == 6 && len(st.Errors) == 0
+	})
+	if st.Totals.Requests == 0 || st.Objects["EC"] != 1 || st.Objects["REP"] < 2 {
+		t.Fatalf("dashboard: %d requests, objects %v; want requests counted, 1 EC and at least 2 REP objects", int64(st.Totals.Requests), st.Objects)
+	}
+
 	// A machine dies: its node is killed outright.
 	if err := nodes[0].cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	<-nodes[0].done
 	check("node 127.0.0.3 killed")
+	waitFor(t, "the dashboard to show five nodes", func() bool {
+		st = dashboardState(t, m[1])
+		return len(st.Nodes) == 5 && len(st.Errors) == 0
+	})
 }

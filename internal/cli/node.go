@@ -28,6 +28,7 @@ func newNodeCmd() *cobra.Command {
 	var nemesisControl string
 	var storeKind string
 	deviceSize := base.Bytes(1) * base.GiB
+	var tlsF serverTLSFlags
 	cmd := &cobra.Command{
 		Use:   "node --dir DIR --coordinator ADDR",
 		Short: "Run a storage node",
@@ -46,6 +47,11 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 				return base.InvalidArgumentf("--coordinator is required")
 			}
 			cfg.NodeID = base.NodeID(id)
+			tc, err := tlsF.load()
+			if err != nil {
+				return err
+			}
+			cfg.TLS = tc
 			if withKV {
 				cfg.KV = &kv.Options{}
 			}
@@ -76,6 +82,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 			}
 			defer stopMetrics()
 			if reg != nil {
+				cfg.Metrics = reg.Text // the coordinator's dashboard reads them
 				cfg.ServerOptions = reg.ServerOptions
 				if cfg.KV != nil {
 					kvOpts := reg.KVOptions(*cfg.KV)
@@ -103,7 +110,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 					return err
 				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "node %s serving on %s (data in %s)\n", n.ID(), n.Addr(), cfg.Dir)
+			fmt.Fprintf(cmd.OutOrStdout(), "node %s serving on %s%s (data in %s)\n", n.ID(), n.Addr(), tlsNote(tc), cfg.Dir)
 			<-ctx.Done()
 			return closeWithin(shutdownTimeout, n.Close)
 		},
@@ -112,6 +119,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.StringVar(&cfg.Dir, "dir", "", "data directory")
 	f.StringVar(&cfg.CoordinatorAddr, "coordinator", "", "coordinator address (host:port)")
 	f.StringVar(&cfg.ListenAddr, "listen", "127.0.0.1:0", "gRPC listen address")
+	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "the address the node registers for clients and peers to dial, HOST or HOST:PORT (default: --listen's; set it when listening on 0.0.0.0, or to a name its TLS certificate carries)")
 	f.StringVar(&cfg.DieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
 	registerRepairReserve(f, &reserve)
 	f.Uint64Var(&id, "id", 0, "node ID (0: from the identity file, or allocated)")
@@ -121,6 +129,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.BoolVar(&withKV, "kv", true, "host the replicated KV store (replicas of the shards the coordinator places here)")
 	start.register(cmd)
 	metricsF.register(f)
+	tlsF.register(f, true)
 	f.StringVar(&nemesisControl, "nemesis-control", "", "reliability harness only: serve the node's partition switch (internal/netfault) over HTTP on this address")
 	_ = f.MarkHidden("nemesis-control")
 	return configurable(cmd, nil)

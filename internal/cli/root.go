@@ -80,6 +80,7 @@ balances wear across servers (Chameleon).`,
 		newSimCmd(),
 		newBenchCmd(),
 		newTortureCmd(),
+		newCertsCmd(),
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	addKVCmds(root)          // kv and ctl kv (kv.go)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/metrics"
 	"github.com/flashmend/flashmend/internal/s3"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 )
 
 // s3Flags are the S3 gateway's flags.
@@ -40,12 +42,23 @@ func (s *s3Flags) register(f *pflag.FlagSet) {
 // start serves the gateway over the cluster at endpoint (its client's
 // repairs recorded in reg, when set) and prints its
 // line ("S3: http://HOST:PORT access key: AK secret key: SK"); stop ends
-// it. Off: a no-op stop.
-func (s *s3Flags) start(ctx context.Context, endpoint string, reg *metrics.Registry, out, errOut io.Writer, logf func(string, ...any)) (stop func(), err error) {
+// it. clusterTLS secures the connections to the cluster, serveTLS (with a
+// certificate) makes the gateway serve HTTPS; nil: plaintext. Off: a
+// no-op stop.
+func (s *s3Flags) start(ctx context.Context, endpoint string, clusterTLS, serveTLS *tlsconf.Config, reg *metrics.Registry,
+	out, errOut io.Writer, logf func(string, ...any)) (stop func(), err error) {
 	if s.addr == "off" || s.addr == "" {
 		return func() {}, nil
 	}
-	copts := client.Options{Logf: logf}
+	var httpsConfig *tls.Config
+	if serveTLS != nil {
+		if httpsConfig, err = serveTLS.ServerTLS(); err != nil {
+			return nil, fmt.Errorf("s3 gateway: %w", err)
+		}
+		// S3 clients authenticate with signatures, not certificates.
+		httpsConfig.ClientAuth, httpsConfig.ClientCAs = tls.NoClientCert, nil
+	}
+	copts := client.Options{Logf: logf, TLS: clusterTLS}
 	if reg != nil {
 		// The repairs the gateway's reads make are the process's too.
 		copts = reg.ClientOptions(copts)
@@ -71,6 +84,10 @@ func (s *s3Flags) start(ctx context.Context, endpoint string, reg *metrics.Regis
 		c.Close()
 		return nil, fmt.Errorf("s3 gateway: listen on %q: %w", s.addr, err)
 	}
+	scheme := "http"
+	if httpsConfig != nil {
+		lis, scheme = tls.NewListener(lis, httpsConfig), "https"
+	}
 	srv := &http.Server{Handler: gw, ReadHeaderTimeout: 30 * time.Second}
 	done := make(chan struct{})
 	go func() {
@@ -79,7 +96,7 @@ func (s *s3Flags) start(ctx context.Context, endpoint string, reg *metrics.Regis
 			fmt.Fprintf(errOut, "s3 gateway: %v\n", err)
 		}
 	}()
-	fmt.Fprintf(out, "S3: http://%s access key: %s secret key: %s\n", lis.Addr(), s.accessKey, s.secretKey)
+	fmt.Fprintf(out, "S3: %s://%s access key: %s secret key: %s\n", scheme, lis.Addr(), s.accessKey, s.secretKey)
 	return func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -99,6 +116,7 @@ func newS3Cmd() *cobra.Command {
 	var s s3Flags
 	var endpoint string
 	var metricsF metricsFlag
+	var tlsF serverTLSFlags
 	cmd := &cobra.Command{
 		Use:   "s3 --endpoint ADDR --listen ADDR",
 		Short: "Serve the S3 gateway over a cluster",
@@ -125,6 +143,19 @@ Example:
 			if s.accessKey == "" || s.secretKey == "" {
 				return base.InvalidArgumentf("an access key and a secret key are required (--access-key/--secret-key or $FLASHMEND_S3_ACCESS_KEY/$FLASHMEND_S3_SECRET_KEY)")
 			}
+			tc, err := tlsF.load()
+			if err != nil {
+				return err
+			}
+			// With --tls-ca the cluster is reached over TLS; with
+			// --tls-cert the gateway serves HTTPS.
+			var clusterTLS, serveTLS *tlsconf.Config
+			if tlsF.files.CAFile != "" {
+				clusterTLS = tc
+			}
+			if tlsF.files.CertFile != "" {
+				serveTLS = tc
+			}
 			ctx, stop := signalContext()
 			defer stop()
 			logf := func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
@@ -133,7 +164,7 @@ Example:
 				return err
 			}
 			defer stopMetrics()
-			stopS3, err := s.start(ctx, endpoint, reg, cmd.OutOrStdout(), cmd.ErrOrStderr(), logf)
+			stopS3, err := s.start(ctx, endpoint, clusterTLS, serveTLS, reg, cmd.OutOrStdout(), cmd.ErrOrStderr(), logf)
 			if err != nil {
 				return err
 			}
@@ -148,5 +179,8 @@ Example:
 	f.StringVar(&s.accessKey, "access-key", "", "the gateway's access key (default $FLASHMEND_S3_ACCESS_KEY)")
 	f.StringVar(&s.secretKey, "secret-key", "", "the gateway's secret key (default $FLASHMEND_S3_SECRET_KEY)")
 	metricsF.register(f)
+	f.StringVar(&tlsF.files.CertFile, "tls-cert", "", "TLS: the gateway's certificate (PEM): it serves HTTPS, and presents it to a cluster that requires client certificates")
+	f.StringVar(&tlsF.files.KeyFile, "tls-key", "", "TLS: the certificate's private key (PEM)")
+	f.StringVar(&tlsF.files.CAFile, "tls-ca", "", "TLS: the cluster's CA (PEM): with it, the gateway connects to the cluster over TLS")
 	return configurable(cmd, map[string][]string{"endpoint": {EndpointEnv}})
 }

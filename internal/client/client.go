@@ -12,7 +12,6 @@ import (
 	"github.com/klauspost/reedsolomon"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/grpc/status"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -55,6 +55,9 @@ type Options struct {
 	// OnRepair, when set, is called after each repair write this client
 	// attempts (metrics: internal/metrics). It must not block.
 	OnRepair func(RepairEvent)
+	// TLS secures the connections to the coordinator and the nodes (and
+	// the KV clients KVClient makes); nil: plaintext.
+	TLS *tlsconf.Config
 }
 
 // DefaultWindowBytes is Options.WindowBytes' default.
@@ -103,7 +106,7 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	if opts.Clock == nil {
 		opts.Clock = base.SystemClock{}
 	}
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(endpoint, opts.TLS.DialOption())
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
@@ -117,7 +120,7 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	if err != nil {
 		conn.Close()
 		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
-			return nil, &UnreachableError{Endpoint: endpoint, Reason: unreachableReason(err)}
+			return nil, &UnreachableError{Endpoint: endpoint, Reason: unreachableReason(opts.TLS, err)}
 		}
 		return nil, fmt.Errorf("client: coordinator at %s: %w", endpoint, wire.FromStatus(err))
 	}
@@ -153,13 +156,16 @@ func (e *UnreachableError) Error() string {
 }
 
 // unreachableReason reduces a gRPC connection error to its cause.
-func unreachableReason(err error) string {
+func unreachableReason(tc *tlsconf.Config, err error) string {
 	msg := err.Error()
 	if st, ok := status.FromError(err); ok {
 		msg = st.Message()
 		if st.Code() == codes.DeadlineExceeded {
 			return "no answer before the deadline"
 		}
+	}
+	if reason, ok := tlsconf.Explain(tc, msg); ok {
+		return reason
 	}
 	for _, known := range []string{"connection refused", "no such host", "produced zero addresses",
 		"connection reset by peer", "i/o timeout", "network is unreachable", "missing port in address",
@@ -269,7 +275,7 @@ func (c *Client) memberClient(ctx context.Context, id uint64, requireLive bool) 
 	conn, ok := c.conns[n.Addr]
 	if !ok {
 		// Chunk messages take buffers from the data path's pool (wire).
-		conn, err = grpc.NewClient(n.Addr, append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		conn, err = grpc.NewClient(n.Addr, append([]grpc.DialOption{c.opts.TLS.DialOption(),
 			experimental.WithBufferPool(wire.ChunkBufferPool)}, wire.DataPathDialOptions()...)...)
 		if err != nil {
 			return nil, err

@@ -57,5 +57,8 @@ func (c *Client) KVClient(ctx context.Context, opts kvclient.Options) (*kvclient
 			addrs[base.NodeID(n.Id)] = n.Addr
 		}
 	}
+	if opts.TLS == nil {
+		opts.TLS = c.opts.TLS
+	}
 	return kvclient.New(layout, addrs, opts)
 }

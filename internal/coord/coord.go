@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/coord/etcdstore"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -68,6 +69,9 @@ type Config struct {
 	RecoveryWindow time.Duration
 	// Wear runs the wear balancer (wear.go); off by default.
 	Wear WearConfig
+	// TLS secures the gRPC server, the connections to the nodes and, for
+	// https endpoints, to an external etcd; nil: plaintext.
+	TLS *tlsconf.Config
 	// Clock dates pending writes, records and the membership view's age
 	// (default the system clock). The sweeper's period is a wall-clock
 	// ticker.
@@ -157,7 +161,8 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 		c.store, c.endpoints, c.storeSetAside = st, st.Endpoints(), st.SetAside()
 	}
 	var err error
-	c.cli, err = clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop()})
+	c.cli, err = clientv3.New(clientv3.Config{Endpoints: c.endpoints, DialTimeout: 10 * time.Second, Logger: zap.NewNop(),
+		TLS: cfg.TLS.ClientTLSFor(c.endpoints)})
 	if err != nil {
 		c.closeEtcd()
 		return nil, fmt.Errorf("coordinator: etcd client: %w", err)
@@ -173,12 +178,17 @@ func Start(ctx context.Context, cfg Config) (*Coordinator, error) {
 	} else if len(resp.Kvs) > 0 {
 		c.recovering.Store(true) // restarted in the middle of a recovery
 	}
+	creds, err := cfg.TLS.ServerOption()
+	if err != nil {
+		c.closeEtcd()
+		return nil, fmt.Errorf("coordinator: %w", err)
+	}
 	c.lis, err = listen(cfg.ListenAddr, cfg.Dir, cfg.Logf)
 	if err != nil {
 		c.closeEtcd()
 		return nil, fmt.Errorf("coordinator: listen: %w", err)
 	}
-	c.srv = grpc.NewServer()
+	c.srv = grpc.NewServer(creds)
 	coordpb.RegisterCoordinatorServer(c.srv, c)
 	c.wg.Add(2)
 	go func() {

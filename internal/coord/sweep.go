@@ -6,7 +6,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
@@ -103,7 +102,7 @@ func (c *Coordinator) conn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := c.conns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, c.cfg.TLS.DialOption())
 	if err != nil {
 		return nil, err
 	}

@@ -13,7 +13,11 @@
 //     mix (REP and EC objects).
 //   - Nothing is counted twice: the feed is computed, at each request, from
 //     the process's Prometheus registry (internal/metrics), so the page, a
-//     scrape of /metrics and 'ctl repairs' show the same counters. Rates
+//     scrape of /metrics and 'ctl repairs' show the same counters. In
+//     `flashmend dev` the nodes run in the process and the registry holds
+//     their figures; the coordinator of a multi-host deployment gathers
+//     each live node's from the node itself at each request
+//     (metrics.Federation, over the nodes' Metrics RPC and their TLS). Rates
 //     over time (errors and repairs per second) are derived in the page
 //     from successive polls; the server keeps no history.
 //

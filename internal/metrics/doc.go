@@ -17,6 +17,11 @@
 //     vote and EC-row repairs; kv.Options.OnRepair for KV patches and
 //     rebuilds) and request latency and bytes by operation (gRPC server
 //     interceptors, node.Config.ServerOptions).
+//   - Federation: the coordinator's dashboard's view of a multi-host
+//     cluster, this process's families and the flashmend_ families every
+//     live node returns over gRPC (node.Config.Metrics, Registry.Text), at
+//     each gather. A node that does not answer is named in the error and
+//     left out; the rest is served.
 //
 // # Naming
 //

@@ -12,7 +12,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -60,7 +59,7 @@ func (n *Node) kvLoop(ctx context.Context) {
 	if err != nil {
 		n.cfg.Logf("node %s: %v", n.id, err)
 	}
-	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, n.cfg.TLS.DialOption())
 	if err != nil {
 		n.cfg.Logf("node %s: kv: coordinator: %v", n.id, err)
 		return
@@ -104,7 +103,7 @@ func (n *Node) kvLoop(ctx context.Context) {
 		return
 	}
 	kn, err := kvserver.NewNode(kvserver.Config{
-		ID: n.id, Layout: layout, Resolve: n.resolvePeer, DialOptions: n.cfg.PeerDialOptions,
+		ID: n.id, Layout: layout, Resolve: n.resolvePeer, DialOptions: n.peerDialOptions,
 		FS: kvFS, Dir: kvDir, Options: *n.cfg.KV,
 		OnFailure: func(f kvserver.ReplicaFailure) {
 			n.cfg.Logf("node %s: kv: replica of %v", n.id, f)
@@ -170,6 +169,16 @@ func (n *Node) closeKV(graceful bool) {
 	if err := stop(); err != nil {
 		n.cfg.Logf("node %s: kv: close: %v", n.id, err)
 	}
+}
+
+// peerDialOptions are the options of a connection to a peer: TLS, then
+// Config.PeerDialOptions.
+func (n *Node) peerDialOptions(peer base.NodeID) []grpc.DialOption {
+	opts := []grpc.DialOption{n.cfg.TLS.DialOption()}
+	if n.cfg.PeerDialOptions != nil {
+		opts = append(opts, n.cfg.PeerDialOptions(peer)...)
+	}
+	return opts
 }
 
 // resolvePeer finds a node's address from its liveness record: a node that

@@ -7,12 +7,12 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/experimental"
 	"google.golang.org/protobuf/proto"
 
@@ -21,6 +21,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -55,6 +56,19 @@ type Config struct {
 	// ServerOptions, when set, adds options to the node's gRPC server once
 	// its ID is known (the metrics interceptors, internal/metrics).
 	ServerOptions func(id base.NodeID) []grpc.ServerOption
+	// AdvertiseAddr is the address the node registers for clients and
+	// peers to dial (default: the address it listens on): a name its TLS
+	// certificate carries, or a routable address when it listens on a
+	// wildcard. A host without a port takes the listener's port.
+	AdvertiseAddr string
+	// TLS secures the node's gRPC server and its connections to the
+	// coordinator, its peers and etcd (https endpoints); nil: plaintext.
+	TLS *tlsconf.Config
+	// Metrics, when set, returns the process's Prometheus metrics in the
+	// text exposition format; the node serves them over gRPC (the
+	// coordinator's dashboard gathers them). Nil: the Metrics RPC is
+	// Unimplemented.
+	Metrics func() ([]byte, error)
 	// PeerDialOptions, when set, adds options to the node's connections to
 	// its peers (the KV store's raft traffic): the reliability harness's
 	// partition switch (internal/netfault) is one.
@@ -89,9 +103,11 @@ const identityFile = "node/identity"
 
 // Node is a running storage node.
 type Node struct {
-	cfg    Config
-	id     base.NodeID
-	lis    net.Listener
+	cfg Config
+	id  base.NodeID
+	lis net.Listener
+	// addr is the address the node registers (Addr).
+	addr   string
 	srv    *grpc.Server
 	chunks *objstore.ChunkStore
 	fault  *objstore.FaultStore
@@ -202,6 +218,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: listen: %w", err)
 	}
 	n.lis = lis
+	if n.addr, err = advertised(cfg.AdvertiseAddr, lis.Addr()); err != nil {
+		lis.Close()
+		inner.Close()
+		return nil, err
+	}
 	if cfg.CoordinatorAddr != "" {
 		if err := n.join(ctx, &ident); err != nil {
 			lis.Close()
@@ -220,7 +241,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		n.id = base.NodeID(ident.NodeID)
 	}
 	// Chunk messages take buffers from the data path's pool (wire).
-	srvOpts := append([]grpc.ServerOption{experimental.BufferPool(wire.ChunkBufferPool)}, wire.DataPathServerOptions()...)
+	creds, err := cfg.TLS.ServerOption()
+	if err != nil {
+		lis.Close()
+		inner.Close()
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	srvOpts := append([]grpc.ServerOption{creds, experimental.BufferPool(wire.ChunkBufferPool)}, wire.DataPathServerOptions()...)
 	if cfg.KV != nil {
 		// Patches and raft batches of the KV store; a peer's whole shard
 		// (FetchState) goes out in one message.
@@ -307,7 +334,7 @@ func (n *Node) saveIdentity(ident identity) error {
 // join asks the coordinator for (or confirms) the node ID and the etcd
 // endpoints, then opens the etcd client.
 func (n *Node) join(ctx context.Context, ident *identity) error {
-	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, n.cfg.TLS.DialOption())
 	if err != nil {
 		return fmt.Errorf("node: coordinator: %w", err)
 	}
@@ -316,8 +343,11 @@ func (n *Node) join(ctx context.Context, ident *identity) error {
 	if want == 0 {
 		want = uint64(n.cfg.NodeID)
 	}
-	resp, err := coordpb.NewCoordinatorClient(conn).Join(ctx, &coordpb.JoinRequest{NodeId: want, Addr: n.lis.Addr().String(), ClusterId: ident.ClusterID})
+	resp, err := coordpb.NewCoordinatorClient(conn).Join(ctx, &coordpb.JoinRequest{NodeId: want, Addr: n.Addr(), ClusterId: ident.ClusterID})
 	if err != nil {
+		if reason, ok := tlsconf.Explain(n.cfg.TLS, err.Error()); ok {
+			return fmt.Errorf("node: join the coordinator at %s: %s", n.cfg.CoordinatorAddr, reason)
+		}
 		return fmt.Errorf("node: join: %w", wire.FromStatus(err))
 	}
 	if ident.ClusterID != "" && ident.ClusterID != resp.ClusterId {
@@ -335,6 +365,7 @@ func (n *Node) join(ctx context.Context, ident *identity) error {
 		Endpoints:   resp.EtcdEndpoints,
 		DialTimeout: 5 * time.Second,
 		Logger:      nopLogger(),
+		TLS:         n.cfg.TLS.ClientTLSFor(resp.EtcdEndpoints),
 	})
 	if err != nil {
 		return fmt.Errorf("node: etcd: %w", err)
@@ -455,8 +486,32 @@ func (n *Node) Dir() string { return n.dir }
 // ID is the node's ID.
 func (n *Node) ID() base.NodeID { return n.id }
 
-// Addr is the node's gRPC address.
-func (n *Node) Addr() string { return n.lis.Addr().String() }
+// Addr is the node's gRPC address, as it registers it (Config.AdvertiseAddr).
+func (n *Node) Addr() string { return n.addr }
+
+// advertised is the address a node registers: adv (a host alone takes the
+// listener's port), else the listener's.
+func advertised(adv string, lis net.Addr) (string, error) {
+	if adv == "" {
+		return lis.String(), nil
+	}
+	_, port, err := net.SplitHostPort(lis.String())
+	if err != nil {
+		return "", err
+	}
+	host, advPort, err := net.SplitHostPort(adv)
+	if err != nil {
+		// A host alone (an IPv6 address without brackets too).
+		host, advPort = strings.Trim(adv, "[]"), ""
+	}
+	if host == "" {
+		return "", base.InvalidArgumentf("node: advertised address %q has no host", adv)
+	}
+	if advPort == "" || advPort == "0" {
+		advPort = port
+	}
+	return net.JoinHostPort(host, advPort), nil
+}
 
 // Chunks is the node's chunk store.
 func (n *Node) Chunks() *objstore.ChunkStore { return n.chunks }

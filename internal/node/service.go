@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
@@ -229,6 +232,17 @@ func (s *service) Stats(ctx context.Context, req *nodepb.StatsRequest) (*nodepb.
 		resp.History = s.n.RepairHistory()
 	}
 	return resp, nil
+}
+
+func (s *service) Metrics(ctx context.Context, req *nodepb.MetricsRequest) (*nodepb.MetricsResponse, error) {
+	if s.n.cfg.Metrics == nil {
+		return nil, status.Error(codes.Unimplemented, "this node runs without metrics (--metrics off)")
+	}
+	text, err := s.n.cfg.Metrics()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "metrics: %v", err)
+	}
+	return &nodepb.MetricsResponse{Text: text}, nil
 }
 
 func (s *service) ListBlobs(ctx context.Context, req *nodepb.ListBlobsRequest) (*nodepb.ListBlobsResponse, error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/metrics"
 	"github.com/flashmend/flashmend/internal/node"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -66,6 +67,10 @@ type Options struct {
 	// statistics, requests and KV repairs, and the scrubber's counters and
 	// repairs. A registry serves one cluster.
 	Metrics *metrics.Registry
+	// TLS secures the coordinator's and the nodes' gRPC and every
+	// connection among them and from the cluster's own clients (the
+	// certificate must be for 127.0.0.1); nil: plaintext.
+	TLS *tlsconf.Config
 }
 
 // Cluster is a running dev cluster.
@@ -114,7 +119,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	co, err := coord.Start(ctx, coord.Config{
 		Dir: filepath.Join(opts.Dir, "coordinator"), LeaseTTLSeconds: opts.LeaseTTLSeconds,
 		MaxObjectBytes: opts.MaxObjectBytes, ReadMode: opts.ReadMode, UnsafeNoFsync: opts.UnsafeNoFsync,
-		EtcdMembers: opts.EtcdMembers, Wear: opts.Wear, Clock: opts.Clock, Logf: opts.Logf,
+		EtcdMembers: opts.EtcdMembers, Wear: opts.Wear, Clock: opts.Clock, Logf: opts.Logf, TLS: opts.TLS,
 	})
 	if err != nil {
 		return nil, err
@@ -188,7 +193,7 @@ func (c *Cluster) running() []*node.Node {
 
 // startMover runs client.RunWearMoves every interval.
 func (c *Cluster) startMover(ctx context.Context, interval time.Duration) error {
-	cli, err := client.Dial(ctx, c.Endpoint(), client.Options{Logf: c.opts.Logf})
+	cli, err := client.Dial(ctx, c.Endpoint(), client.Options{Logf: c.opts.Logf, TLS: c.opts.TLS})
 	if err != nil {
 		return err
 	}
@@ -257,7 +262,7 @@ func (c *Cluster) startNodeLocked(ctx context.Context, i int) (*node.Node, error
 		Dir: dir, CoordinatorAddr: c.Coord.Addr(), NodeID: base.NodeID(i + 1), Store: store,
 		SyncWrites: c.opts.SyncWrites, HeartbeatInterval: c.opts.HeartbeatInterval,
 		FaultSeed: int64(i + 1), Logf: c.opts.Logf, DieRepair: c.opts.DieRepair, KV: c.opts.KV,
-		RepairReserve: c.opts.RepairReserve,
+		RepairReserve: c.opts.RepairReserve, TLS: c.opts.TLS,
 	}
 	if store == nil && cfg.RepairReserve == 0 {
 		cfg.RepairReserve = -1
@@ -320,7 +325,7 @@ func (c *Cluster) Endpoint() string { return c.Coord.Addr() }
 func (c *Cluster) Scrubber() *client.Scrubber { return c.scrubber }
 
 func (c *Cluster) startScrubber(ctx context.Context, opts client.ScrubberOptions) error {
-	copts := client.Options{Logf: c.opts.Logf}
+	copts := client.Options{Logf: c.opts.Logf, TLS: c.opts.TLS}
 	if c.opts.Metrics != nil {
 		copts = c.opts.Metrics.ClientOptions(copts)
 	}

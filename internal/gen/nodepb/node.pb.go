@@ -1928,6 +1928,89 @@ func (x *ListBlobsResponse) GetBlobs() []*BlobInfo {
 	return nil
 }
 
+// MetricsRequest asks for the node process's Prometheus metrics.
+type MetricsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsRequest) Reset() {
+	*x = MetricsRequest{}
+	mi := &file_flashmend_node_node_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsRequest) ProtoMessage() {}
+
+func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsRequest.ProtoReflect.Descriptor instead.
+func (*MetricsRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{28}
+}
+
+// MetricsResponse carries them in Prometheus's text exposition format (what
+// the process's /metrics serves).
+type MetricsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Text          []byte                 `protobuf:"bytes,1,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetricsResponse) Reset() {
+	*x = MetricsResponse{}
+	mi := &file_flashmend_node_node_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetricsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetricsResponse) ProtoMessage() {}
+
+func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
+func (*MetricsResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *MetricsResponse) GetText() []byte {
+	if x != nil {
+		return x.Text
+	}
+	return nil
+}
+
 var File_flashmend_node_node_proto protoreflect.FileDescriptor
 
 const file_flashmend_node_node_proto_rawDesc = "" +
@@ -2087,7 +2170,10 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x12\n" +
 	"\x10ListBlobsRequest\"C\n" +
 	"\x11ListBlobsResponse\x12.\n" +
-	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs2\xa0\a\n" +
+	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs\"\x10\n" +
+	"\x0eMetricsRequest\"%\n" +
+	"\x0fMetricsResponse\x12\x12\n" +
+	"\x04text\x18\x01 \x01(\fR\x04text2\xec\a\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteChunk\x12!.flashmend.node.WriteChunkRequest\x1a\".flashmend.node.WriteChunkResponse\x12P\n" +
@@ -2104,7 +2190,8 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"DieRepairs\x12!.flashmend.node.DieRepairsRequest\x1a\".flashmend.node.DieRepairsResponse\x12\\\n" +
 	"\rDieRepairDone\x12$.flashmend.node.DieRepairDoneRequest\x1a%.flashmend.node.DieRepairDoneResponse\x12D\n" +
 	"\x05Stats\x12\x1c.flashmend.node.StatsRequest\x1a\x1d.flashmend.node.StatsResponse\x12P\n" +
-	"\tListBlobs\x12 .flashmend.node.ListBlobsRequest\x1a!.flashmend.node.ListBlobsResponseB4Z2github.com/flashmend/flashmend/internal/gen/nodepbb\x06proto3"
+	"\tListBlobs\x12 .flashmend.node.ListBlobsRequest\x1a!.flashmend.node.ListBlobsResponse\x12J\n" +
+	"\aMetrics\x12\x1e.flashmend.node.MetricsRequest\x1a\x1f.flashmend.node.MetricsResponseB4Z2github.com/flashmend/flashmend/internal/gen/nodepbb\x06proto3"
 
 var (
 	file_flashmend_node_node_proto_rawDescOnce sync.Once
@@ -2118,7 +2205,7 @@ func file_flashmend_node_node_proto_rawDescGZIP() []byte {
 	return file_flashmend_node_node_proto_rawDescData
 }
 
-var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_flashmend_node_node_proto_goTypes = []any{
 	(*ChunkRef)(nil),              // 0: flashmend.node.ChunkRef
 	(*BlobInfo)(nil),              // 1: flashmend.node.BlobInfo
@@ -2148,7 +2235,9 @@ var file_flashmend_node_node_proto_goTypes = []any{
 	(*RepairHistory)(nil),         // 25: flashmend.node.RepairHistory
 	(*ListBlobsRequest)(nil),      // 26: flashmend.node.ListBlobsRequest
 	(*ListBlobsResponse)(nil),     // 27: flashmend.node.ListBlobsResponse
-	nil,                           // 28: flashmend.node.RepairHistory.CountsEntry
+	(*MetricsRequest)(nil),        // 28: flashmend.node.MetricsRequest
+	(*MetricsResponse)(nil),       // 29: flashmend.node.MetricsResponse
+	nil,                           // 30: flashmend.node.RepairHistory.CountsEntry
 }
 var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 0: flashmend.node.WriteChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
@@ -2159,7 +2248,7 @@ var file_flashmend_node_node_proto_depIdxs = []int32{
 	16, // 5: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
 	22, // 6: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
 	25, // 7: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
-	28, // 8: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
+	30, // 8: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
 	24, // 9: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
 	1,  // 10: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
 	2,  // 11: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
@@ -2173,19 +2262,21 @@ var file_flashmend_node_node_proto_depIdxs = []int32{
 	19, // 19: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
 	21, // 20: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
 	26, // 21: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
-	3,  // 22: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
-	5,  // 23: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
-	7,  // 24: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
-	9,  // 25: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
-	11, // 26: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
-	13, // 27: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
-	15, // 28: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
-	18, // 29: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
-	20, // 30: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
-	23, // 31: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
-	27, // 32: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
-	22, // [22:33] is the sub-list for method output_type
-	11, // [11:22] is the sub-list for method input_type
+	28, // 22: flashmend.node.Node.Metrics:input_type -> flashmend.node.MetricsRequest
+	3,  // 23: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
+	5,  // 24: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
+	7,  // 25: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
+	9,  // 26: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
+	11, // 27: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
+	13, // 28: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
+	15, // 29: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
+	18, // 30: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
+	20, // 31: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
+	23, // 32: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
+	27, // 33: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
+	29, // 34: flashmend.node.Node.Metrics:output_type -> flashmend.node.MetricsResponse
+	23, // [23:35] is the sub-list for method output_type
+	11, // [11:23] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -2202,7 +2293,7 @@ func file_flashmend_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_node_node_proto_rawDesc), len(file_flashmend_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -33,6 +33,7 @@ const (
 	Node_DieRepairDone_FullMethodName = "/flashmend.node.Node/DieRepairDone"
 	Node_Stats_FullMethodName         = "/flashmend.node.Node/Stats"
 	Node_ListBlobs_FullMethodName     = "/flashmend.node.Node/ListBlobs"
+	Node_Metrics_FullMethodName       = "/flashmend.node.Node/Metrics"
 )
 
 // NodeClient is the client API for Node service.
@@ -52,6 +53,10 @@ type NodeClient interface {
 	DieRepairDone(ctx context.Context, in *DieRepairDoneRequest, opts ...grpc.CallOption) (*DieRepairDoneResponse, error)
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
 	ListBlobs(ctx context.Context, in *ListBlobsRequest, opts ...grpc.CallOption) (*ListBlobsResponse, error)
+	// Metrics returns the node process's Prometheus metrics, for the
+	// coordinator's dashboard (Unimplemented when the node runs without
+	// metrics).
+	Metrics(ctx context.Context, in *MetricsRequest, opts ...grpc.CallOption) (*MetricsResponse, error)
 }
 
 type nodeClient struct {
@@ -181,6 +186,16 @@ func (c *nodeClient) ListBlobs(ctx context.Context, in *ListBlobsRequest, opts .
 	return out, nil
 }
 
+func (c *nodeClient) Metrics(ctx context.Context, in *MetricsRequest, opts ...grpc.CallOption) (*MetricsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MetricsResponse)
+	err := c.cc.Invoke(ctx, Node_Metrics_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // NodeServer is the server API for Node service.
 // All implementations must embed UnimplementedNodeServer
 // for forward compatibility.
@@ -198,6 +213,10 @@ type NodeServer interface {
 	DieRepairDone(context.Context, *DieRepairDoneRequest) (*DieRepairDoneResponse, error)
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
 	ListBlobs(context.Context, *ListBlobsRequest) (*ListBlobsResponse, error)
+	// Metrics returns the node process's Prometheus metrics, for the
+	// coordinator's dashboard (Unimplemented when the node runs without
+	// metrics).
+	Metrics(context.Context, *MetricsRequest) (*MetricsResponse, error)
 	mustEmbedUnimplementedNodeServer()
 }
 
@@ -240,6 +259,9 @@ func (UnimplementedNodeServer) Stats(context.Context, *StatsRequest) (*StatsResp
 }
 func (UnimplementedNodeServer) ListBlobs(context.Context, *ListBlobsRequest) (*ListBlobsResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ListBlobs not implemented")
+}
+func (UnimplementedNodeServer) Metrics(context.Context, *MetricsRequest) (*MetricsResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Metrics not implemented")
 }
 func (UnimplementedNodeServer) mustEmbedUnimplementedNodeServer() {}
 func (UnimplementedNodeServer) testEmbeddedByValue()              {}
@@ -453,6 +475,24 @@ func _Node_ListBlobs_Handler(srv interface{}, ctx context.Context, dec func(inte
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_Metrics_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MetricsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).Metrics(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_Metrics_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).Metrics(ctx, req.(*MetricsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Node_ServiceDesc is the grpc.ServiceDesc for Node service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -499,6 +539,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListBlobs",
 			Handler:    _Node_ListBlobs_Handler,
+		},
+		{
+			MethodName: "Metrics",
+			Handler:    _Node_Metrics_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -12,12 +12,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/tlsconf"
 )
 
 // Options tunes the Go client.
@@ -47,6 +47,8 @@ type Options struct {
 	Seed int64
 	// Clock ends RetryTimeout (nil: the system's).
 	Clock base.Clock
+	// TLS secures the connections to the nodes; nil: plaintext.
+	TLS *tlsconf.Config
 }
 
 // Client is the Go client: it routes keys to shards, finds leaders, and
@@ -130,7 +132,7 @@ func (c *Client) KVClient(n base.NodeID) (kvpb.KVClient, error) {
 	if !ok {
 		return nil, base.InvalidArgumentf("kv: no address for node %s", n)
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, c.opts.TLS.DialOption())
 	if err != nil {
 		return nil, err
 	}
