@@ -23,6 +23,7 @@ func newBenchCmd() *cobra.Command {
 		kvAddrs, kvSplits     string
 		ko                    = bench.KVOptions{ValueSize: 800, Keys: 5000, RangeKeys: 10}
 		tlsF                  clientTLSFlags
+		quiet                 bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [--kv] --op get|put|mixed|range [--size S] [--concurrency N] [--duration D]",
@@ -53,7 +54,7 @@ object or kv.`,
 				return usageError{fmt.Errorf("--format %q (want text or json)", format)}
 			}
 			if kvMode {
-				return runKVBench(cmd, format, kvAddrs, kvSplits, endpoint, &tlsF, o, ko)
+				return runKVBench(cmd, format, kvAddrs, kvSplits, endpoint, &tlsF, quiet, o, ko)
 			}
 			if o.Concurrency < 1 || o.Duration <= 0 || o.Objects < 0 {
 				return usageError{fmt.Errorf("--concurrency %d, --duration %s, --objects %d: want at least one worker, a positive duration and no negative count", o.Concurrency, o.Duration, o.Objects)}
@@ -76,7 +77,9 @@ object or kv.`,
 				return err
 			}
 			defer c.Close()
+			stopBeat := benchHeartbeat(cmd, quiet, o.Duration)
 			res, err := bench.Run(ctx, c, o)
+			stopBeat()
 			if err != nil && ctx.Err() == nil {
 				return err
 			}
@@ -102,11 +105,12 @@ object or kv.`,
 	f.IntVar(&ko.Keys, "keys", ko.Keys, "with --kv: distinct keys")
 	f.IntVar(&ko.RangeKeys, "range-keys", ko.RangeKeys, "with --kv --op range: keys per scan")
 	tlsF.register(cmd)
+	registerQuiet(cmd, &quiet)
 	return cmd
 }
 
 // runKVBench is bench --kv.
-func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, tlsF *clientTLSFlags, o bench.Options, ko bench.KVOptions) error {
+func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, tlsF *clientTLSFlags, quiet bool, o bench.Options, ko bench.KVOptions) error {
 	ko.Op, ko.Concurrency, ko.Duration, ko.Seed = o.Op, o.Concurrency, o.Duration, o.Seed
 	if ko.Op == bench.OpMixed {
 		return usageError{fmt.Errorf("--kv --op %q: want put, get or range", ko.Op)}
@@ -130,7 +134,9 @@ func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, tlsF
 		return err
 	}
 	defer kc.Close()
+	stopBeat := benchHeartbeat(cmd, quiet, ko.Duration)
 	res, err := bench.RunKV(ctx, bench.KVClient(kc), ko)
+	stopBeat()
 	if err != nil && ctx.Err() == nil {
 		if base.IsInvalidArgument(err) {
 			return usageError{err}
@@ -138,6 +144,14 @@ func runKVBench(cmd *cobra.Command, format, addrs, splits, endpoint string, tlsF
 		return err
 	}
 	return printBenchResult(cmd, format, res, err)
+}
+
+// benchHeartbeat prints a line every few seconds while a run fills the
+// cluster with what it reads and then loads it for d.
+func benchHeartbeat(cmd *cobra.Command, quiet bool, d time.Duration) (stop func()) {
+	p := cmdProgress(cmd, quiet)
+	p.Linef("bench: writing the data it reads, then %s of load", d)
+	return p.heartbeat(func() string { return "bench: running" })
 }
 
 // printBenchResult prints a run's result (JSON with --format json) and

@@ -37,13 +37,7 @@ node dials its peers; mutual TLS uses the same files), signed by the CA.
 Keys are ECDSA P-256, written readable by their owner only. An existing
 certificate is kept unless --force. Keep ca.key away from the machines that
 run flashmend: whoever holds it can issue certificates the cluster trusts. For
-production, use your own CA the same way.
-
-Example:
-  flashmend certs --dir /etc/flashmend/tls coordinator=coord.example,10.0.0.2 \
-    node-1=node-1.example,10.0.0.11 s3=s3.example client
-  flashmend node --tls-ca /etc/flashmend/tls/ca.crt --tls-cert /etc/flashmend/tls/node-1.crt \
-    --tls-key /etc/flashmend/tls/node-1.key ...`,
+production, use your own CA the same way.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{fmt.Errorf("certs takes at least one NAME[=HOST,...] (usage: %s)", cmd.UseLine())}

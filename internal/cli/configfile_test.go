@@ -1,20 +1,12 @@
 package cli
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
-
-// runMain runs the command line in this process.
-func runMain(args ...string) (stdout, stderr string, code int) {
-	var out, errOut bytes.Buffer
-	code = Main(args, &out, &errOut)
-	return out.String(), errOut.String(), code
-}
 
 func writeConfig(t *testing.T, text string) string {
 	t.Helper()
@@ -54,7 +46,7 @@ s3:
   access-key: AK-from-file
   secret-key: SK-from-file
 `)
-	out, errOut, code := runMain("node", "--config", file, "--show-config")
+	out, errOut, code := runCLI(t, "node", "--config", file, "--show-config")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -72,7 +64,7 @@ s3:
 
 	t.Setenv("FLASHMEND_NODE_LISTEN", "10.0.0.12:7100")
 	t.Setenv("FLASHMEND_NODE_COORDINATOR", "10.0.0.2:7000")
-	out, _, _ = runMain("node", "--config", file, "--show-config", "--sync=true")
+	out, _, _ = runCLI(t, "node", "--config", file, "--show-config", "--sync=true")
 	for flag, want := range map[string][2]string{
 		"listen":      {"10.0.0.12:7100", "$FLASHMEND_NODE_LISTEN"},
 		"coordinator": {"10.0.0.2:7000", "$FLASHMEND_NODE_COORDINATOR"},
@@ -83,25 +75,25 @@ s3:
 			t.Errorf("node --%s = %q from %s, want %q from %s", flag, v, from, want[0], want[1])
 		}
 	}
-	out, _, _ = runMain("node", "--config", file, "--show-config", "--listen", "10.0.0.13:7100")
+	out, _, _ = runCLI(t, "node", "--config", file, "--show-config", "--listen", "10.0.0.13:7100")
 	if v, from := showConfigRow(t, out, "listen"); v != "10.0.0.13:7100" || from != "command line" {
 		t.Errorf("flag over environment: %q from %s", v, from)
 	}
 
 	// $FLASHMEND_CONFIG names the file when --config does not.
 	t.Setenv("FLASHMEND_CONFIG", file)
-	out, _, code = runMain("coordinator", "--show-config")
+	out, _, code = runCLI(t, "coordinator", "--show-config")
 	if v, from := showConfigRow(t, out, "etcd"); code != 0 || v != "http://etcd1:2379,http://etcd2:2379" || from != file+":8" {
 		t.Errorf("coordinator --etcd = %q from %s (exit %d)", v, from, code)
 	}
-	out, _, _ = runMain("dev", "--show-config")
+	out, _, _ = runCLI(t, "dev", "--show-config")
 	if v, from := showConfigRow(t, out, "nodes"); v != "4" || from != file+":10" {
 		t.Errorf("dev --nodes = %q from %s", v, from)
 	}
 	// s3: FLASHMEND_ENDPOINT is below FLASHMEND_S3_ENDPOINT; the secret
 	// is never printed.
 	t.Setenv("FLASHMEND_ENDPOINT", "10.0.0.3:7000")
-	out, _, _ = runMain("s3", "--show-config")
+	out, _, _ = runCLI(t, "s3", "--show-config")
 	if v, from := showConfigRow(t, out, "endpoint"); v != "10.0.0.3:7000" || from != "$FLASHMEND_ENDPOINT" {
 		t.Errorf("s3 --endpoint = %q from %s", v, from)
 	}
@@ -109,7 +101,7 @@ s3:
 		t.Errorf("s3 --show-config printed the secret:\n%s", out)
 	}
 	t.Setenv("FLASHMEND_S3_ENDPOINT", "10.0.0.4:7000")
-	out, _, _ = runMain("s3", "--show-config")
+	out, _, _ = runCLI(t, "s3", "--show-config")
 	if v, from := showConfigRow(t, out, "endpoint"); v != "10.0.0.4:7000" || from != "$FLASHMEND_S3_ENDPOINT" {
 		t.Errorf("s3 --endpoint = %q from %s", v, from)
 	}
@@ -137,7 +129,7 @@ func TestConfigErrors(t *testing.T) {
 				t.Setenv(tc.env[0], tc.env[1])
 			}
 			file := writeConfig(t, tc.text)
-			out, errOut, code := runMain("node", "--config", file, "--coordinator", "127.0.0.1:1")
+			out, errOut, code := runCLI(t, "node", "--config", file, "--coordinator", "127.0.0.1:1")
 			if code != 2 || !strings.Contains(errOut, tc.want) {
 				t.Fatalf("exit %d, stderr %q\nwant exit 2 and %q", code, errOut, tc.want)
 			}
@@ -146,7 +138,7 @@ func TestConfigErrors(t *testing.T) {
 			}
 		})
 	}
-	_, errOut, code := runMain("node", "--config", filepath.Join(t.TempDir(), "absent.yaml"))
+	_, errOut, code := runCLI(t, "node", "--config", filepath.Join(t.TempDir(), "absent.yaml"))
 	if code != 2 || !strings.Contains(errOut, "absent.yaml: no such file or directory") {
 		t.Fatalf("missing file: exit %d %q", code, errOut)
 	}

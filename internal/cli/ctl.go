@@ -668,7 +668,8 @@ func ctlFailDie(f *ctlFlags) *cobra.Command {
 }
 
 func ctlScrub(f *ctlFlags) *cobra.Command {
-	return &cobra.Command{
+	var quiet bool
+	cmd := &cobra.Command{
 		Use:   "scrub [PREFIX]",
 		Short: "Verify every replica and EC parity of the keys under PREFIX now, and repair",
 		Args:  rangeArgs(0, 1),
@@ -684,7 +685,10 @@ func ctlScrub(f *ctlFlags) *cobra.Command {
 				}
 				var chunks, repaired, missing, failed, repairFailed, noSpace int
 				var verified int64
-				for _, rec := range recs {
+				p := cmdProgress(cmd, quiet)
+				p.Linef("scrub: %d objects to verify", len(recs))
+				for i, rec := range recs {
+					p.Tickf("scrub: %d of %d objects, %s verified, %d chunks repaired", i, len(recs), base.Bytes(verified), repaired)
 					rep, err := c.ScrubObject(ctx, rec, nil, nil)
 					if rep != nil {
 						chunks += rep.Chunks
@@ -727,4 +731,6 @@ func ctlScrub(f *ctlFlags) *cobra.Command {
 			})
 		},
 	}
+	registerQuiet(cmd, &quiet)
+	return cmd
 }

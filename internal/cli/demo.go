@@ -56,10 +56,7 @@ short story, step by step, on a cluster you can watch in the dashboard:
 Each read is checked against the bytes written. At the end the cluster keeps
 running (Ctrl-C stops it) so that you can look around with 'flashmend ctl',
 the S3 endpoint and the dashboard; --keep=false exits instead. Without --dir
-the data lives in a temporary directory that is removed at the end.
-
-Example:
-  flashmend demo                 # then open the dashboard URL it prints`,
+the data lives in a temporary directory that is removed at the end.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, stop := signalContext()

@@ -33,6 +33,7 @@ func newExperimentsCmd() *cobra.Command {
 		out   string
 		cfg              = experiments.Config{Seed: experiments.DefaultSeed}
 		clock base.Clock = base.SystemClock{}
+		quiet bool
 	)
 	run := &cobra.Command{
 		Use:   "run [NAME...]",
@@ -52,10 +53,19 @@ func newExperimentsCmd() *cobra.Command {
 					return base.InvalidArgumentf("%v", err)
 				}
 			}
-			for _, e := range todo {
+			// A line as each experiment starts, and every half minute
+			// while it runs (an experiment takes minutes and says
+			// nothing meanwhile).
+			p := newProgress(cmd.ErrOrStderr(), quiet, clock, 30*time.Second)
+			for i, e := range todo {
 				start := clock.Now()
-				fmt.Fprintf(cmd.ErrOrStderr(), "experiment %s: running\n", e.Name)
+				step := fmt.Sprintf("experiment %d/%d %s", i+1, len(todo), e.Name)
+				p.Linef("%s: running", step)
+				stop := p.heartbeat(func() string {
+					return fmt.Sprintf("%s: running for %s", step, clock.Now().Sub(start).Round(time.Second))
+				})
 				r, err := e.Run(cmd.Context(), cfg)
+				stop()
 				if err != nil {
 					return fmt.Errorf("experiment %s: %w", e.Name, err)
 				}
@@ -73,6 +83,7 @@ func newExperimentsCmd() *cobra.Command {
 	run.Flags().StringVar(&out, "out", "docs/results", "directory for the reports")
 	run.Flags().Int64Var(&cfg.Seed, "seed", experiments.DefaultSeed, "seed for every random choice")
 	run.Flags().BoolVar(&cfg.Quick, "quick", false, "a seconds-long version of each experiment")
+	registerQuiet(run, &quiet)
 	cmd.AddCommand(run)
 	return cmd
 }

@@ -38,6 +38,7 @@ type pebbleFlags struct {
 	dir, db         string
 	keys, valueSize int
 	metadataCopies  bool
+	quiet           bool
 }
 
 func (f *pebbleFlags) register(cmd *cobra.Command) {
@@ -47,6 +48,7 @@ func (f *pebbleFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.keys, "keys", 100_000, "number of keys")
 	fl.IntVar(&f.valueSize, "value-bytes", 100, "value size in bytes")
 	fl.BoolVar(&f.metadataCopies, "sst-metadata-copies", false, "keep a copy of every sstable's index, filter, properties and footer (DIRECT policy 2)")
+	registerQuiet(cmd, &f.quiet)
 }
 
 func (f *pebbleFlags) validate() error {
@@ -149,7 +151,9 @@ func newPebbleLoadCmd() *cobra.Command {
 				wo = pebble.Sync
 			}
 			var appBytes int64
+			p := cmdProgress(cmd, f.quiet)
 			for lo := 0; lo < f.keys && err == nil; lo += batch {
+				p.Tickf("pebble load: %d of %d keys", lo, f.keys)
 				b := s.db.NewBatch()
 				for i := lo; i < min(lo+batch, f.keys); i++ {
 					k, v := pebbleKey(i), pebbleValue(i, f.valueSize)
@@ -208,7 +212,11 @@ as does a missing key.`,
 				return err
 			}
 			var ok, corrupt, missing, wrong int
+			p := cmdProgress(cmd, f.quiet)
 			for i := 0; i < f.keys; i++ {
+				if i%1024 == 0 {
+					p.Tickf("pebble check: %d of %d keys, %d corruption errors", i, f.keys, corrupt)
+				}
 				v, closer, gerr := s.db.Get(pebbleKey(i))
 				switch {
 				case errors.Is(gerr, pebble.ErrNotFound):

@@ -84,6 +84,7 @@ balances wear across servers (Chameleon).`,
 	)
 	addFlashDeviceCmds(root) // flash format|info|bench|inject (flashdev.go)
 	addKVCmds(root)          // kv and ctl kv (kv.go)
+	addExamples(root)        // every command's --help example (examples.go)
 	refuseUnknownSubcommands(root)
 	return root
 }

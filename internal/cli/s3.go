@@ -127,11 +127,7 @@ comes from --access-key and --secret-key, or from $FLASHMEND_S3_ACCESS_KEY and
 $FLASHMEND_S3_SECRET_KEY (better: not on the command line); there is no
 default outside 'flashmend dev'. Buckets and object metadata live in the
 cluster's KV store, so any number of gateways may serve the same cluster.
-Ctrl-C (or SIGTERM) stops it and exits 0.
-
-Example:
-  FLASHMEND_S3_ACCESS_KEY=AK FLASHMEND_S3_SECRET_KEY=SK \
-    flashmend s3 --endpoint coord.example:7000 --listen 0.0.0.0:9000`,
+Ctrl-C (or SIGTERM) stops it and exits 0.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// The config file and the environment (FLASHMEND_S3_<FLAG>,
