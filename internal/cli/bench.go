@@ -53,6 +53,8 @@ object or kv.`,
 			if format != "text" && format != "json" {
 				return usageError{fmt.Errorf("--format %q (want text or json)", format)}
 			}
+			// JSON is for scripts, which often read both streams.
+			quiet = quiet || format == "json"
 			if kvMode {
 				return runKVBench(cmd, format, kvAddrs, kvSplits, endpoint, &tlsF, quiet, o, ko)
 			}
@@ -105,7 +107,7 @@ object or kv.`,
 	f.IntVar(&ko.Keys, "keys", ko.Keys, "with --kv: distinct keys")
 	f.IntVar(&ko.RangeKeys, "range-keys", ko.RangeKeys, "with --kv --op range: keys per scan")
 	tlsF.register(cmd)
-	registerQuiet(cmd, &quiet)
+	cmd.Flags().BoolVar(&quiet, "quiet", false, "no progress lines on stderr (implied by --format json)")
 	return cmd
 }
 

@@ -34,8 +34,9 @@ given (DNS names or IP addresses, as the others dial that process; NAME alone:
 the host NAME). Every certificate serves as a server's and as a client's (a
 node dials its peers; mutual TLS uses the same files), signed by the CA.
 
-Keys are ECDSA P-256, written readable by their owner only. An existing
-certificate is kept unless --force. Keep ca.key away from the machines that
+Keys are ECDSA P-256, written readable by their owner only. A certificate
+whose files exist is kept (so that running the same command again, as a
+container's start does, changes nothing) unless --force. Keep ca.key away from the machines that
 run flashmend: whoever holds it can issue certificates the cluster trusts. For
 production, use your own CA the same way.`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -70,11 +71,6 @@ production, use your own CA the same way.`,
 				for _, h := range hosts {
 					if err := tlsconf.CheckHost(h); err != nil {
 						return fmt.Errorf("certificate %q: %w", name, err)
-					}
-				}
-				if !force {
-					if _, err := os.Stat(filepath.Join(dir, name+".crt")); err == nil {
-						return base.InvalidArgumentf("%s exists: pass --force to issue it again", filepath.Join(dir, name+".crt"))
 					}
 				}
 				reqs = append(reqs, request{name, hosts})
@@ -112,11 +108,15 @@ production, use your own CA the same way.`,
 				fmt.Fprintf(out, "CA: %s (new; its key %s signs the certificates: keep it safe)\n", caCert, caKey)
 			}
 			for _, r := range reqs {
+				certFile, keyFile := filepath.Join(dir, r.name+".crt"), filepath.Join(dir, r.name+".key")
+				if !force && exists(certFile) && exists(keyFile) {
+					fmt.Fprintf(out, "%s: %s exists, kept (--force issues it again)\n", r.name, certFile)
+					continue
+				}
 				certPEM, keyPEM, err := ca.Issue(r.name, r.hosts, now, valid)
 				if err != nil {
 					return err
 				}
-				certFile, keyFile := filepath.Join(dir, r.name+".crt"), filepath.Join(dir, r.name+".key")
 				if err := writeFileAtomic(keyFile, keyPEM, 0o600); err != nil {
 					return err
 				}
@@ -134,7 +134,7 @@ production, use your own CA the same way.`,
 	f.StringVar(&dir, "dir", "", "directory of the CA and the certificates")
 	f.DurationVar(&valid, "valid", 365*24*time.Hour, "how long the new certificates are valid (at most as long as the CA)")
 	f.DurationVar(&caValid, "ca-valid", 10*365*24*time.Hour, "how long a new CA is valid")
-	f.BoolVar(&force, "force", false, "issue a certificate again even if its file exists")
+	f.BoolVar(&force, "force", false, "issue a certificate again even if its files exist")
 	return cmd
 }
 

@@ -143,3 +143,18 @@ func TestConfigErrors(t *testing.T) {
 		t.Fatalf("missing file: exit %d %q", code, errOut)
 	}
 }
+
+// TestDeployConfigFile checks the compose example's config file against
+// the commands' flags, and that each role it configures reads its section.
+func TestDeployConfigFile(t *testing.T) {
+	path := filepath.Join("..", "..", "deploy", "flashmend.yaml")
+	for _, role := range []string{"coordinator", "node", "s3"} {
+		out, errOut, code := runCLI(t, role, "--config", path, "--show-config")
+		if code != 0 {
+			t.Fatalf("%s --config %s: exit %d: %s", role, path, code, errOut)
+		}
+		if v, from := showConfigRow(t, out, "tls-ca"); v != "/tls/ca.crt" || !strings.HasPrefix(from, path+":") {
+			t.Errorf("%s --tls-ca = %q from %s, want /tls/ca.crt from the file", role, v, from)
+		}
+	}
+}

@@ -74,6 +74,9 @@ func findDevDir() (string, error) {
 // unreachable says, in one line, that nothing answered at the endpoint and
 // what to check.
 func (e endpoint) unreachable(err *client.UnreachableError) error {
+	if err.TLS {
+		return fmt.Errorf("%v (endpoint from %s)", err, e.from)
+	}
 	if e.dir != "" {
 		if pid, held := dirlock.Holder(e.dir); held {
 			return fmt.Errorf("%v (from %s; flashmend pid %d holds %s: is it still starting?)", err, e.from, pid, e.dir)

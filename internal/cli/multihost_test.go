@@ -17,6 +17,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
@@ -41,11 +42,25 @@ func freePortOn(t *testing.T, host string) string {
 // coordinator at with --etcd. It returns its client URL.
 func startExternalEtcd(t *testing.T, host string) string {
 	t.Helper()
+	return startExternalEtcdTLS(t, host, nil)
+}
+
+// startExternalEtcdTLS is startExternalEtcd serving its clients over TLS
+// with tlsInfo (nil: plaintext).
+func startExternalEtcdTLS(t *testing.T, host string, tlsInfo *transport.TLSInfo) string {
+	t.Helper()
+	scheme := "http"
+	if tlsInfo != nil {
+		scheme = "https"
+	}
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
 		cfg := embed.NewConfig()
 		cfg.Dir = filepath.Join(t.TempDir(), "etcd")
-		cu := url.URL{Scheme: "http", Host: net.JoinHostPort(host, freePortOn(t, host))}
+		if tlsInfo != nil {
+			cfg.ClientTLSInfo = *tlsInfo
+		}
+		cu := url.URL{Scheme: scheme, Host: net.JoinHostPort(host, freePortOn(t, host))}
 		pu := url.URL{Scheme: "http", Host: net.JoinHostPort(host, freePortOn(t, host))}
 		cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{cu}, []url.URL{cu}
 		cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{pu}, []url.URL{pu}

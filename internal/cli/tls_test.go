@@ -20,14 +20,17 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 )
 
 // TestMultiHostTLS deploys a cluster as on several machines, with mutual
 // TLS everywhere, configured the way docs/multi-host.md says: certificates
 // from 'flashmend certs', one config file shared by every process (each
 // takes its section) and per-process settings in FLASHMEND_NODE_*
-// variables. The coordinator (127.0.0.2), three nodes (127.0.0.3 to .5)
-// and an HTTPS S3 gateway (127.0.0.11) are separate processes. ctl and
+// variables. An external etcd requiring client certificates (127.0.0.10),
+// the coordinator (127.0.0.2), three nodes (127.0.0.3 to .5) and an HTTPS
+// S3 gateway (127.0.0.11) are separate processes; the coordinator's
+// dashboard shows the nodes' figures, gathered over TLS. ctl and
 // the AWS CLI (when installed) and minio-go put and get objects over TLS;
 // a client without the CA, one without a client certificate and one that
 // trusts another CA are each refused with an error that says why.
@@ -39,7 +42,7 @@ func TestMultiHostTLS(t *testing.T) {
 	}
 	wd := t.TempDir()
 	pki := filepath.Join(wd, "tls")
-	if out, errOut, code := runBinary(t, wd, "certs", "--dir", pki, "coordinator=127.0.0.2",
+	if out, errOut, code := runBinary(t, wd, "certs", "--dir", pki, "etcd=127.0.0.10", "coordinator=127.0.0.2",
 		"node-1=127.0.0.3", "node-2=127.0.0.4", "node-3=127.0.0.5", "s3=127.0.0.11,localhost", "client"); code != 0 {
 		t.Fatalf("certs: exit %d\n%s%s", code, out, errOut)
 	}
@@ -47,11 +50,17 @@ func TestMultiHostTLS(t *testing.T) {
 		t.Fatalf("certs (other CA): exit %d\n%s%s", code, out, errOut)
 	}
 	file := func(name string) string { return filepath.Join(pki, name) }
+	// The external etcd requires client certificates of the same CA: the
+	// coordinator and the nodes connect to it with their own.
+	etcdURL := startExternalEtcdTLS(t, "127.0.0.10", &transport.TLSInfo{CertFile: file("etcd.crt"), KeyFile: file("etcd.key"),
+		TrustedCAFile: file("ca.crt"), ClientCertAuth: true})
 	config := filepath.Join(wd, "flashmend.yaml")
 	if err := os.WriteFile(config, []byte(fmt.Sprintf(`coordinator:
   dir: %[1]s/coordinator
   listen: 127.0.0.2:0
+  etcd: [%[3]s]
   metrics: 127.0.0.2:0
+  dashboard: 127.0.0.2:0
   no-scrub: true
   tls-cert: %[2]s/coordinator.crt
   tls-key: %[2]s/coordinator.key
@@ -60,7 +69,7 @@ func TestMultiHostTLS(t *testing.T) {
 node:
   sync: false
   repair-reserve: 0   # plain files on this machine's shared disk
-  metrics: "off"
+  metrics: 127.0.0.1:0
   tls-ca: %[2]s/ca.crt
   tls-client-auth: true
 s3:
@@ -69,7 +78,7 @@ s3:
   tls-cert: %[2]s/s3.crt
   tls-key: %[2]s/s3.key
   tls-ca: %[2]s/ca.crt
-`, wd, pki)), 0o644); err != nil {
+`, wd, pki, etcdURL)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	withConfig := []string{"FLASHMEND_CONFIG=" + config}
@@ -128,6 +137,17 @@ s3:
 		out, _, code := runBinary(t, wd, append(append([]string{"ctl", "--endpoint", ep}, clientTLS...), "nodes")...)
 		return code == 0 && regexp.MustCompile(`127\.0\.0\.3:\d+`).MatchString(out) &&
 			regexp.MustCompile(`127\.0\.0\.4:\d+`).MatchString(out) && regexp.MustCompile(`127\.0\.0\.5:\d+`).MatchString(out)
+	})
+
+	// The coordinator's dashboard gathers the nodes' metrics over mutual
+	// TLS.
+	dash := regexp.MustCompile(`(?m)^dashboard: (http://127\.0\.0\.2:\d+/)$`).FindStringSubmatch(coordinator.out.String())
+	if dash == nil {
+		t.Fatalf("the coordinator printed no dashboard line:\n%s", coordinator.out.String())
+	}
+	waitFor(t, "the dashboard to show three nodes", func() bool {
+		st := dashboardState(t, dash[1])
+		return len(st.Nodes) == 3 && len(st.Errors) == 0
 	})
 
 	// Refusals, each with its reason.
@@ -277,5 +297,43 @@ func awsOverHTTPS(t *testing.T, wd, s3Addr, caFile string, data []byte) {
 	// Without the CA bundle the AWS CLI refuses the gateway's certificate.
 	if out, err := run("s3", "ls", "s3://secure/"); err == nil || !strings.Contains(out, "CERTIFICATE_VERIFY_FAILED") {
 		t.Fatalf("aws without --ca-bundle: %v\n%s", err, out)
+	}
+}
+
+// TestDevTLS runs `flashmend dev` with a certificate: the cluster's gRPC,
+// its own clients (scrubber, gateway, dashboard) and the S3 gateway use
+// TLS; ctl needs the CA.
+func TestDevTLS(t *testing.T) {
+	wd := t.TempDir()
+	pki := filepath.Join(wd, "tls")
+	if out, errOut, code := runBinary(t, wd, "certs", "--dir", pki, "dev=127.0.0.1,localhost"); code != 0 {
+		t.Fatalf("certs: exit %d\n%s%s", code, out, errOut)
+	}
+	file := func(name string) string { return filepath.Join(pki, name) }
+	dev, ep := startDevBinary(t, wd, "--tls-cert", file("dev.crt"), "--tls-key", file("dev.key"), "--tls-ca", file("ca.crt"),
+		"--repair-reserve", "0")
+	waitFor(t, "the S3 gateway's https line", func() bool {
+		return regexp.MustCompile(`(?m)^S3: https://127\.0\.0\.1:\d+ access key`).MatchString(dev.out.String())
+	})
+	if !strings.Contains(dev.out.String(), "try: flashmend ctl --endpoint "+ep+" --tls-ca "+file("ca.crt")+" nodes") {
+		t.Fatalf("dev does not say how ctl connects:\n%s", dev.out.String())
+	}
+	data := bytes.Repeat([]byte("flashmend over TLS "), 20_000)
+	obj := filepath.Join(wd, "obj")
+	if err := os.WriteFile(obj, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := runBinary(t, wd, "ctl", "--tls-ca", file("ca.crt"), "put", "k", obj); code != 0 {
+		t.Fatalf("ctl put: exit %d\n%s%s\n%s", code, out, errOut, dev.errOut.String())
+	}
+	if out, errOut, code := runBinary(t, wd, "ctl", "--tls-ca", file("ca.crt"), "get", "k", "-"); code != 0 || out != string(data) {
+		t.Fatalf("ctl get: exit %d, %d bytes\n%s", code, len(out), errOut)
+	}
+	if _, errOut, code := runBinary(t, wd, "ctl", "--timeout", "30s", "nodes"); code != 1 || !strings.Contains(errOut, "it may require TLS (pass --tls-ca)") {
+		t.Fatalf("ctl without the CA: exit %d, %q", code, errOut)
+	}
+	dev.signal(t, os.Interrupt)
+	if code := dev.wait(t, "dev"); code != 0 {
+		t.Fatalf("dev exited %d:\n%s", code, dev.errOut.String())
 	}
 }

@@ -120,7 +120,8 @@ func Dial(ctx context.Context, endpoint string, opts Options) (*Client, error) {
 	if err != nil {
 		conn.Close()
 		if code := status.Code(err); code == codes.Unavailable || code == codes.DeadlineExceeded {
-			return nil, &UnreachableError{Endpoint: endpoint, Reason: unreachableReason(opts.TLS, err)}
+			reason, isTLS := unreachableReason(opts.TLS, err)
+			return nil, &UnreachableError{Endpoint: endpoint, Reason: reason, TLS: isTLS}
 		}
 		return nil, fmt.Errorf("client: coordinator at %s: %w", endpoint, wire.FromStatus(err))
 	}
@@ -149,6 +150,9 @@ type UnreachableError struct {
 	// Reason is the cause in a few words ("connection refused", "no such
 	// host", ...), without gRPC's wrapping.
 	Reason string
+	// TLS is set when the cause is a TLS mismatch between client and
+	// server (Reason says what to change).
+	TLS bool
 }
 
 func (e *UnreachableError) Error() string {
@@ -156,17 +160,22 @@ func (e *UnreachableError) Error() string {
 }
 
 // unreachableReason reduces a gRPC connection error to its cause.
-func unreachableReason(tc *tlsconf.Config, err error) string {
+func unreachableReason(tc *tlsconf.Config, err error) (reason string, isTLS bool) {
 	msg := err.Error()
 	if st, ok := status.FromError(err); ok {
 		msg = st.Message()
 		if st.Code() == codes.DeadlineExceeded {
-			return "no answer before the deadline"
+			return "no answer before the deadline", false
 		}
 	}
 	if reason, ok := tlsconf.Explain(tc, msg); ok {
-		return reason
+		return reason, true
 	}
+	return unreachableCause(msg), false
+}
+
+// unreachableCause reduces a connection error's message to its cause.
+func unreachableCause(msg string) string {
 	for _, known := range []string{"connection refused", "no such host", "produced zero addresses",
 		"connection reset by peer", "i/o timeout", "network is unreachable", "missing port in address",
 		"too many colons in address", "invalid port", "EOF"} {
