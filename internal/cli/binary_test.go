@@ -89,12 +89,13 @@ type proc struct {
 	code        int
 }
 
-// binEnv is the environment of the processes a test starts: without
-// FLASHMEND_ENDPOINT, so that ctl's own endpoint discovery is what runs.
+// binEnv is the environment of the processes a test starts: without any
+// FLASHMEND_ variable (FLASHMEND_ENDPOINT, a config file, TLS files), so
+// that ctl's own endpoint discovery runs and only what a test sets counts.
 func binEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, EndpointEnv+"=") {
+		if !strings.HasPrefix(kv, "FLASHMEND_") {
 			env = append(env, kv)
 		}
 	}
