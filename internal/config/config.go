@@ -282,8 +282,9 @@ type Options struct {
 }
 
 // Apply sets every flag of fs that the command line did not set: from the
-// environment, else from the file, else it keeps its default (see the
-// package doc for the order). It returns every flag's value and origin,
+// environment, else from the file (marking it changed, as the command
+// line would), else it keeps its default (see the package doc for the
+// order). It returns every flag's value and origin,
 // sorted by flag name, or the first error: an unknown
 // FLASHMEND_<SECTION>_* variable, or a value the flag refuses.
 func Apply(fs *pflag.FlagSet, opts Options) ([]Setting, error) {
@@ -335,6 +336,7 @@ func Apply(fs *pflag.FlagSet, opts Options) ([]Setting, error) {
 					firstErr = base.InvalidArgumentf("environment variable %s: %s", name, badValue(fl, v, err))
 					return
 				}
+				fl.Changed = true
 				settings = append(settings, Setting{Flag: fl.Name, Value: fl.Value.String(), Origin: "$" + name})
 				return
 			}
@@ -345,6 +347,7 @@ func Apply(fs *pflag.FlagSet, opts Options) ([]Setting, error) {
 					firstErr = opts.File.errorf(e.line, "%s.%s: %s", opts.Section, fl.Name, badValue(fl, e.value, err))
 					return
 				}
+				fl.Changed = true
 				settings = append(settings, Setting{Flag: fl.Name, Value: fl.Value.String(), Origin: opts.File.Path + ":" + strconv.Itoa(e.line)})
 				return
 			}

@@ -114,6 +114,13 @@ node:
 	if n.sync || n.max != 64*base.MiB || n.etcd != "http://a:2379,http://b:2379" || n.timeout != 30*time.Second {
 		t.Fatalf("sync %v max %v etcd %q timeout %v", n.sync, n.max, n.etcd, n.timeout)
 	}
+	// A value from the file or the environment counts as set, as one on
+	// the command line; a default does not.
+	for name, want := range map[string]bool{"sync": true, "start-timeout": true, "listen": false} {
+		if got := n.fs.Lookup(name).Changed; got != want {
+			t.Errorf("--%s changed %v, want %v", name, got, want)
+		}
+	}
 }
 
 // TestEnvAlias reads an alias after the flag's own variable.
