@@ -177,6 +177,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		if err != nil {
 			return nil, err
 		}
+		fs.SetLogf(cfg.Logf)
 		inner = fs
 	}
 	n := &Node{cfg: cfg, inner: inner}

@@ -191,6 +191,18 @@ type packs struct {
 	// (tests).
 	compactMinDead int64
 	maxOpen        int
+	// logf receives what a load found damaged or cut and a compaction
+	// that failed (SetLogf); nil discards.
+	logf func(format string, args ...any)
+}
+
+func (t *packs) log(format string, args ...any) {
+	t.mu.Lock()
+	logf := t.logf
+	t.mu.Unlock()
+	if logf != nil {
+		logf(format, args...)
+	}
 }
 
 func (t *packs) get(root, key string) *pack {
@@ -458,11 +470,30 @@ func (s *FileStore) loadLocked(p *pack) error {
 	}
 	if !bytes.Equal(hdr, packHeader(p.key)) {
 		s.packs.count(func(c *PackStats) { c.DamagedRegions++ })
+		s.packs.log("filestore: pack %s: file header damaged (the records carry their own checksums: read on)", p.key)
 	}
-	end, err := s.scan(f, p, size)
-	if err != nil {
-		f.Close()
-		return err
+	// A cut tail makes an earlier record the last one, whose content is
+	// then checked too: scan again until the end holds (at most once more
+	// but for damage piled up at the end), so that loading what a load
+	// left finds the same.
+	end := size
+	var damaged [][2]int64
+	for {
+		p.live, p.liveBytes = map[string]packEntry{}, 0
+		e, d, err := s.scan(f, p, end)
+		if err != nil {
+			f.Close()
+			return err
+		}
+		damaged = d
+		if e == end {
+			break
+		}
+		end = e
+	}
+	for _, d := range damaged {
+		s.packs.count(func(c *PackStats) { c.DamagedRegions++ })
+		s.packs.log("filestore: pack %s: bytes [%d, %d) do not hold a verified record header: skipped; a member whose latest record was there reads as missing and is repaired from the other copies", p.key, d[0], d[1])
 	}
 	if end < size {
 		if err := f.Truncate(end); err != nil {
@@ -476,6 +507,7 @@ func (s *FileStore) loadLocked(p *pack) error {
 			}
 		}
 		s.packs.count(func(c *PackStats) { c.TornTails++ })
+		s.packs.log("filestore: pack %s: %d bytes after offset %d do not hold a verified record (a write torn by a crash, or damage): cut off; members whose latest record was there read as missing and are repaired from the other copies", p.key, size-end, end)
 	}
 	p.size = end
 	p.f, p.loaded, p.exists = f, true, true
@@ -494,39 +526,40 @@ func (s *FileStore) resetPack(f *os.File, p *pack) error {
 }
 
 // scan reads the record headers of p's file of size bytes into p.live and
-// returns where the verified records end.
-func (s *FileStore) scan(f *os.File, p *pack, size int64) (int64, error) {
+// returns where the verified records end and the damaged ranges it skipped.
+func (s *FileStore) scan(f *os.File, p *pack, size int64) (int64, [][2]int64, error) {
+	var damaged [][2]int64
 	buf := make([]byte, recordHeaderSize+255)
 	off := int64(packHeaderSize)
 	for off < size {
 		h, ok, err := readRecordHeader(f, p.key, buf, off, size)
 		if err != nil {
-			return 0, fmt.Errorf("filestore: pack %s: %w", p.key, err)
+			return 0, nil, fmt.Errorf("filestore: pack %s: %w", p.key, err)
 		}
 		if ok && off+h.size() == size {
 			// The last record: a torn append may have left its header and
 			// not all of its content.
 			ok, err = contentVerifies(f, h, off)
 			if err != nil {
-				return 0, fmt.Errorf("filestore: pack %s: %w", p.key, err)
+				return 0, nil, fmt.Errorf("filestore: pack %s: %w", p.key, err)
 			}
 		}
 		if !ok {
 			next, err := resync(f, p.key, buf, off+1, size)
 			if err != nil {
-				return 0, fmt.Errorf("filestore: pack %s: %w", p.key, err)
+				return 0, nil, fmt.Errorf("filestore: pack %s: %w", p.key, err)
 			}
 			if next < 0 {
-				return off, nil // a torn tail
+				return off, damaged, nil // a torn tail
 			}
-			s.packs.count(func(c *PackStats) { c.DamagedRegions++ })
+			damaged = append(damaged, [2]int64{off, next})
 			off = next
 			continue
 		}
 		p.use(h.member, packEntry{off: off + recordHeaderSize + int64(len(h.member)), n: h.n}, h.kind == recordPut)
 		off += h.size()
 	}
-	return off, nil
+	return off, damaged, nil
 }
 
 // readRecordHeader reads and verifies the header at off; ok is false when it
@@ -807,7 +840,9 @@ func (s *FileStore) maybeCompactLocked(p *pack) error {
 	}
 	// A failed compaction leaves the old pack as it was: the write that
 	// triggered it succeeded, and the next write tries again.
-	_ = s.compactLocked(p)
+	if err := s.compactLocked(p); err != nil && !errors.Is(err, errTorn) {
+		s.packs.log("%v (the pack stays as it was)", err)
+	}
 	return nil
 }
 
@@ -908,6 +943,14 @@ func (s *FileStore) Compact(minDead int64) error {
 		}
 	}
 	return nil
+}
+
+// SetLogf sends what loading a pack found damaged or cut off, and a
+// compaction that failed, to logf (nil: discarded).
+func (s *FileStore) SetLogf(logf func(format string, args ...any)) {
+	s.packs.mu.Lock()
+	defer s.packs.mu.Unlock()
+	s.packs.logf = logf
 }
 
 // PackStats returns the pack counters.
