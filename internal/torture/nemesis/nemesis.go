@@ -568,8 +568,8 @@ func (h *harness) nemesis(ctx context.Context, rng *rand.Rand) {
 		case FaultUBER:
 			n := h.nodes[perm[0]]
 			inj.Nodes = []base.NodeID{n.id}
-			err = h.cl.InjectUBER(ctx, uint64(n.id), 1e-6, true)
-			undo = func() error { return h.cl.InjectUBER(ctx, uint64(n.id), 0, true) }
+			err = h.injectUBER(ctx, n.id, 1e-6)
+			undo = func() error { return h.injectUBER(ctx, n.id, 0) }
 		}
 		sort.Slice(inj.Nodes, func(i, j int) bool { return inj.Nodes[i] < inj.Nodes[j] })
 		h.logf("%s on %s for %v", kind, inj.who(), hold.Round(time.Millisecond))
@@ -585,6 +585,22 @@ func (h *harness) nemesis(ctx context.Context, rng *rand.Rand) {
 		h.res.Faults = append(h.res.Faults, inj)
 		h.mu.Unlock()
 		pause(span())
+	}
+}
+
+// injectUBER sets a node's injected UBER. The harness's own call is
+// retried for a while: a node restarted a moment ago is served, but the
+// client's connection to it may still be in gRPC's reconnect backoff.
+func (h *harness) injectUBER(ctx context.Context, id base.NodeID, rate float64) error {
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err = h.cl.InjectUBER(ctx, uint64(id), rate, true); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
 	}
 }
 

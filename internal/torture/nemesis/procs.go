@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"regexp"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -35,6 +36,14 @@ func startProc(name string, argv []string, logPath string, args ...string) (*pro
 	fmt.Fprintf(logf, "=== %s: %s %v\n", time.Now().Format(time.RFC3339Nano), name, args)
 	cmd := exec.Command(argv[0], append(append([]string(nil), argv[1:]...), args...)...)
 	cmd.Stderr = logf
+	// The cluster runs what the harness says, not what a FLASHMEND_*
+	// variable (a config file, TLS files, a flag) in the caller's
+	// environment would make it.
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FLASHMEND_") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
