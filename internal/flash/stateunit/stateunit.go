@@ -113,7 +113,20 @@ func Assemble(copies [][]byte) ([]byte, Merge, error) {
 		}
 	}
 	if len(counts) == 0 {
-		return nil, Merge{}, nil
+		// No unit verifies anywhere. A record of one unit damaged in
+		// every copy (at different bits) is still voted back; the vote
+		// below finds it once its sequence number is known, so learn it
+		// from the vote of the first slot.
+		if v := majority(copies, 0); v != nil && voted(v) {
+			u, _ := ParseUnit(v)
+			counts[u.Seq] = u.Count
+		} else if written(copies) {
+			// Units were written here and none can be read back: that is
+			// a lost record, never "no record".
+			return nil, Merge{}, base.CorruptionErrorf("flash: state record: no unit verifies in any copy, and no vote does")
+		} else {
+			return nil, Merge{}, nil
+		}
 	}
 	seqs := make([]uint64, 0, len(counts))
 	for s := range counts {
@@ -174,7 +187,9 @@ func Assemble(copies [][]byte) ([]byte, Merge, error) {
 
 // voteUnit rebuilds unit i of record seq by a bit-by-bit majority
 // vote over the copies that hold its slot; the result must verify.
-func voteUnit(copies [][]byte, seq uint64, i, count int) ([]byte, bool) {
+// majority is the bit-by-bit majority of slot i over the first three
+// copies that hold it (nil when fewer than three do).
+func majority(copies [][]byte, i int) []byte {
 	var slots [][]byte
 	for _, c := range copies {
 		if (i+1)*UnitSize <= len(c) {
@@ -182,12 +197,40 @@ func voteUnit(copies [][]byte, seq uint64, i, count int) ([]byte, bool) {
 		}
 	}
 	if len(slots) < 3 {
-		return nil, false
+		return nil
 	}
 	out := make([]byte, UnitSize)
 	for b := range out {
 		x, y, z := slots[0][b], slots[1][b], slots[2][b]
 		out[b] = (x & y) | (x & z) | (y & z)
+	}
+	return out
+}
+
+// voted says whether a voted slot is a verified unit 0.
+func voted(v []byte) bool {
+	u, ok := ParseUnit(v)
+	return ok && u.Index == 0
+}
+
+// written says whether some copy holds a unit's magic at the start of a
+// slot: units were saved there (an erased or never-written area holds
+// none).
+func written(copies [][]byte) bool {
+	for _, c := range copies {
+		for off := 0; off+UnitSize <= len(c); off += UnitSize {
+			if binary.LittleEndian.Uint32(c[off:]) == UnitMagic {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func voteUnit(copies [][]byte, seq uint64, i, count int) ([]byte, bool) {
+	out := majority(copies, i)
+	if out == nil {
+		return nil, false
 	}
 	u, ok := ParseUnit(out)
 	if !ok || u.Seq != seq || u.Index != i || u.Count != count {
