@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,7 @@ func configurable(cmd *cobra.Command, aliases map[string][]string) *cobra.Comman
 	f := cmd.Flags()
 	f.StringVar(&path, "config", "", fmt.Sprintf(
 		"YAML config file, this command's settings in its section %q (default $%s); precedence: flag, then $%s, then the file, then the default",
-		section+":", config.ConfigEnv, config.EnvName(section, "FLAG")))
+		section+":", config.ConfigEnv, strings.TrimSuffix(config.EnvName(section, "X"), "X")+"<FLAG>"))
 	f.BoolVar(&show, "show-config", false, "print every setting and where it came from (command line, environment, file or default), then exit")
 	if cmd.Annotations == nil {
 		cmd.Annotations = map[string]string{}

@@ -30,10 +30,11 @@ import (
 // variables. An external etcd requiring client certificates (127.0.0.10),
 // the coordinator (127.0.0.2), three nodes (127.0.0.3 to .5) and an HTTPS
 // S3 gateway (127.0.0.11) are separate processes; the coordinator's
-// dashboard shows the nodes' figures, gathered over TLS. ctl and
-// the AWS CLI (when installed) and minio-go put and get objects over TLS;
-// a client without the CA, one without a client certificate and one that
-// trusts another CA are each refused with an error that says why.
+// dashboard shows the nodes' figures, gathered over TLS. ctl, minio-go,
+// and (when python3 is installed) the AWS CLI and boto3 put and get
+// objects over TLS; a client without the CA, one without a client
+// certificate and one that trusts another CA are each refused with an
+// error that says why.
 func TestMultiHostTLS(t *testing.T) {
 	if lis, err := net.Listen("tcp", "127.0.0.2:0"); err != nil {
 		t.Skipf("this machine does not route 127.0.0.2 to loopback: %v", err)
@@ -247,8 +248,9 @@ func runBinaryEnv(t *testing.T, wd string, env []string, args ...string) (stdout
 	return p.out.String(), p.errOut.String(), code
 }
 
-// awsOverHTTPS copies data up and down with the AWS CLI (`make pytools`
-// installs it) over HTTPS, trusting the CA with --ca-bundle.
+// awsOverHTTPS copies data up and down over HTTPS with the AWS CLI
+// (trusting the CA with --ca-bundle) and boto3 (verify=CA), both from
+// `make pytools`; without the CA each refuses the gateway.
 func awsOverHTTPS(t *testing.T, wd, s3Addr, caFile string, data []byte) {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
@@ -297,6 +299,36 @@ func awsOverHTTPS(t *testing.T, wd, s3Addr, caFile string, data []byte) {
 	// Without the CA bundle the AWS CLI refuses the gateway's certificate.
 	if out, err := run("s3", "ls", "s3://secure/"); err == nil || !strings.Contains(out, "CERTIFICATE_VERIFY_FAILED") {
 		t.Fatalf("aws without --ca-bundle: %v\n%s", err, out)
+	}
+
+	// boto3, trusting the CA with verify=, and refusing without it.
+	script := filepath.Join(wd, "boto3_https.py")
+	if err := os.WriteFile(script, []byte(`import sys, boto3, botocore
+from botocore.config import Config
+url, ca, want = sys.argv[1], sys.argv[2], open(sys.argv[3], "rb").read()
+def client(verify):
+    return boto3.client("s3", endpoint_url=url, verify=verify, aws_access_key_id="AKTLS",
+        aws_secret_access_key="tls-secret", region_name="us-east-1",
+        config=Config(signature_version="s3v4", s3={"addressing_style": "path"}, retries={"max_attempts": 1}))
+s3 = client(ca)
+s3.put_object(Bucket="secure", Key="boto3", Body=want)
+got = s3.get_object(Bucket="secure", Key="boto3")["Body"].read()
+assert got == want, "boto3 over HTTPS: %d bytes differ" % len(got)
+try:
+    client(True).list_objects_v2(Bucket="secure")
+    sys.exit("boto3 without the CA was answered")
+except botocore.exceptions.SSLError as e:
+    print("refused without the CA:", e)
+print("ok")
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	python := filepath.Join(filepath.Dir(aws), "python")
+	cmd := exec.CommandContext(ctx, python, script, "https://"+s3Addr, caFile, up)
+	cmd.Env = append(os.Environ(), "HOME="+home, "AWS_CONFIG_FILE="+cfg, "AWS_SHARED_CREDENTIALS_FILE="+filepath.Join(home, "none"),
+		"AWS_EC2_METADATA_DISABLED=true")
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "refused without the CA") {
+		t.Fatalf("boto3 over HTTPS: %v\n%s", err, out)
 	}
 }
 
