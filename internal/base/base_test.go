@@ -81,6 +81,58 @@ func TestManualClock(t *testing.T) {
 	}
 }
 
+// TestManualClockWakes checks that ManualClock's timers and tickers fire
+// when the clock reaches them, and only then.
+func TestManualClockWakes(t *testing.T) {
+	c := NewManualClock(time.Unix(1000, 0))
+	fired := func(ch <-chan time.Time) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	timer := After(c, 10*time.Second)
+	tick, stop := NewTicker(c, 3*time.Second)
+	if !fired(After(c, 0)) {
+		t.Fatal("a timer of 0 did not fire at once")
+	}
+	c.Advance(2 * time.Second)
+	if fired(timer) || fired(tick) {
+		t.Fatal("fired before its time")
+	}
+	c.Advance(time.Second)
+	if fired(timer) || !fired(tick) {
+		t.Fatal("the ticker did not fire at 3s")
+	}
+	c.Advance(7 * time.Second) // 10s: ticks at 6s and 9s were jumped over: one tick
+	if !fired(timer) || !fired(tick) || fired(tick) {
+		t.Fatal("at 10s: want the timer and one tick")
+	}
+	if fired(timer) {
+		t.Fatal("a timer fired twice")
+	}
+	stop()
+	c.Advance(time.Minute)
+	if fired(tick) {
+		t.Fatal("a stopped ticker fired")
+	}
+	if len(c.waiters) != 0 {
+		t.Fatalf("%d waiters left", len(c.waiters))
+	}
+	// A clock that only reads time times out on the wall clock.
+	select {
+	case <-After(fixedClock{}, time.Millisecond):
+	case <-time.After(time.Minute):
+		t.Fatal("After on a plain Clock did not fire")
+	}
+}
+
+type fixedClock struct{}
+
+func (fixedClock) Now() time.Time { return time.Unix(0, 0) }
+
 func TestCRC32C(t *testing.T) {
 	// The check value of CRC-32C (RFC 3720, appendix B.4) is the CRC of "123456789".
 	if got, want := CRC32C([]byte("123456789")), uint32(0xe3069283); got != want {

@@ -1,8 +1,10 @@
-// Package base is flashmend's shared vocabulary: identifiers, sizes with units,
-// the injected clock, the three error classes every package uses, the one
-// CRC32C table (CRC32C, CRC32CUpdate), InFlight (one repair per damaged
-// range at a time), SetDefault (the defaulting step of Options), and
-// LogLines (a Logf whose lines a test or an experiment reads back).
+// Package base is flashmend's shared vocabulary: identifiers, sizes with
+// units, the injected clock (Clock; its timers and tickers, After and
+// NewTicker, fire on a ManualClock when it is moved), the three error
+// classes every package uses, the one CRC32C table (CRC32C, CRC32CUpdate),
+// InFlight (one repair per damaged range at a time), SetDefault (the
+// defaulting step of Options), and LogLines (a Logf whose lines a test or
+// an experiment reads back).
 //
 // # Error classes
 //

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
+	"github.com/flashmend/flashmend/internal/kv/patch"
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -291,18 +293,18 @@ func (r *Replica) installSnapshot(index uint64) bool {
 // before the entry counts as applied) is skipped; damage still there is
 // found again.
 func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool {
-	ranges := rangesFromProto(req.Ranges)
+	ranges := keyspan.FromProto(req.Ranges)
 	if base.ReplicaID(req.CorruptedReplica) != r.id {
 		r.sendPatch(idx, req, ranges)
 		return r.applyNoop(idx, term)
 	}
 	r.mu.Lock()
-	pr, waiting := r.pending[req.PatchId]
+	pr, waiting := r.repair.Waiting(req.PatchId)
+	if !waiting {
+		r.stats.PatchesSkipped++
+	}
 	r.mu.Unlock()
 	if !waiting {
-		r.mu.Lock()
-		r.stats.PatchesSkipped++
-		r.mu.Unlock()
 		return r.applyNoop(idx, term)
 	}
 	r.handOffLeadership()
@@ -313,51 +315,31 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	// Each covered range is excised over its wide span; the rows there
 	// outside the range (the separator key the replica still reads) come
 	// from the replica itself, as of this entry.
-	var done, wide, missing []Range
+	covered, missing := patch.Assemble(pr, ranges, got)
+	var done, wide []Range
 	var doneBlocks []uint64
 	var rows []*kvpb.KeyValue
-	for i, rg := range ranges {
-		w := rg
-		if i < len(pr.wide) {
-			w = pr.wide[i]
-		}
-		if !covers(got.pieces[rg.String()], rg) {
-			missing = append(missing, rg)
-			continue
-		}
-		own, err := r.ownRowsOutside(w, rg)
+	for _, p := range covered {
+		own, err := r.ownRowsOutside(p.Wide, p.Range)
 		if err != nil {
-			missing = append(missing, rg)
+			missing = append(missing, p)
 			continue
 		}
-		done, wide = append(done, rg), append(wide, w)
-		if i < len(pr.blocks) {
-			doneBlocks = append(doneBlocks, pr.blocks[i]...)
-		}
-		rows = append(rows, own...)
-		for _, kv := range got.rows[rg.String()] {
-			if rg.Contains(kv.Key) {
-				rows = append(rows, kv)
-			}
-		}
+		done, wide = append(done, p.Range), append(wide, p.Wide)
+		doneBlocks = append(doneBlocks, p.Blocks...)
+		rows = append(append(rows, own...), p.Rows...)
 	}
 	// A range no peer could send is damaged on every replica (the same
 	// block of the same table, at different bytes): its blocks are put
 	// back together from the replicas' copies and written in place.
 	var merged []Range
-	if len(missing) > 0 {
-		var still []Range
-		for i, rg := range ranges {
-			if !containsRange(missing, rg) {
-				continue
-			}
-			if i < len(pr.blocks) && r.mergeRange(pr.path, pr.blocks[i], rg) {
-				merged = append(merged, rg)
-			} else {
-				still = append(still, rg)
-			}
+	var still []patch.Piece
+	for _, p := range missing {
+		if r.mergeRange(pr.Path, p.Blocks, p.Range) {
+			merged = append(merged, p.Range)
+		} else {
+			still = append(still, p)
 		}
-		missing = still
 	}
 	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i].Key, rows[j].Key) < 0 })
 	var lost []Range // rows an excise could not keep: patched in turn
@@ -368,11 +350,11 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		// absent rows.
 		hold := func(around []Range) func([]Range) {
 			r.mu.Lock()
-			r.recovering = append(r.recovering, around...)
+			r.repair.Hold(around)
 			r.mu.Unlock()
 			return func(keep []Range) {
 				r.mu.Lock()
-				r.recovering = append(removeRanges(r.recovering, around), keep...)
+				r.repair.Release(around, keep)
 				r.mu.Unlock()
 			}
 		}
@@ -403,39 +385,16 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	r.mu.Lock()
 	if len(done) > 0 {
 		r.stats.PatchesApplied++
-		r.stats.PatchBytesReceived += got.bytes
-		r.stats.LastRepair = now.Sub(pr.detected)
+		r.stats.PatchBytesReceived += got.Bytes
+		r.stats.LastRepair = now.Sub(pr.Detected)
 		r.stats.LastDetection = "patched"
 	} else if len(merged) > 0 {
-		r.stats.LastRepair = now.Sub(pr.detected)
+		r.stats.LastRepair = now.Sub(pr.Detected)
 		r.stats.LastDetection = "merged"
 	}
-	var still []Range
-	for _, rec := range r.recovering {
-		covered := false
-		for _, d := range append(done, merged...) {
-			if rangeCovers(d, rec) {
-				covered = true
-			}
-		}
-		if !covered {
-			still = append(still, rec)
-		}
-	}
-	r.recovering = still
-	if len(still) == 0 {
+	if r.repair.Settle(req.PatchId, pr.Path, done, merged, doneBlocks) {
 		r.absent = nil
 	}
-	delete(r.patches, req.PatchId)
-	delete(r.patchDetect, req.PatchId)
-	if len(done) > 0 {
-		if r.repaired == nil {
-			r.repaired = map[string][]Range{}
-		}
-		r.repaired[pr.path] = append(r.repaired[pr.path], done...)
-		r.noteRepairedBlocksLocked(pr.path, doneBlocks)
-	}
-	delete(r.pending, req.PatchId)
 	r.mu.Unlock()
 	if len(done) > 0 {
 		r.invalidateSnapshots()
@@ -451,31 +410,17 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		}
 	}
 	r.advance(idx)
-	if len(lost) > 0 {
+	if q := patch.Remainders(pr.Path, now, lost); q != nil {
 		// What the excise cut off around the spans comes from the peers
 		// like any damage (reads there are refused meanwhile).
-		r.proposeRepair(&pendingRepair{path: pr.path, detected: now, ranges: lost, wide: lost, blocks: make([][]uint64, len(lost))})
+		r.proposeRepair(q)
 	}
-	if len(missing) > 0 {
-		// Ask again at a later entry (a builder may have been damaged in
-		// that range itself, and patched meanwhile).
-		retry := &pendingRepair{path: pr.path, detected: pr.detected, retryAfter: now.Add(r.opts.PatchTimeout)}
-		for i, rg := range ranges {
-			for _, m := range missing {
-				if bytes.Equal(m.Start, rg.Start) && bytes.Equal(m.End, rg.End) && i < len(pr.wide) {
-					retry.ranges = append(retry.ranges, rg)
-					retry.wide = append(retry.wide, pr.wide[i])
-					if i < len(pr.blocks) {
-						retry.blocks = append(retry.blocks, pr.blocks[i])
-					}
-				}
-			}
-		}
-		r.proposeRepair(retry)
+	if q := patch.Retry(pr, still, now.Add(r.opts.PatchTimeout)); q != nil {
+		r.proposeRepair(q)
 	}
 	if len(done) > 0 && r.opts.OnRepair != nil {
-		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: pr.detected, Applied: now,
-			Bytes: got.bytes, Rows: len(rows), Ranges: done})
+		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: pr.Detected, Applied: now,
+			Bytes: got.Bytes, Rows: len(rows), Ranges: done})
 	}
 	return true
 }
@@ -499,7 +444,7 @@ func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 	if len(r.shard.Range.End) == 0 {
 		outside = outside[:len(outside)-1]
 	}
-	for _, part := range subtract(wide, append([]Range{narrow}, outside...)) {
+	for _, part := range keyspan.Subtract(wide, append([]Range{narrow}, outside...)) {
 		rows, err := engine.ScanAround(r.sm.DB(), part, points)
 		if err != nil {
 			return nil, err
@@ -507,35 +452,6 @@ func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 		out = append(out, rows...)
 	}
 	return out, nil
-}
-
-// removeRanges returns rgs without one entry equal to each of drop.
-func removeRanges(rgs, drop []Range) []Range {
-	out := append([]Range(nil), rgs...)
-	for _, d := range drop {
-		for i, rg := range out {
-			if bytes.Equal(rg.Start, d.Start) && bytes.Equal(rg.End, d.End) {
-				out = append(out[:i], out[i+1:]...)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// containsRange reports whether rgs holds rg itself.
-func containsRange(rgs []Range, rg Range) bool {
-	for _, m := range rgs {
-		if bytes.Equal(m.Start, rg.Start) && bytes.Equal(m.End, rg.End) {
-			return true
-		}
-	}
-	return false
-}
-
-func rangeCovers(outer, inner Range) bool {
-	return outer.Contains(inner.Start) &&
-		(len(outer.End) == 0 || (len(inner.End) != 0 && string(inner.End) <= string(outer.End)))
 }
 
 // sendPatch builds this replica's patch for the ranges and sends it to the
@@ -549,14 +465,14 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 		return
 	}
 	r.mu.Lock()
-	own := append([]Range(nil), r.recovering...)
+	own := r.repair.Recovering()
 	points := append([]engine.AbsentPoint(nil), r.absent...)
 	r.mu.Unlock()
 	var built []Range
 	var rows []*kvpb.KeyValue
 	r.smMu.RLock()
 	for _, rg := range ranges {
-		for _, piece := range subtract(rg, own) {
+		for _, piece := range keyspan.Subtract(rg, own) {
 			// Damaged here too: the parts on either side of this
 			// replica's damage still help cover the range.
 			got, part := engine.ScanPieces(r.sm.DB(), piece, points)
@@ -571,7 +487,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	p := &kvpb.Patch{
 		Shard: uint64(r.shard.ID), PatchId: req.PatchId,
 		FromReplica: uint64(r.id), ToReplica: req.CorruptedReplica,
-		Ranges: rangesToProto(built), Rows: rows,
+		Ranges: keyspan.ToProto(built), Rows: rows,
 	}
 	p.Crc = engine.RowsCRC(p.Ranges, p.Rows)
 	if len(built) > 0 {
@@ -582,66 +498,16 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	r.env.SendPatch(to, p)
 }
 
-// patchParts collects, for one patch id, the pieces received for each
-// requested range and their rows (keyed by Range.String() of the range).
-type patchParts struct {
-	pieces map[string][]Range
-	rows   map[string][]*kvpb.KeyValue
-	bytes  uint64
-	// from holds the peers that answered (with pieces or without).
-	from map[uint64]bool
-}
-
-// DeliverPatch is called when a patch arrives from a peer. Its pieces are
-// added to the requested ranges that contain them; a row already received
-// (from another replica's overlapping piece: the same value, as of the same
-// entry) is not added twice.
+// DeliverPatch is called when a patch arrives from a peer
+// (patch.Tracker.Deliver).
 func (r *Replica) DeliverPatch(p *kvpb.Patch) error {
 	if engine.RowsCRC(p.Ranges, p.Rows) != p.Crc {
 		return base.CorruptionErrorf("kv: %s: patch %d from r%d fails its checksum", r, p.PatchId, p.FromReplica)
 	}
+	size := uint64(proto.Size(p))
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	pr, waiting := r.pending[p.PatchId]
-	if !waiting {
-		return nil // late or unknown: nothing waits for it
-	}
-	parts, ok := r.patches[p.PatchId]
-	if !ok {
-		parts = &patchParts{pieces: map[string][]Range{}, rows: map[string][]*kvpb.KeyValue{}, from: map[uint64]bool{}}
-		r.patches[p.PatchId] = parts
-	}
-	added := false
-	if !parts.from[p.FromReplica] {
-		parts.from[p.FromReplica] = true
-		added = true
-	}
-	for _, piece := range rangesFromProto(p.Ranges) {
-		for _, rg := range pr.ranges {
-			if !rangeCovers(rg, piece) {
-				continue
-			}
-			key := rg.String()
-			if covers(parts.pieces[key], piece) {
-				continue // nothing new
-			}
-			have := map[string]bool{}
-			for _, kv := range parts.rows[key] {
-				have[string(kv.Key)] = true
-			}
-			for _, kv := range p.Rows {
-				if piece.Contains(kv.Key) && !have[string(kv.Key)] {
-					parts.rows[key] = append(parts.rows[key], kv)
-				}
-			}
-			parts.pieces[key] = append(parts.pieces[key], piece)
-			added = true
-		}
-	}
-	if added {
-		if len(p.Ranges) > 0 {
-			parts.bytes += uint64(proto.Size(p))
-		}
+	if r.repair.Deliver(p.PatchId, p.FromReplica, keyspan.FromProto(p.Ranges), p.Rows, size) {
 		close(r.patchSig)
 		r.patchSig = make(chan struct{})
 	}
@@ -650,41 +516,29 @@ func (r *Replica) DeliverPatch(p *kvpb.Patch) error {
 
 // waitPatch waits until every range of patch id is covered, every peer has
 // answered, or PatchTimeout, and returns what arrived.
-func (r *Replica) waitPatch(id uint64, ranges []Range) patchParts {
+func (r *Replica) waitPatch(id uint64, ranges []Range) patch.Parts {
 	peers := len(r.shard.Replicas) - 1
-	deadline := time.NewTimer(r.opts.PatchTimeout)
-	defer deadline.Stop()
+	deadline := base.After(r.opts.Clock, r.opts.PatchTimeout)
 	for {
 		r.mu.Lock()
-		parts, sig := r.patches[id], r.patchSig
-		out := patchParts{pieces: map[string][]Range{}, rows: map[string][]*kvpb.KeyValue{}}
-		answered := 0
-		if parts != nil {
-			answered = len(parts.from)
-			out.bytes = parts.bytes
-			for k, v := range parts.pieces {
-				out.pieces[k] = append([]Range(nil), v...)
-			}
-			for k, v := range parts.rows {
-				out.rows[k] = append([]*kvpb.KeyValue(nil), v...)
-			}
-		}
+		got, answered := r.repair.Received(id)
+		sig := r.patchSig
 		r.mu.Unlock()
 		all := true
 		for _, rg := range ranges {
-			if !covers(out.pieces[rg.String()], rg) {
+			if !got.Covers(rg) {
 				all = false
 			}
 		}
 		if all || answered >= peers {
-			return out
+			return got
 		}
 		select {
 		case <-sig:
-		case <-deadline.C:
-			return out
+		case <-deadline:
+			return got
 		case <-r.stopc:
-			return out
+			return got
 		}
 	}
 }
@@ -719,7 +573,7 @@ func (r *Replica) rebuild(idx uint64) bool {
 			return true
 		}
 		select {
-		case <-time.After(50 * time.Millisecond):
+		case <-base.After(r.opts.Clock, 50*time.Millisecond):
 		case <-r.stopc:
 			return false
 		}
@@ -755,11 +609,8 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 	if !r.detectedAt.IsZero() {
 		r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
 	}
-	r.recovering = nil
+	r.repair.Reset()
 	r.absent = nil
-	r.repaired = nil
-	r.pending = nil
-	r.patchDetect = nil
 	r.needRebuild = false
 	r.rebuildTarget = 0
 	r.down = false

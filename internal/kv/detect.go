@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/base"
+
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
+	"github.com/flashmend/flashmend/internal/kv/patch"
 
 	"github.com/cockroachdb/pebble/v2"
 	"google.golang.org/protobuf/proto"
@@ -43,13 +47,13 @@ const repairTick = 50 * time.Millisecond
 // isolate, 4.1.4 recovery through the log).
 func (r *Replica) detectLoop() {
 	defer r.wg.Done()
-	ticker := time.NewTicker(repairTick)
-	defer ticker.Stop()
+	tick, stopTick := base.NewTicker(r.opts.Clock, repairTick)
+	defer stopTick()
 	var scrubc <-chan time.Time
 	if r.opts.ScrubInterval > 0 {
-		scrub := time.NewTicker(r.opts.ScrubInterval)
-		defer scrub.Stop()
-		scrubc = scrub.C
+		var stopScrub func()
+		scrubc, stopScrub = base.NewTicker(r.opts.Clock, r.opts.ScrubInterval)
+		defer stopScrub()
 	}
 	for {
 		select {
@@ -60,28 +64,12 @@ func (r *Replica) detectLoop() {
 			if rep.gen == r.smGen.Load() {
 				r.handleCorruption(rep.info)
 			}
-		case <-ticker.C:
+		case <-tick:
 			r.proposePending()
 		case <-r.stopc:
 			return
 		}
 	}
-}
-
-// pendingRepair is a patch request waiting to be applied.
-type pendingRepair struct {
-	path string
-	// ranges are what the replica lost (its peers send them); wide[i] is
-	// the span the patch of ranges[i] excises (see isolate); blocks[i] the
-	// damaged data blocks it covers.
-	ranges, wide []Range
-	blocks       [][]uint64
-	detected     time.Time
-	// proposedAt is when the request was last proposed (zero: not yet, or
-	// the proposal was dropped); retryAfter holds a re-request back.
-	proposedAt time.Time
-	retryAfter time.Time
-	proposalID uint64
 }
 
 func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
@@ -90,15 +78,11 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		r.mu.Unlock()
 		return
 	}
-	if r.opts.Mode == RepairDirect {
-		for _, p := range r.pending {
-			if p.path == info.Path {
-				// A repair of this file is under way. Damage found in it
-				// after that repair is applied is new damage, repaired anew.
-				r.mu.Unlock()
-				return
-			}
-		}
+	if r.opts.Mode == RepairDirect && r.repair.Busy(info.Path) {
+		// A repair of this file is under way. Damage found in it after that
+		// repair is applied is new damage, repaired anew.
+		r.mu.Unlock()
+		return
 	}
 	if r.opts.Mode == RepairCrash {
 		r.stats.CorruptionsDetected++
@@ -110,7 +94,7 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		r.enqueue(applyTask{})
 		return
 	}
-	if h, ok := engine.CorruptBlockHandle(info.Details); ok && r.repairedBlocks[info.Path][h.Offset] {
+	if h, ok := engine.CorruptBlockHandle(info.Details); ok && r.repair.BlockRepaired(info.Path, h.Offset) {
 		// A block whose key range a patch already cut out of the live
 		// data (the backing file keeps it until compactions drop the
 		// file): nothing live reads it; a scrub or a compaction of the
@@ -135,38 +119,28 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		}
 	}
 	spans := r.isolate(info)
-	p := &pendingRepair{path: info.Path, detected: detectedAt}
-	r.mu.Lock()
-	for _, sp := range spans {
-		done := false
-		for _, d := range r.repaired[info.Path] {
-			if rangeCovers(d, sp.narrow) {
-				// Damage already cut out of the live data by a patch (the
-				// physical file keeps it until compactions drop the
-				// file); the scrubber finds it again, nothing reads it.
-				done = true
-			}
-		}
-		if !done {
-			p.ranges = append(p.ranges, sp.narrow)
-			p.wide = append(p.wide, sp.wide)
-			p.blocks = append(p.blocks, sp.blocks)
-			if sp.absent != nil {
-				r.noteAbsentLocked(*sp.absent)
-			}
-		} else {
-			r.noteRepairedBlocksLocked(info.Path, sp.blocks)
-		}
+	plain := make([]patch.Span, len(spans))
+	for i, sp := range spans {
+		plain[i] = sp.Span
 	}
-	if len(p.ranges) == 0 {
+	r.mu.Lock()
+	// Damage already cut out of the live data by a patch (the physical
+	// file keeps it until compactions drop the file) is not repaired
+	// again: the scrubber finds it again, nothing reads it.
+	p, kept := r.repair.Admit(info.Path, detectedAt, plain)
+	if p == nil {
 		r.stats.LastDetection = "already repaired"
 		r.mu.Unlock()
 		return
 	}
+	for _, i := range kept {
+		if spans[i].absent != nil {
+			r.noteAbsentLocked(*spans[i].absent)
+		}
+	}
 	r.stats.CorruptionsDetected++
 	r.stats.LastDetection = "pending"
 	r.detectedAt = detectedAt
-	r.recovering = append(r.recovering, p.ranges...)
 	r.mu.Unlock()
 	r.proposeRepair(p)
 }
@@ -188,79 +162,38 @@ func (r *Replica) noteAbsentLocked(p engine.AbsentPoint) {
 	r.absent = append(r.absent, p)
 }
 
-// noteRepairedBlocksLocked remembers damaged blocks of path whose key
-// ranges are repaired, so later reports of them cost nothing.
-func (r *Replica) noteRepairedBlocksLocked(path string, blocks []uint64) {
-	if len(blocks) == 0 {
-		return
-	}
-	if r.repairedBlocks == nil {
-		r.repairedBlocks = map[string]map[uint64]bool{}
-	}
-	if r.repairedBlocks[path] == nil {
-		r.repairedBlocks[path] = map[uint64]bool{}
-	}
-	for _, b := range blocks {
-		r.repairedBlocks[path][b] = true
-	}
-}
-
 // proposeRepair registers p under a new patch id and proposes it at once
 // if it may go now (else proposePending does).
-func (r *Replica) proposeRepair(p *pendingRepair) {
+func (r *Replica) proposeRepair(p *patch.Request) {
 	patchID := r.nextID.Add(1)
 	r.mu.Lock()
-	if r.pending == nil {
-		r.pending = map[uint64]*pendingRepair{}
-	}
-	if r.patchDetect == nil {
-		r.patchDetect = map[uint64]time.Time{}
-	}
-	r.pending[patchID] = p
-	r.patchDetect[patchID] = p.detected
+	r.repair.Add(patchID, p)
 	r.mu.Unlock()
 	// Lead from a replica that will not wait at this patch's entry.
 	r.handOffLeadership()
 	r.proposePending()
 }
 
-// proposePending proposes the patch requests that are not in flight: new
-// ones, ones whose proposal raft dropped (no leader), and ones not applied
-// within three patch timeouts (a leader change loses uncommitted
-// proposals). A request keeps its patch id: if two of its entries commit,
-// the second finds nothing waiting and is skipped.
+// proposePending proposes the patch requests that are not in flight
+// (patch.Tracker.Due): new ones, ones whose proposal raft dropped (no
+// leader), and ones not applied within three patch timeouts.
 func (r *Replica) proposePending() {
 	if !r.raftUp.Load() || r.leader.Load() == 0 {
 		return
 	}
 	now := r.opts.Clock.Now()
-	type out struct {
-		id  uint64
-		cmd *kvpb.Command
-	}
-	var send []out
 	r.mu.Lock()
-	for id, p := range r.pending {
-		if now.Before(p.retryAfter) {
-			continue
-		}
-		if !p.proposedAt.IsZero() && now.Sub(p.proposedAt) < 3*r.opts.PatchTimeout {
-			continue
-		}
-		p.proposedAt = now
-		p.proposalID = r.nextID.Add(1)
-		send = append(send, out{id: p.proposalID, cmd: &kvpb.Command{ProposalId: p.proposalID, Patch: &kvpb.PatchRequest{
-			PatchId: id, CorruptedReplica: uint64(r.id), Ranges: rangesToProto(p.ranges),
-		}}})
-	}
+	due := r.repair.Due(now, 3*r.opts.PatchTimeout, func() uint64 { return r.nextID.Add(1) })
 	r.mu.Unlock()
-	for _, o := range send {
-		data, err := proto.Marshal(o.cmd)
+	for _, d := range due {
+		data, err := proto.Marshal(&kvpb.Command{ProposalId: d.ProposalID, Patch: &kvpb.PatchRequest{
+			PatchId: d.PatchID, CorruptedReplica: uint64(r.id), Ranges: keyspan.ToProto(d.Ranges),
+		}})
 		if err != nil {
 			continue
 		}
 		select {
-		case r.propc <- proposal{id: o.id, data: data}:
+		case r.propc <- proposal{id: d.ProposalID, data: data}:
 		case <-r.stopc:
 			return
 		}
@@ -272,19 +205,14 @@ func (r *Replica) proposePending() {
 func (r *Replica) proposalDropped(proposalID uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, p := range r.pending {
-		if p.proposalID == proposalID {
-			p.proposedAt = time.Time{}
-		}
-	}
+	r.repair.Dropped(proposalID)
 }
 
 // repairSpan is one damaged key range of a replica: what it lost (narrow:
 // reads refused, rows its peers send) and the span its patch excises
 // (wide).
 type repairSpan struct {
-	narrow, wide Range
-	blocks       []uint64 // offsets of the damaged data blocks (if known)
+	patch.Span
 	// absent, if set, is the left separator of wide when the damaged table
 	// provably does not hold it (narrow then starts just past it).
 	absent *engine.AbsentPoint
@@ -336,7 +264,7 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 				// keep the replica under repair forever.
 				continue
 			}
-			out = append(out, repairSpan{narrow: narrow, wide: wide, blocks: sp.Offsets, absent: absent})
+			out = append(out, repairSpan{Span: patch.Span{Narrow: narrow, Wide: wide, Blocks: sp.Offsets}, absent: absent})
 		}
 		if len(out) == 0 {
 			return nil
@@ -352,7 +280,7 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 	if rg.End != nil && bytes.Compare(rg.Start, rg.End) >= 0 {
 		return nil // nothing live in the table's bounds
 	}
-	return []repairSpan{{narrow: rg, wide: r.toShardEdges(rg)}}
+	return []repairSpan{{Span: patch.Span{Narrow: rg, Wide: r.toShardEdges(rg)}}}
 }
 
 // toShardEdges extends an excise span that reaches a bound of the shard to

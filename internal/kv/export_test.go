@@ -33,7 +33,7 @@ func (r *Replica) Verified() bool { return r.verified.Load() }
 func (r *Replica) Repairing() (recovering, pending int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return len(r.recovering), len(r.pending)
+	return len(r.repair.Recovering()), r.repair.Requests()
 }
 
 // Files returns where the replica keeps its files.

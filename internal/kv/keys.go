@@ -2,9 +2,8 @@ package kv
 
 import (
 	"bytes"
-	"sort"
 
-	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
@@ -110,75 +109,7 @@ func ValidateLimit(limit uint32) (int, error) {
 	return int(limit), nil
 }
 
-// Range is a user key range [Start, End); an empty End is unbounded. The
-// engine owns the type; the replica's API and the layout use it.
-type Range = engine.Range
-
-func rangesToProto(rs []Range) []*kvpb.KeyRange {
-	out := make([]*kvpb.KeyRange, len(rs))
-	for i, r := range rs {
-		out[i] = &kvpb.KeyRange{Start: r.Start, End: r.End}
-	}
-	return out
-}
-
-func rangesFromProto(rs []*kvpb.KeyRange) []Range {
-	out := make([]Range, len(rs))
-	for i, r := range rs {
-		out[i] = Range{Start: r.Start, End: r.End}
-	}
-	return out
-}
-
-// endBefore reports whether end a (exclusive, empty = unbounded) is below
-// end b.
-func endBefore(a, b []byte) bool {
-	if len(a) == 0 {
-		return false
-	}
-	return len(b) == 0 || bytes.Compare(a, b) < 0
-}
-
-// subtract returns the parts of r not covered by any of holes, in order.
-func subtract(r Range, holes []Range) []Range {
-	out := []Range{r}
-	for _, h := range holes {
-		var next []Range
-		for _, p := range out {
-			if !p.Overlaps(h) {
-				next = append(next, p)
-				continue
-			}
-			if bytes.Compare(p.Start, h.Start) < 0 {
-				next = append(next, Range{Start: p.Start, End: h.Start})
-			}
-			if len(h.End) != 0 && endBefore(h.End, p.End) {
-				next = append(next, Range{Start: h.End, End: p.End})
-			}
-		}
-		out = next
-	}
-	return out
-}
-
-// covers reports whether the union of pieces covers r.
-func covers(pieces []Range, r Range) bool {
-	sorted := append([]Range(nil), pieces...)
-	sort.Slice(sorted, func(i, j int) bool { return bytes.Compare(sorted[i].Start, sorted[j].Start) < 0 })
-	at := r.Start
-	for _, p := range sorted {
-		if bytes.Compare(p.Start, at) > 0 {
-			break // a gap at at
-		}
-		if len(p.End) == 0 {
-			return true
-		}
-		if bytes.Compare(p.End, at) > 0 {
-			at = p.End
-		}
-		if len(r.End) != 0 && bytes.Compare(at, r.End) >= 0 {
-			return true
-		}
-	}
-	return false
-}
+// Range is a user key range [Start, End); an empty End is unbounded.
+// internal/kv/keyspan owns the type and its set operations; the replica's
+// API, the engine and the layout use it.
+type Range = keyspan.Range

@@ -85,9 +85,12 @@ type Options struct {
 	MaxOpenTxns int
 	// Clock stamps events (durations measured for reports), dates the
 	// deadlines of raft log repair at open, and is the time base of
-	// proposal ids (it must move forward between a replica's runs).
-	// Default the system clock. Raft ticks and request timeouts are
-	// timers on the wall clock.
+	// proposal ids (it must move forward between a replica's runs). Raft
+	// ticks, the repair tick, the scrubber, request and patch timeouts and
+	// retry backoffs are timers on it (base.After, base.NewTicker): on a
+	// base.ManualClock a replica moves only when the clock is advanced.
+	// Calls to peers (Transport) carry wall-clock deadlines, as gRPC does.
+	// Default the system clock.
 	Clock base.Clock
 	// OnRepair, if set, is called after each completed repair (experiments,
 	// metrics). It runs on the replica's apply worker: it must not block.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/patch"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
@@ -188,25 +189,18 @@ type Replica struct {
 	appliedCh chan struct{} // closed when applied advances
 	waiters   map[uint64]chan proposalResult
 	reads     map[string]chan uint64 // read index requests by context
-	// recovering lists ranges whose data this replica lost and is repairing;
-	// reads in them are refused (CORRUPTION) until the patch is in.
-	recovering []Range
+	// repair is the DIRECT repair state: ranges refused to reads (CORRUPTION)
+	// until their patch is in, patch requests and the pieces received.
+	repair patch.Tracker
 	// absent lists keys that damaged tables of this replica provably do not
 	// hold (engine/tableid.go): repair reads take them with the table left
 	// out.
 	absent      []engine.AbsentPoint
 	detectedAt  time.Time
-	patchDetect map[uint64]time.Time      // detection time by patch id (OnRepair)
-	pending     map[uint64]*pendingRepair // proposed patch requests by id
-	repaired    map[string][]Range        // ranges patched, by damaged file
-	// repairedBlocks are damaged data blocks (file offsets) of a file whose
-	// ranges are patched.
-	repairedBlocks map[string]map[uint64]bool
-	patches        map[uint64]*patchParts
-	patchSig       chan struct{}
-	down           bool  // crash baseline: no reads until rebuilt
-	logFailed      error // the raft log failed to persist; the replica is out
-	needRebuild    bool
+	patchSig    chan struct{} // closed and replaced when a patch adds pieces
+	down        bool          // crash baseline: no reads until rebuilt
+	logFailed   error         // the raft log failed to persist; the replica is out
+	needRebuild bool
 	// rebuildTarget is the least applied index a rebuild must reach (a raft
 	// snapshot's index).
 	rebuildTarget uint64
@@ -242,7 +236,6 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		queueSig:  make(chan struct{}, 1),
 		appliedCh: make(chan struct{}),
 		waiters:   map[uint64]chan proposalResult{},
-		patches:   map[uint64]*patchParts{},
 		patchSig:  make(chan struct{}),
 		txns:      map[uint64]*txn{},
 	}
@@ -481,7 +474,7 @@ func (r *Replica) repairLog() {
 			break
 		}
 		select {
-		case <-time.After(min(time.Duration(attempt+1)*20*time.Millisecond, 500*time.Millisecond)):
+		case <-base.After(r.opts.Clock, min(time.Duration(attempt+1)*20*time.Millisecond, 500*time.Millisecond)):
 		case <-r.stopc:
 			return
 		}
@@ -636,7 +629,7 @@ func (r *Replica) verifyEngine() {
 			_, _, _ = r.Scrub()
 		}
 		select {
-		case <-time.After(200 * time.Millisecond):
+		case <-base.After(r.opts.Clock, 200*time.Millisecond):
 		case <-r.stopc:
 			return
 		}
@@ -739,11 +732,11 @@ func (r *Replica) unavailable() error {
 
 func (r *Replica) raftLoop() {
 	defer r.wg.Done()
-	ticker := time.NewTicker(r.opts.TickInterval)
-	defer ticker.Stop()
+	tick, stopTick := base.NewTicker(r.opts.Clock, r.opts.TickInterval)
+	defer stopTick()
 	for {
 		select {
-		case <-ticker.C:
+		case <-tick:
 			floorTerm, floorIndex, floored := r.log.VoteFloor()
 			if floored && !r.IsLeader() {
 				// A replica whose log lost entries it may have acknowledged
@@ -995,8 +988,7 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 		delete(r.waiters, id)
 		r.mu.Unlock()
 	}()
-	timer := time.NewTimer(r.opts.ProposalTimeout)
-	defer timer.Stop()
+	timeout := base.After(r.opts.Clock, r.opts.ProposalTimeout)
 	select {
 	case r.propc <- proposal{id: id, data: data}:
 	case <-ctx.Done():
@@ -1010,7 +1002,7 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 		return res.index, res.err
 	case <-ctx.Done():
 		return 0, ctx.Err()
-	case <-timer.C:
+	case <-timeout:
 		return 0, fmt.Errorf("kv: %s: proposal not applied within %v: %w", r, r.opts.ProposalTimeout, context.DeadlineExceeded)
 	case <-r.stopc:
 		return 0, fmt.Errorf("kv: %s stopped with a proposal in flight (outcome unknown): %w", r, r.unavailable())
@@ -1040,8 +1032,7 @@ func (r *Replica) appliedIndex() (uint64, <-chan struct{}) {
 }
 
 func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
-	timer := time.NewTimer(r.opts.ReadTimeout)
-	defer timer.Stop()
+	timeout := base.After(r.opts.Clock, r.opts.ReadTimeout)
 	for {
 		applied, ch := r.appliedIndex()
 		if applied >= index {
@@ -1051,7 +1042,7 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
 		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-timer.C:
+		case <-timeout:
 			return fmt.Errorf("kv: %s: index %d not applied within %v (at %d): %w", r, index, r.opts.ReadTimeout, applied, context.DeadlineExceeded)
 		case <-r.stopc:
 			return r.unavailable()
@@ -1085,14 +1076,13 @@ func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
 	}()
 	// A read index that raft drops (no leader, leadership lost) never
 	// answers; bound the wait well below the client's deadline.
-	timer := time.NewTimer(min(r.opts.ReadTimeout, 20*r.opts.TickInterval*time.Duration(r.opts.ElectionTicks)))
-	defer timer.Stop()
+	timeout := base.After(r.opts.Clock, min(r.opts.ReadTimeout, 20*r.opts.TickInterval*time.Duration(r.opts.ElectionTicks)))
 	select {
 	case idx := <-ch:
 		return idx, nil
 	case <-ctx.Done():
 		return 0, ctx.Err()
-	case <-timer.C:
+	case <-timeout:
 		return 0, NewError(kvpb.ErrorDetail_NOT_LEADER, "%s: read index not confirmed", r)
 	case <-r.stopc:
 		return 0, r.unavailable()
@@ -1141,10 +1131,8 @@ func (r *Replica) readable(rg Range) error {
 	if r.down || r.needRebuild {
 		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
 	}
-	for _, rec := range r.recovering {
-		if rec.Overlaps(rg) {
-			return base.CorruptionErrorf("kv: %s: range %s is under repair", r, rec)
-		}
+	if rec, refused := r.repair.Refused(rg); refused {
+		return base.CorruptionErrorf("kv: %s: range %s is under repair", r, rec)
 	}
 	return nil
 }
@@ -1214,7 +1202,7 @@ func (r *Replica) Stats() ReplicaStats {
 func (r *Replica) RepairsPending() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	n := len(r.pending) + len(r.recovering)
+	n := r.repair.Requests() + len(r.repair.Recovering())
 	if r.down || r.needRebuild {
 		n++
 	}
@@ -1290,7 +1278,7 @@ func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
 	state := "healthy"
 	r.mu.Lock()
 	st := r.stats.clone()
-	pending := len(r.pending)
+	pending, recovering := r.repair.Requests(), r.repair.Recovering()
 	switch {
 	case r.Failed() != nil:
 		state = "fail-stopped: " + r.Failed().Error()
@@ -1300,8 +1288,8 @@ func (r *Replica) Status() (*kvpb.ReplicaStatusResponse, error) {
 		state = "repairing raft log: " + r.logRepair
 	case r.down || r.needRebuild:
 		state = "rebuilding (" + r.rebuildReason + ")"
-	case len(r.recovering) > 0:
-		state = fmt.Sprintf("repairing %v", r.recovering)
+	case len(recovering) > 0:
+		state = fmt.Sprintf("repairing %v", recovering)
 	case !r.verified.Load():
 		state = "checking engine against its digest"
 	}

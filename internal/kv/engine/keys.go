@@ -2,7 +2,8 @@ package engine
 
 import (
 	"bytes"
-	"fmt"
+
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
 )
 
 // Pebble key layout of a replica's state machine: user keys live under
@@ -41,25 +42,6 @@ func PebbleSpan(start, end []byte) ([]byte, []byte) {
 	return s, UserKey(end)
 }
 
-// Range is a user key range [Start, End); an empty End is unbounded.
-type Range struct {
-	Start, End []byte
-}
-
-func (r Range) String() string {
-	if len(r.End) == 0 {
-		return fmt.Sprintf("[%q, +inf)", r.Start)
-	}
-	return fmt.Sprintf("[%q, %q)", r.Start, r.End)
-}
-
-// Contains reports whether k is in r.
-func (r Range) Contains(k []byte) bool {
-	return bytes.Compare(k, r.Start) >= 0 && (len(r.End) == 0 || bytes.Compare(k, r.End) < 0)
-}
-
-// Overlaps reports whether r and o share a key.
-func (r Range) Overlaps(o Range) bool {
-	return (len(o.End) == 0 || bytes.Compare(r.Start, o.End) < 0) &&
-		(len(r.End) == 0 || bytes.Compare(o.Start, r.End) < 0)
-}
+// Range is a user key range [Start, End); an empty End is unbounded
+// (internal/kv/keyspan owns it and its set operations).
+type Range = keyspan.Range
