@@ -16,6 +16,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
@@ -117,7 +118,7 @@ cluster of 'kv serve'.`,
 				if err != nil {
 					return err
 				}
-				l, err := kv.LayoutFromProto(m)
+				l, err := kvapi.LayoutFromProto(m)
 				if err != nil {
 					return err
 				}
@@ -155,7 +156,7 @@ func staticKVClient(addrs, splits string, tlsF *clientTLSFlags) (*kvclient.Clien
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
-	return kvclient.New(kv.UniformLayout(ids, splitList(splits)...), m, kvclient.Options{TLS: tc})
+	return kvclient.New(kvapi.UniformLayout(ids, splitList(splits)...), m, kvclient.Options{TLS: tc})
 }
 
 // clusterKVClient is a client of the KV store that a cluster's storage

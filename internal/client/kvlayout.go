@@ -9,7 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
-	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/wire"
 )
@@ -43,7 +43,7 @@ func (c *Client) KVClient(ctx context.Context, opts kvclient.Options) (*kvclient
 	if err != nil {
 		return nil, err
 	}
-	layout, err := kv.LayoutFromProto(m)
+	layout, err := kvapi.LayoutFromProto(m)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/keyspan"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/patch"
 
 	pb "go.etcd.io/raft/v3/raftpb"
@@ -131,7 +132,7 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 			r.finish(cmd.ProposalId, idx, nil)
 		case errors.Is(err, engine.ErrConditionFailed):
 			r.advance(idx)
-			r.finish(cmd.ProposalId, idx, ErrConditionFailed)
+			r.finish(cmd.ProposalId, idx, kvapi.ErrConditionFailed)
 		default:
 			// This replica could not evaluate the entry (its conditions hit
 			// corruption): the outcome must not be guessed. A cascading error

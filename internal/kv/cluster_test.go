@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 )
@@ -134,7 +135,7 @@ func TestClusterBasicOps(t *testing.T) {
 	// Atomic batch with a failing condition applies nothing.
 	_, err = cl.Batch(ctx, []kvclient.Op{{Key: []byte("b1"), Value: []byte("1")}, {Key: []byte("b2"), Value: []byte("2")}},
 		[]kvclient.Condition{{Key: []byte("b1"), Exists: true, Value: []byte("nope")}})
-	if err != kv.ErrConditionFailed && !isReason(err, kv.ErrConditionFailed) {
+	if err != kvapi.ErrConditionFailed && !isReason(err, kvapi.ErrConditionFailed) {
 		t.Fatalf("batch condition: %v", err)
 	}
 	if _, found, _ := cl.Get(ctx, []byte("b2")); found {
@@ -143,8 +144,8 @@ func TestClusterBasicOps(t *testing.T) {
 	// Bad input.
 	for name, err := range map[string]error{
 		"empty key": func() error { _, err := cl.Put(ctx, nil, []byte("x")); return err }(),
-		"big key":   func() error { _, err := cl.Put(ctx, make([]byte, kv.MaxKeyBytes+1), nil); return err }(),
-		"big value": func() error { _, err := cl.Put(ctx, []byte("a"), make([]byte, kv.MaxValueBytes+1)); return err }(),
+		"big key":   func() error { _, err := cl.Put(ctx, make([]byte, kvapi.MaxKeyBytes+1), nil); return err }(),
+		"big value": func() error { _, err := cl.Put(ctx, []byte("a"), make([]byte, kvapi.MaxValueBytes+1)); return err }(),
 		"cross shard": func() error {
 			_, err := cl.Batch(ctx, []kvclient.Op{{Key: []byte("a")}, {Key: []byte("z")}}, nil)
 			return err
@@ -178,7 +179,7 @@ func TestClusterBasicOps(t *testing.T) {
 			return err
 		},
 		"scan limit": func() error {
-			_, err := kc.Scan(ctx, &kvpb.ScanRequest{Shard: 1, Limit: kv.MaxScanRows + 1})
+			_, err := kc.Scan(ctx, &kvpb.ScanRequest{Shard: 1, Limit: kvapi.MaxScanRows + 1})
 			return err
 		},
 		"unknown txn": func() error {
@@ -190,7 +191,7 @@ func TestClusterBasicOps(t *testing.T) {
 			return err
 		},
 	} {
-		if err := kv.FromStatus(call()); !base.IsInvalidArgument(err) {
+		if err := kvapi.FromStatus(call()); !base.IsInvalidArgument(err) {
 			t.Errorf("%s: err = %v; want invalid argument", name, err)
 		}
 	}
@@ -199,8 +200,8 @@ func TestClusterBasicOps(t *testing.T) {
 	}
 }
 
-func isReason(err error, target *kv.Error) bool {
-	e, ok := err.(*kv.Error)
+func isReason(err error, target *kvapi.Error) bool {
+	e, ok := err.(*kvapi.Error)
 	return ok && e.Reason == target.Reason
 }
 

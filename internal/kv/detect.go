@@ -2,6 +2,7 @@ package kv
 
 import (
 	"bytes"
+	"context"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -178,7 +179,7 @@ func (r *Replica) proposeRepair(p *patch.Request) {
 // (patch.Tracker.Due): new ones, ones whose proposal raft dropped (no
 // leader), and ones not applied within three patch timeouts.
 func (r *Replica) proposePending() {
-	if !r.raftUp.Load() || r.leader.Load() == 0 {
+	if !r.raft.Up() || r.raft.Leader() == 0 {
 		return
 	}
 	now := r.opts.Clock.Now()
@@ -192,10 +193,8 @@ func (r *Replica) proposePending() {
 		if err != nil {
 			continue
 		}
-		select {
-		case r.propc <- proposal{id: d.ProposalID, data: data}:
-		case <-r.stopc:
-			return
+		if r.raft.Propose(context.Background(), d.ProposalID, data) != nil {
+			return // stopped
 		}
 	}
 }

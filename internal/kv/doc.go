@@ -1,29 +1,43 @@
 // Package kv is the core of flashmend's replicated key-value store: a range
-// shard's replica (a raft group member, go.etcd.io/raft/v3 RawNode), its
-// state machine (its own Pebble instance on any vfs.FS) and DIRECT's KV
-// recovery (paper 000 section 4.1, 001 sections 4.1-4.2, ZippyDB-DIRECT).
-// The state machine itself (Pebble, the applied record, the digest) and
-// the block-level tools the recovery uses (re-read, isolate, patch ingest)
-// are internal/kv/engine. The node that hosts replicas and serves them over
-// gRPC is internal/kv/kvserver, the Go client internal/kv/kvclient, an
-// in-process cluster and the repair demo internal/kv/kvcluster.
+// shard's replica, which runs a raft group member, a state machine (its own
+// Pebble instance on any vfs.FS) and DIRECT's KV recovery (paper 000
+// section 4.1, 001 sections 4.1-4.2, ZippyDB-DIRECT), and does their I/O.
+// Its pieces live in subpackages, each one idea:
+//
+//   - internal/kv/raftnode: the raft member (the RawNode's loop, the vote
+//     floor, leadership handoff, the raft log's repair from peers at open);
+//   - internal/kv/patch: the repair state as a pure state machine (ranges
+//     refused to reads, patch requests and their proposals, the peers'
+//     pieces assembled range by range, what a patch entry settles);
+//   - internal/kv/engine: the state machine (Pebble, the applied record,
+//     the digest) and the block-level tools of the recovery (re-read,
+//     isolate, patch ingest, block merge);
+//   - internal/kv/keyspan: user key ranges and their set operations (pure);
+//   - internal/kv/kvapi: what servers and clients agree on (the shard map,
+//     the limits on input, the error reasons and their gRPC form);
+//   - internal/kv/kvserver: the node that hosts replicas and serves them
+//     over gRPC; internal/kv/kvclient the Go client; internal/kv/kvcluster
+//     an in-process cluster and the repair demo.
 //
 // # What it owns
 //
-//   - Replica (OpenReplica): a raft loop goroutine (the pure RawNode; it
-//     persists each Ready to internal/raftlog before sending) and an apply
-//     worker that applies committed entries to Pebble in log order. The
-//     apply worker is the state machine's only writer, and may block at a
-//     patch entry without stalling raft. The replica reaches its peers
-//     only through a Transport its host gives it.
+//   - Replica (OpenReplica): it runs its raft node (raftnode.Node, whose
+//     loop persists each Ready to internal/raftlog before sending) and an
+//     apply worker that applies committed entries to Pebble in log order.
+//     The apply worker is the state machine's only writer, and may block
+//     at a patch entry without stalling raft. The replica reaches its
+//     peers only through a Transport its host gives it.
 //   - The request semantics the services expose: consistency per read
 //     (Strong: read index on the leader or a follower; AfterIndex: any
 //     replica that applied a write's index; Eventual: any replica); atomic
 //     batches and compare-and-set within a shard; optimistic transactions
-//     on a leader's Pebble snapshot, validated at apply time; the limits on
-//     input (Validate*, MaxKeyBytes...).
-//   - The shard map (Layout, ShardSpec, Range) and the KV error reasons and
-//     their gRPC form (Error, ToStatus, FromStatus).
+//     on a leader's Pebble snapshot, validated at apply time.
+//   - The I/O of DIRECT's recovery around the pure patch.Tracker: Pebble's
+//     corruption reports, re-read and isolation, proposing patch requests,
+//     scanning and sending pieces, waiting for them, ingesting, block
+//     merge, rebuilds from a peer's state, and the background scrubber.
+//   - Time: every tick, timeout and backoff is on Options.Clock (base.After,
+//     base.NewTicker); calls to peers carry wall-clock gRPC deadlines.
 //
 // # Where a replica keeps what (every file, and what protects it)
 //
@@ -181,8 +195,8 @@
 // rebuilt, while the others serve; bit rot in every file of every replica
 // at UBER up to 1e-6 is repaired by patches and raft log entries from
 // peers (`flashmend experiments run uber-restart-kv`). Membership is static
-// (Layout): the coordinator places the shards once (coord KVLayout) and a
-// replica never moves to another node. Scans are paged
-// by rows and bytes (kvclient's ScanEach). FetchState sends a whole shard in one
+// (kvapi.Layout): the coordinator places the shards once (coord KVLayout)
+// and a replica never moves to another node. Scans are paged by rows and
+// bytes (kvclient's ScanEach). FetchState sends a whole shard in one
 // message (at most 1 GiB).
 package kv

@@ -23,7 +23,7 @@ func (r *Replica) LockSM() (sm *engine.StateMachine, unlock func()) {
 func (r *Replica) RaftLog() *raftlog.Log { return r.log }
 
 // RaftUp reports whether the raft loop runs (the log is whole).
-func (r *Replica) RaftUp() bool { return r.raftUp.Load() }
+func (r *Replica) RaftUp() bool { return r.raft.Up() }
 
 // Verified reports whether the engine was checked against its digest.
 func (r *Replica) Verified() bool { return r.verified.Load() }

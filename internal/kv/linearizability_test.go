@@ -15,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -195,7 +196,7 @@ func checkLinearizability(t *testing.T, nemesis string) {
 		for _, victim := range []*kv.Replica{c.Node(leader).Replica(1), c.Node(leader%3 + 1).Replica(1)} {
 			corruptReplica(t, victim, []byte(keys[rng.Intn(len(keys))]))
 			_, _, _, err := victim.Scan(ctx, nil, nil, 0, 0, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
-			if !base.IsCorruption(err) && !errors.Is(err, kv.ErrReplicaUnavailable) {
+			if !base.IsCorruption(err) && !errors.Is(err, kvapi.ErrReplicaUnavailable) {
 				// (Unavailable: a CAS evaluated on the damaged block first
 				// and the replica is already rebuilding.)
 				t.Fatalf("scan over damaged block: %v", err)

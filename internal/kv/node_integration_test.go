@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvserver"
 	"github.com/flashmend/flashmend/internal/node"
@@ -32,7 +33,7 @@ func TestKVOnStorageNodes(t *testing.T) {
 		t.Cleanup(func() { sn.Close() })
 		svcs[id], addrs[id] = svc, sn.Addr()
 	}
-	layout := kv.UniformLayout(ids, "m")
+	layout := kvapi.UniformLayout(ids, "m")
 	for _, id := range ids {
 		kn, err := kvserver.NewNode(kvserver.Config{ID: id, Layout: layout, Addrs: addrs, FS: vfs.Default, Dir: t.TempDir(),
 			Options: kv.Options{CacheBytes: -1}})

@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 )
 
 // RepairMode selects what a replica does when it finds corruption.
@@ -174,7 +175,7 @@ type ReplicaConfig struct {
 	Transport Transport
 	// Node is the node that hosts the replica; ID is its raft ID in Shard.
 	Node  base.NodeID
-	Shard ShardSpec
+	Shard kvapi.ShardSpec
 	ID    base.ReplicaID
 	// FS and Dir hold the replica's files: Dir/raft (the raft log) and
 	// Dir/pebble (the engine). The host puts FS behind internal/guardfs.

@@ -5,7 +5,12 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
 )
+
+// Range is a user key range [Start, End); an empty End is unbounded.
+// internal/kv/keyspan owns the type and its set operations.
+type Range = keyspan.Range
 
 // RepairEvent describes one completed repair of a replica, for experiments
 // and metrics (Options.OnRepair).

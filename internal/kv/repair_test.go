@@ -15,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -184,7 +185,7 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 			// The open transaction on the leader aborts only if the leader
 			// was the one repaired.
 			_, err = lr.TxnCommit(ctx, txnID, []*kvpb.Op{{Kind: kvpb.Op_PUT, Key: testKey(8), Value: []byte("t")}})
-			if role == "leader" && !errors.Is(err, kv.ErrTxnAborted) {
+			if role == "leader" && !errors.Is(err, kvapi.ErrTxnAborted) {
 				t.Fatalf("txn on repaired replica: %v; want aborted", err)
 			}
 			if role == "follower" && err != nil {

@@ -3,9 +3,8 @@ package kv
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"io"
-	"log"
 	"math"
 	"strings"
 	"sync"
@@ -13,10 +12,11 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/patch"
+	"github.com/flashmend/flashmend/internal/kv/raftnode"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
@@ -109,19 +109,9 @@ type Transport interface {
 	FetchBlock(ctx context.Context, from base.NodeID, req *kvpb.FetchBlockRequest) (*kvpb.FetchBlockResponse, error)
 }
 
-type proposal struct {
-	id   uint64
-	data []byte
-}
-
 type proposalResult struct {
 	index uint64
 	err   error
-}
-
-type readIndexRequest struct {
-	ctx []byte
-	ch  chan uint64
 }
 
 // applyTask is one unit of the apply worker's queue: a raft snapshot to
@@ -137,7 +127,7 @@ type applyTask struct {
 // Pebble state machine in log order.
 type Replica struct {
 	env   Transport
-	shard ShardSpec
+	shard kvapi.ShardSpec
 	id    base.ReplicaID
 	node  base.NodeID
 	opts  Options
@@ -145,17 +135,11 @@ type Replica struct {
 	dir   string
 	log   *raftlog.Log
 
-	rn         *raft.RawNode // owned by the raft loop
-	floorTicks int           // ticks skipped under a vote floor; owned by the raft loop
-	// stepDownPending: this replica's log lost entries it may have
-	// acknowledged; owned by the raft loop (see stepDownOnContact).
-	stepDownPending bool
-	propc           chan proposal
-	recvc           chan *pb.Message
-	readc           chan readIndexRequest
-	handoffc        chan struct{} // see handOffLeadership
-	corruptc        chan corruptionReport
-	smGen           atomic.Uint64 // generation of the Pebble instance (wipes)
+	// raft is the replica's member of its shard's raft group; its loop
+	// runs once the raft log is whole.
+	raft     *raftnode.Node
+	corruptc chan corruptionReport
+	smGen    atomic.Uint64 // generation of the Pebble instance (wipes)
 	// stopc is closed when the replica stops: by close, or by failStop
 	// (its engine failed). Every loop ends then.
 	stopc    chan struct{}
@@ -166,13 +150,10 @@ type Replica struct {
 	onFail func(*Replica, error)
 	wg     sync.WaitGroup
 
-	// raftUp is set once the raft loop runs (after the raft log is whole).
-	raftUp atomic.Bool
 	// verified is set once the engine's rows were checked against the
 	// applied digest (verifyEngine); reads wait for it.
 	verified atomic.Bool
 
-	leader   atomic.Uint64 // raft ID of the leader, 0 if unknown
 	nextID   atomic.Uint64
 	queueMu  sync.Mutex
 	queue    []applyTask
@@ -188,7 +169,6 @@ type Replica struct {
 	applied   uint64
 	appliedCh chan struct{} // closed when applied advances
 	waiters   map[uint64]chan proposalResult
-	reads     map[string]chan uint64 // read index requests by context
 	// repair is the DIRECT repair state: ranges refused to reads (CORRUPTION)
 	// until their patch is in, patch requests and the pieces received.
 	repair patch.Tracker
@@ -227,10 +207,6 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	fs, dir, opts, shard := cfg.FS, cfg.Dir, cfg.Options, cfg.Shard
 	r := &Replica{
 		env: cfg.Transport, shard: shard, id: cfg.ID, node: cfg.Node, opts: opts, fs: fs, dir: dir, onFail: cfg.OnFail,
-		propc:     make(chan proposal, 256),
-		recvc:     make(chan *pb.Message, 4096),
-		readc:     make(chan readIndexRequest, 256),
-		handoffc:  make(chan struct{}, 1),
 		corruptc:  make(chan corruptionReport, 64),
 		stopc:     make(chan struct{}),
 		queueSig:  make(chan struct{}, 1),
@@ -249,6 +225,8 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		return nil, err
 	}
 	r.log = lg
+	r.raft = raftnode.New(raftnode.Config{ID: uint64(cfg.ID), Log: lg, ElectionTicks: opts.ElectionTicks, HeartbeatTicks: opts.HeartbeatTicks,
+		TickInterval: opts.TickInterval, Clock: opts.Clock, Host: (*raftHost)(r), Stop: r.stopc})
 	if cfg.Replaced {
 		// Before anything else is created: a fresh replica whose engine
 		// then fails to open leaves a directory that a restart opens as it
@@ -338,90 +316,15 @@ func (r *Replica) startRaft() error {
 		r.setRebuild(first-1, rebuildBehindLog)
 	}
 	applied = max(applied, snap.GetMetadata().GetIndex(), first-1)
-	rn, err := r.newRawNode(applied)
-	if err != nil {
+	if err := r.raft.Open(applied); err != nil {
 		return err
 	}
-	r.rn = rn
-	// A log that lost entries this replica may have acknowledged carries a
-	// vote floor. The current leader may still believe this replica holds
-	// them (raft never lowers a follower's match index), so at the first
-	// contact the replica moves past the leader's term: the leader steps
-	// down, and the next one probes this replica's log afresh.
-	_, _, r.stepDownPending = r.log.VoteFloor()
-	r.raftUp.Store(true)
 	r.wg.Add(1)
 	go r.raftLoop()
 	if r.needsRebuild() {
 		r.enqueue(applyTask{})
 	}
 	return nil
-}
-
-func (r *Replica) newRawNode(applied uint64) (*raft.RawNode, error) {
-	rn, err := raft.NewRawNode(&raft.Config{
-		ID:              uint64(r.id),
-		ElectionTick:    r.opts.ElectionTicks,
-		HeartbeatTick:   r.opts.HeartbeatTicks,
-		Storage:         r.log,
-		Applied:         applied,
-		MaxSizePerMsg:   1 << 20,
-		MaxInflightMsgs: 256,
-		CheckQuorum:     true,
-		PreVote:         true,
-		Logger:          &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("kv: raft node for %s/%s: %w", r.shard.ID, r.id, err)
-	}
-	return rn, nil
-}
-
-// stepDownOnContact handles the first message from a leader after this
-// replica's log lost entries it may have acknowledged (stepDownPending):
-// it persists a term one past the leader's, recreates the RawNode on it
-// and drops the message. Its next reply makes that leader step down; the
-// next leader starts with no belief about this replica's log.
-func (r *Replica) stepDownOnContact(m *pb.Message) bool {
-	if !r.stepDownPending {
-		return false
-	}
-	switch m.GetType() {
-	case pb.MessageType_MsgApp, pb.MessageType_MsgHeartbeat, pb.MessageType_MsgSnap:
-	default:
-		return false
-	}
-	st := r.rn.Status()
-	if m.GetTerm() < st.GetTerm() {
-		return false
-	}
-	hs := &pb.HardState{Term: proto.Uint64(m.GetTerm() + 1), Vote: proto.Uint64(0), Commit: proto.Uint64(st.GetCommit())}
-	if err := r.log.Save(hs, nil, nil); err != nil {
-		return false
-	}
-	rn, err := r.newRawNode(st.Applied)
-	if err != nil {
-		return false
-	}
-	r.rn = rn
-	r.stepDownPending = false
-	return true
-}
-
-// clampCommit keeps a heartbeat's commit index within this replica's log.
-// A leader sends min(its commit, its match index for us); after this
-// replica's log lost entries (cut or recreated), that match index is stale
-// and raft would panic on a commit index past our last entry. Our entries
-// up to our last index are a prefix of what the leader matched, so
-// committing up to there is what the leader meant.
-func (r *Replica) clampCommit(m *pb.Message) {
-	if m.GetType() != pb.MessageType_MsgHeartbeat {
-		return
-	}
-	last, _ := r.log.LastIndex()
-	if m.GetCommit() > last {
-		m.Commit = proto.Uint64(last)
-	}
 }
 
 // setRebuild marks the replica for a rebuild to at least target, keeping
@@ -450,40 +353,20 @@ func (r *Replica) logRepairTimeout() time.Duration {
 }
 
 // repairLog repairs a raft log that lost entries in both copies from the
-// peers' logs (raftlog.Log.Offer), seals it, and starts raft.
+// peers' logs (raftnode.RepairLog), seals it, and starts raft.
 func (r *Replica) repairLog() {
 	defer r.wg.Done()
-	deadline := r.opts.Clock.Now().Add(r.logRepairTimeout())
-	for attempt := 0; ; attempt++ {
-		d := r.log.Damage()
-		if len(d.Holes) == 0 {
-			break // only an unknown tail may be left: Seal keeps a vote floor
-		}
-		// Each hole with its anchor (the intact entry after it) on its own:
-		// a peer's answer stops at the peer's own first hole, so one span
-		// from our first hole would leave later holes to other rounds.
-		for _, h := range d.Holes {
-			r.fetchAndOffer(h.Lo, h.Hi+1)
-		}
-		// What anchors could not prove, committed entries can: from just
-		// past our commit index (see raftlog.Log.Offer).
-		if lo, hi, ok := r.log.RepairSpan(); ok && len(r.log.Damage().Holes) > 0 {
-			r.fetchAndOffer(lo, hi)
-		}
-		if len(r.log.Damage().Holes) == 0 || r.opts.Clock.Now().After(deadline) {
-			break
-		}
-		select {
-		case <-base.After(r.opts.Clock, min(time.Duration(attempt+1)*20*time.Millisecond, 500*time.Millisecond)):
-		case <-r.stopc:
-			return
-		}
-	}
-	var err error
-	if len(r.log.Damage().Holes) == 0 {
-		err = r.log.Seal()
-	} else {
-		err = r.log.GiveUp()
+	err := raftnode.RepairLog(raftnode.LogRepair{
+		Log: r.log, Peers: r.peers, Fetch: r.fetchEntries, FetchTimeout: time.Second,
+		Timeout: r.logRepairTimeout(), Clock: r.opts.Clock, Stop: r.stopc,
+		Filled: func(n int) {
+			r.mu.Lock()
+			r.stats.LogEntriesFilled += uint64(n)
+			r.mu.Unlock()
+		},
+	})
+	if errors.Is(err, raftnode.ErrStopped) {
+		return
 	}
 	r.mu.Lock()
 	r.logRepair = ""
@@ -501,41 +384,27 @@ func (r *Replica) repairLog() {
 	}
 }
 
-// fetchAndOffer asks every peer for the entries [lo, hi] of its log and
-// offers what each returns to the damaged log, until nothing is missing
-// there.
-func (r *Replica) fetchAndOffer(lo, hi uint64) {
+// peers returns the nodes of the shard's other replicas.
+func (r *Replica) peers() []base.NodeID {
+	var out []base.NodeID
 	for rid, node := range r.shard.Replicas {
-		if rid == r.id || r.stopped() {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := r.env.FetchEntries(ctx, node, &kvpb.FetchEntriesRequest{
-			Shard: uint64(r.shard.ID), Lo: lo, Hi: hi, MaxBytes: 4 << 20})
-		cancel()
-		if err != nil {
-			continue
-		}
-		ents, err := decodeEntries(resp)
-		if err != nil {
-			continue
-		}
-		n, err := r.log.Offer(ents, resp.Commit)
-		if err == nil && n > 0 {
-			r.mu.Lock()
-			r.stats.LogEntriesFilled += uint64(n)
-			r.mu.Unlock()
-		}
-		missing := false
-		for _, h := range r.log.Damage().Holes {
-			if h.Lo <= hi && h.Hi >= lo {
-				missing = true
-			}
-		}
-		if !missing {
-			return
+		if rid != r.id {
+			out = append(out, node)
 		}
 	}
+	return out
+}
+
+// fetchEntries asks the replica on node from for the entries [lo, hi] of
+// its raft log.
+func (r *Replica) fetchEntries(ctx context.Context, from base.NodeID, lo, hi uint64) ([]*pb.Entry, uint64, error) {
+	resp, err := r.env.FetchEntries(ctx, from, &kvpb.FetchEntriesRequest{
+		Shard: uint64(r.shard.ID), Lo: lo, Hi: hi, MaxBytes: 4 << 20})
+	if err != nil {
+		return nil, 0, err
+	}
+	ents, err := decodeEntries(resp)
+	return ents, resp.Commit, err
 }
 
 // decodeEntries checks a FetchEntries response end to end and decodes it.
@@ -723,60 +592,62 @@ func (r *Replica) Failed() error {
 // unavailable is the error of a request to a stopped replica.
 func (r *Replica) unavailable() error {
 	if err := r.Failed(); err != nil {
-		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s fail-stopped: %v", r, err)
+		return kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s fail-stopped: %v", r, err)
 	}
-	return ErrReplicaUnavailable
+	return kvapi.ErrReplicaUnavailable
 }
 
 // ---- raft loop -------------------------------------------------------------
 
+// raftLoop runs the raft node until the replica stops or its raft log
+// cannot persist: then the replica stops participating and refuses
+// requests.
 func (r *Replica) raftLoop() {
 	defer r.wg.Done()
-	tick, stopTick := base.NewTicker(r.opts.Clock, r.opts.TickInterval)
-	defer stopTick()
-	for {
-		select {
-		case <-tick:
-			floorTerm, floorIndex, floored := r.log.VoteFloor()
-			if floored && !r.IsLeader() {
-				// A replica whose log lost entries it may have acknowledged
-				// does not campaign until the floor is lifted (see
-				// raftlog.Log.VoteFloor): it lets a replica that holds them
-				// lead, and asks that leader for a barrier entry.
-				r.maybeProposeBarrier(floorTerm, floorIndex)
-				break
-			}
-			r.rn.Tick()
-		case p := <-r.propc:
-			if err := r.rn.Propose(p.data); err != nil {
-				r.finish(p.id, 0, NewError(kvpb.ErrorDetail_NOT_LEADER, "proposal dropped: %v", err))
-				r.proposalDropped(p.id)
-			}
-		case m := <-r.recvc:
-			if r.refuseVote(m) || r.stepDownOnContact(m) {
-				break
-			}
-			r.clampCommit(m)
-			_ = r.rn.Step(m)
-		case <-r.handoffc:
-			r.transferLeadership()
-		case req := <-r.readc:
-			r.rn.ReadIndex(req.ctx)
-			r.mu.Lock()
-			r.readWaiters()[string(req.ctx)] = req.ch
-			r.mu.Unlock()
-		case <-r.stopc:
-			return
-		}
-		if err := r.handleReady(); err != nil {
-			// The raft log cannot persist: stop participating (raft must
-			// never send what it did not persist) and refuse requests.
-			r.mu.Lock()
-			r.logFailed = err
-			r.mu.Unlock()
-			return
-		}
+	if err := r.raft.Run(); err != nil {
+		r.mu.Lock()
+		r.logFailed = err
+		r.mu.Unlock()
 	}
+}
+
+// raftHost is the replica as its raft node's host (raftnode.Host).
+type raftHost Replica
+
+func (h *raftHost) Send(msgs []*pb.Message) { h.env.SendRaft(h.shard.ID, msgs) }
+
+func (h *raftHost) Apply(snapshotIndex uint64, entries []*pb.Entry) {
+	(*Replica)(h).enqueue(applyTask{snapshotIndex: snapshotIndex, entries: entries})
+}
+
+func (h *raftHost) Dropped(id uint64, err error) {
+	r := (*Replica)(h)
+	r.finish(id, 0, kvapi.NewError(kvpb.ErrorDetail_NOT_LEADER, "proposal dropped: %v", err))
+	r.proposalDropped(id)
+}
+
+// Barrier is the barrier entry that lifts this replica's vote floor when
+// it applies here (applyBarrier); its nonce is kept until then.
+func (h *raftHost) Barrier() []byte {
+	r := (*Replica)(h)
+	r.mu.Lock()
+	nonce := r.barrier
+	if nonce == 0 {
+		nonce = r.nextID.Add(1)
+		r.barrier = nonce
+	}
+	r.mu.Unlock()
+	data, err := proto.Marshal(&kvpb.Command{Barrier: &kvpb.Barrier{Replica: uint64(r.id), Nonce: nonce}})
+	if err != nil {
+		return nil
+	}
+	return data
+}
+
+func (h *raftHost) HandedOff() {
+	h.mu.Lock()
+	h.stats.LeaderHandoffs++
+	h.mu.Unlock()
 }
 
 // handOffLeadership asks the raft loop to give this replica's leadership to
@@ -791,123 +662,7 @@ func (r *Replica) handOffLeadership() {
 	if r.opts.Mode != RepairDirect || !r.IsLeader() {
 		return
 	}
-	select {
-	case r.handoffc <- struct{}{}:
-	default: // one is already asked for
-	}
-}
-
-// transferLeadership (raft loop) starts a leadership transfer to the
-// follower whose log is the most complete, unless one is under way or this
-// replica no longer leads. Raft transfers only to a follower that caught
-// up (it sends MsgTimeoutNow then), and falls back to this leader after an
-// election timeout if the follower does not take over; proposals made
-// meanwhile are dropped and their clients retry.
-func (r *Replica) transferLeadership() {
-	st := r.rn.Status()
-	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
-		return
-	}
-	var to, best uint64
-	for id, pr := range st.Progress {
-		if id == uint64(r.id) || pr.IsLearner {
-			continue
-		}
-		if to == 0 || pr.Match > best || (pr.Match == best && id < to) {
-			to, best = id, pr.Match
-		}
-	}
-	if to == 0 {
-		return
-	}
-	r.rn.TransferLeader(to)
-	r.mu.Lock()
-	r.stats.LeaderHandoffs++
-	r.mu.Unlock()
-}
-
-// refuseVote drops a vote request for a candidate whose log is behind this
-// replica's vote floor (entries the replica may have acknowledged before
-// its log lost them: electing that candidate could lose committed entries).
-func (r *Replica) refuseVote(m *pb.Message) bool {
-	if t := m.GetType(); t != pb.MessageType_MsgVote && t != pb.MessageType_MsgPreVote {
-		return false
-	}
-	floorTerm, floorIndex, ok := r.log.VoteFloor()
-	if !ok {
-		return false
-	}
-	return m.GetLogTerm() < floorTerm || (m.GetLogTerm() == floorTerm && m.GetIndex() < floorIndex)
-}
-
-// maybeProposeBarrier proposes, at most once per election timeout, the
-// barrier entry that lifts this replica's vote floor once applied here.
-func (r *Replica) maybeProposeBarrier(floorTerm, floorIndex uint64) {
-	if r.leader.Load() == 0 {
-		return
-	}
-	r.mu.Lock()
-	nonce := r.barrier
-	if nonce == 0 {
-		nonce = r.nextID.Add(1)
-		r.barrier = nonce
-	}
-	r.mu.Unlock()
-	r.floorTicks++
-	if r.floorTicks%r.opts.ElectionTicks != 1 {
-		return
-	}
-	data, err := proto.Marshal(&kvpb.Command{Barrier: &kvpb.Barrier{Replica: uint64(r.id), Nonce: nonce}})
-	if err != nil {
-		return
-	}
-	_ = r.rn.Propose(data)
-}
-
-// readWaiters is created lazily; callers hold r.mu.
-func (r *Replica) readWaiters() map[string]chan uint64 {
-	if r.reads == nil {
-		r.reads = map[string]chan uint64{}
-	}
-	return r.reads
-}
-
-func (r *Replica) handleReady() error {
-	for r.rn.HasReady() {
-		rd := r.rn.Ready()
-		if rd.SoftState != nil {
-			r.leader.Store(rd.SoftState.Lead)
-		}
-		if err := r.log.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
-			return err
-		}
-		r.env.SendRaft(r.shard.ID, rd.Messages)
-		if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
-			r.enqueue(applyTask{snapshotIndex: rd.Snapshot.GetMetadata().GetIndex()})
-		}
-		if len(rd.CommittedEntries) > 0 {
-			r.enqueue(applyTask{entries: rd.CommittedEntries})
-		}
-		if len(rd.ReadStates) > 0 {
-			r.mu.Lock()
-			for _, rs := range rd.ReadStates {
-				if ch, ok := r.readWaiters()[string(rs.RequestCtx)]; ok {
-					ch <- rs.Index
-					delete(r.reads, string(rs.RequestCtx))
-				}
-			}
-			r.mu.Unlock()
-		}
-		r.rn.Advance(rd)
-		// A snapshot message carries only the snapshot point; the follower
-		// fetches the state itself, so the send is as good as done.
-		for _, m := range rd.Messages {
-			if m.GetType() == pb.MessageType_MsgSnap {
-				r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
-			}
-		}
-	}
-	return nil
+	r.raft.TransferLeadership()
 }
 
 func (r *Replica) enqueue(t applyTask) {
@@ -920,25 +675,20 @@ func (r *Replica) enqueue(t applyTask) {
 	}
 }
 
-// Step hands a received raft message to the loop; a full queue drops it
-// (raft tolerates lost messages).
-func (r *Replica) Step(m *pb.Message) {
-	select {
-	case r.recvc <- m:
-	default:
-	}
-}
+// Step hands a received raft message to the raft loop; a full queue drops
+// it (raft tolerates lost messages).
+func (r *Replica) Step(m *pb.Message) { r.raft.Step(m) }
 
 // IsLeader reports whether this replica leads its shard.
-func (r *Replica) IsLeader() bool { return r.leader.Load() == uint64(r.id) }
+func (r *Replica) IsLeader() bool { return r.raft.Leader() == uint64(r.id) }
 
 // leaderNode is the node of the current leader, or 0.
 func (r *Replica) leaderNode() base.NodeID {
-	return r.shard.Replicas[base.ReplicaID(r.leader.Load())]
+	return r.shard.Replicas[base.ReplicaID(r.raft.Leader())]
 }
 
 // Shard returns the shard this replica belongs to.
-func (r *Replica) Shard() ShardSpec { return r.shard }
+func (r *Replica) Shard() kvapi.ShardSpec { return r.shard }
 
 // ID returns the replica's raft ID.
 func (r *Replica) ID() base.ReplicaID { return r.id }
@@ -989,12 +739,10 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 		r.mu.Unlock()
 	}()
 	timeout := base.After(r.opts.Clock, r.opts.ProposalTimeout)
-	select {
-	case r.propc <- proposal{id: id, data: data}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-r.stopc:
+	if err := r.raft.Propose(ctx, id, data); errors.Is(err, raftnode.ErrStopped) {
 		return 0, r.unavailable()
+	} else if err != nil {
+		return 0, err
 	}
 	// From here on the entry may be in the log: every failure is ambiguous.
 	select {
@@ -1006,19 +754,6 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 		return 0, fmt.Errorf("kv: %s: proposal not applied within %v: %w", r, r.opts.ProposalTimeout, context.DeadlineExceeded)
 	case <-r.stopc:
 		return 0, fmt.Errorf("kv: %s stopped with a proposal in flight (outcome unknown): %w", r, r.unavailable())
-	}
-}
-
-// proposeAsync submits cmd without waiting (patch requests).
-func (r *Replica) proposeAsync(cmd *kvpb.Command) {
-	cmd.ProposalId = r.nextID.Add(1)
-	data, err := proto.Marshal(cmd)
-	if err != nil {
-		return
-	}
-	select {
-	case r.propc <- proposal{id: cmd.ProposalId, data: data}:
-	case <-r.stopc:
 	}
 }
 
@@ -1053,40 +788,19 @@ func (r *Replica) waitApplied(ctx context.Context, index uint64) error {
 // readIndex runs raft's read index protocol and returns the index a
 // linearizable read must wait for.
 func (r *Replica) readIndex(ctx context.Context) (uint64, error) {
-	if !r.raftUp.Load() {
-		return 0, NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft not running yet (raft log repair)", r)
+	if !r.raft.Up() {
+		return 0, kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft not running yet (raft log repair)", r)
 	}
-	reqCtx := make([]byte, 8)
-	id := r.nextID.Add(1)
-	for i := range reqCtx {
-		reqCtx[i] = byte(id >> (8 * i))
-	}
-	ch := make(chan uint64, 1)
-	select {
-	case r.readc <- readIndexRequest{ctx: reqCtx, ch: ch}:
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-r.stopc:
-		return 0, r.unavailable()
-	}
-	defer func() {
-		r.mu.Lock()
-		delete(r.readWaiters(), string(reqCtx))
-		r.mu.Unlock()
-	}()
 	// A read index that raft drops (no leader, leadership lost) never
 	// answers; bound the wait well below the client's deadline.
-	timeout := base.After(r.opts.Clock, min(r.opts.ReadTimeout, 20*r.opts.TickInterval*time.Duration(r.opts.ElectionTicks)))
-	select {
-	case idx := <-ch:
-		return idx, nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	case <-timeout:
-		return 0, NewError(kvpb.ErrorDetail_NOT_LEADER, "%s: read index not confirmed", r)
-	case <-r.stopc:
+	idx, err := r.raft.ReadIndex(ctx, r.nextID.Add(1), min(r.opts.ReadTimeout, 20*r.opts.TickInterval*time.Duration(r.opts.ElectionTicks)))
+	switch {
+	case errors.Is(err, raftnode.ErrStopped):
 		return 0, r.unavailable()
+	case errors.Is(err, raftnode.ErrNotConfirmed):
+		return 0, kvapi.NewError(kvpb.ErrorDetail_NOT_LEADER, "%s: read index not confirmed", r)
 	}
+	return idx, err
 }
 
 // prepareRead waits until this replica may serve a read with opts.
@@ -1113,23 +827,23 @@ func (r *Replica) readable(rg Range) error {
 		return r.unavailable()
 	}
 	if !r.verified.Load() {
-		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is checking its engine against its digest", r)
+		return kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is checking its engine against its digest", r)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.logFailed != nil {
-		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft log failed: %v", r, r.logFailed)
+		return kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: raft log failed: %v", r, r.logFailed)
 	}
 	if r.logRepair != "" {
-		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is repairing its raft log (%s)", r, r.logRepair)
+		return kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is repairing its raft log (%s)", r, r.logRepair)
 	}
 	if _, _, floored := r.log.VoteFloor(); floored {
 		// It lost entries it had acknowledged (or everything): until it
 		// holds them again its state is behind what it once served.
-		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is catching up on raft entries it lost", r)
+		return kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is catching up on raft entries it lost", r)
 	}
 	if r.down || r.needRebuild {
-		return NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
+		return kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s is rebuilding", r)
 	}
 	if rec, refused := r.repair.Refused(rg); refused {
 		return base.CorruptionErrorf("kv: %s: range %s is under repair", r, rec)
@@ -1181,7 +895,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit, maxBytes i
 // Write proposes a batch; this replica must lead the shard.
 func (r *Replica) Write(ctx context.Context, b *kvpb.WriteBatch) (uint64, error) {
 	if !r.IsLeader() {
-		return 0, &Error{Reason: kvpb.ErrorDetail_NOT_LEADER, Leader: r.leaderNode(), Msg: r.String() + " is not the leader"}
+		return 0, &kvapi.Error{Reason: kvpb.ErrorDetail_NOT_LEADER, Leader: r.leaderNode(), Msg: r.String() + " is not the leader"}
 	}
 	return r.propose(ctx, &kvpb.Command{Write: b})
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -49,7 +50,7 @@ func TestScanPagesByBytes(t *testing.T) {
 			t.Fatalf("row %d: %q", i, r.Key)
 		}
 	}
-	if rows, err := cl.Scan(ctx, nil, nil, kv.MaxScanRows+5, kvclient.Eventual()); err != nil || len(rows) != n {
+	if rows, err := cl.Scan(ctx, nil, nil, kvapi.MaxScanRows+5, kvclient.Eventual()); err != nil || len(rows) != n {
 		t.Fatalf("limit above MaxScanRows: %d rows, %v", len(rows), err)
 	}
 	if rows, err := cl.Scan(ctx, testKey(10), nil, 1500); err != nil || len(rows) != 1500 || string(rows[0].Key) != string(testKey(10)) {
@@ -59,20 +60,20 @@ func TestScanPagesByBytes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, more, _, err := c.Node(leader).Replica(2).Scan(ctx, nil, nil, 0, kv.DefaultScanPageBytes, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	page, more, _, err := c.Node(leader).Replica(2).Scan(ctx, nil, nil, 0, kvapi.DefaultScanPageBytes, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	bytes := 0
 	for _, r := range page {
 		bytes += engine.RowBytes(r)
 	}
-	if err != nil || !more || bytes < kv.DefaultScanPageBytes || bytes > kv.DefaultScanPageBytes+5000 {
+	if err != nil || !more || bytes < kvapi.DefaultScanPageBytes || bytes > kvapi.DefaultScanPageBytes+5000 {
 		t.Fatalf("one page: %d rows, %d bytes, more=%v, %v", len(page), bytes, more, err)
 	}
 	kc, err := cl.KVClient(leader)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: 2, MaxBytes: kv.MaxScanPageBytes + 1})
-	if !base.IsInvalidArgument(kv.FromStatus(err)) {
+	_, err = kc.Scan(ctx, &kvpb.ScanRequest{Shard: 2, MaxBytes: kvapi.MaxScanPageBytes + 1})
+	if !base.IsInvalidArgument(kvapi.FromStatus(err)) {
 		t.Fatalf("oversized page: %v", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -18,7 +19,7 @@ func (r *Replica) Scrub() (files, damaged int, err error) {
 	r.smMu.RLock()
 	if r.smClosed {
 		r.smMu.RUnlock()
-		return 0, 0, ErrReplicaUnavailable
+		return 0, 0, kvapi.ErrReplicaUnavailable
 	}
 	levels, err := r.sm.DB().SSTables()
 	readerOpts := r.sm.Opts().MakeReaderOptions()

@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 
 	"github.com/cockroachdb/pebble/v2"
 
@@ -58,7 +59,7 @@ func (r *Replica) invalidateSnapshots() {
 // TxnBegin opens a transaction at a linearizable point.
 func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
 	if !r.IsLeader() {
-		return 0, &Error{Reason: kvpb.ErrorDetail_NOT_LEADER, Leader: r.leaderNode(), Msg: r.String() + " is not the leader"}
+		return 0, &kvapi.Error{Reason: kvpb.ErrorDetail_NOT_LEADER, Leader: r.leaderNode(), Msg: r.String() + " is not the leader"}
 	}
 	if err := r.prepareRead(ctx, &kvpb.ReadOptions{Consistency: kvpb.Consistency_STRONG}); err != nil {
 		return 0, err
@@ -66,12 +67,12 @@ func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
 	if err := r.readable(Range{}); err != nil {
 		// A replica under repair cannot offer a whole snapshot; the client
 		// retries (the leader may move, or the repair finishes).
-		return 0, NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %v", r, err)
+		return 0, kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %v", r, err)
 	}
 	r.smMu.RLock()
 	if r.smClosed {
 		r.smMu.RUnlock()
-		return 0, ErrReplicaUnavailable
+		return 0, kvapi.ErrReplicaUnavailable
 	}
 	snap := r.sm.DB().NewSnapshot()
 	r.smMu.RUnlock()
@@ -79,7 +80,7 @@ func (r *Replica) TxnBegin(ctx context.Context) (uint64, error) {
 	defer r.mu.Unlock()
 	if len(r.txns) >= r.opts.MaxOpenTxns {
 		_ = snap.Close()
-		return 0, NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %d transactions open", r, len(r.txns))
+		return 0, kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "%s: %d transactions open", r, len(r.txns))
 	}
 	t := &txn{id: r.nextID.Add(1), snap: snap, epoch: r.epoch}
 	r.txns[t.id] = t
@@ -94,7 +95,7 @@ func (r *Replica) openTxn(id uint64) (*txn, error) {
 		return nil, base.InvalidArgumentf("kv: %s: no open transaction %d", r, id)
 	}
 	if t.invalid || t.epoch != r.epoch {
-		return nil, NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot invalidated by a repair", r, id)
+		return nil, kvapi.NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot invalidated by a repair", r, id)
 	}
 	return t, nil
 }
@@ -109,7 +110,7 @@ func (r *Replica) TxnGet(id uint64, key []byte) ([]byte, bool, error) {
 	var found bool
 	t.mu.Lock()
 	if t.snap == nil {
-		err = NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
+		err = kvapi.NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
 		v, found, err = engine.Get(t.snap, key)
 	}
@@ -134,7 +135,7 @@ func (r *Replica) TxnScan(id uint64, start, end []byte, limit int) ([]*kvpb.KeyV
 	var more bool
 	t.mu.Lock()
 	if t.snap == nil {
-		err = NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
+		err = kvapi.NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
 		rows, more, err = engine.Scan(t.snap, start, end, limit)
 	}
@@ -163,12 +164,12 @@ func (r *Replica) TxnCommit(ctx context.Context, id uint64, ops []*kvpb.Op) (uin
 	r.mu.Lock()
 	b := &kvpb.WriteBatch{Ops: ops, Conditions: t.conds, Scans: t.scans}
 	r.mu.Unlock()
-	if err := ValidateBatch(b); err != nil {
+	if err := kvapi.ValidateBatch(b); err != nil {
 		return 0, err
 	}
 	idx, err := r.Write(ctx, b)
-	if errors.Is(err, ErrConditionFailed) {
-		return 0, NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d read changed", r, id)
+	if errors.Is(err, kvapi.ErrConditionFailed) {
+		return 0, kvapi.NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d read changed", r, id)
 	}
 	return idx, err
 }

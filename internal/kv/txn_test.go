@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -94,7 +95,7 @@ func TestTxnCountersAreSerializable(t *testing.T) {
 	r.TxnScan(id, []byte("s"), []byte("t"), 0)
 	cl.Put(ctx, []byte("s3"), []byte("phantom"))
 	_, err = r.TxnCommit(ctx, id, []*kvpb.Op{{Kind: kvpb.Op_PUT, Key: []byte("s9"), Value: []byte("x")}})
-	if !errors.Is(err, kv.ErrTxnAborted) {
+	if !errors.Is(err, kvapi.ErrTxnAborted) {
 		t.Fatalf("phantom: %v; want aborted", err)
 	}
 }

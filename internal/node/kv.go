@@ -17,8 +17,8 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
-	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvserver"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
@@ -84,7 +84,7 @@ func (n *Node) kvLoop(ctx context.Context) {
 		case <-time.After(n.cfg.HeartbeatInterval):
 		}
 	}
-	layout, err := kv.LayoutFromProto(m)
+	layout, err := kvapi.LayoutFromProto(m)
 	if err != nil {
 		n.cfg.Logf("node %s: kv: the coordinator's layout: %v", n.id, err)
 		return

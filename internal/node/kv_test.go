@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/coord"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -79,7 +80,7 @@ func TestNodesHostKV(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout, err := kv.LayoutFromProto(resp.Layout)
+	layout, err := kvapi.LayoutFromProto(resp.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/reparo"
@@ -60,7 +61,7 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	layout, err := kv.LayoutFromProto(resp.Layout)
+	layout, err := kvapi.LayoutFromProto(resp.Layout)
 	if err != nil {
 		t.Fatal(err)
 	}

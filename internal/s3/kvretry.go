@@ -6,7 +6,7 @@ import (
 	"errors"
 
 	"github.com/flashmend/flashmend/internal/base"
-	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 )
 
@@ -26,7 +26,7 @@ type retryKV struct {
 
 // retryable reports whether err leaves the outcome unknown.
 func retryable(err error) bool {
-	return err != nil && !base.IsInvalidArgument(err) && !errors.Is(err, kv.ErrConditionFailed)
+	return err != nil && !base.IsInvalidArgument(err) && !errors.Is(err, kvapi.ErrConditionFailed)
 }
 
 func (k *retryKV) do(ctx context.Context, what string, op func() error) error {
@@ -93,7 +93,7 @@ func (k *retryKV) DeleteIf(ctx context.Context, key, value []byte) (bool, error)
 		unknown = unknown || retryable(err)
 		return err
 	})
-	if errors.Is(err, kv.ErrConditionFailed) {
+	if errors.Is(err, kvapi.ErrConditionFailed) {
 		if !unknown {
 			return false, nil
 		}

@@ -16,7 +16,8 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
-	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/tlsconf"
 )
 
@@ -55,7 +56,7 @@ type Options struct {
 // retries transparently on another replica when one reports corruption, so
 // the application sees correct data (DIRECT 4.1: reads that hit corruption).
 type Client struct {
-	layout kv.Layout
+	layout kvapi.Layout
 	opts   Options
 
 	mu      sync.Mutex
@@ -68,7 +69,7 @@ type Client struct {
 }
 
 // New connects lazily to the nodes at addrs.
-func New(layout kv.Layout, addrs map[base.NodeID]string, opts Options) (*Client, error) {
+func New(layout kvapi.Layout, addrs map[base.NodeID]string, opts Options) (*Client, error) {
 	if err := layout.Validate(); err != nil {
 		return nil, err
 	}
@@ -100,7 +101,7 @@ func New(layout kv.Layout, addrs map[base.NodeID]string, opts Options) (*Client,
 }
 
 // Layout returns the shard map the client routes by.
-func (c *Client) Layout() *kv.Layout { return &c.layout }
+func (c *Client) Layout() *kvapi.Layout { return &c.layout }
 
 // Close closes the connections.
 func (c *Client) Close() error {
@@ -152,7 +153,7 @@ func (c *Client) AdminClient(n base.NodeID) (kvpb.KVAdminClient, error) {
 
 // order lists the nodes to try: the believed leader first for strong
 // requests, a random replica first otherwise.
-func (c *Client) order(shard kv.ShardSpec, preferLeader bool) []base.NodeID {
+func (c *Client) order(shard kvapi.ShardSpec, preferLeader bool) []base.NodeID {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var nodes []base.NodeID
@@ -184,7 +185,7 @@ func (c *Client) order(shard kv.ShardSpec, preferLeader bool) []base.NodeID {
 // retryable classifies an error: whether another replica (or the same one
 // later) may succeed, and whether the request certainly did not take effect.
 func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
-	var kerr *kv.Error
+	var kerr *kvapi.Error
 	if errors.As(err, &kerr) {
 		switch kerr.Reason {
 		case kvpb.ErrorDetail_NOT_LEADER, kvpb.ErrorDetail_REPLICA_UNAVAILABLE:
@@ -211,7 +212,7 @@ func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 //
 // A write (preferLeader and not a read) is re-sent only on errors that prove
 // it was not proposed.
-func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idempotent bool, call func(context.Context, kvpb.KVClient) error) error {
+func (c *Client) do(ctx context.Context, shard kvapi.ShardSpec, preferLeader, idempotent bool, call func(context.Context, kvpb.KVClient) error) error {
 	var last error
 	var queue []base.NodeID
 	deadline := c.opts.Clock.Now().Add(c.opts.RetryTimeout)
@@ -248,7 +249,7 @@ func (c *Client) do(ctx context.Context, shard kv.ShardSpec, preferLeader, idemp
 		if idempotent && c.opts.AttemptTimeout > 0 {
 			actx, cancel = context.WithTimeout(ctx, c.opts.AttemptTimeout)
 		}
-		err = kv.FromStatus(call(actx, kc))
+		err = kvapi.FromStatus(call(actx, kc))
 		// The server may end the call a moment before the client's timer
 		// fires (the deadline travels with the call), so its
 		// DeadlineExceeded counts as the attempt's timeout too.
@@ -327,7 +328,7 @@ func readOptions(opts []ReadOption) *kvpb.ReadOptions {
 
 // Get reads key. found is false if the key does not exist.
 func (c *Client) Get(ctx context.Context, key []byte, opts ...ReadOption) (value []byte, found bool, err error) {
-	if err := kv.ValidateKey(key); err != nil {
+	if err := kvapi.ValidateKey(key); err != nil {
 		return nil, false, err
 	}
 	shard := c.layout.ShardFor(key)
@@ -373,7 +374,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 // the given consistency; a strong scan is linearizable page by page, not
 // as a whole. An error from fn stops the scan and is returned.
 func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn func(KeyValue) error, opts ...ReadOption) error {
-	if err := kv.ValidateRange(start, end); err != nil {
+	if err := kvapi.ValidateRange(start, end); err != nil {
 		return err
 	}
 	if limit < 0 {
@@ -382,7 +383,7 @@ func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn 
 	ro := readOptions(opts)
 	seen := 0
 	for _, shard := range c.layout.Shards {
-		if !shard.Range.Overlaps(kv.Range{Start: start, End: end}) {
+		if !shard.Range.Overlaps(keyspan.Range{Start: start, End: end}) {
 			continue
 		}
 		from := start
@@ -390,7 +391,7 @@ func (c *Client) ScanEach(ctx context.Context, start, end []byte, limit int, fn 
 			if limit > 0 && seen >= limit {
 				return nil
 			}
-			page := kv.MaxScanRows
+			page := kvapi.MaxScanRows
 			if limit > 0 {
 				page = min(page, limit-seen)
 			}
@@ -449,7 +450,7 @@ func (c *Client) Batch(ctx context.Context, ops []Op, conds []Condition) (uint64
 	for _, cd := range conds {
 		b.Conditions = append(b.Conditions, &kvpb.Condition{Key: cd.Key, Exists: cd.Exists, Value: cd.Value})
 	}
-	if err := kv.ValidateBatch(b); err != nil {
+	if err := kvapi.ValidateBatch(b); err != nil {
 		return 0, err
 	}
 	shard := c.layout.ShardFor(ops[0].Key)
@@ -489,7 +490,7 @@ func (c *Client) Delete(ctx context.Context, key []byte) (uint64, error) {
 // is absent). It reports whether the swap happened.
 func (c *Client) CompareAndSet(ctx context.Context, key, old, value []byte) (bool, error) {
 	_, err := c.Batch(ctx, []Op{{Key: key, Value: value}}, []Condition{{Key: key, Exists: old != nil, Value: old}})
-	if errors.Is(err, kv.ErrConditionFailed) {
+	if errors.Is(err, kvapi.ErrConditionFailed) {
 		return false, nil
 	}
 	return err == nil, err
@@ -499,7 +500,7 @@ func (c *Client) CompareAndSet(ctx context.Context, key, old, value []byte) (boo
 // snapshot, writes are buffered, commit validates the reads through the log.
 type Txn struct {
 	c      *Client
-	shard  kv.ShardSpec
+	shard  kvapi.ShardSpec
 	node   base.NodeID
 	id     uint64
 	writes []*kvpb.Op
@@ -508,7 +509,7 @@ type Txn struct {
 
 // Get reads key as of the transaction's snapshot (or its own writes).
 func (t *Txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	if err := kv.ValidateKey(key); err != nil {
+	if err := kvapi.ValidateKey(key); err != nil {
 		return nil, false, err
 	}
 	if !t.shard.Range.Contains(key) {
@@ -523,7 +524,7 @@ func (t *Txn) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
 	}
 	resp, err := kc.Get(ctx, &kvpb.GetRequest{Shard: uint64(t.shard.ID), Key: key, TxnId: t.id})
 	if err != nil {
-		return nil, false, kv.FromStatus(err)
+		return nil, false, kvapi.FromStatus(err)
 	}
 	return resp.Value, resp.Found, nil
 }
@@ -537,7 +538,7 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 	}
 	resp, err := kc.Scan(ctx, &kvpb.ScanRequest{Shard: uint64(t.shard.ID), Start: start, End: end, Limit: uint32(limit), TxnId: t.id})
 	if err != nil {
-		return nil, kv.FromStatus(err)
+		return nil, kvapi.FromStatus(err)
 	}
 	out := make([]KeyValue, 0, len(resp.Rows))
 	for _, r := range resp.Rows {
@@ -548,10 +549,10 @@ func (t *Txn) Scan(ctx context.Context, start, end []byte, limit int) ([]KeyValu
 
 // Put buffers a write.
 func (t *Txn) Put(key, value []byte) error {
-	if err := kv.ValidateKey(key); err != nil {
+	if err := kvapi.ValidateKey(key); err != nil {
 		return err
 	}
-	if err := kv.ValidateValue(value); err != nil {
+	if err := kvapi.ValidateValue(value); err != nil {
 		return err
 	}
 	if !t.shard.Range.Contains(key) {
@@ -567,7 +568,7 @@ func (t *Txn) Put(key, value []byte) error {
 
 // Delete buffers a delete.
 func (t *Txn) Delete(key []byte) error {
-	if err := kv.ValidateKey(key); err != nil {
+	if err := kvapi.ValidateKey(key); err != nil {
 		return err
 	}
 	if !t.shard.Range.Contains(key) {
@@ -605,7 +606,7 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 			kc, err = c.KVClient(t.node)
 			if err == nil {
 				_, err = kc.TxnCommit(ctx, &kvpb.TxnCommitRequest{Shard: uint64(shard.ID), TxnId: t.id, Ops: t.writes})
-				err = kv.FromStatus(err)
+				err = kvapi.FromStatus(err)
 			}
 			if err == nil {
 				return attempt, nil
@@ -613,7 +614,7 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 		} else if kc, kerr := c.KVClient(t.node); kerr == nil {
 			_, _ = kc.TxnAbort(ctx, &kvpb.TxnAbortRequest{Shard: uint64(shard.ID), TxnId: t.id})
 		}
-		if retry, _ := retryable(err, false); !errors.Is(err, kv.ErrTxnAborted) && !retry {
+		if retry, _ := retryable(err, false); !errors.Is(err, kvapi.ErrTxnAborted) && !retry {
 			return attempt, err
 		}
 		select {
@@ -622,5 +623,5 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 			return attempt, ctx.Err()
 		}
 	}
-	return c.opts.TxnRetries, fmt.Errorf("kv: transaction aborted %d times: %w", c.opts.TxnRetries, kv.ErrTxnAborted)
+	return c.opts.TxnRetries, fmt.Errorf("kv: transaction aborted %d times: %w", c.opts.TxnRetries, kvapi.ErrTxnAborted)
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
-	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 )
 
 // stallServer answers reads with a fixed value, or, when stalled, holds
@@ -58,7 +58,7 @@ func TestReadSkipsStalledReplica(t *testing.T) {
 	stalled := &stallServer{stalled: true, writes: make(chan struct{}, 10)}
 	healthy := &stallServer{writes: make(chan struct{}, 10)}
 	addrs := map[base.NodeID]string{1: serve(t, stalled), 2: serve(t, healthy)}
-	c, err := New(kv.UniformLayout([]base.NodeID{1, 2}), addrs, Options{AttemptTimeout: 200 * time.Millisecond})
+	c, err := New(kvapi.UniformLayout([]base.NodeID{1, 2}), addrs, Options{AttemptTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func TestReadSkipsStalledReplica(t *testing.T) {
 	}
 
 	// With the timeout off, the read waits for the stalled replica.
-	off, err := New(kv.UniformLayout([]base.NodeID{1, 2}), addrs, Options{AttemptTimeout: -1})
+	off, err := New(kvapi.UniformLayout([]base.NodeID{1, 2}), addrs, Options{AttemptTimeout: -1})
 	if err != nil {
 		t.Fatal(err)
 	}

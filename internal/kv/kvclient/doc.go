@@ -2,7 +2,7 @@
 //
 // # What it owns
 //
-//   - Routing: a key goes to the shard of the kv.Layout that holds it, a
+//   - Routing: a key goes to the shard of the kvapi.Layout that holds it, a
 //     strong request to the believed leader first (learned from NOT_LEADER
 //     hints), an eventual read to a replica chosen by a seeded generator.
 //   - Retries: a read that meets corruption, an unavailable replica or a

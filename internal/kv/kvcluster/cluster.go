@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvserver"
 )
@@ -40,7 +41,7 @@ type Config struct {
 // Cluster is a running in-process cluster.
 type Cluster struct {
 	cfg    Config
-	Layout kv.Layout
+	Layout kvapi.Layout
 	Addrs  map[base.NodeID]string
 
 	mu    sync.Mutex
@@ -84,7 +85,7 @@ func Start(cfg Config) (*Cluster, error) {
 		listeners[id] = lis
 		c.Addrs[id] = lis.Addr().String()
 	}
-	c.Layout = kv.UniformLayout(ids, cfg.Splits...)
+	c.Layout = kvapi.UniformLayout(ids, cfg.Splits...)
 	if err := c.Layout.Validate(); err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@
 // # What it owns
 //
 //   - Cluster (Start): N nodes, every shard replicated on every node
-//     (kv.UniformLayout), stopped, crashed (engines closed without a flush)
+//     (kvapi.UniformLayout), stopped, crashed (engines closed without a flush)
 //     and restarted on their old address and files.
 //   - RunRepairDemo: DIRECT's KV experiment in miniature: load a 3-node
 //     cluster, damage one sstable data block on a follower, keep reading

@@ -29,7 +29,7 @@
 // # Invariants
 //
 //   - A request reaches a replica only if its keys lie in the replica's
-//     shard; errors travel as kv.ToStatus codes with an ErrorDetail.
+//     shard; errors travel as kvapi.ToStatus codes with an ErrorDetail.
 //
 // # Failure model
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
 	"github.com/flashmend/flashmend/internal/torture/faultfs"
@@ -75,7 +76,7 @@ func TestWriteErrorOnManifestFailStopsReplica(t *testing.T) {
 		t.Fatalf("failure %v does not say the engine failed on its MANIFEST", err)
 	}
 	_, _, _, err = old.Get(ctx, key(0), &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
-	var kerr *kv.Error
+	var kerr *kvapi.Error
 	if !errors.As(err, &kerr) || kerr.Reason != kvpb.ErrorDetail_REPLICA_UNAVAILABLE || !strings.Contains(err.Error(), "fail-stopped") {
 		t.Fatalf("read from the fail-stopped replica: %v, want REPLICA_UNAVAILABLE saying it fail-stopped", err)
 	}

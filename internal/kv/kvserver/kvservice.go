@@ -6,6 +6,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 )
 
 // kvServer is the client API. Every handler validates its input first.
@@ -28,42 +29,42 @@ func (s *kvServer) shardReplica(shard uint64, keys ...[]byte) (*kv.Replica, erro
 }
 
 func (s *kvServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
-	if err := kv.ValidateKey(req.Key); err != nil {
-		return nil, kv.ToStatus(err)
+	if err := kvapi.ValidateKey(req.Key); err != nil {
+		return nil, kvapi.ToStatus(err)
 	}
 	r, err := s.shardReplica(req.Shard, req.Key)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	if req.TxnId != 0 {
 		v, found, err := r.TxnGet(req.TxnId, req.Key)
 		if err != nil {
-			return nil, kv.ToStatus(err)
+			return nil, kvapi.ToStatus(err)
 		}
 		return &kvpb.GetResponse{Found: found, Value: v}, nil
 	}
 	v, found, applied, err := r.Get(ctx, req.Key, req.Read)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	return &kvpb.GetResponse{Found: found, Value: v, AppliedIndex: applied}, nil
 }
 
 func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
-	if err := kv.ValidateRange(req.Start, req.End); err != nil {
-		return nil, kv.ToStatus(err)
+	if err := kvapi.ValidateRange(req.Start, req.End); err != nil {
+		return nil, kvapi.ToStatus(err)
 	}
-	limit, err := kv.ValidateLimit(req.Limit)
+	limit, err := kvapi.ValidateLimit(req.Limit)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
-	pageBytes, err := kv.ValidatePageBytes(req.MaxBytes)
+	pageBytes, err := kvapi.ValidatePageBytes(req.MaxBytes)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	r, err := s.shardReplica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	// Clip to the shard.
 	start, end := req.Start, req.End
@@ -79,19 +80,19 @@ func (s *kvServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 	if req.TxnId != 0 {
 		rows, more, err := r.TxnScan(req.TxnId, start, end, limit)
 		if err != nil {
-			return nil, kv.ToStatus(err)
+			return nil, kvapi.ToStatus(err)
 		}
 		return &kvpb.ScanResponse{Rows: rows, More: more}, nil
 	}
 	rows, more, applied, err := r.Scan(ctx, start, end, limit, pageBytes, req.Read)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	return &kvpb.ScanResponse{Rows: rows, More: more, AppliedIndex: applied}, nil
 }
 
 func (s *kvServer) batchReplica(shard uint64, b *kvpb.WriteBatch) (*kv.Replica, error) {
-	if err := kv.ValidateBatch(b); err != nil {
+	if err := kvapi.ValidateBatch(b); err != nil {
 		return nil, err
 	}
 	var keys [][]byte
@@ -107,14 +108,14 @@ func (s *kvServer) batchReplica(shard uint64, b *kvpb.WriteBatch) (*kv.Replica, 
 func (s *kvServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvpb.WriteResponse, error) {
 	r, err := s.batchReplica(req.Shard, req.Batch)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	if len(req.Batch.Scans) > 0 {
-		return nil, kv.ToStatus(base.InvalidArgumentf("kv: scan validation is for transactions only"))
+		return nil, kvapi.ToStatus(base.InvalidArgumentf("kv: scan validation is for transactions only"))
 	}
 	idx, err := r.Write(ctx, req.Batch)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	return &kvpb.WriteResponse{Index: idx}, nil
 }
@@ -122,11 +123,11 @@ func (s *kvServer) Write(ctx context.Context, req *kvpb.WriteRequest) (*kvpb.Wri
 func (s *kvServer) TxnBegin(ctx context.Context, req *kvpb.TxnBeginRequest) (*kvpb.TxnBeginResponse, error) {
 	r, err := s.shardReplica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	id, err := r.TxnBegin(ctx)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	return &kvpb.TxnBeginResponse{TxnId: id}, nil
 }
@@ -134,17 +135,17 @@ func (s *kvServer) TxnBegin(ctx context.Context, req *kvpb.TxnBeginRequest) (*kv
 func (s *kvServer) TxnCommit(ctx context.Context, req *kvpb.TxnCommitRequest) (*kvpb.WriteResponse, error) {
 	r, err := s.shardReplica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	for _, op := range req.Ops {
 		if !r.Shard().Range.Contains(op.Key) {
 			r.TxnAbort(req.TxnId)
-			return nil, kv.ToStatus(base.InvalidArgumentf("kv: key %q is not in shard %s", op.Key, r.Shard().ID))
+			return nil, kvapi.ToStatus(base.InvalidArgumentf("kv: key %q is not in shard %s", op.Key, r.Shard().ID))
 		}
 	}
 	idx, err := r.TxnCommit(ctx, req.TxnId, req.Ops)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	return &kvpb.WriteResponse{Index: idx}, nil
 }
@@ -152,7 +153,7 @@ func (s *kvServer) TxnCommit(ctx context.Context, req *kvpb.TxnCommitRequest) (*
 func (s *kvServer) TxnAbort(_ context.Context, req *kvpb.TxnAbortRequest) (*kvpb.TxnAbortResponse, error) {
 	r, err := s.shardReplica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	r.TxnAbort(req.TxnId)
 	return &kvpb.TxnAbortResponse{}, nil

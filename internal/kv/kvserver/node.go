@@ -21,12 +21,13 @@ import (
 	"github.com/flashmend/flashmend/internal/guardfs"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/engine"
+	"github.com/flashmend/flashmend/internal/kv/kvapi"
 )
 
 // Config configures the KV part of one storage node.
 type Config struct {
 	ID     base.NodeID
-	Layout kv.Layout
+	Layout kvapi.Layout
 	// Addrs gives every node's gRPC address (loopback in tests); Resolve,
 	// when set, is asked instead, whenever the node connects to a peer
 	// (nodes that listen on a port chosen at start move when they
@@ -161,7 +162,7 @@ func (n *Node) Failures() []ReplicaFailure {
 
 // replaceReplica moves a replica that cannot open out of the way and
 // starts a fresh one in its place.
-func (n *Node) replaceReplica(s kv.ShardSpec, rid base.ReplicaID, dir string, openErr error) (*kv.Replica, error) {
+func (n *Node) replaceReplica(s kvapi.ShardSpec, rid base.ReplicaID, dir string, openErr error) (*kv.Replica, error) {
 	f := ReplicaFailure{Shard: s.ID, Dir: dir, Err: openErr}
 	defer func() {
 		n.mu.Lock()
@@ -181,7 +182,7 @@ func (n *Node) replaceReplica(s kv.ShardSpec, rid base.ReplicaID, dir string, op
 }
 
 // replicaConfig is the configuration of this node's replica rid of s.
-func (n *Node) replicaConfig(s kv.ShardSpec, rid base.ReplicaID, dir string, replaced bool) kv.ReplicaConfig {
+func (n *Node) replicaConfig(s kvapi.ShardSpec, rid base.ReplicaID, dir string, replaced bool) kv.ReplicaConfig {
 	return kv.ReplicaConfig{Transport: n, Node: n.cfg.ID, Shard: s, ID: rid, FS: n.guard, Dir: dir,
 		Options: n.cfg.Options, Replaced: replaced, OnFail: n.replicaFailed}
 }
@@ -353,7 +354,7 @@ func (svc *Service) Attach(n *Node) { svc.n.Store(n) }
 func (svc *Service) replica(shard uint64) (*kv.Replica, error) {
 	n := svc.n.Load()
 	if n == nil {
-		return nil, kv.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "kv service not attached to a node yet")
+		return nil, kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "kv service not attached to a node yet")
 	}
 	return n.replica(shard)
 }
@@ -606,7 +607,7 @@ func (n *Node) FetchEntries(ctx context.Context, from base.NodeID, req *kvpb.Fet
 	}
 	resp, err := kvpb.NewReplicationClient(c).FetchEntries(ctx, req, grpc.MaxCallRecvMsgSize(64<<20))
 	n.noteErr(from, err)
-	return resp, kv.FromStatus(err)
+	return resp, kvapi.FromStatus(err)
 }
 
 // FetchBlock asks a peer for its copies of an sstable data block
@@ -618,7 +619,7 @@ func (n *Node) FetchBlock(ctx context.Context, from base.NodeID, req *kvpb.Fetch
 	}
 	resp, err := kvpb.NewReplicationClient(c).FetchBlock(ctx, req, grpc.MaxCallRecvMsgSize(256<<20))
 	n.noteErr(from, err)
-	return resp, kv.FromStatus(err)
+	return resp, kvapi.FromStatus(err)
 }
 
 // FetchState asks a peer for its whole state of shard (kv.Transport).
@@ -629,7 +630,7 @@ func (n *Node) FetchState(ctx context.Context, from base.NodeID, shard base.Shar
 	}
 	resp, err := kvpb.NewReplicationClient(c).FetchState(ctx, &kvpb.FetchStateRequest{Shard: uint64(shard)}, grpc.MaxCallRecvMsgSize(1<<30))
 	n.noteErr(from, err)
-	return resp, kv.FromStatus(err)
+	return resp, kvapi.FromStatus(err)
 }
 
 func (n *Node) replica(shard uint64) (*kv.Replica, error) {
@@ -638,7 +639,7 @@ func (n *Node) replica(shard uint64) (*kv.Replica, error) {
 	n.rmu.RUnlock()
 	if !ok {
 		if _, known := n.cfg.Layout.Shard(base.ShardID(shard)); known {
-			return nil, kv.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "node %s holds no replica of %s", n.cfg.ID, base.ShardID(shard))
+			return nil, kvapi.NewError(kvpb.ErrorDetail_REPLICA_UNAVAILABLE, "node %s holds no replica of %s", n.cfg.ID, base.ShardID(shard))
 		}
 		return nil, base.InvalidArgumentf("kv: unknown shard %d", shard)
 	}
@@ -670,42 +671,42 @@ func (s *replicationServer) Send(_ context.Context, b *kvpb.RaftBatch) (*kvpb.Ra
 func (s *replicationServer) SendPatch(_ context.Context, p *kvpb.Patch) (*kvpb.PatchAck, error) {
 	r, err := s.svc.replica(p.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	if base.ReplicaID(p.ToReplica) != r.ID() {
-		return nil, kv.ToStatus(base.InvalidArgumentf("kv: patch for r%d delivered to %s", p.ToReplica, r))
+		return nil, kvapi.ToStatus(base.InvalidArgumentf("kv: patch for r%d delivered to %s", p.ToReplica, r))
 	}
-	return &kvpb.PatchAck{}, kv.ToStatus(r.DeliverPatch(p))
+	return &kvpb.PatchAck{}, kvapi.ToStatus(r.DeliverPatch(p))
 }
 
 func (s *replicationServer) FetchState(_ context.Context, req *kvpb.FetchStateRequest) (*kvpb.FetchStateResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	resp, err := r.StateForPeer()
-	return resp, kv.ToStatus(err)
+	return resp, kvapi.ToStatus(err)
 }
 
 func (s *replicationServer) FetchEntries(_ context.Context, req *kvpb.FetchEntriesRequest) (*kvpb.FetchEntriesResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	if req.Lo == 0 || req.Hi < req.Lo {
-		return nil, kv.ToStatus(base.InvalidArgumentf("kv: fetch entries [%d, %d]", req.Lo, req.Hi))
+		return nil, kvapi.ToStatus(base.InvalidArgumentf("kv: fetch entries [%d, %d]", req.Lo, req.Hi))
 	}
 	resp, err := r.EntriesForPeer(req)
-	return resp, kv.ToStatus(err)
+	return resp, kvapi.ToStatus(err)
 }
 
 func (s *replicationServer) FetchBlock(_ context.Context, req *kvpb.FetchBlockRequest) (*kvpb.FetchBlockResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	resp, err := r.BlockForPeer(req)
-	return resp, kv.ToStatus(err)
+	return resp, kvapi.ToStatus(err)
 }
 
 // ---- Admin service -------------------------------------------------------------
@@ -718,14 +719,14 @@ type adminServer struct {
 func (s *adminServer) CorruptBlock(_ context.Context, req *kvpb.CorruptBlockRequest) (*kvpb.CorruptBlockResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
-	if err := kv.ValidateKey(req.Key); err != nil {
-		return nil, kv.ToStatus(err)
+	if err := kvapi.ValidateKey(req.Key); err != nil {
+		return nil, kvapi.ToStatus(err)
 	}
 	file, off, err := r.CorruptBlock(req.Key)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	return &kvpb.CorruptBlockResponse{File: file, BlockOffset: off}, nil
 }
@@ -733,11 +734,11 @@ func (s *adminServer) CorruptBlock(_ context.Context, req *kvpb.CorruptBlockRequ
 func (s *adminServer) ReplicaStatus(_ context.Context, req *kvpb.ReplicaStatusRequest) (*kvpb.ReplicaStatusResponse, error) {
 	r, err := s.svc.replica(req.Shard)
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	st, err := r.Status()
 	if err != nil {
-		return nil, kv.ToStatus(err)
+		return nil, kvapi.ToStatus(err)
 	}
 	if n := s.svc.n.Load(); n != nil {
 		for _, f := range n.Failures() {

@@ -1,9 +1,7 @@
-package kv
+package kvapi
 
 import (
 	"bytes"
-
-	"github.com/flashmend/flashmend/internal/kv/keyspan"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
@@ -108,8 +106,3 @@ func ValidateLimit(limit uint32) (int, error) {
 	}
 	return int(limit), nil
 }
-
-// Range is a user key range [Start, End); an empty End is unbounded.
-// internal/kv/keyspan owns the type and its set operations; the replica's
-// API, the engine and the layout use it.
-type Range = keyspan.Range

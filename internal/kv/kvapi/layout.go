@@ -1,4 +1,4 @@
-package kv
+package kvapi
 
 import (
 	"bytes"
@@ -7,12 +7,13 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
 )
 
 // ShardSpec is one range shard: its key range and its replicas.
 type ShardSpec struct {
 	ID    base.ShardID
-	Range Range
+	Range keyspan.Range
 	// Replicas maps each replica (raft ID) to the node that holds it.
 	Replicas map[base.ReplicaID]base.NodeID
 }
@@ -31,8 +32,9 @@ func (s ShardSpec) ReplicaOn(n base.NodeID) (base.ReplicaID, bool) {
 	return 0, false
 }
 
-// Layout is the static shard map: shards cover the key space without gaps
-// or overlaps. (Placement by the coordinator can replace it later.)
+// Layout is the shard map: shards cover the key space without gaps or
+// overlaps. In a cluster the coordinator places it once (coord KVLayout);
+// replicas do not move.
 type Layout struct {
 	// Shards sorted by start key.
 	Shards []ShardSpec
@@ -106,7 +108,7 @@ func UniformLayout(nodes []base.NodeID, splits ...string) Layout {
 		for _, n := range nodes {
 			reps[base.ReplicaID(n)] = n
 		}
-		l.Shards = append(l.Shards, ShardSpec{ID: base.ShardID(i + 1), Range: Range{Start: start, End: end}, Replicas: reps})
+		l.Shards = append(l.Shards, ShardSpec{ID: base.ShardID(i + 1), Range: keyspan.Range{Start: start, End: end}, Replicas: reps})
 		start = end
 	}
 	return l
@@ -129,7 +131,7 @@ func (l *Layout) Proto() *kvpb.ShardMap {
 func LayoutFromProto(m *kvpb.ShardMap) (Layout, error) {
 	var l Layout
 	for _, p := range m.GetShards() {
-		s := ShardSpec{ID: base.ShardID(p.Id), Range: Range{Start: p.Start, End: p.End}, Replicas: map[base.ReplicaID]base.NodeID{}}
+		s := ShardSpec{ID: base.ShardID(p.Id), Range: keyspan.Range{Start: p.Start, End: p.End}, Replicas: map[base.ReplicaID]base.NodeID{}}
 		for r, n := range p.Replicas {
 			s.Replicas[base.ReplicaID(r)] = base.NodeID(n)
 		}

@@ -1,0 +1,326 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/raftlog"
+)
+
+// ErrStopped is returned by calls on a node whose replica stopped.
+var ErrStopped = errors.New("raftnode: stopped")
+
+// ErrNotConfirmed is returned by ReadIndex when raft did not confirm the
+// read in time (no leader, or leadership lost: raft drops such a request).
+var ErrNotConfirmed = errors.New("raftnode: read index not confirmed")
+
+// Host is what a node needs from the replica that runs it. Its methods are
+// called on the node's loop goroutine and must not block long.
+type Host interface {
+	// Send hands messages, persisted first, to the transport (best effort).
+	Send(msgs []*pb.Message)
+	// Apply hands the apply worker a raft snapshot point (snapshotIndex >
+	// 0: the state comes from a peer) or committed entries, in log order.
+	Apply(snapshotIndex uint64, entries []*pb.Entry)
+	// Dropped says raft refused proposal id (no leader): err says why.
+	Dropped(id uint64, err error)
+	// Barrier returns the encoded command that lifts this replica's vote
+	// floor once applied here (see raftlog.Log.VoteFloor), or nil.
+	Barrier() []byte
+	// HandedOff counts a leadership transfer the node started.
+	HandedOff()
+}
+
+// Config says what a node drives.
+type Config struct {
+	// ID is the replica's raft ID; Log its raft log (raft's Storage).
+	ID  uint64
+	Log *raftlog.Log
+	// ElectionTicks and HeartbeatTicks are raft's timeouts in ticks of
+	// TickInterval on Clock.
+	ElectionTicks, HeartbeatTicks int
+	TickInterval                  time.Duration
+	Clock                         base.Clock
+	Host                          Host
+	// Stop is closed when the replica stops: every call and the loop end.
+	Stop <-chan struct{}
+}
+
+type proposal struct {
+	id   uint64
+	data []byte
+}
+
+type readRequest struct {
+	ctx []byte
+	ch  chan uint64
+}
+
+// Node is one replica's member of its shard's raft group: a RawNode driven
+// by one loop goroutine (Run) that persists each Ready to the raft log
+// before it sends, and hands committed entries to the host.
+type Node struct {
+	cfg Config
+
+	rn         *raft.RawNode // owned by the loop
+	floorTicks int           // ticks skipped under a vote floor; owned by the loop
+	// stepDownPending: the log lost entries this replica may have
+	// acknowledged; owned by the loop (see stepDownOnContact).
+	stepDownPending bool
+
+	propc    chan proposal
+	recvc    chan *pb.Message
+	readc    chan readRequest
+	handoffc chan struct{} // see TransferLeadership
+
+	up     atomic.Bool   // set by Open: raft runs (the log is whole)
+	leader atomic.Uint64 // raft ID of the leader, 0 if unknown
+
+	mu    sync.Mutex
+	reads map[string]chan uint64 // read index requests by context
+}
+
+// New returns a node that takes proposals and messages at once (they wait
+// in bounded queues) and runs once Open and Run are called.
+func New(cfg Config) *Node {
+	return &Node{
+		cfg:      cfg,
+		propc:    make(chan proposal, 256),
+		recvc:    make(chan *pb.Message, 4096),
+		readc:    make(chan readRequest, 256),
+		handoffc: make(chan struct{}, 1),
+		reads:    map[string]chan uint64{},
+	}
+}
+
+// Open creates the RawNode on the sealed log, with entries up to applied
+// already in the state machine. Run drives it.
+func (n *Node) Open(applied uint64) error {
+	rn, err := n.newRawNode(applied)
+	if err != nil {
+		return err
+	}
+	n.rn = rn
+	// A log that lost entries this replica may have acknowledged carries a
+	// vote floor. The current leader may still believe this replica holds
+	// them (raft never lowers a follower's match index), so at the first
+	// contact the replica moves past the leader's term: the leader steps
+	// down, and the next one probes this replica's log afresh.
+	_, _, n.stepDownPending = n.cfg.Log.VoteFloor()
+	n.up.Store(true)
+	return nil
+}
+
+func (n *Node) newRawNode(applied uint64) (*raft.RawNode, error) {
+	rn, err := raft.NewRawNode(&raft.Config{
+		ID:              n.cfg.ID,
+		ElectionTick:    n.cfg.ElectionTicks,
+		HeartbeatTick:   n.cfg.HeartbeatTicks,
+		Storage:         n.cfg.Log,
+		Applied:         applied,
+		MaxSizePerMsg:   1 << 20,
+		MaxInflightMsgs: 256,
+		CheckQuorum:     true,
+		PreVote:         true,
+		Logger:          &raft.DefaultLogger{Logger: log.New(io.Discard, "", 0)},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: raft node r%d: %w", n.cfg.ID, err)
+	}
+	return rn, nil
+}
+
+// Up reports whether raft runs (Open succeeded).
+func (n *Node) Up() bool { return n.up.Load() }
+
+// Leader returns the raft ID of the leader this node knows of, or 0.
+func (n *Node) Leader() uint64 { return n.leader.Load() }
+
+// Step hands a received raft message to the loop; a full queue drops it
+// (raft tolerates lost messages).
+func (n *Node) Step(m *pb.Message) {
+	select {
+	case n.recvc <- m:
+	default:
+	}
+}
+
+// Propose queues an encoded command as proposal id. A proposal raft
+// refuses comes back through Host.Dropped; one it takes is applied through
+// Host.Apply like any entry.
+func (n *Node) Propose(ctx context.Context, id uint64, data []byte) error {
+	select {
+	case n.propc <- proposal{id: id, data: data}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.cfg.Stop:
+		return ErrStopped
+	}
+}
+
+// TransferLeadership asks the loop to hand this replica's leadership to
+// its most caught-up follower (see transferLeadership); a request already
+// queued absorbs it.
+func (n *Node) TransferLeadership() {
+	select {
+	case n.handoffc <- struct{}{}:
+	default:
+	}
+}
+
+// ReadIndex runs raft's read index protocol under the request context id
+// and returns the index a linearizable read must wait for. A request raft
+// drops never answers: the wait is bounded by timeout (ErrNotConfirmed).
+func (n *Node) ReadIndex(ctx context.Context, id uint64, timeout time.Duration) (uint64, error) {
+	reqCtx := make([]byte, 8)
+	for i := range reqCtx {
+		reqCtx[i] = byte(id >> (8 * i))
+	}
+	ch := make(chan uint64, 1)
+	select {
+	case n.readc <- readRequest{ctx: reqCtx, ch: ch}:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-n.cfg.Stop:
+		return 0, ErrStopped
+	}
+	defer func() {
+		n.mu.Lock()
+		delete(n.reads, string(reqCtx))
+		n.mu.Unlock()
+	}()
+	expired := base.After(n.cfg.Clock, timeout)
+	select {
+	case idx := <-ch:
+		return idx, nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-expired:
+		return 0, ErrNotConfirmed
+	case <-n.cfg.Stop:
+		return 0, ErrStopped
+	}
+}
+
+// Run is the loop: ticks (none while a vote floor holds and the replica
+// does not lead), proposals, messages, leadership transfers and read
+// index requests, each followed by the Ready it produced. It returns when
+// Stop closes, or with the error of a Ready the raft log could not persist
+// (raft must never send what it did not persist: the replica is out).
+func (n *Node) Run() error {
+	tick, stopTick := base.NewTicker(n.cfg.Clock, n.cfg.TickInterval)
+	defer stopTick()
+	for {
+		select {
+		case <-tick:
+			floorTerm, floorIndex, floored := n.cfg.Log.VoteFloor()
+			if floored && n.leader.Load() != n.cfg.ID {
+				// A replica whose log lost entries it may have acknowledged
+				// does not campaign until the floor is lifted (see
+				// raftlog.Log.VoteFloor): it lets a replica that holds them
+				// lead, and asks that leader for a barrier entry.
+				n.maybeProposeBarrier(floorTerm, floorIndex)
+				break
+			}
+			n.rn.Tick()
+		case p := <-n.propc:
+			if err := n.rn.Propose(p.data); err != nil {
+				n.cfg.Host.Dropped(p.id, err)
+			}
+		case m := <-n.recvc:
+			if n.refuseVote(m) || n.stepDownOnContact(m) {
+				break
+			}
+			n.clampCommit(m)
+			_ = n.rn.Step(m)
+		case <-n.handoffc:
+			n.transferLeadership()
+		case req := <-n.readc:
+			n.rn.ReadIndex(req.ctx)
+			n.mu.Lock()
+			n.reads[string(req.ctx)] = req.ch
+			n.mu.Unlock()
+		case <-n.cfg.Stop:
+			return nil
+		}
+		if err := n.handleReady(); err != nil {
+			return err
+		}
+	}
+}
+
+func (n *Node) handleReady() error {
+	for n.rn.HasReady() {
+		rd := n.rn.Ready()
+		if rd.SoftState != nil {
+			n.leader.Store(rd.SoftState.Lead)
+		}
+		if err := n.cfg.Log.Save(rd.HardState, rd.Entries, rd.Snapshot); err != nil {
+			return err
+		}
+		n.cfg.Host.Send(rd.Messages)
+		if rd.Snapshot != nil && !raft.IsEmptySnap(rd.Snapshot) {
+			n.cfg.Host.Apply(rd.Snapshot.GetMetadata().GetIndex(), nil)
+		}
+		if len(rd.CommittedEntries) > 0 {
+			n.cfg.Host.Apply(0, rd.CommittedEntries)
+		}
+		if len(rd.ReadStates) > 0 {
+			n.mu.Lock()
+			for _, rs := range rd.ReadStates {
+				if ch, ok := n.reads[string(rs.RequestCtx)]; ok {
+					ch <- rs.Index
+					delete(n.reads, string(rs.RequestCtx))
+				}
+			}
+			n.mu.Unlock()
+		}
+		n.rn.Advance(rd)
+		// A snapshot message carries only the snapshot point; the follower
+		// fetches the state itself, so the send is as good as done.
+		for _, m := range rd.Messages {
+			if m.GetType() == pb.MessageType_MsgSnap {
+				n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+			}
+		}
+	}
+	return nil
+}
+
+// transferLeadership starts a leadership transfer to the follower whose
+// log is the most complete, unless one is under way or this replica no
+// longer leads. Raft transfers only to a follower that caught up (it sends
+// MsgTimeoutNow then), and falls back to this leader after an election
+// timeout if the follower does not take over; proposals made meanwhile are
+// dropped and their clients retry.
+func (n *Node) transferLeadership() {
+	st := n.rn.Status()
+	if st.RaftState != raft.StateLeader || st.LeadTransferee != 0 {
+		return
+	}
+	var to, best uint64
+	for id, pr := range st.Progress {
+		if id == n.cfg.ID || pr.IsLearner {
+			continue
+		}
+		if to == 0 || pr.Match > best || (pr.Match == best && id < to) {
+			to, best = id, pr.Match
+		}
+	}
+	if to == 0 {
+		return
+	}
+	n.rn.TransferLeader(to)
+	n.cfg.Host.HandedOff()
+}
