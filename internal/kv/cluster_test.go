@@ -205,11 +205,23 @@ func isReason(err error, target *kvapi.Error) bool {
 	return ok && e.Reason == target.Reason
 }
 
-// waitCaughtUp waits until replica r of shard 1 has applied everything the
-// leader's replica has.
-func waitCaughtUp(t *testing.T, c *kvcluster.Cluster, r *kv.Replica, leader base.NodeID) {
+// waitAllCaughtUp waits until every running replica of shard has applied
+// what the furthest one had when called, so that an eventual read from any
+// of them sees every write acknowledged before (a write needs only a
+// quorum: one replica may still be behind, and answer "not found").
+func waitAllCaughtUp(t *testing.T, c *kvcluster.Cluster, shard base.ShardID) {
 	t.Helper()
-	waitFor(t, fmt.Sprintf("%s caught up", r), func() bool {
-		return r.AppliedIndex() == c.Node(leader).Replica(1).AppliedIndex()
-	})
+	var target uint64
+	for _, id := range c.NodeIDs() {
+		if n := c.Node(id); n != nil {
+			if r := n.Replica(shard); r != nil {
+				target = max(target, r.AppliedIndex())
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := c.WaitApplied(ctx, shard, target); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -104,7 +104,7 @@ func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
 			if role == "follower" {
 				victim = leader%3 + 1
 			}
-			waitCaughtUp(t, c, c.Node(victim).Replica(1), leader)
+			waitAllCaughtUp(t, c, 1)
 			// The engine flushes at close, so the whole log is applied
 			// state: lose the flush too, so the damaged entries are needed.
 			if err := c.StopNode(victim); err != nil {
@@ -181,7 +181,7 @@ func TestEngineThatGainedRowsIsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := leader%3 + 1
-	waitCaughtUp(t, c, c.Node(victim).Replica(1), leader)
+	waitAllCaughtUp(t, c, 1)
 	if err := c.StopNode(victim); err != nil {
 		t.Fatal(err)
 	}
@@ -313,13 +313,10 @@ func loadedCluster(t *testing.T) (context.Context, *kvcluster.Cluster, *kvclient
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	loadKeys(t, cl, loadedShardKeys)
-	leader, err := c.WaitLeader(ctx, 1)
-	if err != nil {
+	if _, err := c.WaitLeader(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
-	for _, id := range c.NodeIDs() {
-		waitCaughtUp(t, c, c.Node(id).Replica(1), leader)
-	}
+	waitAllCaughtUp(t, c, 1)
 	return ctx, c, cl
 }
 
@@ -465,15 +462,11 @@ func TestOneRowTablePatched(t *testing.T) {
 	defer cancel()
 	loadKeys(t, cl, 1)
 	const shard = 2 // [a, z): testKey(0) is there
-	leader, err := c.WaitLeader(ctx, shard)
-	if err != nil {
+	if _, err := c.WaitLeader(ctx, shard); err != nil {
 		t.Fatal(err)
 	}
 	ids := c.NodeIDs()
-	for _, id := range ids {
-		r := c.Node(id).Replica(shard)
-		waitFor(t, "caught up", func() bool { return r.AppliedIndex() == c.Node(leader).Replica(shard).AppliedIndex() })
-	}
+	waitAllCaughtUp(t, c, shard)
 	r := c.Node(ids[0]).Replica(shard)
 	corruptReplica(t, r, testKey(0))
 	files, damaged, err := r.Scrub()

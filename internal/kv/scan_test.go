@@ -50,6 +50,10 @@ func TestScanPagesByBytes(t *testing.T) {
 			t.Fatalf("row %d: %q", i, r.Key)
 		}
 	}
+	// Eventual reads: every replica first holds every row (a write needs
+	// only a quorum, a replica still behind would return fewer).
+	waitAllCaughtUp(t, c, 1)
+	waitAllCaughtUp(t, c, 2)
 	if rows, err := cl.Scan(ctx, nil, nil, kvapi.MaxScanRows+5, kvclient.Eventual()); err != nil || len(rows) != n {
 		t.Fatalf("limit above MaxScanRows: %d rows, %v", len(rows), err)
 	}

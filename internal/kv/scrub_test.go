@@ -21,7 +21,7 @@ func TestScrubberRepairsColdData(t *testing.T) {
 		t.Fatal(err)
 	}
 	victim := c.Node(leader%3 + 1).Replica(1)
-	waitCaughtUp(t, c, victim, leader)
+	waitAllCaughtUp(t, c, 1)
 	corruptReplica(t, victim, testKey(700))
 	waitFor(t, "scrub repair", func() bool { return victim.Stats().PatchesApplied >= 1 })
 	time.Sleep(500 * time.Millisecond) // five more scrubs

@@ -116,9 +116,7 @@ func TestRepairOnEmulatedFlash(t *testing.T) {
 	// Every replica, not only the victim: the client's eventual scan below
 	// may be served by the third, and one still behind returned fewer rows
 	// (2900, 0 of 3000 in make stress).
-	for _, id := range c.NodeIDs() {
-		waitCaughtUp(t, c, c.Node(id).Replica(1), leader)
-	}
+	waitAllCaughtUp(t, c, 1)
 	if err := victim.Compact(ctx); err != nil {
 		t.Fatal(err)
 	}

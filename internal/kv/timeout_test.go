@@ -28,12 +28,7 @@ func TestSilentPatchBuildersRetryUntilAPeerHasTheRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, b, down := leader, leader%3+1, (leader+1)%3+1
-	waitFor(t, "replicas caught up", func() bool {
-		x := c.Node(a).Replica(1).AppliedIndex()
-		y := c.Node(b).Replica(1).AppliedIndex()
-		z := c.Node(down).Replica(1).AppliedIndex()
-		return x == y && y == z
-	})
+	waitAllCaughtUp(t, c, 1)
 	if err := c.StopNode(down); err != nil {
 		t.Fatal(err)
 	}

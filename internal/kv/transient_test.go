@@ -105,10 +105,10 @@ func startTransientCluster(t *testing.T) (*kvcluster.Cluster, *kvclient.Client, 
 }
 
 // loadedTransientCluster starts the cluster of startTransientCluster, loads
-// 3000 keys into it and names shard 1's leader and the follower after it
-// (the victim of the tests).
+// 3000 keys into it, waits until every replica applied them and names the
+// follower after shard 1's leader (the victim of the tests).
 func loadedTransientCluster(ctx context.Context, t *testing.T) (c *kvcluster.Cluster, cl *kvclient.Client,
-	fss map[base.NodeID]*transientFS, leader, victimNode base.NodeID) {
+	fss map[base.NodeID]*transientFS, victimNode base.NodeID) {
 	t.Helper()
 	c, cl, fss = startTransientCluster(t)
 	loadKeys(t, cl, 3000)
@@ -116,7 +116,9 @@ func loadedTransientCluster(ctx context.Context, t *testing.T) (c *kvcluster.Clu
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, cl, fss, leader, leader%3 + 1
+	// Every replica: the tests read eventually from any of them.
+	waitAllCaughtUp(t, c, 1)
+	return c, cl, fss, leader%3 + 1
 }
 
 // compactAndArm compacts r's Pebble to quiescence and arms fs to flip the
@@ -165,9 +167,8 @@ func compactAndArm(t *testing.T, r *kv.Replica, fs *transientFS, key []byte) str
 func TestTransientFlipNotRepaired(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, cl, fss, leader, victimNode := loadedTransientCluster(ctx, t)
+	c, cl, fss, victimNode := loadedTransientCluster(ctx, t)
 	victim := c.Node(victimNode).Replica(1)
-	waitCaughtUp(t, c, victim, leader)
 	target := testKey(1500)
 	compactAndArm(t, victim, fss[victimNode], target)
 	v, found, _, err := victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
@@ -214,16 +215,8 @@ func TestTransientFlipNotRepaired(t *testing.T) {
 func TestTransientFlipDuringPatchBuild(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, _, fss, leader, victimNode := loadedTransientCluster(ctx, t)
+	c, _, fss, victimNode := loadedTransientCluster(ctx, t)
 	victim := c.Node(victimNode).Replica(1)
-	for _, id := range c.NodeIDs() {
-		r := c.Node(id).Replica(1)
-		waitFor(t, "replica caught up", func() bool {
-			a := r.AppliedIndex()
-			b := c.Node(leader).Replica(1).AppliedIndex()
-			return a == b
-		})
-	}
 	target := testKey(1500)
 	corruptReplica(t, victim, target)
 	var healthy []base.NodeID

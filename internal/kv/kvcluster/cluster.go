@@ -240,6 +240,31 @@ func (c *Cluster) WaitLeader(ctx context.Context, shard base.ShardID) (base.Node
 	}
 }
 
+// WaitApplied waits until every running replica of shard has applied
+// index: eventual reads from any of them then see every write up to it (a
+// write is acknowledged once a quorum holds it, which may leave a replica
+// behind).
+func (c *Cluster) WaitApplied(ctx context.Context, shard base.ShardID, index uint64) error {
+	for {
+		behind := ""
+		for _, id := range c.NodeIDs() {
+			if n := c.Node(id); n != nil {
+				if r := n.Replica(shard); r != nil && r.AppliedIndex() < index {
+					behind = fmt.Sprintf("%s at %d", r, r.AppliedIndex())
+				}
+			}
+		}
+		if behind == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kv: %s has not applied %d: %w", behind, index, ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
 // Close stops every node.
 func (c *Cluster) Close() error {
 	var first error

@@ -119,18 +119,8 @@ func RunRepairDemo(ctx context.Context, cfg RepairDemoConfig) (RepairDemoReport,
 	// below are eventual, and a replica still behind would answer "not
 	// found" for keys it has not applied yet, which is staleness, not the
 	// damage (a write's quorum is two of the three replicas).
-	for {
-		caughtUp := true
-		for _, id := range c.NodeIDs() {
-			caughtUp = caughtUp && c.Node(id).Replica(1).AppliedIndex() >= loaded
-		}
-		if caughtUp {
-			break
-		}
-		if ctx.Err() != nil {
-			return rep, fmt.Errorf("kv: demo: replicas did not apply the load: %w", ctx.Err())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := c.WaitApplied(ctx, 1, loaded); err != nil {
+		return rep, fmt.Errorf("kv: demo: replicas did not apply the load: %w", err)
 	}
 	rep.Victim = victim.String()
 	if err := victim.Compact(ctx); err != nil {
