@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"sort"
 	"testing"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 func r(a, b string) Range { return Range{Start: []byte(a), End: []byte(b)} }
@@ -88,8 +90,7 @@ func sameSet(a, b map[string]bool) bool {
 // TestAgainstBruteForce checks Subtract, Covers, Includes and Overlaps
 // against the key sets they stand for, on random ranges.
 func TestAgainstBruteForce(t *testing.T) {
-	seed := int64(20240611)
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "KEYSPAN_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	u := universe()
 	for iter := 0; iter < 5000; iter++ {

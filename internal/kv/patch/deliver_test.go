@@ -1,17 +1,14 @@
 package patch
 
 import (
-	"flag"
 	"math/rand"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv/keyspan"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
-
-var seedFlag = flag.Int64("seed", 0, "seed of the randomized tests (0: from the time)")
 
 // keys is every key of one or two letters over a..d, sorted: ranges with
 // bounds among them hold the same keys exactly when they hold the same keys
@@ -40,11 +37,7 @@ func randomRange(rng *rand.Rand, ks []string) keyspan.Range {
 // exactly when the pieces it includes cover each of its keys, and its rows
 // are the shard's rows in those pieces, each once.
 func TestDeliverAgainstBruteForce(t *testing.T) {
-	seed := *seedFlag
-	if seed == 0 {
-		seed = time.Now().UnixNano()
-	}
-	t.Logf("seed %d (-seed to run it again)", seed)
+	seed := testseed.Seed(t, "PATCH_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ks := keys()
 	for iter := 0; iter < 2000; iter++ {

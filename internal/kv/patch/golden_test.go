@@ -1,9 +1,7 @@
 package patch
 
 import (
-	"flag"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,14 +9,13 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/golden"
 	"github.com/flashmend/flashmend/internal/kv/keyspan"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata golden files")
-
 // TestTrackerGolden runs the script testdata/tracker.txt against one
-// Tracker: each command line is followed by its output (lines indented by
-// two spaces, regenerated with -update after a deliberate change).
+// Tracker (internal/golden: each command line is followed by its output,
+// regenerated with -update after a deliberate change).
 //
 // Ranges are written a-c ([a, c)) or a- ([a, +inf)); times are seconds.
 //
@@ -38,34 +35,8 @@ var update = flag.Bool("update", false, "rewrite testdata golden files")
 //	reset                                Reset
 //	state                                refused ranges and pending requests
 func TestTrackerGolden(t *testing.T) {
-	const path = "testdata/tracker.txt"
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
 	h := &harness{t: t, nextID: 100}
-	var out strings.Builder
-	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		if strings.HasPrefix(line, "  ") {
-			continue // an output line: regenerated below
-		}
-		out.WriteString(line + "\n")
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		for _, o := range h.run(line) {
-			out.WriteString("  " + o + "\n")
-		}
-	}
-	if *update {
-		if err := os.WriteFile(path, []byte(out.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if got := out.String(); got != string(b) {
-		t.Fatalf("%s differs (run with -update after checking):\n%s", path, got)
-	}
+	golden.Script(t, "testdata/tracker.txt", h.run)
 }
 
 type harness struct {
