@@ -46,7 +46,8 @@ type Options struct {
 	TxnRetries int
 	// Seed seeds replica choice for eventual reads.
 	Seed int64
-	// Clock ends RetryTimeout (nil: the system's).
+	// Clock ends RetryTimeout and times the backoffs between retries (nil:
+	// the system's).
 	Clock base.Clock
 	// TLS secures the connections to the nodes; nil: plaintext.
 	TLS *tlsconf.Config
@@ -228,7 +229,7 @@ func (c *Client) do(ctx context.Context, shard kvapi.ShardSpec, preferLeader, id
 				break
 			}
 			select {
-			case <-time.After(backoff):
+			case <-base.After(c.opts.Clock, backoff):
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -618,7 +619,7 @@ func (c *Client) Txn(ctx context.Context, shardKey []byte, fn func(ctx context.C
 			return attempt, err
 		}
 		select {
-		case <-time.After(time.Duration(attempt) * time.Millisecond):
+		case <-base.After(c.opts.Clock, time.Duration(attempt)*time.Millisecond):
 		case <-ctx.Done():
 			return attempt, ctx.Err()
 		}

@@ -254,7 +254,7 @@ func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 		if cerr != nil {
 			f.Err = fmt.Errorf("%w (closing it: %v)", f.Err, cerr)
 		}
-	case <-time.After(failedCloseTimeout):
+	case <-base.After(n.cfg.Clock, failedCloseTimeout):
 		f.ReplaceErr = fmt.Errorf("the failed replica did not stop within %v (a write Pebble stalled on its failed flush); not replaced until the node restarts", failedCloseTimeout)
 		report()
 		return
@@ -293,7 +293,7 @@ func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 		case <-n.stop:
 			report()
 			return
-		case <-time.After(backoff):
+		case <-base.After(n.cfg.Clock, backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
