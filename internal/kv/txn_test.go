@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvapi"
@@ -32,7 +35,7 @@ func TestTxnCountersAreSerializable(t *testing.T) {
 	}
 	const workers, each = 4, 10
 	var wg sync.WaitGroup
-	var attempts atomic.Int64
+	var attempts, committed, unknown atomic.Int64
 	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
@@ -56,7 +59,17 @@ func TestTxnCountersAreSerializable(t *testing.T) {
 					return tx.Put(b, []byte(strconv.Itoa(y-1)))
 				})
 				attempts.Add(int64(n))
-				if err != nil {
+				switch {
+				case err == nil:
+					committed.Add(1)
+				case status.Code(err) == codes.DeadlineExceeded && ctx.Err() == nil:
+					// The commit's proposal was not applied within
+					// ProposalTimeout (a leader change on a loaded machine
+					// can lose it): its outcome is unknown, it may still
+					// apply. The totals below allow for it.
+					t.Logf("commit with an unknown outcome: %v", err)
+					unknown.Add(1)
+				default:
 					t.Error(err)
 					return
 				}
@@ -64,15 +77,23 @@ func TestTxnCountersAreSerializable(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// Every transaction moved one unit from b to a, atomically: the sum
+	// stays zero, and a counts the committed ones plus those of unknown
+	// outcome that applied.
 	x, _, err := cl.Get(ctx, a)
-	if err != nil || string(x) != strconv.Itoa(workers*each) {
-		t.Fatalf("counter a = %q, %v; want %d", x, err, workers*each)
+	if err != nil {
+		t.Fatal(err)
 	}
-	y, _, _ := cl.Get(ctx, b)
-	if string(y) != strconv.Itoa(-workers*each) {
-		t.Fatalf("counter b = %q", y)
+	y, _, err := cl.Get(ctx, b)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("%d transactions took %d attempts", workers*each, attempts.Load())
+	xi, _ := strconv.Atoi(string(x))
+	yi, _ := strconv.Atoi(string(y))
+	if xi+yi != 0 || xi < int(committed.Load()) || xi > int(committed.Load()+unknown.Load()) {
+		t.Fatalf("counters a = %q, b = %q after %d committed transactions and %d of unknown outcome", x, y, committed.Load(), unknown.Load())
+	}
+	t.Logf("%d transactions (%d of unknown outcome) took %d attempts", workers*each, unknown.Load(), attempts.Load())
 	// A scan read is validated too: a txn that scanned a range aborts if a
 	// row appears in it before commit.
 	leader, _ := c.WaitLeader(ctx, 1)
