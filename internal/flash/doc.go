@@ -45,7 +45,12 @@
 //     none, real (operations sleep for their modelled time; Timing.RealSlack
 //     absorbs OS sleep overshoot so sustained throughput follows the model)
 //     and virtual (ReadAt/ProgramAt/EraseAt take an issue time and return
-//     the simulated completion time; no sleeping, deterministic).
+//     the simulated completion time; no sleeping, deterministic). A
+//     host link (Timing.HostBytesPerSecond) shared by every channel
+//     bounds the device as its SAS or PCIe interface does. On a device
+//     without content (NewDiscard), ReadRunAt and ProgramRunAt move runs
+//     of pages of one block without content, each page scheduled as one
+//     operation, for simulations of whole large devices.
 //     catalog.SequentialThroughput replays SDF 002 Figure 7 in virtual
 //     time on it.
 //   - Statistics (Stats: per die, per channel and total operations, bytes,

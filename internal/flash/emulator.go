@@ -25,6 +25,8 @@ type Emulator struct {
 
 	dies     []*die
 	channels []*channel
+	// host is the host interface's timeline (Timing.HostBytesPerSecond).
+	host channel
 
 	closed atomic.Bool
 
