@@ -84,6 +84,9 @@
 //     MinResidenceEpochs (a conversion rewrites the whole object; eq. 1's
 //     noise alone would flip objects written about once an epoch).
 //   - HCDS makes a swap only when it narrows the gap between the two
-//     servers, and passes over a hot part too large for the gap.
+//     servers, and passes over a hot part too large for the gap. A most
+//     worn server with no part to give is set aside for the epoch and the
+//     loop goes on with the next one (Algorithm 2 loops on the variance,
+//     not on one server; testdata/hcds-next.txt). EDM does the same.
 //   - EDM's migrations are recorded as EWO states while their copy runs.
 package wear

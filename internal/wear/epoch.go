@@ -896,37 +896,37 @@ func (b *Balancer) offload(est *estimate, i int32, p int, n base.NodeID) {
 	b.change(o, Entry{Object: o.entry.Object, State: state, Src: src, Dst: dst, Epoch: b.epoch})
 }
 
-// hcds is Algorithm 2: while the estimated wear variance exceeds SigmaHCDS
-// and the remap budget lasts, take the most worn server x and the least
-// worn y, and swap the hottest object's part on x with the coldest
-// object's part on y. The swap is an endurance-aware write offload: both
-// objects enter their EWO state and move on their next write (or by the
-// migration fallback). A swap is made only when it narrows the gap between
-// x and y; a hot part too large for the gap is passed over for a cooler one.
+// hcds is Algorithm 2 (paper 004 section III-B2): while the estimated
+// wear variance exceeds SigmaHCDS and the remap budget lasts, take the most
+// worn server x and the least worn y, and swap the hottest object's part on
+// x with the coldest object's part on y. The swap is an endurance-aware
+// write offload: both objects enter their EWO state and move on their next
+// write (or by the migration fallback). A swap is made only when it narrows
+// the gap between x and y; a hot part too large for the gap is passed over
+// for a cooler one. A server x with no part to give (its hot parts already
+// swapped this epoch, all on y, too large for the gap, or none) is set
+// aside for the epoch and the loop goes on with the next most worn server:
+// the algorithm's loop runs while the variance exceeds the threshold, and
+// one server with nothing to swap does not end it.
 func (b *Balancer) hcds(d *Decisions, est *estimate) {
 	per := b.candidates(est)
 	hot, cold := b.ranked(per, b.hotter), b.ranked(per, b.colder)
 	remaps := 0
+	pairs := est.wornPairs()
 	for remaps+2 <= b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
-		xs := est.extremes(1, true, -1, nil)
-		if len(xs) == 0 {
+		x, y, ok := pairs.next()
+		if !ok {
 			return
 		}
-		x := xs[0]
-		xNode := est.nodes[x]
-		ys := est.extremes(1, false, 0, func(n base.NodeID) bool { return n == xNode })
-		if len(ys) == 0 {
-			return
-		}
-		y := ys[0]
-		yNode := est.nodes[y]
+		xNode, yNode := est.nodes[x], est.nodes[y]
 		gap := est.est[x] - est.est[y]
 		h, ok := b.pick(est, hot, x, yNode, func(r relocation) bool {
 			o := &b.objs[r.obj]
 			return r.gain > 0 && r.gain < gap && est.room(y, o.entry.Dst.Redundancy.PartBytes(o.size))
 		})
 		if !ok {
-			return
+			pairs.setAside(x)
+			continue
 		}
 		c, haveCold := b.pick(est, cold, y, xNode, func(r relocation) bool {
 			return r.obj != h.obj && r.gain < h.gain
@@ -941,26 +941,57 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 	}
 }
 
+// wornPairs hands out the (most worn, least worn) pairs of HCDS and EDM
+// on the current estimate, leaving out the servers set aside.
+type wornPairs struct {
+	est   *estimate
+	aside []bool
+}
+
+func (e *estimate) wornPairs() *wornPairs {
+	return &wornPairs{est: e, aside: make([]bool, len(e.nodes))}
+}
+
+// next returns the most worn server not set aside and the least worn other
+// server that can take a part, while the first is more worn than the
+// second.
+func (w *wornPairs) next() (x, y int, ok bool) {
+	e := w.est
+	xs := e.extremes(1, true, -1, func(n base.NodeID) bool {
+		k, _ := e.k(n)
+		return w.aside[k]
+	})
+	if len(xs) == 0 {
+		return 0, 0, false
+	}
+	x = xs[0]
+	xNode := e.nodes[x]
+	ys := e.extremes(1, false, 0, func(n base.NodeID) bool { return n == xNode })
+	if len(ys) == 0 || e.est[x] <= e.est[ys[0]] {
+		return 0, 0, false
+	}
+	return x, ys[0], true
+}
+
+// setAside leaves server x out of the rest of the epoch as a source.
+func (w *wornPairs) setAside(x int) { w.aside[x] = true }
+
 // edm is the EDM baseline: while the estimated wear variance exceeds
 // SigmaHCDS and the budgets last, move the hottest part on the most worn
 // server to the least worn one, copying it now, whatever its redundancy.
+// Like HCDS, a most worn server with nothing to move is set aside and the
+// next one is tried.
 // The object passes through its EWO state while the copy runs.
 func (b *Balancer) edm(d *Decisions, est *estimate) {
 	hot := b.ranked(b.candidates(est), b.hotter)
 	var moved int64
 	remaps := 0
+	pairs := est.wornPairs()
 	for remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
-		xs := est.extremes(1, true, -1, nil)
-		if len(xs) == 0 {
+		x, y, ok := pairs.next()
+		if !ok {
 			return
 		}
-		x := xs[0]
-		xNode := est.nodes[x]
-		ys := est.extremes(1, false, 0, func(n base.NodeID) bool { return n == xNode })
-		if len(ys) == 0 {
-			return
-		}
-		y := ys[0]
 		gap := est.est[x] - est.est[y]
 		r, ok := b.pick(est, hot, x, est.nodes[y], func(r relocation) bool {
 			o := &b.objs[r.obj]
@@ -968,7 +999,8 @@ func (b *Balancer) edm(d *Decisions, est *estimate) {
 			return r.gain > 0 && r.gain < gap && moved+bytes <= b.opts.MaxMoveBytesPerEpoch && est.room(y, bytes)
 		})
 		if !ok {
-			return
+			pairs.setAside(x)
+			continue
 		}
 		o := &b.objs[r.obj]
 		bytes := o.entry.Dst.Redundancy.PartBytes(o.size)
