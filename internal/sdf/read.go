@@ -93,7 +93,7 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					o := fs.l.Geometry.OOBSize
 					r.op = &opSlab[i]
 					*r.op = channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+d),
-						Data: data, OOB: oobSlab[i*o : (i+1)*o : (i+1)*o], Decode: true}
+						Data: data, OOB: oobSlab[i*o : (i+1)*o : (i+1)*o], Decode: true, RereadOnCheck: true}
 					ops = append(ops, r.op)
 				}
 			}
@@ -114,10 +114,18 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 				stale = true
 				break
 			}
-			if cerr != nil && r.op.Err == nil {
-				// A checksum failure with a clean device status may be a
-				// transient flip on the way out: read once more before
-				// reporting (DIRECT: tell transient flips from damage).
+			switch {
+			case r.op.Reread:
+				// The worker read the page again right after it failed its
+				// checksum with a clean device status (a transient flip on
+				// the way out; DIRECT: tell transient flips from damage).
+				fs.ctr.rereads.Add(1)
+				if cerr == nil {
+					fs.ctr.transients.Add(1)
+				}
+			case cerr != nil && r.op.Err == nil:
+				// A clean device status but the wrong identity: read once
+				// more before reporting.
 				fs.ctr.rereads.Add(1)
 				fs.chans[r.op.Addr.Channel].Do(r.op)
 				if cerr = fs.verify(ino, name, r, ps); cerr == nil {

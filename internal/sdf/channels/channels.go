@@ -36,6 +36,14 @@ type Op struct {
 	Decode bool
 	ID     onflash.PageID
 	IDOK   bool
+	// RereadOnCheck (with Decode) asks the worker to read the page once
+	// more, right away, when it fails its check with a clean device
+	// status: a transient flip on the way out (DIRECT) is then absorbed
+	// while the die still works on this request, instead of costing the
+	// caller a second round trip to an idle channel after the request.
+	// Reread reports that it happened; the Op then holds the second read.
+	RereadOnCheck bool
+	Reread        bool
 }
 
 // request is a batch of operations on one channel. The worker runs the ops of
@@ -159,6 +167,14 @@ func (c *Worker) one(op *Op) {
 		c.Stats.Reads.Add(1)
 		if op.Decode && op.Err == nil {
 			op.ID, op.IDOK = onflash.DecodeOOB(op.OOB, op.Data)
+			if !op.IDOK && op.RereadOnCheck {
+				op.Reread = true
+				op.Status, op.Err = c.dev.Read(op.Addr, op.Data, op.OOB)
+				c.Stats.Reads.Add(1)
+				if op.Err == nil {
+					op.ID, op.IDOK = onflash.DecodeOOB(op.OOB, op.Data)
+				}
+			}
 		}
 	case Program:
 		op.Err = c.dev.Program(op.Addr, op.Data, op.OOB)

@@ -197,3 +197,49 @@ func TestStopRacesRequests(t *testing.T) {
 		w.Stop() // again: a no-op
 	}
 }
+
+// TestRereadOnCheck: a read asking for it is read once more in place when
+// its OOB check fails with a clean device status; a transient flip then
+// verifies, a persistent one still fails, and a read that verifies or did
+// not ask is read once.
+func TestRereadOnCheck(t *testing.T) {
+	rec, dev := newRecorder(t)
+	w := Start(0, rec, 1)
+	defer w.Stop()
+	var addrs []flash.PageAddr
+	for d := 0; d < 4; d++ {
+		a := flash.PageAddr{Channel: 0, Die: d}
+		data := page(a)
+		oob := make([]byte, testGeometry.OOBSize)
+		onflash.EncodeOOB(oob, data, onflash.PageID{Valid: uint32(len(data)), FileID: 3, Page: uint64(d), Seq: 1})
+		w.Do(&Op{Kind: Program, Addr: a, Data: data, OOB: oob})
+		addrs = append(addrs, a)
+	}
+	// die 0: transient flip, asks; die 1: persistent flip, asks; die 2:
+	// transient flip, does not ask; die 3: clean, asks.
+	dev.Faults().FlipBit(addrs[0], 9, false)
+	dev.Faults().FlipBit(addrs[1], 9, true)
+	dev.Faults().FlipBit(addrs[2], 9, false)
+	var ops []*Op
+	for d, a := range addrs {
+		ops = append(ops, &Op{Kind: Read, Decode: true, RereadOnCheck: d != 2, Addr: a,
+			Data: make([]byte, testGeometry.PageSize), OOB: make([]byte, testGeometry.OOBSize)})
+	}
+	before := rec.count()
+	w.Do(ops...)
+	want := []struct{ reread, ok bool }{{true, true}, {true, false}, {false, false}, {false, true}}
+	for d, op := range ops {
+		if op.Err != nil || op.Reread != want[d].reread || op.IDOK != want[d].ok {
+			t.Fatalf("die %d: err %v reread %t verified %t, want %+v", d, op.Err, op.Reread, op.IDOK, want[d])
+		}
+		if op.IDOK && !bytes.Equal(op.Data, page(op.Addr)) {
+			t.Fatalf("die %d: verified but wrong data", d)
+		}
+	}
+	if got := rec.count() - before; got != 6 {
+		t.Fatalf("device saw %d reads, want 6 (4 and 2 re-reads)", got)
+	}
+	if got := w.Stats.Reads.Load(); got != 6 {
+		t.Fatalf("%d reads counted, want 6", got)
+	}
+}

@@ -19,6 +19,9 @@
 // # Failure model
 //
 // A device error is the Op's Err (and counted in Stats.Errors); the worker
-// never retries or interprets it: internal/sdf verifies, re-reads, retires
-// blocks and declares dies failed.
+// never retries or interprets it: internal/sdf verifies, retires blocks and
+// declares dies failed. The one retry is a read whose data fails its OOB
+// check with a clean device status, when the Op asks for it
+// (Op.RereadOnCheck): the worker reads it once more in place (Op.Reread),
+// so a transient flip costs one page time on its die, not a round trip.
 package channels
