@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/coord"
+	"github.com/flashmend/flashmend/internal/netfault"
 )
 
 // newCoordinatorCmd is `flashmend coordinator`: membership, placement and
@@ -28,6 +29,7 @@ func newCoordinatorCmd() *cobra.Command {
 	var tlsF serverTLSFlags
 	var advertise string
 	var dash dashboardFlag
+	var nemesisName bool
 	cmd := &cobra.Command{
 		Use:   "coordinator --dir DIR",
 		Short: "Run the coordinator (embedded etcd by default)",
@@ -53,6 +55,9 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 			}
 			cfg.TLS = tc
 			cfg.Wear = wearF.config()
+			if nemesisName {
+				cfg.NodeDialOptions = netfault.Naming(netfault.Coordinator)
+			}
 			cfg.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
 			ctx, stop := signalContext()
 			defer stop()
@@ -94,7 +99,7 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 				return err
 			}
 			defer stopMetrics()
-			copts := client.Options{Logf: cfg.Logf, TLS: tc}
+			copts := client.Options{Logf: cfg.Logf, TLS: tc, NodeDialOptions: cfg.NodeDialOptions}
 			if reg != nil {
 				// The scrubber's repairs go through this client.
 				copts = reg.ClientOptions(copts)
@@ -148,6 +153,8 @@ flashmend may run on a DIR. Ctrl-C (or SIGTERM) stops it and exits 0.`,
 	f.StringVar(&etcd, "etcd", "", "external etcd endpoints, comma-separated (default: embedded)")
 	f.Int64Var(&cfg.LeaseTTLSeconds, "lease-ttl-seconds", 5, "node liveness lease")
 	f.Var(&maxObject, "max-object", "largest object accepted")
+	f.BoolVar(&nemesisName, "nemesis", false, "reliability harness only: name the coordinator on its calls to nodes, so that a node's partition switch (internal/netfault) can cut it off")
+	_ = f.MarkHidden("nemesis")
 	f.StringVar(&cfg.ReadMode, "read-mode", coord.ReadModeDirect, "cluster read mode: direct or hdfs (baseline)")
 	f.IntVar(&cfg.EtcdMembers, "etcd-members", 1,
 		"embedded etcd members (1, 3 or 5: with more than one, a member whose store is damaged or lost is replaced from the others; they share this process)")

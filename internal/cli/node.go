@@ -154,6 +154,7 @@ func startNemesisGate(out io.Writer, addr string, cfg *node.Config) (stop func()
 		return opts
 	}
 	cfg.PeerDialOptions = gate.DialOptions
+	cfg.CoordinatorDialOptions = gate.DialOptions(netfault.Coordinator)
 	srv := &http.Server{Handler: gate, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(lis) }() // ends when stop closes it
 	fmt.Fprintf(out, "nemesis control: http://%s\n", lis.Addr())

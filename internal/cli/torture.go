@@ -185,15 +185,17 @@ func newNemesisCmd() *cobra.Command {
 		Long: `nemesis starts a coordinator and --nodes storage nodes, each its own
 process of this binary, runs KV clients (strong gets, puts and
 compare-and-sets on a few registers) and object clients (put, then read
-back) while a seeded nemesis injects one fault at a time: SIGKILL and
-restart, SIGSTOP and SIGCONT, a partition of one node or of two halves
-(cut at every node's gRPC boundary), persistent bit errors on a node's
-reads. At the end it heals everything, checks the KV history for
+back) while a seeded nemesis injects faults (one at a time, or up to
+--concurrency at once): SIGKILL and restart, SIGSTOP and SIGCONT of a
+node or of the coordinator, a partition of one node, of two halves, or of
+some nodes from the coordinator (cut at every node's gRPC boundary),
+persistent bit errors on a node's reads. At the end it heals everything, checks the KV history for
 linearizability with porcupine, reads every acknowledged object back, and
 writes <out>/nemesis.md (nemesis-sdf.md with --store sdf). It exits
 non-zero when a check failed.`,
 		Example: `  flashmend torture nemesis --duration 2m --seed 7 --out /tmp/nemesis
-  flashmend torture nemesis --faults kill,partition-one --nodes 5`,
+  flashmend torture nemesis --faults kill,partition-one --nodes 5
+  flashmend torture nemesis --concurrency 2 --seed 9`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			exe, err := os.Executable()
@@ -226,8 +228,8 @@ non-zero when a check failed.`,
 				return err
 			}
 			rep.Text("%s", res.Markdown())
-			command := fmt.Sprintf("flashmend torture nemesis --store %s --seed %d --nodes %d --duration %v --hold %v --kv-clients %d --keys %d --obj-clients %d",
-				opts.Store, opts.Seed, opts.Nodes, opts.Duration, opts.Hold, opts.KVClients, opts.Keys, opts.ObjClients)
+			command := fmt.Sprintf("flashmend torture nemesis --store %s --seed %d --nodes %d --duration %v --hold %v --concurrency %d --kv-clients %d --keys %d --obj-clients %d",
+				opts.Store, opts.Seed, opts.Nodes, opts.Duration, opts.Hold, opts.Concurrency, opts.KVClients, opts.Keys, opts.ObjClients)
 			if faults != "" {
 				command += " --faults " + faults
 			}
@@ -249,6 +251,7 @@ non-zero when a check failed.`,
 	f.IntVar(&opts.Nodes, "nodes", 6, "storage nodes (at least 4; 6 or more also stores EC objects)")
 	f.DurationVar(&opts.Duration, "duration", 3*time.Minute, "how long faults are injected")
 	f.DurationVar(&opts.Hold, "hold", 8*time.Second, "the longest a fault lasts (each lasts half to all of it; the gap between faults too)")
+	f.IntVar(&opts.Concurrency, "concurrency", 1, "faults held at once at most, each on victims no other fault holds")
 	f.StringVar(&faults, "faults", "", "fault kinds, comma separated (default all: "+strings.Join(nemesis.AllFaults, ",")+")")
 	f.IntVar(&opts.KVClients, "kv-clients", 4, "concurrent KV clients")
 	f.IntVar(&opts.Keys, "keys", 6, "KV registers the clients share")

@@ -58,6 +58,11 @@ type Options struct {
 	// TLS secures the connections to the coordinator and the nodes (and
 	// the KV clients KVClient makes); nil: plaintext.
 	TLS *tlsconf.Config
+	// NodeDialOptions, when set, adds options to the connections to the
+	// nodes: the coordinator's own client names itself with them, so that
+	// the reliability harness can cut it off from a node
+	// (internal/netfault).
+	NodeDialOptions []grpc.DialOption
 }
 
 // DefaultWindowBytes is Options.WindowBytes' default.
@@ -285,7 +290,7 @@ func (c *Client) memberClient(ctx context.Context, id uint64, requireLive bool) 
 	if !ok {
 		// Chunk messages take buffers from the data path's pool (wire).
 		conn, err = grpc.NewClient(n.Addr, append([]grpc.DialOption{c.opts.TLS.DialOption(),
-			experimental.WithBufferPool(wire.ChunkBufferPool)}, wire.DataPathDialOptions()...)...)
+			experimental.WithBufferPool(wire.ChunkBufferPool)}, append(wire.DataPathDialOptions(), c.opts.NodeDialOptions...)...)...)
 		if err != nil {
 			return nil, err
 		}

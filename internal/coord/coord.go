@@ -72,6 +72,10 @@ type Config struct {
 	// TLS secures the gRPC server, the connections to the nodes and, for
 	// https endpoints, to an external etcd; nil: plaintext.
 	TLS *tlsconf.Config
+	// NodeDialOptions, when set, adds options to the connections to the
+	// nodes: with internal/netfault's Naming the coordinator names itself
+	// on them, so that the reliability harness can cut it off from a node.
+	NodeDialOptions []grpc.DialOption
 	// Clock dates pending writes, records and the membership view's age
 	// (default the system clock). The sweeper's period is a wall-clock
 	// ticker.

@@ -102,7 +102,7 @@ func (c *Coordinator) conn(addr string) (*grpc.ClientConn, error) {
 	if conn, ok := c.conns[addr]; ok {
 		return conn, nil
 	}
-	conn, err := grpc.NewClient(addr, c.cfg.TLS.DialOption())
+	conn, err := grpc.NewClient(addr, append([]grpc.DialOption{c.cfg.TLS.DialOption()}, c.cfg.NodeDialOptions...)...)
 	if err != nil {
 		return nil, err
 	}

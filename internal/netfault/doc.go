@@ -11,9 +11,14 @@
 // such a peer, and its server interceptors fail every call and message from
 // one (each outgoing call names its sender in metadata). A partition is
 // symmetric when the harness cuts both sides, one-way when it cuts one.
+// The coordinator keeps no gate: it only names itself (Naming, as
+// Coordinator) on its calls to nodes, and a node cut off from it blocks
+// Coordinator, which fails the node's calls to the coordinator and its
+// embedded etcd (its heartbeats) and the coordinator's calls to the node.
 //
-// What it owns: the set of cut-off peers of one process and the control
-// endpoint (HTTP) the harness sets it through.
+// What it owns: the set of cut-off peers of one process (node IDs and
+// Coordinator) and the control endpoint (HTTP) the harness sets it
+// through.
 //
 // Invariants:
 //   - A nil *Gate adds no options and costs nothing: production processes
@@ -26,5 +31,9 @@
 //
 // Failure model: a cut call fails with codes.Unavailable and a message that
 // says it was the nemesis, which every client in flashmend treats as a
-// transient network failure.
+// transient network failure. A call that waits for ready (gRPC's
+// WaitForReady, which etcd's client uses) waits over a cut link until it
+// heals or the call's context ends, as it would while a real partition
+// keeps the connection down; failing it at once would make its caller
+// retry in a tight loop no real network produces.
 package netfault

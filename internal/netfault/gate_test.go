@@ -87,6 +87,100 @@ func TestGateCutsBothEnds(t *testing.T) {
 	}
 }
 
+// TestCoordinatorLinkCut: a node that blocks the coordinator refuses the
+// calls the coordinator makes (named through Naming) and fails its own
+// calls to the coordinator, which keeps no gate; other peers still pass.
+func TestCoordinatorLinkCut(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	node := New(3)
+	start := func(opts ...grpc.ServerOption) string {
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := grpc.NewServer(opts...)
+		healthpb.RegisterHealthServer(srv, health.NewServer())
+		go srv.Serve(lis)
+		t.Cleanup(srv.Stop)
+		return lis.Addr().String()
+	}
+	dial := func(addr string, opts []grpc.DialOption) healthpb.HealthClient {
+		cc, err := grpc.NewClient(addr, append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cc.Close() })
+		return healthpb.NewHealthClient(cc)
+	}
+	nodeAddr := start(node.ServerOptions()...)
+	coordAddr := start()
+	fromCoord := dial(nodeAddr, Naming(Coordinator))
+	toCoord := dial(coordAddr, node.DialOptions(Coordinator))
+	fromPeer := dial(nodeAddr, New(4).DialOptions(3))
+	for name, c := range map[string]healthpb.HealthClient{"coordinator to node": fromCoord, "node to coordinator": toCoord, "peer to node": fromPeer} {
+		if code := check(ctx, c); code != codes.OK {
+			t.Fatalf("%s before the cut: %v", name, code)
+		}
+	}
+	node.Set(Coordinator)
+	for name, c := range map[string]healthpb.HealthClient{"coordinator to node": fromCoord, "node to coordinator": toCoord} {
+		if code := check(ctx, c); code != codes.Unavailable {
+			t.Fatalf("%s while cut: %v, want Unavailable", name, code)
+		}
+	}
+	if code := check(ctx, fromPeer); code != codes.OK {
+		t.Fatalf("a peer was cut with the coordinator: %v", code)
+	}
+	cuts := node.Cuts()
+	node.Set() // Set keeps counting, Heal starts afresh
+	if node.Cuts() != cuts || cuts < 2 {
+		t.Fatalf("cuts %d, then %d after Set: want at least 2, kept", cuts, node.Cuts())
+	}
+	for name, c := range map[string]healthpb.HealthClient{"coordinator to node": fromCoord, "node to coordinator": toCoord} {
+		if code := check(ctx, c); code != codes.OK {
+			t.Fatalf("%s after Set(): %v", name, code)
+		}
+	}
+}
+
+// TestWaitForReadyWaitsForHeal: a call that waits for ready waits over a
+// cut link (counted once) until the link heals, or fails when its context
+// ends, instead of failing at once.
+func TestWaitForReadyWaitsForHeal(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	g1, g2 := New(1), New(2)
+	c, _ := pair(t, g1, g2)
+	g2.Block(1)
+	short, cancelShort := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancelShort()
+	if _, err := c.Check(short, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("waiting call over a cut link, context ended: %v, want DeadlineExceeded", err)
+	}
+	if code := check(ctx, c); code != codes.Unavailable {
+		t.Fatalf("fail-fast call over a cut link: %v, want Unavailable", code)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Check(ctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true))
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("a waiting call returned over a cut link: %v", err)
+	case <-time.After(200 * time.Millisecond):
+	}
+	cuts := g2.Cuts()
+	g2.Set()
+	if err := <-done; err != nil {
+		t.Fatalf("waiting call after the heal: %v", err)
+	}
+	if cuts != 3 {
+		t.Fatalf("cuts %d, want 3 (one per call, not per wake-up)", cuts)
+	}
+}
+
 // TestGateCutsOpenStream: a stream opened before the partition loses the
 // messages that arrive while it is cut.
 func TestGateCutsOpenStream(t *testing.T) {
@@ -141,6 +235,21 @@ func TestControlEndpoint(t *testing.T) {
 	if got := g.Blocked(); len(got) != 2 {
 		t.Fatalf("a rejected request changed the gate: %v", got)
 	}
+	if code, body := post("/set?peers=coordinator,2"); code != 200 || body != "blocked 2,coordinator cuts 0\n" {
+		t.Fatalf("set: %d %q", code, body)
+	}
+	for _, bad := range []string{"/set?peers=2,x", "/set?peers=18446744073709551615"} {
+		if code, _ := post(bad); code == 200 {
+			t.Fatalf("%s accepted", bad)
+		}
+	}
+	if got := g.Blocked(); len(got) != 2 || got[1] != Coordinator {
+		t.Fatalf("a rejected /set changed the gate: %v", got)
+	}
+	if code, body := post("/set?peers="); code != 200 || body != "blocked  cuts 0\n" {
+		t.Fatalf("set to none: %d %q", code, body)
+	}
+	post("/block?peers=1")
 	if code, body := post("/heal"); code != 200 || body != "blocked  cuts 0\n" {
 		t.Fatalf("heal: %d %q", code, body)
 	}

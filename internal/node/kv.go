@@ -59,7 +59,7 @@ func (n *Node) kvLoop(ctx context.Context) {
 	if err != nil {
 		n.cfg.Logf("node %s: %v", n.id, err)
 	}
-	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, n.cfg.TLS.DialOption())
+	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, n.coordinatorDialOptions()...)
 	if err != nil {
 		n.cfg.Logf("node %s: kv: coordinator: %v", n.id, err)
 		return

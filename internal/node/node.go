@@ -73,6 +73,10 @@ type Config struct {
 	// its peers (the KV store's raft traffic): the reliability harness's
 	// partition switch (internal/netfault) is one.
 	PeerDialOptions func(peer base.NodeID) []grpc.DialOption
+	// CoordinatorDialOptions, when set, adds options to the node's
+	// connections to the coordinator and to its etcd (the heartbeats): the
+	// reliability harness cuts a node off from the coordinator with them.
+	CoordinatorDialOptions []grpc.DialOption
 	// KV, when set, makes the node host the KV store (internal/kv/kvserver)
 	// on the same server and port: its replicas of the shards the
 	// coordinator placed on it, in Dir/kv, opened once the coordinator has
@@ -335,7 +339,7 @@ func (n *Node) saveIdentity(ident identity) error {
 // join asks the coordinator for (or confirms) the node ID and the etcd
 // endpoints, then opens the etcd client.
 func (n *Node) join(ctx context.Context, ident *identity) error {
-	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, n.cfg.TLS.DialOption())
+	conn, err := grpc.NewClient(n.cfg.CoordinatorAddr, n.coordinatorDialOptions()...)
 	if err != nil {
 		return fmt.Errorf("node: coordinator: %w", err)
 	}
@@ -367,11 +371,18 @@ func (n *Node) join(ctx context.Context, ident *identity) error {
 		DialTimeout: 5 * time.Second,
 		Logger:      nopLogger(),
 		TLS:         n.cfg.TLS.ClientTLSFor(resp.EtcdEndpoints),
+		DialOptions: n.cfg.CoordinatorDialOptions,
 	})
 	if err != nil {
 		return fmt.Errorf("node: etcd: %w", err)
 	}
 	return nil
+}
+
+// coordinatorDialOptions are the options of a connection to the
+// coordinator: TLS, then Config.CoordinatorDialOptions.
+func (n *Node) coordinatorDialOptions() []grpc.DialOption {
+	return append([]grpc.DialOption{n.cfg.TLS.DialOption()}, n.cfg.CoordinatorDialOptions...)
 }
 
 func (n *Node) heartbeatLoop(ctx context.Context) {

@@ -4,8 +4,12 @@
 // seeded nemesis kills nodes (SIGKILL, then a restart from what was on
 // disk), pauses them (SIGSTOP/SIGCONT), cuts them off from each other
 // (internal/netfault at every node's gRPC boundary: one node, or two
-// halves, both ways), turns on persistent bit errors on a node's reads, and
-// kills the coordinator (with its embedded etcd) and restarts it.
+// halves, both ways) or from the coordinator and its etcd, turns on
+// persistent bit errors on a node's reads, and kills or pauses the
+// coordinator (with its embedded etcd). Faults are held one at a time or,
+// with Options.Concurrency, several at once: a node is the victim of one
+// node fault at a time, partitions overlap as the union of their cuts, and
+// a node restarted or resumed while partitions hold gets their cuts again.
 //
 // What it owns: the processes of one run, the workloads, the fault
 // schedule, and the checks:
@@ -19,8 +23,8 @@
 //   - after the last heal every key must answer a strong read within three
 //     minutes (availability comes back).
 //
-// Invariants: one fault at a time, each held for Hold/2 to Hold, and the
-// same seed gives the same schedule of faults and operations (not the same
+// Invariants: at most Concurrency faults at once, each held for Hold/2 to
+// Hold, and the same seed gives the same schedule of faults and operations (not the same
 // timing: processes run on real clocks). Every process dies with the
 // harness (Pdeathsig), and Run stops them all before it returns.
 //
@@ -28,7 +32,5 @@
 // (the cluster did not start); a fault that could not be injected or
 // healed, and every check that failed, are in the Result.
 //
-// Not yet: filling a device, pausing or partitioning the coordinator,
-// partitions between clients and nodes, several faults at once, nodes on
-// emulated flash.
+// Not yet: filling a device, partitions between clients and nodes.
 package nemesis

@@ -25,6 +25,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/netfault"
 )
 
 // Fault kinds the nemesis injects.
@@ -35,10 +36,18 @@ const (
 	FaultPartitionHalf = "partition-half" // cut the nodes into two groups
 	FaultUBER          = "uber"           // persistent bit errors on a node's chunk reads
 	FaultKillCoord     = "kill-coordinator"
+	// FaultPauseCoord SIGSTOPs the coordinator (and its embedded etcd),
+	// then SIGCONTs it.
+	FaultPauseCoord = "pause-coordinator"
+	// FaultPartitionCoord cuts one to half of the nodes off from the
+	// coordinator and its etcd (their heartbeats stop; they still reach
+	// each other and clients reach them).
+	FaultPartitionCoord = "partition-coordinator"
 )
 
 // AllFaults lists every fault kind, in report order.
-var AllFaults = []string{FaultKill, FaultPause, FaultPartitionOne, FaultPartitionHalf, FaultUBER, FaultKillCoord}
+var AllFaults = []string{FaultKill, FaultPause, FaultPartitionOne, FaultPartitionHalf, FaultUBER, FaultKillCoord,
+	FaultPauseCoord, FaultPartitionCoord}
 
 // Options configures one nemesis run.
 type Options struct {
@@ -64,6 +73,9 @@ type Options struct {
 	Hold time.Duration
 	// Faults are the kinds injected (default AllFaults).
 	Faults []string
+	// Concurrency is how many faults may be held at once (default 1);
+	// each on victims no other fault holds.
+	Concurrency int
 	// KVClients and Keys: concurrent KV clients doing strong gets, puts and
 	// compare-and-sets on Keys registers.
 	KVClients, Keys int
@@ -100,6 +112,9 @@ func (o *Options) validate() error {
 			return base.InvalidArgumentf("nemesis: unknown fault %q (known: %s)", f, strings.Join(AllFaults, ", "))
 		}
 	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
 	if o.KVClients == 0 {
 		o.KVClients = 4
 	}
@@ -114,6 +129,9 @@ func (o *Options) validate() error {
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
+	}
+	if o.Concurrency < 1 || o.Concurrency > o.Nodes {
+		return base.InvalidArgumentf("nemesis: concurrency %d: want 1 to the number of nodes (%d)", o.Concurrency, o.Nodes)
 	}
 	if o.Nodes < 4 || o.Duration <= 0 || o.Hold <= 0 || o.KVClients < 0 || o.Keys < 1 || o.ObjClients < 0 || o.ObjSize < 1 || len(o.Faults) == 0 {
 		return base.InvalidArgumentf("nemesis: need at least 4 nodes, a positive duration and hold, at least one key and one fault kind (got %d nodes, %v, %v, %d keys, %d faults)",
@@ -153,7 +171,7 @@ func (f *Injected) who() string {
 // Result is what a run recorded and what the checks found.
 type Result struct {
 	Seed                    int64
-	Nodes                   int
+	Nodes, Concurrency      int
 	Store                   string
 	Duration, Hold, Elapsed time.Duration
 	Faults                  []Injected
@@ -193,7 +211,9 @@ type nodeProc struct {
 	addr    string // gRPC, kept across restarts
 	control string // the partition switch's URL, new each start
 	p       *proc
-	paused  bool
+	// Under harness.faultMu: held by a node fault (kill, pause, uber);
+	// down (killed or paused: its switch cannot answer).
+	held, down bool
 }
 
 type harness struct {
@@ -209,6 +229,15 @@ type harness struct {
 	mu      sync.Mutex
 	res     Result
 	history []porcupine.Operation
+
+	// faultMu guards what the faults hold: the nodes' held and down
+	// flags, the coordinator's, and the partitions (their cut links).
+	faultMu              sync.Mutex
+	coordHeld, coordDown bool
+	parts                map[int]map[link]bool
+	partSeq              int
+	// netMu serializes the updates of the partition switches.
+	netMu sync.Mutex
 }
 
 // Run starts a coordinator and opts.Nodes storage nodes as separate
@@ -220,8 +249,8 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	h := &harness{opts: opts, start: time.Now(), http: &http.Client{Timeout: 10 * time.Second}}
-	h.res = Result{Seed: opts.Seed, Nodes: opts.Nodes, Store: opts.Store, Duration: opts.Duration, Hold: opts.Hold}
+	h := &harness{opts: opts, start: time.Now(), http: &http.Client{Timeout: 10 * time.Second}, parts: map[int]map[link]bool{}}
+	h.res = Result{Seed: opts.Seed, Nodes: opts.Nodes, Concurrency: opts.Concurrency, Store: opts.Store, Duration: opts.Duration, Hold: opts.Hold}
 	defer h.shutdown()
 	if err := h.startCluster(ctx); err != nil {
 		return nil, err
@@ -326,7 +355,7 @@ func (h *harness) startCluster(ctx context.Context) error {
 // it keeps the port it chose the first time (and its embedded etcd's data).
 func (h *harness) startCoordinator(ctx context.Context) error {
 	p, err := startProc("coordinator", h.opts.Argv, filepath.Join(h.opts.Dir, "coordinator.log"),
-		"coordinator", "--dir", filepath.Join(h.opts.Dir, "coordinator"), "--metrics", "off")
+		"coordinator", "--dir", filepath.Join(h.opts.Dir, "coordinator"), "--metrics", "off", "--nemesis")
 	if err != nil {
 		return err
 	}
@@ -357,7 +386,7 @@ func (h *harness) startNode(ctx context.Context, n *nodeProc) error {
 		if err == nil {
 			var m []string
 			if m, err = p.await(ctx, nodeLine, 2*time.Minute); err == nil {
-				n.p, n.addr, n.control, n.paused = p, m[1], c[1], false
+				n.p, n.addr, n.control = p, m[1], c[1]
 				return nil
 			}
 		}
@@ -517,74 +546,277 @@ func (h *harness) objWorker(ctx context.Context, id int, rng *rand.Rand, acked *
 	}
 }
 
-// nemesis injects one fault at a time until the run's duration is over.
+// nemesis injects faults until the run's duration is over: at most
+// Concurrency at once, each on victims no other fault holds (a node is
+// killed, paused or given bit errors by one fault at a time; partitions
+// overlap as the union of their cuts). Every choice comes from rng in this
+// goroutine, so a seed gives one schedule; each fault runs, is held and
+// undone in a goroutine of its own.
 func (h *harness) nemesis(ctx context.Context, rng *rand.Rand) {
-	pause := func(d time.Duration) {
+	span := func() time.Duration { return h.opts.Hold/2 + time.Duration(rng.Int63n(int64(h.opts.Hold/2)+1)) }
+	sleep(ctx, span()) // warm-up: the workload runs fault-free first
+	end := time.Now().Add(h.opts.Duration)
+	slots := make(chan struct{}, h.opts.Concurrency)
+	var wg sync.WaitGroup
+	for ctx.Err() == nil && time.Now().Before(end) {
 		select {
+		case slots <- struct{}{}:
 		case <-ctx.Done():
-		case <-time.After(d):
+			continue
+		}
+		f := h.pick(rng)
+		hold, rest := span(), span()
+		if f == nil { // every victim is held by another fault
+			<-slots
+			sleep(ctx, rest/4)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.hold(ctx, f, hold)
+			sleep(ctx, rest) // the gap before the slot takes another fault
+			<-slots
+		}()
+		if h.opts.Concurrency > 1 {
+			// Stagger the starts, so that faults overlap in every phase.
+			sleep(ctx, span()/time.Duration(h.opts.Concurrency))
 		}
 	}
-	span := func() time.Duration { return h.opts.Hold/2 + time.Duration(rng.Int63n(int64(h.opts.Hold/2)+1)) }
-	pause(span()) // warm-up: the workload runs fault-free first
-	end := time.Now().Add(h.opts.Duration)
-	for ctx.Err() == nil && time.Now().Before(end) {
-		kind := h.opts.Faults[rng.Intn(len(h.opts.Faults))]
-		perm := rng.Perm(len(h.nodes))
-		hold := span()
-		inj := Injected{Kind: kind, At: time.Since(h.start), For: hold}
-		var undo func() error
-		var err error
-		switch kind {
-		case FaultKill:
-			n := h.nodes[perm[0]]
-			inj.Nodes = []base.NodeID{n.id}
-			n.p.kill()
-			undo = func() error { return h.startNode(ctx, n) }
-		case FaultPause:
-			n := h.nodes[perm[0]]
-			inj.Nodes = []base.NodeID{n.id}
-			err = n.p.signal(syscall.SIGSTOP)
-			n.paused = err == nil
-			undo = func() error { n.paused = false; return n.p.signal(syscall.SIGCONT) }
-		case FaultPartitionOne, FaultPartitionHalf:
+	wg.Wait()
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// fault is one fault being held: what pick chose.
+type fault struct {
+	idx   int // in Result.Faults
+	kind  string
+	nodes []*nodeProc
+	part  int // partitions: its key in harness.parts
+}
+
+// pick chooses the next fault's kind and victims among those no other
+// fault holds, marks them held and records the fault; nil when none is
+// free.
+func (h *harness) pick(rng *rand.Rand) *fault {
+	h.faultMu.Lock()
+	defer h.faultMu.Unlock()
+	order := rng.Perm(len(h.opts.Faults))
+	perm := rng.Perm(len(h.nodes))
+	var free []*nodeProc
+	for _, i := range perm {
+		if !h.nodes[i].held {
+			free = append(free, h.nodes[i])
+		}
+	}
+	for _, k := range order {
+		f := &fault{kind: h.opts.Faults[k]}
+		switch f.kind {
+		case FaultKill, FaultPause, FaultUBER:
+			if len(free) == 0 {
+				continue
+			}
+			f.nodes = free[:1]
+			f.nodes[0].held = true
+		case FaultKillCoord, FaultPauseCoord:
+			if h.coordHeld {
+				continue
+			}
+			h.coordHeld = true
+		case FaultPartitionOne, FaultPartitionHalf, FaultPartitionCoord:
 			size := 1
-			if kind == FaultPartitionHalf {
+			switch f.kind {
+			case FaultPartitionHalf:
 				size = len(h.nodes) / 2
+			case FaultPartitionCoord:
+				size = 1 + rng.Intn(len(h.nodes)/2)
 			}
-			var side []*nodeProc
 			for _, i := range perm[:size] {
-				side = append(side, h.nodes[i])
-				inj.Nodes = append(inj.Nodes, h.nodes[i].id)
+				f.nodes = append(f.nodes, h.nodes[i])
 			}
-			err = h.partition(ctx, side)
-			undo = func() error {
-				inj.Cuts = h.cuts(ctx)
-				return h.heal(ctx)
-			}
-		case FaultKillCoord:
-			h.coord.kill()
-			undo = func() error { return h.startCoordinator(ctx) }
-		case FaultUBER:
-			n := h.nodes[perm[0]]
-			inj.Nodes = []base.NodeID{n.id}
-			err = h.injectUBER(ctx, n.id, 1e-6)
-			undo = func() error { return h.injectUBER(ctx, n.id, 0) }
+			h.partSeq++
+			f.part = h.partSeq
+			h.parts[f.part] = h.links(f.kind, f.nodes)
+		}
+		inj := Injected{Kind: f.kind, At: time.Since(h.start)}
+		for _, n := range f.nodes {
+			inj.Nodes = append(inj.Nodes, n.id)
 		}
 		sort.Slice(inj.Nodes, func(i, j int) bool { return inj.Nodes[i] < inj.Nodes[j] })
-		h.logf("%s on %s for %v", kind, inj.who(), hold.Round(time.Millisecond))
-		if err == nil {
-			pause(hold)
-			err = undo()
-		}
-		if err != nil {
-			inj.Err = err.Error()
-			h.errorf("%s on %s: %v", kind, inj.who(), err)
-		}
 		h.mu.Lock()
+		f.idx = len(h.res.Faults)
 		h.res.Faults = append(h.res.Faults, inj)
 		h.mu.Unlock()
-		pause(span())
+		return f
+	}
+	return nil
+}
+
+// links returns the links a partition cuts: every pair across its sides,
+// both ways (each end blocks the other).
+func (h *harness) links(kind string, side []*nodeProc) map[link]bool {
+	cut := map[link]bool{}
+	in := map[base.NodeID]bool{}
+	for _, n := range side {
+		in[n.id] = true
+	}
+	for _, n := range side {
+		if kind == FaultPartitionCoord {
+			cut[link{n.id, netfault.Coordinator}] = true
+			continue
+		}
+		for _, o := range h.nodes {
+			if !in[o.id] {
+				cut[link{n.id, o.id}], cut[link{o.id, n.id}] = true, true
+			}
+		}
+	}
+	return cut
+}
+
+// link is one direction of a connection cut: node from blocks peer to.
+type link struct{ from, to base.NodeID }
+
+// hold injects f, holds it for d and undoes it, recording what happened.
+func (h *harness) hold(ctx context.Context, f *fault, d time.Duration) {
+	h.logf("%s on %s for %v", f.kind, h.who(f), d.Round(time.Millisecond))
+	var undo func() error
+	var err error
+	var cutsBefore uint64
+	switch f.kind {
+	case FaultKill:
+		n := f.nodes[0]
+		h.setDown(n, true)
+		n.p.kill()
+		undo = func() error {
+			// A node starts by joining the coordinator: wait for one.
+			h.awaitCoordinator(ctx)
+			if err := h.startNode(ctx, n); err != nil {
+				return err
+			}
+			h.setDown(n, false)
+			return h.applyNet(ctx, n)
+		}
+	case FaultPause:
+		n := f.nodes[0]
+		h.setDown(n, true)
+		if err = n.p.signal(syscall.SIGSTOP); err != nil {
+			h.setDown(n, false)
+		}
+		undo = func() error {
+			if err := n.p.signal(syscall.SIGCONT); err != nil {
+				return err
+			}
+			h.setDown(n, false)
+			return h.applyNet(ctx, n)
+		}
+	case FaultPartitionOne, FaultPartitionHalf, FaultPartitionCoord:
+		cutsBefore = h.cuts(ctx)
+		err = h.applyNet(ctx, h.nodes...)
+		undo = func() error {
+			h.mu.Lock()
+			h.res.Faults[f.idx].Cuts = sub(h.cuts(ctx), cutsBefore)
+			h.mu.Unlock()
+			h.faultMu.Lock()
+			delete(h.parts, f.part)
+			h.faultMu.Unlock()
+			return h.applyNet(ctx, h.nodes...)
+		}
+	case FaultKillCoord:
+		h.setCoordDown(true)
+		h.coord.kill()
+		undo = func() error {
+			if err := h.startCoordinator(ctx); err != nil {
+				return err
+			}
+			h.setCoordDown(false)
+			return nil
+		}
+	case FaultPauseCoord:
+		h.setCoordDown(true)
+		if err = h.coord.signal(syscall.SIGSTOP); err != nil {
+			h.setCoordDown(false)
+		}
+		undo = func() error {
+			err := h.coord.signal(syscall.SIGCONT)
+			if err == nil {
+				h.setCoordDown(false)
+			}
+			return err
+		}
+	case FaultUBER:
+		n := f.nodes[0]
+		err = h.injectUBER(ctx, n.id, 1e-6)
+		undo = func() error { return h.injectUBER(ctx, n.id, 0) }
+	}
+	if err == nil {
+		sleep(ctx, d)
+		err = undo()
+	}
+	h.mu.Lock()
+	h.res.Faults[f.idx].For = d
+	if err != nil {
+		h.res.Faults[f.idx].Err = err.Error()
+	}
+	h.mu.Unlock()
+	if err != nil {
+		h.errorf("%s on %s: %v", f.kind, h.who(f), err)
+	}
+	h.faultMu.Lock()
+	for _, n := range f.nodes {
+		if f.kind == FaultKill || f.kind == FaultPause || f.kind == FaultUBER {
+			n.held = false
+		}
+	}
+	if f.kind == FaultKillCoord || f.kind == FaultPauseCoord {
+		h.coordHeld = false
+	}
+	h.faultMu.Unlock()
+}
+
+func sub(a, b uint64) uint64 {
+	if a < b { // a node restarted meanwhile: its switch counts afresh
+		return 0
+	}
+	return a - b
+}
+
+func (h *harness) who(f *fault) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.res.Faults[f.idx].who()
+}
+
+// setDown marks a node killed or paused (its partition switch cannot
+// answer), or back.
+func (h *harness) setDown(n *nodeProc, down bool) {
+	h.faultMu.Lock()
+	n.down = down
+	h.faultMu.Unlock()
+}
+
+func (h *harness) setCoordDown(down bool) {
+	h.faultMu.Lock()
+	h.coordDown = down
+	h.faultMu.Unlock()
+}
+
+// awaitCoordinator waits while the coordinator is killed or paused.
+func (h *harness) awaitCoordinator(ctx context.Context) {
+	for ctx.Err() == nil {
+		h.faultMu.Lock()
+		down := h.coordDown
+		h.faultMu.Unlock()
+		if !down {
+			return
+		}
+		sleep(ctx, 100*time.Millisecond)
 	}
 }
 
@@ -604,28 +836,46 @@ func (h *harness) injectUBER(ctx context.Context, id base.NodeID, rate float64) 
 	}
 }
 
-// partition cuts side off from the other nodes, on both ends of every
-// link.
-func (h *harness) partition(ctx context.Context, side []*nodeProc) error {
-	in := map[base.NodeID]bool{}
-	for _, n := range side {
-		in[n.id] = true
-	}
-	for _, n := range h.nodes {
+// applyNet sets the partition switch of each of nodes to the union of the
+// partitions held now. A node killed or paused is skipped: it gets its
+// set when it is back (the peers' ends of its links are cut meanwhile;
+// only its link to the coordinator, cut at its end alone, may pass for the
+// moment between its restart and this call).
+func (h *harness) applyNet(ctx context.Context, nodes ...*nodeProc) error {
+	h.netMu.Lock()
+	defer h.netMu.Unlock()
+	var errs []error
+	for _, n := range nodes {
+		h.faultMu.Lock()
+		down := n.down
 		var peers []string
-		for _, o := range h.nodes {
-			if in[o.id] != in[n.id] {
-				peers = append(peers, strconv.Itoa(int(o.id)))
+		seen := map[base.NodeID]bool{}
+		for _, cut := range h.parts {
+			for l := range cut {
+				if l.from == n.id && !seen[l.to] {
+					seen[l.to] = true
+					name := strconv.FormatUint(uint64(l.to), 10)
+					if l.to == netfault.Coordinator {
+						name = "coordinator"
+					}
+					peers = append(peers, name)
+				}
 			}
 		}
-		if err := h.control(ctx, n, "/block?peers="+strings.Join(peers, ",")); err != nil {
-			return err
+		h.faultMu.Unlock()
+		if down {
+			continue
+		}
+		sort.Strings(peers)
+		if err := h.control(ctx, n, "/set?peers="+strings.Join(peers, ",")); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// heal ends every partition, resumes paused nodes and restarts dead ones.
+// heal ends every partition, resumes paused processes and restarts dead
+// ones (the faults undo themselves; this is the last word after them).
 func (h *harness) heal(ctx context.Context) error {
 	var errs []error
 	select {
@@ -634,22 +884,28 @@ func (h *harness) heal(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	default:
+		if err := h.coord.signal(syscall.SIGCONT); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	h.faultMu.Lock()
+	clear(h.parts)
+	h.coordDown = false
+	h.faultMu.Unlock()
 	for _, n := range h.nodes {
 		select {
 		case <-n.p.done:
 			if err := h.startNode(ctx, n); err != nil {
 				errs = append(errs, err)
 			}
+			h.setDown(n, false)
 			continue
 		default:
 		}
-		if n.paused {
-			n.paused = false
-			if err := n.p.signal(syscall.SIGCONT); err != nil {
-				errs = append(errs, err)
-			}
+		if err := n.p.signal(syscall.SIGCONT); err != nil {
+			errs = append(errs, err)
 		}
+		h.setDown(n, false)
 		if err := h.control(ctx, n, "/heal"); err != nil {
 			errs = append(errs, err)
 		}
@@ -657,10 +913,17 @@ func (h *harness) heal(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// cuts sums what the nodes' partition switches have failed so far.
+// cuts sums what the partition switches of the nodes that can answer have
+// failed so far.
 func (h *harness) cuts(ctx context.Context) uint64 {
 	var total uint64
 	for _, n := range h.nodes {
+		h.faultMu.Lock()
+		down := n.down
+		h.faultMu.Unlock()
+		if down {
+			continue
+		}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.control+"/", nil)
 		if err != nil {
 			continue

@@ -19,8 +19,15 @@ func (r *Result) Markdown() string {
 	if r.Store == "sdf" {
 		store = "emulated flash (SDF; the KV replicas on it too)"
 	}
-	fmt.Fprintf(&b, "Seed %d, %d storage nodes on %s and a coordinator, each its own process; faults for %v (each held %v-%v, one at a time), %v in all. Verdict: **%s**.\n\n",
-		r.Seed, r.Nodes, store, r.Duration, r.Hold/2, r.Hold, r.Elapsed.Round(time.Second), verdict)
+	atOnce := "one at a time"
+	if r.Concurrency > 1 {
+		atOnce = fmt.Sprintf("up to %d at once, on victims no other fault held", r.Concurrency)
+	}
+	fmt.Fprintf(&b, "Seed %d, %d storage nodes on %s and a coordinator, each its own process; faults for %v (each held %v-%v, %s), %v in all. Verdict: **%s**.\n\n",
+		r.Seed, r.Nodes, store, r.Duration, r.Hold/2, r.Hold, atOnce, r.Elapsed.Round(time.Second), verdict)
+	if r.Concurrency > 1 {
+		fmt.Fprintf(&b, "Faults that overlapped another: %d of %d; the most held at once: %d.\n\n", r.overlapping(), len(r.Faults), r.mostAtOnce())
+	}
 
 	count := map[string]int{}
 	failed := map[string]int{}
@@ -72,7 +79,7 @@ func (r *Result) Markdown() string {
 	b.WriteString("<details><summary>The faults, in order (cuts: gRPC calls and stream messages a partition failed)</summary>\n\n| at | fault | nodes | held | cuts | error |\n| --- | --- | --- | --- | --- | --- |\n")
 	for _, f := range r.Faults {
 		cuts := "-"
-		if f.Kind == FaultPartitionOne || f.Kind == FaultPartitionHalf {
+		if f.Kind == FaultPartitionOne || f.Kind == FaultPartitionHalf || f.Kind == FaultPartitionCoord {
 			cuts = fmt.Sprint(f.Cuts)
 		}
 		fmt.Fprintf(&b, "| %.1fs | %s | %s | %v | %s | %s |\n", f.At.Seconds(), f.Kind, f.who(), f.For.Round(time.Millisecond), cuts, f.Err)
@@ -82,10 +89,41 @@ func (r *Result) Markdown() string {
 }
 
 var faultHow = map[string]string{
-	FaultKill:          "SIGKILL the node's process; restart it on its directory and address",
-	FaultPause:         "SIGSTOP the node's process; SIGCONT it",
-	FaultPartitionOne:  "cut one node off from every other node, both ways (netfault at the gRPC boundary)",
-	FaultPartitionHalf: "cut the nodes into two halves, both ways",
-	FaultUBER:          "persistent bit errors (UBER 1e-6) on the node's chunk reads; back to 0",
-	FaultKillCoord:     "SIGKILL the coordinator (and its embedded etcd); restart it on its directory",
+	FaultKill:           "SIGKILL the node's process; restart it on its directory and address",
+	FaultPause:          "SIGSTOP the node's process; SIGCONT it",
+	FaultPartitionOne:   "cut one node off from every other node, both ways (netfault at the gRPC boundary)",
+	FaultPartitionHalf:  "cut the nodes into two halves, both ways",
+	FaultUBER:           "persistent bit errors (UBER 1e-6) on the node's chunk reads; back to 0",
+	FaultKillCoord:      "SIGKILL the coordinator (and its embedded etcd); restart it on its directory",
+	FaultPauseCoord:     "SIGSTOP the coordinator (and its embedded etcd); SIGCONT it",
+	FaultPartitionCoord: "cut one to half of the nodes off from the coordinator and its etcd, both ways (their heartbeats stop)",
+}
+
+// overlapping counts the faults held while another was.
+func (r *Result) overlapping() int {
+	n := 0
+	for i, f := range r.Faults {
+		for j, g := range r.Faults {
+			if i != j && f.At < g.At+g.For && g.At < f.At+f.For {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// mostAtOnce is the largest number of faults held at one moment.
+func (r *Result) mostAtOnce() int {
+	most := 0
+	for _, f := range r.Faults {
+		n := 0
+		for _, g := range r.Faults {
+			if g.At <= f.At && f.At < g.At+g.For {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
 }
