@@ -3,7 +3,6 @@ package sdf
 import (
 	"fmt"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -186,26 +185,9 @@ func (fs *FS) scanWindowLocked(d flash.DieAddr, only map[int]bool, workers int, 
 		}
 	}
 	sort.Slice(files, func(a, b int) bool { return files[a].ID < files[b].ID })
-	bounds := reparo.Partition(len(files), workers)
-	results := make([]map[uint64][]uint64, workers)
-	entries := make([]int, workers)
-	var wg sync.WaitGroup
-	for k := 0; k < workers; k++ {
-		wg.Add(1)
-		go func(k int) {
-			defer wg.Done()
-			results[k], entries[k] = dieloss.Scan(fs.zones, files[bounds[k]:bounds[k+1]], d, only)
-		}(k)
-	}
-	wg.Wait()
-	out := map[uint64][]uint64{}
-	for k, r := range results {
-		st.Entries += entries[k]
-		for id, ps := range r {
-			out[id] = append(out[id], ps...)
-		}
-	}
-	return out
+	pages, entries := dieloss.ScanParallel(fs.zones, files, d, only, workers)
+	st.Entries += entries
+	return pages
 }
 
 // lossFileLocked is file id as dieloss sees it.

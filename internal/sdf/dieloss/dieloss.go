@@ -3,6 +3,7 @@ package dieloss
 import (
 	"fmt"
 	"sort"
+	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
@@ -95,6 +96,33 @@ func Scan(t *zones.Table, files []File, d flash.DieAddr, only map[int]bool) (pag
 		}
 		if len(mine) > 0 {
 			pages[f.ID] = append(pages[f.ID], mine...)
+		}
+	}
+	return pages, entries
+}
+
+// ScanParallel is Scan split among workers (CDR; IDR is one worker): the
+// files, which the caller sorts by ID, are cut into contiguous regions
+// (reparo.Partition) scanned in parallel; the pages are merged by file.
+func ScanParallel(t *zones.Table, files []File, d flash.DieAddr, only map[int]bool, workers int) (pages map[uint64][]uint64, entries int) {
+	workers = max(workers, 1)
+	bounds := reparo.Partition(len(files), workers)
+	results := make([]map[uint64][]uint64, workers)
+	counts := make([]int, workers)
+	var wg sync.WaitGroup
+	for k := 0; k < workers; k++ {
+		wg.Add(1)
+		go func(k int) {
+			defer wg.Done()
+			results[k], counts[k] = Scan(t, files[bounds[k]:bounds[k+1]], d, only)
+		}(k)
+	}
+	wg.Wait()
+	pages = map[uint64][]uint64{}
+	for k, r := range results {
+		entries += counts[k]
+		for id, ps := range r {
+			pages[id] = append(pages[id], ps...)
 		}
 	}
 	return pages, entries

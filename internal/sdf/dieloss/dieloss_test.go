@@ -186,6 +186,13 @@ func TestScanAndEntrustmentAgree(t *testing.T) {
 				if got := sorted(scan); !reflect.DeepEqual(got, want) {
 					t.Fatalf("run %d, die %s, window %v: scan %v, want %v", run, d, win, got, want)
 				}
+				workers := 1 + rng.Intn(5)
+				par, parEntries := ScanParallel(w.t, inWin, d, nil, workers)
+				_, entries := Scan(w.t, inWin, d, nil)
+				if got := sorted(par); !reflect.DeepEqual(got, want) || parEntries != entries {
+					t.Fatalf("run %d, die %s, window %v: scan by %d workers %v (%d entries), want %v (%d)",
+						run, d, win, workers, got, parEntries, want, entries)
+				}
 				reads, cands, byScan := PlanP2L(w.t, d)
 				for _, r := range reads {
 					// The P2L page lists the owner of every data page of d's
