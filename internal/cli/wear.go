@@ -142,8 +142,11 @@ func printWear(out io.Writer, st *coordpb.WearStatusResponse, dies map[uint64][]
 	if err := writeTable(out, rows); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "moves: %d done (%s), %d failed, %d pending; %d mapping rows\n",
-		st.MovesDone, base.Bytes(st.BytesMoved), st.MovesFailed, st.MovesPending, st.MappingRows)
+	fmt.Fprintf(out, "moves: %d done (%s), %d superseded, %d failed, %d pending; %d mapping rows\n",
+		st.MovesDone, base.Bytes(st.BytesMoved), st.MovesSuperseded, st.MovesFailed, st.MovesPending, st.MappingRows)
+	for _, c := range st.MovesFailedByReason {
+		fmt.Fprintf(out, "  failed: %d %s\n", c.Moves, c.Reason)
+	}
 	if len(st.RecentMoves) == 0 {
 		return nil
 	}
@@ -151,6 +154,9 @@ func printWear(out io.Writer, st *coordpb.WearStatusResponse, dies map[uint64][]
 	rows = [][]string{{"ID", "WHEN", "KEY", "SLOT", "FROM", "TO", "BYTES", "REASON", "OUTCOME"}}
 	for _, m := range st.RecentMoves {
 		outcome := m.Outcome
+		if m.Why != "" {
+			outcome += " (" + m.Why + ")"
+		}
 		if m.Error != "" {
 			outcome += ": " + m.Error
 		}

@@ -232,12 +232,13 @@ func TestPrintWear(t *testing.T) {
 			{State: "REP", Objects: 3, Bytes: 3 << 20}, {State: "EC", Objects: 40, Bytes: 40 << 20},
 			{State: "late-REP", Objects: 1, Bytes: 1 << 20}, {State: "late-EC"}, {State: "REP-EWO"}, {State: "EC-EWO", Objects: 2, Bytes: 2 << 20},
 		},
-		MovesPending: 1, MovesDone: 5, MovesFailed: 2, BytesMoved: 5 << 20, MappingRows: 3,
+		MovesPending: 1, MovesDone: 5, MovesFailed: 2, MovesSuperseded: 1, BytesMoved: 5 << 20, MappingRows: 3,
+		MovesFailedByReason: []*coordpb.WearMoveCount{{Reason: "copy failed", Moves: 1}, {Reason: "not one part of one redundancy", Moves: 1}},
 		RecentMoves: []*coordpb.WearMoveOutcome{
 			{Id: 7, Key: "k/a", Slot: 2, From: 1, To: 2, Bytes: 1 << 20, Reason: "migrate", Outcome: "done", UnixMs: now.Add(-90 * time.Second).UnixMilli()},
-			{Id: 8, Key: "k/b", Slot: 0, From: 1, To: 3, Bytes: 1 << 20, Reason: "migrate", Outcome: "failed", Error: "copy to node 3: unavailable", UnixMs: now.Add(-30 * time.Second).UnixMilli()},
-			{Id: 9, Key: "k/c", Slot: 4, From: 2, To: 1, Bytes: 256 << 10, Reason: "edm", Outcome: "stale", Error: "the object changed since the epoch", UnixMs: now.Add(-2 * time.Second).UnixMilli()},
-			{Id: 10, Key: "k/d", Bytes: 1 << 20, Reason: "convert", Outcome: "failed", Error: "not one part of one redundancy", UnixMs: now.UnixMilli()},
+			{Id: 8, Key: "k/b", Slot: 0, From: 1, To: 3, Bytes: 1 << 20, Reason: "migrate", Outcome: "failed", Why: "copy failed", Error: "copy to node 3: unavailable", UnixMs: now.Add(-30 * time.Second).UnixMilli()},
+			{Id: 9, Key: "k/c", Slot: 4, From: 2, To: 1, Bytes: 256 << 10, Reason: "edm", Outcome: "superseded", Why: "a newer version was written", UnixMs: now.Add(-2 * time.Second).UnixMilli()},
+			{Id: 10, Key: "k/d", Bytes: 1 << 20, Reason: "convert", Outcome: "failed", Why: "not one part of one redundancy", UnixMs: now.UnixMilli()},
 		},
 	}
 	dies := map[uint64][]int64{1: {400, 420, 410, 420}, 2: {330, 340, 340, 340}}

@@ -73,8 +73,11 @@ type wearHost struct {
 	out    map[uint64]*wearMove
 	nextID uint64
 	last   wear.Decisions
-	// Counters since the coordinator started.
-	done, failed, movedBytes int64
+	// Counters since the coordinator started: moves done, superseded (the
+	// object changed since the epoch issued the move) and failed, by
+	// reason.
+	done, superseded, failed, movedBytes int64
+	failedBy                             map[string]int64
 	// recent holds the latest moves' outcomes, oldest first (at most
 	// maxRecentMoves), for `ctl wear`.
 	recent []*coordpb.WearMoveOutcome
@@ -83,11 +86,51 @@ type wearHost struct {
 // maxRecentMoves bounds the outcomes WearStatus reports.
 const maxRecentMoves = 32
 
+// Outcomes of a wear move.
+const (
+	moveDone       = "done"
+	moveSuperseded = "superseded"
+	moveFailed     = "failed"
+	moveTimedOut   = "timed out"
+)
+
+// Why a move did not finish (WearMoveOutcome.why, the keys of
+// moves_failed_by_reason).
+const (
+	whyNewerVersion    = "a newer version was written"
+	whyRemoved         = "the object was removed"
+	whyRowChanged      = "the object's row changed (a write, a re-protection)"
+	whyRowOutOfDate    = "the record's layout is not the move's source"
+	whyNotSinglePart   = "not one part of one redundancy"
+	whyLookup          = "record lookup failed"
+	whyTimedOut        = "no mover reported in time"
+	whyDestinationDown = "destination node down"
+	whyPartDown        = "a node holding a part down"
+	whyDestinationBusy = "destination holds garbage or a pending part of the version"
+	whyBeginRefused    = "begin refused"
+	whyCopyFailed      = "copy failed"
+	whyCommitRefused   = "commit refused"
+	whyMoverError      = "mover error"
+)
+
+// finish counts a move that did not finish and remembers it: superseded
+// (not a failure) or failed for reason why. Called with h.mu held.
+func (h *wearHost) finish(mv *wearMove, superseded bool, outcome, why, errText string, now time.Time) {
+	if superseded {
+		h.superseded++
+		outcome = moveSuperseded
+	} else {
+		h.failed++
+		h.failedBy[why]++
+	}
+	h.record(mv, outcome, why, errText, now)
+}
+
 // record remembers a move's outcome. Called with h.mu held.
-func (h *wearHost) record(mv *wearMove, outcome, errText string, now time.Time) {
+func (h *wearHost) record(mv *wearMove, outcome, why, errText string, now time.Time) {
 	o := &coordpb.WearMoveOutcome{
 		Id: mv.id, Key: mv.key, Slot: uint32(max(mv.slot, 0)), Bytes: mv.bytes, Reason: mv.m.Reason,
-		Outcome: outcome, Error: errText, UnixMs: now.UnixMilli(),
+		Outcome: outcome, Error: errText, UnixMs: now.UnixMilli(), Why: why,
 	}
 	if mv.slot >= 0 {
 		o.From, o.To = uint64(mv.m.From.Node(mv.slot)), uint64(mv.m.To.Node(mv.slot))
@@ -109,6 +152,7 @@ type wearMove struct {
 	key      string
 	slot     int
 	bytes    int64
+	version  uint64 // the version handed to the mover
 	deadline time.Time
 }
 
@@ -173,7 +217,7 @@ func (c *Coordinator) startWear(ctx context.Context, loopCtx context.Context) er
 	if wc.MoveTimeout <= 0 {
 		wc.MoveTimeout = 5 * time.Minute
 	}
-	h := &wearHost{cfg: wc, keys: map[wear.ObjectID]string{}, plans: map[uint64]wearPlan{}, out: map[uint64]*wearMove{}}
+	h := &wearHost{cfg: wc, keys: map[wear.ObjectID]string{}, plans: map[uint64]wearPlan{}, out: map[uint64]*wearMove{}, failedBy: map[string]int64{}}
 	if h.b, err = wear.New(opts, hostPlacer{h}); err != nil {
 		return err
 	}
@@ -341,15 +385,17 @@ func (h *wearHost) replaced(rec *objectpb.ObjectRecord, slot int, to uint64, now
 	for mid, mv := range h.out {
 		if mv.key == rec.Key && mv.slot == slot && uint64(mv.m.To.Node(slot)) == to {
 			delete(h.out, mid)
-			err := h.b.MoveDone(mv.m)
-			if err == nil {
-				h.done++
-				h.movedBytes += mv.bytes
-				h.record(mv, "done", "", now)
+			// The record switched to the destination: the part moved.
+			// The balancer refuses it (ErrStaleMove) when the object's
+			// row changed meanwhile (a write planned around the move):
+			// Relocate below then takes the record's layout.
+			h.done++
+			h.movedBytes += mv.bytes
+			if err := h.b.MoveDone(mv.m); err == nil {
+				h.record(mv, moveDone, "", "", now)
 				return
 			}
-			h.record(mv, "failed", err.Error(), now)
-			h.failed++
+			h.record(mv, moveDone, whyRowChanged, "", now)
 			break
 		}
 	}
@@ -437,9 +483,8 @@ func (c *Coordinator) wearEpoch(ctx context.Context, stats []wear.ServerStats) e
 	for id, mv := range h.out {
 		if now.After(mv.deadline) {
 			delete(h.out, id)
+			h.finish(mv, h.b.Superseded(mv.m), moveTimedOut, whyTimedOut, "", now)
 			h.b.MoveFailed(mv.m)
-			h.failed++
-			h.record(mv, "timed out", "", now)
 		}
 	}
 	for v, p := range h.plans {
@@ -524,10 +569,9 @@ func (h *wearHost) queue(m wear.Move, now time.Time, logf func(string, ...any)) 
 	key, known := h.keys[m.Object]
 	if !ok || slot < 0 || !known {
 		logf("coordinator: wear: %v cannot be made live (one part of one redundancy at a time)", m)
-		h.b.MoveFailed(m)
-		h.failed++
 		h.nextID++
-		h.record(&wearMove{id: h.nextID, m: m, key: key, slot: -1, bytes: m.Bytes}, "failed", "not one part of one redundancy", now)
+		h.finish(&wearMove{id: h.nextID, m: m, key: key, slot: -1, bytes: m.Bytes}, false, moveFailed, whyNotSinglePart, "", now)
+		h.b.MoveFailed(m)
 		return
 	}
 	h.nextID++
@@ -558,14 +602,26 @@ func (c *Coordinator) WearMoves(ctx context.Context, req *coordpb.WearMovesReque
 		}
 		h.mu.Lock()
 		if err != nil || l != mv.m.From {
-			// The object changed since the epoch decided: stale. Reported
-			// as failed, which changes no row.
+			// The object changed since the epoch decided: a put of a newer
+			// version (in an EWO state it wrote the part to its
+			// destination itself), a removal or a re-protection. The
+			// balancer's row says which: if it did not change, the record
+			// and the row disagree, which is a failure.
+			superseded, why, errText := h.b.Superseded(mv.m), whyRowChanged, ""
+			switch {
+			case isNotFound(err):
+				superseded, why = true, whyRemoved
+			case err != nil:
+				why, errText = whyLookup, err.Error()
+			case !superseded:
+				why, errText = whyRowOutOfDate, fmt.Sprintf("record %v, move from %v", l, mv.m.From)
+			}
+			h.finish(mv, superseded, moveFailed, why, errText, now)
 			h.b.MoveFailed(mv.m)
-			h.failed++
-			h.record(mv, "stale", "the object changed since the epoch", now)
 			h.mu.Unlock()
 			continue
 		}
+		mv.version = rec.Version
 		mv.deadline = now.Add(h.cfg.MoveTimeout)
 		h.out[mv.id] = mv
 		h.mu.Unlock()
@@ -585,27 +641,81 @@ func (c *Coordinator) WearMoveDone(ctx context.Context, req *coordpb.WearMoveDon
 		return &coordpb.WearMoveDoneResponse{}, nil
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	mv, ok := h.out[req.Id]
 	if !ok {
+		h.mu.Unlock()
 		return &coordpb.WearMoveDoneResponse{}, nil
 	}
 	delete(h.out, req.Id)
 	if req.Ok {
+		defer h.mu.Unlock()
 		// CommitReplace did not see it (a mover that reports success must
 		// have committed): count it as done on the balancer's side too.
 		if err := h.b.MoveDone(mv.m); err == nil {
 			h.done++
 			h.movedBytes += mv.bytes
-			h.record(mv, "done", "", c.cfg.Clock.Now())
+			h.record(mv, moveDone, "", "", c.cfg.Clock.Now())
 			return &coordpb.WearMoveDoneResponse{}, nil
 		}
+		h.finish(mv, true, moveFailed, whyRowChanged, "reported done, row changed", c.cfg.Clock.Now())
+		h.b.MoveFailed(mv.m)
+		return &coordpb.WearMoveDoneResponse{}, nil
 	}
+	h.mu.Unlock()
+	superseded, why := c.moveFailureWhy(ctx, mv, req.Error)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	superseded = superseded || h.b.Superseded(mv.m)
+	h.finish(mv, superseded, moveFailed, why, req.Error, c.cfg.Clock.Now())
 	h.b.MoveFailed(mv.m)
-	h.failed++
-	h.record(mv, "failed", req.Error, c.cfg.Clock.Now())
-	c.cfg.Logf("coordinator: wear move of %q slot %d to node %d failed: %s", mv.key, mv.slot, mv.m.To.Node(mv.slot), req.Error)
+	if superseded {
+		c.cfg.Logf("coordinator: wear move of %q v%d slot %d to node %d superseded (%s): %s", mv.key, mv.version, mv.slot, mv.m.To.Node(mv.slot), why, req.Error)
+	} else {
+		c.cfg.Logf("coordinator: wear move of %q v%d slot %d to node %d failed (%s): %s", mv.key, mv.version, mv.slot, mv.m.To.Node(mv.slot), why, req.Error)
+	}
 	return &coordpb.WearMoveDoneResponse{}, nil
+}
+
+// moveFailureWhy classifies a move its mover reported failed: superseded
+// when the object's current version is not the one the mover moved (or the
+// object is gone); otherwise a node down (the destination, or one holding a
+// part the copy reads), else the step the mover's error names. Called
+// without h.mu held (it reads etcd).
+func (c *Coordinator) moveFailureWhy(ctx context.Context, mv *wearMove, errText string) (superseded bool, why string) {
+	rec, _, err := c.lookup(ctx, mv.key)
+	switch {
+	case isNotFound(err):
+		return true, whyRemoved
+	case err == nil && rec.Version != mv.version:
+		return true, whyNewerVersion
+	}
+	if nodes, err := c.nodes(ctx); err == nil {
+		if n := nodes[uint64(mv.m.To.Node(mv.slot))]; n == nil || !n.Live {
+			return false, whyDestinationDown
+		}
+		if rec != nil {
+			for _, id := range rec.Placement {
+				if n := nodes[id]; n == nil || !n.Live {
+					return false, whyPartDown
+				}
+			}
+		}
+	}
+	switch {
+	case strings.HasPrefix(errText, "stale:"):
+		return true, whyNewerVersion
+	case strings.HasPrefix(errText, "begin:") && strings.Contains(errText, "is not live"):
+		return false, whyDestinationDown
+	case strings.HasPrefix(errText, "begin:") && strings.Contains(errText, "garbage or a pending part"):
+		return false, whyDestinationBusy
+	case strings.HasPrefix(errText, "begin:"):
+		return false, whyBeginRefused
+	case strings.HasPrefix(errText, "copy to node"):
+		return false, whyCopyFailed
+	case strings.HasPrefix(errText, "commit:"):
+		return false, whyCommitRefused
+	}
+	return false, whyMoverError
 }
 
 // WearStatus reports the balancer's state for `flashmend ctl wear`.
@@ -625,9 +735,14 @@ func (c *Coordinator) WearStatus(ctx context.Context, req *coordpb.WearStatusReq
 		Policy: opts.Mode.String(), InitialRedundancy: strings.ToLower(opts.Initial.String()),
 		Epoch: h.b.CurrentEpoch(), EpochMillis: h.cfg.Epoch.Milliseconds(),
 		MovesPending: int64(len(h.queued) + len(h.out)), MovesDone: h.done, MovesFailed: h.failed,
-		BytesMoved: h.movedBytes, MappingRows: int64(h.b.Table().Rows()),
+		MovesSuperseded: h.superseded,
+		BytesMoved:      h.movedBytes, MappingRows: int64(h.b.Table().Rows()),
 		Arpt: h.last.ARPT, Hcds: h.last.HCDS, Edm: h.last.EDM,
 	}
+	for why, n := range h.failedBy {
+		resp.MovesFailedByReason = append(resp.MovesFailedByReason, &coordpb.WearMoveCount{Reason: why, Moves: n})
+	}
+	slices.SortFunc(resp.MovesFailedByReason, func(a, b *coordpb.WearMoveCount) int { return strings.Compare(a.Reason, b.Reason) })
 	for _, o := range h.recent {
 		resp.RecentMoves = append(resp.RecentMoves, proto.Clone(o).(*coordpb.WearMoveOutcome))
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,7 +125,9 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		name            string
 		erases          map[uint64]int64 // during the phase
 		moved, moves    int64
+		superseded      int64
 		failed          int64
+		failedBy        []string // "count reason"
 		killed          uint64
 		putErrors       int
 		pauses          int
@@ -386,7 +389,10 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 			cl.Close()
 			return nil, err
 		}
-		res.moved, res.moves, res.failed = st.BytesMoved, st.MovesDone, st.MovesFailed
+		res.moved, res.moves, res.superseded, res.failed = st.BytesMoved, st.MovesDone, st.MovesSuperseded, st.MovesFailed
+		for _, c := range st.MovesFailedByReason {
+			res.failedBy = append(res.failedBy, fmt.Sprintf("%d %s", c.Moves, c.Reason))
+		}
 		for _, s := range st.States {
 			res.states[s.State] = s.Objects
 		}
@@ -427,7 +433,7 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		p.nodes, base.Bytes(deviceBytes), p.objects, base.Bytes(p.objectBytes), p.putsPerPhase, p.writers,
 		p.epoch, p.moveEvery, cfg.Seed)
 	t := report.Table{Caption: "Per phase: erases during the phase per node, and the cumulative figures at its end",
-		Header: []string{"phase", "erases per node (node: count)", "cumulative mean", "cumulative sigma (sigma/mean)", "moves done / failed", "bytes moved", "node killed", "puts refused", "objects verified / wrong", "pauses (time)", "wall"}}
+		Header: []string{"phase", "erases per node (node: count)", "cumulative mean", "cumulative sigma (sigma/mean)", "moves done / superseded / failed", "bytes moved", "node killed", "puts refused", "objects verified / wrong", "pauses (time)", "wall"}}
 	for _, ph := range phases {
 		ids := make([]uint64, 0, len(ph.erases))
 		for id := range ph.erases {
@@ -450,11 +456,25 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 			cv = ph.sigmaCum / ph.mean
 		}
 		t.Rows = append(t.Rows, []string{ph.name, cells, fmt.Sprintf("%.0f", ph.mean), fmt.Sprintf("%.1f (%.3f)", ph.sigmaCum, cv),
-			fmt.Sprintf("%d / %d", ph.moves, ph.failed), base.Bytes(ph.moved).String(), killed, fmt.Sprint(ph.putErrors),
+			fmt.Sprintf("%d / %d / %d", ph.moves, ph.superseded, ph.failed), base.Bytes(ph.moved).String(), killed, fmt.Sprint(ph.putErrors),
 			fmt.Sprintf("%d / %d", ph.verified, ph.wrong), fmt.Sprintf("%d (%s)", ph.pauses, ph.paused.Round(time.Second)),
 			ph.wallTime.Round(time.Second).String()})
 	}
 	if err := r.Table(t); err != nil {
+		return nil, err
+	}
+	ft := report.Table{Caption: "Failed moves by reason (the coordinator's classification, `ctl wear`): a move superseded by a newer put, a removal or a re-protection is not a failure and is counted apart",
+		Header: []string{"phase", "failed moves (count reason)"}}
+	for _, ph := range phases {
+		if ph.name == "chameleon" {
+			cell := "none"
+			if len(ph.failedBy) > 0 {
+				cell = strings.Join(ph.failedBy, "; ")
+			}
+			ft.Rows = append(ft.Rows, []string{ph.name, cell})
+		}
+	}
+	if err := r.Table(ft); err != nil {
 		return nil, err
 	}
 	st := report.Table{Caption: "Objects per state at the end of each phase", Header: []string{"phase"}}
@@ -493,10 +513,12 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 	if len(phases) == 2 {
 		a, b := phases[0], phases[1]
 		r.Text("The cumulative standard deviation went from %.1f at the end of the unbalanced phase to %.1f at the end "+
-			"of the balanced one (coefficient of variation %.3f to %.3f); the balancer moved %s in %d moves (%d failed: "+
-			"a move to the killed node, or one overtaken by a put, is reported and not retried until a later epoch). "+
+			"of the balanced one (coefficient of variation %.3f to %.3f); the balancer moved %s in %d moves; %d moves were "+
+			"superseded (a put of a newer version, which in an EWO state writes the part to its destination itself, "+
+			"committed first: the move is dropped, the newer version kept) and %d failed (reasons above; a failed move "+
+			"is not retried until a later epoch issues it again). "+
 			"Objects read back wrong or not at all: %d after phase 1, %d after phase 2 (of %d).",
-			a.sigmaCum, b.sigmaCum, safeDiv(a.sigmaCum, a.mean), safeDiv(b.sigmaCum, b.mean), base.Bytes(b.moved), b.moves, b.failed,
+			a.sigmaCum, b.sigmaCum, safeDiv(a.sigmaCum, a.mean), safeDiv(b.sigmaCum, b.mean), base.Bytes(b.moved), b.moves, b.superseded, b.failed,
 			a.wrong, b.wrong, b.verified)
 		if a.wrong+b.wrong > 0 {
 			return r, errors.New("chameleon-live: objects read back wrong (see the report)")

@@ -521,6 +521,21 @@ func (b *Balancer) MoveFailed(m Move) {
 	}
 }
 
+// Superseded reports whether the object of an outstanding move changed
+// since the move was issued (a write committed, it was removed, re-created
+// or relocated): MoveDone would refuse the move with ErrStaleMove. A caller
+// whose move did not finish counts it as superseded rather than failed: in
+// an EWO state the write that superseded it carried the part to its
+// destination itself. It does not take the move off the outstanding list.
+func (b *Balancer) Superseded(m Move) bool {
+	inc, ok := b.outstanding[m.id]
+	if !ok {
+		return false
+	}
+	o := b.lookup(m.Object)
+	return o == nil || o.incarnation != inc || o.gen != m.gen
+}
+
 // reported takes a move off the outstanding list and returns its object
 // if it is still the incarnation the move was issued for.
 func (b *Balancer) reported(m Move) *object {

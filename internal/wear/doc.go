@@ -59,7 +59,8 @@
 // popularities restart at zero. A move that fails (MoveFailed) leaves the
 // object on its source and may be issued again; a move that finishes after
 // the object changed (a write, a removal) is refused with ErrStaleMove and
-// the caller drops what it copied. Servers that are not up are never
+// the caller drops what it copied (Superseded tells such a move from a
+// failure before it is reported). Servers that are not up are never
 // targets; a write planned onto a server that went down is re-planned on
 // the next server of the object's ring walk (PlanWriteAvoiding takes the
 // caller's current view of liveness, which replaces the last epoch's). A

@@ -1939,9 +1939,16 @@ type WearStatusResponse struct {
 	Hcds              bool              `protobuf:"varint,15,opt,name=hcds,proto3" json:"hcds,omitempty"`
 	Edm               bool              `protobuf:"varint,16,opt,name=edm,proto3" json:"edm,omitempty"`
 	// The latest moves' outcomes, oldest first (at most 32).
-	RecentMoves   []*WearMoveOutcome `protobuf:"bytes,17,rep,name=recent_moves,json=recentMoves,proto3" json:"recent_moves,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RecentMoves []*WearMoveOutcome `protobuf:"bytes,17,rep,name=recent_moves,json=recentMoves,proto3" json:"recent_moves,omitempty"`
+	// Moves that lost a race to a newer change of their object (a put of a
+	// newer version, which in an EWO state carries the move's part to its
+	// destination itself, a removal or a re-protection): not failures, and
+	// not counted in moves_failed.
+	MovesSuperseded int64 `protobuf:"varint,18,opt,name=moves_superseded,json=movesSuperseded,proto3" json:"moves_superseded,omitempty"`
+	// moves_failed by reason, sorted by reason.
+	MovesFailedByReason []*WearMoveCount `protobuf:"bytes,19,rep,name=moves_failed_by_reason,json=movesFailedByReason,proto3" json:"moves_failed_by_reason,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *WearStatusResponse) Reset() {
@@ -2093,6 +2100,73 @@ func (x *WearStatusResponse) GetRecentMoves() []*WearMoveOutcome {
 	return nil
 }
 
+func (x *WearStatusResponse) GetMovesSuperseded() int64 {
+	if x != nil {
+		return x.MovesSuperseded
+	}
+	return 0
+}
+
+func (x *WearStatusResponse) GetMovesFailedByReason() []*WearMoveCount {
+	if x != nil {
+		return x.MovesFailedByReason
+	}
+	return nil
+}
+
+// WearMoveCount is a number of moves with one outcome reason.
+type WearMoveCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Reason        string                 `protobuf:"bytes,1,opt,name=reason,proto3" json:"reason,omitempty"`
+	Moves         int64                  `protobuf:"varint,2,opt,name=moves,proto3" json:"moves,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WearMoveCount) Reset() {
+	*x = WearMoveCount{}
+	mi := &file_flashmend_coord_coord_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WearMoveCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WearMoveCount) ProtoMessage() {}
+
+func (x *WearMoveCount) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_coord_coord_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WearMoveCount.ProtoReflect.Descriptor instead.
+func (*WearMoveCount) Descriptor() ([]byte, []int) {
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *WearMoveCount) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *WearMoveCount) GetMoves() int64 {
+	if x != nil {
+		return x.Moves
+	}
+	return 0
+}
+
 // WearMoveOutcome is what became of one wear move.
 type WearMoveOutcome struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -2103,18 +2177,22 @@ type WearMoveOutcome struct {
 	To     uint64                 `protobuf:"varint,5,opt,name=to,proto3" json:"to,omitempty"`
 	Bytes  int64                  `protobuf:"varint,6,opt,name=bytes,proto3" json:"bytes,omitempty"`
 	Reason string                 `protobuf:"bytes,7,opt,name=reason,proto3" json:"reason,omitempty"`
-	// done, failed (with error), stale (the object changed before a mover
-	// took it) or timed out (no mover reported within MoveTimeout).
-	Outcome       string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
-	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
-	UnixMs        int64  `protobuf:"varint,10,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	// done, superseded (the object changed since the epoch issued the move:
+	// a newer version, a removal, a re-protection), failed (with a reason
+	// and the error) or timed out (no mover reported within MoveTimeout).
+	Outcome string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Error   string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	UnixMs  int64  `protobuf:"varint,10,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	// Why a move failed or was superseded (a short class, see
+	// WearStatusResponse.moves_failed_by_reason).
+	Why           string `protobuf:"bytes,11,opt,name=why,proto3" json:"why,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WearMoveOutcome) Reset() {
 	*x = WearMoveOutcome{}
-	mi := &file_flashmend_coord_coord_proto_msgTypes[33]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2204,7 @@ func (x *WearMoveOutcome) String() string {
 func (*WearMoveOutcome) ProtoMessage() {}
 
 func (x *WearMoveOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_coord_coord_proto_msgTypes[33]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2217,7 @@ func (x *WearMoveOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WearMoveOutcome.ProtoReflect.Descriptor instead.
 func (*WearMoveOutcome) Descriptor() ([]byte, []int) {
-	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{33}
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WearMoveOutcome) GetId() uint64 {
@@ -2212,6 +2290,13 @@ func (x *WearMoveOutcome) GetUnixMs() int64 {
 	return 0
 }
 
+func (x *WearMoveOutcome) GetWhy() string {
+	if x != nil {
+		return x.Why
+	}
+	return ""
+}
+
 // One part of one object version to move: slot `slot` of `version` from
 // node `from` to node `to`, by BeginReplace (with `to`), a verified re-copy
 // and CommitReplace.
@@ -2231,7 +2316,7 @@ type WearMove struct {
 
 func (x *WearMove) Reset() {
 	*x = WearMove{}
-	mi := &file_flashmend_coord_coord_proto_msgTypes[34]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2328,7 @@ func (x *WearMove) String() string {
 func (*WearMove) ProtoMessage() {}
 
 func (x *WearMove) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_coord_coord_proto_msgTypes[34]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2341,7 @@ func (x *WearMove) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WearMove.ProtoReflect.Descriptor instead.
 func (*WearMove) Descriptor() ([]byte, []int) {
-	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{34}
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WearMove) GetId() uint64 {
@@ -2324,7 +2409,7 @@ type WearMovesRequest struct {
 
 func (x *WearMovesRequest) Reset() {
 	*x = WearMovesRequest{}
-	mi := &file_flashmend_coord_coord_proto_msgTypes[35]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2336,7 +2421,7 @@ func (x *WearMovesRequest) String() string {
 func (*WearMovesRequest) ProtoMessage() {}
 
 func (x *WearMovesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_coord_coord_proto_msgTypes[35]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2349,7 +2434,7 @@ func (x *WearMovesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WearMovesRequest.ProtoReflect.Descriptor instead.
 func (*WearMovesRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{35}
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WearMovesRequest) GetLimit() int32 {
@@ -2368,7 +2453,7 @@ type WearMovesResponse struct {
 
 func (x *WearMovesResponse) Reset() {
 	*x = WearMovesResponse{}
-	mi := &file_flashmend_coord_coord_proto_msgTypes[36]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2380,7 +2465,7 @@ func (x *WearMovesResponse) String() string {
 func (*WearMovesResponse) ProtoMessage() {}
 
 func (x *WearMovesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_coord_coord_proto_msgTypes[36]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2393,7 +2478,7 @@ func (x *WearMovesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WearMovesResponse.ProtoReflect.Descriptor instead.
 func (*WearMovesResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{36}
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WearMovesResponse) GetMoves() []*WearMove {
@@ -2414,7 +2499,7 @@ type WearMoveDoneRequest struct {
 
 func (x *WearMoveDoneRequest) Reset() {
 	*x = WearMoveDoneRequest{}
-	mi := &file_flashmend_coord_coord_proto_msgTypes[37]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2511,7 @@ func (x *WearMoveDoneRequest) String() string {
 func (*WearMoveDoneRequest) ProtoMessage() {}
 
 func (x *WearMoveDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_coord_coord_proto_msgTypes[37]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2524,7 @@ func (x *WearMoveDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WearMoveDoneRequest.ProtoReflect.Descriptor instead.
 func (*WearMoveDoneRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{37}
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WearMoveDoneRequest) GetId() uint64 {
@@ -2471,7 +2556,7 @@ type WearMoveDoneResponse struct {
 
 func (x *WearMoveDoneResponse) Reset() {
 	*x = WearMoveDoneResponse{}
-	mi := &file_flashmend_coord_coord_proto_msgTypes[38]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2568,7 @@ func (x *WearMoveDoneResponse) String() string {
 func (*WearMoveDoneResponse) ProtoMessage() {}
 
 func (x *WearMoveDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_coord_coord_proto_msgTypes[38]
+	mi := &file_flashmend_coord_coord_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2581,7 @@ func (x *WearMoveDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WearMoveDoneResponse.ProtoReflect.Descriptor instead.
 func (*WearMoveDoneResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{38}
+	return file_flashmend_coord_coord_proto_rawDescGZIP(), []int{39}
 }
 
 var File_flashmend_coord_coord_proto protoreflect.FileDescriptor
@@ -2643,7 +2728,7 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x0eWearStateCount\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12\x18\n" +
 	"\aobjects\x18\x02 \x01(\x03R\aobjects\x12\x14\n" +
-	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"\xe8\x04\n" +
+	"\x05bytes\x18\x03 \x01(\x03R\x05bytes\"\xe8\x05\n" +
 	"\x12WearStatusResponse\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12-\n" +
 	"\x12initial_redundancy\x18\x02 \x01(\tR\x11initialRedundancy\x12\x14\n" +
@@ -2666,7 +2751,12 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\x04arpt\x18\x0e \x01(\bR\x04arpt\x12\x12\n" +
 	"\x04hcds\x18\x0f \x01(\bR\x04hcds\x12\x10\n" +
 	"\x03edm\x18\x10 \x01(\bR\x03edm\x12C\n" +
-	"\frecent_moves\x18\x11 \x03(\v2 .flashmend.coord.WearMoveOutcomeR\vrecentMoves\"\xe2\x01\n" +
+	"\frecent_moves\x18\x11 \x03(\v2 .flashmend.coord.WearMoveOutcomeR\vrecentMoves\x12)\n" +
+	"\x10moves_superseded\x18\x12 \x01(\x03R\x0fmovesSuperseded\x12S\n" +
+	"\x16moves_failed_by_reason\x18\x13 \x03(\v2\x1e.flashmend.coord.WearMoveCountR\x13movesFailedByReason\"=\n" +
+	"\rWearMoveCount\x12\x16\n" +
+	"\x06reason\x18\x01 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05moves\x18\x02 \x01(\x03R\x05moves\"\xf4\x01\n" +
 	"\x0fWearMoveOutcome\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x12\n" +
@@ -2678,7 +2768,8 @@ const file_flashmend_coord_coord_proto_rawDesc = "" +
 	"\aoutcome\x18\b \x01(\tR\aoutcome\x12\x14\n" +
 	"\x05error\x18\t \x01(\tR\x05error\x12\x17\n" +
 	"\aunix_ms\x18\n" +
-	" \x01(\x03R\x06unixMs\"\xac\x01\n" +
+	" \x01(\x03R\x06unixMs\x12\x10\n" +
+	"\x03why\x18\v \x01(\tR\x03why\"\xac\x01\n" +
 	"\bWearMove\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\tR\x03key\x12\x18\n" +
@@ -2729,7 +2820,7 @@ func file_flashmend_coord_coord_proto_rawDescGZIP() []byte {
 	return file_flashmend_coord_coord_proto_rawDescData
 }
 
-var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_flashmend_coord_coord_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*NodeInfo)(nil),                 // 0: flashmend.coord.NodeInfo
 	(*JoinRequest)(nil),              // 1: flashmend.coord.JoinRequest
@@ -2764,73 +2855,75 @@ var file_flashmend_coord_coord_proto_goTypes = []any{
 	(*WearNode)(nil),                 // 30: flashmend.coord.WearNode
 	(*WearStateCount)(nil),           // 31: flashmend.coord.WearStateCount
 	(*WearStatusResponse)(nil),       // 32: flashmend.coord.WearStatusResponse
-	(*WearMoveOutcome)(nil),          // 33: flashmend.coord.WearMoveOutcome
-	(*WearMove)(nil),                 // 34: flashmend.coord.WearMove
-	(*WearMovesRequest)(nil),         // 35: flashmend.coord.WearMovesRequest
-	(*WearMovesResponse)(nil),        // 36: flashmend.coord.WearMovesResponse
-	(*WearMoveDoneRequest)(nil),      // 37: flashmend.coord.WearMoveDoneRequest
-	(*WearMoveDoneResponse)(nil),     // 38: flashmend.coord.WearMoveDoneResponse
-	(objectpb.Redundancy)(0),         // 39: flashmend.object.Redundancy
-	(*objectpb.ObjectRecord)(nil),    // 40: flashmend.object.ObjectRecord
-	(*kvpb.ShardMap)(nil),            // 41: flashmend.kv.ShardMap
+	(*WearMoveCount)(nil),            // 33: flashmend.coord.WearMoveCount
+	(*WearMoveOutcome)(nil),          // 34: flashmend.coord.WearMoveOutcome
+	(*WearMove)(nil),                 // 35: flashmend.coord.WearMove
+	(*WearMovesRequest)(nil),         // 36: flashmend.coord.WearMovesRequest
+	(*WearMovesResponse)(nil),        // 37: flashmend.coord.WearMovesResponse
+	(*WearMoveDoneRequest)(nil),      // 38: flashmend.coord.WearMoveDoneRequest
+	(*WearMoveDoneResponse)(nil),     // 39: flashmend.coord.WearMoveDoneResponse
+	(objectpb.Redundancy)(0),         // 40: flashmend.object.Redundancy
+	(*objectpb.ObjectRecord)(nil),    // 41: flashmend.object.ObjectRecord
+	(*kvpb.ShardMap)(nil),            // 42: flashmend.kv.ShardMap
 }
 var file_flashmend_coord_coord_proto_depIdxs = []int32{
-	39, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	40, // 0: flashmend.coord.BeginPutRequest.redundancy:type_name -> flashmend.object.Redundancy
 	0,  // 1: flashmend.coord.BeginPutResponse.placement:type_name -> flashmend.coord.NodeInfo
-	39, // 2: flashmend.coord.BeginPutResponse.redundancy:type_name -> flashmend.object.Redundancy
-	39, // 3: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
-	40, // 4: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
-	40, // 5: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
-	40, // 6: flashmend.coord.DeleteResponse.record:type_name -> flashmend.object.ObjectRecord
-	40, // 7: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
+	40, // 2: flashmend.coord.BeginPutResponse.redundancy:type_name -> flashmend.object.Redundancy
+	40, // 3: flashmend.coord.CommitPutRequest.redundancy:type_name -> flashmend.object.Redundancy
+	41, // 4: flashmend.coord.CommitPutResponse.record:type_name -> flashmend.object.ObjectRecord
+	41, // 5: flashmend.coord.LookupResponse.record:type_name -> flashmend.object.ObjectRecord
+	41, // 6: flashmend.coord.DeleteResponse.record:type_name -> flashmend.object.ObjectRecord
+	41, // 7: flashmend.coord.ListResponse.records:type_name -> flashmend.object.ObjectRecord
 	0,  // 8: flashmend.coord.ListNodesResponse.nodes:type_name -> flashmend.coord.NodeInfo
 	0,  // 9: flashmend.coord.BeginReplaceResponse.target:type_name -> flashmend.coord.NodeInfo
-	40, // 10: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
-	41, // 11: flashmend.coord.KVLayoutRequest.adopt:type_name -> flashmend.kv.ShardMap
-	41, // 12: flashmend.coord.KVLayoutResponse.layout:type_name -> flashmend.kv.ShardMap
+	41, // 10: flashmend.coord.CommitReplaceResponse.record:type_name -> flashmend.object.ObjectRecord
+	42, // 11: flashmend.coord.KVLayoutRequest.adopt:type_name -> flashmend.kv.ShardMap
+	42, // 12: flashmend.coord.KVLayoutResponse.layout:type_name -> flashmend.kv.ShardMap
 	30, // 13: flashmend.coord.WearStatusResponse.nodes:type_name -> flashmend.coord.WearNode
 	31, // 14: flashmend.coord.WearStatusResponse.states:type_name -> flashmend.coord.WearStateCount
-	33, // 15: flashmend.coord.WearStatusResponse.recent_moves:type_name -> flashmend.coord.WearMoveOutcome
-	34, // 16: flashmend.coord.WearMovesResponse.moves:type_name -> flashmend.coord.WearMove
-	1,  // 17: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
-	17, // 18: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
-	15, // 19: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
-	3,  // 20: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
-	5,  // 21: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
-	7,  // 22: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
-	9,  // 23: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
-	11, // 24: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
-	13, // 25: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
-	19, // 26: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
-	21, // 27: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
-	23, // 28: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
-	25, // 29: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
-	27, // 30: flashmend.coord.Coordinator.KVLayout:input_type -> flashmend.coord.KVLayoutRequest
-	29, // 31: flashmend.coord.Coordinator.WearStatus:input_type -> flashmend.coord.WearStatusRequest
-	35, // 32: flashmend.coord.Coordinator.WearMoves:input_type -> flashmend.coord.WearMovesRequest
-	37, // 33: flashmend.coord.Coordinator.WearMoveDone:input_type -> flashmend.coord.WearMoveDoneRequest
-	2,  // 34: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
-	18, // 35: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
-	16, // 36: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
-	4,  // 37: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
-	6,  // 38: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
-	8,  // 39: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
-	10, // 40: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
-	12, // 41: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
-	14, // 42: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
-	20, // 43: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
-	22, // 44: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
-	24, // 45: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
-	26, // 46: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
-	28, // 47: flashmend.coord.Coordinator.KVLayout:output_type -> flashmend.coord.KVLayoutResponse
-	32, // 48: flashmend.coord.Coordinator.WearStatus:output_type -> flashmend.coord.WearStatusResponse
-	36, // 49: flashmend.coord.Coordinator.WearMoves:output_type -> flashmend.coord.WearMovesResponse
-	38, // 50: flashmend.coord.Coordinator.WearMoveDone:output_type -> flashmend.coord.WearMoveDoneResponse
-	34, // [34:51] is the sub-list for method output_type
-	17, // [17:34] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	34, // 15: flashmend.coord.WearStatusResponse.recent_moves:type_name -> flashmend.coord.WearMoveOutcome
+	33, // 16: flashmend.coord.WearStatusResponse.moves_failed_by_reason:type_name -> flashmend.coord.WearMoveCount
+	35, // 17: flashmend.coord.WearMovesResponse.moves:type_name -> flashmend.coord.WearMove
+	1,  // 18: flashmend.coord.Coordinator.Join:input_type -> flashmend.coord.JoinRequest
+	17, // 19: flashmend.coord.Coordinator.ClusterInfo:input_type -> flashmend.coord.ClusterInfoRequest
+	15, // 20: flashmend.coord.Coordinator.ListNodes:input_type -> flashmend.coord.ListNodesRequest
+	3,  // 21: flashmend.coord.Coordinator.BeginPut:input_type -> flashmend.coord.BeginPutRequest
+	5,  // 22: flashmend.coord.Coordinator.CommitPut:input_type -> flashmend.coord.CommitPutRequest
+	7,  // 23: flashmend.coord.Coordinator.AbortPut:input_type -> flashmend.coord.AbortPutRequest
+	9,  // 24: flashmend.coord.Coordinator.Lookup:input_type -> flashmend.coord.LookupRequest
+	11, // 25: flashmend.coord.Coordinator.Delete:input_type -> flashmend.coord.DeleteRequest
+	13, // 26: flashmend.coord.Coordinator.List:input_type -> flashmend.coord.ListRequest
+	19, // 27: flashmend.coord.Coordinator.ReportBadReplica:input_type -> flashmend.coord.ReportBadReplicaRequest
+	21, // 28: flashmend.coord.Coordinator.BeginReplace:input_type -> flashmend.coord.BeginReplaceRequest
+	23, // 29: flashmend.coord.Coordinator.CommitReplace:input_type -> flashmend.coord.CommitReplaceRequest
+	25, // 30: flashmend.coord.Coordinator.RebuildIndex:input_type -> flashmend.coord.RebuildIndexRequest
+	27, // 31: flashmend.coord.Coordinator.KVLayout:input_type -> flashmend.coord.KVLayoutRequest
+	29, // 32: flashmend.coord.Coordinator.WearStatus:input_type -> flashmend.coord.WearStatusRequest
+	36, // 33: flashmend.coord.Coordinator.WearMoves:input_type -> flashmend.coord.WearMovesRequest
+	38, // 34: flashmend.coord.Coordinator.WearMoveDone:input_type -> flashmend.coord.WearMoveDoneRequest
+	2,  // 35: flashmend.coord.Coordinator.Join:output_type -> flashmend.coord.JoinResponse
+	18, // 36: flashmend.coord.Coordinator.ClusterInfo:output_type -> flashmend.coord.ClusterInfoResponse
+	16, // 37: flashmend.coord.Coordinator.ListNodes:output_type -> flashmend.coord.ListNodesResponse
+	4,  // 38: flashmend.coord.Coordinator.BeginPut:output_type -> flashmend.coord.BeginPutResponse
+	6,  // 39: flashmend.coord.Coordinator.CommitPut:output_type -> flashmend.coord.CommitPutResponse
+	8,  // 40: flashmend.coord.Coordinator.AbortPut:output_type -> flashmend.coord.AbortPutResponse
+	10, // 41: flashmend.coord.Coordinator.Lookup:output_type -> flashmend.coord.LookupResponse
+	12, // 42: flashmend.coord.Coordinator.Delete:output_type -> flashmend.coord.DeleteResponse
+	14, // 43: flashmend.coord.Coordinator.List:output_type -> flashmend.coord.ListResponse
+	20, // 44: flashmend.coord.Coordinator.ReportBadReplica:output_type -> flashmend.coord.ReportBadReplicaResponse
+	22, // 45: flashmend.coord.Coordinator.BeginReplace:output_type -> flashmend.coord.BeginReplaceResponse
+	24, // 46: flashmend.coord.Coordinator.CommitReplace:output_type -> flashmend.coord.CommitReplaceResponse
+	26, // 47: flashmend.coord.Coordinator.RebuildIndex:output_type -> flashmend.coord.RebuildIndexResponse
+	28, // 48: flashmend.coord.Coordinator.KVLayout:output_type -> flashmend.coord.KVLayoutResponse
+	32, // 49: flashmend.coord.Coordinator.WearStatus:output_type -> flashmend.coord.WearStatusResponse
+	37, // 50: flashmend.coord.Coordinator.WearMoves:output_type -> flashmend.coord.WearMovesResponse
+	39, // 51: flashmend.coord.Coordinator.WearMoveDone:output_type -> flashmend.coord.WearMoveDoneResponse
+	35, // [35:52] is the sub-list for method output_type
+	18, // [18:35] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_coord_coord_proto_init() }
@@ -2844,7 +2937,7 @@ func file_flashmend_coord_coord_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_coord_coord_proto_rawDesc), len(file_flashmend_coord_coord_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
