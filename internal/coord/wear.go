@@ -27,7 +27,12 @@ import (
 // handed to a mover (client.RunWearMoves) that carries each out as a
 // replacement of one part: BeginReplace with the destination, a re-copy
 // verified chunk by chunk from the other parts, CommitReplace. The source
-// part becomes garbage only once the commit has switched the record.
+// part becomes garbage only once the commit has switched the record. A
+// move that did not finish is counted superseded when its object changed
+// since the epoch issued it (a put of a newer version, which CommitReplace
+// never overwrites: it compares the record's revision; a removal; a
+// re-protection), and otherwise failed with a reason (destination down,
+// copy failed, ...), both shown by `ctl wear`.
 //
 // Rows of the mapping table (wear.Entry) are kept in etcd under
 // wearRowsPrefix, one key per object whose row is not the default, the
