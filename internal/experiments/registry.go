@@ -69,6 +69,7 @@ func All() []Experiment {
 		reparoRebuild(),
 		reparoAfter(),
 		datapath(),
+		kvThroughput(),
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].Name < all[j].Name })
 	return all

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/kv/kvapi"
+	"github.com/flashmend/flashmend/internal/kv/raftnode"
 )
 
 // RepairMode selects what a replica does when it finds corruption.
@@ -84,6 +85,13 @@ type Options struct {
 	Mode RepairMode
 	// MaxOpenTxns bounds open transactions per replica. Default 1024.
 	MaxOpenTxns int
+	// ProposalBatch bounds the proposals and peers' messages a replica's
+	// raft loop takes, of those already queued, before it persists one
+	// Ready (group commit: one raft log sync for all their entries; each
+	// proposal stays its own entry with its own result). Default
+	// raftnode.MaxBatch; 1 is one Ready per proposal (the baseline the
+	// kv-throughput experiment measures against).
+	ProposalBatch int
 	// Clock stamps events (durations measured for reports), dates the
 	// deadlines of raft log repair at open, and is the time base of
 	// proposal ids (it must move forward between a replica's runs). Raft
@@ -144,6 +152,9 @@ func (o *Options) WithDefaults() (Options, error) {
 	if out.MaxOpenTxns == 0 {
 		out.MaxOpenTxns = 1024
 	}
+	if out.ProposalBatch == 0 {
+		out.ProposalBatch = raftnode.MaxBatch
+	}
 	if out.Clock == nil {
 		out.Clock = base.SystemClock{}
 	}
@@ -164,6 +175,8 @@ func (o *Options) WithDefaults() (Options, error) {
 		return out, base.InvalidArgumentf("kv: need LogKeepEntries (%d) < LogCompactEntries (%d) <= 2^30", out.LogKeepEntries, out.LogCompactEntries)
 	case out.MaxOpenTxns < 1 || out.MaxOpenTxns > 1<<20:
 		return out, base.InvalidArgumentf("kv: MaxOpenTxns %d outside [1, 2^20]", out.MaxOpenTxns)
+	case out.ProposalBatch < 1 || out.ProposalBatch > raftnode.MaxBatch:
+		return out, base.InvalidArgumentf("kv: ProposalBatch %d outside [1, %d]", out.ProposalBatch, raftnode.MaxBatch)
 	}
 	return out, nil
 }

@@ -226,7 +226,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 	}
 	r.log = lg
 	r.raft = raftnode.New(raftnode.Config{ID: uint64(cfg.ID), Log: lg, ElectionTicks: opts.ElectionTicks, HeartbeatTicks: opts.HeartbeatTicks,
-		TickInterval: opts.TickInterval, Clock: opts.Clock, Host: (*raftHost)(r), Stop: r.stopc})
+		TickInterval: opts.TickInterval, Clock: opts.Clock, Host: (*raftHost)(r), Stop: r.stopc, MaxBatch: opts.ProposalBatch})
 	if cfg.Replaced {
 		// Before anything else is created: a fresh replica whose engine
 		// then fails to open leaves a directory that a restart opens as it
