@@ -15,13 +15,14 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore"
 )
 
 // badSectorStore is a node's plain-file store where reads of some files
 // fail with EIO, as a bad sector under them would, until the file is
 // written anew (out of place: the new bytes land elsewhere on the device).
 type badSectorStore struct {
-	*objstore.FileStore
+	*filestore.Store
 	mu       sync.Mutex
 	bad      map[string]bool
 	injected int
@@ -59,18 +60,18 @@ func (s *badSectorStore) Get(name string) ([]byte, error) {
 	if err := s.fail(name); err != nil {
 		return nil, err
 	}
-	return s.FileStore.Get(name)
+	return s.Store.Get(name)
 }
 
 func (s *badSectorStore) GetRange(name string, off, n int64) ([]byte, error) {
 	if err := s.fail(name); err != nil {
 		return nil, err
 	}
-	return s.FileStore.GetRange(name, off, n)
+	return s.Store.GetRange(name, off, n)
 }
 
 func (s *badSectorStore) Put(name string, data []byte) error {
-	err := s.FileStore.Put(name, data)
+	err := s.Store.Put(name, data)
 	if err == nil {
 		s.healed(name)
 	}
@@ -78,7 +79,7 @@ func (s *badSectorStore) Put(name string, data []byte) error {
 }
 
 func (s *badSectorStore) Create(name string, data []byte) error {
-	err := s.FileStore.Create(name, data)
+	err := s.Store.Create(name, data)
 	if err == nil {
 		s.healed(name)
 	}
@@ -102,11 +103,11 @@ func TestEIOOnChunkOrSumsFileIsRepaired(t *testing.T) {
 	// A tiny repair reserve: the test is about read errors, not the
 	// free space of the machine it runs on.
 	opts := devcluster.Options{RepairReserve: 1e-6, NodeStore: func(dir string, i int) (objstore.Store, error) {
-		fs, err := objstore.OpenFileStore(dir, false)
+		fs, err := filestore.Open(dir, false)
 		if err != nil {
 			return nil, err
 		}
-		s := &badSectorStore{FileStore: fs, bad: map[string]bool{}}
+		s := &badSectorStore{Store: fs, bad: map[string]bool{}}
 		mu.Lock()
 		stores[i] = s
 		mu.Unlock()

@@ -25,6 +25,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore"
 	"github.com/flashmend/flashmend/internal/report"
 )
 
@@ -82,7 +83,7 @@ type objIOFault struct {
 
 // objIOFaultStore is a node's plain-file store with one I/O fault.
 type objIOFaultStore struct {
-	*objstore.FileStore
+	*filestore.Store
 	f        objIOFault
 	injected atomic.Int64
 	// rewritten: the victim file was written anew (Put, Create), off the
@@ -110,21 +111,21 @@ func (s *objIOFaultStore) Get(name string) ([]byte, error) {
 	if err := s.readFails(name); err != nil {
 		return nil, err
 	}
-	return s.FileStore.Get(name)
+	return s.Store.Get(name)
 }
 
 func (s *objIOFaultStore) GetRange(name string, off, n int64) ([]byte, error) {
 	if err := s.readFails(name); err != nil {
 		return nil, err
 	}
-	return s.FileStore.GetRange(name, off, n)
+	return s.Store.GetRange(name, off, n)
 }
 
 func (s *objIOFaultStore) Put(name string, data []byte) error {
 	if err := s.writeFails(name); err != nil {
 		return err
 	}
-	err := s.FileStore.Put(name, data)
+	err := s.Store.Put(name, data)
 	s.noteRewrite(name, err)
 	return err
 }
@@ -140,7 +141,7 @@ func (s *objIOFaultStore) Create(name string, data []byte) error {
 	if err := s.writeFails(name); err != nil {
 		return err
 	}
-	err := s.FileStore.Create(name, data)
+	err := s.Store.Create(name, data)
 	s.noteRewrite(name, err)
 	return err
 }
@@ -150,7 +151,7 @@ func (s *objIOFaultStore) WriteFresh(name string, off int64, data []byte) error 
 	if err := s.writeFails(name); err != nil {
 		return err
 	}
-	return s.FileStore.WriteFresh(name, off, data)
+	return s.Store.WriteFresh(name, off, data)
 }
 
 // sweepFileType is a type of file a node or the coordinator keeps: Store is
@@ -406,11 +407,11 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	var faulty *objIOFaultStore
 	if iof != nil {
 		opts.NodeStore = func(ndir string, i int) (objstore.Store, error) {
-			fs, err := objstore.OpenFileStore(filepath.Join(ndir, "store"), opts.SyncWrites)
+			fs, err := filestore.Open(filepath.Join(ndir, "store"), opts.SyncWrites)
 			if err != nil || filepath.Clean(ndir) != filepath.Clean(iof.nodeDir) {
 				return fs, err
 			}
-			faulty = &objIOFaultStore{FileStore: fs, f: *iof}
+			faulty = &objIOFaultStore{Store: fs, f: *iof}
 			return faulty, nil
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -102,7 +103,7 @@ func TestRepairHistorySurvivesRestart(t *testing.T) {
 	// A clean restart keeps counts and events, with one copy of the
 	// history file damaged and another missing: it is voted, rewritten,
 	// and the rewrite is itself recorded.
-	fs, err := objstore.OpenFileStore(dir+"/store", false)
+	fs, err := filestore.Open(dir+"/store", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestRepairHistorySurvivesRestart(t *testing.T) {
 
 	// Every copy damaged: the node still starts, and says the history was
 	// lost instead of silently showing zeros.
-	fs, _ = objstore.OpenFileStore(dir+"/store", false)
+	fs, _ = filestore.Open(dir+"/store", false)
 	for _, name := range copies {
 		if err := fs.FlipBits(name, 30, 1); err != nil {
 			t.Fatal(err)
@@ -149,7 +150,7 @@ func TestRepairHistorySurvivesRestart(t *testing.T) {
 // TestHistoryIsBounded keeps the newest historyEvents events and every
 // count.
 func TestHistoryIsBounded(t *testing.T) {
-	store, err := objstore.OpenFileStore(t.TempDir(), false)
+	store, err := filestore.Open(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore"
 	"github.com/flashmend/flashmend/internal/tlsconf"
 	"github.com/flashmend/flashmend/internal/wire"
 )
@@ -177,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	inner := cfg.Store
 	if inner == nil {
-		fs, err := objstore.OpenFileStore(filepath.Join(cfg.Dir, "store"), cfg.SyncWrites)
+		fs, err := filestore.Open(filepath.Join(cfg.Dir, "store"), cfg.SyncWrites)
 		if err != nil {
 			return nil, err
 		}

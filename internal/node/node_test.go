@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -85,7 +86,7 @@ func TestStandaloneNodeServesChunksAndRepairsIdentity(t *testing.T) {
 
 	// Corrupt one copy of the identity file and of the blob index entry:
 	// the node starts and rewrites them.
-	fs, _ := objstore.OpenFileStore(dir+"/store", false)
+	fs, _ := filestore.Open(dir+"/store", false)
 	if err := fs.FlipBits(objstore.CopyNames(identityFile)[1], 50, 4); err != nil {
 		t.Fatal(err)
 	}

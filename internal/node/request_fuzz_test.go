@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore"
 	"github.com/flashmend/flashmend/internal/wire"
 )
 
@@ -83,7 +84,7 @@ func FuzzIdentityFile(f *testing.F) {
 	f.Add([]byte(`not json`))
 	f.Fuzz(func(t *testing.T, payload []byte) {
 		dir := t.TempDir()
-		st, err := objstore.OpenFileStore(filepath.Join(dir, "store"), false)
+		st, err := filestore.Open(filepath.Join(dir, "store"), false)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,9 +15,9 @@
 //   - The capacity accounting of an SDF-backed store per layer
 //     (SDFStore.Capacity) and the fill used to measure it (FillREP,
 //     CapacityMix; experiment objstore-capacity).
-//   - The node-local store (Store: put/get/delete of named files plus bit
-//     flips for fault injection), its plain-file implementation (FileStore), a
-//     fault-injecting wrapper (FaultStore: UBER flips on read, transient or
+//   - The node-local store interface (Store: put/get/delete of named files
+//     plus bit flips for fault injection), an in-memory implementation
+//     (MemStore), the SDF-backed one (SDFStore), a fault-injecting wrapper (FaultStore: UBER flips on read, transient or
 //     persistent), the chunk store a node serves (ChunkStore: verify on write,
 //     verify and re-read once on read, out-of-place repair, counters), and
 //     triplicated checksummed metadata files (MetaFiles, DIRECT 000 4.2.2).
@@ -30,21 +30,11 @@
 // shard), record k at byte offset k*520; i/<object>.<version>/<shard>.m<copy>
 // are the three copies of the blob's local index entry (MetaFiles).
 //
-// On plain files (FileStore) the data and sums names of a blob are not one
-// file each: they are members of two append-only pack files per blob
-// (d/<object>.<version>/<shard>.pack, k/<object>.<version>/<shard>.pack;
-// pack.go has the format). A member's write appends a record (header with
-// its own CRC32C, the member's name, its content and the content's CRC32C)
-// to a file already open, where one file per chunk cost an openat, a write
-// and a close per chunk and replica (the PUT path's largest cost); the
-// record headers are the pack's checksummed index, scanned into memory when
-// the pack is first used. A repair appends the member anew (out of place);
-// compaction copies a pack's live records into a new file renamed over the
-// old one when its dead bytes outweigh its live ones; deleting a blob
-// removes its packs whole. A crash tears at most the record being appended:
-// the scan truncates a torn tail and skips a damaged header in the middle
-// (that member then reads as missing and is re-created from the other
-// copies), and counts both (FileStore.PackStats).
+// On plain files (package filestore, which owns the format) the data and
+// sums names of a blob are members of two append-only pack files per blob
+// (d/<object>.<version>/<shard>.pack, k/<object>.<version>/<shard>.pack): a
+// member's write appends a checksummed record, a repair appends the member
+// anew (out of place), and a crash tears at most the record being appended.
 //
 // A sums record is 520 bytes: data length (4), 128 sector CRC32Cs (zero
 // after the chunk's last sector), and a CRC32C over the chunk identity
@@ -60,14 +50,14 @@
 //
 // Writes of a record are serialized per sums file. A new chunk's record goes
 // into a slot never written (zeros, or past the file's end): on a store that
-// can (FreshWriter: FileStore, which appends the sums file's new content to
+// can (FreshWriter: filestore.Store, which appends the sums file's new content to
 // its pack) it is written without rewriting the file out of place, touching
 // no byte written before; a new chunk's data file is likewise written in
-// place (Creator: FileStore appends it to the blob's data pack; no
+// place (Creator: filestore.Store appends it to the blob's data pack; no
 // temporary file and rename). Neither needs a second durable step: a crash
 // that tears either leaves a record or data that does not verify, and the
 // chunk counts as corrupt and is repaired, as for a crash between data and
-// record (TestFileStoreCrashTornWrites). When the file already
+// record (filestore's TestFileStoreCrashTornWrites). When the file already
 // holds the slot and the store is a RangeWriter (SDFStore: sdf RewriteRange,
 // FaultStore passes through), only the record's bytes are rewritten, out of
 // place (the flash pages they touch are reprogrammed and remapped); otherwise

@@ -1,11 +1,8 @@
 package objstore
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -30,37 +27,8 @@ type BufferGetter interface {
 }
 
 var (
-	_ BufferGetter = (*FileStore)(nil)
 	_ BufferGetter = (*FaultStore)(nil)
 )
-
-// GetInto implements BufferGetter: a packed member is read into alloc's
-// buffer, any other file as Get reads it.
-func (s *FileStore) GetInto(name string, alloc func(n int) []byte) ([]byte, error) {
-	if err := ValidName(name); err != nil {
-		return nil, err
-	}
-	key, member, ok := packedName(name)
-	if !ok {
-		return s.Get(name)
-	}
-	var out []byte
-	found, err := s.readPack(key, func(p *pack) error {
-		e, ok := p.live[member]
-		if !ok {
-			return fmt.Errorf("filestore: %s: %w", name, fs.ErrNotExist)
-		}
-		out = alloc(int(e.n))
-		if _, err := p.f.ReadAt(out, e.off); err != nil {
-			return fmt.Errorf("filestore: read %s: %w", name, err)
-		}
-		return nil
-	})
-	if err == nil && !found {
-		err = fmt.Errorf("filestore: %s: %w", name, fs.ErrNotExist)
-	}
-	return out, err
-}
 
 // GetInto implements BufferGetter, flipping bits of what it returns as Get
 // does.
@@ -80,7 +48,6 @@ func (f *FaultStore) GetInto(name string, alloc func(n int) []byte) ([]byte, err
 
 var (
 	_ RangeReader = (*MemStore)(nil)
-	_ RangeReader = (*FileStore)(nil)
 	_ RangeReader = (*SDFStore)(nil)
 	_ RangeReader = (*FaultStore)(nil)
 )
@@ -119,28 +86,6 @@ func (m *MemStore) GetRange(name string, off, n int64) ([]byte, error) {
 		return nil, fmt.Errorf("memstore: %s: %w", name, fs.ErrNotExist)
 	}
 	return clipRange(b, off, n), nil
-}
-
-// GetRange implements RangeReader.
-func (s *FileStore) GetRange(name string, off, n int64) ([]byte, error) {
-	p, err := s.path(name)
-	if err != nil {
-		return nil, err
-	}
-	if key, member, ok := packedName(name); ok {
-		return s.packGet(name, key, member, off, n)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		return nil, fmt.Errorf("filestore: %w", err)
-	}
-	defer f.Close()
-	buf := make([]byte, n)
-	got, err := f.ReadAt(buf, off)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("filestore: %w", err)
-	}
-	return buf[:got], nil
 }
 
 // GetRange implements RangeReader: only the pages holding the range are read

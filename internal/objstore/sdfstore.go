@@ -284,7 +284,7 @@ func (s *SDFStore) FlipBits(name string, bitOffset int64, count int) error {
 	if err != nil {
 		return err
 	}
-	if err := flipBits(b, bitOffset, count); err != nil {
+	if err := InvertBits(b, bitOffset, count); err != nil {
 		return err
 	}
 	return s.fs.RewriteRange(name, 0, b)

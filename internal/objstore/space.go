@@ -2,7 +2,6 @@ package objstore
 
 import (
 	"fmt"
-	"syscall"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -34,16 +33,6 @@ func (s *SDFStore) Space() (capacity, free base.Bytes, err error) {
 func (s *SDFStore) Collect() error {
 	_, err := s.fs.GC()
 	return err
-}
-
-// Space implements SpaceReporter with statfs: the file system's size and
-// the bytes an unprivileged writer may still use.
-func (s *FileStore) Space() (capacity, free base.Bytes, err error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.root, &st); err != nil {
-		return 0, 0, fmt.Errorf("filestore: statfs: %w", err)
-	}
-	return base.Bytes(int64(st.Blocks) * st.Bsize), base.Bytes(int64(st.Bavail) * st.Bsize), nil
 }
 
 // SetCapacity bounds the memory store (tests of full devices); 0 restores

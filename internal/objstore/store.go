@@ -34,6 +34,15 @@ type Store interface {
 	Close() error
 }
 
+// DirDeleter is implemented by stores that can delete every file under a
+// directory prefix at once (the plain-file store removes a blob's pack files
+// whole, without a delete record per member).
+type DirDeleter interface {
+	// DeleteDir removes every name that starts with prefix, which ends in
+	// "/"; a prefix that holds nothing is not an error.
+	DeleteDir(prefix string) error
+}
+
 // DieFailer is implemented by stores on emulated flash that can fail a die.
 type DieFailer interface {
 	FailDie(die int) error
@@ -90,8 +99,9 @@ func ValidName(name string) error {
 	return nil
 }
 
-// flipBits inverts count bits of b from bit offset off.
-func flipBits(b []byte, off int64, count int) error {
+// InvertBits inverts count bits of b from bit offset off: the damage of a
+// Store's FlipBits.
+func InvertBits(b []byte, off int64, count int) error {
 	if off < 0 || count <= 0 || off+int64(count) > int64(len(b))*8 {
 		return base.InvalidArgumentf("store: flip of %d bits at bit %d outside a %d-byte file", count, off, len(b))
 	}

@@ -24,7 +24,7 @@ type FuzzTarget struct {
 var FuzzTargets = []FuzzTarget{
 	{"./internal/objstore", "FuzzDecodeSums", "chunk sums records"},
 	{"./internal/objstore", "FuzzMetaFiles", "three-copy metadata files (identity, local index entries)"},
-	{"./internal/objstore", "FuzzPackLoad", "plain-file pack files (a blob's chunk data and sums files)"},
+	{"./internal/objstore/filestore", "FuzzPackLoad", "plain-file pack files (a blob's chunk data and sums files)"},
 	{"./internal/raftlog", "FuzzDecodeRecord", "raft log records"},
 	{"./internal/raftlog", "FuzzParseCopies", "raft log fragments across two copies"},
 	{"./internal/guardfs", "FuzzMergeFrames", "guardfs frames across copies"},

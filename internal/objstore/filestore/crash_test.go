@@ -1,4 +1,4 @@
-package objstore
+package filestore
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/direct"
+	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // A crash in the middle of an in-place write (a new chunk's data file, or a
@@ -23,7 +24,7 @@ func TestFileStoreCrashTornWrites(t *testing.T) {
 	tornKinds := map[byte]int{} // 'd' data file, 'k' sums record
 	for trial := 0; trial < 40; trial++ {
 		dir := t.TempDir()
-		fs, err := OpenFileStore(dir, trial%8 == 0)
+		fs, err := Open(dir, trial%8 == 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -45,7 +46,7 @@ func TestFileStoreCrashTornWrites(t *testing.T) {
 			tornName = name
 			return rng.Intn(size), true
 		}
-		cs := NewChunkStore(fs)
+		cs := objstore.NewChunkStore(fs)
 		acked := map[int]bool{}
 		crashed := -1
 		for _, i := range order {
@@ -64,11 +65,11 @@ func TestFileStoreCrashTornWrites(t *testing.T) {
 		}
 		tornKinds[tornName[0]]++
 		// Restart: a new store and chunk store over the same files.
-		fs2, err := OpenFileStore(dir, false)
+		fs2, err := Open(dir, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs2 := NewChunkStore(fs2)
+		cs2 := objstore.NewChunkStore(fs2)
 		for i := 0; i < n; i++ {
 			id := direct.ChunkID{Object: 7, Version: 2, Index: uint32(i)}
 			r, err := cs2.ReadChunk(id)
@@ -77,7 +78,7 @@ func TestFileStoreCrashTornWrites(t *testing.T) {
 				if err != nil || r.Corrupt || !bytes.Equal(r.Data, data[i]) {
 					t.Fatalf("trial %d: acknowledged chunk %d after the crash (%s torn): %s %v", trial, i, tornName, r, err)
 				}
-			case err != nil && !IsNotFound(err):
+			case err != nil && !objstore.IsNotFound(err):
 				t.Fatalf("trial %d: chunk %d: %v", trial, i, err)
 			case err == nil && !r.Corrupt && !bytes.Equal(r.Data, data[i]):
 				t.Fatalf("trial %d: chunk %d verifies with other data after the crash (%s torn)", trial, i, tornName)
@@ -109,7 +110,7 @@ func TestFileStoreCrashTornWrites(t *testing.T) {
 // record is refused (the caller rewrites out of place), a zero slot inside
 // the file and a range past its end are written.
 func TestFileStoreWriteFreshOnlyFillsEmptyRanges(t *testing.T) {
-	fs, err := OpenFileStore(t.TempDir(), false)
+	fs, err := Open(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
 	}

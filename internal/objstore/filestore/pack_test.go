@@ -1,4 +1,4 @@
-package objstore
+package filestore
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // packModel is what a test expects the store to hold: member name ->
@@ -20,11 +22,11 @@ type packModel map[string][]byte
 // checkPackModel compares every name of names with the model; pending, when
 // not empty, is the one name whose write was cut by the crash: it may hold
 // its old content (before) or its new one (after).
-func checkPackModel(t *testing.T, s *FileStore, names []string, want packModel, pending string, before, after []byte, afterSet bool) {
+func checkPackModel(t *testing.T, s *Store, names []string, want packModel, pending string, before, after []byte, afterSet bool) {
 	t.Helper()
 	for _, n := range names {
 		got, err := s.Get(n)
-		if err != nil && !IsNotFound(err) {
+		if err != nil && !objstore.IsNotFound(err) {
 			t.Fatalf("%s: %v", n, err)
 		}
 		present := err == nil
@@ -86,7 +88,7 @@ func TestPackCrashTornAppends(t *testing.T) {
 	torn := 0
 	for trial := 0; trial < 60; trial++ {
 		dir := t.TempDir()
-		s, err := OpenFileStore(dir, trial%10 == 0)
+		s, err := Open(dir, trial%10 == 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,8 +120,8 @@ func TestPackCrashTornAppends(t *testing.T) {
 				set = false
 				err = s.Delete(n)
 			case n[0] == 'k' && r < 6:
-				off := len(old) + rng.Intn(3)*SumsRecordSize
-				rec := make([]byte, SumsRecordSize)
+				off := len(old) + rng.Intn(3)*objstore.SumsRecordSize
+				rec := make([]byte, objstore.SumsRecordSize)
 				rng.Read(rec)
 				next = append(append(append([]byte(nil), old...), make([]byte, off-len(old))...), rec...)
 				err = s.WriteFresh(n, int64(off), rec)
@@ -155,7 +157,7 @@ func TestPackCrashTornAppends(t *testing.T) {
 		torn++
 		// Restart: a new store over the same files (the crashed one is
 		// abandoned, as a dead process's would be).
-		s2, err := OpenFileStore(dir, false)
+		s2, err := Open(dir, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +180,7 @@ func TestPackCrashTornAppends(t *testing.T) {
 			model[n] = data
 		}
 		s2.Close()
-		s3, err := OpenFileStore(dir, false)
+		s3, err := Open(dir, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,7 +195,7 @@ func TestPackCrashTornAppends(t *testing.T) {
 
 // packRecordOffsets returns, per member, the offset of its latest record's
 // header in its pack file.
-func packRecordOffsets(t *testing.T, s *FileStore, key string) map[string]int64 {
+func packRecordOffsets(t *testing.T, s *Store, key string) map[string]int64 {
 	t.Helper()
 	p, err := s.lockedPack(key, false)
 	if err != nil {
@@ -213,7 +215,7 @@ func packRecordOffsets(t *testing.T, s *FileStore, key string) map[string]int64 
 // wrong data.
 func TestPackDamagedHeaderSkipped(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenFileStore(dir, false)
+	s, err := Open(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +240,7 @@ func TestPackDamagedHeaderSkipped(t *testing.T) {
 	if err := os.WriteFile(path, raw, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := OpenFileStore(dir, false)
+	s2, err := Open(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -249,7 +251,7 @@ func TestPackDamagedHeaderSkipped(t *testing.T) {
 		got, err := s2.Get(n)
 		switch n {
 		case key + ".3", key + ".7":
-			if !IsNotFound(err) {
+			if !objstore.IsNotFound(err) {
 				t.Fatalf("%s (damaged header): %d bytes, %v; want not found", n, len(got), err)
 			}
 		default:
@@ -270,7 +272,7 @@ func TestPackDamagedHeaderSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	s2.Close()
-	s3, err := OpenFileStore(dir, false)
+	s3, err := Open(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +287,7 @@ func TestPackDamagedHeaderSkipped(t *testing.T) {
 // removes the pack file and its directory.
 func TestPackCompactionAndDelete(t *testing.T) {
 	dir := t.TempDir()
-	s, err := OpenFileStore(dir, false)
+	s, err := Open(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +319,7 @@ func TestPackCompactionAndDelete(t *testing.T) {
 		t.Fatalf("pack of 4 live members of 60000 bytes holds %d bytes", fi.Size())
 	}
 	s.Close()
-	s2, err := OpenFileStore(dir, false)
+	s2, err := Open(dir, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +350,7 @@ func TestPackCompactionAndDelete(t *testing.T) {
 // Concurrent writers, readers and deleters over more packs than the store
 // keeps open (race detector).
 func TestPackConcurrent(t *testing.T) {
-	s, err := OpenFileStore(t.TempDir(), false)
+	s, err := Open(t.TempDir(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -418,7 +420,7 @@ func FuzzPackLoad(f *testing.F) {
 			t.Fatal(err)
 		}
 		read := func() map[string]string {
-			s, err := OpenFileStore(dir, false)
+			s, err := Open(dir, false)
 			if err != nil {
 				t.Fatal(err)
 			}

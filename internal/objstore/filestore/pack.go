@@ -1,4 +1,4 @@
-package objstore
+package filestore
 
 import (
 	"bytes"
@@ -15,82 +15,7 @@ import (
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
-)
-
-// Packs: the plain-file store keeps the many small files of a blob (one
-// replica or shard of an object version: its chunks' data, its sums files)
-// in one append-only pack file per blob and kind instead of one file per
-// chunk, so that a chunk write is one pwrite to a file already open rather
-// than an openat, a write and a close (the PUT path's cost was openat).
-//
-// Which names are packed: a name under d/ or k/ whose last element holds a
-// dot, split at its last dot into the pack key and the member:
-// d/<object>.<version>/<shard>.<chunk> is member <chunk> of pack
-// d/<object>.<version>/<shard>, stored in the file
-// <root>/d/<object>.<version>/<shard>.pack. Every other name is a plain file,
-// as before. A pack file name can never be a plain file's: a name ending in
-// ".pack" under d/ or k/ holds a dot, so it is itself packed.
-//
-// A pack file:
-//
-//	file header (16 bytes):
-//	  [0:8]   packMagic
-//	  [8:12]  CRC32C of the pack key (the name the file holds members of)
-//	  [12:16] CRC32C over [0:12]
-//	records, appended:
-//	  [0:4]   recordMagic
-//	  [4]     kind: recordPut (the member's whole content follows) or
-//	          recordDelete (no content)
-//	  [5]     length of the member name (1..255)
-//	  [6:8]   zero
-//	  [8:12]  content length
-//	  [12:16] CRC32C of the content
-//	  [16:20] CRC32C, seeded with the pack key's, over [0:16] and the member
-//	          name: a header copied into another pack does not verify
-//	  [20:20+name]          member name
-//	  [20+name:+length]     content
-//
-// The record headers are the pack's index, each with its own checksum; the
-// store keeps it in memory (member -> offset and length of its latest
-// content), built by one scan of the headers when the pack is first used.
-// The last record of a member wins; a delete record ends the member.
-//
-// Writes never modify bytes already written: a member's new content (a
-// repair, a sums file with one more record) is a new record at the end, and
-// the old content stays until compaction copies the live records into a new
-// pack file renamed over the old one (out of place, crash-safe). A pack whose
-// dead bytes exceed its live bytes (and packCompactMinDead) is compacted
-// after the write that made it so; a pack with no live member is removed.
-//
-// Crash safety. A crash tears at most the record being appended (writes of
-// one pack are serialized; with sync each record is fsynced before the write
-// returns). The scan stops at the first header that does not verify or whose
-// content runs past the file's end, and checks the content CRC of the last
-// record; if no verifying record follows that point, it is a torn tail and
-// the file is truncated there (PackStats.TornTails): the record was never
-// acknowledged. If a verifying record does follow, the bytes in between are
-// damage (a flipped header in the middle of the file, PackStats.
-// DamagedRegions): they are skipped and the scan goes on, so one bad header
-// costs the members whose latest record it was (they read as missing and
-// are repaired from the other copies), not the pack. Content CRCs of other
-// records are not checked by the store: a member's content is checked by
-// its reader (a chunk against its sums record, a sums record by its own
-// CRC), and Get returns stored bytes, corrupt or not, as the Store contract
-// says.
-
-const (
-	packMagic        = "FMPACK\x00\x01"
-	packHeaderSize   = 16
-	recordMagic      = 0x4b52_4d46 // "FMRK"
-	recordHeaderSize = 20
-	recordPut        = 1
-	recordDelete     = 2
-	// packCompactMinDead is the dead bytes below which a pack is never
-	// compacted.
-	packCompactMinDead = 1 << 20
-	// packMaxOpen bounds the pack files kept open.
-	packMaxOpen = 256
-	packSuffix  = ".pack"
+	"github.com/flashmend/flashmend/internal/objstore"
 )
 
 // PackStats are the plain-file store's pack counters.
@@ -113,19 +38,6 @@ type PackStats struct {
 func (s PackStats) String() string {
 	return fmt.Sprintf("loaded %d, torn tails %d, damaged regions %d, compactions %d (%s reclaimed), removed %d",
 		s.Loaded, s.TornTails, s.DamagedRegions, s.Compactions, base.Bytes(s.ReclaimedBytes), s.Removed)
-}
-
-// packedName splits name into its pack key and member when it is packed.
-func packedName(name string) (key, member string, ok bool) {
-	if !strings.HasPrefix(name, "d/") && !strings.HasPrefix(name, "k/") {
-		return "", "", false
-	}
-	slash := strings.LastIndexByte(name, '/')
-	dot := strings.LastIndexByte(name, '.')
-	if dot <= slash+1 || dot == len(name)-1 || len(name)-dot-1 > 255 {
-		return "", "", false
-	}
-	return name[:dot], name[dot+1:], true
 }
 
 // packEntry locates a member's latest content in its pack file.
@@ -181,7 +93,7 @@ type pack struct {
 	elem      *list.Element // in packs.open while f is open
 }
 
-// packs is a FileStore's pack table.
+// packs is a Store's pack table.
 type packs struct {
 	mu    sync.Mutex
 	byKey map[string]*pack
@@ -297,69 +209,11 @@ func (t *packs) closeAll() {
 	}
 }
 
-func packHeader(key string) []byte {
-	h := make([]byte, packHeaderSize)
-	copy(h, packMagic)
-	binary.LittleEndian.PutUint32(h[8:], base.CRC32C([]byte(key)))
-	binary.LittleEndian.PutUint32(h[12:], base.CRC32C(h[:12]))
-	return h
-}
-
-// encodeRecord returns a record: header, member name, content.
-func encodeRecord(key string, kind byte, member string, data []byte) []byte {
-	rec := make([]byte, recordHeaderSize+len(member)+len(data))
-	binary.LittleEndian.PutUint32(rec[0:], recordMagic)
-	rec[4] = kind
-	rec[5] = byte(len(member))
-	binary.LittleEndian.PutUint32(rec[8:], uint32(len(data)))
-	binary.LittleEndian.PutUint32(rec[12:], base.CRC32C(data))
-	copy(rec[recordHeaderSize:], member)
-	binary.LittleEndian.PutUint32(rec[16:], headerCRC(key, rec[:16], member))
-	copy(rec[recordHeaderSize+len(member):], data)
-	return rec
-}
-
-func headerCRC(key string, fixed []byte, member string) uint32 {
-	c := base.CRC32CUpdate(base.CRC32C([]byte(key)), fixed)
-	return base.CRC32CUpdate(c, []byte(member))
-}
-
-// recordHeader is a decoded, verified record header.
-type recordHeader struct {
-	kind    byte
-	member  string
-	n       int64 // content length
-	dataCRC uint32
-}
-
-func (h recordHeader) size() int64 { return recordHeaderSize + int64(len(h.member)) + h.n }
-
-// decodeRecordHeader verifies the record header at the start of b (which
-// holds at least the header and name when they fit the file).
-func decodeRecordHeader(key string, b []byte) (recordHeader, bool) {
-	if len(b) < recordHeaderSize || binary.LittleEndian.Uint32(b) != recordMagic {
-		return recordHeader{}, false
-	}
-	kind, nameLen := b[4], int(b[5])
-	if (kind != recordPut && kind != recordDelete) || nameLen == 0 || b[6] != 0 || b[7] != 0 || len(b) < recordHeaderSize+nameLen {
-		return recordHeader{}, false
-	}
-	member := string(b[recordHeaderSize : recordHeaderSize+nameLen])
-	if headerCRC(key, b[:16], member) != binary.LittleEndian.Uint32(b[16:]) {
-		return recordHeader{}, false
-	}
-	h := recordHeader{kind: kind, member: member, n: int64(binary.LittleEndian.Uint32(b[8:])), dataCRC: binary.LittleEndian.Uint32(b[12:])}
-	if kind == recordDelete && h.n != 0 {
-		return recordHeader{}, false
-	}
-	return h, true
-}
-
 // readyLocked makes p usable: loaded from its file (when not yet, or after a
 // failed append) and its file open. With create, a missing file is created;
 // without, a missing pack is reported by p.exists false. The caller holds
 // p.mu exclusively.
-func (s *FileStore) readyLocked(p *pack, create bool) error {
+func (s *Store) readyLocked(p *pack, create bool) error {
 	if p.broken {
 		s.packs.mu.Lock()
 		p.closeFileLocked(&s.packs)
@@ -394,7 +248,7 @@ func (s *FileStore) readyLocked(p *pack, create bool) error {
 }
 
 // createPackLocked creates p's file with its header.
-func (s *FileStore) createPackLocked(p *pack) error {
+func (s *Store) createPackLocked(p *pack) error {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	dir := filepath.Dir(p.path)
@@ -433,7 +287,7 @@ func (s *FileStore) createPackLocked(p *pack) error {
 }
 
 // loadLocked scans p's file and builds its index, truncating a torn tail.
-func (s *FileStore) loadLocked(p *pack) error {
+func (s *Store) loadLocked(p *pack) error {
 	p.live = map[string]packEntry{}
 	p.size, p.liveBytes = 0, 0
 	f, err := os.OpenFile(p.path, os.O_RDWR, 0)
@@ -514,7 +368,7 @@ func (s *FileStore) loadLocked(p *pack) error {
 	return nil
 }
 
-func (s *FileStore) resetPack(f *os.File, p *pack) error {
+func (s *Store) resetPack(f *os.File, p *pack) error {
 	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("filestore: pack %s: %w", p.key, err)
 	}
@@ -527,7 +381,7 @@ func (s *FileStore) resetPack(f *os.File, p *pack) error {
 
 // scan reads the record headers of p's file of size bytes into p.live and
 // returns where the verified records end and the damaged ranges it skipped.
-func (s *FileStore) scan(f *os.File, p *pack, size int64) (int64, [][2]int64, error) {
+func (s *Store) scan(f *os.File, p *pack, size int64) (int64, [][2]int64, error) {
 	var damaged [][2]int64
 	buf := make([]byte, recordHeaderSize+255)
 	off := int64(packHeaderSize)
@@ -625,7 +479,7 @@ func resync(f *os.File, key string, buf []byte, from, size int64) (int64, error)
 
 // lockedPack returns key's pack locked exclusively and ready (see
 // readyLocked). The caller unlocks p.mu.
-func (s *FileStore) lockedPack(key string, create bool) (*pack, error) {
+func (s *Store) lockedPack(key string, create bool) (*pack, error) {
 	for {
 		p := s.packs.get(s.root, key)
 		p.mu.Lock()
@@ -643,7 +497,7 @@ func (s *FileStore) lockedPack(key string, create bool) (*pack, error) {
 
 // readPack runs read with key's pack locked shared and ready (not
 // created). read is not called when the pack does not exist.
-func (s *FileStore) readPack(key string, read func(p *pack) error) (bool, error) {
+func (s *Store) readPack(key string, read func(p *pack) error) (bool, error) {
 	for {
 		p := s.packs.get(s.root, key)
 		p.mu.RLock()
@@ -675,7 +529,7 @@ func (s *FileStore) readPack(key string, read func(p *pack) error) (bool, error)
 }
 
 // packGet returns [off, off+n) of a member's content (n < 0: all of it).
-func (s *FileStore) packGet(name, key, member string, off, n int64) ([]byte, error) {
+func (s *Store) packGet(name, key, member string, off, n int64) ([]byte, error) {
 	var out []byte
 	found, err := s.readPack(key, func(p *pack) error {
 		e, ok := p.live[member]
@@ -705,7 +559,7 @@ func (s *FileStore) packGet(name, key, member string, off, n int64) ([]byte, err
 // packAppendLocked appends one record to p (ready, existing) and updates the
 // index. A failed append is cut off again; a torn one (crash injected)
 // leaves the file as it is and the pack is loaded again before its next use.
-func (s *FileStore) packAppendLocked(p *pack, name string, kind byte, member string, data []byte) error {
+func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string, data []byte) error {
 	rec := encodeRecord(p.key, kind, member, data)
 	err := s.writeAt(p.f, name, rec, p.size)
 	if err == nil && s.sync {
@@ -730,7 +584,7 @@ func (s *FileStore) packAppendLocked(p *pack, name string, kind byte, member str
 }
 
 // packPut stores a member's whole content as a new record.
-func (s *FileStore) packPut(name, key, member string, data []byte) error {
+func (s *Store) packPut(name, key, member string, data []byte) error {
 	p, err := s.lockedPack(key, true)
 	if err != nil {
 		return err
@@ -744,7 +598,7 @@ func (s *FileStore) packPut(name, key, member string, data []byte) error {
 
 // packWriteFresh writes data at off of a member whose bytes there are zero
 // or past its end, as a new record of the member's whole new content.
-func (s *FileStore) packWriteFresh(name, key, member string, off int64, data []byte) error {
+func (s *Store) packWriteFresh(name, key, member string, off int64, data []byte) error {
 	p, err := s.lockedPack(key, true)
 	if err != nil {
 		return err
@@ -758,7 +612,7 @@ func (s *FileStore) packWriteFresh(name, key, member string, off int64, data []b
 		}
 	}
 	if end := min(off+int64(len(data)), int64(len(cur))); off < end && !isZero(cur[off:end]) {
-		return fmt.Errorf("filestore: %s [%d, +%d) already written: %w", name, off, len(data), ErrRangeUnsupported)
+		return fmt.Errorf("filestore: %s [%d, +%d) already written: %w", name, off, len(data), objstore.ErrRangeUnsupported)
 	}
 	next := cur
 	if need := off + int64(len(data)); need > int64(len(next)) {
@@ -772,7 +626,7 @@ func (s *FileStore) packWriteFresh(name, key, member string, off int64, data []b
 }
 
 // packDelete ends a member; the last one removes the pack file.
-func (s *FileStore) packDelete(name, key, member string) error {
+func (s *Store) packDelete(name, key, member string) error {
 	p, err := s.lockedPack(key, false)
 	if err != nil {
 		return err
@@ -802,7 +656,7 @@ func (s *FileStore) packDelete(name, key, member string) error {
 
 // packFlipBits flips bits of a member's stored content in place (the fault,
 // not a repair).
-func (s *FileStore) packFlipBits(name, key, member string, bitOffset int64, count int) error {
+func (s *Store) packFlipBits(name, key, member string, bitOffset int64, count int) error {
 	p, err := s.lockedPack(key, false)
 	if err != nil {
 		return err
@@ -816,7 +670,7 @@ func (s *FileStore) packFlipBits(name, key, member string, bitOffset int64, coun
 	if _, err := p.f.ReadAt(b, e.off); err != nil {
 		return fmt.Errorf("filestore: %w", err)
 	}
-	if err := flipBits(b, bitOffset, count); err != nil {
+	if err := objstore.InvertBits(b, bitOffset, count); err != nil {
 		return err
 	}
 	if _, err := p.f.WriteAt(b, e.off); err != nil {
@@ -825,7 +679,7 @@ func (s *FileStore) packFlipBits(name, key, member string, bitOffset int64, coun
 	return nil
 }
 
-func (s *FileStore) compactMinDead() int64 {
+func (s *Store) compactMinDead() int64 {
 	s.packs.mu.Lock()
 	defer s.packs.mu.Unlock()
 	if s.packs.compactMinDead > 0 {
@@ -834,7 +688,7 @@ func (s *FileStore) compactMinDead() int64 {
 	return packCompactMinDead
 }
 
-func (s *FileStore) maybeCompactLocked(p *pack) error {
+func (s *Store) maybeCompactLocked(p *pack) error {
 	if dead := p.deadBytes(); dead <= p.liveBytes || dead < s.compactMinDead() {
 		return nil
 	}
@@ -848,7 +702,7 @@ func (s *FileStore) maybeCompactLocked(p *pack) error {
 
 // compactLocked rewrites p with only its live records, out of place: a new
 // file, synced when the store syncs, renamed over the old one.
-func (s *FileStore) compactLocked(p *pack) error {
+func (s *Store) compactLocked(p *pack) error {
 	type member struct {
 		name string
 		e    packEntry
@@ -910,7 +764,7 @@ func (s *FileStore) compactLocked(p *pack) error {
 	return nil
 }
 
-func (s *FileStore) swapPackFile(p *pack, f *os.File, live map[string]packEntry, size int64) {
+func (s *Store) swapPackFile(p *pack, f *os.File, live map[string]packEntry, size int64) {
 	s.packs.mu.Lock()
 	p.closeFileLocked(&s.packs)
 	s.packs.mu.Unlock()
@@ -921,7 +775,7 @@ func (s *FileStore) swapPackFile(p *pack, f *os.File, live map[string]packEntry,
 
 // Compact compacts every pack this store has used whose dead bytes exceed
 // min (0: every pack with any dead record).
-func (s *FileStore) Compact(minDead int64) error {
+func (s *Store) Compact(minDead int64) error {
 	s.packs.mu.Lock()
 	keys := make([]string, 0, len(s.packs.byKey))
 	for k := range s.packs.byKey {
@@ -947,14 +801,14 @@ func (s *FileStore) Compact(minDead int64) error {
 
 // SetLogf sends what loading a pack found damaged or cut off, and a
 // compaction that failed, to logf (nil: discarded).
-func (s *FileStore) SetLogf(logf func(format string, args ...any)) {
+func (s *Store) SetLogf(logf func(format string, args ...any)) {
 	s.packs.mu.Lock()
 	defer s.packs.mu.Unlock()
 	s.packs.logf = logf
 }
 
 // PackStats returns the pack counters.
-func (s *FileStore) PackStats() PackStats {
+func (s *Store) PackStats() PackStats {
 	s.packs.mu.Lock()
 	defer s.packs.mu.Unlock()
 	return s.packs.stats
@@ -962,7 +816,7 @@ func (s *FileStore) PackStats() PackStats {
 
 // packMembers lists the member names of the pack stored in file path (a
 // ".pack" file under root) as store names.
-func (s *FileStore) packMembers(rel string) ([]string, error) {
+func (s *Store) packMembers(rel string) ([]string, error) {
 	key := strings.TrimSuffix(rel, packSuffix)
 	var names []string
 	_, err := s.readPack(key, func(p *pack) error {
@@ -974,7 +828,7 @@ func (s *FileStore) packMembers(rel string) ([]string, error) {
 	return names, err
 }
 
-func (s *FileStore) removeEmptyDir(dir string) {
+func (s *Store) removeEmptyDir(dir string) {
 	if dir == s.root {
 		return
 	}
@@ -985,25 +839,16 @@ func (s *FileStore) removeEmptyDir(dir string) {
 	s.mu.Unlock()
 }
 
-// DirDeleter is implemented by stores that can delete every file under a
-// directory prefix at once (the plain-file store removes a blob's pack files
-// whole, without a delete record per member).
-type DirDeleter interface {
-	// DeleteDir removes every name that starts with prefix, which ends in
-	// "/"; a prefix that holds nothing is not an error.
-	DeleteDir(prefix string) error
-}
+var _ objstore.DirDeleter = (*Store)(nil)
 
-var _ DirDeleter = (*FileStore)(nil)
-
-// DeleteDir implements DirDeleter: the directory's pack files and plain
+// DeleteDir implements objstore.DirDeleter: the directory's pack files and plain
 // files are removed, then the directory.
-func (s *FileStore) DeleteDir(prefix string) error {
+func (s *Store) DeleteDir(prefix string) error {
 	rel, ok := strings.CutSuffix(prefix, "/")
 	if !ok {
 		return base.InvalidArgumentf("filestore: delete of %q: not a directory prefix", prefix)
 	}
-	if err := ValidName(rel); err != nil {
+	if err := objstore.ValidName(rel); err != nil {
 		return err
 	}
 	dir := filepath.Join(s.root, filepath.FromSlash(rel))
@@ -1037,7 +882,7 @@ func (s *FileStore) DeleteDir(prefix string) error {
 }
 
 // removePack removes key's pack file whole.
-func (s *FileStore) removePack(key string) error {
+func (s *Store) removePack(key string) error {
 	for {
 		p := s.packs.get(s.root, key)
 		p.mu.Lock()

@@ -1,6 +1,7 @@
-package objstore
+package filestore
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -15,17 +16,18 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/objstore"
 )
 
-// FileStore is the plain-file Store: the names of a blob's chunk data
+// Store is the plain-file objstore.Store: the names of a blob's chunk data
 // (d/...) and sums files (k/...) are members of one append-only pack file
 // per blob and kind (pack.go: a write is one record appended, a repair a
 // new record, never an overwrite); every other name is one real file under
 // the directory, which Put writes to a temporary file renamed over the old
 // one, and Create (a file that does not exist yet) and WriteFresh (bytes no
 // file holds yet) write in place, for content whose checksum is kept and
-// checked apart (see Creator, FreshWriter).
-type FileStore struct {
+// checked apart (see objstore.Creator, objstore.FreshWriter).
+type Store struct {
 	root string
 	sync bool
 	seq  atomic.Uint64
@@ -44,7 +46,7 @@ type FileStore struct {
 	packs packs
 
 	usageMu sync.Mutex
-	usage   Usage
+	usage   objstore.Usage
 	usageAt time.Time
 }
 
@@ -52,32 +54,32 @@ type FileStore struct {
 // ask every second, and a walk of a full store is not free.
 const usageRefresh = 10 * time.Second
 
-var _ Store = (*FileStore)(nil)
+var _ objstore.Store = (*Store)(nil)
 
-// OpenFileStore opens (creating) a file store in dir. With syncWrites every
+// Open opens (creating) a file store in dir. With syncWrites every
 // Put is fsynced (file and directory) before it returns.
-func OpenFileStore(dir string, syncWrites bool) (*FileStore, error) {
+func Open(dir string, syncWrites bool) (*Store, error) {
 	if dir == "" {
 		return nil, base.InvalidArgumentf("filestore: empty directory")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
-	return &FileStore{root: dir, sync: syncWrites}, nil
+	return &Store{root: dir, sync: syncWrites}, nil
 }
 
-// Name implements Store.
-func (s *FileStore) Name() string { return "file:" + s.root }
+// Name implements objstore.Store.
+func (s *Store) Name() string { return "file:" + s.root }
 
-func (s *FileStore) path(name string) (string, error) {
-	if err := ValidName(name); err != nil {
+func (s *Store) path(name string) (string, error) {
+	if err := objstore.ValidName(name); err != nil {
 		return "", err
 	}
 	return filepath.Join(s.root, filepath.FromSlash(name)), nil
 }
 
-// Put implements Store.
-func (s *FileStore) Put(name string, data []byte) error {
+// Put implements objstore.Store.
+func (s *Store) Put(name string, data []byte) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
@@ -90,7 +92,7 @@ func (s *FileStore) Put(name string, data []byte) error {
 	return s.putLocked(p, data)
 }
 
-func (s *FileStore) putLocked(p string, data []byte) error {
+func (s *Store) putLocked(p string, data []byte) error {
 	dir := filepath.Dir(p)
 	if _, ok := s.dirs.Load(dir); !ok {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -136,14 +138,14 @@ func (s *FileStore) putLocked(p string, data []byte) error {
 }
 
 var (
-	_ Creator     = (*FileStore)(nil)
-	_ FreshWriter = (*FileStore)(nil)
+	_ objstore.Creator     = (*Store)(nil)
+	_ objstore.FreshWriter = (*Store)(nil)
 )
 
 // errTorn is the error of a write cut short by the torn hook.
 var errTorn = errors.New("filestore: write torn (crash injected)")
 
-func (s *FileStore) ensureDir(dir string) error {
+func (s *Store) ensureDir(dir string) error {
 	if _, ok := s.dirs.Load(dir); !ok {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("filestore: %w", err)
@@ -153,7 +155,7 @@ func (s *FileStore) ensureDir(dir string) error {
 	return nil
 }
 
-func (s *FileStore) syncDir(dir string) error {
+func (s *Store) syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("filestore: sync %s: %w", dir, err)
@@ -167,7 +169,7 @@ func (s *FileStore) syncDir(dir string) error {
 }
 
 // writeAt writes data at off of f, cut short when the torn hook says so.
-func (s *FileStore) writeAt(f *os.File, name string, data []byte, off int64) error {
+func (s *Store) writeAt(f *os.File, name string, data []byte, off int64) error {
 	if s.torn != nil {
 		if keep, ok := s.torn(name, len(data)); ok {
 			// The torn prefix's own outcome does not matter: the caller
@@ -182,10 +184,10 @@ func (s *FileStore) writeAt(f *os.File, name string, data []byte, off int64) err
 
 func noSpace(err error) bool { return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) }
 
-// Create implements Creator: a new file is written in place (one create,
+// Create implements objstore.Creator: a new file is written in place (one create,
 // one write; with sync, the file and its directory are fsynced); a name
 // that exists is replaced out of place as Put does.
-func (s *FileStore) Create(name string, data []byte) error {
+func (s *Store) Create(name string, data []byte) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
@@ -232,10 +234,10 @@ func (s *FileStore) Create(name string, data []byte) error {
 	return nil
 }
 
-// WriteFresh implements FreshWriter: the range is written in place (one
+// WriteFresh implements objstore.FreshWriter: the range is written in place (one
 // pread of the range to check it holds nothing, one pwrite; with sync the
 // file, and the directory when the file is new, are fsynced).
-func (s *FileStore) WriteFresh(name string, off int64, data []byte) error {
+func (s *Store) WriteFresh(name string, off int64, data []byte) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
@@ -271,7 +273,7 @@ func (s *FileStore) WriteFresh(name string, off int64, data []byte) error {
 		return fmt.Errorf("filestore: %w", err)
 	}
 	if !isZero(cur[:k]) {
-		return fmt.Errorf("filestore: %s [%d, +%d) already written: %w", name, off, len(data), ErrRangeUnsupported)
+		return fmt.Errorf("filestore: %s [%d, +%d) already written: %w", name, off, len(data), objstore.ErrRangeUnsupported)
 	}
 	err = s.writeAt(f, name, data, off)
 	if err == nil && s.sync {
@@ -292,8 +294,8 @@ func (s *FileStore) WriteFresh(name string, off int64, data []byte) error {
 	return nil
 }
 
-// Get implements Store.
-func (s *FileStore) Get(name string) ([]byte, error) {
+// Get implements objstore.Store.
+func (s *Store) Get(name string) ([]byte, error) {
 	p, err := s.path(name)
 	if err != nil {
 		return nil, err
@@ -308,8 +310,8 @@ func (s *FileStore) Get(name string) ([]byte, error) {
 	return b, nil
 }
 
-// Delete implements Store.
-func (s *FileStore) Delete(name string) error {
+// Delete implements objstore.Store.
+func (s *Store) Delete(name string) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
@@ -332,8 +334,8 @@ func (s *FileStore) Delete(name string) error {
 	return nil
 }
 
-// List implements Store.
-func (s *FileStore) List(prefix string) ([]string, error) {
+// List implements objstore.Store.
+func (s *Store) List(prefix string) ([]string, error) {
 	// Walk only the directory that can hold the prefix.
 	start := s.root
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
@@ -384,9 +386,9 @@ func (s *FileStore) List(prefix string) ([]string, error) {
 	return names, nil
 }
 
-// FlipBits implements Store. The damaged file is rewritten in place on
+// FlipBits implements objstore.Store. The damaged file is rewritten in place on
 // purpose: this is the fault, not a repair.
-func (s *FileStore) FlipBits(name string, bitOffset int64, count int) error {
+func (s *Store) FlipBits(name string, bitOffset int64, count int) error {
 	p, err := s.path(name)
 	if err != nil {
 		return err
@@ -400,15 +402,15 @@ func (s *FileStore) FlipBits(name string, bitOffset int64, count int) error {
 	if err != nil {
 		return fmt.Errorf("filestore: %w", err)
 	}
-	if err := flipBits(b, bitOffset, count); err != nil {
+	if err := objstore.InvertBits(b, bitOffset, count); err != nil {
 		return err
 	}
 	return os.WriteFile(p, b, 0o644)
 }
 
-// Usage implements Store. The used bytes are recounted at most every
+// Usage implements objstore.Store. The used bytes are recounted at most every
 // usageRefresh.
-func (s *FileStore) Usage() (Usage, error) {
+func (s *Store) Usage() (objstore.Usage, error) {
 	s.usageMu.Lock()
 	defer s.usageMu.Unlock()
 	if !s.usageAt.IsZero() && time.Since(s.usageAt) < usageRefresh {
@@ -416,7 +418,7 @@ func (s *FileStore) Usage() (Usage, error) {
 	}
 	var st syscall.Statfs_t
 	if err := syscall.Statfs(s.root, &st); err != nil {
-		return Usage{}, fmt.Errorf("filestore: statfs: %w", err)
+		return objstore.Usage{}, fmt.Errorf("filestore: statfs: %w", err)
 	}
 	var used int64
 	// The walk skips what it cannot read (a file deleted meanwhile) rather
@@ -429,97 +431,16 @@ func (s *FileStore) Usage() (Usage, error) {
 		}
 		return nil
 	})
-	s.usage = Usage{CapacityBytes: base.Bytes(int64(st.Blocks) * st.Bsize), UsedBytes: base.Bytes(used)}
+	s.usage = objstore.Usage{CapacityBytes: base.Bytes(int64(st.Blocks) * st.Bsize), UsedBytes: base.Bytes(used)}
 	s.usageAt = time.Now()
 	return s.usage, nil
 }
 
-// Close implements Store: the open pack files are closed (the store may be
+// Close implements objstore.Store: the open pack files are closed (the store may be
 // used again: they are opened and loaded anew).
-func (s *FileStore) Close() error {
+func (s *Store) Close() error {
 	s.packs.closeAll()
 	return nil
 }
 
-// MemStore is an in-memory Store for tests.
-type MemStore struct {
-	mu       sync.Mutex
-	files    map[string][]byte
-	capacity base.Bytes // 0: 1 GiB
-}
-
-var _ Store = (*MemStore)(nil)
-
-// NewMemStore returns an empty in-memory store.
-func NewMemStore() *MemStore { return &MemStore{files: map[string][]byte{}} }
-
-// Name implements Store.
-func (m *MemStore) Name() string { return "mem" }
-
-// Put implements Store.
-func (m *MemStore) Put(name string, data []byte) error {
-	if err := ValidName(name); err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if grow := base.Bytes(len(data) - len(m.files[name])); grow > 0 && m.usedLocked()+grow > m.capacityLocked() {
-		return base.NoSpaceErrorf("memstore: put %s: no space left (%s of %s used)", name, m.usedLocked(), m.capacityLocked())
-	}
-	m.files[name] = append([]byte(nil), data...)
-	return nil
-}
-
-// Get implements Store.
-func (m *MemStore) Get(name string) ([]byte, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.files[name]
-	if !ok {
-		return nil, fmt.Errorf("memstore: %s: %w", name, fs.ErrNotExist)
-	}
-	return append([]byte(nil), b...), nil
-}
-
-// Delete implements Store.
-func (m *MemStore) Delete(name string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.files, name)
-	return nil
-}
-
-// List implements Store.
-func (m *MemStore) List(prefix string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var names []string
-	for n := range m.files {
-		if strings.HasPrefix(n, prefix) {
-			names = append(names, n)
-		}
-	}
-	sort.Strings(names)
-	return names, nil
-}
-
-// FlipBits implements Store.
-func (m *MemStore) FlipBits(name string, bitOffset int64, count int) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.files[name]
-	if !ok {
-		return fmt.Errorf("memstore: %s: %w", name, fs.ErrNotExist)
-	}
-	return flipBits(b, bitOffset, count)
-}
-
-// Usage implements Store.
-func (m *MemStore) Usage() (Usage, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return Usage{CapacityBytes: m.capacityLocked(), UsedBytes: m.usedLocked()}, nil
-}
-
-// Close implements Store.
-func (m *MemStore) Close() error { return nil }
+func isZero(b []byte) bool { return len(bytes.TrimLeft(b, "\x00")) == 0 }

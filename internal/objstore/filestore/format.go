@@ -1,0 +1,97 @@
+package filestore
+
+import (
+	"encoding/binary"
+	"strings"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// The pack file format: pure encoding and decoding, no I/O (doc.go has the
+// layout).
+
+const (
+	packMagic        = "FMPACK\x00\x01"
+	packHeaderSize   = 16
+	recordMagic      = 0x4b52_4d46 // "FMRK"
+	recordHeaderSize = 20
+	recordPut        = 1
+	recordDelete     = 2
+	// packCompactMinDead is the dead bytes below which a pack is never
+	// compacted.
+	packCompactMinDead = 1 << 20
+	// packMaxOpen bounds the pack files kept open.
+	packMaxOpen = 256
+	packSuffix  = ".pack"
+)
+
+// packedName splits name into its pack key and member when it is packed.
+func packedName(name string) (key, member string, ok bool) {
+	if !strings.HasPrefix(name, "d/") && !strings.HasPrefix(name, "k/") {
+		return "", "", false
+	}
+	slash := strings.LastIndexByte(name, '/')
+	dot := strings.LastIndexByte(name, '.')
+	if dot <= slash+1 || dot == len(name)-1 || len(name)-dot-1 > 255 {
+		return "", "", false
+	}
+	return name[:dot], name[dot+1:], true
+}
+
+func packHeader(key string) []byte {
+	h := make([]byte, packHeaderSize)
+	copy(h, packMagic)
+	binary.LittleEndian.PutUint32(h[8:], base.CRC32C([]byte(key)))
+	binary.LittleEndian.PutUint32(h[12:], base.CRC32C(h[:12]))
+	return h
+}
+
+// encodeRecord returns a record: header, member name, content.
+func encodeRecord(key string, kind byte, member string, data []byte) []byte {
+	rec := make([]byte, recordHeaderSize+len(member)+len(data))
+	binary.LittleEndian.PutUint32(rec[0:], recordMagic)
+	rec[4] = kind
+	rec[5] = byte(len(member))
+	binary.LittleEndian.PutUint32(rec[8:], uint32(len(data)))
+	binary.LittleEndian.PutUint32(rec[12:], base.CRC32C(data))
+	copy(rec[recordHeaderSize:], member)
+	binary.LittleEndian.PutUint32(rec[16:], headerCRC(key, rec[:16], member))
+	copy(rec[recordHeaderSize+len(member):], data)
+	return rec
+}
+
+func headerCRC(key string, fixed []byte, member string) uint32 {
+	c := base.CRC32CUpdate(base.CRC32C([]byte(key)), fixed)
+	return base.CRC32CUpdate(c, []byte(member))
+}
+
+// recordHeader is a decoded, verified record header.
+type recordHeader struct {
+	kind    byte
+	member  string
+	n       int64 // content length
+	dataCRC uint32
+}
+
+func (h recordHeader) size() int64 { return recordHeaderSize + int64(len(h.member)) + h.n }
+
+// decodeRecordHeader verifies the record header at the start of b (which
+// holds at least the header and name when they fit the file).
+func decodeRecordHeader(key string, b []byte) (recordHeader, bool) {
+	if len(b) < recordHeaderSize || binary.LittleEndian.Uint32(b) != recordMagic {
+		return recordHeader{}, false
+	}
+	kind, nameLen := b[4], int(b[5])
+	if (kind != recordPut && kind != recordDelete) || nameLen == 0 || b[6] != 0 || b[7] != 0 || len(b) < recordHeaderSize+nameLen {
+		return recordHeader{}, false
+	}
+	member := string(b[recordHeaderSize : recordHeaderSize+nameLen])
+	if headerCRC(key, b[:16], member) != binary.LittleEndian.Uint32(b[16:]) {
+		return recordHeader{}, false
+	}
+	h := recordHeader{kind: kind, member: member, n: int64(binary.LittleEndian.Uint32(b[8:])), dataCRC: binary.LittleEndian.Uint32(b[12:])}
+	if kind == recordDelete && h.n != 0 {
+		return recordHeader{}, false
+	}
+	return h, true
+}
