@@ -57,7 +57,10 @@ func (sm *StateMachine) CorruptBlockAt(key []byte, frac float64) (string, uint64
 
 // liveTable reports whether path is one of the engine's current tables once
 // the compactions under way (which may have read it before it was damaged
-// and be about to replace it) are done.
+// and be about to replace it) are done. NB: it waits on the wall clock on
+// purpose: Pebble's compactions run on Pebble's goroutines in real time,
+// which no injected clock drives, and this is a fault-injection tool that
+// neither the simulator nor a deterministic test steps through.
 func (sm *StateMachine) liveTable(path string) bool {
 	for deadline := time.Now().Add(10 * time.Second); sm.db.Metrics().Compact.NumInProgress > 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/invariants"
 )
 
 // The pack file format: pure encoding and decoding, no I/O (doc.go has the
@@ -94,4 +95,18 @@ func decodeRecordHeader(key string, b []byte) (recordHeader, bool) {
 		return recordHeader{}, false
 	}
 	return h, true
+}
+
+// checkRecord asserts, in invariants builds, that rec (about to be written)
+// verifies and decodes back to what it stores: the checksum-before-the-write
+// half of the pair whose other half is the load's scan, which verifies every
+// header it reads (and the content of the last record).
+func checkRecord(key string, rec []byte, kind byte, member string, data []byte) {
+	if !invariants.Enabled {
+		return
+	}
+	h, ok := decodeRecordHeader(key, rec)
+	_ = invariants.Check(ok && h.kind == kind && h.member == member && h.n == int64(len(data)) &&
+		int64(len(rec)) == h.size() && h.dataCRC == base.CRC32C(rec[len(rec)-len(data):]),
+		"filestore: pack %s: record of %q does not decode back before its write", key, member)
 }

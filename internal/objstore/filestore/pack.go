@@ -561,6 +561,7 @@ func (s *Store) packGet(name, key, member string, off, n int64) ([]byte, error) 
 // leaves the file as it is and the pack is loaded again before its next use.
 func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string, data []byte) error {
 	rec := encodeRecord(p.key, kind, member, data)
+	checkRecord(p.key, rec, kind, member, data)
 	err := s.writeAt(p.f, name, rec, p.size)
 	if err == nil && s.sync {
 		err = p.f.Sync()
@@ -735,6 +736,7 @@ func (s *Store) compactLocked(p *pack) error {
 			return fail(err)
 		}
 		rec := encodeRecord(p.key, recordPut, m.name, data)
+		checkRecord(p.key, rec, recordPut, m.name, data)
 		if err := s.writeAt(f, p.key+"."+m.name, rec, off); err != nil {
 			return fail(err)
 		}
