@@ -21,19 +21,10 @@ import (
 // the disk out of the measurement.
 func BenchmarkGet(b *testing.B) {
 	ctx := context.Background()
-	cl, err := devcluster.Start(ctx, devcluster.Options{
+	c := benchCluster(b, devcluster.Options{
 		Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true,
 		NodeStore: func(string, int) (objstore.Store, error) { return objstore.NewMemStore(), nil },
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	c, err := client.Dial(ctx, cl.Endpoint(), client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
 	data := make([]byte, 4<<20)
 	rand.New(rand.NewSource(1)).Read(data)
 	for _, red := range []objectpb.Redundancy{rep, ec} {
@@ -76,16 +67,7 @@ func BenchmarkGet(b *testing.B) {
 // where a PUT's time goes (docs/results/datapath.md).
 func BenchmarkPut(b *testing.B) {
 	ctx := context.Background()
-	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	c, err := client.Dial(ctx, cl.Endpoint(), client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchCluster(b, devcluster.Options{Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true})
 	data := make([]byte, 8<<20)
 	rand.New(rand.NewSource(1)).Read(data)
 	for _, red := range []objectpb.Redundancy{rep, ec} {
@@ -107,16 +89,7 @@ func BenchmarkPut(b *testing.B) {
 // cost is stated in.
 func BenchmarkGetFiles(b *testing.B) {
 	ctx := context.Background()
-	cl, err := devcluster.Start(ctx, devcluster.Options{Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true, RepairReserve: -1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	c, err := client.Dial(ctx, cl.Endpoint(), client.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := benchCluster(b, devcluster.Options{Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true, RepairReserve: -1})
 	data := make([]byte, 8<<20)
 	rand.New(rand.NewSource(1)).Read(data)
 	for _, red := range []objectpb.Redundancy{rep, ec} {
@@ -150,4 +123,22 @@ func processCPUSeconds(b *testing.B) float64 {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// benchCluster starts an in-process cluster and a client of it, both closed
+// when b ends.
+func benchCluster(b *testing.B, opts devcluster.Options) *client.Client {
+	b.Helper()
+	ctx := context.Background()
+	cl, err := devcluster.Start(ctx, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cl.Close() })
+	c, err := client.Dial(ctx, cl.Endpoint(), client.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
 }

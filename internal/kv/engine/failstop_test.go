@@ -60,21 +60,7 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 				}
 				// The files were fenced at the failure: they reopen as
 				// after a crash there, with what was durable.
-				ffs.Set(nil)
-				sm, err = Open(ffs, "sm", 0, 4<<20, nil, nil)
-				if err != nil {
-					t.Fatalf("reopen after the fault cleared: %v", err)
-				}
-				defer sm.Close()
-				if got := sm.Applied().Index; got < durable {
-					t.Fatalf("reopened at applied %d, %d was durable", got, durable)
-				}
-				for i := 0; i < 200; i += 37 {
-					k := fmt.Sprintf("key-%05d", i)
-					if _, found, err := Get(sm.DB(), []byte(k)); err != nil || !found {
-						t.Fatalf("%s after reopen: %v %v", k, found, err)
-					}
-				}
+				reopenHoldsDurable(t, ffs, durable)
 				return
 			}
 			_, err = sm.FlushDurable()
@@ -95,21 +81,29 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 				t.Fatalf("write to a failed engine: %v", err)
 			}
 			_ = sm.Close() // returns; its error is only reported
-			ffs.Set(nil)
-			sm, err = Open(ffs, "sm", 0, 4<<20, nil, nil)
-			if err != nil {
-				t.Fatalf("reopen after the fault cleared: %v", err)
-			}
-			defer sm.Close()
-			if got := sm.Applied().Index; got < durable {
-				t.Fatalf("reopened at applied %d, %d was durable", got, durable)
-			}
-			for i := 0; i < 200; i += 37 {
-				k := fmt.Sprintf("key-%05d", i)
-				if _, found, err := Get(sm.DB(), []byte(k)); err != nil || !found {
-					t.Fatalf("%s after reopen: %v %v", k, found, err)
-				}
-			}
+			reopenHoldsDurable(t, ffs, durable)
 		})
+	}
+}
+
+// reopenHoldsDurable clears ffs's fault and reopens the engine's files
+// (fillSM's 200 keys) as after a crash: they open at the applied index that
+// was durable or later and hold the keys. The engine closes when t ends.
+func reopenHoldsDurable(t *testing.T, ffs *faultfs.FS, durable uint64) {
+	t.Helper()
+	ffs.Set(nil)
+	sm, err := Open(ffs, "sm", 0, 4<<20, nil, nil)
+	if err != nil {
+		t.Fatalf("reopen after the fault cleared: %v", err)
+	}
+	t.Cleanup(func() { _ = sm.Close() })
+	if got := sm.Applied().Index; got < durable {
+		t.Fatalf("reopened at applied %d, %d was durable", got, durable)
+	}
+	for i := 0; i < 200; i += 37 {
+		k := fmt.Sprintf("key-%05d", i)
+		if _, found, err := Get(sm.DB(), []byte(k)); err != nil || !found {
+			t.Fatalf("%s after reopen: %v %v", k, found, err)
+		}
 	}
 }
