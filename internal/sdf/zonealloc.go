@@ -25,7 +25,17 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zones.Zone, e
 	if forGC {
 		minEmpty = 0
 	}
-	for attempt := 0; attempt < 16; attempt++ {
+	// Every GC round that reclaims a zone earns one more attempt, up to
+	// one per data zone. NB: when the free space is spread thin (a few dead
+	// pages in every zone, as after a die loss and its repair, or random
+	// overwrites near full) one round gains only its victim's dead pages,
+	// and many rounds are needed before an empty zone is left over; with a
+	// fixed count of attempts a device with room in it reported no space.
+	fs.mu.Lock()
+	maxRounds := len(fs.zones.Data())
+	fs.mu.Unlock()
+	rounds := 0
+	for attempt := 0; attempt < 16+rounds; attempt++ {
 		fs.mu.Lock()
 		if fs.closed {
 			fs.mu.Unlock()
@@ -73,6 +83,8 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zones.Zone, e
 			// Nothing to collect: the reserve of empty zones is all
 			// there is, but for the zones GC itself needs.
 			minEmpty = gcLastZones
+		} else if rounds < maxRounds {
+			rounds++
 		}
 	}
 	return nil, ErrNoSpace

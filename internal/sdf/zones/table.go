@@ -306,6 +306,14 @@ func hintDistance(a, b uint8) int {
 // maximising age*(1-u)/(2u) (Rosenblum and Ousterhout's LFS cleaner, u the
 // live fraction, age since the zone's last write at now), else the one
 // with the lowest u (greedy). nil: no victim.
+//
+// u is measured against what the zone holds once reset (ResetCapacity):
+// the pages of a failed die, or of a block gone bad, were
+// never free space (their data was repaired elsewhere), and a zone whose
+// live pages fill its good dies gains nothing from a reset. NB: counting
+// them as dead made such zones look the emptiest after a die loss, so GC
+// relocated them for no gain and a device with room spread over its zones
+// ran out of space.
 func (t *Table) Victim(costBenefit bool, now time.Time) *Zone {
 	var best *Zone
 	bestScore := math.Inf(-1)
@@ -313,7 +321,7 @@ func (t *Table) Victim(costBenefit bool, now time.Time) *Zone {
 		if z.Meta || (z.State != Full && z.State != ReadOnly) || z.Writers > 0 || z.GCStuck {
 			continue
 		}
-		c := z.Capacity(t.L)
+		c := t.ResetCapacity(z)
 		if c == 0 || z.Live >= c {
 			continue
 		}
@@ -328,6 +336,18 @@ func (t *Table) Victim(costBenefit bool, now time.Time) *Zone {
 		}
 	}
 	return best
+}
+
+// ResetCapacity is the data pages data zone z holds once reset: its dies
+// that have not failed and whose block is not bad since.
+func (t *Table) ResetCapacity(z *Zone) int {
+	n := 0
+	for _, d := range z.Dies {
+		if !t.Failed[flash.DieAddr{Channel: z.Channel, Die: d}] && !t.Block(t.L.ZoneBlockAddr(z.ID, d)).Bad {
+			n++
+		}
+	}
+	return n * t.L.DataPagesPerBlock()
 }
 
 // Reclaimable lists the data zones Zone.Reclaimable says may be erased.

@@ -210,6 +210,27 @@ func TestVictim(t *testing.T) {
 	if got := tab.Victim(true, now); got != young {
 		t.Fatalf("cost-benefit with the old zone stuck: %s, want %s", got, young)
 	}
+
+	// After a die loss, a zone whose live pages fill its surviving dies
+	// has nothing to give back, however empty its die set makes it look;
+	// a zone with one dead page on good dies is the victim.
+	tab = newTable(testGeometry)
+	maimed, tight := tab.OnChannel(1, 3), tab.OnChannel(2, 3)
+	tab.Failed[flash.DieAddr{Channel: 1, Die: maimed.Dies[0]}] = true
+	for _, z := range []*Zone{maimed, tight} {
+		z.State, z.WP = Full, z.Capacity(tab.L)
+	}
+	maimed.Live = tab.ResetCapacity(maimed)
+	tight.Live = tight.WP - 1
+	if maimed.Live >= maimed.WP {
+		t.Fatalf("the failed die did not shrink %s: %d", maimed, maimed.Live)
+	}
+	if got := tab.Victim(false, now); got != tight {
+		t.Fatalf("greedy after a die loss: %s, want %s", got, tight)
+	}
+	if got := tab.Victim(true, now); got != tight {
+		t.Fatalf("cost-benefit after a die loss: %s, want %s", got, tight)
+	}
 }
 
 // TestLendRelease: lent zones are empty data zones off the avoided channels
