@@ -70,7 +70,7 @@ func TestWearLive(t *testing.T) {
 	ctx := context.Background()
 	opts := devcluster.Options{Wear: coord.WearConfig{
 		Policy: "chameleon", Redundancy: "rep", Epoch: time.Hour,
-		Options: wear.Options{SigmaARPT: 50, MigrateAfterEpochs: 1, MaxRemapsPerEpoch: 2},
+		Options: wear.Options{SigmaARPTRatio: 50, MigrateAfterEpochs: 1, MaxRemapsPerEpoch: 2},
 	}}
 	cl, c := startCluster(t, 8, opts)
 	want := map[string][]byte{}
@@ -231,7 +231,7 @@ func TestWearLateConversionSurvivesKill(t *testing.T) {
 	ctx := context.Background()
 	opts := devcluster.Options{Wear: coord.WearConfig{
 		Policy: "chameleon", Redundancy: "ec", Epoch: time.Hour,
-		Options: wear.Options{SigmaHCDS: 50, HotFraction: 0.1, MaxRemapsPerEpoch: 2},
+		Options: wear.Options{SigmaHCDSRatio: 50, HotFraction: 0.1, MaxRemapsPerEpoch: 2},
 	}}
 	opts.Dir, opts.Nodes, opts.UnsafeNoFsync = t.TempDir(), 8, true
 	cl, err := devcluster.Start(ctx, opts)

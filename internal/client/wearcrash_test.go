@@ -354,7 +354,7 @@ func TestWearConversionNodeKilled(t *testing.T) {
 	ctx := context.Background()
 	opts := devcluster.Options{Wear: coord.WearConfig{
 		Policy: "chameleon", Epoch: time.Hour, // epochs scripted below
-		Options: wear.Options{SigmaHCDS: 50, HotFraction: 0.5},
+		Options: wear.Options{SigmaHCDSRatio: 50, HotFraction: 0.5},
 	}}
 	cl, c := startCluster(t, 8, opts)
 	const objects = 8

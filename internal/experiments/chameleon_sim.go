@@ -37,7 +37,7 @@ var (
 	polREPEC   = chamPolicy{"REP+EC", wear.Options{Mode: wear.ModeREPEC}}
 	polEDMEC   = chamPolicy{"EDM", wear.Options{Mode: wear.ModeEDM, Initial: wear.EC}}
 	polChamEC  = chamPolicy{"Chameleon", wear.Options{Mode: wear.ModeChameleon, Initial: wear.EC}}
-	polHCDSEC  = chamPolicy{"Chameleon without ARPT", wear.Options{Mode: wear.ModeChameleon, Initial: wear.EC, SigmaARPT: 100}}
+	polHCDSEC  = chamPolicy{"Chameleon without ARPT", wear.Options{Mode: wear.ModeChameleon, Initial: wear.EC, SigmaARPTRatio: 100}}
 	polEDMREP  = chamPolicy{"EDM", wear.Options{Mode: wear.ModeEDM, Initial: wear.REP}}
 	polChamREP = chamPolicy{"Chameleon", wear.Options{Mode: wear.ModeChameleon, Initial: wear.REP}}
 )

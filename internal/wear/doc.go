@@ -22,7 +22,7 @@
 //   - ARPT (Algorithm 1): hot objects (popularity >= l_hot, l_hot set each
 //     epoch at the HotFraction rank) become late-REP, cold ones late-EC;
 //     the conversion happens on the object's next write (PlanWrite). While
-//     the estimated wear variance exceeds SigmaARPT, the hottest candidates
+//     the estimated wear variance exceeds sigma_ARPT, the hottest candidates
 //     go to the three least worn servers and the coldest to the six most
 //     worn; the others convert onto their default placement. A late state
 //     whose object changed sides before a write is cancelled.
@@ -35,7 +35,8 @@
 //     encoding after ColdAfterEpochs, like HDFS-RAID), edm (migrate the
 //     hottest parts from the most to the least worn server now, ignoring
 //     redundancy) and chameleon.
-//   - Bounds: SigmaARPT and SigmaHCDS, a remap budget and a byte budget per
+//   - Bounds: the thresholds sigma_ARPT and sigma_HCDS (in erases, or as
+//     ratios of the mean), a remap budget and a byte budget per
 //     epoch, and MaxUtilization (no part is placed on a fuller server).
 //
 // # Invariants
@@ -69,8 +70,14 @@
 //
 // # Differences from the paper
 //
-//   - Thresholds are coefficients of variation (sigma over the mean), not
-//     erase counts, so one setting serves every workload and fleet size.
+//   - The thresholds sigma_ARPT and sigma_HCDS are the paper's, in erase
+//     counts (Options.SigmaARPT, SigmaHCDS), but by default they are
+//     coefficients of variation (SigmaARPTRatio 0.1, SigmaHCDSRatio 0.05).
+//     NB: the paper gives no values, and a count fitted to one workload,
+//     device size and run length fires at once or never on another, and
+//     tightens as erase counts grow over a run; a fraction of the mean
+//     serves every workload and fleet size (testdata/thresholds.txt shows
+//     the erase form).
 //   - The variance estimate projects HorizonEpochs of each object's current
 //     write rate through eq. 2 and moves a part's share off its old server
 //     as well as onto its new one (the algorithms only add). W_t of eq. 2

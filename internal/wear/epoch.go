@@ -62,16 +62,16 @@ func (b *Balancer) Epoch(stats []ServerStats) (Decisions, error) {
 	case ModeREPEC:
 		b.ageToEC(&d)
 	case ModeEDM:
-		if d.CV() > b.opts.SigmaHCDS {
+		if b.opts.hcdsTrigger().exceeded(d.Mean, d.Sigma) {
 			d.EDM = true
 			b.edm(&d, est)
 		}
 	case ModeChameleon:
-		if d.CV() > b.opts.SigmaARPT {
+		if b.opts.arptTrigger().exceeded(d.Mean, d.Sigma) {
 			d.ARPT = true
 			b.arpt(&d, est)
 		}
-		if d.CV() > b.opts.SigmaHCDS {
+		if b.opts.hcdsTrigger().exceeded(d.Mean, d.Sigma) {
 			d.HCDS = true
 			b.hcds(&d, est)
 		}
@@ -295,12 +295,27 @@ func (e *estimate) reported() (mean, sigma float64) {
 
 // cv is the estimated coefficient of variation.
 func (e *estimate) cv() float64 {
-	n := float64(len(e.nodes))
-	if n == 0 || e.sum <= 0 {
+	mean, sigma := e.meanSigma()
+	if mean <= 0 {
 		return 0
 	}
-	mean := e.sum / n
-	return math.Sqrt(math.Max(0, e.sumSq/n-mean*mean)) / mean
+	return sigma / mean
+}
+
+// meanSigma is the mean and standard deviation of the estimated erase
+// counts (0, 0 without servers or erases).
+func (e *estimate) meanSigma() (mean, sigma float64) {
+	n := float64(len(e.nodes))
+	if n == 0 || e.sum <= 0 {
+		return 0, 0
+	}
+	mean = e.sum / n
+	return mean, math.Sqrt(math.Max(0, e.sumSq/n-mean*mean))
+}
+
+// above reports whether the estimated wear variance passes t.
+func (e *estimate) above(t wearTrigger) bool {
+	return t.exceeded(e.meanSigma())
 }
 
 // cvAfter is the estimated coefficient of variation if the deltas were
@@ -662,7 +677,7 @@ func order(before func(x, y int32) bool, x, y int32) int {
 // neither REP nor late-REP become late-REP, cold ones (below ColdFactor
 // times l_hot) that are neither EC nor late-EC become late-EC; a late state whose object changed sides is
 // cancelled back to its source (Figure 3's compaction case). Step 2, while
-// the estimated wear variance exceeds SigmaARPT and the remap budget
+// the estimated wear variance exceeds sigma_ARPT and the remap budget
 // lasts, maps the hottest candidate's three copies to the three least worn
 // servers (X) and the coldest candidate's six shards to the six most worn
 // (Y). Candidates step 2 does not reach convert onto their default
@@ -737,7 +752,7 @@ func (b *Balancer) arpt(d *Decisions, est *estimate) {
 	}
 	// Step 2: hottest to X, coldest to Y.
 	u, w := 0, 0
-	for (u < len(hotFirst) || w < len(coldFirst)) && remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaARPT {
+	for (u < len(hotFirst) || w < len(coldFirst)) && remaps < b.opts.MaxRemapsPerEpoch && est.above(b.opts.arptTrigger()) {
 		if u < len(hotFirst) {
 			o := &b.objs[hotFirst[u]]
 			if x, ok := est.layout(REP, est.extremes(RepCopies, false, o.size, nil)); ok {
@@ -897,7 +912,7 @@ func (b *Balancer) offload(est *estimate, i int32, p int, n base.NodeID) {
 }
 
 // hcds is Algorithm 2 (paper 004 section III-B2): while the estimated
-// wear variance exceeds SigmaHCDS and the remap budget lasts, take the most
+// wear variance exceeds sigma_HCDS and the remap budget lasts, take the most
 // worn server x and the least worn y, and swap the hottest object's part on
 // x with the coldest object's part on y. The swap is an endurance-aware
 // write offload: both objects enter their EWO state and move on their next
@@ -913,7 +928,7 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 	hot, cold := b.ranked(per, b.hotter), b.ranked(per, b.colder)
 	remaps := 0
 	pairs := est.wornPairs()
-	for remaps+2 <= b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
+	for remaps+2 <= b.opts.MaxRemapsPerEpoch && est.above(b.opts.hcdsTrigger()) {
 		x, y, ok := pairs.next()
 		if !ok {
 			return
@@ -977,7 +992,7 @@ func (w *wornPairs) next() (x, y int, ok bool) {
 func (w *wornPairs) setAside(x int) { w.aside[x] = true }
 
 // edm is the EDM baseline: while the estimated wear variance exceeds
-// SigmaHCDS and the budgets last, move the hottest part on the most worn
+// sigma_HCDS and the budgets last, move the hottest part on the most worn
 // server to the least worn one, copying it now, whatever its redundancy.
 // Like HCDS, a most worn server with nothing to move is set aside and the
 // next one is tried.
@@ -987,7 +1002,7 @@ func (b *Balancer) edm(d *Decisions, est *estimate) {
 	var moved int64
 	remaps := 0
 	pairs := est.wornPairs()
-	for remaps < b.opts.MaxRemapsPerEpoch && est.cv() > b.opts.SigmaHCDS {
+	for remaps < b.opts.MaxRemapsPerEpoch && est.above(b.opts.hcdsTrigger()) {
 		x, y, ok := pairs.next()
 		if !ok {
 			return

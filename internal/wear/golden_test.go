@@ -23,7 +23,8 @@ var update = flag.Bool("update", false, "rewrite testdata golden files")
 // Commands (servers are n1..nN, objects o1..; the placer walks o_i's ring
 // from n_i: o1 -> n1 n2 n3 ...):
 //
-//	new servers=N [mode=chameleon] [initial=ec|rep] [sigma-arpt=F] [sigma-hcds=F]
+//	new servers=N [mode=chameleon] [initial=ec|rep] [sigma-arpt=ERASES] [sigma-hcds=ERASES]
+//	    [cv-arpt=F] [cv-hcds=F] (the thresholds in erases, or as sigma over mean)
 //	    [hot-fraction=F] [hot-min=F] [horizon=F] [remaps=N] [move-bytes=N]
 //	    [migrate-after=N] [cold-after=N] [max-util=F] [residence=N]
 //	stats erases=E1,E2,... [util=U1,U2,...] [mu=F] [down=I,J]
@@ -139,6 +140,8 @@ func (s *scriptRun) run(line string) []string {
 		o := Options{
 			SigmaARPT:            s.num(m, "sigma-arpt", 0),
 			SigmaHCDS:            s.num(m, "sigma-hcds", 0),
+			SigmaARPTRatio:       s.num(m, "cv-arpt", 0),
+			SigmaHCDSRatio:       s.num(m, "cv-hcds", 0),
 			HotFraction:          s.num(m, "hot-fraction", 0),
 			HotPopularityMin:     s.num(m, "hot-min", 0),
 			HorizonEpochs:        s.num(m, "horizon", 0),
@@ -167,8 +170,8 @@ func (s *scriptRun) run(line string) []string {
 		s.b = b
 		s.stats = nil
 		opts := b.Options()
-		return []string{fmt.Sprintf("mode %v initial %v sigma-arpt %g sigma-hcds %g hot-fraction %g remaps %d move-bytes %d",
-			opts.Mode, opts.Initial, opts.SigmaARPT, opts.SigmaHCDS, opts.HotFraction, opts.MaxRemapsPerEpoch, opts.MaxMoveBytesPerEpoch)}
+		return []string{fmt.Sprintf("mode %v initial %v sigma-arpt %g sigma-hcds %g cv-arpt %g cv-hcds %g hot-fraction %g remaps %d move-bytes %d",
+			opts.Mode, opts.Initial, opts.SigmaARPT, opts.SigmaHCDS, opts.SigmaARPTRatio, opts.SigmaHCDSRatio, opts.HotFraction, opts.MaxRemapsPerEpoch, opts.MaxMoveBytesPerEpoch)}
 	case "stats":
 		erases, util := s.list(m, "erases"), s.list(m, "util")
 		down := map[int]bool{}

@@ -17,16 +17,29 @@ type Options struct {
 	// ModeREP and ModeREPEC always start from REP, ModeEC from EC.
 	Initial Redundancy
 
-	// SigmaARPT triggers ARPT (Algorithm 1) while the standard deviation of
-	// the servers' erase counts exceeds this fraction of their mean (a
-	// coefficient of variation; default 0.1: ARPT is the coarse step, HCDS
-	// the fine one). NB: the paper states the
-	// thresholds in erase counts; a fraction of the mean carries across
-	// workloads, device sizes and run lengths, where a count does not.
+	// SigmaARPT is sigma_ARPT of paper 004 (Table I, Algorithm 1), in
+	// block erases: ARPT runs while the standard deviation of the servers'
+	// erase counts (reported, then as estimated after each remap) exceeds
+	// it. Zero: the trigger is SigmaARPTRatio instead. Giving both is an
+	// error.
 	SigmaARPT float64
-	// SigmaHCDS triggers HCDS (Algorithm 2), and EDM's migration, likewise
-	// (default 0.05).
+	// SigmaHCDS is sigma_HCDS (Table I, Algorithm 2), in block erases:
+	// HCDS, and EDM's migration, run while the standard deviation exceeds
+	// it. Zero: SigmaHCDSRatio instead.
 	SigmaHCDS float64
+	// SigmaARPTRatio is the ARPT trigger as a coefficient of variation (the
+	// standard deviation over the mean erase count), used when SigmaARPT is
+	// zero (default 0.1: ARPT is the coarse step, HCDS the fine one).
+	// NB: the paper states its thresholds in erase counts and gives no
+	// values; a count that suits one workload, device size and run length
+	// fires at once or never on another (erase counts grow with time, so a
+	// fixed sigma is a tighter and tighter balance), where a fraction of
+	// the mean carries across them. The defaults therefore stay ratios;
+	// SigmaARPT and SigmaHCDS give the paper's form.
+	SigmaARPTRatio float64
+	// SigmaHCDSRatio is the HCDS (and EDM) trigger as a coefficient of
+	// variation, used when SigmaHCDS is zero (default 0.05).
+	SigmaHCDSRatio float64
 
 	// HotFraction sets the popularity threshold l_hot (paper Table I) each
 	// epoch at the popularity of the object ranked HotFraction from the top
@@ -83,8 +96,8 @@ type Options struct {
 
 // Defaults of Options.
 const (
-	DefaultSigmaARPT            = 0.1
-	DefaultSigmaHCDS            = 0.05
+	DefaultSigmaARPTRatio       = 0.1
+	DefaultSigmaHCDSRatio       = 0.05
 	DefaultHotFraction          = 0.05
 	DefaultHotPopularityMin     = 2
 	DefaultColdFactor           = 0.5
@@ -122,8 +135,27 @@ func (o Options) WithDefaults() (Options, error) {
 	if o.Initial != REP && o.Initial != EC {
 		return o, base.InvalidArgumentf("wear: initial redundancy %v", o.Initial)
 	}
-	base.SetDefault(&o.SigmaARPT, DefaultSigmaARPT)
-	base.SetDefault(&o.SigmaHCDS, DefaultSigmaHCDS)
+	for _, t := range []struct {
+		name          string
+		erases, ratio *float64
+		def           float64
+	}{
+		{"SigmaARPT", &o.SigmaARPT, &o.SigmaARPTRatio, DefaultSigmaARPTRatio},
+		{"SigmaHCDS", &o.SigmaHCDS, &o.SigmaHCDSRatio, DefaultSigmaHCDSRatio},
+	} {
+		if *t.erases != 0 && *t.ratio != 0 {
+			return o, base.InvalidArgumentf("wear: %s given both in erases (%g) and as a ratio (%g)", t.name, *t.erases, *t.ratio)
+		}
+		if !(*t.erases >= 0 && *t.erases <= 1e12) {
+			return o, base.InvalidArgumentf("wear: %s %g erases outside [0, 1e12]", t.name, *t.erases)
+		}
+		if *t.erases == 0 {
+			base.SetDefault(t.ratio, t.def)
+			if !(*t.ratio >= 1e-6 && *t.ratio <= 100) {
+				return o, base.InvalidArgumentf("wear: %sRatio %g outside [1e-6, 100]", t.name, *t.ratio)
+			}
+		}
+	}
 	base.SetDefault(&o.ColdFactor, DefaultColdFactor)
 	base.SetDefault(&o.HotFraction, DefaultHotFraction)
 	base.SetDefault(&o.HotPopularityMin, DefaultHotPopularityMin)
@@ -146,8 +178,6 @@ func (o Options) WithDefaults() (Options, error) {
 		name      string
 		v, lo, hi float64
 	}{
-		{"SigmaARPT", o.SigmaARPT, 1e-6, 100},
-		{"SigmaHCDS", o.SigmaHCDS, 1e-6, 100},
 		{"HotFraction", o.HotFraction, 1e-6, 1},
 		{"HotPopularityMin", o.HotPopularityMin, 1e-9, 1e12},
 		{"ColdFactor", o.ColdFactor, 1e-6, 1},
@@ -171,3 +201,24 @@ func (o Options) WithDefaults() (Options, error) {
 // Balancing reports whether the mode changes placements by itself (EDM and
 // Chameleon) or only follows its redundancy rule.
 func (m Mode) Balancing() bool { return m == ModeEDM || m == ModeChameleon }
+
+// wearTrigger is a wear variance threshold: the paper's, in erases, or a
+// coefficient of variation.
+type wearTrigger struct{ erases, ratio float64 }
+
+// exceeded reports whether a standard deviation of erase counts sigma
+// around a mean passes the threshold.
+func (t wearTrigger) exceeded(mean, sigma float64) bool {
+	if t.erases > 0 {
+		return sigma > t.erases
+	}
+	return mean > 0 && sigma/mean > t.ratio
+}
+
+func (o Options) arptTrigger() wearTrigger {
+	return wearTrigger{erases: o.SigmaARPT, ratio: o.SigmaARPTRatio}
+}
+
+func (o Options) hcdsTrigger() wearTrigger {
+	return wearTrigger{erases: o.SigmaHCDS, ratio: o.SigmaHCDSRatio}
+}

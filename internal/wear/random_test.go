@@ -81,8 +81,12 @@ func randomRun(t *testing.T, seed int64, mode Mode) {
 		MaxMoveBytesPerEpoch: int64(1+rng.Intn(8)) << 20,
 		MigrateAfterEpochs:   1 + rng.Intn(3),
 		ColdAfterEpochs:      1 + rng.Intn(3),
-		SigmaARPT:            0.01 + rng.Float64()*0.2,
-		SigmaHCDS:            0.01 + rng.Float64()*0.2,
+	}
+	// The thresholds in erases (the paper's form) or as ratios.
+	if rng.Intn(2) == 0 {
+		opts.SigmaARPT, opts.SigmaHCDS = 1+rng.Float64()*200, 1+rng.Float64()*100
+	} else {
+		opts.SigmaARPTRatio, opts.SigmaHCDSRatio = 0.01+rng.Float64()*0.2, 0.01+rng.Float64()*0.2
 	}
 	if mode.Balancing() && rng.Intn(2) == 0 {
 		opts.Initial = REP

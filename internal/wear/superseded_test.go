@@ -70,3 +70,27 @@ func TestSuperseded(t *testing.T) {
 		})
 	}
 }
+
+// TestWearTrigger: sigma_ARPT and sigma_HCDS in erases compare the
+// standard deviation itself; the ratio form compares it over the mean.
+func TestWearTrigger(t *testing.T) {
+	for _, tc := range []struct {
+		trig        wearTrigger
+		mean, sigma float64
+		want        bool
+	}{
+		{wearTrigger{erases: 150}, 1040, 89.4, false},
+		{wearTrigger{erases: 150}, 166.7, 149.1, false},
+		{wearTrigger{erases: 150}, 1133.3, 298.1, true},
+		{wearTrigger{erases: 150}, 0, 150, false},
+		{wearTrigger{ratio: 0.05}, 1040, 89.4, true},
+		{wearTrigger{ratio: 0.05}, 1000, 50, false},
+		{wearTrigger{ratio: 0.05}, 0, 0, false},
+		// The erase form wins when set (Options never sets both).
+		{wearTrigger{erases: 100, ratio: 0.05}, 1040, 89.4, false},
+	} {
+		if got := tc.trig.exceeded(tc.mean, tc.sigma); got != tc.want {
+			t.Errorf("%+v.exceeded(mean %g, sigma %g) = %v, want %v", tc.trig, tc.mean, tc.sigma, got, tc.want)
+		}
+	}
+}

@@ -119,6 +119,8 @@ func TestOptions(t *testing.T) {
 		"unknown mode":   {Mode: 99},
 		"bad initial":    {Initial: 7},
 		"negative sigma": {SigmaARPT: -1},
+		"both forms":     {SigmaHCDS: 100, SigmaHCDSRatio: 0.05},
+		"ratio range":    {SigmaARPTRatio: 1000},
 		"hot fraction":   {HotFraction: 2},
 		"utilization":    {MaxUtilization: 1.5},
 		"remaps":         {MaxRemapsPerEpoch: -3},
