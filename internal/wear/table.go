@@ -2,7 +2,6 @@ package wear
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -105,8 +104,6 @@ func (b *Balancer) Compact() int { return b.table.Compact(b.IsDefault) }
 // intermediate state at most 46 (EntryMaxBytes16K).
 const EntryMaxBytes16K = 10 + 1 + 5 + 2*(1+MaxWidth*2) + 4
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 func appendLayout(b []byte, l Layout) []byte {
 	b = append(b, byte(l.Redundancy))
 	for i := 0; i < l.Width(); i++ {
@@ -125,7 +122,7 @@ func (e Entry) AppendBinary(b []byte) []byte {
 	if e.State.Intermediate() {
 		b = appendLayout(b, e.Src)
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b[start:], castagnoli))
+	return binary.LittleEndian.AppendUint32(b, base.CRC32C(b[start:]))
 }
 
 // DecodeEntry reads an encoded row. A row that fails its CRC32C or does not
@@ -136,7 +133,7 @@ func DecodeEntry(b []byte) (Entry, error) {
 		return Entry{}, base.CorruptionErrorf("wear: mapping row of %d bytes", len(b))
 	}
 	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
-	if crc32.Checksum(body, castagnoli) != sum {
+	if base.CRC32C(body) != sum {
 		return Entry{}, base.CorruptionErrorf("wear: mapping row fails its CRC32C")
 	}
 	var e Entry
