@@ -131,6 +131,7 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 		if bc.UBER > 0 {
 			uopts := opts
 			uopts.Channels = []int{g.Channels}
+			uopts.NoPlainRead = true
 			rows, st, err := benchOnce(bc.Dir, g,
 				preset.Options(bc.Timing, flash.UBERModel{UBER: bc.UBER}, bc.Seed+int64(run)), fsOpts, uopts)
 			if err != nil {
@@ -226,16 +227,31 @@ type benchSamples struct {
 	// (the two reads run back to back, so pairing them cancels slow drifts
 	// in the machine's load).
 	ratio map[int][]float64
+	// plainRatio is the same for the read without read-ahead.
+	plainRatio map[int][]float64
 }
 
 func newBenchSamples() *benchSamples {
-	return &benchSamples{mbps: map[benchKey][]float64{}, errors: map[benchKey]int64{}, ratio: map[int][]float64{}}
+	return &benchSamples{mbps: map[benchKey][]float64{}, errors: map[benchKey]int64{}, ratio: map[int][]float64{},
+		plainRatio: map[int][]float64{}}
 }
 
 func (b *benchSamples) add(rows []sdfRow) {
 	for i, r := range rows {
-		if r.Test == "seq-read" && i+1 < len(rows) && rows[i+1].Test == "raw-read" && rows[i+1].MBps() > 0 {
-			b.ratio[r.Channels] = append(b.ratio[r.Channels], r.MBps()/rows[i+1].MBps())
+		if r.Test == "seq-read" || r.Test == "seq-read-plain" {
+			// Paired with the raw read of the same pages that follows.
+			for _, q := range rows[i+1:] {
+				if q.Test == "raw-read" && q.Channels == r.Channels {
+					if q.MBps() > 0 {
+						ratio := b.ratio
+						if r.Test == "seq-read-plain" {
+							ratio = b.plainRatio
+						}
+						ratio[r.Channels] = append(ratio[r.Channels], r.MBps()/q.MBps())
+					}
+					break
+				}
+			}
 		}
 		k := benchKey{r.Test, r.Channels, r.Request}
 		if _, ok := b.mbps[k]; !ok {
@@ -415,7 +431,9 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 		bc.Preset, g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize, g.OOBSize, bc.Seed)
 	r.Text("Device: file-backed emulator, preset `%s` (%s), geometry %s, timing %s. "+
 		"Every number is the median of %d runs. Sequential tests: one goroutine per channel, each on its own file pinned "+
-		"to its channel (`sdf.FS.CreateOn`), %s per channel in %s requests (one zone, SDF's write unit). "+
+		"to its channel (`sdf.FS.CreateOn`), %s per channel in %s requests (one zone, SDF's write unit); a reader asks for "+
+		"read-ahead of one request (`sdf.File.SetReadAhead`), so its channel reads the next request while it handles the last, "+
+		"and the same read without it is measured too. "+
 		"`raw` reads the same physical pages straight from the device in the same run, one goroutine per die, without "+
 		"verification: the device's own read bandwidth over this backing store.",
 		bc.Preset, preset.Timing, g, bc.Timing, bc.Runs, o.BytesPerChannel, base.Bytes(g.DiesPerChannel*(g.PagesPerBlock-1)*g.PageSize))
@@ -428,8 +446,10 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 		}
 	}
 	sort.Ints(chans)
-	t := report.Table{Caption: "Sequential throughput against channels used (SDF Figure 7), MB/s (10^6 B/s)",
-		Header: []string{"channels", "write", "read", "raw read", "read / raw (median of per-run ratios)"}}
+	t := report.Table{Caption: "Sequential throughput against channels used (SDF Figure 7), MB/s (10^6 B/s); " +
+		"read with read-ahead, read without it, raw read of the same pages, back to back in each run",
+		Header: []string{"channels", "write", "read", "raw read", "read / raw (median of per-run ratios)",
+			"read, no read-ahead", "no read-ahead / raw"}}
 	var xs, w, rd, raw []float64
 	for _, c := range chans {
 		var req base.Bytes
@@ -441,7 +461,12 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 		sw := clean.median("seq-write", c, req)
 		sr := clean.median("seq-read", c, req)
 		rr := clean.median("raw-read", c, base.Bytes(g.PageSize))
-		t.Rows = append(t.Rows, []string{fmt.Sprint(c), f1(sw), f1(sr), f1(rr), fmt.Sprintf("%.1f%%", 100*benchMedian(clean.ratio[c]))})
+		plain, plainRatio := "-", "-"
+		if v := clean.mbps[benchKey{"seq-read-plain", c, req}]; len(v) > 0 {
+			plain, plainRatio = f1(benchMedian(v)), fmt.Sprintf("%.1f%%", 100*benchMedian(clean.plainRatio[c]))
+		}
+		t.Rows = append(t.Rows, []string{fmt.Sprint(c), f1(sw), f1(sr), f1(rr), fmt.Sprintf("%.1f%%", 100*benchMedian(clean.ratio[c])),
+			plain, plainRatio})
 		xs, w, rd, raw = append(xs, float64(c)), append(w, sw), append(rd, sr), append(raw, rr)
 	}
 	if err := r.Table(t); err != nil {
@@ -490,6 +515,14 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 		}
 		c := clean.median("seq-read", g.Channels, seqKey.request)
 		n := benchMedian(noisy.mbps[seqKey])
+		// Each run's read at UBER follows that run's clean read: the
+		// ratio is the median of the per-run ratios.
+		var paired []float64
+		for i, v := range noisy.mbps[seqKey] {
+			if cl := clean.mbps[benchKey{"seq-read", g.Channels, seqKey.request}]; i < len(cl) && cl[i] > 0 {
+				paired = append(paired, v/cl[i])
+			}
+		}
 		var rereads, transients, visible int64
 		for _, s := range noisyStats {
 			rereads += s.Rereads
@@ -512,10 +545,10 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 			"to the caller (p squared per page; measured %d).", first, g.PageSize, p, float64(first)*p, rereads,
 			float64(first)*p*p, visible))
 		r.Text("%s", fmt.Sprintf("Cost of the error model at UBER %g (transient flips, DIRECT's injection): sequential read on "+
-			"all %d channels %.1f MB/s against %.1f MB/s without errors (%.1f%%). Over %d runs %d pages failed their checksum "+
+			"all %d channels %.1f MB/s against %.1f MB/s without errors (medians; median of the per-run ratios %.1f%%). Over %d runs %d pages failed their checksum "+
 			"and were re-read, %d verified on the re-read (transient flips absorbed by the layer), and %d reads returned a "+
 			"CorruptionError to the caller (to be repaired from a replica by the layers above).",
-			bc.UBER, g.Channels, n, c, 100*n/c, bc.Runs, rereads, transients, visible))
+			bc.UBER, g.Channels, n, c, 100*benchMedian(paired), bc.Runs, rereads, transients, visible))
 	}
 	tw := report.Table{Caption: "Write amplification under random overwrites (RewriteRange of random 4-page chunks, one full " +
 		"pass over the live data, greedy GC), in-memory device with the same block shape",

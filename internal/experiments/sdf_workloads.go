@@ -33,6 +33,8 @@ type sdfLoadOptions struct {
 	// RandomReads is the random reads per channel per size (default 200).
 	RandomReads int
 	Seed        int64
+	// NoPlainRead skips the sequential read without read-ahead.
+	NoPlainRead bool
 }
 
 // sdfRow is one measurement.
@@ -166,7 +168,12 @@ func runSDFLoads(dev flash.Device, fs *sdf.FS, o sdfLoadOptions) ([]sdfRow, erro
 		}
 		return err
 	}
-	for _, k := range o.Channels {
+	seqRead := func(k int, test string, readAhead base.Bytes) error {
+		for _, f := range files[:k] {
+			if err := f.SetReadAhead(readAhead); err != nil {
+				return err
+			}
+		}
 		corrupt.Store(0)
 		el, err := parallelReads(k, func(c int, buf []byte) error {
 			for off := int64(0); off < size; off += int64(len(buf)) {
@@ -178,10 +185,24 @@ func runSDFLoads(dev flash.Device, fs *sdf.FS, o sdfLoadOptions) ([]sdfRow, erro
 			return nil
 		}, int(o.RequestBytes))
 		if err != nil {
+			return err
+		}
+		rows = append(rows, sdfRow{Test: test, Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size,
+			Elapsed: el, Errors: corrupt.Load()})
+		return nil
+	}
+	for _, k := range o.Channels {
+		// Without read-ahead (each request waits for the last), then with
+		// it (sdf.File.SetReadAhead: the next request is read while the
+		// reader handles the last), then the raw read of the same pages.
+		if !o.NoPlainRead {
+			if err := seqRead(k, "seq-read-plain", 0); err != nil {
+				return rows, err
+			}
+		}
+		if err := seqRead(k, "seq-read", o.RequestBytes); err != nil {
 			return rows, err
 		}
-		rows = append(rows, sdfRow{Test: "seq-read", Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size,
-			Elapsed: el, Errors: corrupt.Load()})
 		rel, err := rawRead(dev, fs, files[:k])
 		if err != nil {
 			return rows, err

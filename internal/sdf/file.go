@@ -32,6 +32,8 @@ type File struct {
 
 	mu     sync.Mutex // serializes Write, Sync and Close
 	closed bool
+
+	ra readAhead
 }
 
 // FileInfo describes a file.

@@ -60,6 +60,10 @@ type inode struct {
 	size  int64
 	mtime int64 // unix ns
 	m     extmap.Map
+	// ver changes (under FS.mu) whenever bytes below size may change or
+	// move: a page map update, a patch of the write buffer, a truncation.
+	// A read-ahead taken at one ver is used only at the same ver.
+	ver uint64
 
 	unlinked bool // removed from the namespace; freed when opens drops to 0
 	opens    int
@@ -104,6 +108,7 @@ type counters struct {
 	readBytes      atomic.Int64
 	rereads        atomic.Int64 // pages read again after a checksum failure
 	transients     atomic.Int64 // ... that verified on the second read
+	readAheads     atomic.Int64 // ReadAt calls served from a read-ahead
 }
 
 func newFS(dev flash.Device, opts Options) (*FS, error) {
@@ -407,6 +412,7 @@ func (fs *FS) unlinkLocked(ino *inode) {
 // freeLocked drops every page of ino.
 func (fs *FS) freeLocked(ino *inode) {
 	ino.m.Truncate(0, fs.dropLocked)
+	ino.ver++
 	ino.buf = nil
 	delete(fs.byID, ino.id)
 }

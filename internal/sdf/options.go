@@ -76,6 +76,13 @@ type Options struct {
 	// WriteBufferBytes is how much a file buffers before programming full
 	// pages. Default 256KiB; rounded up to whole pages; at most 64MiB.
 	WriteBufferBytes base.Bytes
+	// ReadAheadBytes turns on read-ahead for sequential readers: when a
+	// File's ReadAt starts where its previous one ended, the layer reads
+	// the next range of the same length (if at most this many bytes) in
+	// the background, so the channel works on it while the caller handles
+	// what it got (see readAhead). Each File so read holds one buffer of
+	// its request length. Default 0 (off); at most 64MiB.
+	ReadAheadBytes base.Bytes
 	// GCFreeZonesMin: when allocating a zone leaves fewer empty zones than
 	// this, host GC runs first. Default 4, range [2, 1<<20]. GC itself may
 	// consume the last free zones.
@@ -132,6 +139,8 @@ func (o Options) withDefaults() (Options, error) {
 		return o, base.InvalidArgumentf("sdf: QueueDepth %d not in [1, 4096]", o.QueueDepth)
 	case o.WriteBufferBytes < 0 || o.WriteBufferBytes > 64*base.MiB:
 		return o, base.InvalidArgumentf("sdf: WriteBufferBytes %s not in [1B, 64MiB]", o.WriteBufferBytes)
+	case o.ReadAheadBytes < 0 || o.ReadAheadBytes > 64*base.MiB:
+		return o, base.InvalidArgumentf("sdf: ReadAheadBytes %s not in [0B, 64MiB]", o.ReadAheadBytes)
 	case o.GCFreeZonesMin < 2 || o.GCFreeZonesMin > 1<<20:
 		return o, base.InvalidArgumentf("sdf: GCFreeZonesMin %d not in [2, 1<<20]", o.GCFreeZonesMin)
 	case o.GCPolicy > GCCostBenefit:

@@ -3,6 +3,7 @@ package sdf
 import (
 	"errors"
 	"io"
+	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
@@ -24,8 +25,158 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if closed {
 		return 0, ErrClosed
 	}
+	limit := f.ra.limit(f.fs)
+	if limit == 0 || len(p) == 0 || len(p) > limit {
+		return f.fs.readAt(f.ino, p, off, false, nil)
+	}
+	if n, ok := f.ra.take(f.fs, f.ino, p, off); ok {
+		f.ra.start(f.fs, f.ino, off+int64(n), len(p))
+		return n, nil
+	}
 	n, err := f.fs.readAt(f.ino, p, off, false, nil)
+	if err == nil && f.ra.sequential(off, n) {
+		f.ra.start(f.fs, f.ino, off+int64(n), len(p))
+	}
 	return n, err
+}
+
+// readAhead is a File's read-ahead (Options.ReadAheadBytes). A caller that
+// reads a file in order, one request at a time, leaves the channel idle
+// from the end of one request to the start of the next: the time its
+// goroutines take to wake up, check the pages and ask again, which on a
+// loaded machine is milliseconds per request. When a ReadAt starts where
+// the previous one ended, the next range of the same length is read in
+// the background (through readAt, so verified, re-read and retried on
+// stale mappings like any read) and the next ReadAt of exactly that range
+// copies it out. A read-ahead is used only when it read the whole range
+// without error and the file did not change meanwhile (inode.ver); any
+// other outcome is dropped and the caller's read goes to the device, so
+// errors are always reported by the caller's own read.
+type readAhead struct {
+	mu sync.Mutex
+	// own is the File's own limit (SetReadAhead) when set.
+	own     int
+	set     bool
+	next    int64     // where the last ReadAt ended
+	pending *prefetch // the range being read ahead, if any
+	spare   []byte    // a buffer to reuse
+}
+
+type prefetch struct {
+	off  int64
+	buf  []byte
+	ver  uint64
+	n    int
+	err  error
+	done chan struct{}
+}
+
+// SetReadAhead sets this File's read-ahead limit in place of the FS's
+// Options.ReadAheadBytes: requests of at most n bytes made in order are
+// read ahead; 0 turns read-ahead off for the File (like posix_fadvise's
+// SEQUENTIAL and RANDOM).
+func (f *File) SetReadAhead(n base.Bytes) error {
+	if n < 0 || n > 64*base.MiB {
+		return base.InvalidArgumentf("sdf: read-ahead %s not in [0B, 64MiB]", n)
+	}
+	f.ra.mu.Lock()
+	f.ra.own, f.ra.set = int(n), true
+	f.ra.mu.Unlock()
+	return nil
+}
+
+func (ra *readAhead) limit(fs *FS) int {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	if ra.set {
+		return ra.own
+	}
+	return int(fs.opts.ReadAheadBytes)
+}
+
+// sequential records a read of n bytes at off and reports whether it
+// started where the previous one ended.
+func (ra *readAhead) sequential(off int64, n int) bool {
+	ra.mu.Lock()
+	defer ra.mu.Unlock()
+	seq := off == ra.next && off > 0
+	ra.next = off + int64(n)
+	return seq
+}
+
+// take fills p from a read-ahead of exactly [off, off+len(p)) if one is
+// there and still valid, waiting for it to finish; ok is false otherwise
+// (and any read-ahead of another range is dropped).
+func (ra *readAhead) take(fs *FS, ino *inode, p []byte, off int64) (int, bool) {
+	ra.mu.Lock()
+	pf := ra.pending
+	ra.pending = nil
+	ra.mu.Unlock()
+	if pf == nil || pf.off != off || len(pf.buf) != len(p) {
+		// Another range: dropped without waiting (it finishes on its own).
+		return 0, false
+	}
+	<-pf.done
+	defer ra.recycle(pf.buf)
+	if pf.err != nil || pf.n != len(p) {
+		return 0, false
+	}
+	fs.mu.Lock()
+	valid := ino.ver == pf.ver && !fs.closed
+	fs.mu.Unlock()
+	if !valid {
+		return 0, false
+	}
+	copy(p, pf.buf)
+	fs.ctr.readAheads.Add(1)
+	ra.sequential(off, len(p))
+	return len(p), true
+}
+
+func (ra *readAhead) recycle(b []byte) {
+	ra.mu.Lock()
+	if cap(b) > cap(ra.spare) {
+		ra.spare = b
+	}
+	ra.mu.Unlock()
+}
+
+// start reads [off, off+n) ahead unless it is past the end of the file.
+func (ra *readAhead) start(fs *FS, ino *inode, off int64, n int) {
+	fs.mu.Lock()
+	ver, size, closed := ino.ver, ino.size, fs.closed
+	fs.mu.Unlock()
+	if closed || off+int64(n) > size {
+		return
+	}
+	ra.mu.Lock()
+	if ra.pending != nil {
+		ra.mu.Unlock()
+		return
+	}
+	buf := ra.spare
+	ra.spare = nil
+	if cap(buf) < n {
+		buf = make([]byte, n)
+	}
+	pf := &prefetch{off: off, buf: buf[:n], ver: ver, done: make(chan struct{})}
+	ra.pending = pf
+	ra.mu.Unlock()
+	go func() {
+		defer close(pf.done)
+		pf.n, pf.err = fs.readAt(ino, pf.buf, off, false, nil)
+	}()
+}
+
+// wait lets a read-ahead in flight finish (File.Close).
+func (ra *readAhead) wait() {
+	ra.mu.Lock()
+	pf := ra.pending
+	ra.pending = nil
+	ra.mu.Unlock()
+	if pf != nil {
+		<-pf.done
+	}
 }
 
 // pageRead is one page of a read: from a buffer or from flash.

@@ -66,6 +66,7 @@ func (fs *FS) RewriteRange(name string, off int64, data []byte) error {
 	if len(ino.buf) > 0 && end > bufStart {
 		from := max(off, bufStart)
 		copy(ino.buf[from-bufStart:], data[from-off:])
+		ino.ver++
 	}
 	flashEnd := min(end, bufStart)
 	if len(ino.buf) == 0 {

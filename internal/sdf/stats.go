@@ -58,6 +58,7 @@ type Stats struct {
 	RecoveredPages int64 // pages that recovery mapped
 	Rereads        int64 // pages read again after a checksum failure
 	Transients     int64 // re-reads that verified (a transient flip)
+	ReadAheads     int64 // ReadAt calls served from a read-ahead (Options.ReadAheadBytes)
 	Files          int
 }
 
@@ -145,6 +146,7 @@ func (fs *FS) Stats() Stats {
 	s.RecoveryReads = c.recoveryReads.Load()
 	s.RecoveredPages = c.recoveredPages.Load()
 	s.Transients = c.transients.Load()
+	s.ReadAheads = c.readAheads.Load()
 	for _, ch := range fs.chans {
 		s.ChannelReads = append(s.ChannelReads, ch.Stats.Reads.Load())
 		s.ChannelPrograms = append(s.ChannelPrograms, ch.Stats.Programs.Load())

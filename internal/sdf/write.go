@@ -79,6 +79,7 @@ func (f *File) Close() error {
 		return ErrClosed
 	}
 	f.closed = true
+	f.ra.wait()
 	fs := f.fs
 	var err error
 	if f.writable {
@@ -280,6 +281,9 @@ func (fs *FS) installLocked(ino *inode, e extmap.Extent, kind writeKind, expect 
 		}
 	} else {
 		pieces = []extmap.Extent{e}
+	}
+	if len(pieces) > 0 {
+		ino.ver++
 	}
 	for _, p := range pieces {
 		ino.m.Put(p, fs.dropLocked)
