@@ -66,7 +66,8 @@ type WearConfig struct {
 
 // wearHost is the balancer and what the coordinator keeps around it.
 type wearHost struct {
-	cfg WearConfig
+	cfg  WearConfig
+	logf func(string, ...any)
 
 	mu    sync.Mutex
 	b     *wear.Balancer
@@ -129,6 +130,14 @@ func (h *wearHost) finish(mv *wearMove, superseded bool, outcome, why, errText s
 		h.failedBy[why]++
 	}
 	h.record(mv, outcome, why, errText, now)
+	where := mv.m.String()
+	if mv.slot >= 0 {
+		where = fmt.Sprintf("%q slot %d from node %d to node %d", mv.key, mv.slot, mv.m.From.Node(mv.slot), mv.m.To.Node(mv.slot))
+	}
+	if errText != "" {
+		errText = ": " + errText
+	}
+	h.logf("coordinator: wear move %d (%s) of %s %s (%s)%s", mv.id, mv.m.Reason, where, outcome, why, errText)
 }
 
 // record remembers a move's outcome. Called with h.mu held.
@@ -222,7 +231,7 @@ func (c *Coordinator) startWear(ctx context.Context, loopCtx context.Context) er
 	if wc.MoveTimeout <= 0 {
 		wc.MoveTimeout = 5 * time.Minute
 	}
-	h := &wearHost{cfg: wc, keys: map[wear.ObjectID]string{}, plans: map[uint64]wearPlan{}, out: map[uint64]*wearMove{}, failedBy: map[string]int64{}}
+	h := &wearHost{cfg: wc, logf: c.cfg.Logf, keys: map[wear.ObjectID]string{}, plans: map[uint64]wearPlan{}, out: map[uint64]*wearMove{}, failedBy: map[string]int64{}}
 	if h.b, err = wear.New(opts, hostPlacer{h}); err != nil {
 		return err
 	}
@@ -483,7 +492,7 @@ func (c *Coordinator) wearEpoch(ctx context.Context, stats []wear.ServerStats) e
 	h.last = d
 	ops = append(ops, h.rowOps()...)
 	for _, m := range d.Moves {
-		h.queue(m, now, c.cfg.Logf)
+		h.queue(m, now)
 	}
 	for id, mv := range h.out {
 		if now.After(mv.deadline) {
@@ -560,7 +569,7 @@ func (h *wearHost) rowOps() []clientv3.Op {
 // queue turns a balancer move into a part replacement for a mover. Only
 // moves of one part within one redundancy are made live; others fail.
 // Called with h.mu held.
-func (h *wearHost) queue(m wear.Move, now time.Time, logf func(string, ...any)) {
+func (h *wearHost) queue(m wear.Move, now time.Time) {
 	slot := -1
 	ok := m.From.Redundancy == m.To.Redundancy
 	for p := 0; ok && p < m.To.Width(); p++ {
@@ -573,7 +582,6 @@ func (h *wearHost) queue(m wear.Move, now time.Time, logf func(string, ...any)) 
 	}
 	key, known := h.keys[m.Object]
 	if !ok || slot < 0 || !known {
-		logf("coordinator: wear: %v cannot be made live (one part of one redundancy at a time)", m)
 		h.nextID++
 		h.finish(&wearMove{id: h.nextID, m: m, key: key, slot: -1, bytes: m.Bytes}, false, moveFailed, whyNotSinglePart, "", now)
 		h.b.MoveFailed(m)
@@ -670,14 +678,11 @@ func (c *Coordinator) WearMoveDone(ctx context.Context, req *coordpb.WearMoveDon
 	superseded, why := c.moveFailureWhy(ctx, mv, req.Error)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	superseded = superseded || h.b.Superseded(mv.m)
+	if !superseded && h.b.Superseded(mv.m) {
+		superseded, why = true, whyRowChanged
+	}
 	h.finish(mv, superseded, moveFailed, why, req.Error, c.cfg.Clock.Now())
 	h.b.MoveFailed(mv.m)
-	if superseded {
-		c.cfg.Logf("coordinator: wear move of %q v%d slot %d to node %d superseded (%s): %s", mv.key, mv.version, mv.slot, mv.m.To.Node(mv.slot), why, req.Error)
-	} else {
-		c.cfg.Logf("coordinator: wear move of %q v%d slot %d to node %d failed (%s): %s", mv.key, mv.version, mv.slot, mv.m.To.Node(mv.slot), why, req.Error)
-	}
 	return &coordpb.WearMoveDoneResponse{}, nil
 }
 

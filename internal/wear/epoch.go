@@ -1053,7 +1053,7 @@ func (b *Balancer) issueMove(d *Decisions, o *object, reason string, bytes int64
 // fallback is the migration of EWO data that is never written again
 // (section III-B2): an object left in an EWO state without a write for
 // MigrateAfterEpochs is copied to its destination, oldest first, within
-// the byte budget.
+// the byte budget, once the servers it is copied to are up.
 func (b *Balancer) fallback(d *Decisions) {
 	var idle []int32
 	for i := range b.objs {
@@ -1062,7 +1062,7 @@ func (b *Balancer) fallback(d *Decisions) {
 		if o.moving || o.inflight > 0 || (s != StateREPEWO && s != StateECEWO) {
 			continue
 		}
-		if b.epoch-o.since >= uint32(b.opts.MigrateAfterEpochs) {
+		if b.epoch-o.since >= uint32(b.opts.MigrateAfterEpochs) && b.newPartsUp(o.entry.Src, o.entry.Dst) {
 			idle = append(idle, int32(i))
 		}
 	}
@@ -1086,6 +1086,23 @@ func (b *Balancer) fallback(d *Decisions) {
 		moved += bytes
 		b.issueMove(d, o, "ewo-fallback", bytes)
 	}
+}
+
+// newPartsUp reports whether every server that a move from src to dst
+// would write a part to is up. NB: the migration fallback waits for a
+// destination that is down (the live mover's copy to it would fail, and it
+// was issued again every epoch); the object stays readable on src, and its
+// next write is planned around the server.
+func (b *Balancer) newPartsUp(src, dst Layout) bool {
+	for p := 0; p < dst.Width(); p++ {
+		if src.Redundancy == dst.Redundancy && src.Node(p) == dst.Node(p) {
+			continue
+		}
+		if !b.up(dst.Node(p)) {
+			return false
+		}
+	}
+	return true
 }
 
 // ageToEC is the REP+EC baseline: a replicated object not written for
