@@ -27,7 +27,7 @@ type ReplicaRead struct {
 	Sums []uint32
 	// DamagedSums are the entries of the replica's sums record when it
 	// failed its own CRC (Sums is nil): EC's per-sector decode checks each
-	// sector against its own entry (objstore.DamagedSums).
+	// sector against its own entry (objstore/sumsrec.Damaged).
 	DamagedSums []uint32
 	// Missing: the node answered but has no such chunk (its file is gone).
 	// A missing chunk is damage like a corrupt one: with no Data it is

@@ -11,6 +11,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 	"github.com/flashmend/flashmend/internal/report"
 )
 
@@ -156,8 +157,8 @@ func runObjstoreCapacity(ctx context.Context, cfg Config) (*report.Report, error
 		return nil, err
 	}
 	r.Text("Floors set by the formats: CRC32C per 512 B is 4/512 = 0.781%% of the data; packed at %d records of %d B per sums file (one 4 KiB page) the sums take one page per %d full chunks = %.3f%% of the data, plus one partly filled page per blob. The SDF layer reserves the last page of every block (1/%d = %.3f%% here) and %d metadata zones (three copies of the journal, three for the next checkpoint, a spare: %.3f%% of this device). The 99%% of raw target is therefore out of reach on this geometry whatever the object layer does; with small objects the largest object-layer cost is now the local object index (three one-page copies per blob, DIRECT policy 2), then the partly filled sums page of each blob.",
-		objstore.RecordsPerSumsFile, objstore.SumsRecordSize, objstore.RecordsPerSumsFile,
-		100/float64(objstore.RecordsPerSumsFile*direct.ChunkSize/int(ps)), g.PagesPerBlock,
+		sumsrec.PerFile, sumsrec.Size, sumsrec.PerFile,
+		100/float64(sumsrec.PerFile*direct.ChunkSize/int(ps)), g.PagesPerBlock,
 		100/float64(g.PagesPerBlock), int(runs[0].c.SDFMeta/base.Bytes(g.DiesPerChannel*g.PagesPerBlock*g.PageSize)),
 		100*float64(runs[0].c.SDFMeta)/float64(runs[0].c.Raw))
 	return r, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 )
 
 // The object-store experiments (DIRECT 000 section 5, HDFS part) run on an
@@ -235,7 +236,7 @@ func (c *objCluster) sumsLayoutOf(objs []*testObject) (sumsLayout, error) {
 		return sumsLayout{}, base.InvalidArgumentf("sums layout: no chunks")
 	}
 	id := direct.ChunkID{}
-	record := objstore.EncodeSums(id, direct.ChunkSize, direct.Sums(id, make([]byte, direct.ChunkSize)))
+	record := sumsrec.Encode(id, direct.ChunkSize, direct.Sums(id, make([]byte, direct.ChunkSize)))
 	layout := sumsLayout{RecordBits: 8 * int64(len(record)), ReadBitsPerChunk: bits / chunks,
 		ChunksPerFile: float64(chunks) / float64(len(files))}
 	if _, ok := any(c.stores[0]).(objstore.RangeReader); ok {

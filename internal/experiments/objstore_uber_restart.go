@@ -21,6 +21,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/model"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
@@ -365,7 +366,7 @@ func uberModelTables(r *report.Report, p uberRestartObjectsParams, cells []urCel
 	// file is smaller) with its 20-byte header and CRC, in three copies.
 	metaFile := model.MergedCopies{Name: "metadata file", UnitBytes: 240, Units: int(math.Round(entries)) + 1, Copies: objstore.MetaCopies, Vote: true}
 	sectorsPerChunk := direct.ChunkSize / direct.SectorSize
-	sumsBytes := len(objstore.EncodeSums(direct.ChunkID{}, direct.ChunkSize, make([]uint32, sectorsPerChunk)))
+	sumsBytes := len(sumsrec.Encode(direct.ChunkID{}, direct.ChunkSize, make([]uint32, sectorsPerChunk)))
 	repObj := model.ObjectAtRest{Rows: p.ObjectBytes / direct.ChunkSize, SectorsPerChunk: sectorsPerChunk, SectorBytes: direct.SectorSize, SumsBytes: sumsBytes}
 	ecObj := model.ObjectAtRest{Rows: (p.ObjectBytes + 4*direct.ChunkSize - 1) / (4 * direct.ChunkSize), SectorsPerChunk: sectorsPerChunk, SectorBytes: direct.SectorSize, SumsBytes: sumsBytes}
 	var rows [][]string

@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/invariants"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 )
 
 // ChunkStore is the object store a node serves: chunks and their sums
@@ -135,7 +136,7 @@ func (c *ChunkStore) AddMetaRepairs(n int) { c.c.metaRepaired.Add(int64(n)) }
 // fails is counted (ChunkStats.RepairFailed) and its error returned.
 func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool) error {
 	if !repair {
-		if err := c.checkRoom(len(data) + SumsRecordSize); err != nil {
+		if err := c.checkRoom(len(data) + sumsrec.Size); err != nil {
 			return fmt.Errorf("chunk %s: %w", id, err)
 		}
 		return c.writeChunk(id, data, sums, false)
@@ -191,11 +192,11 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 			return err
 		}
 	}
-	rec := EncodeSums(id, len(data), sums)
+	rec := sumsrec.Encode(id, len(data), sums)
 	if invariants.Enabled {
 		// Checksum before the write: the record decodes back to what it
 		// stores (the read side verifies every record it reads).
-		n, back, err := DecodeSums(id, rec)
+		n, back, err := sumsrec.Decode(id, rec)
 		_ = invariants.Check(err == nil && n == len(data) && slices.Equal(back, sums),
 			"objstore: sums record of %s does not decode back before its write: %v", id, err)
 	}
@@ -347,10 +348,10 @@ func (c *ChunkStore) readOnceInto(id direct.ChunkID, alloc func(n int) []byte) (
 	if rec != nil {
 		// A record that verifies is trusted even when its length differs
 		// from the data's: then the data is what is wrong.
-		if _, sums, derr := DecodeSums(id, rec); derr == nil {
+		if _, sums, derr := sumsrec.Decode(id, rec); derr == nil {
 			r.Sums = sums
 		} else {
-			r.DamagedSums = DamagedSums(rec)
+			r.DamagedSums = sumsrec.Damaged(rec)
 		}
 	}
 	r.Corrupt = unreadable || r.Sums == nil || direct.Verify(id, data, r.Sums) != nil

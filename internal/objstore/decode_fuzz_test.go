@@ -9,66 +9,14 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/bitrot"
-	"github.com/flashmend/flashmend/internal/direct"
 )
 
 // Fuzz targets for the decoders of bytes a node reads back from its store:
-// sums records (DecodeSums) and the three-copy metadata files (MetaFiles,
-// which hold the node identity, the local index entries and the KV layout).
+// the three-copy metadata files (MetaFiles, which hold the node identity,
+// the local index entries and the KV layout; sumsrec fuzzes the sums
+// records).
 // Seed corpora are in testdata/fuzz/; `go test` runs them, `flashmend
 // torture fuzz` (or go test -fuzz=FuzzX) explores further.
-
-// FuzzDecodeSums: any record DecodeSums accepts is the canonical encoding of
-// what it returned (so no two byte strings decode to the same sums), a
-// record round-trips, and a damaged record is a corruption error, never
-// other sums.
-func FuzzDecodeSums(f *testing.F) {
-	f.Add(uint64(1), uint64(2), uint32(0), uint32(3), uint32(1000), []byte{0, 0, 1})
-	f.Add(uint64(0), uint64(0), uint32(5), uint32(6), uint32(direct.ChunkSize), []byte{0xff, 0x01, 0x80, 0, 7})
-	f.Add(uint64(9), uint64(1), uint32(1), uint32(0), uint32(1), []byte{})
-	f.Fuzz(func(t *testing.T, object, version uint64, shard, index, dataLen uint32, mask []byte) {
-		id := direct.ChunkID{Object: object, Version: version, Shard: shard, Index: index}
-		// Raw bytes: the mask itself as a record (also padded to size).
-		for _, raw := range [][]byte{mask, append(append([]byte(nil), mask...), make([]byte, max(0, SumsRecordSize-len(mask)))...)} {
-			n, sums, err := DecodeSums(id, raw)
-			if err != nil {
-				if !base.IsCorruption(err) {
-					t.Fatalf("DecodeSums error is not a corruption: %v", err)
-				}
-				continue
-			}
-			if again := EncodeSums(id, n, sums); !bytes.Equal(again, raw) {
-				t.Fatalf("accepted a record that is not the encoding of what it decoded to (%d bytes, %d sums)", n, len(sums))
-			}
-		}
-		n := int(dataLen%direct.ChunkSize) + 1
-		data := make([]byte, n)
-		for i := range data {
-			data[i] = byte(i*7) ^ byte(object)
-		}
-		want := direct.Sums(id, data)
-		rec := EncodeSums(id, n, want)
-		gotN, got, err := DecodeSums(id, rec)
-		if err != nil || gotN != n || len(got) != len(want) {
-			t.Fatalf("round trip: %d %d sums %v (want %d, %d sums)", gotN, len(got), err, n, len(want))
-		}
-		for i := range got {
-			if got[i] != want[i] {
-				t.Fatalf("round trip: sum %d is %08x, want %08x", i, got[i], want[i])
-			}
-		}
-		if bitrot.XORAt(rec, mask) {
-			if _, _, err := DecodeSums(id, rec); !base.IsCorruption(err) {
-				t.Fatalf("damaged record (mask %x) decoded: err %v", mask, err)
-			}
-			// What is left of the sectors' sums is only ever used per
-			// sector, and then only if it matches the sector's data.
-			if d := DamagedSums(rec); d != nil && len(d) != direct.SectorsPerChunk {
-				t.Fatalf("DamagedSums returned %d sums", len(d))
-			}
-		}
-	})
-}
 
 // FuzzMetaFiles: three copies of a metadata file, each damaged by its own
 // mask (or deleted): Read returns the payload that was written, or a

@@ -10,7 +10,8 @@
 //   - The sums records: a chunk's sector checksums (direct.Sums), computed
 //     once at the writing client and travelling with the data, are stored
 //     apart from the data they cover (a separate sums record with its own
-//     CRC32C), packed (see Layout). Every node verifies what it receives
+//     CRC32C; the record format is package sumsrec), packed (see Layout).
+//     Every node verifies what it receives
 //     before acknowledging, so corruption cannot spread by replication.
 //   - The capacity accounting of an SDF-backed store per layer
 //     (SDFStore.Capacity) and the fill used to measure it (FillREP,
@@ -36,9 +37,9 @@
 // member's write appends a checksummed record, a repair appends the member
 // anew (out of place), and a crash tears at most the record being appended.
 //
-// A sums record is 520 bytes: data length (4), 128 sector CRC32Cs (zero
-// after the chunk's last sector), and a CRC32C over the chunk identity
-// followed by the first 516 bytes. The identity is implied by name and slot
+// A sums record (package sumsrec) is 520 bytes: data length (4), 128
+// sector CRC32Cs (zero after the chunk's last sector), and a CRC32C over the
+// chunk identity followed by the first 516 bytes. The identity is implied by name and slot
 // and covered by the CRC, so a record in the wrong slot or file, a slot never
 // written (zeros) or a damaged record does not verify; its chunk then counts
 // as corrupt (ReadChunk returns Sums nil, Corrupt) and is repaired, which

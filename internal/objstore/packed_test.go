@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 )
 
 // smallGeometry is a 32 MiB emulated device for tests.
@@ -119,8 +120,8 @@ func TestPackedRepairRewritesOnlyItsRecord(t *testing.T) {
 	s1 := st.FS().Stats()
 	// The damaged sector and the record are rewritten in place (patchChunk,
 	// writeRecord); nothing is appended (no new chunk or sums file).
-	if d := s1.RewriteBytes - s0.RewriteBytes; d != direct.SectorSize+SumsRecordSize {
-		t.Fatalf("repair rewrote %d bytes in place, want one sector and one record (%d)", d, direct.SectorSize+SumsRecordSize)
+	if d := s1.RewriteBytes - s0.RewriteBytes; d != direct.SectorSize+sumsrec.Size {
+		t.Fatalf("repair rewrote %d bytes in place, want one sector and one record (%d)", d, direct.SectorSize+sumsrec.Size)
 	}
 	if d := s1.UserBytes - s0.UserBytes; d != 0 {
 		t.Fatalf("repair appended %d bytes, want none", d)
@@ -215,7 +216,7 @@ func TestPackedCapacity(t *testing.T) {
 	ps := int64(smallGeometry().PageSize)
 	var sumsPages, chunks int64
 	for _, n := range blobs {
-		sumsPages += int64((n + RecordsPerSumsFile - 1) / RecordsPerSumsFile)
+		sumsPages += int64((n + sumsrec.PerFile - 1) / sumsrec.PerFile)
 		chunks += int64(n)
 	}
 	if int64(c.SumsRecords) != sumsPages*ps || int64(c.SumsFiles) != sumsPages || c.Chunks != int(chunks) || c.Blobs != len(blobs) {
@@ -223,7 +224,7 @@ func TestPackedCapacity(t *testing.T) {
 	}
 	// One page per chunk before packing; now at most 1/7 of that plus one
 	// partial file per blob.
-	if sumsPages > chunks/RecordsPerSumsFile+int64(len(blobs)) {
+	if sumsPages > chunks/sumsrec.PerFile+int64(len(blobs)) {
 		t.Fatalf("sums pages %d above the bound", sumsPages)
 	}
 	if sum := c.Live() + c.Free + c.SDFMeta + c.P2L + c.Bad; sum != c.Raw || c.Other != 0 {
@@ -253,7 +254,7 @@ func TestRecordAccessTouchesOnlyItsRecord(t *testing.T) {
 			fault := NewFaultStore(inner, seed)
 			cs := NewChunkStore(fault)
 			rng := rand.New(rand.NewSource(seed))
-			ids := make([]direct.ChunkID, RecordsPerSumsFile)
+			ids := make([]direct.ChunkID, sumsrec.PerFile)
 			for i := range ids {
 				ids[i] = direct.ChunkID{Object: 7, Version: 1, Index: uint32(i)}
 				data := make([]byte, direct.ChunkSize)
@@ -281,7 +282,7 @@ func TestRecordAccessTouchesOnlyItsRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			lo, hi := SumsOffset(ids[3]), SumsOffset(ids[3])+SumsRecordSize
+			lo, hi := SumsOffset(ids[3]), SumsOffset(ids[3])+sumsrec.Size
 			if !bytes.Equal(before[:lo], after[:lo]) || !bytes.Equal(before[hi:], after[hi:]) {
 				t.Fatal("reading one chunk changed other chunks' records")
 			}

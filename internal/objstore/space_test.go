@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 )
 
 // fillChunks writes new chunks of object obj until the store refuses one,
@@ -52,7 +53,7 @@ func TestRepairReserve(t *testing.T) {
 				t.Fatalf("after %d chunks: %v, want a refusal that keeps the repair reserve", n, err)
 			}
 			capacity, free, _ := st.(SpaceReporter).Space()
-			if free < capacity/10-direct.ChunkSize-SumsRecordSize {
+			if free < capacity/10-direct.ChunkSize-sumsrec.Size {
 				t.Fatalf("refused with %s free of %s: the reserve was not kept", free, capacity)
 			}
 			if cs.Stats().RefusedFull != 1 {

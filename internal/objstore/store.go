@@ -43,6 +43,44 @@ type DirDeleter interface {
 	DeleteDir(prefix string) error
 }
 
+// RangeWriter is implemented by stores that can replace a byte range inside
+// an existing file out of place (the old bytes are not overwritten; on SDF,
+// sdf.FS.RewriteRange reprograms only the pages the range touches).
+// WriteAt returns an error wrapping ErrRangeUnsupported when it cannot do it
+// for this file (the caller then rewrites the whole file); a store may also
+// accept a range past the end of the file (or of a missing file), extending
+// it with zero bytes, where it can do so out of place.
+type RangeWriter interface {
+	WriteAt(name string, off int64, data []byte) error
+}
+
+// FreshWriter is implemented by stores that can write bytes into a range
+// of a file that holds nothing there yet (past the file's end, a missing
+// file being created, or only zero bytes: a sums slot never written) in
+// place, without a new file. Nothing already written is overwritten: a
+// range that holds a nonzero byte gets an error wrapping
+// ErrRangeUnsupported, and the caller writes out of place. A crash may
+// leave the range partly written, so it is used only for records that carry
+// their own checksum (a sums record: a torn one does not verify, its chunk
+// counts as corrupt and is repaired). Callers serialize the writers of one
+// file.
+type FreshWriter interface {
+	WriteFresh(name string, off int64, data []byte) error
+}
+
+// Creator is implemented by stores that can write a file that does not
+// exist yet in place (no temporary file and rename). A crash may leave the
+// new file partly written, so it is used only for content checked against a
+// checksum kept apart (a chunk's data, against its sums record, written
+// after it). A name that exists is replaced out of place, as Put does.
+type Creator interface {
+	Create(name string, data []byte) error
+}
+
+// ErrRangeUnsupported is returned (wrapped) by RangeWriter.WriteAt when the
+// range cannot be rewritten in place.
+var ErrRangeUnsupported = errors.New("range rewrite unsupported")
+
 // DieFailer is implemented by stores on emulated flash that can fail a die.
 type DieFailer interface {
 	FailDie(die int) error

@@ -22,7 +22,7 @@ type FuzzTarget struct {
 // FuzzTargets are every fuzz target of the tree (TestFuzzTargetsListed
 // keeps the list complete).
 var FuzzTargets = []FuzzTarget{
-	{"./internal/objstore", "FuzzDecodeSums", "chunk sums records"},
+	{"./internal/objstore/sumsrec", "FuzzDecodeSums", "chunk sums records"},
 	{"./internal/objstore", "FuzzMetaFiles", "three-copy metadata files (identity, local index entries)"},
 	{"./internal/objstore/filestore", "FuzzPackLoad", "plain-file pack files (a blob's chunk data and sums files)"},
 	{"./internal/raftlog", "FuzzDecodeRecord", "raft log records"},

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 )
 
 // packModel is what a test expects the store to hold: member name ->
@@ -120,8 +121,8 @@ func TestPackCrashTornAppends(t *testing.T) {
 				set = false
 				err = s.Delete(n)
 			case n[0] == 'k' && r < 6:
-				off := len(old) + rng.Intn(3)*objstore.SumsRecordSize
-				rec := make([]byte, objstore.SumsRecordSize)
+				off := len(old) + rng.Intn(3)*sumsrec.Size
+				rec := make([]byte, sumsrec.Size)
 				rng.Read(rec)
 				next = append(append(append([]byte(nil), old...), make([]byte, off-len(old))...), rec...)
 				err = s.WriteFresh(n, int64(off), rec)
