@@ -31,7 +31,8 @@
 //     Options.SaveStateEveryErases erases. Every page slot of the file
 //     carries a CRC32C over its flat index and content; after a crash the
 //     write pointers are rebuilt from the slots, and a slot that no longer
-//     verifies reads as an uncorrectable page.
+//     verifies reads as an uncorrectable page. The directory's layout
+//     (page slots, state copies, lock) is internal/flash/pagefile.
 //   - Error models behind ErrorModel: UBERModel (DIRECT 000 section 5: every
 //     bit read flips with probability UBER, transiently or persistently, and
 //     the device reports nothing) and PhysicalModel (RBER from wear, retention

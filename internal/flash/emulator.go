@@ -276,7 +276,7 @@ func (e *Emulator) programAt(issue time.Time, a PageAddr, data, oob []byte) (tim
 	copy(buf, data)
 	n := copy(buf[e.geo.PageSize:], oob)
 	fill(buf[e.geo.PageSize+n:], 0)
-	if err := e.st.writePage(e.flatPage(a), buf); err != nil {
+	if err := e.st.WritePage(e.flatPage(a), buf); err != nil {
 		d.ctr.failedOps.Add(1)
 		return time.Time{}, opErr(op, a, err)
 	}
@@ -342,7 +342,7 @@ func (e *Emulator) ReadAt(issue time.Time, a PageAddr, data, oob []byte) (ReadSt
 	}
 	b.readsSinceErase++
 	buf := d.scratch
-	if err := e.st.readPage(e.flatPage(a), buf); err != nil {
+	if err := e.st.ReadPage(e.flatPage(a), buf); err != nil {
 		d.ctr.failedOps.Add(1)
 		if base.IsCorruption(err) {
 			// The backing medium itself failed its checksum: report it
@@ -424,7 +424,7 @@ func (e *Emulator) eraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 		e.wait(done)
 		return done, opErr(op, pa, ErrEraseFailed)
 	}
-	if err := e.st.eraseBlock(e.flatPage(pa), e.geo.PagesPerBlock); err != nil {
+	if err := e.st.EraseBlock(e.flatPage(pa), e.geo.PagesPerBlock); err != nil {
 		d.ctr.failedOps.Add(1)
 		return time.Time{}, opErr(op, pa, err)
 	}
@@ -555,7 +555,7 @@ func (e *Emulator) Close() error {
 	if serr := e.saveState(true /* clean */); err == nil {
 		err = serr
 	}
-	if cerr := e.st.close(); err == nil {
+	if cerr := e.st.Close(); err == nil {
 		err = cerr
 	}
 	return err

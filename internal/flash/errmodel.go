@@ -328,7 +328,7 @@ func (e *Emulator) applyErrorModel(d *die, b *blockState, a PageAddr, now time.T
 		e.inject.applyRead(a, buf, &eff)
 	}
 	if eff.Persist {
-		if err := e.st.writePage(e.flatPage(a), buf); err != nil {
+		if err := e.st.WritePage(e.flatPage(a), buf); err != nil {
 			return ReadStatus{}, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -12,15 +13,33 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash/pagefile"
 	"github.com/flashmend/flashmend/internal/flash/stateunit"
 )
+
+// corruptStateCopy overwrites one byte of state copy i of the device in
+// dir.
+func corruptStateCopy(dir string, i int, off int64) error {
+	f, err := os.OpenFile(filepath.Join(dir, pagefile.StateName(i)), os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], off); err != nil && err != io.EOF {
+		return err
+	}
+	b[0] ^= 0x5A
+	_, err = f.WriteAt(b[:], off)
+	return err
+}
 
 // crash drops the device without saving its state, as a power loss would
 // (pages already written stay in the page file).
 func crash(t *testing.T, e *Emulator) {
 	t.Helper()
 	e.closed.Store(true)
-	if err := e.st.close(); err != nil {
+	if err := e.st.Close(); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -123,8 +142,7 @@ func TestFilePersistence(t *testing.T) {
 	// One corrupted copy (each in turn): the device opens from the others
 	// and rewrites the bad one.
 	for victim := 0; victim < stateunit.Copies; victim++ {
-		fs := &fileStore{dir: dir}
-		if err := fs.corruptStateCopy(victim, 100); err != nil {
+		if err := corruptStateCopy(dir, victim, 100); err != nil {
 			t.Fatal(err)
 		}
 		e, err = OpenFile(dir, g, Options{Clock: clock})
@@ -142,8 +160,7 @@ func TestFilePersistence(t *testing.T) {
 	}
 
 	// Every copy damaged, each in a different unit: merged unit by unit.
-	fs := &fileStore{dir: dir}
-	fi, err := os.Stat(fs.statePath(0))
+	fi, err := os.Stat(filepath.Join(dir, pagefile.StateName(0)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +169,7 @@ func TestFilePersistence(t *testing.T) {
 		t.Fatalf("state copy of %d bytes: the test needs two units", fi.Size())
 	}
 	for i := 0; i < stateunit.Copies; i++ {
-		if err := fs.corruptStateCopy(i, int64(40+(i%units)*stateunit.UnitSize)); err != nil {
+		if err := corruptStateCopy(dir, i, int64(40+(i%units)*stateunit.UnitSize)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,7 +188,7 @@ func TestFilePersistence(t *testing.T) {
 
 	// Every copy damaged in the same unit at different bits: majority vote.
 	for i := 0; i < stateunit.Copies; i++ {
-		if err := fs.corruptStateCopy(i, int64(stateunit.UnitSize+60+i)); err != nil {
+		if err := corruptStateCopy(dir, i, int64(stateunit.UnitSize+60+i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -190,7 +207,7 @@ func TestFilePersistence(t *testing.T) {
 	// Every copy damaged at the same byte: refuse to open, as a corruption
 	// that names the directory and the state files.
 	for i := 0; i < stateunit.Copies; i++ {
-		if err := fs.corruptStateCopy(i, 40); err != nil {
+		if err := corruptStateCopy(dir, i, 40); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -407,7 +424,7 @@ func TestFileBitRotIsReportedAsUncorrectable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	off := e.flatPage(pa)*int64(pageHeaderLen+g.PageSize+g.OOBSize) + pageHeaderLen + 17
+	off := e.flatPage(pa)*int64(pagefile.HeaderBytes+g.PageSize+g.OOBSize) + pagefile.HeaderBytes + 17
 	if _, err := f.WriteAt([]byte{0x00}, off); err != nil {
 		t.Fatal(err)
 	}

@@ -215,7 +215,7 @@ func (e *Emulator) snapshotState(clean bool) *deviceState {
 // (saving takes every die's lock in turn). An error is kept for the next
 // Sync or Close: the operation itself succeeded.
 func (e *Emulator) persistIfDue() {
-	if !e.st.persistent() || e.closed.Load() {
+	if !e.st.Persistent() || e.closed.Load() {
 		return
 	}
 	due := false
@@ -252,7 +252,7 @@ func (e *Emulator) takeSaveErr() error {
 func (e *Emulator) saveState(clean bool) error {
 	e.stateMu.Lock()
 	defer e.stateMu.Unlock()
-	if err := e.st.sync(); err != nil {
+	if err := e.st.Sync(); err != nil {
 		return err
 	}
 	// Clear the triggers before the snapshot: a change racing with this
@@ -264,7 +264,7 @@ func (e *Emulator) saveState(clean bool) error {
 	st := e.snapshotState(clean)
 	e.stateSeq++
 	st.seq = e.stateSeq
-	return e.st.saveState(stateunit.Frame(st.seq, encodeState(e.geo, st)))
+	return e.st.SaveState(stateunit.Frame(st.seq, encodeState(e.geo, st)))
 }
 
 // restore installs a saved state. After an unclean shutdown the write
@@ -308,7 +308,7 @@ func (e *Emulator) restore(st *deviceState) error {
 func (e *Emulator) scanWritten(a BlockAddr) (int, error) {
 	first := e.flatPage(PageAddr{a.Channel, a.Die, a.Block, 0})
 	for p := 0; p < e.geo.PagesPerBlock; p++ {
-		ok, err := e.st.programmed(first + int64(p))
+		ok, err := e.st.Programmed(first + int64(p))
 		if err != nil {
 			return 0, err
 		}

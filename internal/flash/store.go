@@ -9,32 +9,32 @@ import "sync"
 //
 // Concurrency: the Emulator serializes calls that touch one die (per-die
 // lock), and pages of different dies never share storage, so a store only
-// has to be safe for concurrent calls on different pages. saveState and
-// loadState are serialized by the Emulator's state lock.
+// has to be safe for concurrent calls on different pages. SaveState and
+// LoadState are serialized by the Emulator's state lock.
 type store interface {
-	// readPage fills buf (len PageSize+OOBSize) with the stored page. It
+	// ReadPage fills buf (len PageSize+OOBSize) with the stored page. It
 	// returns a corruption error if the medium itself no longer verifies.
-	readPage(page int64, buf []byte) error
-	// writePage stores buf (len PageSize+OOBSize) as the content of page.
-	writePage(page int64, buf []byte) error
-	// eraseBlock forgets the pages [first, first+n).
-	eraseBlock(first int64, n int) error
-	// loadState returns every stored copy of the framed state record (none
+	ReadPage(page int64, buf []byte) error
+	// WritePage stores buf (len PageSize+OOBSize) as the content of page.
+	WritePage(page int64, buf []byte) error
+	// EraseBlock forgets the pages [first, first+n).
+	EraseBlock(first int64, n int) error
+	// LoadState returns every stored copy of the framed state record (none
 	// if the device is new); the caller assembles the newest record from
 	// the copies' units (stateunit.Assemble).
-	loadState() ([][]byte, error)
-	// saveState durably writes the framed record to every copy, one copy
+	LoadState() ([][]byte, error)
+	// SaveState durably writes the framed record to every copy, one copy
 	// at a time, so a crash during the write tears at most one copy.
-	saveState(framed []byte) error
-	// programmed reports whether page holds a programmed page (used to
+	SaveState(framed []byte) error
+	// Programmed reports whether page holds a programmed page (used to
 	// rebuild write pointers after an unclean shutdown).
-	programmed(page int64) (bool, error)
-	// sync makes every completed writePage and eraseBlock durable.
-	sync() error
-	// persistent reports whether the store survives the process (so that
+	Programmed(page int64) (bool, error)
+	// Sync makes every completed WritePage and EraseBlock durable.
+	Sync() error
+	// Persistent reports whether the store survives the process (so that
 	// saving the state record is worth its cost).
-	persistent() bool
-	close() error
+	Persistent() bool
+	Close() error
 }
 
 // memStore keeps pages in memory, allocated per block on the block's first
@@ -68,7 +68,7 @@ func (s *memStore) page(page int64) []byte {
 	return b[page%int64(s.pagesPerBlock)]
 }
 
-func (s *memStore) readPage(page int64, buf []byte) error {
+func (s *memStore) ReadPage(page int64, buf []byte) error {
 	p := s.page(page)
 	if p == nil {
 		// Never programmed in this process (cannot happen through the
@@ -80,7 +80,7 @@ func (s *memStore) readPage(page int64, buf []byte) error {
 	return nil
 }
 
-func (s *memStore) writePage(page int64, buf []byte) error {
+func (s *memStore) WritePage(page int64, buf []byte) error {
 	fb, i := page/int64(s.pagesPerBlock), page%int64(s.pagesPerBlock)
 	if s.blocks[fb] == nil {
 		s.blocks[fb] = make([][]byte, s.pagesPerBlock)
@@ -94,7 +94,7 @@ func (s *memStore) writePage(page int64, buf []byte) error {
 	return nil
 }
 
-func (s *memStore) eraseBlock(first int64, n int) error {
+func (s *memStore) EraseBlock(first int64, n int) error {
 	for i := first; i < first+int64(n); i++ {
 		if p := s.page(i); p != nil {
 			fill(p, 0xFF)
@@ -103,7 +103,7 @@ func (s *memStore) eraseBlock(first int64, n int) error {
 	return nil
 }
 
-func (s *memStore) loadState() ([][]byte, error) {
+func (s *memStore) LoadState() ([][]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state == nil {
@@ -112,18 +112,18 @@ func (s *memStore) loadState() ([][]byte, error) {
 	return [][]byte{append([]byte(nil), s.state...)}, nil
 }
 
-func (s *memStore) programmed(page int64) (bool, error) { return s.page(page) != nil, nil }
+func (s *memStore) Programmed(page int64) (bool, error) { return s.page(page) != nil, nil }
 
-func (s *memStore) saveState(rec []byte) error {
+func (s *memStore) SaveState(rec []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.state = append(s.state[:0], rec...)
 	return nil
 }
 
-func (s *memStore) sync() error      { return nil }
-func (s *memStore) persistent() bool { return false }
-func (s *memStore) close() error     { return nil }
+func (s *memStore) Sync() error      { return nil }
+func (s *memStore) Persistent() bool { return false }
+func (s *memStore) Close() error     { return nil }
 
 func fill(b []byte, v byte) {
 	for i := range b {
@@ -139,10 +139,10 @@ type discardStore struct{ memStore }
 
 var _ store = (*discardStore)(nil)
 
-func (s *discardStore) readPage(_ int64, buf []byte) error { fill(buf, 0); return nil }
-func (s *discardStore) writePage(_ int64, _ []byte) error  { return nil }
-func (s *discardStore) eraseBlock(_ int64, _ int) error    { return nil }
-func (s *discardStore) programmed(_ int64) (bool, error)   { return false, nil }
+func (s *discardStore) ReadPage(_ int64, buf []byte) error { fill(buf, 0); return nil }
+func (s *discardStore) WritePage(_ int64, _ []byte) error  { return nil }
+func (s *discardStore) EraseBlock(_ int64, _ int) error    { return nil }
+func (s *discardStore) Programmed(_ int64) (bool, error)   { return false, nil }
 
 // NewDiscard returns a device that enforces the NAND rules and keeps the
 // device state, wear, failures, statistics and timing, but stores no page

@@ -1,4 +1,4 @@
-package flash
+package pagefile
 
 import (
 	"os"

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package flash
+package pagefile
 
 import (
 	"errors"

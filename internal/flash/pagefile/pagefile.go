@@ -1,0 +1,243 @@
+package pagefile
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash/stateunit"
+)
+
+// Store is an open device directory (the layout is in the package doc).
+//
+// Concurrency: calls on different pages may run concurrently; the caller
+// serializes calls that touch one page and calls to LoadState and
+// SaveState.
+type Store struct {
+	dir      string
+	slotSize int64
+	pages    *os.File
+	lock     *os.File
+	bufs     sync.Pool // *[]byte of slotSize
+}
+
+const (
+	pageMagic = 0x47504d46 // "FMPG" little endian
+	// HeaderBytes is the length of a slot's header; the page's bytes
+	// follow it.
+	HeaderBytes = 8
+)
+
+// StateName is the file name of state copy i in the directory.
+func StateName(i int) string { return fmt.Sprintf("state.%d", i) }
+
+// Open opens (or creates) the device directory dir for pages pages of
+// pageBytes bytes each (data and OOB), taking its lock. The page file is
+// grown, sparse, to hold every slot.
+func Open(dir string, pageBytes int, pages int64) (*Store, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := lockFile(lock); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("flash: device %s is in use: %w", dir, err)
+	}
+	s := &Store{
+		dir:      dir,
+		slotSize: int64(HeaderBytes + pageBytes),
+		lock:     lock,
+	}
+	s.bufs.New = func() any { b := make([]byte, s.slotSize); return &b }
+	s.pages, err = os.OpenFile(filepath.Join(dir, "pages"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	size := pages * s.slotSize
+	fi, err := s.pages.Stat()
+	if err != nil {
+		_ = s.Close()
+		return nil, err
+	}
+	if fi.Size() < size {
+		// Sparse: unwritten slots cost no disk space.
+		if err := s.pages.Truncate(size); err != nil {
+			_ = s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+func (s *Store) slotCRC(page int64, content []byte) uint32 {
+	var idx [8]byte
+	binary.LittleEndian.PutUint64(idx[:], uint64(page))
+	return base.CRC32CUpdate(base.CRC32C(idx[:]), content)
+}
+
+// ReadPage fills buf (the page's bytes) from page's slot. A slot that
+// holds no programmed page or does not verify is a corruption error; buf
+// holds the slot's content all the same.
+func (s *Store) ReadPage(page int64, buf []byte) error {
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	slot := *bp
+	if _, err := s.pages.ReadAt(slot, page*s.slotSize); err != nil {
+		return err
+	}
+	// NB: the content is copied out even when it does not verify: the
+	// device returns an uncorrectable page's corrupt content.
+	copy(buf, slot[HeaderBytes:])
+	le := binary.LittleEndian
+	if m := le.Uint32(slot); m != pageMagic {
+		return base.CorruptionErrorf("flash: page slot %d: no programmed page (magic %08x)", page, m)
+	}
+	if got, want := s.slotCRC(page, slot[HeaderBytes:]), le.Uint32(slot[4:]); got != want {
+		return base.CorruptionErrorf("flash: page slot %d: crc32c %08x, stored %08x", page, got, want)
+	}
+	return nil
+}
+
+// WritePage stores buf (the page's bytes) in page's slot, with its header.
+func (s *Store) WritePage(page int64, buf []byte) error {
+	bp := s.bufs.Get().(*[]byte)
+	defer s.bufs.Put(bp)
+	slot := *bp
+	le := binary.LittleEndian
+	le.PutUint32(slot, pageMagic)
+	le.PutUint32(slot[4:], s.slotCRC(page, buf))
+	copy(slot[HeaderBytes:], buf)
+	_, err := s.pages.WriteAt(slot, page*s.slotSize)
+	return err
+}
+
+// EraseBlock forgets the pages [first, first+n).
+func (s *Store) EraseBlock(first int64, n int) error {
+	off, length := first*s.slotSize, int64(n)*s.slotSize
+	if err := punchHole(s.pages, off, length); err == nil {
+		return nil
+	}
+	// No hole punching here: zero the headers, which is what marks a
+	// slot erased.
+	var zero [HeaderBytes]byte
+	for i := int64(0); i < int64(n); i++ {
+		if _, err := s.pages.WriteAt(zero[:], off+i*s.slotSize); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Programmed reports whether page's slot holds a programmed page (its
+// header has the magic; the content is not verified).
+func (s *Store) Programmed(page int64) (bool, error) {
+	var hdr [4]byte
+	if _, err := s.pages.ReadAt(hdr[:], page*s.slotSize); err != nil {
+		return false, err
+	}
+	return binary.LittleEndian.Uint32(hdr[:]) == pageMagic, nil
+}
+
+// StateNames lists the state copies' file names.
+func (s *Store) StateNames() []string {
+	var out []string
+	for i := 0; i < stateunit.Copies; i++ {
+		out = append(out, StateName(i))
+	}
+	return out
+}
+
+func (s *Store) statePath(i int) string { return filepath.Join(s.dir, StateName(i)) }
+
+// LoadState returns the content of every state copy that exists, as it is
+// on disk.
+func (s *Store) LoadState() ([][]byte, error) {
+	var copies [][]byte
+	for i := 0; i < stateunit.Copies; i++ {
+		b, err := os.ReadFile(s.statePath(i))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("flash: %s: %w", s.statePath(i), err)
+		}
+		copies = append(copies, b)
+	}
+	return copies, nil
+}
+
+// SaveState writes the framed record to every copy in turn, each synced
+// before the next is touched: a crash tears at most one copy.
+func (s *Store) SaveState(framed []byte) error {
+	created := false
+	for i := 0; i < stateunit.Copies; i++ {
+		path := s.statePath(i)
+		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+			created = true
+		}
+		if err := writeFileSync(path, framed); err != nil {
+			return fmt.Errorf("flash: save state copy %s: %w", path, err)
+		}
+	}
+	if created {
+		return syncDir(s.dir)
+	}
+	return nil
+}
+
+// writeFileSync overwrites path with b in place (no truncation first, so a
+// torn write leaves old units after the new ones) and syncs it.
+func writeFileSync(path string, b []byte) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(b, 0); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Truncate(int64(len(b))); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Sync makes every completed WritePage and EraseBlock durable.
+func (s *Store) Sync() error { return s.pages.Sync() }
+
+// Close closes the files and releases the lock.
+func (s *Store) Close() error {
+	var err error
+	if s.pages != nil {
+		err = s.pages.Close()
+	}
+	if s.lock != nil {
+		if cerr := s.lock.Close(); err == nil { // closing releases the flock
+			err = cerr
+		}
+	}
+	return err
+}
