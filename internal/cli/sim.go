@@ -30,6 +30,7 @@ func newSimCmd() *cobra.Command {
 		fill        = 0.7
 		hostManaged bool
 		zoneBlocks  int
+		channels    int
 		seed        int64 = 1
 		format            = "text"
 		objectBytes       = base.Bytes(128 * base.KiB)
@@ -78,7 +79,7 @@ plots. A run is deterministic for its flags (--seed drives the workload).`,
 			}
 			cfg := sim.Config{
 				Servers: servers, Workload: w, Policy: opts, Fill: fill, Epoch: epoch, Seed: seed,
-				Device: sim.DeviceConfig{HostManaged: hostManaged, ZoneBlocks: zoneBlocks},
+				Device: sim.DeviceConfig{HostManaged: hostManaged, ZoneBlocks: zoneBlocks, Channels: channels},
 			}
 			clock := base.Clock(base.SystemClock{})
 			start := clock.Now()
@@ -123,6 +124,7 @@ plots. A run is deterministic for its flags (--seed drives the workload).`,
 	f.Float64Var(&fill, "fill", fill, "REP footprint of the data set as a fraction of each server's logical capacity (sizes the devices)")
 	f.BoolVar(&hostManaged, "sdf", false, "SDF host-managed devices (zones, no over-provisioning) instead of an FTL")
 	f.IntVar(&zoneBlocks, "zone-blocks", 0, "blocks per zone with --sdf (default 16)")
+	f.IntVar(&channels, "channels", 0, "channels per device: a request's page operations are dealt over them (timing only; default 1)")
 	f.Int64Var(&seed, "seed", seed, "seed of the workload generator")
 	f.StringVar(&format, "format", format, "output: text or json")
 	f.Var(&objectBytes, "object-bytes", "object size for msr: traces (the address space is cut into objects)")

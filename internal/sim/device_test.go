@@ -152,3 +152,41 @@ func TestDeviceTimingAndCapacity(t *testing.T) {
 			hm.PagesPerEraseUnit(), hm.LogicalPages(), hm.PhysicalPages())
 	}
 }
+
+// TestDeviceChannels: with channels, a request's pages are served in
+// parallel (round-robin), requests queue per channel, and one channel is
+// the single queue; where pages land does not depend on the channels.
+func TestDeviceChannels(t *testing.T) {
+	w, r := int64(DefaultWriteLatency), int64(DefaultReadLatency)
+	for _, tc := range []struct {
+		channels int
+		// latencies of: a 4-page write at t=0, a 2-page read at t=0, an
+		// 8-page write at t=10ms (idle device)
+		write4, read2, write8 int64
+	}{
+		{1, 4 * w, 4*w + 2*r, 8 * w},
+		{2, 2 * w, 2*w + r, 4 * w},
+		{4, w, w + r, 2 * w},
+		// More channels than pages: the read goes to the next two
+		// channels, idle.
+		{8, w, r, w},
+	} {
+		d := smallDevice(t, DeviceConfig{Channels: tc.channels})
+		p, _ := d.NewPart(8)
+		if lat, err := d.Write(p, 0b1111, 0); err != nil || lat != tc.write4 {
+			t.Fatalf("%d channels: 4-page write %v (%v), want %v", tc.channels, time.Duration(lat), err, time.Duration(tc.write4))
+		}
+		if lat := d.Read(2, 0); lat != tc.read2 {
+			t.Fatalf("%d channels: queued read %v, want %v", tc.channels, time.Duration(lat), time.Duration(tc.read2))
+		}
+		if lat, err := d.Write(p, 0xff, int64(10*time.Millisecond)); err != nil || lat != tc.write8 {
+			t.Fatalf("%d channels: 8-page write %v (%v), want %v", tc.channels, time.Duration(lat), err, time.Duration(tc.write8))
+		}
+		if c := d.Counters(); c.HostPages != 12 {
+			t.Fatalf("%d channels: %d host pages", tc.channels, c.HostPages)
+		}
+	}
+	if _, err := NewDevice(DeviceConfig{LogicalBytes: 1 << 20, Channels: 1000}); !base.IsInvalidArgument(err) {
+		t.Fatalf("1000 channels: %v", err)
+	}
+}

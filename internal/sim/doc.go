@@ -13,9 +13,13 @@
 //     the SDF host-managed model (HostManaged: zones of several blocks as
 //     the write and erase unit, no over-provisioning beyond the empty zones
 //     garbage collection keeps, internal/sdf's default of 4). It counts
-//     host page writes, GC copies and block erases, and serves requests on
-//     one queue in virtual time (latency = queueing + programs + the GC
-//     copies and erases the request triggered).
+//     host page writes, GC copies and block erases, and serves requests in
+//     virtual time on one queue (latency = queueing + programs + the GC
+//     copies and erases the request triggered), or with Channels > 1 on
+//     that many queues: a request's page operations dealt round-robin
+//     over them, done when its last one is. Channels change timing only,
+//     never where pages land (so not erases or write amplification); the
+//     reports use one channel, the paper's Table II gives none.
 //   - The fleet's default placement: a consistent-hashing ring with FNV-1a
 //     (paper 004 section IV-A), a wear.Placer.
 //   - Workloads: a Zipf generator for YCSB-style traces (exact inverse CDF,

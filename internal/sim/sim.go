@@ -261,7 +261,7 @@ func run(ctx context.Context, cfg Config) (*simulator, error) {
 	for _, d := range s.devs {
 		s.baseline = append(s.baseline, d.Counters())
 		s.lastMu = append(s.lastMu, d.Counters())
-		d.busyUntil = 0
+		clear(d.busyUntil)
 	}
 	if err := s.replay(ctx); err != nil {
 		return nil, err
