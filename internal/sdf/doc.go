@@ -38,15 +38,16 @@
 //     internal/sdf/journal.
 //   - Per-page integrity and block-level P2L entrustment (Reparo 003 section
 //     6.2), the die-failure Detector (detector.go), the lost-data
-//     Identifier answering bounded windows with IDR, CDR or CDR* (Identify,
-//     p2l.go) and the Handler's channel weights and fake failures
-//     (handler.go); their device-independent policy is internal/reparo,
-//     and what a lost die means for this layer's zones and files (the
-//     zones that stop taking writes and the records that say so, the file
-//     pages on the die by scan or by P2L owners, the ranges to repair,
-//     channel usage, fake failures, health) is internal/sdf/dieloss
-//     (pure); this package reads the P2L pages, runs the scan's workers
-//     and journals the records.
+//     Identifier answering bounded windows with IDR, CDR or CDR* (Identify;
+//     the P2L page reads, the scan's workers and the owners cache are
+//     internal/sdf/identify) and the Handler's channel weights and fake
+//     failures (handler.go); their device-independent policy is
+//     internal/reparo, and what a lost die means for this layer's zones
+//     and files (the zones that stop taking writes and the records that
+//     say so, the file pages on the die by scan or by P2L owners, the
+//     ranges to repair, channel usage, fake failures, health) is
+//     internal/sdf/dieloss (pure); this package hosts the identifier and
+//     journals the records.
 //   - Typed corruption (*CorruptionError) and the repair hooks ReadRaw and
 //     RewriteRange.
 //
@@ -123,7 +124,7 @@
 // never the other way (Jmu is the journal's own mutex, which serializes
 // its flushes and checkpoints):
 //
-//	File.mu -> FS.gcMu -> Jmu -> zone Prog -> FS.p2lMu -> FS.mu
+//	File.mu -> FS.gcMu -> Jmu -> zone Prog -> identify.Identifier.mu -> FS.mu
 //
 // detector.mu is a leaf. One exception waits without a cycle: a writer
 // holding a data zone's Prog whose program finds a die failed flushes the

@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/dieloss"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
+	"github.com/flashmend/flashmend/internal/sdf/identify"
 	"github.com/flashmend/flashmend/internal/sdf/journal"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
@@ -47,9 +48,7 @@ type FS struct {
 	oobPool  sync.Pool  // *[]byte scratch OOB buffers for reads
 	gcMu     sync.Mutex // one garbage collection at a time
 	det      detector
-	// p2lMu guards p2l: the owners CDR* read for each failed die.
-	p2lMu sync.Mutex
-	p2l   map[flash.DieAddr]*p2lOwners
+	ident    *identify.Identifier
 }
 
 // inode is a file. Guarded by FS.mu.
@@ -132,6 +131,7 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 		nextFileID: 1, nextSeq: 1,
 	}
 	fs.det.init(l.Geometry, opts)
+	fs.ident = identify.New(identifyHost{fs}, l, opts.Clock)
 	g := l.Geometry
 	blocks, err := zones.LoadBlocks(dev)
 	if err != nil {

@@ -32,7 +32,7 @@ func (fs *FS) IdentifyScan(d flash.DieAddr, workers int, w reparo.Window) ([]Fil
 	if workers == 1 {
 		m = reparo.IdentifyIDR
 	}
-	return fs.identifyScan(d, workers, m, w)
+	return fs.ident.Scan(d, workers, m, w)
 }
 
 // DiePagesWritten counts the programmed data pages of die d's blocks in
