@@ -37,7 +37,7 @@
 //     applied; the journal's writing and reading on flash is
 //     internal/sdf/journal.
 //   - Per-page integrity and block-level P2L entrustment (Reparo 003 section
-//     6.2), the die-failure Detector (detector.go), the lost-data
+//     6.2), the die-failure Detector (internal/sdf/detect), the lost-data
 //     Identifier answering bounded windows with IDR, CDR or CDR* (Identify;
 //     the P2L page reads, the scan's workers and the owners cache are
 //     internal/sdf/identify) and the Handler's channel weights and fake
@@ -126,7 +126,7 @@
 //
 //	File.mu -> FS.gcMu -> Jmu -> zone Prog -> identify.Identifier.mu -> FS.mu
 //
-// detector.mu is a leaf. One exception waits without a cycle: a writer
+// The detector's mutex is a leaf. One exception waits without a cycle: a writer
 // holding a data zone's Prog whose program finds a die failed flushes the
 // journal (Jmu); under Jmu only metadata zones' Prog is taken (their
 // reset), never a data zone's.

@@ -10,6 +10,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
+	"github.com/flashmend/flashmend/internal/sdf/detect"
 	"github.com/flashmend/flashmend/internal/sdf/dieloss"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/identify"
@@ -47,7 +48,7 @@ type FS struct {
 	openInfo OpenInfo
 	oobPool  sync.Pool  // *[]byte scratch OOB buffers for reads
 	gcMu     sync.Mutex // one garbage collection at a time
-	det      detector
+	det      *detect.Detector
 	ident    *identify.Identifier
 }
 
@@ -130,7 +131,7 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 		files: map[string]*inode{}, byID: map[uint64]*inode{},
 		nextFileID: 1, nextSeq: 1,
 	}
-	fs.det.init(l.Geometry, opts)
+	fs.det = fs.newDetector()
 	fs.ident = identify.New(identifyHost{fs}, l, opts.Clock)
 	g := l.Geometry
 	blocks, err := zones.LoadBlocks(dev)
@@ -237,7 +238,7 @@ func Open(dev flash.Device, opts Options) (*FS, error) {
 	// Dies journaled failed before this open are known to the detector
 	// (no second event).
 	for _, d := range fs.zones.FailedList() {
-		fs.det.core.Reported(rdie(d), fs.opts.Clock.Now())
+		fs.det.Reported(d)
 	}
 	if len(fs.zones.Failed) > 0 {
 		fs.mu.Lock()
@@ -544,7 +545,7 @@ func (fs *FS) resetZone(z *zones.Zone) error {
 		}
 	}
 	for _, op := range failedOps {
-		fs.det.observe(fs, op.Addr, flash.ReadStatus{}, op.Err)
+		fs.observe(op.Addr, flash.ReadStatus{}, op.Err)
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("sdf: reset of zone %d: %w", z.ID, errors.Join(errs...))

@@ -115,7 +115,7 @@ func (fs *FS) relocate(ino *inode, e extmap.Extent, hint Lifetime) (bool, error)
 	for k, op := range ops {
 		expect[k] = e.Seq + uint64(k)
 		if op.Err != nil {
-			fs.det.observe(fs, op.Addr, op.Status, op.Err)
+			fs.observe(op.Addr, op.Status, op.Err)
 			ok = false
 			continue
 		}

@@ -342,7 +342,7 @@ func (fs *FS) verify(ino *inode, name string, r *pageRead, ps int64) *Corruption
 	var cause error
 	if op.Err != nil {
 		cause = op.Err
-		fs.det.observe(fs, op.Addr, op.Status, op.Err)
+		fs.observe(op.Addr, op.Status, op.Err)
 		switch {
 		case errors.Is(op.Err, flash.ErrDieFailed):
 			fs.ctr.dieFailedReads.Add(1)
@@ -350,7 +350,7 @@ func (fs *FS) verify(ino *inode, name string, r *pageRead, ps int64) *Corruption
 			fs.ctr.uncorrectables.Add(1)
 		}
 	} else {
-		fs.det.observe(fs, op.Addr, op.Status, nil)
+		fs.observe(op.Addr, op.Status, nil)
 		id, ok := op.ID, op.IDOK
 		if !op.Decode {
 			id, ok = onflash.DecodeOOB(op.OOB, op.Data)

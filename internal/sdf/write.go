@@ -221,7 +221,7 @@ func (fs *FS) writePages(ino *inode, hint Lifetime, startPage uint64, data []byt
 			fs.mu.Unlock()
 			for _, op := range ops {
 				if op.Err != nil {
-					fs.det.observe(fs, op.Addr, flash.ReadStatus{}, op.Err)
+					fs.observe(op.Addr, flash.ReadStatus{}, op.Err)
 				}
 			}
 			fs.releaseZone(z)
