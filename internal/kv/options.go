@@ -88,9 +88,10 @@ type Options struct {
 	// ProposalBatch bounds the proposals and peers' messages a replica's
 	// raft loop takes, of those already queued, before it persists one
 	// Ready (group commit: one raft log sync for all their entries; each
-	// proposal stays its own entry with its own result). Default
-	// raftnode.MaxBatch; 1 is one Ready per proposal (the baseline the
-	// kv-throughput experiment measures against).
+	// proposal stays its own entry with its own result), and the strong
+	// reads that share one raft read index. Default raftnode.MaxBatch; 1
+	// is one Ready per proposal and one read index per read (the baseline
+	// the kv-throughput experiment measures against).
 	ProposalBatch int
 	// Clock stamps events (durations measured for reports), dates the
 	// deadlines of raft log repair at open, and is the time base of

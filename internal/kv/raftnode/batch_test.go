@@ -325,3 +325,78 @@ func TestGroupCommitUnderLoss(t *testing.T) {
 	}
 	t.Logf("%d of %d proposals applied, %d refused by raft (no leader, transfer under way)", len(ref)-1, writers*each, dropped)
 }
+
+// TestReadIndexGroups queues read index requests on the leader while its
+// loop is held in a raft log sync: with batching they share one raft read
+// index (one heartbeat context), with MaxBatch 1 each has its own; either
+// way each returns an index at or past an entry applied before it was
+// asked.
+func TestReadIndexGroups(t *testing.T) {
+	const k = 16
+	for _, batch := range []int{0, 1} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			g, gfs := newGateGroup(t, batch)
+			g.until("leader", func() bool { return g.leader() != 0 })
+			lead := g.leader()
+			ctx := context.Background()
+			if err := g.nodes[lead].Propose(ctx, 1, []byte("before")); err != nil {
+				t.Fatal(err)
+			}
+			g.until("entry applied everywhere", func() bool { return g.appliedEverywhere(1) })
+			g.hosts[lead].mu.Lock()
+			before := g.hosts[lead].lastIndex
+			g.hosts[lead].readCtxs = nil
+			g.hosts[lead].mu.Unlock()
+			gate := make(chan struct{})
+			gfs.mu.Lock()
+			gfs.gate, gfs.dir = gate, fmt.Sprintf("r%d", lead)
+			gfs.mu.Unlock()
+			if err := g.nodes[lead].Propose(ctx, 2, []byte("held")); err != nil {
+				t.Fatal(err)
+			}
+			<-gfs.entered
+			type result struct {
+				idx uint64
+				err error
+			}
+			results := make(chan result, k)
+			for i := 0; i < k; i++ {
+				go func(i int) {
+					idx, err := g.nodes[lead].ReadIndex(ctx, uint64(100+i), time.Minute)
+					results <- result{idx, err}
+				}(i)
+			}
+			deadline := time.Now().Add(time.Minute)
+			for len(g.nodes[lead].readc) < k {
+				if time.Now().After(deadline) {
+					t.Fatal("read index requests not queued")
+				}
+				time.Sleep(time.Millisecond)
+			}
+			gfs.mu.Lock()
+			gfs.gate = nil
+			gfs.mu.Unlock()
+			close(gate)
+			got := 0
+			g.until("every read index answered", func() bool {
+				for {
+					select {
+					case r := <-results:
+						if r.err != nil || r.idx < before {
+							t.Fatalf("read index %d, %v; an entry at %d was applied before", r.idx, r.err, before)
+						}
+						got++
+					default:
+						return got == k
+					}
+				}
+			})
+			g.hosts[lead].mu.Lock()
+			rounds := len(g.hosts[lead].readCtxs)
+			g.hosts[lead].mu.Unlock()
+			if want := map[int]int{0: 1, 1: k}[batch]; rounds != want {
+				t.Fatalf("batch %d: %d read index rounds for %d requests, want %d", batch, rounds, k, want)
+			}
+		})
+	}
+}

@@ -13,6 +13,12 @@
 //     messages (Host.Send) and hands committed entries and snapshot points
 //     to the apply worker (Host.Apply). Raft itself stays pure: no disk,
 //     network or clock but through this loop.
+//   - Group commit: before it persists a Ready the loop takes what is
+//     already queued (proposals, peers' messages; Config.MaxBatch), so one
+//     raft log write, with one sync per copy, carries the entries of many
+//     proposals, each still an entry of its own with its own result; read
+//     index requests queued together share one raft read index (one
+//     heartbeat round), as etcd's server coalesces its linearizable reads.
 //   - The vote floor (raftlog.Log.VoteFloor) of a replica whose log lost
 //     entries it may have acknowledged: it does not campaign, refuses
 //     votes for candidates behind the floor, moves past the leader's term

@@ -69,6 +69,13 @@ type readRequest struct {
 	ch  chan uint64
 }
 
+// readGroup is the read index requests answered by one raft read index:
+// the first one's context and every request queued with it (see
+// takeReads).
+type readGroup struct {
+	chans []chan uint64
+}
+
 // Node is one replica's member of its shard's raft group: a RawNode driven
 // by one loop goroutine (Run) that persists each Ready to the raft log
 // before it sends, and hands committed entries to the host.
@@ -90,7 +97,7 @@ type Node struct {
 	leader atomic.Uint64 // raft ID of the leader, 0 if unknown
 
 	mu    sync.Mutex
-	reads map[string]chan uint64 // read index requests by context
+	reads map[string]*readGroup // read index requests by the context raft carries
 }
 
 // New returns a node that takes proposals and messages at once (they wait
@@ -102,7 +109,7 @@ func New(cfg Config) *Node {
 		recvc:    make(chan *pb.Message, 4096),
 		readc:    make(chan readRequest, 256),
 		handoffc: make(chan struct{}, 1),
-		reads:    map[string]chan uint64{},
+		reads:    map[string]*readGroup{},
 	}
 }
 
@@ -198,11 +205,7 @@ func (n *Node) ReadIndex(ctx context.Context, id uint64, timeout time.Duration) 
 	case <-n.cfg.Stop:
 		return 0, ErrStopped
 	}
-	defer func() {
-		n.mu.Lock()
-		delete(n.reads, string(reqCtx))
-		n.mu.Unlock()
-	}()
+	defer n.forgetRead(ch)
 	expired := base.After(n.cfg.Clock, timeout)
 	select {
 	case idx := <-ch:
@@ -246,10 +249,7 @@ func (n *Node) Run() error {
 		case <-n.handoffc:
 			n.transferLeadership()
 		case req := <-n.readc:
-			n.rn.ReadIndex(req.ctx)
-			n.mu.Lock()
-			n.reads[string(req.ctx)] = req.ch
-			n.mu.Unlock()
+			n.takeReads(req)
 		case <-n.cfg.Stop:
 			return nil
 		}
@@ -288,6 +288,51 @@ func (n *Node) takeQueued() {
 	}
 }
 
+// takeReads asks raft for one read index on behalf of req and of every
+// read index request already queued (up to Config.MaxBatch in all), as
+// etcd's server does: each of them arrived before raft was asked, so the
+// index raft confirms (at least the leader's commit index when it took the
+// request) is one each may read at. One heartbeat round then serves the
+// group where each request took its own.
+func (n *Node) takeReads(req readRequest) {
+	batch := n.cfg.MaxBatch
+	if batch <= 0 || batch > MaxBatch {
+		batch = MaxBatch
+	}
+	g := &readGroup{chans: []chan uint64{req.ch}}
+take:
+	for len(g.chans) < batch {
+		select {
+		case more := <-n.readc:
+			g.chans = append(g.chans, more.ch)
+		default:
+			break take
+		}
+	}
+	n.rn.ReadIndex(req.ctx)
+	n.mu.Lock()
+	n.reads[string(req.ctx)] = g
+	n.mu.Unlock()
+}
+
+// forgetRead drops ch from the read index request it waits on (its caller
+// gave up, or was answered).
+func (n *Node) forgetRead(ch chan uint64) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for key, g := range n.reads {
+		for i, c := range g.chans {
+			if c == ch {
+				g.chans = append(g.chans[:i], g.chans[i+1:]...)
+				if len(g.chans) == 0 {
+					delete(n.reads, key)
+				}
+				return
+			}
+		}
+	}
+}
+
 func (n *Node) propose(p proposal) {
 	if err := n.rn.Propose(p.data); err != nil {
 		n.cfg.Host.Dropped(p.id, err)
@@ -321,8 +366,10 @@ func (n *Node) handleReady() error {
 		if len(rd.ReadStates) > 0 {
 			n.mu.Lock()
 			for _, rs := range rd.ReadStates {
-				if ch, ok := n.reads[string(rs.RequestCtx)]; ok {
-					ch <- rs.Index
+				if g, ok := n.reads[string(rs.RequestCtx)]; ok {
+					for _, ch := range g.chans {
+						ch <- rs.Index
+					}
 					delete(n.reads, string(rs.RequestCtx))
 				}
 			}

@@ -34,10 +34,22 @@ type host struct {
 	applied  []string // data of the applied normal entries
 	dropped  int
 	handoffs int
+	// readCtxs are the read index contexts of the heartbeats it sent.
+	readCtxs map[string]bool
+	// lastIndex is the index of the last entry applied.
+	lastIndex uint64
 }
 
 func (h *host) Send(msgs []*pb.Message) {
 	for _, m := range msgs {
+		if m.GetType() == pb.MessageType_MsgHeartbeat && len(m.GetContext()) > 0 {
+			h.mu.Lock()
+			if h.readCtxs == nil {
+				h.readCtxs = map[string]bool{}
+			}
+			h.readCtxs[string(m.GetContext())] = true
+			h.mu.Unlock()
+		}
 		if to, ok := h.g.nodes[m.GetTo()]; ok {
 			to.Step(proto.Clone(m).(*pb.Message))
 		}
@@ -48,6 +60,7 @@ func (h *host) Apply(_ uint64, entries []*pb.Entry) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, e := range entries {
+		h.lastIndex = max(h.lastIndex, e.GetIndex())
 		if e.GetType() == pb.EntryType_EntryNormal && len(e.GetData()) > 0 {
 			h.applied = append(h.applied, string(e.GetData()))
 		}
