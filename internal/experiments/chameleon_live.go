@@ -122,20 +122,24 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 	var samples []liveSample
 	base0 := map[uint64]int64{} // erase counts before the first phase's puts
 	type phaseResult struct {
-		name            string
-		erases          map[uint64]int64 // during the phase
-		moved, moves    int64
-		superseded      int64
-		failed          int64
-		failedBy        []string // "count reason"
-		killed          uint64
-		putErrors       int
-		pauses          int
-		paused          time.Duration
-		wallTime        time.Duration
-		mean, sigmaCum  float64
-		states          map[string]int64
-		verified, wrong int
+		name         string
+		erases       map[uint64]int64 // during the phase
+		moved, moves int64
+		superseded   int64
+		failed       int64
+		failedBy     []string // "count reason"
+		killed       uint64
+		// At the kill: objects in an intermediate state (a conversion or
+		// an offload begun and not finished) and moves handed out and not
+		// yet reported.
+		killIntermediate, killPending int64
+		putErrors                     int
+		pauses                        int
+		paused                        time.Duration
+		wallTime                      time.Duration
+		mean, sigmaCum                float64
+		states                        map[string]int64
+		verified, wrong               int
 	}
 	var phases []phaseResult
 	clock := base.Clock(base.SystemClock{})
@@ -219,8 +223,8 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 			return nil, err
 		}
 		// Skewed puts: writers draw keys from a scrambled Zipf (0.99); in
-		// the balanced phase a node is killed half way and restarted a
-		// quarter later.
+		// the balanced phase a node is killed half way (once a conversion
+		// is under way) and restarted at 3/4.
 		var mu sync.Mutex
 		done := 0
 		var firstErr error
@@ -273,6 +277,23 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 			}()
 		}
 		// The driver: samples, and the kill and restart in the second phase.
+		// The kill comes once a conversion or offload is under way (an
+		// object in an intermediate state or a move pending), or at 5/8
+		// of the puts if none is by then.
+		underway := func() (intermediate, pending int64, ok bool) {
+			st, err := cli.WearStatus(ctx)
+			if err != nil {
+				return 0, 0, false
+			}
+			for _, c := range st.States {
+				for _, s := range wear.States() {
+					if s.Intermediate() && s.String() == c.State {
+						intermediate += c.Objects
+					}
+				}
+			}
+			return intermediate, st.MovesPending, true
+		}
 		lastSample, lastGate := 0, 0
 		gateEvery := max(p.sampleEvery/5, 1)
 		killedIdx := -1
@@ -308,8 +329,10 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 				}
 			}
 			if policy == "chameleon" && killedIdx < 0 && d >= p.putsPerPhase/2 {
+				intermediate, pending, ok := underway()
 				now, err := erasesNow()
-				if err == nil {
+				if err == nil && ok && (intermediate+pending > 0 || d >= p.putsPerPhase*5/8) {
+					res.killIntermediate, res.killPending = intermediate, pending
 					var most uint64
 					for id, e := range now {
 						if most == 0 || e > now[most] || (e == now[most] && id < most) {
@@ -422,8 +445,9 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 		"%d puts per phase pick their key from a scrambled Zipf (0.99) distribution with %d writers. Phase 1 runs the "+
 		"coordinator with wear policy `ec` (every object EC, nothing balanced: the EC baseline); the whole cluster "+
 		"is then restarted on the same directories with policy `chameleon` (objects start EC, %v epochs on the "+
-		"nodes' heartbeats, a mover every %v), and phase 2 repeats the workload; half way through it the most worn "+
-		"node is killed and it is restarted a quarter later. Erase counts are the nodes' device totals since the "+
+		"nodes' heartbeats, a mover every %v), and phase 2 repeats the workload; half way through it, as soon as "+
+		"a conversion or an offload is under way (an object in an intermediate state or a move pending; at 5/8 of the puts "+
+		"if none is), the most worn node is killed, and it is restarted at 3/4. Erase counts are the nodes' device totals since the "+
 		"data set was loaded; the balancer balances these cumulative counts, so phase 2 has to undo phase 1's "+
 		"imbalance. The writers pause whenever a node's live bytes pass 50%% of its device, until the coordinator's "+
 		"sweeper has deleted enough replaced versions to bring it under 30%% (on this shared machine it falls "+
@@ -512,14 +536,20 @@ func runChameleonLive(ctx context.Context, cfg Config) (*report.Report, error) {
 	}
 	if len(phases) == 2 {
 		a, b := phases[0], phases[1]
+		kill := "No node was killed (its erase counts could not be read). "
+		if b.killed != 0 {
+			kill = fmt.Sprintf("When node %d was killed, %d objects were in an intermediate state (late-REP, late-EC, "+
+				"REP-EWO or EC-EWO: a conversion or an offload begun, its next put or move not yet made) and %d moves "+
+				"were pending. ", b.killed, b.killIntermediate, b.killPending)
+		}
 		r.Text("The cumulative standard deviation went from %.1f at the end of the unbalanced phase to %.1f at the end "+
 			"of the balanced one (coefficient of variation %.3f to %.3f); the balancer moved %s in %d moves; %d moves were "+
 			"superseded (a put of a newer version, which in an EWO state writes the part to its destination itself, "+
 			"committed first: the move is dropped, the newer version kept) and %d failed (reasons above; a failed move "+
 			"is not retried until a later epoch issues it again). "+
-			"Objects read back wrong or not at all: %d after phase 1, %d after phase 2 (of %d).",
+			"%sObjects read back wrong or not at all: %d after phase 1, %d after phase 2 (of %d).",
 			a.sigmaCum, b.sigmaCum, safeDiv(a.sigmaCum, a.mean), safeDiv(b.sigmaCum, b.mean), base.Bytes(b.moved), b.moves, b.superseded, b.failed,
-			a.wrong, b.wrong, b.verified)
+			kill, a.wrong, b.wrong, b.verified)
 		if a.wrong+b.wrong > 0 {
 			return r, errors.New("chameleon-live: objects read back wrong (see the report)")
 		}

@@ -79,7 +79,9 @@
 // fewer flash pages than an EC write of the same bytes (as many for a
 // one-page update, twice as many for whole rows); the paper's advantage
 // for REP comes from its FTL (lower write amplification for REP, its
-// Figure 7(a)), which a page-mapped FTL with greedy GC does not reproduce. Device parallelism is not modelled (a
-// request's pages are programmed one after another), nor is intra-device
-// wear levelling (erase counts per server are what is balanced).
+// Figure 7(a)), which a page-mapped FTL with greedy GC does not reproduce.
+// Device parallelism is modelled only as an option (Channels, timing only;
+// by default a request's pages are programmed one after another), and
+// intra-device wear levelling not at all (erase counts per server are what
+// is balanced).
 package sim
