@@ -164,6 +164,15 @@ func TestWearLive(t *testing.T) {
 			t.Fatalf("moves to a dead node: %+v", rep)
 		}
 		checkObjects(t, c, want)
+		// The next epoch, even with stats that call the dead node up (its
+		// lease may not have lapsed yet), does not hand it the same moves
+		// again: it has not been heard from since they failed.
+		if err := cl.Coord.WearEpoch(ctx, flat); err != nil {
+			t.Fatal(err)
+		}
+		if rep, err = c.RunWearMoves(ctx, 10, nil); err != nil || rep.Moves != 0 {
+			t.Fatalf("moves again to the unheard node: %+v (%v)", rep, err)
+		}
 		if err := cl.StartNode(ctx, int(worn)-1); err != nil {
 			t.Fatal(err)
 		}

@@ -32,7 +32,11 @@ import (
 // since the epoch issued it (a put of a newer version, which CommitReplace
 // never overwrites: it compares the record's revision; a removal; a
 // re-protection), and otherwise failed with a reason (destination down,
-// copy failed, ...), both shown by `ctl wear`.
+// copy failed, ...), both shown by `ctl wear`. The destination of a move
+// that failed to copy (or found it down) counts as down for the balancer
+// until the node heartbeats again or its lease lapses, so a node killed
+// during a move is not handed the same moves in the epochs before its
+// lease runs out.
 //
 // Rows of the mapping table (wear.Entry) are kept in etcd under
 // wearRowsPrefix, one key per object whose row is not the default, the
@@ -87,6 +91,15 @@ type wearHost struct {
 	// recent holds the latest moves' outcomes, oldest first (at most
 	// maxRecentMoves), for `ctl wear`.
 	recent []*coordpb.WearMoveOutcome
+	// unheard holds the destinations of moves that failed to copy or
+	// found them down, each with its heartbeat time (NodeInfo's
+	// heartbeat_unix_ms) read when the move failed: the balancer counts
+	// such a node down until a newer heartbeat arrives or its lease
+	// lapses. NB: without it a node killed during a move stays live for
+	// the rest of its lease, and the next epoch hands it the same moves
+	// again (the chameleon-live run: two ewo-fallback moves to the killed
+	// node, failed twice).
+	unheard map[uint64]int64
 }
 
 // maxRecentMoves bounds the outcomes WearStatus reports.
@@ -231,7 +244,8 @@ func (c *Coordinator) startWear(ctx context.Context, loopCtx context.Context) er
 	if wc.MoveTimeout <= 0 {
 		wc.MoveTimeout = 5 * time.Minute
 	}
-	h := &wearHost{cfg: wc, logf: c.cfg.Logf, keys: map[wear.ObjectID]string{}, plans: map[uint64]wearPlan{}, out: map[uint64]*wearMove{}, failedBy: map[string]int64{}}
+	h := &wearHost{cfg: wc, logf: c.cfg.Logf, keys: map[wear.ObjectID]string{}, plans: map[uint64]wearPlan{}, out: map[uint64]*wearMove{}, failedBy: map[string]int64{},
+		unheard: map[uint64]int64{}}
 	if h.b, err = wear.New(opts, hostPlacer{h}); err != nil {
 		return err
 	}
@@ -460,11 +474,11 @@ func (c *Coordinator) WearEpoch(ctx context.Context, stats []wear.ServerStats) e
 
 func (c *Coordinator) wearEpoch(ctx context.Context, stats []wear.ServerStats) error {
 	h := c.wear
+	nodes, err := c.readNodes(ctx)
+	if err != nil {
+		return err
+	}
 	if stats == nil {
-		nodes, err := c.readNodes(ctx)
-		if err != nil {
-			return err
-		}
 		for _, n := range nodes {
 			util := 0.0
 			if n.CapacityBytes > 0 {
@@ -476,9 +490,23 @@ func (c *Coordinator) wearEpoch(ctx context.Context, stats []wear.ServerStats) e
 			})
 		}
 		slices.SortFunc(stats, func(a, b wear.ServerStats) int { return int(a.Node) - int(b.Node) })
+	} else {
+		stats = slices.Clone(stats)
 	}
 	now := c.cfg.Clock.Now()
 	h.mu.Lock()
+	for i := range stats {
+		id := uint64(stats[i].Node)
+		heard, ok := h.unheard[id]
+		if !ok {
+			continue
+		}
+		if n := nodes[id]; n == nil || !n.Live || n.HeartbeatUnixMs > heard {
+			delete(h.unheard, id) // down by its lease now, or heard from since
+			continue
+		}
+		stats[i].Up = false
+	}
 	if err := c.refreshWearRing(ctx, h); err != nil {
 		h.mu.Unlock()
 		return err
@@ -675,11 +703,14 @@ func (c *Coordinator) WearMoveDone(ctx context.Context, req *coordpb.WearMoveDon
 		return &coordpb.WearMoveDoneResponse{}, nil
 	}
 	h.mu.Unlock()
-	superseded, why := c.moveFailureWhy(ctx, mv, req.Error)
+	superseded, why, heard := c.moveFailureWhy(ctx, mv, req.Error)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !superseded && h.b.Superseded(mv.m) {
 		superseded, why = true, whyRowChanged
+	}
+	if !superseded && (why == whyCopyFailed || why == whyDestinationDown) && heard >= 0 {
+		h.unheard[uint64(mv.m.To.Node(mv.slot))] = heard
 	}
 	h.finish(mv, superseded, moveFailed, why, req.Error, c.cfg.Clock.Now())
 	h.b.MoveFailed(mv.m)
@@ -689,43 +720,50 @@ func (c *Coordinator) WearMoveDone(ctx context.Context, req *coordpb.WearMoveDon
 // moveFailureWhy classifies a move its mover reported failed: superseded
 // when the object's current version is not the one the mover moved (or the
 // object is gone); otherwise a node down (the destination, or one holding a
-// part the copy reads), else the step the mover's error names. Called
-// without h.mu held (it reads etcd).
-func (c *Coordinator) moveFailureWhy(ctx context.Context, mv *wearMove, errText string) (superseded bool, why string) {
+// part the copy reads), else the step the mover's error names. heard is
+// the destination's latest heartbeat time as etcd holds it now (-1 when it
+// could not be read). Called without h.mu held (it reads etcd).
+func (c *Coordinator) moveFailureWhy(ctx context.Context, mv *wearMove, errText string) (superseded bool, why string, heard int64) {
+	heard = -1
 	rec, _, err := c.lookup(ctx, mv.key)
 	switch {
 	case isNotFound(err):
-		return true, whyRemoved
+		return true, whyRemoved, heard
 	case err == nil && rec.Version != mv.version:
-		return true, whyNewerVersion
+		return true, whyNewerVersion, heard
 	}
-	if nodes, err := c.nodes(ctx); err == nil {
-		if n := nodes[uint64(mv.m.To.Node(mv.slot))]; n == nil || !n.Live {
-			return false, whyDestinationDown
+	// NB: read, not the cached view: the heartbeat must be the latest.
+	if nodes, err := c.readNodes(ctx); err == nil {
+		n := nodes[uint64(mv.m.To.Node(mv.slot))]
+		if n != nil {
+			heard = n.HeartbeatUnixMs
+		}
+		if n == nil || !n.Live {
+			return false, whyDestinationDown, heard
 		}
 		if rec != nil {
 			for _, id := range rec.Placement {
 				if n := nodes[id]; n == nil || !n.Live {
-					return false, whyPartDown
+					return false, whyPartDown, heard
 				}
 			}
 		}
 	}
 	switch {
 	case strings.HasPrefix(errText, "stale:"):
-		return true, whyNewerVersion
+		return true, whyNewerVersion, heard
 	case strings.HasPrefix(errText, "begin:") && strings.Contains(errText, "is not live"):
-		return false, whyDestinationDown
+		return false, whyDestinationDown, heard
 	case strings.HasPrefix(errText, "begin:") && strings.Contains(errText, "garbage or a pending part"):
-		return false, whyDestinationBusy
+		return false, whyDestinationBusy, heard
 	case strings.HasPrefix(errText, "begin:"):
-		return false, whyBeginRefused
+		return false, whyBeginRefused, heard
 	case strings.HasPrefix(errText, "copy to node"):
-		return false, whyCopyFailed
+		return false, whyCopyFailed, heard
 	case strings.HasPrefix(errText, "commit:"):
-		return false, whyCommitRefused
+		return false, whyCommitRefused, heard
 	}
-	return false, whyMoverError
+	return false, whyMoverError, heard
 }
 
 // WearStatus reports the balancer's state for `flashmend ctl wear`.
