@@ -206,9 +206,8 @@ func runChameleonWear(ctx context.Context, cfg Config, m *simMemo) (*report.Repo
 		"server to the least worn one; it differs only in copying the part at once and ignoring redundancy. It "+
 		"ends at a coefficient of variation (sigma over mean) of %.3f to %.3f across the workloads, Chameleon "+
 		"without ARPT at %.3f to %.3f and Chameleon at %.3f to %.3f. We cannot tell from the paper how selective "+
-		"its EDM was; ours is a much stronger baseline than the paper's: on hm-0 the paper's EDM lowers the "+
-		"standard deviation by %s against EC (1,880 against 2,316) and its Chameleon by %s, where ours lower it by "+
-		"%s and %s. Against EC, the baseline both share, our Chameleon gains more than the paper's on hm-0; "+
+		"its EDM was; ours is a much stronger baseline than the paper's: on hm-0 the paper's EDM changes the "+
+		"standard deviation by %s against EC (1,880 against 2,316) and its Chameleon by %s, ours by %s and %s. Against EC, the baseline both share, our Chameleon gains more than the paper's on hm-0; "+
 		"against EDM it loses. Both stop balancing at the same coefficient of variation, so a "+
 		"policy that erases more ends with a proportionally larger standard deviation. ARPT, the part of Chameleon "+
 		"EDM lacks, makes the hottest objects REP (Algorithm 1), and under a Zipf workload the hottest few percent "+
