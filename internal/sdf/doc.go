@@ -139,8 +139,9 @@
 // transient flip on the way out costs one page read on its die and is
 // counted (Stats.Transients). A sequential reader may ask for read-ahead
 // (Options.ReadAheadBytes, File.SetReadAhead): the next range is read and
-// verified in the background and used only if it read whole and the file
-// did not change meanwhile; otherwise the caller's own read reports. A failure is never returned as data: ReadAt returns a *CorruptionError (wrapping
+// verified in the background, queued before the caller waits for its own,
+// and used only if it read whole and the file did not change meanwhile;
+// otherwise the caller's own read reports. A failure is never returned as data: ReadAt returns a *CorruptionError (wrapping
 // base.ErrCorruption) with the physical page and the owning file range, and
 // the layer above repairs that range from remote redundancy with
 // RewriteRange, or votes on ReadRaw copies. A read racing with GC or a

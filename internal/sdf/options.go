@@ -77,11 +77,14 @@ type Options struct {
 	// pages. Default 256KiB; rounded up to whole pages; at most 64MiB.
 	WriteBufferBytes base.Bytes
 	// ReadAheadBytes turns on read-ahead for sequential readers: when a
-	// File's ReadAt starts where its previous one ended, the layer reads
-	// the next range of the same length (if at most this many bytes) in
-	// the background, so the channel works on it while the caller handles
-	// what it got (see readAhead). Each File so read holds one buffer of
-	// its request length. Default 0 (off); at most 64MiB.
+	// File's ReadAt starts where its previous one ended (or is its first,
+	// at offset 0), the layer reads the next range of the same length (if
+	// at most this many bytes) in the background, queued on the channel
+	// before the caller's own range is waited for, so the channel goes
+	// from one request to the next without idling (see readAhead). Each
+	// File so read holds up to two buffers of its request length (the
+	// range being copied out, the next being read). Default 0 (off); at
+	// most 64MiB.
 	ReadAheadBytes base.Bytes
 	// GCFreeZonesMin: when allocating a zone leaves fewer empty zones than
 	// this, host GC runs first. Default 4, range [2, 1<<20]. GC itself may

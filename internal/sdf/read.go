@@ -29,13 +29,24 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	if limit == 0 || len(p) == 0 || len(p) > limit {
 		return f.fs.readAt(f.ino, p, off, false, nil)
 	}
-	if n, ok := f.ra.take(f.fs, f.ino, p, off); ok {
-		f.ra.start(f.fs, f.ino, off+int64(n), len(p))
-		return n, nil
+	next := off + int64(len(p))
+	if pf := f.ra.claim(off, len(p)); pf != nil {
+		// The next range is queued on the channel before this one is
+		// waited for and copied out, so the channel's worker finds it
+		// there when it finishes this one and never idles between them.
+		f.ra.start(f.fs, f.ino, next, len(p))
+		if n, ok := f.ra.use(f.fs, f.ino, pf, p); ok {
+			if n < len(p) {
+				return n, io.EOF
+			}
+			return n, nil
+		}
+	} else if f.ra.sequential(off) {
+		f.ra.start(f.fs, f.ino, next, len(p))
 	}
 	n, err := f.fs.readAt(f.ino, p, off, false, nil)
-	if err == nil && f.ra.sequential(off, n) {
-		f.ra.start(f.fs, f.ino, off+int64(n), len(p))
+	if err == nil || err == io.EOF {
+		f.ra.ended(off + int64(n))
 	}
 	return n, err
 }
@@ -44,14 +55,18 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 // reads a file in order, one request at a time, leaves the channel idle
 // from the end of one request to the start of the next: the time its
 // goroutines take to wake up, check the pages and ask again, which on a
-// loaded machine is milliseconds per request. When a ReadAt starts where
-// the previous one ended, the next range of the same length is read in
-// the background (through readAt, so verified, re-read and retried on
-// stale mappings like any read) and the next ReadAt of exactly that range
-// copies it out. A read-ahead is used only when it read the whole range
-// without error and the file did not change meanwhile (inode.ver); any
-// other outcome is dropped and the caller's read goes to the device, so
-// errors are always reported by the caller's own read.
+// loaded machine is milliseconds per hop (on 2 shared cores, tens). When a
+// ReadAt starts where the previous one ended (the first at offset 0
+// included), the next range of the same length (cut at the end of the
+// file) is read in the background, through readAt, so verified, re-read
+// and retried on stale mappings like any read; it is queued on the
+// channel before the caller waits for its own range, so the channel's
+// worker always has the next request of a sequential reader in hand. The
+// next ReadAt of exactly that range copies it out. A read-ahead is used
+// only when it read its whole range without error and the file did not
+// change meanwhile (inode.ver; and the size, for a range cut at the end);
+// any other outcome is dropped and the caller's read goes to the device,
+// so errors are always reported by the caller's own read.
 type readAhead struct {
 	mu sync.Mutex
 	// own is the File's own limit (SetReadAhead) when set.
@@ -62,10 +77,14 @@ type readAhead struct {
 	spare   []byte    // a buffer to reuse
 }
 
+// prefetch is one range read ahead: [off, off+len(buf)), for a request of
+// req bytes at off (len(buf) < req when cut at the file's end, size).
 type prefetch struct {
 	off  int64
+	req  int
 	buf  []byte
 	ver  uint64
+	size int64
 	n    int
 	err  error
 	done chan struct{}
@@ -94,43 +113,53 @@ func (ra *readAhead) limit(fs *FS) int {
 	return int(fs.opts.ReadAheadBytes)
 }
 
-// sequential records a read of n bytes at off and reports whether it
-// started where the previous one ended.
-func (ra *readAhead) sequential(off int64, n int) bool {
+// sequential reports whether a read at off starts where the previous one
+// ended (a File's first read at offset 0 does).
+func (ra *readAhead) sequential(off int64) bool {
 	ra.mu.Lock()
 	defer ra.mu.Unlock()
-	seq := off == ra.next && off > 0
-	ra.next = off + int64(n)
-	return seq
+	return off == ra.next
 }
 
-// take fills p from a read-ahead of exactly [off, off+len(p)) if one is
-// there and still valid, waiting for it to finish; ok is false otherwise
-// (and any read-ahead of another range is dropped).
-func (ra *readAhead) take(fs *FS, ino *inode, p []byte, off int64) (int, bool) {
+// ended records where a read ended.
+func (ra *readAhead) ended(end int64) {
+	ra.mu.Lock()
+	ra.next = end
+	ra.mu.Unlock()
+}
+
+// claim takes the read-ahead of a request of n bytes at off if that is
+// the one in flight, and nil otherwise (a read-ahead of another range is
+// dropped without waiting: it finishes on its own).
+func (ra *readAhead) claim(off int64, n int) *prefetch {
 	ra.mu.Lock()
 	pf := ra.pending
 	ra.pending = nil
 	ra.mu.Unlock()
-	if pf == nil || pf.off != off || len(pf.buf) != len(p) {
-		// Another range: dropped without waiting (it finishes on its own).
-		return 0, false
+	if pf == nil || pf.off != off || pf.req != n {
+		return nil
 	}
+	return pf
+}
+
+// use waits for pf and fills p from it if it is still valid; ok is false
+// otherwise. n is len(p), or less when pf was cut at the file's end.
+func (ra *readAhead) use(fs *FS, ino *inode, pf *prefetch, p []byte) (int, bool) {
 	<-pf.done
 	defer ra.recycle(pf.buf)
-	if pf.err != nil || pf.n != len(p) {
+	if pf.err != nil || pf.n != len(pf.buf) {
 		return 0, false
 	}
 	fs.mu.Lock()
-	valid := ino.ver == pf.ver && !fs.closed
+	valid := ino.ver == pf.ver && !fs.closed && (len(pf.buf) == pf.req || ino.size == pf.size)
 	fs.mu.Unlock()
 	if !valid {
 		return 0, false
 	}
-	copy(p, pf.buf)
+	n := copy(p, pf.buf)
 	fs.ctr.readAheads.Add(1)
-	ra.sequential(off, len(p))
-	return len(p), true
+	ra.ended(pf.off + int64(n))
+	return n, true
 }
 
 func (ra *readAhead) recycle(b []byte) {
@@ -141,14 +170,16 @@ func (ra *readAhead) recycle(b []byte) {
 	ra.mu.Unlock()
 }
 
-// start reads [off, off+n) ahead unless it is past the end of the file.
+// start reads the request of n bytes at off ahead, cut at the end of the
+// file, unless it starts at or past the end or one is in flight.
 func (ra *readAhead) start(fs *FS, ino *inode, off int64, n int) {
 	fs.mu.Lock()
 	ver, size, closed := ino.ver, ino.size, fs.closed
 	fs.mu.Unlock()
-	if closed || off+int64(n) > size {
+	if closed || off >= size {
 		return
 	}
+	length := int(min(int64(n), size-off))
 	ra.mu.Lock()
 	if ra.pending != nil {
 		ra.mu.Unlock()
@@ -156,10 +187,10 @@ func (ra *readAhead) start(fs *FS, ino *inode, off int64, n int) {
 	}
 	buf := ra.spare
 	ra.spare = nil
-	if cap(buf) < n {
+	if cap(buf) < length {
 		buf = make([]byte, n)
 	}
-	pf := &prefetch{off: off, buf: buf[:n], ver: ver, done: make(chan struct{})}
+	pf := &prefetch{off: off, req: n, buf: buf[:length], ver: ver, size: size, done: make(chan struct{})}
 	ra.pending = pf
 	ra.mu.Unlock()
 	go func() {

@@ -3,6 +3,7 @@ package sdf
 import (
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"testing"
 
@@ -38,15 +39,16 @@ func TestReadAhead(t *testing.T) {
 		}
 		return err
 	}
-	// In order: every chunk from the third on comes from a read-ahead.
+	// In order: every chunk from the second on comes from a read-ahead
+	// (the first read, at offset 0, starts one).
 	for c := 0; c < chunks; c++ {
 		if err := read(c); err != nil {
 			t.Fatalf("chunk %d: %v", c, err)
 		}
 		mustEqual(t, fmt.Sprintf("chunk %d", c), buf, data[c*req:(c+1)*req])
 	}
-	if got := fs.Stats().ReadAheads; got != chunks-2 {
-		t.Fatalf("%d reads served ahead, want %d", got, chunks-2)
+	if got := fs.Stats().ReadAheads; got != chunks-1 {
+		t.Fatalf("%d reads served ahead, want %d", got, chunks-1)
 	}
 	// Rewritten after it was read ahead: chunk 2 is read ahead when chunk 1
 	// is read, then rewritten.
@@ -133,4 +135,58 @@ func TestReadAheadConcurrentReaders(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+}
+
+// TestReadAheadAtEnd: the read-ahead of the range that runs past the end
+// of the file is cut there and serves the last, short read (with io.EOF);
+// once the file grew, a range cut at the old end is not used and the read
+// returns the new bytes.
+func TestReadAheadAtEnd(t *testing.T) {
+	rng := testseed.Rand(t, "SDF_SEED")
+	_, fs := newMem(t, small(), Options{ReadAheadBytes: 64 * base.KiB})
+	defer fs.Close()
+	ps := fs.l.Geometry.PageSize
+	req := 3 * ps
+	data := randBytes(rng, 2*req+ps/2)
+	f, err := fs.Create("x", LifetimeNone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, req)
+	for c := 0; c < 2; c++ {
+		if n, err := f.ReadAt(buf, int64(c*req)); err != nil || n != req {
+			t.Fatalf("chunk %d: %d, %v", c, n, err)
+		}
+		mustEqual(t, fmt.Sprintf("chunk %d", c), buf, data[c*req:(c+1)*req])
+	}
+	if n, err := f.ReadAt(buf, int64(2*req)); err != io.EOF || n != ps/2 {
+		t.Fatalf("last chunk: %d, %v; want %d, EOF", n, err, ps/2)
+	}
+	mustEqual(t, "last chunk", buf[:ps/2], data[2*req:])
+	if got := fs.Stats().ReadAheads; got != 2 {
+		t.Fatalf("%d reads served ahead, want 2", got)
+	}
+	// Read in order again; the file grows while the last range, cut at the
+	// old end, is read ahead.
+	for c := 0; c < 2; c++ {
+		if _, err := f.ReadAt(buf, int64(c*req)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	more := randBytes(rng, req)
+	if _, err := f.Write(more); err != nil {
+		t.Fatal(err)
+	}
+	data = append(data, more...)
+	if n, err := f.ReadAt(buf, int64(2*req)); err != nil || n != req {
+		t.Fatalf("last chunk after the file grew: %d, %v", n, err)
+	}
+	mustEqual(t, "last chunk after the file grew", buf, data[2*req:3*req])
 }
