@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 
@@ -112,6 +113,13 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 		opts.BytesPerChannel -= opts.BytesPerChannel % base.Bytes(g.PageSize)
 	}
 	fsOpts := sdf.Options{MaxOpenZones: min(1024, max(8, 2*g.Channels))}
+	pf, err := os.CreateTemp("", "flashmend-sdf-*.pprof")
+	if err != nil {
+		return nil, err
+	}
+	profile := pf.Name()
+	pf.Close()
+	defer os.Remove(profile)
 	loadBefore := loadAverage()
 	clean, noisy := newBenchSamples(), newBenchSamples()
 	var capacity sdf.Stats
@@ -121,6 +129,12 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 			return nil, err
 		}
 		opts.Seed = int64(run)
+		opts.Profile = ""
+		if run == bc.Runs-1 {
+			// The last run's read on all channels is profiled (one run
+			// of the median; the profiler's own cost is small at 100 Hz).
+			opts.Profile = profile
+		}
 		rows, st, err := benchOnce(bc.Dir, g, preset.Options(bc.Timing, nil, bc.Seed), fsOpts, opts)
 		if err != nil {
 			return nil, err
@@ -132,6 +146,7 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 			uopts := opts
 			uopts.Channels = []int{g.Channels}
 			uopts.NoPlainRead = true
+			uopts.Profile = ""
 			rows, st, err := benchOnce(bc.Dir, g,
 				preset.Options(bc.Timing, flash.UBERModel{UBER: bc.UBER}, bc.Seed+int64(run)), fsOpts, uopts)
 			if err != nil {
@@ -167,6 +182,10 @@ func RunSDFBench(ctx context.Context, name string, bc SDFBenchConfig) (*report.R
 	}
 	if err := addSDFBenchResults(r, bc, preset, opts, clean, noisy, noisyStats, capacity, was); err != nil {
 		return nil, err
+	}
+	if top := pprofTop(ctx, profile, "-top", "-nodecount=16"); top != "" {
+		r.Text("CPU profile of the last run's read on all %d channels (in its medians), `go tool pprof -top`:\n\n```\n%s\n```",
+			g.Channels, top)
 	}
 	tl := report.Table{Caption: "Write amplification of synced appends (a write-ahead log: append one record, sync, repeat; " +
 		"up to 1000 records each), same in-memory device", Header: []string{"record", "write amplification"}}
@@ -221,6 +240,7 @@ type benchKey struct {
 // benchSamples collects one throughput sample per run for every row.
 type benchSamples struct {
 	mbps   map[benchKey][]float64
+	cpu    map[benchKey][]float64 // CPU-s per GB of each run
 	errors map[benchKey]int64
 	order  []benchKey
 	// ratio holds, per channel count, the layer/raw read ratio of each run
@@ -232,7 +252,7 @@ type benchSamples struct {
 }
 
 func newBenchSamples() *benchSamples {
-	return &benchSamples{mbps: map[benchKey][]float64{}, errors: map[benchKey]int64{}, ratio: map[int][]float64{},
+	return &benchSamples{mbps: map[benchKey][]float64{}, cpu: map[benchKey][]float64{}, errors: map[benchKey]int64{}, ratio: map[int][]float64{},
 		plainRatio: map[int][]float64{}}
 }
 
@@ -258,6 +278,9 @@ func (b *benchSamples) add(rows []sdfRow) {
 			b.order = append(b.order, k)
 		}
 		b.mbps[k] = append(b.mbps[k], r.MBps())
+		if r.CPU > 0 {
+			b.cpu[k] = append(b.cpu[k], r.CPUSecondsPerGB())
+		}
 		b.errors[k] += r.Errors
 	}
 }
@@ -449,7 +472,8 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 	t := report.Table{Caption: "Sequential throughput against channels used (SDF Figure 7), MB/s (10^6 B/s); " +
 		"read with read-ahead, read without it, raw read of the same pages, back to back in each run",
 		Header: []string{"channels", "write", "read", "raw read", "read / raw (median of per-run ratios)",
-			"read, no read-ahead", "no read-ahead / raw"}}
+			"read, no read-ahead", "no read-ahead / raw", "read CPU-s/GB", "raw CPU-s/GB"}}
+	var cpuNote string
 	var xs, w, rd, raw []float64
 	for _, c := range chans {
 		var req base.Bytes
@@ -465,12 +489,26 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 		if v := clean.mbps[benchKey{"seq-read-plain", c, req}]; len(v) > 0 {
 			plain, plainRatio = f1(benchMedian(v)), fmt.Sprintf("%.1f%%", 100*benchMedian(clean.plainRatio[c]))
 		}
+		lc := benchMedian(clean.cpu[benchKey{"seq-read", c, req}])
+		rc := benchMedian(clean.cpu[benchKey{"raw-read", c, base.Bytes(g.PageSize)}])
 		t.Rows = append(t.Rows, []string{fmt.Sprint(c), f1(sw), f1(sr), f1(rr), fmt.Sprintf("%.1f%%", 100*benchMedian(clean.ratio[c])),
-			plain, plainRatio})
+			plain, plainRatio, fmt.Sprintf("%.2f", lc), fmt.Sprintf("%.2f", rc)})
+		if c == g.Channels && lc > 0 && rc > 0 && bc.Timing == flash.TimingReal {
+			cpuNote = fmt.Sprintf("CPU is what the layer's read needs beyond the raw read: at %d channels the layer's read "+
+				"costs %.2f CPU-s per GB against the raw read's %.2f (%.2fx; the whole process's CPU over each read), so keeping "+
+				"up with the device's %.0f MB/s takes %.2f cores for the layer against %.2f for the raw read, of the "+
+				"machine's %d, shared with other work (load averages below): while the others leave less than that, a channel "+
+				"worker that waits for a CPU lets its dies idle (the emulator's timeline absorbs up to %v of lateness per "+
+				"operation), and the layer, needing more CPU per byte, falls behind first.",
+				c, lc, rc, lc/rc, rr, rr*lc/1e3, rr*rc/1e3, runtime.NumCPU(), flash.DefaultRealSlack)
+		}
 		xs, w, rd, raw = append(xs, float64(c)), append(w, sw), append(rd, sr), append(raw, rr)
 	}
 	if err := r.Table(t); err != nil {
 		return err
+	}
+	if cpuNote != "" {
+		r.Text("%s", cpuNote)
 	}
 	lp := report.LinePlot{Title: "SDF layer throughput against channels used",
 		XLabel: "channels", YLabel: "MB/s", Series: []report.Series{

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
+	"runtime/pprof"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +37,9 @@ type sdfLoadOptions struct {
 	Seed        int64
 	// NoPlainRead skips the sequential read without read-ahead.
 	NoPlainRead bool
+	// Profile, when set, is a file that receives the CPU profile of the
+	// sequential read (with read-ahead) on all channels.
+	Profile string
 }
 
 // sdfRow is one measurement.
@@ -45,6 +50,18 @@ type sdfRow struct {
 	Bytes    int64
 	Elapsed  time.Duration
 	Errors   int64 // reads that returned a corruption (counted, not fatal)
+	// CPU is the whole process's user+system CPU time over the
+	// measurement (the process does nothing else meanwhile).
+	CPU time.Duration
+}
+
+// CPUSecondsPerGB is the CPU time the row's bytes cost, in seconds per
+// 10^9 bytes (0 when unmeasured).
+func (r sdfRow) CPUSecondsPerGB() float64 {
+	if r.Bytes <= 0 {
+		return 0
+	}
+	return r.CPU.Seconds() / (float64(r.Bytes) / 1e9)
 }
 
 // MBps is the throughput in 10^6 bytes per second.
@@ -175,6 +192,17 @@ func runSDFLoads(dev flash.Device, fs *sdf.FS, o sdfLoadOptions) ([]sdfRow, erro
 			}
 		}
 		corrupt.Store(0)
+		if o.Profile != "" && k == g.Channels && test == "seq-read" {
+			stop, err := startCPUProfile(o.Profile)
+			if err != nil {
+				return err
+			}
+			defer stop()
+		}
+		cpu0, err := processCPU()
+		if err != nil {
+			return err
+		}
 		el, err := parallelReads(k, func(c int, buf []byte) error {
 			for off := int64(0); off < size; off += int64(len(buf)) {
 				n := min(int64(len(buf)), size-off)
@@ -187,8 +215,12 @@ func runSDFLoads(dev flash.Device, fs *sdf.FS, o sdfLoadOptions) ([]sdfRow, erro
 		if err != nil {
 			return err
 		}
+		cpu1, err := processCPU()
+		if err != nil {
+			return err
+		}
 		rows = append(rows, sdfRow{Test: test, Channels: k, Request: o.RequestBytes, Bytes: int64(k) * size,
-			Elapsed: el, Errors: corrupt.Load()})
+			Elapsed: el, Errors: corrupt.Load(), CPU: cpu1 - cpu0})
 		return nil
 	}
 	for _, k := range o.Channels {
@@ -203,11 +235,20 @@ func runSDFLoads(dev flash.Device, fs *sdf.FS, o sdfLoadOptions) ([]sdfRow, erro
 		if err := seqRead(k, "seq-read", o.RequestBytes); err != nil {
 			return rows, err
 		}
+		cpu0, err := processCPU()
+		if err != nil {
+			return rows, err
+		}
 		rel, err := rawRead(dev, fs, files[:k])
 		if err != nil {
 			return rows, err
 		}
-		rows = append(rows, sdfRow{Test: "raw-read", Channels: k, Request: base.Bytes(g.PageSize), Bytes: int64(k) * size, Elapsed: rel})
+		cpu1, err := processCPU()
+		if err != nil {
+			return rows, err
+		}
+		rows = append(rows, sdfRow{Test: "raw-read", Channels: k, Request: base.Bytes(g.PageSize), Bytes: int64(k) * size,
+			Elapsed: rel, CPU: cpu1 - cpu0})
 	}
 	// Random reads on every channel (Table 4).
 	for _, rs := range o.RandomReadBytes {
@@ -448,4 +489,21 @@ func runSDFSyncedAppends(fs *sdf.FS, recordBytes base.Bytes, n int) (float64, er
 	st1 := fs.Stats()
 	err = fs.Remove("bench/wal")
 	return float64(st1.FlashBytes-st0.FlashBytes) / float64(int64(n)*int64(recordBytes)), err
+}
+
+// startCPUProfile writes the process's CPU profile to path until the
+// returned stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
