@@ -469,11 +469,13 @@ func (e *estimate) extremes(n int, highest bool, bytes int64, avoid func(base.No
 // extremaTree is a segment tree over the servers' estimates answering the
 // lowest and the highest (ties: the lower position) in O(1) and updating in
 // O(log n), so that a balancing loop over 10,000 servers costs O(log n) per
-// step. Masked positions are left out of both answers.
+// step. Masked positions are left out of both answers, positions in noMax
+// out of the highest only.
 type extremaTree struct {
 	size     int
 	val      []float64
 	masked   []bool
+	noMax    []bool
 	mn, mx   []float64
 	amn, amx []int32
 }
@@ -483,7 +485,7 @@ func newExtremaTree(vals []float64) *extremaTree {
 	for size < len(vals) {
 		size *= 2
 	}
-	t := &extremaTree{size: size, val: make([]float64, size), masked: make([]bool, size),
+	t := &extremaTree{size: size, val: make([]float64, size), masked: make([]bool, size), noMax: make([]bool, size),
 		mn: make([]float64, 2*size), mx: make([]float64, 2*size), amn: make([]int32, 2*size), amx: make([]int32, 2*size)}
 	for i := 0; i < size; i++ {
 		if i < len(vals) {
@@ -506,6 +508,9 @@ func (t *extremaTree) leaf(i int) {
 		return
 	}
 	t.mn[j], t.mx[j], t.amn[j], t.amx[j] = t.val[i], t.val[i], int32(i), int32(i)
+	if t.noMax[i] {
+		t.mx[j], t.amx[j] = math.Inf(-1), -1
+	}
 }
 
 func (t *extremaTree) pull(j int) {
@@ -536,6 +541,12 @@ func (t *extremaTree) set(i int, v float64) {
 
 func (t *extremaTree) mask(i int, on bool) {
 	t.masked[i] = on
+	t.update(i)
+}
+
+// maskMax leaves position i out of (or back in) the highest only.
+func (t *extremaTree) maskMax(i int, on bool) {
+	t.noMax[i] = on
 	t.update(i)
 }
 
@@ -928,6 +939,7 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 	hot, cold := b.ranked(per, b.hotter), b.ranked(per, b.colder)
 	remaps := 0
 	pairs := est.wornPairs()
+	defer pairs.release()
 	for remaps+2 <= b.opts.MaxRemapsPerEpoch && est.above(b.opts.hcdsTrigger()) {
 		x, y, ok := pairs.next()
 		if !ok {
@@ -957,14 +969,17 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 }
 
 // wornPairs hands out the (most worn, least worn) pairs of HCDS and EDM
-// on the current estimate, leaving out the servers set aside.
+// on the current estimate, leaving out the servers set aside. The servers
+// set aside are left out of the estimate's highest until release (NB:
+// call it before anything else asks the estimate for its most worn), so
+// that a next after thousands of them costs O(log n), not O(aside log n).
 type wornPairs struct {
 	est   *estimate
-	aside []bool
+	aside []int
 }
 
 func (e *estimate) wornPairs() *wornPairs {
-	return &wornPairs{est: e, aside: make([]bool, len(e.nodes))}
+	return &wornPairs{est: e}
 }
 
 // next returns the most worn server not set aside and the least worn other
@@ -972,10 +987,7 @@ func (e *estimate) wornPairs() *wornPairs {
 // second.
 func (w *wornPairs) next() (x, y int, ok bool) {
 	e := w.est
-	xs := e.extremes(1, true, -1, func(n base.NodeID) bool {
-		k, _ := e.k(n)
-		return w.aside[k]
-	})
+	xs := e.extremes(1, true, -1, nil)
 	if len(xs) == 0 {
 		return 0, 0, false
 	}
@@ -989,7 +1001,18 @@ func (w *wornPairs) next() (x, y int, ok bool) {
 }
 
 // setAside leaves server x out of the rest of the epoch as a source.
-func (w *wornPairs) setAside(x int) { w.aside[x] = true }
+func (w *wornPairs) setAside(x int) {
+	w.aside = append(w.aside, x)
+	w.est.tree.maskMax(x, true)
+}
+
+// release puts the servers set aside back into the estimate's highest.
+func (w *wornPairs) release() {
+	for _, x := range w.aside {
+		w.est.tree.maskMax(x, false)
+	}
+	w.aside = nil
+}
 
 // edm is the EDM baseline: while the estimated wear variance exceeds
 // sigma_HCDS and the budgets last, move the hottest part on the most worn
@@ -1002,6 +1025,7 @@ func (b *Balancer) edm(d *Decisions, est *estimate) {
 	var moved int64
 	remaps := 0
 	pairs := est.wornPairs()
+	defer pairs.release()
 	for remaps < b.opts.MaxRemapsPerEpoch && est.above(b.opts.hcdsTrigger()) {
 		x, y, ok := pairs.next()
 		if !ok {
