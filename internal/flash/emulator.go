@@ -194,11 +194,15 @@ func (e *Emulator) checkDieAddr(a DieAddr) bool {
 
 func opErr(op string, a PageAddr, err error) error { return &OpError{Op: op, Addr: a, Err: err} }
 
-// lockDie locks the die of a and checks that the device is open and the die
-// alive. On error the die is not locked.
-func (e *Emulator) lockDie(op string, a PageAddr, now time.Time) (*die, error) {
+// lockDie locks the die of a for an operation issued at now (zero: the
+// clock's now, which it returns) and checks that the device is open and the
+// die alive. On error the die is not locked.
+func (e *Emulator) lockDie(op string, a PageAddr, now time.Time) (*die, time.Time, error) {
+	if now.IsZero() {
+		now = e.opts.Clock.Now()
+	}
 	if e.closed.Load() {
-		return nil, opErr(op, a, ErrClosed)
+		return nil, now, opErr(op, a, ErrClosed)
 	}
 	d := e.dies[DieAddr{a.Channel, a.Die}.Index(e.geo)]
 	d.mu.Lock()
@@ -207,7 +211,7 @@ func (e *Emulator) lockDie(op string, a PageAddr, now time.Time) (*die, error) {
 	// barrier must not touch the (closed) backend.
 	if e.closed.Load() {
 		d.mu.Unlock()
-		return nil, opErr(op, a, ErrClosed)
+		return nil, now, opErr(op, a, ErrClosed)
 	}
 	if !d.failed && !d.failAt.IsZero() && !now.Before(d.failAt) {
 		d.setFailed()
@@ -215,9 +219,9 @@ func (e *Emulator) lockDie(op string, a PageAddr, now time.Time) (*die, error) {
 	if d.failed {
 		d.mu.Unlock()
 		d.ctr.failedOps.Add(1)
-		return nil, opErr(op, a, ErrDieFailed)
+		return nil, now, opErr(op, a, ErrDieFailed)
 	}
-	return d, nil
+	return d, now, nil
 }
 
 // Program implements Device.
@@ -244,25 +248,14 @@ func (e *Emulator) programAt(issue time.Time, a PageAddr, data, oob []byte) (tim
 		return time.Time{}, opErr(op, a, fmt.Errorf("%w: data %d bytes (want %d), oob %d bytes (max %d)",
 			ErrBadSize, len(data), e.geo.PageSize, len(oob), e.geo.OOBSize))
 	}
-	if issue.IsZero() {
-		issue = e.opts.Clock.Now()
-	}
-	d, err := e.lockDie(op, a, issue)
+	d, issue, err := e.lockDie(op, a, issue)
 	if err != nil {
 		return time.Time{}, err
 	}
 	defer d.mu.Unlock()
 	b := &d.blocks[a.Block]
-	switch {
-	case b.bad:
-		d.ctr.failedOps.Add(1)
-		return time.Time{}, opErr(op, a, ErrBadBlock)
-	case a.Page < int(b.written):
-		d.ctr.failedOps.Add(1)
-		return time.Time{}, opErr(op, a, ErrNotErased)
-	case a.Page > int(b.written):
-		d.ctr.failedOps.Add(1)
-		return time.Time{}, opErr(op, a, fmt.Errorf("%w: next page is %d", ErrProgramOrder, b.written))
+	if err := d.checkProgramLocked(op, b, a); err != nil {
+		return time.Time{}, err
 	}
 	done := e.schedule(d, opProgram, issue)
 	if d.silent || e.programFails(d, b, a) {
@@ -290,6 +283,26 @@ func (e *Emulator) programAt(issue time.Time, a PageAddr, data, oob []byte) (tim
 	return done, nil
 }
 
+// checkProgramLocked refuses a program of page a of block b unless the
+// block is good and a is its next page (NAND programs pages in order, once
+// per erase), counting a refusal as a failed operation. The caller holds
+// d.mu.
+func (d *die) checkProgramLocked(op string, b *blockState, a PageAddr) error {
+	var err error
+	switch {
+	case b.bad:
+		err = ErrBadBlock
+	case a.Page < int(b.written):
+		err = ErrNotErased
+	case a.Page > int(b.written):
+		err = fmt.Errorf("%w: next page is %d", ErrProgramOrder, b.written)
+	default:
+		return nil
+	}
+	d.ctr.failedOps.Add(1)
+	return opErr(op, a, err)
+}
+
 // Read implements Device.
 func (e *Emulator) Read(a PageAddr, data, oob []byte) (ReadStatus, error) {
 	st, _, err := e.ReadAt(time.Time{}, a, data, oob)
@@ -307,10 +320,7 @@ func (e *Emulator) ReadAt(issue time.Time, a PageAddr, data, oob []byte) (ReadSt
 		return ReadStatus{}, time.Time{}, opErr(op, a, fmt.Errorf("%w: data %d bytes (want %d), oob %d bytes (want %d or nil)",
 			ErrBadSize, len(data), e.geo.PageSize, len(oob), e.geo.OOBSize))
 	}
-	if issue.IsZero() {
-		issue = e.opts.Clock.Now()
-	}
-	d, err := e.lockDie(op, a, issue)
+	d, issue, err := e.lockDie(op, a, issue)
 	if err != nil {
 		return ReadStatus{}, time.Time{}, err
 	}
@@ -403,10 +413,7 @@ func (e *Emulator) eraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 	if !e.checkBlockAddr(a) {
 		return time.Time{}, opErr(op, pa, ErrOutOfRange)
 	}
-	if issue.IsZero() {
-		issue = e.opts.Clock.Now()
-	}
-	d, err := e.lockDie(op, pa, issue)
+	d, issue, err := e.lockDie(op, pa, issue)
 	if err != nil {
 		return time.Time{}, err
 	}

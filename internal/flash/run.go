@@ -30,25 +30,14 @@ func (e *Emulator) programRunAt(issue time.Time, first PageAddr, n int) (time.Ti
 	if err := e.checkRun(first, n); err != nil {
 		return time.Time{}, opErr(op, first, err)
 	}
-	if issue.IsZero() {
-		issue = e.opts.Clock.Now()
-	}
-	d, err := e.lockDie(op, first, issue)
+	d, issue, err := e.lockDie(op, first, issue)
 	if err != nil {
 		return time.Time{}, err
 	}
 	defer d.mu.Unlock()
 	b := &d.blocks[first.Block]
-	switch {
-	case b.bad:
-		d.ctr.failedOps.Add(1)
-		return time.Time{}, opErr(op, first, ErrBadBlock)
-	case first.Page < int(b.written):
-		d.ctr.failedOps.Add(1)
-		return time.Time{}, opErr(op, first, ErrNotErased)
-	case first.Page > int(b.written):
-		d.ctr.failedOps.Add(1)
-		return time.Time{}, opErr(op, first, fmt.Errorf("%w: next page is %d", ErrProgramOrder, b.written))
+	if err := d.checkProgramLocked(op, b, first); err != nil {
+		return time.Time{}, err
 	}
 	done := issue
 	a := first
@@ -81,10 +70,7 @@ func (e *Emulator) ReadRunAt(issue time.Time, first PageAddr, n int) (time.Time,
 	if err := e.checkRun(first, n); err != nil {
 		return time.Time{}, opErr(op, first, err)
 	}
-	if issue.IsZero() {
-		issue = e.opts.Clock.Now()
-	}
-	d, err := e.lockDie(op, first, issue)
+	d, issue, err := e.lockDie(op, first, issue)
 	if err != nil {
 		return time.Time{}, err
 	}
