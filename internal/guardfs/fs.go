@@ -598,21 +598,9 @@ func (fs *FS) renameFramedLocked(oldname, newname string) error {
 	// 2. The copies move (they name the identity; from here on the new name
 	// resolves to the renamed file's content even if its primary has not
 	// moved yet).
-	if len(orefs) > 0 {
-		if err := fs.ensureReserved(ndir); err != nil {
-			return pathErr("rename", newname, err)
-		}
-	}
-	var moved []copyRef
-	for _, r := range orefs {
-		np := fs.inner.PathJoin(fs.reserved(ndir), reservedName(kindCopy, r.k, r.id, nb))
-		if err := fs.inner.Rename(r.path, np); err != nil {
-			if isNotExist(err) {
-				continue
-			}
-			return pathErr("rename", oldname, err)
-		}
-		moved = append(moved, copyRef{k: r.k, id: r.id, path: np})
+	moved, err := fs.moveRefs(kindCopy, orefs, oldname, newname)
+	if err != nil {
+		return err
 	}
 	delete(oidx.copies, ob)
 	if len(moved) > 0 {
@@ -631,6 +619,31 @@ func (fs *FS) renameFramedLocked(oldname, newname string) error {
 	}
 	fs.restoreFramedLocked(newname, true)
 	return nil
+}
+
+// moveRefs renames the reserved files refs of oldname (copies or sidecars,
+// as kind says) to newname's, in newname's reserved directory, and returns
+// where they now are; a ref already gone is skipped.
+func (fs *FS) moveRefs(kind string, refs []copyRef, oldname, newname string) ([]copyRef, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	ndir, nb := fs.split(newname)
+	if err := fs.ensureReserved(ndir); err != nil {
+		return nil, pathErr("rename", newname, err)
+	}
+	var moved []copyRef
+	for _, r := range refs {
+		np := fs.inner.PathJoin(fs.reserved(ndir), reservedName(kind, r.k, r.id, nb))
+		if err := fs.inner.Rename(r.path, np); err != nil {
+			if isNotExist(err) {
+				continue
+			}
+			return nil, pathErr("rename", oldname, err)
+		}
+		moved = append(moved, copyRef{k: r.k, id: r.id, path: np})
+	}
+	return moved, nil
 }
 
 func (fs *FS) renameSealedLocked(oldname, newname string) error {
@@ -654,21 +667,9 @@ func (fs *FS) renameSealedLocked(oldname, newname string) error {
 	case err != nil:
 		return err
 	}
-	if len(orefs) > 0 {
-		if err := fs.ensureReserved(ndir); err != nil {
-			return pathErr("rename", newname, err)
-		}
-	}
-	var moved []copyRef
-	for _, r := range orefs {
-		np := fs.inner.PathJoin(fs.reserved(ndir), reservedName(kindSidecar, r.k, r.id, nb))
-		if err := fs.inner.Rename(r.path, np); err != nil {
-			if isNotExist(err) {
-				continue
-			}
-			return pathErr("rename", oldname, err)
-		}
-		moved = append(moved, copyRef{k: r.k, id: r.id, path: np})
+	moved, err := fs.moveRefs(kindSidecar, orefs, oldname, newname)
+	if err != nil {
+		return err
 	}
 	delete(oidx.sidecars, ob)
 	if sc, ok := fs.sidecars[fs.key(oldname)]; ok {
