@@ -61,7 +61,7 @@ type ScrubberOptions struct {
 	// (RepairDies; default 500ms, negative: never).
 	DieRepairPoll time.Duration
 	Clock         base.Clock
-	// Sleep waits (injected for tests; default time.Sleep honoring ctx).
+	// Sleep waits (injected for tests; default: d on Clock, honoring ctx).
 	Sleep func(ctx context.Context, d time.Duration) error
 }
 
@@ -155,10 +155,8 @@ func NewScrubber(c *Client, opts ScrubberOptions) (*Scrubber, error) {
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = func(ctx context.Context, d time.Duration) error {
-			t := time.NewTimer(d)
-			defer t.Stop()
 			select {
-			case <-t.C:
+			case <-base.After(opts.Clock, d):
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()

@@ -116,7 +116,7 @@ func (c *Coordinator) recoveryLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(500 * time.Millisecond):
+		case <-base.After(c.cfg.Clock, 500*time.Millisecond):
 		}
 		resp, err := c.rebuild(ctx)
 		switch {

@@ -7,19 +7,20 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
 
 func (c *Coordinator) sweepLoop(ctx context.Context) {
 	defer c.wg.Done()
-	t := time.NewTicker(c.cfg.SweepInterval)
-	defer t.Stop()
+	tick, stop := base.NewTicker(c.cfg.Clock, c.cfg.SweepInterval)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 			if err := c.Sweep(ctx); err != nil && ctx.Err() == nil {
 				c.cfg.Logf("coordinator: sweep: %v", err)
 			}

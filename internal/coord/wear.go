@@ -446,13 +446,13 @@ func (h *wearHost) removed(object uint64) {
 // wearLoop ends an epoch every Epoch.
 func (c *Coordinator) wearLoop(ctx context.Context) {
 	defer c.wg.Done()
-	t := time.NewTicker(c.wear.cfg.Epoch)
-	defer t.Stop()
+	tick, stop := base.NewTicker(c.cfg.Clock, c.wear.cfg.Epoch)
+	defer stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-tick:
 			if err := c.wearEpoch(ctx, nil); err != nil && ctx.Err() == nil {
 				c.cfg.Logf("coordinator: wear epoch: %v", err)
 			}

@@ -202,13 +202,13 @@ func (c *Cluster) startMover(ctx context.Context, interval time.Duration) error 
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		t := time.NewTicker(interval)
-		defer t.Stop()
+		tick, stop := base.NewTicker(c.opts.Clock, interval)
+		defer stop()
 		for {
 			select {
 			case <-runCtx.Done():
 				return
-			case <-t.C:
+			case <-tick:
 				if _, err := cli.RunWearMoves(runCtx, 100, nil); err != nil && runCtx.Err() == nil {
 					c.opts.Logf("devcluster: wear mover: %v", err)
 				}
