@@ -20,24 +20,8 @@ func TestIsolationMatchesBruteForce(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
-		fs := vfs.NewMem()
-		sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := 1000 + rng.Intn(2000)
-		fillSM(t, sm, n)
-		if err := sm.db.Compact(context.Background(), UserPrefix, UserEnd, false); err != nil {
-			t.Fatal(err)
-		}
-		levels, _ := sm.db.SSTables()
-		var path string
-		for _, l := range levels {
-			for _, tbl := range l {
-				path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-			}
-		}
-		layout := sstLayout(t, fs, path, sm.opts.MakeReaderOptions())
+		fs, sm, path, layout := compactedTable(t, n)
 		h := layout.Data[rng.Intn(len(layout.Data))]
 		if err := FlipByteAt(fs, path, int64(h.Offset)+rng.Int63n(int64(h.Length))); err != nil {
 			t.Fatal(err)
@@ -69,6 +53,29 @@ func TestIsolationMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// compactedTable is a state machine in memory holding n keys (fillSM)
+// compacted into tables, and the path and layout of the last one listed.
+func compactedTable(t *testing.T, n int) (vfs.FS, *StateMachine, string, *sstable.Layout) {
+	t.Helper()
+	fs := vfs.NewMem()
+	sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSM(t, sm, n)
+	if err := sm.db.Compact(context.Background(), UserPrefix, UserEnd, false); err != nil {
+		t.Fatal(err)
+	}
+	levels, _ := sm.db.SSTables()
+	var path string
+	for _, l := range levels {
+		for _, tbl := range l {
+			path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+		}
+	}
+	return fs, sm, path, sstLayout(t, fs, path, sm.opts.MakeReaderOptions())
+}
+
 func sstLayout(t *testing.T, fs vfs.FS, path string, ro sstable.ReaderOptions) *sstable.Layout {
 	t.Helper()
 	l, err := TableLayout(fs, path, ro)
@@ -88,24 +95,8 @@ func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
-		fs := vfs.NewMem()
-		sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		n := 2000 + rng.Intn(2000)
-		fillSM(t, sm, n)
-		if err := sm.db.Compact(context.Background(), UserPrefix, UserEnd, false); err != nil {
-			t.Fatal(err)
-		}
-		levels, _ := sm.db.SSTables()
-		var path string
-		for _, l := range levels {
-			for _, tbl := range l {
-				path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-			}
-		}
-		layout := sstLayout(t, fs, path, sm.opts.MakeReaderOptions())
+		fs, sm, path, layout := compactedTable(t, n)
 		hit := map[int]bool{}
 		for k := 0; k < 1+rng.Intn(4); k++ {
 			i := rng.Intn(len(layout.Data))
