@@ -2,7 +2,6 @@ package bitrot
 
 import (
 	"bytes"
-	"errors"
 	"math"
 	"math/rand"
 	"testing"
@@ -10,23 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/guardfs/guardtest"
 )
-
-// writeFile replaces the file at path with data, creating its directory.
-func writeFile(t *testing.T, fs vfs.FS, path string, data []byte) {
-	t.Helper()
-	if err := errors.Join(fs.MkdirAll(fs.PathDir(path), 0o755), guardtest.WriteFile(fs, path, data)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readFile(t *testing.T, fs vfs.FS, path string) []byte {
-	t.Helper()
-	b, err := guardtest.ReadFile(fs, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 // TestFlipRateAndDeterminism: the number of flipped bits matches UBER within
 // a binomial 99.9% interval, every flip is a one-bit change, lengths stay,
@@ -37,7 +19,7 @@ func TestFlipRateAndDeterminism(t *testing.T) {
 	orig := map[string][]byte{}
 	for _, p := range []string{"a/raftlog-000002.0", "a/b/000005.sst", "a/MANIFEST-000001", "c/x.bin"} {
 		d := bytes.Repeat([]byte{0x5a}, size)
-		writeFile(t, fs, p, d)
+		guardtest.MustWriteFile(t, fs, p, d)
 		orig[p] = d
 	}
 	const uber = 1e-5
@@ -47,7 +29,7 @@ func TestFlipRateAndDeterminism(t *testing.T) {
 	}
 	var diffBits int64
 	for p, d := range orig {
-		got := readFile(t, fs, p)
+		got := guardtest.MustReadFile(t, fs, p)
 		if len(got) != len(d) {
 			t.Fatalf("%s changed length", p)
 		}
@@ -69,14 +51,14 @@ func TestFlipRateAndDeterminism(t *testing.T) {
 	// Same seed, fresh copies: the same flips.
 	fs2 := vfs.NewMem()
 	for p, d := range orig {
-		writeFile(t, fs2, p, d)
+		guardtest.MustWriteFile(t, fs2, p, d)
 	}
 	rep2, err := Flip(fs2, "", uber, rand.New(rand.NewSource(7)))
 	if err != nil || rep2.Flips != rep.Flips {
 		t.Fatalf("reproduced %d flips (%v), want %d", rep2.Flips, err, rep.Flips)
 	}
 	for p := range orig {
-		if !bytes.Equal(readFile(t, fs, p), readFile(t, fs2, p)) {
+		if !bytes.Equal(guardtest.MustReadFile(t, fs, p), guardtest.MustReadFile(t, fs2, p)) {
 			t.Fatalf("%s differs between runs with the same seed", p)
 		}
 	}
@@ -93,24 +75,24 @@ func popcount(b byte) int {
 func TestSingleFaults(t *testing.T) {
 	fs := vfs.NewMem()
 	data := bytes.Repeat([]byte{0xff}, 10000)
-	writeFile(t, fs, "f", data)
+	guardtest.MustWriteFile(t, fs, "f", data)
 	if err := Zero(fs, "f", 4096, 4096); err != nil {
 		t.Fatal(err)
 	}
-	got := readFile(t, fs, "f")
+	got := guardtest.MustReadFile(t, fs, "f")
 	if !bytes.Equal(got[4096:8192], make([]byte, 4096)) || got[4095] != 0xff || got[8192] != 0xff {
 		t.Fatal("zero changed the wrong bytes")
 	}
 	if err := FlipBit(fs, "f", 3); err != nil {
 		t.Fatal(err)
 	}
-	if readFile(t, fs, "f")[0] != 0xf7 {
+	if guardtest.MustReadFile(t, fs, "f")[0] != 0xf7 {
 		t.Fatal("flip")
 	}
 	if err := Truncate(fs, "f", 5000); err != nil {
 		t.Fatal(err)
 	}
-	if len(readFile(t, fs, "f")) != 5000 {
+	if len(guardtest.MustReadFile(t, fs, "f")) != 5000 {
 		t.Fatal("truncate")
 	}
 	if err := Junk(fs, "f", 0, 100, rand.New(rand.NewSource(1))); err != nil {

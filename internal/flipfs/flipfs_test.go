@@ -2,7 +2,6 @@ package flipfs
 
 import (
 	"bytes"
-	"errors"
 	"io"
 	"math"
 	"math/rand"
@@ -13,23 +12,6 @@ import (
 	"github.com/flashmend/flashmend/internal/guardfs/guardtest"
 	"github.com/flashmend/flashmend/internal/sdfvfs"
 )
-
-// writeFile replaces the file at path with data, creating its directory.
-func writeFile(t *testing.T, fs vfs.FS, path string, data []byte) {
-	t.Helper()
-	if err := errors.Join(fs.MkdirAll(fs.PathDir(path), 0o755), guardtest.WriteFile(fs, path, data)); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func readAll(t *testing.T, fs vfs.FS, path string) []byte {
-	t.Helper()
-	b, err := guardtest.ReadFile(fs, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func countDiffBits(a, b []byte) int {
 	n := 0
@@ -49,27 +31,27 @@ func TestFlipFSRateAndKinds(t *testing.T) {
 	rand.New(rand.NewSource(seed)).Read(data)
 	for _, persistent := range []bool{false, true} {
 		inner := vfs.NewMem()
-		writeFile(t, inner, "db/000001.sst", data)
-		writeFile(t, inner, "db/000002.log", data)
+		guardtest.MustWriteFile(t, inner, "db/000001.sst", data)
+		guardtest.MustWriteFile(t, inner, "db/000002.log", data)
 		const uber = 2e-5
 		fs, err := New(inner, Options{UBER: uber, Persistent: persistent, ProtectMeta: nil, Seed: seed})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := readAll(t, fs, "db/000001.sst"); !bytes.Equal(got, data) {
+		if got := guardtest.MustReadFile(t, fs, "db/000001.sst"); !bytes.Equal(got, data) {
 			t.Fatal("flips while disabled")
 		}
 		fs.Enable(true)
 		const reads = 16
 		flipped := 0
 		for i := 0; i < reads; i++ {
-			got := readAll(t, fs, "db/000001.sst")
-			stored := readAll(t, inner, "db/000001.sst")
+			got := guardtest.MustReadFile(t, fs, "db/000001.sst")
+			stored := guardtest.MustReadFile(t, inner, "db/000001.sst")
 			flipped += countDiffBits(got, stored)
 			if !persistent && !bytes.Equal(stored, data) {
 				t.Fatal("transient flip reached the stored file")
 			}
-			if !bytes.Equal(readAll(t, fs, "db/000002.log"), readAll(t, inner, "db/000002.log")) {
+			if !bytes.Equal(guardtest.MustReadFile(t, fs, "db/000002.log"), guardtest.MustReadFile(t, inner, "db/000002.log")) {
 				t.Fatal("a non-sstable read was flipped")
 			}
 		}
@@ -79,7 +61,7 @@ func TestFlipFSRateAndKinds(t *testing.T) {
 			t.Errorf("persistent=%t: %d flips for %d bits, want %.0f", persistent, st.Flips, st.SSTBitsRead, want)
 		}
 		if persistent {
-			if d := countDiffBits(readAll(t, inner, "db/000001.sst"), data); d == 0 {
+			if d := countDiffBits(guardtest.MustReadFile(t, inner, "db/000001.sst"), data); d == 0 {
 				t.Error("persistent flips left the stored file intact")
 			}
 		} else if int64(flipped) != st.Flips {
@@ -91,7 +73,7 @@ func TestFlipFSRateAndKinds(t *testing.T) {
 func TestFlipFSProtectedMetadataAbsorbsFlips(t *testing.T) {
 	inner := vfs.NewMem()
 	data := make([]byte, 256<<10)
-	writeFile(t, inner, "n1/x/000007.sst", data)
+	guardtest.MustWriteFile(t, inner, "n1/x/000007.sst", data)
 	firstHalf := func(path string, r io.ReaderAt, size int64) ([]sdfvfs.Range, bool, error) {
 		return []sdfvfs.Range{{Off: 0, Len: size / 2}}, true, nil
 	}
@@ -101,7 +83,7 @@ func TestFlipFSProtectedMetadataAbsorbsFlips(t *testing.T) {
 	}
 	fs.Enable(true)
 	for i := 0; i < 8; i++ {
-		got := readAll(t, fs, "n1/x/000007.sst")
+		got := guardtest.MustReadFile(t, fs, "n1/x/000007.sst")
 		if countDiffBits(got[:len(got)/2], data[:len(data)/2]) != 0 {
 			t.Fatalf("read %d: a flip landed in protected metadata: %v", i, fs.Stats())
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
@@ -97,6 +98,25 @@ func ReadFile(fs vfs.FS, path string) ([]byte, error) {
 
 // WriteFile replaces the file at path with data (synced).
 func WriteFile(fs vfs.FS, path string, data []byte) error { return writeFile(fs, path, data, true) }
+
+// MustWriteFile replaces the file at path with data, creating its
+// directory, and fails t on error.
+func MustWriteFile(t testing.TB, fs vfs.FS, path string, data []byte) {
+	t.Helper()
+	if err := errors.Join(fs.MkdirAll(fs.PathDir(path), 0o755), WriteFile(fs, path, data)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// MustReadFile reads the whole file at path and fails t on error.
+func MustReadFile(t testing.TB, fs vfs.FS, path string) []byte {
+	t.Helper()
+	b, err := ReadFile(fs, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
 
 // writeFile replaces the file at path with data; damage and clones need
 // no durability (a test reads them back in the same process), so they
