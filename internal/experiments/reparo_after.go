@@ -141,6 +141,9 @@ func runReparoAfter(ctx context.Context, cfg Config) (*report.Report, error) {
 	if err := r.Table(abs); err != nil {
 		return nil, err
 	}
+	if err := afterPlots(r, points); err != nil {
+		return nil, err
+	}
 	// The paper's claim: CDR-style repairs of up to five dies cost under
 	// 10% of performance at 0.87 utilization.
 	worst := map[string]float64{}

@@ -90,6 +90,9 @@ func runReparoIdentifier(ctx context.Context, cfg Config) (*report.Report, error
 	if err := r.Table(t); err != nil {
 		return nil, err
 	}
+	if err := identifierPlots(r, runs, workers); err != nil {
+		return nil, err
+	}
 	r.Text("**What the numbers mean.** The scan's work grows with the mapping table (every extent of every file), so " +
 		"its time grows with the data on the device; CDR* reads one page per block of the failed die, so its work grows " +
 		"with the die's blocks only, and its flash reads are BlocksPerDie pages against a page-level scheme's one per " +

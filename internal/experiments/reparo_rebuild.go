@@ -119,6 +119,9 @@ func runReparoRebuild(ctx context.Context, cfg Config) (*report.Report, error) {
 	if err := r.Table(ratios); err != nil {
 		return nil, err
 	}
+	if err := rebuildPlots(r, runs); err != nil {
+		return nil, err
+	}
 	var held, moved []string
 	for _, run := range runs {
 		if run.mode == node.DieRepairReparo {
