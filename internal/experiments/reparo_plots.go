@@ -126,10 +126,11 @@ func afterPlots(r *report.Report, points []afterPoint) error {
 		if p.k == 0 {
 			base0[k] = p
 			order = append(order, k)
-			name := fmt.Sprintf("%v at %.2f", p.policy, p.util)
-			seq[k] = &report.Series{Name: name}
-			rnd[k] = &report.Series{Name: name}
-			wa[k] = &report.Series{Name: name}
+			// The higher utilization dashed.
+			name, dashed := fmt.Sprintf("%v at %.2f", p.policy, p.util), len(order) > 2
+			seq[k] = &report.Series{Name: name, Dashed: dashed}
+			rnd[k] = &report.Series{Name: name, Dashed: dashed}
+			wa[k] = &report.Series{Name: name, Dashed: dashed}
 		}
 		b, ok := base0[k]
 		if !ok || p.degraded != "" {
