@@ -133,6 +133,15 @@ func (f *FaultStore) Create(name string, data []byte) error {
 	return f.Store.Put(name, data)
 }
 
+// PutCopy implements CopyPlacer by passing the write to the inner store
+// (Put when it does not place copies).
+func (f *FaultStore) PutCopy(name string, data []byte, group string, i int) error {
+	if cp, ok := f.Store.(CopyPlacer); ok {
+		return cp.PutCopy(name, data, group, i)
+	}
+	return f.Store.Put(name, data)
+}
+
 var _ DirDeleter = (*FaultStore)(nil)
 
 // DeleteDir implements DirDeleter by passing the delete to the inner store

@@ -22,7 +22,8 @@ const metaMagic = 0x464d4d54 // "FMMT"
 // copy with the highest sequence number and rewrites any copy that is
 // missing, corrupt or stale; when no copy verifies, a bit-by-bit majority
 // vote over the three copies is used if it verifies. Copies are separate files so that, on flash,
-// they land on separate pages.
+// they land on separate pages, and on a store that places copies
+// (CopyPlacer) on separate channels, so one failed die holds at most one.
 type MetaFiles struct {
 	store Store
 }
@@ -127,7 +128,7 @@ func (m *MetaFiles) Read(name string) (MetaReadResult, error) {
 		if valid[i] && string(copies[i]) == string(good) {
 			continue
 		}
-		if err := m.store.Put(metaCopyName(name, i), good); err != nil {
+		if err := m.putCopy(name, i, good); err != nil {
 			return res, fmt.Errorf("meta %s: rewrite copy %d: %w", name, i, err)
 		}
 		res.Repaired++
@@ -160,11 +161,20 @@ func (m *MetaFiles) write(name string, seq uint64, payload []byte) error {
 		_ = invariants.Check(ok && s == seq && bytes.Equal(p, payload), "objstore: meta %s does not decode back before its write", name)
 	}
 	for i := 0; i < MetaCopies; i++ {
-		if err := m.store.Put(metaCopyName(name, i), rec); err != nil {
+		if err := m.putCopy(name, i, rec); err != nil {
 			return fmt.Errorf("meta %s: write copy %d: %w", name, i, err)
 		}
 	}
 	return nil
+}
+
+// putCopy writes copy i of name, apart from the others where the store
+// can place copies (CopyPlacer: on SDF, channels that share no die).
+func (m *MetaFiles) putCopy(name string, i int, rec []byte) error {
+	if cp, ok := m.store.(CopyPlacer); ok {
+		return cp.PutCopy(metaCopyName(name, i), rec, name, i)
+	}
+	return m.store.Put(metaCopyName(name, i), rec)
 }
 
 // Delete removes every copy of name.

@@ -191,14 +191,34 @@ func (s *SDFStore) Put(name string, data []byte) error {
 	return s.put(name, data, -1)
 }
 
-// put writes name through a temporary file renamed over it, on channel ch
-// (-1: wherever the layer places it).
+var _ CopyPlacer = (*SDFStore)(nil)
+
+// PutCopy implements CopyPlacer: copy i of group goes to channel
+// (h + i) mod channels, h a hash of the group's name, so a group's copies
+// are on as many different channels as the device has (channels share no
+// die) and the groups spread over all channels; a channel with no zone to
+// give yields to another (sdf.FS.CreatePreferring). NB: the preference is
+// not persisted (sdf's CreateOn): GC after a reopen may move a copy onto
+// another copy's channel, and the next rewrite places it apart again.
+func (s *SDFStore) PutCopy(name string, data []byte, group string, i int) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if i < 0 {
+		return base.InvalidArgumentf("sdfstore: copy %d of %s", i, group)
+	}
+	n := s.dev.Geometry().Channels
+	return s.put(name, data, int((uint64(base.CRC32C([]byte(group)))+uint64(i))%uint64(n)))
+}
+
+// put writes name through a temporary file renamed over it, preferably on
+// channel ch (-1: wherever the layer places it).
 func (s *SDFStore) put(name string, data []byte, ch int) error {
 	tmp := fmt.Sprintf("%s.tmp%d", name, s.seq.Add(1))
 	var f *sdf.File
 	var err error
 	if ch >= 0 {
-		f, err = s.fs.CreateOn(tmp, sdf.LifetimeNone, ch)
+		f, err = s.fs.CreatePreferring(tmp, sdf.LifetimeNone, ch)
 	} else {
 		f, err = s.fs.Create(tmp, sdf.LifetimeNone)
 	}

@@ -77,6 +77,17 @@ type Creator interface {
 	Create(name string, data []byte) error
 }
 
+// CopyPlacer is implemented by stores on a device with failure domains of
+// its own (an SDF store's channels, which share no die): PutCopy is Put for
+// copy i of the copies a caller keeps of one logical file (group), placed
+// so that a group's copies sit in different domains while the device has
+// that many, a preference that yields to space rather than failing the
+// write. MetaFiles puts its copies with it, so one lost die never takes
+// all of a metadata file's copies.
+type CopyPlacer interface {
+	PutCopy(name string, data []byte, group string, i int) error
+}
+
 // ErrRangeUnsupported is returned (wrapped) by RangeWriter.WriteAt when the
 // range cannot be rewritten in place.
 var ErrRangeUnsupported = errors.New("range rewrite unsupported")
