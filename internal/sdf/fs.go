@@ -296,41 +296,19 @@ func (fs *FS) replay(epoch uint64, stream []byte) error {
 		states[z] = ZoneState(s)
 	}
 	fs.zones.Rebuild(t.Masks, states)
-	var lent []*zones.Zone
-	if t.Body != nil {
-		// The body's zones stay lent to the journal until the next
-		// checkpoint is durable.
-		for c := range t.Body.Copies {
-			for _, run := range t.Body.Copies[c] {
-				z := fs.zones.All[run.Zone]
-				z.Meta, z.Body = true, true
-				z.Dies = onflash.DiesOf(run.Mask)
-				z.State, z.WP, z.Unsealed = ZoneFull, run.Pages, false
-				z.Owners, z.OwnersKnown, z.P2L = nil, nil, false
-				lent = append(lent, z)
-			}
-		}
-	}
+	// The body's zones stay lent to the journal until the next checkpoint
+	// is durable.
+	lent := fs.zones.LendBody(t.Body)
 	fs.jr.Adopt(epoch, t.Body, lent)
 	fs.ctr.recoveredPages.Add(int64(t.Recover(fs.readUnsealed(), fs.l.Geometry.PageSize)))
 	fs.nextFileID, fs.nextSeq = t.NextFileID, t.NextSeq
 	fs.adoptFiles(t)
-	fs.countLive()
-	for _, z := range fs.zones.Data() {
-		if z.Unsealed && z.State == ZoneFull {
-			// Filled before the crash but its seal never became durable:
-			// the checkpoint below holds its extents, so it is sealed.
-			z.Unsealed = false
-		}
-		if !z.Meta && z.State == ZoneOpen && z.Live == 0 && !z.Unsealed {
-			// Programmed but mapped by no file and not open for
-			// recovered appends: an older epoch's checkpoint body, or a
-			// body whose checkpoint never completed. Its pages are no data
-			// zone's (no owners, no P2L), so it takes no appends; reclaim
-			// erases it.
-			z.State = ZoneReadOnly
-		}
+	maps := make([]*extmap.Map, 0, len(fs.byID))
+	for _, ino := range fs.byID {
+		maps = append(maps, &ino.m)
 	}
+	fs.zones.CountLive(maps)
+	fs.zones.Settle()
 	return nil
 }
 
@@ -353,15 +331,6 @@ func (fs *FS) adoptFiles(t *metalog.Tables) {
 	}
 	for name, f := range t.Names {
 		fs.files[name] = inodeOf(f)
-	}
-}
-
-// countLive computes every zone's live pages from the file table.
-func (fs *FS) countLive() {
-	for _, ino := range fs.byID {
-		for _, e := range ino.m.Exts {
-			fs.zones.All[e.Zone].Live += e.N
-		}
 	}
 }
 

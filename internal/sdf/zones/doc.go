@@ -17,7 +17,9 @@
 //     metadata zones are tried for a new epoch (MetaCandidates);
 //   - the table on open (Table.Rebuild): die sets, write pointers and
 //     states from the journal's zone records and the blocks' written-page
-//     counts.
+//     counts; the replayed checkpoint body's zones lent to the journal
+//     (LendBody), live pages from the file table (CountLive), and the
+//     zones sealed or set read-only once recovery is done (Settle).
 //
 // It does no I/O but reading the blocks' state once at open (LoadBlocks),
 // and holds no lock: internal/sdf erases and programs the

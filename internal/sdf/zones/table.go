@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 )
 
@@ -480,6 +481,55 @@ func (t *Table) Rebuild(masks map[int]uint64, states map[int]State) {
 			if t.Failed[flash.DieAddr{Channel: z.Channel, Die: d}] && z.State == Open {
 				z.State = ReadOnly
 			}
+		}
+	}
+}
+
+// LendBody marks the zones holding the checkpoint body replayed at open as
+// lent to the journal (metadata, full, no owners or P2L of their own) and
+// returns them: they stay lent until the next checkpoint is durable.
+func (t *Table) LendBody(body *onflash.CheckpointBody) []*Zone {
+	if body == nil {
+		return nil
+	}
+	var lent []*Zone
+	for c := range body.Copies {
+		for _, run := range body.Copies[c] {
+			z := t.All[run.Zone]
+			z.Meta, z.Body = true, true
+			z.Dies = onflash.DiesOf(run.Mask)
+			z.State, z.WP, z.Unsealed = Full, run.Pages, false
+			z.Owners, z.OwnersKnown, z.P2L = nil, nil, false
+			lent = append(lent, z)
+		}
+	}
+	return lent
+}
+
+// CountLive adds to every zone the live pages of the extent maps (the
+// file table replayed at open).
+func (t *Table) CountLive(maps []*extmap.Map) {
+	for _, m := range maps {
+		for _, e := range m.Exts {
+			t.All[e.Zone].Live += e.N
+		}
+	}
+}
+
+// Settle finishes the table after replay and recovery at open. A zone
+// filled before the crash whose seal never became durable is sealed (the
+// checkpoint written next holds its extents). A data zone that is
+// programmed but mapped by no file and not open for recovered appends (an
+// older epoch's checkpoint body, or a body whose checkpoint never
+// completed) is read-only: its pages are no data zone's (no owners, no
+// P2L), so it takes no appends, and reclaim erases it.
+func (t *Table) Settle() {
+	for _, z := range t.Data() {
+		if z.Unsealed && z.State == Full {
+			z.Unsealed = false
+		}
+		if !z.Meta && z.State == Open && z.Live == 0 && !z.Unsealed {
+			z.State = ReadOnly
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
 	"github.com/flashmend/flashmend/internal/testseed"
 )
@@ -326,5 +327,50 @@ func TestStateString(t *testing.T) {
 	}
 	if got, want := strings.Join(names, ","), "empty,open,full,read-only,offline,zonestate(5)"; got != want {
 		t.Fatalf("%s, want %s", got, want)
+	}
+}
+
+// TestOpenFixups: the zone decisions taken at open after replay (LendBody,
+// CountLive, Settle).
+func TestOpenFixups(t *testing.T) {
+	tb := newTable(testGeometry)
+	d := tb.Data()
+	// A body in two copies over three zones.
+	body := &onflash.CheckpointBody{}
+	body.Copies[0] = []onflash.BodyRun{{Zone: d[0].ID, Mask: 0b11, Pages: 5}, {Zone: d[1].ID, Mask: 0b1111, Pages: 2}}
+	body.Copies[1] = []onflash.BodyRun{{Zone: d[2].ID, Mask: 0b101, Pages: 5}}
+	d[0].State, d[0].Unsealed, d[0].P2L = Open, true, true
+	lent := tb.LendBody(body)
+	if len(lent) != 3 || lent[0] != d[0] || lent[2] != d[2] {
+		t.Fatalf("lent %v", lent)
+	}
+	for i, want := range []struct {
+		dies []int
+		wp   int
+	}{{[]int{0, 1}, 5}, {[]int{0, 1, 2, 3}, 2}, {[]int{0, 2}, 5}} {
+		z := d[i]
+		if !z.Meta || !z.Body || z.State != Full || z.WP != want.wp || z.Unsealed || z.P2L || fmt.Sprint(z.Dies) != fmt.Sprint(want.dies) {
+			t.Fatalf("lent zone %d: %+v", i, z)
+		}
+	}
+	if tb.LendBody(nil) != nil {
+		t.Fatal("no body lent zones")
+	}
+	// Zone 3: open with live pages; 4: open, unmapped (an old body); 5:
+	// open, unmapped but unsealed (recovered appends); 6: full, unsealed.
+	d[3].State, d[4].State, d[5].State, d[6].State = Open, Open, Open, Full
+	d[5].Unsealed, d[6].Unsealed = true, true
+	m := &extmap.Map{Exts: []extmap.Extent{{Zone: d[3].ID, N: 3}, {Zone: d[6].ID, N: 2}, {Zone: d[3].ID, N: 1}}}
+	tb.CountLive([]*extmap.Map{m})
+	if d[3].Live != 4 || d[6].Live != 2 || d[4].Live != 0 {
+		t.Fatalf("live %d %d %d", d[3].Live, d[6].Live, d[4].Live)
+	}
+	tb.Settle()
+	if d[3].State != Open || d[4].State != ReadOnly || d[5].State != Open || d[6].State != Full || d[6].Unsealed || !d[5].Unsealed {
+		t.Fatalf("settled: %v %v %v %v/%t", d[3].State, d[4].State, d[5].State, d[6].State, d[6].Unsealed)
+	}
+	// Lent body zones are metadata: never made read-only by Settle.
+	if d[0].State != Full {
+		t.Fatalf("body zone settled to %v", d[0].State)
 	}
 }
