@@ -28,18 +28,25 @@ func fillChunks(t *testing.T, cs *ChunkStore, obj uint64) (int, error) {
 	return 0, nil
 }
 
-// TestRepairReserve: on each store that reports its space, new writes are
-// refused with a no-space error while the reserve is still free, and repairs
-// (a corrupt chunk rewritten, a missing one re-created) use it.
-func TestRepairReserve(t *testing.T) {
+// spaceStores are the two stores that report their space: a memory store
+// of 4 MiB and an SDF store of spaceGeometry (closed with the test).
+func spaceStores(t *testing.T) map[string]Store {
+	t.Helper()
 	sdf, err := OpenSDFStore(filepath.Join(t.TempDir(), "sdf"), SDFStoreOptions{Geometry: spaceGeometry(), Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sdf.Close()
+	t.Cleanup(func() { sdf.Close() })
 	mem := NewMemStore()
 	mem.SetCapacity(4 * base.MiB)
-	for name, st := range map[string]Store{"mem": mem, "sdf": sdf} {
+	return map[string]Store{"mem": mem, "sdf": sdf}
+}
+
+// TestRepairReserve: on each store that reports its space, new writes are
+// refused with a no-space error while the reserve is still free, and repairs
+// (a corrupt chunk rewritten, a missing one re-created) use it.
+func TestRepairReserve(t *testing.T) {
+	for name, st := range spaceStores(t) {
 		t.Run(name, func(t *testing.T) {
 			cs := NewChunkStore(st)
 			if err := cs.SetRepairReserve(0.6); !base.IsInvalidArgument(err) {
@@ -93,14 +100,7 @@ func TestRepairReserve(t *testing.T) {
 // that needs room fails with a no-space error and is counted; once room is
 // made it succeeds.
 func TestRepairOnFullDevice(t *testing.T) {
-	sdf, err := OpenSDFStore(filepath.Join(t.TempDir(), "sdf"), SDFStoreOptions{Geometry: spaceGeometry(), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sdf.Close()
-	mem := NewMemStore()
-	mem.SetCapacity(4 * base.MiB)
-	for name, st := range map[string]Store{"mem": mem, "sdf": sdf} {
+	for name, st := range spaceStores(t) {
 		t.Run(name, func(t *testing.T) {
 			cs := NewChunkStore(st)
 			n, err := fillChunks(t, cs, 2)
