@@ -400,3 +400,79 @@ func TestReadIndexGroups(t *testing.T) {
 		})
 	}
 }
+
+// TestLeaderSendsWhilePersisting holds the leader's raft log sync while it
+// persists a proposal: the followers receive and persist the entry
+// meanwhile (the leader's write overlaps theirs), and nobody applies it
+// until the leader's own copy is durable. With MaxBatch 1 the leader sends
+// only after its sync.
+func TestLeaderSendsWhilePersisting(t *testing.T) {
+	for _, batch := range []int{0, 1} {
+		t.Run(fmt.Sprintf("batch=%d", batch), func(t *testing.T) {
+			g, gfs := newGateGroup(t, batch)
+			g.until("leader", func() bool { return g.leader() != 0 })
+			lead := g.leader()
+			ctx := context.Background()
+			if err := g.nodes[lead].Propose(ctx, 1, []byte("before")); err != nil {
+				t.Fatal(err)
+			}
+			g.until("first entry applied everywhere", func() bool { return g.appliedEverywhere(1) })
+			last, err := g.nodes[lead].cfg.Log.LastIndex()
+			if err != nil {
+				t.Fatal(err)
+			}
+			gate := make(chan struct{})
+			var release sync.Once
+			open := func() {
+				release.Do(func() {
+					gfs.mu.Lock()
+					gfs.gate = nil
+					gfs.mu.Unlock()
+					close(gate)
+				})
+			}
+			t.Cleanup(open) // a failed check lets the held loop stop
+			gfs.mu.Lock()
+			gfs.gate, gfs.dir = gate, fmt.Sprintf("r%d", lead)
+			gfs.mu.Unlock()
+			if err := g.nodes[lead].Propose(ctx, 2, []byte("held")); err != nil {
+				t.Fatal(err)
+			}
+			<-gfs.entered
+			followersHave := func() bool {
+				for id, n := range g.nodes {
+					if id == lead {
+						continue
+					}
+					if li, err := n.cfg.Log.LastIndex(); err != nil || li <= last {
+						return false
+					}
+				}
+				return true
+			}
+			if batch == 0 {
+				// The clock stands still (no election can move leadership
+				// meanwhile): only the held leader's messages can bring it.
+				deadline := time.Now().Add(time.Minute)
+				for !followersHave() {
+					if time.Now().After(deadline) {
+						t.Fatal("the followers did not receive the entry while the leader's sync was held")
+					}
+					time.Sleep(time.Millisecond)
+				}
+			} else if followersHave() {
+				t.Fatal("batch 1: a follower has the entry before the leader persisted it")
+			}
+			for id, h := range g.hosts {
+				h.mu.Lock()
+				n := len(h.applied)
+				h.mu.Unlock()
+				if n != 1 {
+					t.Fatalf("r%d applied %d entries while the leader's copy was not durable", id, n)
+				}
+			}
+			open()
+			g.until("entry applied everywhere", func() bool { return g.appliedEverywhere(2) })
+		})
+	}
+}

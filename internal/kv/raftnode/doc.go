@@ -35,9 +35,15 @@
 //
 // # Invariants
 //
-//   - Invariant: nothing is sent or applied before the Ready that carries
-//     it is persisted; a Ready the log cannot persist stops the loop (Run
-//     returns its error) and the replica takes no further part.
+//   - Invariant: nothing is applied, and no follower or candidate sends
+//     anything, before the Ready that carries it is persisted; a Ready
+//     the log cannot persist stops the loop (Run returns its error) and
+//     the replica takes no further part. The leader sends a Ready that
+//     changes neither term nor vote while it persists it (Raft thesis
+//     10.2.1, as etcd's server does; MaxBatch 1 does not): its log write
+//     overlaps the followers', and since the loop steps their replies only
+//     after the Ready is persisted, nothing commits on a copy of the
+//     leader's that is not durable.
 //   - A replica under a vote floor never votes for, or helps elect, a
 //     candidate whose log ends before the floor.
 //   - Ticks, timeouts and backoffs are on Config.Clock (base.After,
