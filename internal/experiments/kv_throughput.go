@@ -211,9 +211,9 @@ func kvThroughputReport(cfg Config, p kvtpPlan, systems []*kvtpSystem, cases []k
 	}
 	r.Text("Issue 14. Three systems run in this one process, each on real files with their syncs in a temporary directory of "+
 		"the same file system: the KV store as it runs by default (3 nodes on loopback gRPC, shards cut at g, n and t, three replicas "+
-		"each, Pebble and the duplicated raft log per replica; batched: group commit of raft log syncs and one raft read index per group of "+
-		"queued strong reads), the same KV store unbatched (kv.Options.ProposalBatch 1: one raft Ready, so one raft log write "+
-		"with its syncs, per proposal, and one raft read index per strong read, as before), and a "+
+		"each, Pebble and the duplicated raft log per replica; batched: group commit of raft log syncs, one raft read index per group of "+
+		"queued strong reads, and the leader sending a Ready while it persists it), the same KV store unbatched (kv.Options.ProposalBatch 1: one raft Ready, so one raft log write "+
+		"with its syncs, per proposal, persisted before it is sent, and one raft read index per strong read, as before), and a "+
 		"3-member etcd embedded in the process (internal/coord/etcdstore, the coordinator's store) through its Go client. "+
 		"`flashmend bench --kv`'s load generator (internal/bench RunKV) drives each: %d keys of %d B values, loaded first; "+
 		"puts write random keys, gets are linearizable (the KV store's Strong read, etcd's default) and every value read is compared "+
