@@ -472,6 +472,12 @@ func datapathReport(cfg Config, pl datapathPlan, runs [][]datapathRun, kvRuns []
 	}
 	r.Text("Issue 14. One process runs a 6-node cluster (coordinator with embedded etcd, nodes on plain files in a temporary directory without fsync, so the data is in the page cache, without the repair reserve, which the machine's shared disk would otherwise eat into; every node also hosts the KV store) and `flashmend bench`'s load generator (internal/bench) through the Go client: every GET's bytes are compared with what was put. Objects of %d MiB; each case runs %s, %d repetitions, cases interleaved within each repetition; figures are medians (min-max). The limits are measured in the same run, each right after its case: for a GET the single-threaded read of the pack files that run read (every replica or shard on every node), once to warm the cache and once timed (page cache); for a PUT the single-threaded write of the bytes the nodes store for one object, one new file per replica or shard (three, or six) appended in 64 KiB writes as the nodes' packs are, in the same file system (file write); both in object bytes per second. CPU per GB is the whole process's user+system CPU (client, nodes and coordinator share it) over the bytes moved. Machine: %d CPUs, shared with other work (load average at start: %s); nothing else is controlled, so the absolute figures move with the load, the ratios less.",
 		pl.SizeBytes>>20, pl.Duration, pl.Repetitions, runtime.NumCPU(), load)
+	r.Text("Two of issue 14's targets are measured by reports of their own, each side by side in one run: the SDF layer's " +
+		"sequential read against the emulated device's raw read at 1 to 44 channels, and at UBER 1e-7 against its error-free " +
+		"read, with each read's CPU-s per GB and a profile ([sdf](sdf.md), `flashmend experiments run sdf`); the KV store's " +
+		"puts and strong gets at concurrency 1, 16 and 64 against a 3-member etcd in the same process " +
+		"([kv-throughput](kv-throughput.md), `flashmend experiments run kv-throughput`). The KV rows below are the KV " +
+		"store this cluster's nodes host, measured in this run.")
 	var getRep1 [3]float64 // median throughput of single-client GET by redundancy
 	rows := [][]string{}
 	for k, dc := range pl.Cases {
