@@ -179,10 +179,13 @@ const kvRepairSettle = time.Second
 // patched; the raft log's other copy, or the peers at the next open, hold
 // its records), and each checks its own content (block and fragment
 // checksums, a sidecar's framing), so the zeros that take the ranges' place
-// are refused like the dead die's pages were, never read as data. Pebble's
-// MANIFEST, OPTIONS and markers (guardfs's copies) and sdfvfs's shadows are
-// left to the layers that keep their copies: their ranges stay on the die
-// and the die's repair reports them.
+// are refused like the dead die's pages were, never read as data. First,
+// the files sdfvfs keeps two copies of (Pebble's MANIFEST, OPTIONS, CURRENT
+// and markers, their shadows, sstables' range copies) are rewritten off the
+// die from their other copy (sdfvfs.FS.RetireCopies), without waiting for a
+// read to find the damage; NB: before the zeros, so that no range copy is
+// made again from a range the die took. guardfs's own copies (.guardfs/m.*)
+// are restored by guardfs when it next reads them.
 func (n *Node) retireKV(ctx context.Context, die flash.DieAddr, id base.ShardID, r *kv.Replica) {
 	lr, ok := n.inner.(objstore.LossRetirer)
 	if !ok {
@@ -209,11 +212,29 @@ func (n *Node) retireKV(ctx context.Context, die flash.DieAddr, id base.ShardID,
 		}
 		break
 	}
+	n.kv.mu.Lock()
+	vfs := n.kv.flashFS
+	n.kv.mu.Unlock()
+	if vfs != nil {
+		ret, err := vfs.RetireCopies(die)
+		if err != nil {
+			n.cfg.Logf("node %s: die %s: kv %s: rewriting Pebble's copied files off the die: %v", n.id, die, id, err)
+		} else if ret.Ranges > 0 || ret.RangeCopies > 0 || ret.Unrepairable > 0 {
+			n.history.record(KindDieRepaired, nil, fmt.Sprintf("die %s: Pebble's copied files: %s", die, ret))
+		}
+	}
+	// An sstable's footer and index blocks on the die are still in its
+	// range copy (the reads served them from it): they go back in place of
+	// the zeros, or the table would no longer open.
+	var fill objstore.RetireFill
+	if vfs != nil {
+		fill = func(name string, off int64, buf []byte) { vfs.FillFromRangeCopy(name, off, buf) }
+	}
 	ranges, bytes, err := lr.RetireLost(die, n.dies.method, func(name string) bool {
 		s, ok := kvShardOfFile(name)
 		return ok && s == id && !strings.HasPrefix(name, ".sdfvfs/") &&
 			(strings.HasSuffix(name, ".sst") || strings.Contains(name, "/raft/"))
-	})
+	}, fill)
 	if err != nil {
 		n.cfg.Logf("node %s: die %s: kv %s: retiring its ranges on the die: %v", n.id, die, id, err)
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/sdfvfs"
 )
 
 // TestKVOnFlashDieFailure: nodes on emulated flash keep their KV replicas
@@ -141,9 +142,12 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	}
 	waitUntil(t, "replicas equal", 60*time.Second, func() bool {
 		var sums []uint32
-		for _, n := range nodes {
+		for i, n := range nodes {
 			crc, _, _, err := n.KV().Replica(shard).ContentChecksum()
 			if err != nil {
+				if time.Now().Unix()%10 == 0 {
+					t.Logf("node %d's replica: content checksum: %v", i+1, err)
+				}
 				return false
 			}
 			sums = append(sums, crc)
@@ -174,6 +178,23 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 		return names
 	}
 	waitUntil(t, "the replica's sstable and raft log ranges retired off the die", 60*time.Second, func() bool { return len(onDie()) == 0 })
+	// And so are the files sdfvfs keeps two copies of (the MANIFEST,
+	// OPTIONS, markers, their shadows, the sstables' range copies): each
+	// rewritten from its other copy, not left for a read to find.
+	copiesOnDie := func() (names []string) {
+		loss, err := st.LostOnDie(die, reparo.IdentifyCDRStar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range loss.OtherFiles {
+			if id, ok := kvShardOfFile(f); ok && id == shard && !strings.Contains(f, ".guardfs/") &&
+				(strings.HasPrefix(f, ".sdfvfs/") || sdfvfs.DefaultDuplicateFile(f)) {
+				names = append(names, f)
+			}
+		}
+		return names
+	}
+	waitUntil(t, "Pebble's copied files retired off the die", 60*time.Second, func() bool { return len(copiesOnDie()) == 0 })
 	if loss, err := st.LostOnDie(die, reparo.IdentifyCDRStar); err == nil {
 		t.Logf("left on the die after the repair: %d ranges in %v", loss.Ranges, loss.OtherFiles)
 	}
@@ -197,9 +218,12 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	r1 := n1.KV().Replica(shard)
 	waitUntil(t, "replicas equal after node 1's restart", 90*time.Second, func() bool {
 		var sums []uint32
-		for _, n := range nodes {
+		for i, n := range nodes {
 			crc, _, _, err := n.KV().Replica(shard).ContentChecksum()
 			if err != nil {
+				if time.Now().Unix()%10 == 0 {
+					t.Logf("node %d's replica: content checksum: %v", i+1, err)
+				}
 				return false
 			}
 			sums = append(sums, crc)

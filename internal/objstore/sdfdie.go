@@ -34,8 +34,17 @@ var _ DieReporter = (*SDFStore)(nil)
 // failed die held whose content a layer above has restored from elsewhere
 // and no longer needs from this file (see SDFStore.RetireLost).
 type LossRetirer interface {
-	RetireLost(d flash.DieAddr, m reparo.Method, keep func(name string) bool) (ranges int, bytes int64, err error)
+	RetireLost(d flash.DieAddr, m reparo.Method, keep func(name string) bool, fill RetireFill) (ranges int, bytes int64, err error)
 }
+
+// RetireFill, when not nil, writes into buf (bytes [off, off+len(buf)) of
+// the file name, zeros when called) the bytes a layer above still holds
+// elsewhere, in a copy it checks: RetireLost writes them back in place of
+// the zeros. For the metadata a file keeps a partial copy of (an sstable's
+// footer and index blocks in sdfvfs's range copy): the die's page held
+// them with other bytes, the copy holds only them, so the read path serves
+// them but cannot rewrite the page, and zeros would take them for good.
+type RetireFill func(name string, off int64, buf []byte)
 
 var _ LossRetirer = (*SDFStore)(nil)
 
@@ -181,9 +190,10 @@ func BlobOfFile(name string) (BlobRef, bool) {
 // log copy is whole in its other copy or in the peers' logs): their own
 // checksums (Pebble's block checksums, the raft log's fragment checksums,
 // guardfs's framing) refuse the zeros if they are ever read, exactly as
-// they refused the dead die's pages, and no layer takes them for data. It
-// returns the ranges and bytes it retired.
-func (s *SDFStore) RetireLost(d flash.DieAddr, m reparo.Method, keep func(name string) bool) (ranges int, bytes int64, err error) {
+// they refused the dead die's pages, and no layer takes them for data.
+// fill (may be nil) puts back in the zeros what a copy elsewhere still
+// holds of a range. It returns the ranges and bytes it retired.
+func (s *SDFStore) RetireLost(d flash.DieAddr, m reparo.Method, keep func(name string) bool, fill RetireFill) (ranges int, bytes int64, err error) {
 	for _, w := range reparo.Windows(s.fs.MaxFileID(), identifyWindowFiles) {
 		rs, _, err := s.fs.Identify(d, m, w)
 		if err != nil {
@@ -201,7 +211,11 @@ func (s *SDFStore) RetireLost(d flash.DieAddr, m reparo.Method, keep func(name s
 			if end <= r.Off {
 				continue
 			}
-			if err := s.fs.RewriteRange(r.Name, r.Off, make([]byte, end-r.Off)); err != nil {
+			buf := make([]byte, end-r.Off)
+			if fill != nil {
+				fill(r.Name, r.Off, buf)
+			}
+			if err := s.fs.RewriteRange(r.Name, r.Off, buf); err != nil {
 				if errors.Is(err, sdf.ErrNotExist) {
 					continue
 				}

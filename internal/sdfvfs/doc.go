@@ -39,6 +39,10 @@
 //     generation files raftlog-G.0 and raftlog-G.1, and their .tmp names):
 //     copies a caller keeps itself are pinned to the channels a file and
 //     its shadow would get, so no die holds a page of both.
+//   - Retirement off a failed die (RetireCopies): what the die held of a
+//     duplicated file, a shadow or a range copy is rewritten from the other
+//     copy at once, not when a read finds it (Reparo 6: nothing stays
+//     mapped to a dead die); other files' ranges are the layers above's.
 //   - The conversion of sdf corruption into Pebble corruption: a read that
 //     fails sdf's page verification and has no intact copy returns an error
 //     marked with pebble.ErrCorruption (cockroachdb/errors.Mark), which also

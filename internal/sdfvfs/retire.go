@@ -192,3 +192,26 @@ func (fs *FS) redoRangesLocked(p string, onDie []Range) (ok bool, err error) {
 	}
 	return true, nil
 }
+
+// FillFromRangeCopy writes into buf, which holds bytes [off, off+len(buf))
+// of the file at name, every byte its range copy holds of them in a
+// verified record, and reports how many (for objstore.RetireLost: the
+// metadata ranges of an sstable whose page a failed die took are served
+// from the copy on reads, but a whole page cannot be rewritten from it, so
+// a page retired with zeros keeps them this way). Bytes no record holds
+// are left as they are.
+func (fs *FS) FillFromRangeCopy(name string, off int64, buf []byte) int {
+	recs, err := fs.loadRanges(name)
+	if err != nil {
+		return 0
+	}
+	end, filled := off+int64(len(buf)), 0
+	for _, r := range recs {
+		lo, hi := max(off, r.Off), min(end, r.End())
+		if !r.ok || lo >= hi {
+			continue
+		}
+		filled += copy(buf[lo-off:hi-off], r.data[lo-r.Off:hi-r.Off])
+	}
+	return filled
+}

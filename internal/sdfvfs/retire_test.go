@@ -142,3 +142,59 @@ func TestRetireCopiesOffFailedDie(t *testing.T) {
 		}
 	}
 }
+
+// TestFillFromRangeCopy: the bytes of a window that the file's range copy
+// holds are written into it from the copy, the rest are left as they were
+// (objstore.RetireLost's zeros); a file without a range copy fills nothing.
+func TestFillFromRangeCopy(t *testing.T) {
+	rng := testseed.Rand(t, "SDFVFS_SEED")
+	dev := memDevice(t, flash.Options{Seed: rng.Int63()})
+	meta := []Range{{Off: 0, Len: 4096}, {Off: 20_000, Len: 9_000}}
+	fs := mount(t, dev, false, Options{MetadataRanges: func(p string, _ io.ReaderAt, _ int64) ([]Range, bool, error) {
+		return meta, strings.HasSuffix(p, ".sst"), nil
+	}})
+	data := make([]byte, 60_000)
+	rng.Read(data)
+	for _, name := range []string{"t.sst", "t.log"} {
+		f, err := fs.Create(name, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inMeta := func(off int64) bool {
+		for _, r := range meta {
+			if r.Off <= off && off < r.Off+r.Len {
+				return true
+			}
+		}
+		return false
+	}
+	for _, w := range []Range{{Off: 0, Len: 8192}, {Off: 16_384, Len: 16_384}, {Off: 40_960, Len: 4096}, {Off: 28_000, Len: 32_000}} {
+		buf := make([]byte, w.Len)
+		n := fs.FillFromRangeCopy("t.sst", w.Off, buf)
+		want := 0
+		for i := range buf {
+			off := w.Off + int64(i)
+			if inMeta(off) {
+				want++
+				if buf[i] != data[off] {
+					t.Fatalf("window %v: byte %d not filled from the copy", w, off)
+				}
+			} else if buf[i] != 0 {
+				t.Fatalf("window %v: byte %d outside the copy's ranges written", w, off)
+			}
+		}
+		if n != want {
+			t.Fatalf("window %v: filled %d bytes, want %d", w, n, want)
+		}
+		if k := fs.FillFromRangeCopy("t.log", w.Off, make([]byte, w.Len)); k != 0 {
+			t.Fatalf("a file without a range copy filled %d bytes", k)
+		}
+	}
+}
