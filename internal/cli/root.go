@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/crashpoint"
 )
 
 // Version is the flashmend release; set with -ldflags at release time.
@@ -18,6 +19,14 @@ var Version = "0.1.0-dev"
 // Main runs the command line with args and returns the process exit code:
 // 0 on success, 2 on a usage or invalid-argument error, 1 otherwise.
 func Main(args []string, stdout, stderr io.Writer) int {
+	// A crash point armed by the harness (FLASHMEND_CRASHPOINT); a
+	// malformed one stops the process before it does anything.
+	if spec, ok, err := crashpoint.ArmFromEnv(); err != nil {
+		fmt.Fprintln(stderr, "flashmend:", err)
+		return 2
+	} else if ok {
+		fmt.Fprintf(stderr, "flashmend: crash point %s armed\n", spec)
+	}
 	root := NewRoot(stdout, stderr)
 	root.SetArgs(args)
 	err := root.Execute()

@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
@@ -192,6 +193,7 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 			return err
 		}
 	}
+	crashpoint.Hit("chunk-data")
 	rec := sumsrec.Encode(id, len(data), sums)
 	if invariants.Enabled {
 		// Checksum before the write: the record decodes back to what it
@@ -203,6 +205,7 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 	if err := c.writeRecord(id, rec); err != nil {
 		return err
 	}
+	crashpoint.Hit("chunk-sums")
 	c.c.chunksWritten.Add(1)
 	c.c.bytesWritten.Add(written)
 	if repair {
@@ -401,6 +404,7 @@ func (c *ChunkStore) PutBlobInfo(info BlobInfo) error {
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit("index-update")
 	// Entries are immutable (one per object version and shard): no need to
 	// read the old copies for a sequence number.
 	return c.meta.WriteNew(infoName(info.Object, info.Version, info.Shard), b)

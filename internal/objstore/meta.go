@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/invariants"
 )
@@ -164,6 +165,7 @@ func (m *MetaFiles) write(name string, seq uint64, payload []byte) error {
 		if err := m.putCopy(name, i, rec); err != nil {
 			return fmt.Errorf("meta %s: write copy %d: %w", name, i, err)
 		}
+		crashpoint.HitIf(i < MetaCopies-1, "meta-copy")
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/invariants"
 )
 
@@ -616,12 +617,14 @@ func (l *Log) rewriteLocked(gen uint64) error {
 			return fmt.Errorf("raftlog: sync generation %d: %w", gen, err)
 		}
 	}
+	crashpoint.Hit("raftlog-rewrite")
 	for i := range files {
 		from := l.opts.FS.PathJoin(l.opts.Dir, fileName(gen, i)+tmpSuffix)
 		if err := l.opts.FS.Rename(from, l.opts.FS.PathJoin(l.opts.Dir, fileName(gen, i))); err != nil {
 			closeAll()
 			return fmt.Errorf("raftlog: rename generation %d: %w", gen, err)
 		}
+		crashpoint.HitIf(i == 0, "raftlog-rename")
 	}
 	if err := syncDir(l.opts.FS, l.opts.Dir); err != nil {
 		closeAll()
@@ -692,6 +695,7 @@ func (l *Log) writeLocked(recs []decoded) error {
 	if err != nil {
 		return err
 	}
+	crashpoint.Hit("raftlog-append")
 	// NB: copy i+1 is written only after copy i is synced. A crash then
 	// tears at most one copy, and copy 0 first: bytes present in a later
 	// copy mean copy 0 held that record whole, so a record bad in every
@@ -707,7 +711,9 @@ func (l *Log) writeLocked(recs []decoded) error {
 			l.failed = fmt.Errorf("raftlog: sync copy %d: %w", i, err)
 			return l.failed
 		}
+		crashpoint.HitIf(i == 0, "raftlog-copy")
 	}
+	crashpoint.Hit("raftlog-synced")
 	if invariants.Enabled {
 		// Checksum before the write, verify after: what was just written
 		// must parse back into exactly these records.
@@ -782,6 +788,7 @@ func (l *Log) Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot) err
 	if len(recs) == 0 {
 		return nil
 	}
+	crashpoint.HitIf(len(recs) == 1 && recs[0].kind == recHardState, "raftlog-hardstate")
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.writeLocked(recs)

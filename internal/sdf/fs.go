@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
@@ -494,6 +495,7 @@ func (fs *FS) resetZone(z *zones.Zone) error {
 	}
 	fs.mu.Unlock()
 	fs.chans[z.Channel].Do(ops...)
+	crashpoint.Hit("sdf-zone-erased")
 	var dies []int
 	var errs []error
 	var failedOps []*channels.Op

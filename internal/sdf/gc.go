@@ -3,6 +3,7 @@ package sdf
 import (
 	"errors"
 
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
@@ -145,6 +146,7 @@ func (fs *FS) relocate(ino *inode, e extmap.Extent, hint Lifetime) (bool, error)
 		if err := fs.writePages(ino, hint, e.FilePage+uint64(k), data[k*ps:j*ps], lv, writeGC, expect[k:j]); err != nil {
 			return false, err
 		}
+		crashpoint.Hit("sdf-gc-move")
 		fs.ctr.gcPages.Add(int64(j - k))
 		k = j
 	}

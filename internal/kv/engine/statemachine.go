@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/invariants"
 )
@@ -382,6 +383,7 @@ func (sm *StateMachine) ApplyWrite(index, term uint64, b *kvpb.WriteBatch) error
 	if err := batch.Commit(pebble.NoSync); err != nil {
 		return Classify(err)
 	}
+	crashpoint.Hit("kv-apply")
 	sm.setState(next)
 	if !ok {
 		return ErrConditionFailed
@@ -661,6 +663,7 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 			return base.CorruptionErrorf("kv: patched range %s reads back %d rows, patch had %d", r, len(got), len(in))
 		}
 	}
+	crashpoint.Hit("patch-applied")
 	if err := sm.SetApplied(index, term); err != nil {
 		return err
 	}
@@ -771,6 +774,7 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, hold fu
 			release(keep)
 		}()
 	}
+	crashpoint.Hit("patch-ingest")
 	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
 		return Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
 	}

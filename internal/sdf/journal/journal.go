@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf/channels"
 	"github.com/flashmend/flashmend/internal/sdf/metalog"
@@ -219,6 +220,7 @@ func (j *Journal) writeMetaPages(stream []byte) error {
 		if err := errors.Join(errs...); err != nil {
 			return fmt.Errorf("sdf: metadata write: %w", err)
 		}
+		crashpoint.Hit("sdf-meta-page")
 	}
 	return nil
 }
@@ -258,6 +260,7 @@ func (j *Journal) checkpointLocked(keep []*zones.Zone) error {
 		b, err := j.writeBody(j.epoch, records)
 		switch {
 		case err == nil:
+			crashpoint.Hit("sdf-checkpoint-body")
 			body = b
 			root = append(append(append([]byte(nil), super...), b.rec.Record()...), done...)
 		case inlinePages > j.metaZonePages():
@@ -319,6 +322,7 @@ func (j *Journal) checkpointLocked(keep []*zones.Zone) error {
 			continue
 		}
 		j.Stats.Checkpoints.Add(1)
+		crashpoint.Hit("sdf-checkpoint")
 		old := j.body
 		j.body = body
 		j.host.Lock()
