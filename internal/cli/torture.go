@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/experiments"
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/torture"
@@ -155,6 +156,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		cmd.AddCommand(c)
 	}
 	cmd.AddCommand(newNemesisCmd())
+	cmd.AddCommand(newCrashPointsCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:    "cell",
 		Short:  "Run one KV cell named by " + torture.CellEnv + " (the harness's child process)",
@@ -258,5 +260,97 @@ non-zero when a check failed.`,
 	f.IntVar(&opts.ObjClients, "obj-clients", 2, "concurrent object clients")
 	f.IntVar(&opts.ObjSize, "obj-size", 256<<10, "largest object in bytes")
 	f.DurationVar(&opts.CheckTimeout, "check-timeout", 2*time.Minute, "bound of the linearizability check")
+	return cmd
+}
+
+// newCrashPointsCmd is `flashmend torture crashpoints`: a node process
+// crashed at each named persistence step and restarted from its disk
+// (internal/crashpoint, internal/torture/nemesis.RunCrashPoints).
+func newCrashPointsCmd() *cobra.Command {
+	var (
+		opts   nemesis.CrashOptions
+		out    string
+		points string
+	)
+	cmd := &cobra.Command{
+		Use:   "crashpoints",
+		Short: "Crash a node process at each persistence step, restart it from its disk, check nothing acknowledged is lost (writes crashpoints-<store>.md)",
+		Long: `crashpoints starts a coordinator and --nodes storage nodes, each its own
+process of this binary, and KV and object clients. For each crash point
+(internal/crashpoint: raft log append and copies, chunk data and sums,
+object index entry and its metadata copies, KV apply and patch ingest, SDF
+journal page and checkpoint, GC move, zone erase) in turn it restarts one
+node armed with FLASHMEND_CRASHPOINT=<point>@<n>, waits until the node
+kills itself there (or --bound passes: not reached), restarts it unarmed
+from what was on its disk, and checks that it rejoins, that every object
+reads back as its last acknowledged put or a put in flight (never absent
+or other bytes), that a scrub finds what the crashed node lost, and that
+the KV history is linearizable (porcupine). It writes
+<out>/crashpoints-<store>.md and exits non-zero when a check failed.`,
+		Example: `  flashmend torture crashpoints --seed 7
+  flashmend torture crashpoints --store file --points raftlog-copy,chunk-sums --out /tmp/cp`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			exe, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			if points != "" {
+				opts.Points = strings.Split(points, ",")
+			}
+			if opts.Seed == 0 {
+				opts.Seed = time.Now().UnixNano()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture crashpoints: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
+			dir, err := os.MkdirTemp("", "flashmend-crashpoints-")
+			if err != nil {
+				return err
+			}
+			opts.Argv, opts.Dir = []string{exe}, dir
+			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			res, err := nemesis.RunCrashPoints(cmd.Context(), opts)
+			if base.IsInvalidArgument(err) {
+				_ = os.RemoveAll(dir) // nothing ran
+				return err
+			}
+			if err != nil {
+				return fmt.Errorf("torture crashpoints: %w (processes' logs in %s)", err, dir)
+			}
+			name := "crashpoints-" + opts.Store
+			rep, err := report.New(name, "Crash points: a node killed at each persistence step and restarted from its disk")
+			if err != nil {
+				return err
+			}
+			rep.Text("%s", res.Markdown())
+			command := fmt.Sprintf("flashmend torture crashpoints --store %s --seed %d --nodes %d --device-size %s --warmup %v --bound %v --max-at %d",
+				opts.Store, opts.Seed, opts.Nodes, opts.DeviceSize, opts.Warmup, opts.Bound, opts.MaxAt)
+			if points != "" {
+				command += " --points " + points
+			}
+			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture crashpoints: wrote %s in %v (seed %d)\n", filepath.Join(out, name+".md"), res.Elapsed.Round(time.Second), opts.Seed)
+			if !res.Passed() {
+				return fmt.Errorf("torture crashpoints: a check failed (see %s; processes' logs in %s)", filepath.Join(out, name+".md"), dir)
+			}
+			return os.RemoveAll(dir)
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&opts.Seed, "seed", 0, "seed of the victims, hit counts and workloads (0: from the clock, printed)")
+	f.StringVar(&out, "out", "docs/results", "directory for crashpoints-<store>.md")
+	f.StringVar(&opts.Store, "store", "sdf", "nodes' store: sdf (emulated flash, KV replicas on it too) or file (plain files)")
+	f.StringVar(&opts.DeviceSize, "device-size", "256MiB", "each node's emulated flash device (--store sdf)")
+	f.IntVar(&opts.Nodes, "nodes", 6, "storage nodes (at least 4; 6 or more also stores EC objects)")
+	f.StringVar(&points, "points", "", "crash points, comma separated, in order (default all: "+strings.Join(crashpoint.Names(), ",")+")")
+	f.DurationVar(&opts.Warmup, "warmup", 4*time.Second, "workload before each arming")
+	f.DurationVar(&opts.Bound, "bound", time.Minute, "how long an armed node may run without reaching its point (then: not reached)")
+	f.IntVar(&opts.MaxAt, "max-at", 3, "the hit to crash at is drawn from 1..max-at")
+	f.IntVar(&opts.KVClients, "kv-clients", 3, "concurrent KV clients")
+	f.IntVar(&opts.Keys, "keys", 4, "KV registers the clients share")
+	f.IntVar(&opts.ObjClients, "obj-clients", 2, "concurrent object clients (each overwrites --obj-keys objects of its own)")
+	f.IntVar(&opts.ObjKeys, "obj-keys", 6, "objects each object client overwrites in turn")
+	f.IntVar(&opts.ObjSize, "obj-size", 256<<10, "largest object in bytes")
 	return cmd
 }

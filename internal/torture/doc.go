@@ -25,6 +25,12 @@
 //     write errors at run time).
 //   - nemesis (its own package): processes killed, paused and cut off
 //     while clients record histories, with porcupine's check.
+//   - Crash points (`flashmend torture crashpoints`, nemesis.RunCrashPoints
+//     on the points of internal/crashpoint): a node process restarted
+//     armed at one persistence step kills itself there and is restarted
+//     from its disk; every acknowledged object and KV write must survive,
+//     nothing half-written may be read, the node must rejoin
+//     (docs/results/crashpoints-sdf.md).
 //
 // # Invariants
 //

@@ -32,5 +32,28 @@
 // (the cluster did not start); a fault that could not be injected or
 // healed, and every check that failed, are in the Result.
 //
+// Crash points (RunCrashPoints, `flashmend torture crashpoints`) reuse the
+// same processes, clients and checker: for each point of
+// internal/crashpoint in turn, one node (drawn from the seed) is stopped
+// cleanly and restarted with FLASHMEND_CRASHPOINT=<point>@<n>, kills
+// itself at the point's n-th hit (or runs CrashOptions.Bound without
+// reaching it: not reached), and is restarted unarmed from its disk.
+// Then it must rejoin, every register must answer a strong read, every
+// object must read back as its last acknowledged put or a put not
+// acknowledged since (the object clients overwrite a few keys each, so
+// old versions become garbage for the SDF layer's GC; never absent after
+// an acknowledgement, never other bytes), a scrub of every object counts
+// the chunks the crashed node had lost or torn (outcome "repaired"), and
+// the KV history so far must be linearizable. One cluster serves every
+// point: the checks after a point cover everything acknowledged since the
+// run began. Two points need a workload of their own to be reached: while
+// sdf-gc-move is armed, clients churn 4 MiB objects over a small live set
+// until the devices run short of empty zones (host GC then moves pages);
+// while patch-ingest or patch-applied is armed, the victim's replicas get
+// sstable blocks damaged (KVAdmin CorruptBlock) and read (eventual reads),
+// so that they detect the damage and have it patched through raft. A
+// point armed at a later hit and not reached is armed once more at its
+// first (a log's rewrite is hit once per replica, at open).
+//
 // Not yet: filling a device, partitions between clients and nodes.
 package nemesis

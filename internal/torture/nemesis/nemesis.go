@@ -375,10 +375,7 @@ func (h *harness) startCoordinator(ctx context.Context) error {
 func (h *harness) startNode(ctx context.Context, n *nodeProc) error {
 	var lastErr error
 	for attempt := 0; attempt < 5; attempt++ {
-		p, err := startProc(fmt.Sprintf("node %d", n.id), h.opts.Argv, n.dir+".log",
-			"node", "--dir", n.dir, "--coordinator", h.ep, "--id", strconv.Itoa(int(n.id)), "--listen", n.addr,
-			"--metrics", "off", "--repair-reserve", "0", "--nemesis-control", "127.0.0.1:0",
-			"--store", h.opts.Store, "--device-size", h.opts.DeviceSize)
+		p, err := startProc(fmt.Sprintf("node %d", n.id), h.opts.Argv, n.dir+".log", h.nodeArgs(n)...)
 		if err != nil {
 			return err
 		}
@@ -396,6 +393,13 @@ func (h *harness) startNode(ctx context.Context, n *nodeProc) error {
 		time.Sleep(time.Second)
 	}
 	return fmt.Errorf("nemesis: node %d did not start: %w", n.id, lastErr)
+}
+
+// nodeArgs are the arguments that start (or restart) node n.
+func (h *harness) nodeArgs(n *nodeProc) []string {
+	return []string{"node", "--dir", n.dir, "--coordinator", h.ep, "--id", strconv.Itoa(int(n.id)), "--listen", n.addr,
+		"--metrics", "off", "--repair-reserve", "0", "--nemesis-control", "127.0.0.1:0",
+		"--store", h.opts.Store, "--device-size", h.opts.DeviceSize}
 }
 
 func (h *harness) kvAnswers(ctx context.Context) bool {

@@ -29,6 +29,13 @@ type proc struct {
 // (and, with its standard error, appended to logPath). The process dies
 // with the harness (Pdeathsig), so nothing outlives a killed run.
 func startProc(name string, argv []string, logPath string, args ...string) (*proc, error) {
+	return startProcEnv(name, argv, logPath, nil, args...)
+}
+
+// startProcEnv is startProc with env (KEY=value) added to the process's
+// environment, after the caller's FLASHMEND_* variables are dropped (the
+// crash-point harness arms a node with one).
+func startProcEnv(name string, argv []string, logPath string, env []string, args ...string) (*proc, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
@@ -44,6 +51,7 @@ func startProc(name string, argv []string, logPath string, args ...string) (*pro
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
