@@ -343,7 +343,7 @@ the KV history is linearizable (porcupine). It writes
 	f.StringVar(&opts.Store, "store", "sdf", "nodes' store: sdf (emulated flash, KV replicas on it too) or file (plain files)")
 	f.StringVar(&opts.DeviceSize, "device-size", "256MiB", "each node's emulated flash device (--store sdf)")
 	f.IntVar(&opts.Nodes, "nodes", 6, "storage nodes (at least 4; 6 or more also stores EC objects)")
-	f.StringVar(&points, "points", "", "crash points, comma separated, in order (default all: "+strings.Join(crashpoint.Names(), ",")+")")
+	f.StringVar(&points, "points", "", "crash points, comma separated, in order (default all but, with --store file, the sdf-* ones: "+strings.Join(crashpoint.Names(), ",")+")")
 	f.DurationVar(&opts.Warmup, "warmup", 4*time.Second, "workload before each arming")
 	f.DurationVar(&opts.Bound, "bound", time.Minute, "how long an armed node may run without reaching its point (then: not reached)")
 	f.IntVar(&opts.MaxAt, "max-at", 3, "the hit to crash at is drawn from 1..max-at")

@@ -47,7 +47,7 @@ func TestCrashPointRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Log("\n" + res.Markdown())
+	t.Log(res.Summary() + "\n" + res.Markdown())
 	if !res.Passed() {
 		for _, f := range []string{"coordinator.log", "node-1.log", "node-2.log", "node-3.log", "node-4.log"} {
 			if b, err := os.ReadFile(filepath.Join(dir, f)); err == nil && len(b) > 0 {
