@@ -57,6 +57,15 @@ var _ WearReporter = (*SDFStore)(nil)
 
 const sdfFormattedMarker = "sdf-formatted"
 
+// sdfFormattingMarker is the format intent: written durably before a blank
+// device is formatted and removed once sdfFormattedMarker is durable. A
+// device that holds state but neither a formatted marker nor a file system
+// that mounts is refused, never erased, unless this marker says the state
+// is a format of ours that a crash cut short: then the format is run
+// again (nothing can have been stored on a device that was never
+// formatted).
+const sdfFormattingMarker = "sdf-formatting"
+
 // OpenSDFStore opens the emulated device in dir. It formats only a blank
 // device: one with no state files and no programmed page (a new or emptied
 // directory). A device with any state is never formatted implicitly: with
@@ -86,6 +95,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		return nil, fmt.Errorf("sdfstore: device: %w", err)
 	}
 	marker := filepath.Join(dir, sdfFormattedMarker)
+	intent := filepath.Join(dir, sdfFormattingMarker)
 	info := SDFOpenInfo{Device: dev.OpenInfo()}
 	dies := make(chan sdf.DieFailure, 64)
 	fsOpts := sdf.Options{OnDieFailure: func(f sdf.DieFailure) {
@@ -101,28 +111,37 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		fs, err = sdf.Open(dev, fsOpts)
 		if err != nil {
 			err = fmt.Errorf("sdfstore: mount %s: %w", devDir, err)
+		} else {
+			// A crash between the two markers' writes leaves the intent
+			// behind; the format finished, so it goes.
+			err = removeIntent(dir, intent)
 		}
 	case !errors.Is(statErr, iofs.ErrNotExist):
 		err = fmt.Errorf("sdfstore: format marker: %w", statErr)
 	case info.Device.New:
-		fs, err = sdf.Format(dev, fsOpts)
-		if err != nil {
-			err = fmt.Errorf("sdfstore: format %s: %w", devDir, err)
-		} else if err = writeMarker(dir, marker); err != nil {
-			err = fmt.Errorf("sdfstore: format marker: %w", err)
-		}
+		fs, err = format(dev, fsOpts, dir, devDir, marker, intent)
 		info.Formatted = true
 	default:
 		// State but no marker: the marker was lost, or a format never
-		// finished. Mount what is there; never erase it.
+		// finished. Mount what is there; never erase it, unless the
+		// format intent says a format of a blank device was cut short.
 		fs, err = sdf.Open(dev, fsOpts)
-		if err != nil {
+		_, intentErr := os.Stat(intent)
+		switch {
+		case err != nil && intentErr == nil:
+			fs, err = format(dev, fsOpts, dir, devDir, marker, intent)
+			info.Formatted, info.FormatResumed = true, true
+		case err != nil:
 			err = fmt.Errorf("sdfstore: %s holds an emulated flash device (%s) but no format marker (%s) and no SDF file system that mounts: %w; "+
 				"refusing to format it implicitly: to erase it, remove %s and start again", dir, dev.OpenInfo(), sdfFormattedMarker, err, dir)
-		} else if err = writeMarker(dir, marker); err != nil {
-			err = fmt.Errorf("sdfstore: format marker: %w", err)
+		default:
+			if err = writeMarker(dir, marker, "formatted\n"); err != nil {
+				err = fmt.Errorf("sdfstore: format marker: %w", err)
+			} else {
+				err = removeIntent(dir, intent)
+			}
+			info.MarkerRestored = true
 		}
-		info.MarkerRestored = true
 	}
 	if err != nil {
 		if fs != nil {
@@ -145,6 +164,9 @@ type SDFOpenInfo struct {
 	// MarkerRestored: the format marker was missing, the file system
 	// mounted, and the marker was written again.
 	MarkerRestored bool
+	// FormatResumed: a format of the blank device was cut short (its
+	// intent marker was there, no file system mounted) and was run again.
+	FormatResumed bool
 }
 
 func (i SDFOpenInfo) String() string {
@@ -155,20 +177,68 @@ func (i SDFOpenInfo) String() string {
 	if i.MarkerRestored {
 		s += ", format marker restored"
 	}
+	if i.FormatResumed {
+		s += " (an interrupted format run again)"
+	}
 	return s
 }
 
 // OpenInfo says how the store was opened.
 func (s *SDFStore) OpenInfo() SDFOpenInfo { return s.info }
 
-func writeMarker(dir, marker string) error {
+// format formats the device after the format intent is durable, then
+// writes the formatted marker and removes the intent.
+func format(dev *flash.Emulator, opts sdf.Options, dir, devDir, marker, intent string) (*sdf.FS, error) {
+	if err := writeMarker(dir, intent, "formatting\n"); err != nil {
+		return nil, fmt.Errorf("sdfstore: format intent marker: %w", err)
+	}
+	fs, err := sdf.Format(dev, opts)
+	if err != nil {
+		return nil, fmt.Errorf("sdfstore: format %s: %w", devDir, err)
+	}
+	if err := writeMarker(dir, marker, "formatted\n"); err != nil {
+		return fs, fmt.Errorf("sdfstore: format marker: %w", err)
+	}
+	return fs, removeIntent(dir, intent)
+}
+
+// removeIntent removes the format intent marker, if any, durably.
+func removeIntent(dir, intent string) error {
+	if err := os.Remove(intent); err != nil {
+		if errors.Is(err, iofs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("sdfstore: format intent marker: %w", err)
+	}
+	return syncDir(dir)
+}
+
+// writeMarker writes marker with content durably: a synced temporary file
+// renamed into place, then the directory synced.
+func writeMarker(dir, marker, content string) error {
 	tmp := marker + ".tmp"
-	if err := os.WriteFile(tmp, []byte("formatted\n"), 0o644); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(content); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, marker); err != nil {
 		return err
 	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
