@@ -28,7 +28,7 @@ import (
 func TestKVOnFlashDieFailure(t *testing.T) {
 	// The deadline bounds a hang (the waits below have their own); it
 	// times nothing.
-	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 	co, err := coord.Start(ctx, coord.Config{Dir: t.TempDir(), LeaseTTLSeconds: 2, UnsafeNoFsync: true, SweepInterval: time.Hour})
 	if err != nil {
@@ -71,6 +71,16 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	for _, n := range nodes {
 		waitUntil(t, fmt.Sprintf("%s opens its replicas", n.ID()), 30*time.Second, func() bool { return n.KV() != nil })
 		addrs[n.ID()] = n.Addr()
+		// The replicas on the flash device have space kept for them
+		// from object writes (TestSharedHeadroomKeptForKV).
+		o, err := kvOpts.WithDefaults()
+		if err != nil {
+			t.Fatal(err)
+		}
+		most := base.Bytes(len(n.KV().Replicas())) * (2*base.Bytes(o.LogCompactBytes) + 3*base.Bytes(o.MemTableBytes))
+		if h := n.kvHeadroom(); h <= 0 || h > most {
+			t.Fatalf("%s keeps %s for its KV replicas, want (0, %s]", n.ID(), h, most)
+		}
 	}
 	cl, err := kvclient.New(layout, addrs, kvclient.Options{Seed: 1})
 	if err != nil {
@@ -216,7 +226,7 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	nodes[0] = n1
 	waitUntil(t, "node 1 reopens its replica", 60*time.Second, func() bool { return n1.KV() != nil && n1.KV().Replica(shard) != nil })
 	r1 := n1.KV().Replica(shard)
-	waitUntil(t, "replicas equal after node 1's restart", 90*time.Second, func() bool {
+	waitUntil(t, "replicas equal after node 1's restart", 3*time.Minute, func() bool {
 		var sums []uint32
 		for i, n := range nodes {
 			crc, _, _, err := n.KV().Replica(shard).ContentChecksum()

@@ -199,6 +199,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		inner.Close()
 		return nil, fmt.Errorf("node: %w", err)
 	}
+	if cfg.KV != nil {
+		n.chunks.SetSharedHeadroom(n.kvHeadroom)
+	}
 
 	ident, err := n.loadIdentity()
 	if err != nil {

@@ -30,7 +30,10 @@ type ChunkStore struct {
 	// (SetRepairReserve).
 	reserveMu sync.Mutex
 	reserve   float64
-	c         struct {
+	// headroom is the space kept for others sharing the device
+	// (SetSharedHeadroom); nil keeps none.
+	headroom func() base.Bytes
+	c        struct {
 		chunksWritten, bytesWritten, chunksRead, bytesRead atomic.Int64
 		transient, persistent, repaired, rejected          atomic.Int64
 		metaRepaired, missingRepaired                      atomic.Int64

@@ -121,11 +121,25 @@ func (c *ChunkStore) RepairReserve() float64 {
 	return c.reserve
 }
 
+// SetSharedHeadroom keeps, beside the repair reserve, the space headroom
+// returns free for others that share the device (a node's KV replicas on
+// its flash file system: their raft logs and memtable flushes must never
+// meet a device that object writes filled, or the replicas fail-stop and
+// the shard loses quorum). headroom is called on every new write; it
+// should be cheap. nil keeps no headroom.
+func (c *ChunkStore) SetSharedHeadroom(headroom func() base.Bytes) {
+	c.reserveMu.Lock()
+	defer c.reserveMu.Unlock()
+	c.headroom = headroom
+}
+
 // checkRoom refuses a new write of n bytes that would eat into the repair
-// reserve.
+// reserve or the shared headroom.
 func (c *ChunkStore) checkRoom(n int) error {
-	reserve := c.RepairReserve()
-	if reserve == 0 {
+	c.reserveMu.Lock()
+	reserve, headroomFn := c.reserve, c.headroom
+	c.reserveMu.Unlock()
+	if reserve == 0 && headroomFn == nil {
 		return nil
 	}
 	capacity, free, ok, err := c.space()
@@ -136,8 +150,16 @@ func (c *ChunkStore) checkRoom(n int) error {
 		return nil
 	}
 	keep := base.Bytes(reserve * float64(capacity))
-	if free-base.Bytes(n) < keep {
+	var headroom base.Bytes
+	if headroomFn != nil {
+		headroom = headroomFn()
+	}
+	if free-base.Bytes(n) < keep+headroom {
 		c.c.refusedFull.Add(1)
+		if headroom > 0 {
+			return base.NoSpaceErrorf("device %s is near full: %s free of %s, %s (%.1f%%) kept for repairs and %s for the KV replicas sharing it: refusing a new write of %s",
+				c.store.Name(), free, capacity, keep, 100*reserve, headroom, base.Bytes(n))
+		}
 		return base.NoSpaceErrorf("device %s is near full: %s free of %s, %s (%.1f%%) kept for repairs: refusing a new write of %s",
 			c.store.Name(), free, capacity, keep, 100*reserve, base.Bytes(n))
 	}

@@ -156,3 +156,58 @@ func TestRepairOnFullDevice(t *testing.T) {
 func spaceGeometry() flash.Geometry {
 	return flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 16, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
 }
+
+// TestSharedHeadroomKeptForKV: found by the crash-point sweep on 128 MiB
+// devices, where object writes filled the device to its repair reserve and
+// the KV replicas sharing it fail-stopped on "no space" at their next raft
+// log sync (the shard lost quorum). With a shared headroom new chunk
+// writes stop while reserve + headroom is still free, the refusal says
+// why, and the space kept follows the headroom function: when it shrinks
+// (the KV files grew into it) writes go on, and repairs still use the
+// reserve.
+func TestSharedHeadroomKeptForKV(t *testing.T) {
+	for name, st := range spaceStores(t) {
+		t.Run(name, func(t *testing.T) {
+			cs := NewChunkStore(st)
+			if err := cs.SetRepairReserve(0.05); err != nil {
+				t.Fatal(err)
+			}
+			capacity, _, _ := st.(SpaceReporter).Space()
+			headroom := capacity / 4
+			cs.SetSharedHeadroom(func() base.Bytes { return headroom })
+			n, err := fillChunks(t, cs, 1)
+			if !base.IsNoSpace(err) || !strings.Contains(err.Error(), "for the KV replicas") {
+				t.Fatalf("after %d chunks: %v, want a refusal that keeps the KV headroom", n, err)
+			}
+			_, free, _ := st.(SpaceReporter).Space()
+			if keep := capacity/20 + headroom; free < keep-direct.ChunkSize-sumsrec.Size {
+				t.Fatalf("refused with %s free of %s: %s (reserve + headroom) not kept", free, capacity, keep)
+			}
+			// The KV files took half of their headroom: more object
+			// writes fit, and again stop at reserve + what is left.
+			headroom /= 2
+			m, err := fillChunks(t, cs, 2)
+			if !base.IsNoSpace(err) || m == 0 {
+				t.Fatalf("after the headroom shrank: %d more chunks, %v", m, err)
+			}
+			_, free, _ = st.(SpaceReporter).Space()
+			if keep := capacity/20 + headroom; free < keep-direct.ChunkSize-sumsrec.Size {
+				t.Fatalf("refused with %s free of %s: %s not kept", free, capacity, keep)
+			}
+			// A repair may still use the space kept.
+			id := direct.ChunkID{Object: 1, Version: 1, Index: 0}
+			if err := st.Delete(DataName(id)); err != nil {
+				t.Fatal(err)
+			}
+			data := make([]byte, direct.ChunkSize)
+			if err := cs.WriteChunk(id, data, direct.Sums(id, data), true); err != nil {
+				t.Fatalf("repair with the headroom kept: %v", err)
+			}
+			// No headroom function: the reserve alone.
+			cs.SetSharedHeadroom(nil)
+			if k, err := fillChunks(t, cs, 3); !base.IsNoSpace(err) || strings.Contains(err.Error(), "for the KV replicas") || k == 0 {
+				t.Fatalf("headroom removed: %d chunks, %v", k, err)
+			}
+		})
+	}
+}
