@@ -600,14 +600,20 @@ func (r *Replica) unavailable() error {
 // ---- raft loop -------------------------------------------------------------
 
 // raftLoop runs the raft node until the replica stops or its raft log
-// cannot persist: then the replica stops participating and refuses
-// requests.
+// cannot persist a Ready (a write or sync the device refused: an I/O
+// error, no space). Then the replica fail-stops as on an engine failure:
+// it takes no further part, refuses requests saying why, and its host
+// replaces it with a fresh replica that rebuilds from the peers once the
+// device takes writes again. (It used to stop silently and stay out until
+// the node restarted: two such replicas of a shard, say on two devices a
+// burst of object writes filled, lost the shard's quorum for good.)
 func (r *Replica) raftLoop() {
 	defer r.wg.Done()
 	if err := r.raft.Run(); err != nil {
 		r.mu.Lock()
 		r.logFailed = err
 		r.mu.Unlock()
+		r.failStop(fmt.Errorf("raft log: %w", err))
 	}
 }
 

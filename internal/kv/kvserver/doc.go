@@ -9,9 +9,12 @@
 //     A replica that cannot open from its files is moved aside
 //     (Dir/shard-N.failed-T) and replaced by a fresh one that rebuilds from
 //     its peers; Failures lists them. So is a replica that fail-stops while
-//     the node runs (its engine failed: kv.ReplicaConfig.OnFail): it is
-//     closed, its files moved aside, and the fresh replica's open retried
-//     (100 ms doubling to 5 s) until it opens or the node stops; meanwhile
+//     the node runs (its engine failed, or its raft log could not persist:
+//     kv.ReplicaConfig.OnFail): it is closed, its files moved aside, and
+//     the fresh replica's open retried (100 ms doubling to 5 s) until it
+//     opens or the node stops. One set-aside copy is kept per shard (the
+//     newest), none when the failure was no space (the copy would take
+//     the room the fresh replica needs); meanwhile
 //     requests for the shard on this node fail as unavailable and the
 //     shard's other replicas serve. Config.OnFailure hears of each.
 //   - The raft transport (Node implements kv.Transport): messages of all

@@ -31,6 +31,46 @@ func value(i int) []byte { return []byte(fmt.Sprintf("value-%05d-%0200d", i, i))
 // device takes writes again a fresh replica replaces it and rebuilds from
 // its peers: every key reads back from it.
 func TestWriteErrorOnManifestFailStopsReplica(t *testing.T) {
+	failStopAndReplace(t, "MANIFEST",
+		func(p string) bool { return strings.Contains(p, "MANIFEST") },
+		func(ctx context.Context, old *kv.Replica, _ *kvclient.Client) {
+			// A compaction flushes the memtable: its MANIFEST edit fails.
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			_ = old.Compact(cctx)
+			ccancel()
+		},
+		func(err error) bool { return errors.Is(err, engine.ErrEngineFailed) })
+}
+
+// TestWriteErrorOnRaftLogFailStopsReplica: found by the crash-point sweep on
+// small flash devices, where a replica's raft log sync failed with "no
+// space": the replica's raft loop ended and it stayed out, silently, until
+// the node restarted (two such replicas of a shard lost its quorum for
+// good). Now a raft log the device refuses fail-stops the replica like an
+// engine failure: it says why, the others serve, and a fresh replica
+// replaces it once the device takes writes.
+func TestWriteErrorOnRaftLogFailStopsReplica(t *testing.T) {
+	failStopAndReplace(t, "raft log",
+		func(p string) bool { return strings.Contains(p, "/raft/") },
+		func(ctx context.Context, _ *kv.Replica, cl *kvclient.Client) {
+			// Writes make every replica append to its raft log.
+			for i := 0; i < 5; i++ {
+				wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+				_, _ = cl.Put(wctx, []byte(fmt.Sprintf("trigger-%d", i)), []byte("x"))
+				wcancel()
+			}
+		},
+		func(err error) bool { return strings.Contains(err.Error(), "raft log") })
+}
+
+// failStopAndReplace runs a 3-node cluster, fails the writes of node 1's
+// files that match, makes node 1's replica write them (trigger), and
+// checks that the replica fail-stops with an error naming what (isFailure
+// holds for it), refuses reads and writes saying so, that the process and
+// the other replicas go on, and that once the writes succeed again a fresh
+// replica takes its place and holds every key.
+func failStopAndReplace(t *testing.T, what string, match func(p string) bool,
+	trigger func(ctx context.Context, old *kv.Replica, cl *kvclient.Client), isFailure func(error) bool) {
 	ffs := faultfs.New(vfs.NewMem())
 	c, err := kvcluster.Start(kvcluster.Config{FS: ffs, Dir: "kv", Options: kv.Options{CacheBytes: -1}})
 	if err != nil {
@@ -62,23 +102,20 @@ func TestWriteErrorOnManifestFailStopsReplica(t *testing.T) {
 	old := n1.Replica(1)
 	victim := "kv/n1/"
 	ffs.Set(&faultfs.Rule{Kind: faultfs.WriteError, Match: func(p string) bool {
-		return strings.HasPrefix(p, victim) && strings.Contains(ffs.PathBase(p), "MANIFEST")
+		return strings.HasPrefix(p, victim) && match(p)
 	}})
-	// A compaction flushes the memtable: its MANIFEST edit fails.
-	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
-	_ = old.Compact(cctx)
-	ccancel()
+	trigger(ctx, old, cl)
 	waitFor(t, 30*time.Second, "n1's replica fail-stops", func() bool { return old.Failed() != nil })
 	if ffs.Injected() == 0 {
 		t.Fatal("the fault never fired")
 	}
-	if err := old.Failed(); !errors.Is(err, engine.ErrEngineFailed) || !strings.Contains(err.Error(), "MANIFEST") {
-		t.Fatalf("failure %v does not say the engine failed on its MANIFEST", err)
+	if err := old.Failed(); !isFailure(err) || !strings.Contains(err.Error(), what) {
+		t.Fatalf("failure %v does not say the %s failed", err, what)
 	}
 	_, _, _, err = old.Get(ctx, key(0), &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
 	var kerr *kvapi.Error
-	if !errors.As(err, &kerr) || kerr.Reason != kvpb.ErrorDetail_REPLICA_UNAVAILABLE || !strings.Contains(err.Error(), "fail-stopped") {
-		t.Fatalf("read from the fail-stopped replica: %v, want REPLICA_UNAVAILABLE saying it fail-stopped", err)
+	if !errors.As(err, &kerr) || kerr.Reason != kvpb.ErrorDetail_REPLICA_UNAVAILABLE {
+		t.Fatalf("read from the fail-stopped replica: %v, want REPLICA_UNAVAILABLE", err)
 	}
 	if _, err := old.Write(ctx, &kvpb.WriteBatch{Ops: []*kvpb.Op{{Kind: kvpb.Op_PUT, Key: key(0), Value: value(0)}}}); err == nil {
 		t.Fatal("a write through the fail-stopped replica succeeded")
@@ -107,8 +144,8 @@ func TestWriteErrorOnManifestFailStopsReplica(t *testing.T) {
 		return true
 	})
 	fails := n1.Failures()
-	if len(fails) != 1 || !fails[0].Replaced || !strings.Contains(fails[0].String(), "MANIFEST") {
-		t.Fatalf("n1's failures: %v, want one replica replaced after its MANIFEST write failed", fails)
+	if len(fails) != 1 || !fails[0].Replaced || !strings.Contains(fails[0].String(), what) {
+		t.Fatalf("n1's failures: %v, want one replica replaced after its %s write failed", fails, what)
 	}
 	t.Logf("n1: %v", fails[0])
 	// Writes reach the replacement too.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -188,10 +189,22 @@ func (n *Node) replicaConfig(s kvapi.ShardSpec, rid base.ReplicaID, dir string, 
 }
 
 // setAside moves a failed replica's files out of dir (keeping them for
-// inspection in f.Quarantine), or removes them.
+// inspection in f.Quarantine), or removes them. One quarantine is kept
+// per shard (the newest: older ones are removed, so a replica that fails
+// again and again does not fill the device with copies), and none when
+// the failure was no space: a copy kept then takes the room the fresh
+// replica needs to rebuild.
 func (n *Node) setAside(dir string, f *ReplicaFailure) error {
 	fs := n.cfg.FS
-	q := dir + fmt.Sprintf(".failed-%d", n.cfg.Clock.Now().UnixNano())
+	n.removeQuarantines(dir)
+	if base.IsNoSpace(f.Err) {
+		if err := fs.RemoveAll(dir); err != nil {
+			f.ReplaceErr = fmt.Errorf("cannot remove %s: %v", dir, err)
+			return f.ReplaceErr
+		}
+		return nil
+	}
+	q := dir + fmt.Sprintf("%s%d", quarantineSuffix, n.cfg.Clock.Now().UnixNano())
 	if err := fs.Rename(dir, q); err != nil {
 		// Rename may not work on every vfs.FS: remove instead (the peers
 		// hold the shard).
@@ -203,6 +216,27 @@ func (n *Node) setAside(dir string, f *ReplicaFailure) error {
 		f.Quarantine = q
 	}
 	return nil
+}
+
+// quarantineSuffix names a failed replica's files set aside: the
+// replica's directory, this suffix, the time.
+const quarantineSuffix = ".failed-"
+
+// removeQuarantines removes the quarantines of the replica kept in dir
+// (best effort: one that cannot be removed stays, and is tried again at
+// the next failure).
+func (n *Node) removeQuarantines(dir string) {
+	fs := n.cfg.FS
+	parent, own := fs.PathDir(dir), fs.PathBase(dir)
+	names, err := fs.List(parent)
+	if err != nil {
+		return
+	}
+	for _, name := range names {
+		if strings.HasPrefix(name, own+quarantineSuffix) {
+			_ = fs.RemoveAll(fs.PathJoin(parent, name))
+		}
+	}
 }
 
 // failedCloseTimeout bounds the wait for a fail-stopped replica to close.
