@@ -431,6 +431,37 @@ func (c *Client) InjectUBER(ctx context.Context, id uint64, rate float64, persis
 	return wire.FromStatus(err)
 }
 
+// Fill fills a node's emulated flash device with ballast until at most
+// leave bytes are free (the reliability harness's "device full" fault),
+// and returns the ballast and free bytes; Unfill removes the ballast.
+func (c *Client) Fill(ctx context.Context, id uint64, leave base.Bytes) (ballast, free base.Bytes, err error) {
+	if leave < 0 {
+		return 0, 0, base.InvalidArgumentf("fill: leave %d bytes is negative", leave)
+	}
+	nc, err := c.nodeClient(ctx, id)
+	if err != nil {
+		return 0, 0, err
+	}
+	resp, err := nc.Fill(ctx, &nodepb.FillRequest{Fill: true, LeaveBytes: uint64(leave)})
+	if err != nil {
+		return 0, 0, wire.FromStatus(err)
+	}
+	return base.Bytes(resp.BallastBytes), base.Bytes(resp.FreeBytes), nil
+}
+
+// Unfill removes the ballast Fill wrote on a node's device.
+func (c *Client) Unfill(ctx context.Context, id uint64) (free base.Bytes, err error) {
+	nc, err := c.nodeClient(ctx, id)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := nc.Fill(ctx, &nodepb.FillRequest{})
+	if err != nil {
+		return 0, wire.FromStatus(err)
+	}
+	return base.Bytes(resp.FreeBytes), nil
+}
+
 // FailDie fails one die of a node's emulated flash device.
 func (c *Client) FailDie(ctx context.Context, id uint64, die int) error {
 	if die < 0 {

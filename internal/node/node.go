@@ -119,6 +119,9 @@ type Node struct {
 	inner  objstore.Store
 	// dir is Config.Dir made absolute ("" without one), shown to operators.
 	dir string
+	// fillMu serializes Fill and Unfill (the ballast of the "device full"
+	// fault).
+	fillMu sync.Mutex
 
 	// history is the durable repair history; metaSeen is the count of
 	// metadata copy repairs it has recorded.

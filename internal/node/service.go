@@ -210,6 +210,27 @@ func (s *service) InjectUBER(ctx context.Context, req *nodepb.InjectUBERRequest)
 	return &nodepb.InjectUBERResponse{}, wire.ToStatus(s.n.fault.SetUBER(req.Rate, req.Persistent))
 }
 
+func (s *service) Fill(ctx context.Context, req *nodepb.FillRequest) (*nodepb.FillResponse, error) {
+	if !req.Fill {
+		if req.LeaveBytes != 0 {
+			return nil, wire.ToStatus(base.InvalidArgumentf("fill: leave_bytes %d given with fill false (removing the ballast)", req.LeaveBytes))
+		}
+		free, err := s.n.Unfill()
+		if err != nil {
+			return nil, wire.ToStatus(err)
+		}
+		return &nodepb.FillResponse{FreeBytes: uint64(free)}, nil
+	}
+	if req.LeaveBytes > 1<<50 {
+		return nil, wire.ToStatus(base.InvalidArgumentf("fill: leave_bytes %d is more than any device", req.LeaveBytes))
+	}
+	ballast, free, err := s.n.Fill(base.Bytes(req.LeaveBytes))
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &nodepb.FillResponse{BallastBytes: uint64(ballast), FreeBytes: uint64(free)}, nil
+}
+
 func (s *service) FailDie(ctx context.Context, req *nodepb.FailDieRequest) (*nodepb.FailDieResponse, error) {
 	df, ok := s.n.inner.(objstore.DieFailer)
 	if !ok {

@@ -883,6 +883,114 @@ func (*InjectUBERResponse) Descriptor() ([]byte, []int) {
 	return file_flashmend_node_node_proto_rawDescGZIP(), []int{13}
 }
 
+// FillRequest fills the node's device with ballast (the reliability
+// harness's "device full" fault) until at most leave_bytes are free, or,
+// with fill false, removes the ballast.
+type FillRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fill          bool                   `protobuf:"varint,1,opt,name=fill,proto3" json:"fill,omitempty"`
+	LeaveBytes    uint64                 `protobuf:"varint,2,opt,name=leave_bytes,json=leaveBytes,proto3" json:"leave_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FillRequest) Reset() {
+	*x = FillRequest{}
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FillRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FillRequest) ProtoMessage() {}
+
+func (x *FillRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FillRequest.ProtoReflect.Descriptor instead.
+func (*FillRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *FillRequest) GetFill() bool {
+	if x != nil {
+		return x.Fill
+	}
+	return false
+}
+
+func (x *FillRequest) GetLeaveBytes() uint64 {
+	if x != nil {
+		return x.LeaveBytes
+	}
+	return 0
+}
+
+type FillResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ballast_bytes is the ballast on the device after the call.
+	BallastBytes  uint64 `protobuf:"varint,1,opt,name=ballast_bytes,json=ballastBytes,proto3" json:"ballast_bytes,omitempty"`
+	FreeBytes     uint64 `protobuf:"varint,2,opt,name=free_bytes,json=freeBytes,proto3" json:"free_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FillResponse) Reset() {
+	*x = FillResponse{}
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FillResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FillResponse) ProtoMessage() {}
+
+func (x *FillResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FillResponse.ProtoReflect.Descriptor instead.
+func (*FillResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *FillResponse) GetBallastBytes() uint64 {
+	if x != nil {
+		return x.BallastBytes
+	}
+	return 0
+}
+
+func (x *FillResponse) GetFreeBytes() uint64 {
+	if x != nil {
+		return x.FreeBytes
+	}
+	return 0
+}
+
 type FailDieRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Die           int32                  `protobuf:"varint,1,opt,name=die,proto3" json:"die,omitempty"`
@@ -892,7 +1000,7 @@ type FailDieRequest struct {
 
 func (x *FailDieRequest) Reset() {
 	*x = FailDieRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1012,7 @@ func (x *FailDieRequest) String() string {
 func (*FailDieRequest) ProtoMessage() {}
 
 func (x *FailDieRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1025,7 @@ func (x *FailDieRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailDieRequest.ProtoReflect.Descriptor instead.
 func (*FailDieRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FailDieRequest) GetDie() int32 {
@@ -935,7 +1043,7 @@ type FailDieResponse struct {
 
 func (x *FailDieResponse) Reset() {
 	*x = FailDieResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -947,7 +1055,7 @@ func (x *FailDieResponse) String() string {
 func (*FailDieResponse) ProtoMessage() {}
 
 func (x *FailDieResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -960,7 +1068,7 @@ func (x *FailDieResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailDieResponse.ProtoReflect.Descriptor instead.
 func (*FailDieResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
 }
 
 // A die the node's flash layer declared failed, and what it lost (Reparo,
@@ -997,7 +1105,7 @@ type DieRepairJob struct {
 
 func (x *DieRepairJob) Reset() {
 	*x = DieRepairJob{}
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1009,7 +1117,7 @@ func (x *DieRepairJob) String() string {
 func (*DieRepairJob) ProtoMessage() {}
 
 func (x *DieRepairJob) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1022,7 +1130,7 @@ func (x *DieRepairJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairJob.ProtoReflect.Descriptor instead.
 func (*DieRepairJob) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *DieRepairJob) GetId() uint64 {
@@ -1131,7 +1239,7 @@ type DieRepairsRequest struct {
 
 func (x *DieRepairsRequest) Reset() {
 	*x = DieRepairsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1251,7 @@ func (x *DieRepairsRequest) String() string {
 func (*DieRepairsRequest) ProtoMessage() {}
 
 func (x *DieRepairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1264,7 @@ func (x *DieRepairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairsRequest.ProtoReflect.Descriptor instead.
 func (*DieRepairsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
 }
 
 type DieRepairsResponse struct {
@@ -1169,7 +1277,7 @@ type DieRepairsResponse struct {
 
 func (x *DieRepairsResponse) Reset() {
 	*x = DieRepairsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1289,7 @@ func (x *DieRepairsResponse) String() string {
 func (*DieRepairsResponse) ProtoMessage() {}
 
 func (x *DieRepairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1302,7 @@ func (x *DieRepairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairsResponse.ProtoReflect.Descriptor instead.
 func (*DieRepairsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DieRepairsResponse) GetJobs() []*DieRepairJob {
@@ -1219,7 +1327,7 @@ type DieRepairDoneRequest struct {
 
 func (x *DieRepairDoneRequest) Reset() {
 	*x = DieRepairDoneRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1339,7 @@ func (x *DieRepairDoneRequest) String() string {
 func (*DieRepairDoneRequest) ProtoMessage() {}
 
 func (x *DieRepairDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1352,7 @@ func (x *DieRepairDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairDoneRequest.ProtoReflect.Descriptor instead.
 func (*DieRepairDoneRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DieRepairDoneRequest) GetId() uint64 {
@@ -1297,7 +1405,7 @@ type DieRepairDoneResponse struct {
 
 func (x *DieRepairDoneResponse) Reset() {
 	*x = DieRepairDoneResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1309,7 +1417,7 @@ func (x *DieRepairDoneResponse) String() string {
 func (*DieRepairDoneResponse) ProtoMessage() {}
 
 func (x *DieRepairDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1322,7 +1430,7 @@ func (x *DieRepairDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairDoneResponse.ProtoReflect.Descriptor instead.
 func (*DieRepairDoneResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{22}
 }
 
 type StatsRequest struct {
@@ -1335,7 +1443,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[21]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1455,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[21]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1468,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{21}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *StatsRequest) GetWithHistory() bool {
@@ -1408,7 +1516,7 @@ type DeviceStats struct {
 
 func (x *DeviceStats) Reset() {
 	*x = DeviceStats{}
-	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1528,7 @@ func (x *DeviceStats) String() string {
 func (*DeviceStats) ProtoMessage() {}
 
 func (x *DeviceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1541,7 @@ func (x *DeviceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStats.ProtoReflect.Descriptor instead.
 func (*DeviceStats) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{22}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeviceStats) GetDevice() string {
@@ -1600,7 +1708,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[23]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1720,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[23]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1733,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{23}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatsResponse) GetNodeId() uint64 {
@@ -1702,7 +1810,7 @@ type RepairEvent struct {
 
 func (x *RepairEvent) Reset() {
 	*x = RepairEvent{}
-	mi := &file_flashmend_node_node_proto_msgTypes[24]
+	mi := &file_flashmend_node_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1822,7 @@ func (x *RepairEvent) String() string {
 func (*RepairEvent) ProtoMessage() {}
 
 func (x *RepairEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[24]
+	mi := &file_flashmend_node_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1835,7 @@ func (x *RepairEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairEvent.ProtoReflect.Descriptor instead.
 func (*RepairEvent) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{24}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *RepairEvent) GetUnixMs() int64 {
@@ -1799,7 +1907,7 @@ type RepairHistory struct {
 
 func (x *RepairHistory) Reset() {
 	*x = RepairHistory{}
-	mi := &file_flashmend_node_node_proto_msgTypes[25]
+	mi := &file_flashmend_node_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1919,7 @@ func (x *RepairHistory) String() string {
 func (*RepairHistory) ProtoMessage() {}
 
 func (x *RepairHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[25]
+	mi := &file_flashmend_node_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1932,7 @@ func (x *RepairHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairHistory.ProtoReflect.Descriptor instead.
 func (*RepairHistory) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{25}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RepairHistory) GetCounts() map[string]int64 {
@@ -1856,7 +1964,7 @@ type ListBlobsRequest struct {
 
 func (x *ListBlobsRequest) Reset() {
 	*x = ListBlobsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[26]
+	mi := &file_flashmend_node_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1868,7 +1976,7 @@ func (x *ListBlobsRequest) String() string {
 func (*ListBlobsRequest) ProtoMessage() {}
 
 func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[26]
+	mi := &file_flashmend_node_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1881,7 +1989,7 @@ func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsRequest.ProtoReflect.Descriptor instead.
 func (*ListBlobsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{26}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{28}
 }
 
 type ListBlobsResponse struct {
@@ -1893,7 +2001,7 @@ type ListBlobsResponse struct {
 
 func (x *ListBlobsResponse) Reset() {
 	*x = ListBlobsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[27]
+	mi := &file_flashmend_node_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +2013,7 @@ func (x *ListBlobsResponse) String() string {
 func (*ListBlobsResponse) ProtoMessage() {}
 
 func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[27]
+	mi := &file_flashmend_node_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +2026,7 @@ func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsResponse.ProtoReflect.Descriptor instead.
 func (*ListBlobsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{27}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListBlobsResponse) GetBlobs() []*BlobInfo {
@@ -1937,7 +2045,7 @@ type MetricsRequest struct {
 
 func (x *MetricsRequest) Reset() {
 	*x = MetricsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[28]
+	mi := &file_flashmend_node_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2057,7 @@ func (x *MetricsRequest) String() string {
 func (*MetricsRequest) ProtoMessage() {}
 
 func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[28]
+	mi := &file_flashmend_node_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2070,7 @@ func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsRequest.ProtoReflect.Descriptor instead.
 func (*MetricsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{28}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{30}
 }
 
 // MetricsResponse carries them in Prometheus's text exposition format (what
@@ -1976,7 +2084,7 @@ type MetricsResponse struct {
 
 func (x *MetricsResponse) Reset() {
 	*x = MetricsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[29]
+	mi := &file_flashmend_node_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2096,7 @@ func (x *MetricsResponse) String() string {
 func (*MetricsResponse) ProtoMessage() {}
 
 func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[29]
+	mi := &file_flashmend_node_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2109,7 @@ func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
 func (*MetricsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{29}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *MetricsResponse) GetText() []byte {
@@ -2077,7 +2185,15 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\n" +
 	"persistent\x18\x02 \x01(\bR\n" +
 	"persistent\"\x14\n" +
-	"\x12InjectUBERResponse\"\"\n" +
+	"\x12InjectUBERResponse\"B\n" +
+	"\vFillRequest\x12\x12\n" +
+	"\x04fill\x18\x01 \x01(\bR\x04fill\x12\x1f\n" +
+	"\vleave_bytes\x18\x02 \x01(\x04R\n" +
+	"leaveBytes\"R\n" +
+	"\fFillResponse\x12#\n" +
+	"\rballast_bytes\x18\x01 \x01(\x04R\fballastBytes\x12\x1d\n" +
+	"\n" +
+	"free_bytes\x18\x02 \x01(\x04R\tfreeBytes\"\"\n" +
 	"\x0eFailDieRequest\x12\x10\n" +
 	"\x03die\x18\x01 \x01(\x05R\x03die\"\x11\n" +
 	"\x0fFailDieResponse\"\xb2\x03\n" +
@@ -2173,7 +2289,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs\"\x10\n" +
 	"\x0eMetricsRequest\"%\n" +
 	"\x0fMetricsResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\fR\x04text2\xec\a\n" +
+	"\x04text\x18\x01 \x01(\fR\x04text2\xaf\b\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteChunk\x12!.flashmend.node.WriteChunkRequest\x1a\".flashmend.node.WriteChunkResponse\x12P\n" +
@@ -2184,7 +2300,8 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"DeleteBlob\x12!.flashmend.node.DeleteBlobRequest\x1a\".flashmend.node.DeleteBlobResponse\x12Y\n" +
 	"\fCorruptChunk\x12#.flashmend.node.CorruptChunkRequest\x1a$.flashmend.node.CorruptChunkResponse\x12S\n" +
 	"\n" +
-	"InjectUBER\x12!.flashmend.node.InjectUBERRequest\x1a\".flashmend.node.InjectUBERResponse\x12J\n" +
+	"InjectUBER\x12!.flashmend.node.InjectUBERRequest\x1a\".flashmend.node.InjectUBERResponse\x12A\n" +
+	"\x04Fill\x12\x1b.flashmend.node.FillRequest\x1a\x1c.flashmend.node.FillResponse\x12J\n" +
 	"\aFailDie\x12\x1e.flashmend.node.FailDieRequest\x1a\x1f.flashmend.node.FailDieResponse\x12S\n" +
 	"\n" +
 	"DieRepairs\x12!.flashmend.node.DieRepairsRequest\x1a\".flashmend.node.DieRepairsResponse\x12\\\n" +
@@ -2205,7 +2322,7 @@ func file_flashmend_node_node_proto_rawDescGZIP() []byte {
 	return file_flashmend_node_node_proto_rawDescData
 }
 
-var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_flashmend_node_node_proto_goTypes = []any{
 	(*ChunkRef)(nil),              // 0: flashmend.node.ChunkRef
 	(*BlobInfo)(nil),              // 1: flashmend.node.BlobInfo
@@ -2221,23 +2338,25 @@ var file_flashmend_node_node_proto_goTypes = []any{
 	(*CorruptChunkResponse)(nil),  // 11: flashmend.node.CorruptChunkResponse
 	(*InjectUBERRequest)(nil),     // 12: flashmend.node.InjectUBERRequest
 	(*InjectUBERResponse)(nil),    // 13: flashmend.node.InjectUBERResponse
-	(*FailDieRequest)(nil),        // 14: flashmend.node.FailDieRequest
-	(*FailDieResponse)(nil),       // 15: flashmend.node.FailDieResponse
-	(*DieRepairJob)(nil),          // 16: flashmend.node.DieRepairJob
-	(*DieRepairsRequest)(nil),     // 17: flashmend.node.DieRepairsRequest
-	(*DieRepairsResponse)(nil),    // 18: flashmend.node.DieRepairsResponse
-	(*DieRepairDoneRequest)(nil),  // 19: flashmend.node.DieRepairDoneRequest
-	(*DieRepairDoneResponse)(nil), // 20: flashmend.node.DieRepairDoneResponse
-	(*StatsRequest)(nil),          // 21: flashmend.node.StatsRequest
-	(*DeviceStats)(nil),           // 22: flashmend.node.DeviceStats
-	(*StatsResponse)(nil),         // 23: flashmend.node.StatsResponse
-	(*RepairEvent)(nil),           // 24: flashmend.node.RepairEvent
-	(*RepairHistory)(nil),         // 25: flashmend.node.RepairHistory
-	(*ListBlobsRequest)(nil),      // 26: flashmend.node.ListBlobsRequest
-	(*ListBlobsResponse)(nil),     // 27: flashmend.node.ListBlobsResponse
-	(*MetricsRequest)(nil),        // 28: flashmend.node.MetricsRequest
-	(*MetricsResponse)(nil),       // 29: flashmend.node.MetricsResponse
-	nil,                           // 30: flashmend.node.RepairHistory.CountsEntry
+	(*FillRequest)(nil),           // 14: flashmend.node.FillRequest
+	(*FillResponse)(nil),          // 15: flashmend.node.FillResponse
+	(*FailDieRequest)(nil),        // 16: flashmend.node.FailDieRequest
+	(*FailDieResponse)(nil),       // 17: flashmend.node.FailDieResponse
+	(*DieRepairJob)(nil),          // 18: flashmend.node.DieRepairJob
+	(*DieRepairsRequest)(nil),     // 19: flashmend.node.DieRepairsRequest
+	(*DieRepairsResponse)(nil),    // 20: flashmend.node.DieRepairsResponse
+	(*DieRepairDoneRequest)(nil),  // 21: flashmend.node.DieRepairDoneRequest
+	(*DieRepairDoneResponse)(nil), // 22: flashmend.node.DieRepairDoneResponse
+	(*StatsRequest)(nil),          // 23: flashmend.node.StatsRequest
+	(*DeviceStats)(nil),           // 24: flashmend.node.DeviceStats
+	(*StatsResponse)(nil),         // 25: flashmend.node.StatsResponse
+	(*RepairEvent)(nil),           // 26: flashmend.node.RepairEvent
+	(*RepairHistory)(nil),         // 27: flashmend.node.RepairHistory
+	(*ListBlobsRequest)(nil),      // 28: flashmend.node.ListBlobsRequest
+	(*ListBlobsResponse)(nil),     // 29: flashmend.node.ListBlobsResponse
+	(*MetricsRequest)(nil),        // 30: flashmend.node.MetricsRequest
+	(*MetricsResponse)(nil),       // 31: flashmend.node.MetricsResponse
+	nil,                           // 32: flashmend.node.RepairHistory.CountsEntry
 }
 var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 0: flashmend.node.WriteChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
@@ -2245,11 +2364,11 @@ var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 2: flashmend.node.ReadChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
 	5,  // 3: flashmend.node.ReadChunksResponse.chunk:type_name -> flashmend.node.ReadChunkResponse
 	0,  // 4: flashmend.node.CorruptChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
-	16, // 5: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
-	22, // 6: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
-	25, // 7: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
-	30, // 8: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
-	24, // 9: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
+	18, // 5: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
+	24, // 6: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
+	27, // 7: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
+	32, // 8: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
+	26, // 9: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
 	1,  // 10: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
 	2,  // 11: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
 	4,  // 12: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
@@ -2257,26 +2376,28 @@ var file_flashmend_node_node_proto_depIdxs = []int32{
 	8,  // 14: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
 	10, // 15: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
 	12, // 16: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
-	14, // 17: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
-	17, // 18: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
-	19, // 19: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
-	21, // 20: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
-	26, // 21: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
-	28, // 22: flashmend.node.Node.Metrics:input_type -> flashmend.node.MetricsRequest
-	3,  // 23: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
-	5,  // 24: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
-	7,  // 25: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
-	9,  // 26: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
-	11, // 27: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
-	13, // 28: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
-	15, // 29: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
-	18, // 30: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
-	20, // 31: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
-	23, // 32: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
-	27, // 33: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
-	29, // 34: flashmend.node.Node.Metrics:output_type -> flashmend.node.MetricsResponse
-	23, // [23:35] is the sub-list for method output_type
-	11, // [11:23] is the sub-list for method input_type
+	14, // 17: flashmend.node.Node.Fill:input_type -> flashmend.node.FillRequest
+	16, // 18: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
+	19, // 19: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
+	21, // 20: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
+	23, // 21: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
+	28, // 22: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
+	30, // 23: flashmend.node.Node.Metrics:input_type -> flashmend.node.MetricsRequest
+	3,  // 24: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
+	5,  // 25: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
+	7,  // 26: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
+	9,  // 27: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
+	11, // 28: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
+	13, // 29: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
+	15, // 30: flashmend.node.Node.Fill:output_type -> flashmend.node.FillResponse
+	17, // 31: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
+	20, // 32: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
+	22, // 33: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
+	25, // 34: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
+	29, // 35: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
+	31, // 36: flashmend.node.Node.Metrics:output_type -> flashmend.node.MetricsResponse
+	24, // [24:37] is the sub-list for method output_type
+	11, // [11:24] is the sub-list for method input_type
 	11, // [11:11] is the sub-list for extension type_name
 	11, // [11:11] is the sub-list for extension extendee
 	0,  // [0:11] is the sub-list for field type_name
@@ -2293,7 +2414,7 @@ func file_flashmend_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_node_node_proto_rawDesc), len(file_flashmend_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

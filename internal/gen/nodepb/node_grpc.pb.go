@@ -28,6 +28,7 @@ const (
 	Node_DeleteBlob_FullMethodName    = "/flashmend.node.Node/DeleteBlob"
 	Node_CorruptChunk_FullMethodName  = "/flashmend.node.Node/CorruptChunk"
 	Node_InjectUBER_FullMethodName    = "/flashmend.node.Node/InjectUBER"
+	Node_Fill_FullMethodName          = "/flashmend.node.Node/Fill"
 	Node_FailDie_FullMethodName       = "/flashmend.node.Node/FailDie"
 	Node_DieRepairs_FullMethodName    = "/flashmend.node.Node/DieRepairs"
 	Node_DieRepairDone_FullMethodName = "/flashmend.node.Node/DieRepairDone"
@@ -48,6 +49,7 @@ type NodeClient interface {
 	DeleteBlob(ctx context.Context, in *DeleteBlobRequest, opts ...grpc.CallOption) (*DeleteBlobResponse, error)
 	CorruptChunk(ctx context.Context, in *CorruptChunkRequest, opts ...grpc.CallOption) (*CorruptChunkResponse, error)
 	InjectUBER(ctx context.Context, in *InjectUBERRequest, opts ...grpc.CallOption) (*InjectUBERResponse, error)
+	Fill(ctx context.Context, in *FillRequest, opts ...grpc.CallOption) (*FillResponse, error)
 	FailDie(ctx context.Context, in *FailDieRequest, opts ...grpc.CallOption) (*FailDieResponse, error)
 	DieRepairs(ctx context.Context, in *DieRepairsRequest, opts ...grpc.CallOption) (*DieRepairsResponse, error)
 	DieRepairDone(ctx context.Context, in *DieRepairDoneRequest, opts ...grpc.CallOption) (*DieRepairDoneResponse, error)
@@ -136,6 +138,16 @@ func (c *nodeClient) InjectUBER(ctx context.Context, in *InjectUBERRequest, opts
 	return out, nil
 }
 
+func (c *nodeClient) Fill(ctx context.Context, in *FillRequest, opts ...grpc.CallOption) (*FillResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FillResponse)
+	err := c.cc.Invoke(ctx, Node_Fill_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *nodeClient) FailDie(ctx context.Context, in *FailDieRequest, opts ...grpc.CallOption) (*FailDieResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(FailDieResponse)
@@ -208,6 +220,7 @@ type NodeServer interface {
 	DeleteBlob(context.Context, *DeleteBlobRequest) (*DeleteBlobResponse, error)
 	CorruptChunk(context.Context, *CorruptChunkRequest) (*CorruptChunkResponse, error)
 	InjectUBER(context.Context, *InjectUBERRequest) (*InjectUBERResponse, error)
+	Fill(context.Context, *FillRequest) (*FillResponse, error)
 	FailDie(context.Context, *FailDieRequest) (*FailDieResponse, error)
 	DieRepairs(context.Context, *DieRepairsRequest) (*DieRepairsResponse, error)
 	DieRepairDone(context.Context, *DieRepairDoneRequest) (*DieRepairDoneResponse, error)
@@ -244,6 +257,9 @@ func (UnimplementedNodeServer) CorruptChunk(context.Context, *CorruptChunkReques
 }
 func (UnimplementedNodeServer) InjectUBER(context.Context, *InjectUBERRequest) (*InjectUBERResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method InjectUBER not implemented")
+}
+func (UnimplementedNodeServer) Fill(context.Context, *FillRequest) (*FillResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Fill not implemented")
 }
 func (UnimplementedNodeServer) FailDie(context.Context, *FailDieRequest) (*FailDieResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method FailDie not implemented")
@@ -385,6 +401,24 @@ func _Node_InjectUBER_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Node_Fill_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FillRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).Fill(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_Fill_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).Fill(ctx, req.(*FillRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Node_FailDie_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(FailDieRequest)
 	if err := dec(in); err != nil {
@@ -519,6 +553,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "InjectUBER",
 			Handler:    _Node_InjectUBER_Handler,
+		},
+		{
+			MethodName: "Fill",
+			Handler:    _Node_Fill_Handler,
 		},
 		{
 			MethodName: "FailDie",
