@@ -191,7 +191,8 @@ back) while a seeded nemesis injects faults (one at a time, or up to
 --concurrency at once): SIGKILL and restart, SIGSTOP and SIGCONT of a
 node or of the coordinator, a partition of one node, of two halves, or of
 some nodes from the coordinator (cut at every node's gRPC boundary),
-persistent bit errors on a node's reads. At the end it heals everything, checks the KV history for
+persistent bit errors on a node's reads, a node's flash device filled with
+ballast (--store sdf only). At the end it heals everything, checks the KV history for
 linearizability with porcupine, reads every acknowledged object back, and
 writes <out>/nemesis.md (nemesis-sdf.md with --store sdf). It exits
 non-zero when a check failed.`,
@@ -254,7 +255,7 @@ non-zero when a check failed.`,
 	f.DurationVar(&opts.Duration, "duration", 3*time.Minute, "how long faults are injected")
 	f.DurationVar(&opts.Hold, "hold", 8*time.Second, "the longest a fault lasts (each lasts half to all of it; the gap between faults too)")
 	f.IntVar(&opts.Concurrency, "concurrency", 1, "faults held at once at most, each on victims no other fault holds")
-	f.StringVar(&faults, "faults", "", "fault kinds, comma separated (default all: "+strings.Join(nemesis.AllFaults, ",")+")")
+	f.StringVar(&faults, "faults", "", "fault kinds, comma separated (default all: "+strings.Join(nemesis.AllFaults, ",")+"; fill only with --store sdf)")
 	f.IntVar(&opts.KVClients, "kv-clients", 4, "concurrent KV clients")
 	f.IntVar(&opts.Keys, "keys", 6, "KV registers the clients share")
 	f.IntVar(&opts.ObjClients, "obj-clients", 2, "concurrent object clients")

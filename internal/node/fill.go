@@ -49,7 +49,10 @@ func (n *Node) Fill(leave base.Bytes) (ballast, free base.Bytes, err error) {
 	}
 	seq := len(names)
 	buf := make([]byte, ballastFile)
-	for {
+	// The file size halves at each refusal: the device's last free room
+	// (a zone's tail, pages garbage collection frees) takes only small
+	// writes.
+	for size := ballastFile; size >= 4*base.KiB; {
 		_, free, err = sr.Space()
 		if err != nil {
 			return 0, 0, fmt.Errorf("fill: space: %w", err)
@@ -58,12 +61,12 @@ func (n *Node) Fill(leave base.Bytes) (ballast, free base.Bytes, err error) {
 		if room < 4*base.KiB {
 			break
 		}
-		size := min(room, ballastFile)
 		name := fmt.Sprintf("%s%08d", ballastPrefix, seq)
-		if err := n.inner.Put(name, buf[:size]); err != nil {
+		if err := n.inner.Put(name, buf[:min(room, size)]); err != nil {
 			if base.IsNoSpace(err) || strings.Contains(err.Error(), "no space") {
 				_ = n.inner.Delete(name) // a partial file, if any
-				break
+				size /= 2
+				continue
 			}
 			return 0, 0, fmt.Errorf("fill: %s: %w", name, err)
 		}

@@ -5,7 +5,10 @@
 // disk), pauses them (SIGSTOP/SIGCONT), cuts them off from each other
 // (internal/netfault at every node's gRPC boundary: one node, or two
 // halves, both ways) or from the coordinator and its etcd, turns on
-// persistent bit errors on a node's reads, and kills or pauses the
+// persistent bit errors on a node's reads, fills a node's emulated flash
+// device with ballast (node.Node.Fill; sdf store only: object writes are
+// refused there, its KV replicas whose raft logs cannot persist fail-stop
+// and are replaced once the ballast goes), and kills or pauses the
 // coordinator (with its embedded etcd). Faults are held one at a time or,
 // with Options.Concurrency, several at once: a node is the victim of one
 // node fault at a time, partitions overlap as the union of their cuts, and

@@ -35,7 +35,12 @@ const (
 	FaultPartitionOne  = "partition-one"  // cut one node off from every other node
 	FaultPartitionHalf = "partition-half" // cut the nodes into two groups
 	FaultUBER          = "uber"           // persistent bit errors on a node's chunk reads
-	FaultKillCoord     = "kill-coordinator"
+	// FaultFill fills a node's emulated flash device with ballast
+	// (node.Node.Fill), then removes it: object writes there are refused
+	// with no space, its KV replicas fail-stop and are replaced. sdf
+	// store only (a plain-file store has no device of its own to fill).
+	FaultFill      = "fill"
+	FaultKillCoord = "kill-coordinator"
 	// FaultPauseCoord SIGSTOPs the coordinator (and its embedded etcd),
 	// then SIGCONTs it.
 	FaultPauseCoord = "pause-coordinator"
@@ -46,8 +51,20 @@ const (
 )
 
 // AllFaults lists every fault kind, in report order.
-var AllFaults = []string{FaultKill, FaultPause, FaultPartitionOne, FaultPartitionHalf, FaultUBER, FaultKillCoord,
+var AllFaults = []string{FaultKill, FaultPause, FaultPartitionOne, FaultPartitionHalf, FaultUBER, FaultFill, FaultKillCoord,
 	FaultPauseCoord, FaultPartitionCoord}
+
+// faultsFor is the default fault list of a store: every fault, less fill
+// on plain files.
+func faultsFor(store string) []string {
+	var out []string
+	for _, f := range AllFaults {
+		if f != FaultFill || store == "sdf" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
 
 // Options configures one nemesis run.
 type Options struct {
@@ -95,11 +112,11 @@ func (o *Options) validate() error {
 	if o.Nodes == 0 {
 		o.Nodes = 6
 	}
-	if o.Faults == nil {
-		o.Faults = AllFaults
-	}
 	if o.Store == "" {
 		o.Store = "file"
+	}
+	if o.Faults == nil {
+		o.Faults = faultsFor(o.Store)
 	}
 	if o.DeviceSize == "" {
 		o.DeviceSize = "512MiB"
@@ -110,6 +127,9 @@ func (o *Options) validate() error {
 	for _, f := range o.Faults {
 		if !contains(AllFaults, f) {
 			return base.InvalidArgumentf("nemesis: unknown fault %q (known: %s)", f, strings.Join(AllFaults, ", "))
+		}
+		if f == FaultFill && o.Store != "sdf" {
+			return base.InvalidArgumentf("nemesis: fault %q needs --store sdf (a plain-file store has no device of its own to fill)", f)
 		}
 	}
 	if o.Concurrency == 0 {
@@ -622,7 +642,7 @@ func (h *harness) pick(rng *rand.Rand) *fault {
 	for _, k := range order {
 		f := &fault{kind: h.opts.Faults[k]}
 		switch f.kind {
-		case FaultKill, FaultPause, FaultUBER:
+		case FaultKill, FaultPause, FaultUBER, FaultFill:
 			if len(free) == 0 {
 				continue
 			}
@@ -758,6 +778,10 @@ func (h *harness) hold(ctx context.Context, f *fault, d time.Duration) {
 		n := f.nodes[0]
 		err = h.injectUBER(ctx, n.id, 1e-6)
 		undo = func() error { return h.injectUBER(ctx, n.id, 0) }
+	case FaultFill:
+		n := f.nodes[0]
+		err = h.fill(ctx, n.id, true)
+		undo = func() error { return h.fill(ctx, n.id, false) }
 	}
 	if err == nil {
 		sleep(ctx, d)
@@ -774,7 +798,7 @@ func (h *harness) hold(ctx context.Context, f *fault, d time.Duration) {
 	}
 	h.faultMu.Lock()
 	for _, n := range f.nodes {
-		if f.kind == FaultKill || f.kind == FaultPause || f.kind == FaultUBER {
+		if f.kind == FaultKill || f.kind == FaultPause || f.kind == FaultUBER || f.kind == FaultFill {
 			n.held = false
 		}
 	}
@@ -831,6 +855,29 @@ func (h *harness) injectUBER(ctx context.Context, id base.NodeID, rate float64) 
 	var err error
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		if err = h.cl.InjectUBER(ctx, uint64(id), rate, true); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+// fill fills a node's device with ballast (leaving nothing free), or
+// removes the ballast; retried like injectUBER.
+func (h *harness) fill(ctx context.Context, id base.NodeID, on bool) error {
+	var err error
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if on {
+			var ballast, free base.Bytes
+			if ballast, free, err = h.cl.Fill(ctx, uint64(id), 0); err == nil {
+				h.opts.Logf("nemesis: fill: node %d: %s of ballast, %s free", id, ballast, free)
+			}
+		} else {
+			_, err = h.cl.Unfill(ctx, uint64(id))
+		}
+		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
 		select {

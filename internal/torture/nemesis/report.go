@@ -94,6 +94,7 @@ var faultHow = map[string]string{
 	FaultPartitionOne:   "cut one node off from every other node, both ways (netfault at the gRPC boundary)",
 	FaultPartitionHalf:  "cut the nodes into two halves, both ways",
 	FaultUBER:           "persistent bit errors (UBER 1e-6) on the node's chunk reads; back to 0",
+	FaultFill:           "fill the node's flash device with ballast (nothing left free: object writes refused, KV replicas' raft logs fail); remove it",
 	FaultKillCoord:      "SIGKILL the coordinator (and its embedded etcd); restart it on its directory",
 	FaultPauseCoord:     "SIGSTOP the coordinator (and its embedded etcd); SIGCONT it",
 	FaultPartitionCoord: "cut one to half of the nodes off from the coordinator and its etcd, both ways (their heartbeats stop)",
