@@ -40,31 +40,24 @@ type kvHost struct {
 	// flashFS is the Pebble file system over the node's flash device (nil
 	// when the KV store is on plain files).
 	flashFS *sdfvfs.FS
-	// used and usedAt cache the bytes of the KV files on the flash
-	// device (kvHeadroom), under mu.
-	used   base.Bytes
-	usedAt time.Time
 }
-
-// kvHeadroomRefresh is how long kvHeadroom reuses its sum of the KV files.
-const kvHeadroomRefresh = time.Second
 
 // kvHeadroom is the space the node's object writes leave free on its flash
 // device for the KV replicas sharing it (objstore.ChunkStore.
-// SetSharedHeadroom): per replica, two raft logs' worth before compaction
-// (2 x LogCompactBytes: the log, and its successor written before the old
-// one is dropped) and three memtables (3 x MemTableBytes: the flush and
-// the compaction it triggers write before they delete), less what the KV
-// files already hold. Without it object writes filled a small device to
-// its repair reserve and the replicas' raft log syncs failed with "no
+// SetSharedHeadroom): per replica, room to grow by a raft log's worth
+// before it is compacted (LogCompactBytes) and two memtables (the flush
+// and the compaction it triggers write before they delete), at most a
+// quarter of the device. Without it object writes filled a small device
+// to its repair reserve and the replicas' raft log syncs failed with "no
 // space": the replicas fail-stopped and the shard lost quorum (found by
-// the crash-point sweep on 128 MiB devices). 0 when the KV store is not
-// on the device.
+// the crash-point sweep on 128 MiB devices). 0 when the KV store is not on
+// the device.
 func (n *Node) kvHeadroom() base.Bytes {
 	if n.cfg.KV == nil {
 		return 0
 	}
-	if _, onFlash := n.inner.(*objstore.SDFStore); !onFlash {
+	sr, onFlash := n.inner.(*objstore.SDFStore)
+	if !onFlash {
 		return 0
 	}
 	replicas := 1 // until the replicas open, at least the first one's
@@ -75,37 +68,12 @@ func (n *Node) kvHeadroom() base.Bytes {
 	if err != nil {
 		return 0
 	}
-	need := base.Bytes(replicas) * (2*base.Bytes(opts.LogCompactBytes) + 3*base.Bytes(opts.MemTableBytes))
-	n.kv.mu.Lock()
-	defer n.kv.mu.Unlock()
-	if n.kv.flashFS != nil && time.Since(n.kv.usedAt) > kvHeadroomRefresh {
-		n.kv.used = treeBytes(n.kv.flashFS, kvFlashDir)
-		n.kv.usedAt = time.Now()
-	}
-	return max(need-n.kv.used, 0)
-}
-
-// treeBytes sums the sizes of the files under dir (0 for what cannot be
-// listed: the headroom then errs on the side of keeping more).
-func treeBytes(fs vfs.FS, dir string) base.Bytes {
-	names, err := fs.List(dir)
+	need := base.Bytes(replicas) * (base.Bytes(opts.LogCompactBytes) + 2*base.Bytes(opts.MemTableBytes))
+	capacity, _, err := sr.Space()
 	if err != nil {
 		return 0
 	}
-	var sum base.Bytes
-	for _, name := range names {
-		p := fs.PathJoin(dir, name)
-		st, err := fs.Stat(p)
-		if err != nil {
-			continue
-		}
-		if st.IsDir() {
-			sum += treeBytes(fs, p)
-		} else {
-			sum += base.Bytes(st.Size())
-		}
-	}
-	return sum
+	return min(need, capacity/4)
 }
 
 // KV returns the node's KV replicas, or nil while they are not open (no

@@ -77,7 +77,7 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		most := base.Bytes(len(n.KV().Replicas())) * (2*base.Bytes(o.LogCompactBytes) + 3*base.Bytes(o.MemTableBytes))
+		most := base.Bytes(len(n.KV().Replicas())) * (base.Bytes(o.LogCompactBytes) + 2*base.Bytes(o.MemTableBytes))
 		if h := n.kvHeadroom(); h <= 0 || h > most {
 			t.Fatalf("%s keeps %s for its KV replicas, want (0, %s]", n.ID(), h, most)
 		}
