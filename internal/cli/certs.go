@@ -99,10 +99,10 @@ production, use your own CA the same way.`,
 				if err != nil {
 					return err
 				}
-				if err := writeFileAtomic(caKey, keyPEM, 0o600); err != nil {
+				if err := base.WriteFileDurable(caKey, keyPEM, 0o600); err != nil {
 					return err
 				}
-				if err := writeFileAtomic(caCert, ca.CertPEM(), 0o644); err != nil {
+				if err := base.WriteFileDurable(caCert, ca.CertPEM(), 0o644); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "CA: %s (new; its key %s signs the certificates: keep it safe)\n", caCert, caKey)
@@ -117,10 +117,10 @@ production, use your own CA the same way.`,
 				if err != nil {
 					return err
 				}
-				if err := writeFileAtomic(keyFile, keyPEM, 0o600); err != nil {
+				if err := base.WriteFileDurable(keyFile, keyPEM, 0o600); err != nil {
 					return err
 				}
-				if err := writeFileAtomic(certFile, certPEM, 0o644); err != nil {
+				if err := base.WriteFileDurable(certFile, certPEM, 0o644); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "%s: %s %s for %s\n", r.name, certFile, keyFile, strings.Join(r.hosts, ", "))
@@ -141,30 +141,4 @@ production, use your own CA the same way.`,
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
-}
-
-// writeFileAtomic writes data to path through a temporary file and a
-// rename, so that a crash leaves the old file or the new one.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(perm); err != nil {
-		tmp.Close()
-		return err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }

@@ -27,7 +27,7 @@ func interruptFormat(t *testing.T, dir string, g flash.Geometry, intent bool) {
 		t.Fatal(err)
 	}
 	if intent {
-		if err := writeMarker(dir, filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
+		if err := writeMarker(filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +80,7 @@ func TestCrashAtSDFZoneEraseDuringFormat(t *testing.T) {
 	}
 	// A lingering intent (a crash between the markers' writes) beside the
 	// formatted marker: mounted, data kept, intent removed.
-	if err := writeMarker(dir, filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
+	if err := writeMarker(filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
 		t.Fatal(err)
 	}
 	s, err = OpenSDFStore(dir, opts)

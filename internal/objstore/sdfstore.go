@@ -135,7 +135,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 			err = fmt.Errorf("sdfstore: %s holds an emulated flash device (%s) but no format marker (%s) and no SDF file system that mounts: %w; "+
 				"refusing to format it implicitly: to erase it, remove %s and start again", dir, dev.OpenInfo(), sdfFormattedMarker, err, dir)
 		default:
-			if err = writeMarker(dir, marker, "formatted\n"); err != nil {
+			if err = writeMarker(marker, "formatted\n"); err != nil {
 				err = fmt.Errorf("sdfstore: format marker: %w", err)
 			} else {
 				err = removeIntent(dir, intent)
@@ -189,14 +189,14 @@ func (s *SDFStore) OpenInfo() SDFOpenInfo { return s.info }
 // format formats the device after the format intent is durable, then
 // writes the formatted marker and removes the intent.
 func format(dev *flash.Emulator, opts sdf.Options, dir, devDir, marker, intent string) (*sdf.FS, error) {
-	if err := writeMarker(dir, intent, "formatting\n"); err != nil {
+	if err := writeMarker(intent, "formatting\n"); err != nil {
 		return nil, fmt.Errorf("sdfstore: format intent marker: %w", err)
 	}
 	fs, err := sdf.Format(dev, opts)
 	if err != nil {
 		return nil, fmt.Errorf("sdfstore: format %s: %w", devDir, err)
 	}
-	if err := writeMarker(dir, marker, "formatted\n"); err != nil {
+	if err := writeMarker(marker, "formatted\n"); err != nil {
 		return fs, fmt.Errorf("sdfstore: format marker: %w", err)
 	}
 	return fs, removeIntent(dir, intent)
@@ -210,41 +210,12 @@ func removeIntent(dir, intent string) error {
 		}
 		return fmt.Errorf("sdfstore: format intent marker: %w", err)
 	}
-	return syncDir(dir)
+	return base.SyncDir(dir)
 }
 
-// writeMarker writes marker with content durably: a synced temporary file
-// renamed into place, then the directory synced.
-func writeMarker(dir, marker, content string) error {
-	tmp := marker + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.WriteString(content); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, marker); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
+// writeMarker writes marker with content durably.
+func writeMarker(marker, content string) error {
+	return base.WriteFileDurable(marker, []byte(content), 0o644)
 }
 
 // Name implements Store.

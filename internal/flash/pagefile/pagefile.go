@@ -189,7 +189,7 @@ func (s *Store) SaveState(framed []byte) error {
 		}
 	}
 	if created {
-		return syncDir(s.dir)
+		return base.SyncDir(s.dir)
 	}
 	return nil
 }
@@ -214,15 +214,6 @@ func writeFileSync(path string, b []byte) error {
 		return err
 	}
 	return f.Close()
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // Sync makes every completed WritePage and EraseBlock durable.
