@@ -112,23 +112,23 @@ stress:
 experiments:
 	$(GO) run ./cmd/flashmend experiments run --all --out docs/results
 
-# The reliability harness (internal/torture): every fuzz target for
-# TORTURE_FUZZTIME each, then the CORDS single-fault tables (KV store, a
-# child process per cell; object store); writes $(TORTURE_OUT)/torture.md
-# and prints its seed (TORTURE_SEED repeats a run; 0 draws one). About 40
-# minutes on 2 cores with the defaults. The seeded slice of it that runs in
-# `make test`: the fuzz seed corpora (testdata/fuzz), internal/torture's
-# TestKVCordsSlice and internal/experiments' TestSingleFaultSweep. Then the
-# nemesis (internal/torture/nemesis: processes killed, paused and cut off
-# for 3 minutes, porcupine on the KV history), which writes nemesis.md; its
-# slice in `make test` is TestNemesisRound.
-TORTURE_FUZZTIME ?= 45s
+# The reliability harness (internal/torture), `flashmend torture all`:
+# every fuzz target for TORTURE_FUZZTIME each, the CORDS single-fault tables
+# (KV store, a child process per cell; object store), the helix (every copy
+# damaged in a different place), the nemesis on plain files and on
+# emulated flash (processes killed, paused, cut off, given bit errors,
+# devices filled; porcupine on the KV history; TORTURE_NEMESIS each) and
+# every crash point on flash. Each part writes its report under
+# $(TORTURE_OUT) and torture.md sums them up; the run prints its seed
+# (TORTURE_SEED repeats it; 0 draws one). The seeded slice of it in `make
+# test`: the fuzz seed corpora (testdata/fuzz), TestKVCordsSlice,
+# TestSingleFaultSweep, TestHelix, TestNemesisRound and TestCrashPointRound.
+TORTURE_FUZZTIME ?= 30s
+TORTURE_NEMESIS  ?= 2m
 TORTURE_OUT      ?= docs/results
 TORTURE_SEED     ?= 0
 torture: build
-	$(BIN) torture all --seed $(TORTURE_SEED) --fuzztime $(TORTURE_FUZZTIME) --out $(TORTURE_OUT)
-	$(BIN) torture nemesis --seed $(TORTURE_SEED) --out $(TORTURE_OUT)
-	$(BIN) torture nemesis --store sdf --seed $(TORTURE_SEED) --out $(TORTURE_OUT)
+	$(BIN) torture all --seed $(TORTURE_SEED) --fuzztime $(TORTURE_FUZZTIME) --nemesis-duration $(TORTURE_NEMESIS) --out $(TORTURE_OUT)
 
 # Regenerates the gRPC stubs (committed, so building never needs protoc).
 proto:

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,6 +33,8 @@ func newTortureCmd() *cobra.Command {
 		cellTimeout time.Duration
 		objects     bool
 		only        string
+		harness     bool
+		nemDuration time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "torture",
@@ -46,6 +50,9 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		return func(cmd *cobra.Command, _ []string) error {
 			if fuzzTime <= 0 || parallel < 1 || keys < 20 || cellTimeout <= 0 {
 				return base.InvalidArgumentf("torture: --fuzztime and --cell-timeout must be positive, --parallel at least 1, --keys at least 20")
+			}
+			if parts == "all" && harness && nemDuration <= 0 {
+				return base.InvalidArgumentf("torture all: --nemesis-duration must be positive (or --harness=false)")
 			}
 			if seed == 0 {
 				seed = time.Now().UnixNano()
@@ -99,6 +106,41 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 					}
 				}
 			}
+			if parts == "all" && harness && only == "" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				// The nemesis on plain files, then on emulated flash with
+				// two faults at once; each writes its own report.
+				for _, n := range []nemesis.Options{
+					{Store: "file", Nodes: 6, Concurrency: 1},
+					{Store: "sdf", DeviceSize: "512MiB", Nodes: 6, Concurrency: 2},
+				} {
+					n.Seed, n.Argv, n.Logf = seed, []string{exe}, logf
+					n.Duration, n.Hold = nemDuration, 8*time.Second
+					n.KVClients, n.Keys, n.ObjClients = 4, 6, 2
+					res, err := runNemesis(ctx, n, out, cmd.OutOrStdout())
+					if res != nil {
+						r.Nemesis = append(r.Nemesis, res)
+					}
+					if err != nil && res == nil {
+						r.NemesisErr = append(r.NemesisErr, n.Store+": "+err.Error())
+					}
+					if err != nil {
+						logf("%v", err)
+					}
+				}
+				// Every crash point, on emulated flash.
+				cr, err := runCrashPoints(ctx, nemesis.CrashOptions{Seed: seed, Argv: []string{exe}, Logf: logf}, out, cmd.OutOrStdout())
+				r.Crash = cr
+				if err != nil && cr == nil {
+					r.CrashErr = err.Error()
+				}
+				if err != nil {
+					logf("%v", err)
+				}
+			}
 			r.Wall = time.Since(start)
 			rep, err := r.Report()
 			if err != nil {
@@ -110,6 +152,13 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 			}
 			if !objects {
 				command += " --objects=false"
+			}
+			if parts == "all" {
+				if harness && only == "" {
+					command += fmt.Sprintf(" --nemesis-duration %v", nemDuration)
+				} else {
+					command += " --harness=false"
+				}
 			}
 			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
 				return err
@@ -132,7 +181,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 					bad++
 				}
 			}
-			bad += len(r.Errors)
+			bad += len(r.Errors) + r.HarnessBad()
 			if bad > 0 {
 				return fmt.Errorf("torture: %d cells or targets missed the target (see %s)", bad, filepath.Join(out, "torture.md"))
 			}
@@ -140,7 +189,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		}
 	}
 	for _, sub := range []struct{ name, short string }{
-		{"all", "Fuzz every decoder, then run the CORDS sweeps"},
+		{"all", "The whole harness: fuzz every decoder, the CORDS sweeps, the nemesis (plain files and flash) and every crash point; torture.md sums them up"},
 		{"fuzz", "Fuzz every decoder of stored or received bytes for --fuzztime each (from the repository root)"},
 		{"cords", "One fault at a time in one file of every kind: KV store (a child process per cell) and object store"},
 	} {
@@ -153,6 +202,10 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		c.Flags().DurationVar(&cellTimeout, "cell-timeout", 3*time.Minute, "deadline of one KV cell (a hang past it is a crash)")
 		c.Flags().BoolVar(&objects, "objects", true, "also run the object store's sweep")
 		c.Flags().StringVar(&only, "only", "", "run only fuzz targets (package/name) or KV cells (kind/fault) containing this")
+		if sub.name == "all" {
+			c.Flags().BoolVar(&harness, "harness", true, "after the sweeps, run the nemesis (plain files, then flash) and every crash point on flash (not with --only)")
+			c.Flags().DurationVar(&nemDuration, "nemesis-duration", 2*time.Minute, "how long each nemesis injects faults")
+		}
 		cmd.AddCommand(c)
 	}
 	cmd.AddCommand(newNemesisCmd())
@@ -212,38 +265,10 @@ non-zero when a check failed.`,
 				opts.Seed = time.Now().UnixNano()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "torture nemesis: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
-			dir, err := os.MkdirTemp("", "flashmend-nemesis-")
-			if err != nil {
-				return err
-			}
-			opts.Argv, opts.Dir = []string{exe}, dir
+			opts.Argv = []string{exe}
 			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
-			res, err := nemesis.Run(cmd.Context(), opts)
-			if err != nil {
-				return fmt.Errorf("torture nemesis: %w (processes' logs in %s)", err, dir)
-			}
-			name := "nemesis" // plain files; emulated flash gets a report of its own
-			if opts.Store == "sdf" {
-				name = "nemesis-sdf"
-			}
-			rep, err := report.New(name, "Nemesis: processes killed, paused and cut off, with a linearizability check")
-			if err != nil {
-				return err
-			}
-			rep.Text("%s", res.Markdown())
-			command := fmt.Sprintf("flashmend torture nemesis --store %s --seed %d --nodes %d --duration %v --hold %v --concurrency %d --kv-clients %d --keys %d --obj-clients %d",
-				opts.Store, opts.Seed, opts.Nodes, opts.Duration, opts.Hold, opts.Concurrency, opts.KVClients, opts.Keys, opts.ObjClients)
-			if faults != "" {
-				command += " --faults " + faults
-			}
-			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "torture nemesis: wrote %s in %v\n", filepath.Join(out, name+".md"), res.Elapsed.Round(time.Second))
-			if !res.Passed() {
-				return fmt.Errorf("torture nemesis: a check failed (see %s; processes' logs in %s)", filepath.Join(out, name+".md"), dir)
-			}
-			return os.RemoveAll(dir)
+			_, err = runNemesis(cmd.Context(), opts, out, cmd.OutOrStdout())
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -303,39 +328,10 @@ the KV history is linearizable (porcupine). It writes
 				opts.Seed = time.Now().UnixNano()
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "torture crashpoints: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
-			dir, err := os.MkdirTemp("", "flashmend-crashpoints-")
-			if err != nil {
-				return err
-			}
-			opts.Argv, opts.Dir = []string{exe}, dir
+			opts.Argv = []string{exe}
 			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
-			res, err := nemesis.RunCrashPoints(cmd.Context(), opts)
-			if base.IsInvalidArgument(err) {
-				_ = os.RemoveAll(dir) // nothing ran
-				return err
-			}
-			if err != nil {
-				return fmt.Errorf("torture crashpoints: %w (processes' logs in %s)", err, dir)
-			}
-			name := "crashpoints-" + opts.Store
-			rep, err := report.New(name, "Crash points: a node killed at each persistence step and restarted from its disk")
-			if err != nil {
-				return err
-			}
-			rep.Text("%s", res.Markdown())
-			command := fmt.Sprintf("flashmend torture crashpoints --store %s --seed %d --nodes %d --device-size %s --warmup %v --bound %v --max-at %d",
-				opts.Store, opts.Seed, opts.Nodes, opts.DeviceSize, opts.Warmup, opts.Bound, opts.MaxAt)
-			if points != "" {
-				command += " --points " + points
-			}
-			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "torture crashpoints: wrote %s in %v (seed %d)\n", filepath.Join(out, name+".md"), res.Elapsed.Round(time.Second), opts.Seed)
-			if !res.Passed() {
-				return fmt.Errorf("torture crashpoints: a check failed (see %s; processes' logs in %s)", filepath.Join(out, name+".md"), dir)
-			}
-			return os.RemoveAll(dir)
+			_, err = runCrashPoints(cmd.Context(), opts, out, cmd.OutOrStdout())
+			return err
 		},
 	}
 	f := cmd.Flags()
@@ -354,4 +350,83 @@ the KV history is linearizable (porcupine). It writes
 	f.IntVar(&opts.ObjKeys, "obj-keys", 6, "objects each object client overwrites in turn")
 	f.IntVar(&opts.ObjSize, "obj-size", 256<<10, "largest object in bytes")
 	return cmd
+}
+
+// runNemesis runs one nemesis (opts.Argv and Logf set, Dir made here),
+// writes <out>/nemesis.md (nemesis-sdf.md on emulated flash) and returns
+// the result; an error when it could not run or a check failed (the
+// processes' logs are then kept).
+func runNemesis(ctx context.Context, opts nemesis.Options, out string, stdout io.Writer) (*nemesis.Result, error) {
+	dir, err := os.MkdirTemp("", "flashmend-nemesis-")
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir = dir
+	res, err := nemesis.Run(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("torture nemesis: %w (processes' logs in %s)", err, dir)
+	}
+	name := "nemesis" // plain files; emulated flash gets a report of its own
+	if opts.Store == "sdf" {
+		name = "nemesis-sdf"
+	}
+	rep, err := report.New(name, "Nemesis: processes killed, paused and cut off, with a linearizability check")
+	if err != nil {
+		return res, err
+	}
+	rep.Text("%s", res.Markdown())
+	command := fmt.Sprintf("flashmend torture nemesis --store %s --seed %d --nodes %d --duration %v --hold %v --concurrency %d --kv-clients %d --keys %d --obj-clients %d",
+		opts.Store, opts.Seed, opts.Nodes, opts.Duration, opts.Hold, opts.Concurrency, opts.KVClients, opts.Keys, opts.ObjClients)
+	if opts.Store == "sdf" {
+		command += " --device-size " + opts.DeviceSize
+	}
+	if len(opts.Faults) > 0 {
+		command += " --faults " + strings.Join(opts.Faults, ",")
+	}
+	if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(stdout, "torture nemesis: wrote %s in %v\n", filepath.Join(out, name+".md"), res.Elapsed.Round(time.Second))
+	if !res.Passed() {
+		return res, fmt.Errorf("torture nemesis: a check failed (see %s; processes' logs in %s)", filepath.Join(out, name+".md"), dir)
+	}
+	return res, os.RemoveAll(dir)
+}
+
+// runCrashPoints runs the crash points (opts.Argv and Logf set, Dir made
+// here), writes <out>/crashpoints-<store>.md and returns the result; an
+// error when it could not run or a check failed (the logs are then kept).
+func runCrashPoints(ctx context.Context, opts nemesis.CrashOptions, out string, stdout io.Writer) (*nemesis.CrashResult, error) {
+	dir, err := os.MkdirTemp("", "flashmend-crashpoints-")
+	if err != nil {
+		return nil, err
+	}
+	opts.Dir = dir
+	res, err := nemesis.RunCrashPoints(ctx, opts)
+	if base.IsInvalidArgument(err) {
+		_ = os.RemoveAll(dir) // nothing ran
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("torture crashpoints: %w (processes' logs in %s)", err, dir)
+	}
+	name := "crashpoints-" + opts.Store
+	rep, err := report.New(name, "Crash points: a node killed at each persistence step and restarted from its disk")
+	if err != nil {
+		return res, err
+	}
+	rep.Text("%s", res.Markdown())
+	command := fmt.Sprintf("flashmend torture crashpoints --store %s --seed %d --nodes %d --device-size %s --warmup %v --bound %v --max-at %d",
+		opts.Store, opts.Seed, opts.Nodes, opts.DeviceSize, opts.Warmup, opts.Bound, opts.MaxAt)
+	if len(opts.Points) > 0 {
+		command += " --points " + strings.Join(opts.Points, ",")
+	}
+	if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+		return res, err
+	}
+	fmt.Fprintf(stdout, "torture crashpoints: wrote %s in %v (seed %d)\n", filepath.Join(out, name+".md"), res.Elapsed.Round(time.Second), opts.Seed)
+	if !res.Passed() {
+		return res, fmt.Errorf("torture crashpoints: a check failed (see %s; processes' logs in %s)", filepath.Join(out, name+".md"), dir)
+	}
+	return res, os.RemoveAll(dir)
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/experiments"
 	"github.com/flashmend/flashmend/internal/report"
+	"github.com/flashmend/flashmend/internal/torture/nemesis"
 )
 
 // Run is everything one torture run measured.
@@ -24,6 +25,13 @@ type Run struct {
 	// Errors are sweeps that stopped early (their cells so far are
 	// reported).
 	Errors []string
+	// Nemesis are the nemesis runs (plain files, emulated flash) and
+	// NemesisErr the runs that could not finish.
+	Nemesis    []*nemesis.Result
+	NemesisErr []string
+	// Crash is the crash-point run (CrashErr: it could not finish).
+	Crash    *nemesis.CrashResult
+	CrashErr string
 }
 
 // faultTitle names a fault column.
@@ -42,7 +50,7 @@ func title(f string) string {
 
 // Report renders the run as docs/results/torture.md.
 func (r Run) Report() (*report.Report, error) {
-	rep, err := report.New("torture", "Torture: fuzzed decoders and one fault at a time in every file kind (CORDS)")
+	rep, err := report.New("torture", "Torture: fuzzed decoders, one fault at a time in every file kind (CORDS), nemesis, crash points")
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +72,12 @@ func (r Run) Report() (*report.Report, error) {
 		return nil, err
 	}
 	if err := r.objectSection(rep); err != nil {
+		return nil, err
+	}
+	if err := r.nemesisSection(rep); err != nil {
+		return nil, err
+	}
+	if err := r.crashSection(rep); err != nil {
 		return nil, err
 	}
 	return rep, nil

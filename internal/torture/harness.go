@@ -1,0 +1,107 @@
+package torture
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/flashmend/flashmend/internal/report"
+)
+
+// nemesisSection summarizes the nemesis runs (each has its own report,
+// nemesis.md and nemesis-sdf.md, with every fault's timeline).
+func (r Run) nemesisSection(rep *report.Report) error {
+	if len(r.Nemesis) == 0 && len(r.NemesisErr) == 0 {
+		rep.Text("## Nemesis\n\nNot run in this report (`flashmend torture nemesis`).")
+		return nil
+	}
+	rep.Text("## Nemesis (processes killed, paused, cut off, given bit errors, devices filled; porcupine)\n\n" +
+		"Coordinator and storage nodes as separate processes, KV and object clients recording histories while a seeded " +
+		"nemesis injects faults; at the end everything is healed, the KV history is checked for linearizability with " +
+		"porcupine and every acknowledged object is read back. Each run's own report lists every fault with its victims " +
+		"and duration.")
+	t := report.Table{Caption: "Nemesis runs", Header: []string{"store", "nodes", "faults injected", "by kind", "KV operations (completed)",
+		"porcupine", "object puts acknowledged", "acknowledged objects intact at the end", "lost / wrong", "verdict", "report", "wall"}}
+	for _, n := range r.Nemesis {
+		kinds := map[string]int{}
+		for _, f := range n.Faults {
+			kinds[f.Kind]++
+		}
+		var by []string
+		for k, c := range kinds {
+			by = append(by, fmt.Sprintf("%s %d", k, c))
+		}
+		sort.Strings(by)
+		verdict, name := "pass", "nemesis.md"
+		if !n.Passed() {
+			verdict = "FAILED"
+		}
+		if n.Store == "sdf" {
+			name = "nemesis-sdf.md"
+		}
+		t.Rows = append(t.Rows, []string{n.Store, fmt.Sprint(n.Nodes), fmt.Sprint(len(n.Faults)), strings.Join(by, ", "),
+			fmt.Sprintf("%d (%d)", n.KVOps, n.KVOK), n.Linearizable, fmt.Sprint(n.ObjPuts), fmt.Sprint(n.ObjFinalOK),
+			fmt.Sprintf("%d / %d", n.ObjFinalLost, n.ObjFinalWrong+n.ObjReadWrong), verdict, "[" + name + "](" + name + ")",
+			n.Elapsed.Round(time.Second).String()})
+	}
+	for _, e := range r.NemesisErr {
+		t.Rows = append(t.Rows, []string{"", "", "", "", "", "", "", "", "", "ERROR: " + escape(e), "", ""})
+	}
+	return rep.Table(t)
+}
+
+// crashSection lists the crash points covered (crashpoints-<store>.md has
+// the detail).
+func (r Run) crashSection(rep *report.Report) error {
+	if r.Crash == nil && r.CrashErr == "" {
+		rep.Text("## Crash points\n\nNot run in this report (`flashmend torture crashpoints`).")
+		return nil
+	}
+	rep.Text("## Crash points (a node killed at each persistence step, restarted from its disk)\n\n" +
+		"One node process, armed with `FLASHMEND_CRASHPOINT=<point>@<n>`, SIGKILLs itself at the n-th hit of a persistence " +
+		"step while KV and object clients work; it is restarted unarmed from what its device holds, and every acknowledged " +
+		"object and KV write must read back, nothing half-written may be read, and the KV history must stay linearizable.")
+	if r.CrashErr != "" {
+		rep.Text("**Crash-point run stopped:** %s", escape(r.CrashErr))
+	}
+	if r.Crash == nil {
+		return nil
+	}
+	c := r.Crash
+	counts := map[string]int{}
+	t := report.Table{Header: []string{"point", "layer", "node", "hit", "outcome", "detail"}}
+	for _, p := range c.Points {
+		counts[p.Outcome]++
+		t.Rows = append(t.Rows, []string{"`" + p.Point + "`", p.Layer, p.Node.String(), fmt.Sprint(p.At), p.Outcome, escape(p.Detail)})
+	}
+	var parts []string
+	for o, n := range counts {
+		parts = append(parts, fmt.Sprintf("%d %s", n, o))
+	}
+	sort.Strings(parts)
+	verdict := "pass"
+	if !c.Passed() {
+		verdict = "FAILED"
+	}
+	name := "crashpoints-" + c.Store + ".md"
+	t.Caption = fmt.Sprintf("%d points on %d nodes (%s, %s devices): %s; KV history %d operations, porcupine %s; %d object puts "+
+		"acknowledged, %d objects checked. Verdict: %s. Detail: [%s](%s).", len(c.Points), c.Nodes, c.Store, c.DeviceSize,
+		strings.Join(parts, ", "), c.KVOps, c.Linearizable, c.ObjPuts, c.ObjChecked, verdict, name, name)
+	return rep.Table(t)
+}
+
+// HarnessBad counts the harness parts (nemesis runs, the crash-point
+// run) that failed their checks or could not run.
+func (r Run) HarnessBad() int {
+	bad := len(r.NemesisErr)
+	for _, n := range r.Nemesis {
+		if !n.Passed() {
+			bad++
+		}
+	}
+	if r.CrashErr != "" || (r.Crash != nil && !r.Crash.Passed()) {
+		bad++
+	}
+	return bad
+}
