@@ -23,14 +23,20 @@
 //     single-fault sweep (zero, junk, flip).
 //   - faultfs: the fault-injecting vfs.FS the KV cells run on (read and
 //     write errors at run time).
-//   - nemesis (its own package): processes killed, paused and cut off
-//     while clients record histories, with porcupine's check.
+//   - nemesis (its own package): processes killed, paused, cut off,
+//     given bit errors and their devices filled while clients record
+//     histories, with porcupine's check.
 //   - Crash points (`flashmend torture crashpoints`, nemesis.RunCrashPoints
 //     on the points of internal/crashpoint): a node process restarted
 //     armed at one persistence step kills itself there and is restarted
 //     from its disk; every acknowledged object and KV write must survive,
 //     nothing half-written may be read, the node must rejoin
 //     (docs/results/crashpoints-sdf.md).
+//   - The whole run (`flashmend torture all`, `make torture`): fuzzing,
+//     CORDS, then the nemesis on plain files and on flash and every crash
+//     point; each part writes its own report and torture.md sums them up
+//     (Run.Report; a part that failed or could not run counts as a miss,
+//     Run.HarnessBad).
 //
 // # Invariants
 //
