@@ -313,6 +313,9 @@ func (h *crashHarness) point(ctx context.Context, spec crashpoint.Spec, victim *
 	if err := waitUntil(ctx, 2*time.Minute, func() bool { return h.kvAnswers(ctx) }); err != nil {
 		fail("a KV key did not answer a strong read within 2m of the restart: %s", h.kvStuck(ctx))
 	}
+	if msg := h.checkReplicas(ctx); msg != "" {
+		fail("%s", msg)
+	}
 	wrong, lost, repaired := h.checkObjects(ctx, victim.id)
 	cp.RepairedOnVictim = repaired
 	problems = append(problems, wrong...)
@@ -615,6 +618,56 @@ func (h *crashHarness) kvStuck(ctx context.Context) string {
 	return strings.Join(out, " | ")
 }
 
+// checkReplicas waits (with the workload stopped) until the replicas of
+// every shard have applied the same index, then compares their contents'
+// checksums: a crashed replica that lost or doubled part of what it
+// applied differs from its peers. It returns what differs ("" if
+// nothing).
+func (h *crashHarness) checkReplicas(ctx context.Context) string {
+	var problems []string
+	for _, shard := range h.kv.Layout().Shards {
+		var last string
+		err := waitUntil(ctx, time.Minute, func() bool {
+			var applied []uint64
+			var crcs []uint32
+			var nodes []base.NodeID
+			for _, node := range shard.Replicas {
+				ac, err := h.kv.AdminClient(node)
+				if err != nil {
+					last = fmt.Sprintf("node %d: %v", node, err)
+					return false
+				}
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				st, err := ac.ReplicaStatus(cctx, &kvpb.ReplicaStatusRequest{Shard: uint64(shard.ID)})
+				cancel()
+				if err != nil {
+					last = fmt.Sprintf("node %d: %v", node, err)
+					return false
+				}
+				applied, crcs, nodes = append(applied, st.AppliedIndex), append(crcs, st.ContentCrc), append(nodes, node)
+			}
+			for i := range applied {
+				if applied[i] != applied[0] {
+					last = fmt.Sprintf("applied indexes %v on nodes %v", applied, nodes)
+					return false
+				}
+			}
+			for i := range crcs {
+				if crcs[i] != crcs[0] {
+					last = fmt.Sprintf("content checksums %08x at applied index %d on nodes %v", crcs, applied[0], nodes)
+					problems = append(problems, fmt.Sprintf("shard %s: replicas differ: %s", shard.ID, last))
+					return true
+				}
+			}
+			return true
+		})
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("shard %s: replicas did not converge within 1m: %s", shard.ID, last))
+		}
+	}
+	return strings.Join(problems, "; ")
+}
+
 // finalReads reads every register once more into the history.
 func (h *crashHarness) finalReads(ctx context.Context) {
 	for k := 0; k < h.opts.Keys; k++ {
@@ -675,7 +728,7 @@ func (r *CrashResult) Markdown() string {
 			reached++
 		}
 	}
-	fmt.Fprintf(&b, "Seed %d, %d storage nodes on %s and a coordinator, each its own process. For each point in turn, while KV and object clients work, one node is restarted armed at the point's n-th hit (`%s=<point>@<n>`), dies there (SIGKILL, by itself), and is restarted unarmed from what was on its disk; then it must rejoin, every key must answer, every object must read back as its last acknowledged put or a put still in flight (never absent after an acknowledgement, never other bytes), a scrub of every object counts what the crashed node lost, and porcupine checks the KV history so far. %d of %d points reached; %v in all. Verdict: **%s**.\n\n",
+	fmt.Fprintf(&b, "Seed %d, %d storage nodes on %s and a coordinator, each its own process. For each point in turn, while KV and object clients work, one node is restarted armed at the point's n-th hit (`%s=<point>@<n>`), dies there (SIGKILL, by itself), and is restarted unarmed from what was on its disk; then it must rejoin, every key must answer, every object must read back as its last acknowledged put or a put still in flight (never absent after an acknowledgement, never other bytes), a scrub of every object counts what the crashed node lost, the replicas of every KV shard must hold the same contents once at the same applied index, and porcupine checks the KV history so far. %d of %d points reached; %v in all. Verdict: **%s**.\n\n",
 		r.Seed, r.Nodes, store, crashpoint.Env, reached, len(r.Points), r.Elapsed.Round(time.Second), verdict)
 	b.WriteString("| point | layer | node | crash at hit | reached | outcome | detail |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, p := range r.Points {

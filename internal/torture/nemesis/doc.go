@@ -46,8 +46,11 @@
 // acknowledged since (the object clients overwrite a few keys each, so
 // old versions become garbage for the SDF layer's GC; never absent after
 // an acknowledgement, never other bytes), a scrub of every object counts
-// the chunks the crashed node had lost or torn (outcome "repaired"), and
-// the KV history so far must be linearizable. One cluster serves every
+// the chunks the crashed node had lost or torn (outcome "repaired"), the
+// replicas of every KV shard, once at the same applied index, must hold
+// the same contents (their checksums; a crashed replica that lost or
+// doubled part of what it applied differs), and the KV history so far
+// must be linearizable. One cluster serves every
 // point: the checks after a point cover everything acknowledged since the
 // run began. Two points need a workload of their own to be reached: while
 // sdf-gc-move is armed, clients churn 4 MiB objects over a small live set
