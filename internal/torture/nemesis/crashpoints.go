@@ -276,19 +276,18 @@ func (h *crashHarness) point(ctx context.Context, spec crashpoint.Spec, victim *
 	// A clean stop, so that the only crash of the round is the point's.
 	victim.p.stop(20 * time.Second)
 	bound := h.copts.Bound
+	stopAid := func() {}
 	if spec.Name == "sdf-gc-move" && h.opts.Store == "sdf" {
 		// Host GC moves pages only when a device runs short of empty
 		// zones: churn big objects over a small live set (old versions
 		// become garbage) until the devices need it.
-		stopChurn := h.startChurn(ctx)
-		defer stopChurn()
+		stopAid = h.startChurn(ctx)
 		bound *= 4
 	}
 	if spec.Name == "patch-ingest" || spec.Name == "patch-applied" {
 		// A KV patch is ingested only where a replica found damage:
 		// damage the victim's replicas' blocks and read them there.
-		stopDamage := h.startKVDamage(ctx, victim.id)
-		defer stopDamage()
+		stopAid = h.startKVDamage(ctx, victim.id)
 	}
 	reached, after, err := h.runArmed(ctx, victim, spec, bound)
 	if !reached && err == nil && spec.At > 1 {
@@ -298,6 +297,7 @@ func (h *crashHarness) point(ctx context.Context, spec crashpoint.Spec, victim *
 		spec.At, cp.At = 1, 1
 		reached, after, err = h.runArmed(ctx, victim, spec, bound)
 	}
+	stopAid() // the checks run on a quiet cluster
 	cp.Reached, cp.ReachedAfter = reached, after
 	if err != nil {
 		fail("armed node: %v", err)
@@ -631,6 +631,7 @@ func (h *crashHarness) checkReplicas(ctx context.Context) string {
 			var applied []uint64
 			var crcs []uint32
 			var nodes []base.NodeID
+			var states []string
 			for _, node := range shard.Replicas {
 				ac, err := h.kv.AdminClient(node)
 				if err != nil {
@@ -645,10 +646,12 @@ func (h *crashHarness) checkReplicas(ctx context.Context) string {
 					return false
 				}
 				applied, crcs, nodes = append(applied, st.AppliedIndex), append(crcs, st.ContentCrc), append(nodes, node)
+				states = append(states, fmt.Sprintf("n%d: %q leader %v pending repairs %d last detection %q raft log %q",
+					node, st.State, st.Leader, st.PendingRepairs, st.LastDetection, st.RaftLog))
 			}
 			for i := range applied {
 				if applied[i] != applied[0] {
-					last = fmt.Sprintf("applied indexes %v on nodes %v", applied, nodes)
+					last = fmt.Sprintf("applied indexes %v on nodes %v (%s)", applied, nodes, strings.Join(states, "; "))
 					return false
 				}
 			}
