@@ -16,6 +16,7 @@ import (
 	"github.com/flashmend/flashmend/internal/experiments"
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/torture"
+	"github.com/flashmend/flashmend/internal/torture/helix"
 	"github.com/flashmend/flashmend/internal/torture/nemesis"
 )
 
@@ -210,6 +211,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 	}
 	cmd.AddCommand(newNemesisCmd())
 	cmd.AddCommand(newCrashPointsCmd())
+	cmd.AddCommand(newHelixCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:    "cell",
 		Short:  "Run one KV cell named by " + torture.CellEnv + " (the harness's child process)",
@@ -429,4 +431,85 @@ func runCrashPoints(ctx context.Context, opts nemesis.CrashOptions, out string, 
 		return res, fmt.Errorf("torture crashpoints: a check failed (see %s; processes' logs in %s)", filepath.Join(out, name+".md"), dir)
 	}
 	return res, os.RemoveAll(dir)
+}
+
+// newHelixCmd is `flashmend torture helix`: every copy damaged in a
+// different place at once (internal/torture/helix); writes helix.md.
+func newHelixCmd() *cobra.Command {
+	var (
+		opts       helix.Options
+		objectSize = base.Bytes(helix.DefaultObjectBytes)
+		out        string
+	)
+	cmd := &cobra.Command{
+		Use:   "helix",
+		Short: "Damage every copy of every object chunk and KV block in a different place at once; 0 lost (writes helix.md)",
+		Long: `helix damages different regions on every copy at once, so that no copy is
+whole and one good copy of every byte exists only across nodes
+(internal/torture/helix). Objects: a 6-node cluster on plain files (or
+emulated flash with --store sdf); every
+512 B sector of every REP chunk damaged on two of its three replicas (a
+different survivor each sector), every sector row of every EC row on two of
+its six shards; every object read back, the cluster restarted, read and
+scrubbed again. KV: a 3-replica shard; on every replica up to --fraction of
+its data blocks damaged, every key kept intact on at least one replica;
+all replicas restarted, every key read back, the replicas must converge
+by key-range patches (no rebuild). Writes <out>/helix.md; exits non-zero
+when anything was lost, wrong, left to repair or rebuilt.`,
+		Example: `  flashmend torture helix --seed 7 --out /tmp/helix
+  flashmend torture helix --objects 8 --object-size 1MiB --keys 20000`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			// 0 means "the default" in helix.Options; on the command line
+			// it is a mistake.
+			if opts.Objects < 1 || opts.Keys < 1 || objectSize < 1 || !(opts.Fraction > 0) {
+				return base.InvalidArgumentf("torture helix: --objects, --object-size, --keys and --fraction must be positive")
+			}
+			if objectSize > helix.MaxObjectBytes {
+				return base.InvalidArgumentf("torture helix: --object-size %s above %s", objectSize, base.Bytes(helix.MaxObjectBytes))
+			}
+			opts.ObjectBytes = int(objectSize)
+			dir, err := os.MkdirTemp("", "flashmend-helix-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			opts.Dir = dir
+			if err := opts.Validate(); err != nil {
+				return err
+			}
+			if opts.Seed == 0 {
+				opts.Seed = time.Now().UnixNano()
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture helix: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
+			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			res, err := helix.Run(cmd.Context(), opts)
+			if err != nil {
+				return fmt.Errorf("torture helix (seed %d): %w", opts.Seed, err)
+			}
+			rep, err := res.Report()
+			if err != nil {
+				return err
+			}
+			command := fmt.Sprintf("flashmend torture helix --seed %d --store %s --objects %d --object-size %d --keys %d --fraction %g",
+				opts.Seed, opts.Store, opts.Objects, opts.ObjectBytes, opts.Keys, opts.Fraction)
+			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture helix: wrote %s in %v (seed %d)\n", filepath.Join(out, "helix.md"), res.Wall.Round(time.Second), opts.Seed)
+			if p := res.Problems(); len(p) > 0 {
+				return fmt.Errorf("torture helix (seed %d): target missed: %s", opts.Seed, strings.Join(p, "; "))
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&opts.Seed, "seed", 0, "seed of the data and of every damage choice (0: from the clock, printed)")
+	f.IntVar(&opts.Objects, "objects", helix.DefaultObjects, fmt.Sprintf("objects per redundancy (REP and EC), 1 to %d", helix.MaxObjects))
+	f.Var(&objectSize, "object-size", fmt.Sprintf("size of each object (%s to %s)", base.Bytes(helix.MinObjectBytes), base.Bytes(helix.MaxObjectBytes)))
+	f.IntVar(&opts.Keys, "keys", helix.DefaultKeys, fmt.Sprintf("KV keys, %d to %d", helix.MinKeys, helix.MaxKeys))
+	f.Float64Var(&opts.Fraction, "fraction", helix.DefaultFraction, "share of each KV replica's data blocks damaged at most, in (0, 1]")
+	f.StringVar(&opts.Store, "store", helix.StoreFile, "object nodes' store: file (plain files) or sdf (emulated flash; the KV half stays on files in memory)")
+	f.StringVar(&out, "out", "docs/results", "directory for helix.md")
+	return cmd
 }

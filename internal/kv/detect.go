@@ -65,6 +65,9 @@ func (r *Replica) detectLoop() {
 			if rep.gen == r.smGen.Load() {
 				r.handleCorruption(rep.info)
 			}
+			r.mu.Lock()
+			r.stats.ReportsHandled++
+			r.mu.Unlock()
 		case <-tick:
 			r.proposePending()
 		case <-r.stopc:

@@ -1,7 +1,6 @@
 package kv
 
 import (
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/kv/engine"
 
 	"github.com/flashmend/flashmend/internal/raftlog"
@@ -34,23 +33,4 @@ func (r *Replica) Repairing() (recovering, pending int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.repair.Recovering()), r.repair.Requests()
-}
-
-// Files returns where the replica keeps its files.
-func (r *Replica) Files() (vfs.FS, string) { return r.fs, r.dir }
-
-// Separators returns the index separators (user keys) of the replica's data
-// blocks, after compacting its engine into one level.
-func (r *Replica) Separators() ([][]byte, error) {
-	r.smMu.RLock()
-	defer r.smMu.RUnlock()
-	return r.sm.Separators()
-}
-
-// CorruptBlockAt damages the data block holding key at fraction frac of
-// its bytes.
-func (r *Replica) CorruptBlockAt(key []byte, frac float64) (string, uint64, error) {
-	r.smMu.RLock()
-	defer r.smMu.RUnlock()
-	return r.sm.CorruptBlockAt(key, frac)
 }

@@ -64,6 +64,10 @@ type ReplicaStats struct {
 	// LastDetection says what happened to the last corruption report:
 	// "transient", "pending", "patched", "rebuilt", "already repaired".
 	LastDetection string
+	// ReportsHandled counts the corruption reports (reads', compactions'
+	// and Scrub's) the replica has finished handling, whatever the
+	// outcome: a caller of Scrub waits for its reports with it.
+	ReportsHandled uint64
 }
 
 func (s ReplicaStats) String() string {
@@ -990,6 +994,37 @@ func (r *Replica) CorruptBlock(key []byte) (string, uint64, error) {
 		return "", 0, r.unavailable()
 	}
 	return r.sm.CorruptBlock(key)
+}
+
+// Files returns the file system and directory the replica keeps its files
+// in (its engine in the "pebble" subdirectory): where a tool damages them
+// at rest once the replica is stopped (engine.CorruptBlocksAtRest).
+func (r *Replica) Files() (vfs.FS, string) { return r.fs, r.dir }
+
+// CorruptBlockAt is CorruptBlock flipping the byte at fraction frac (in
+// [0, 1)) of the block instead of its middle: replicas damaged at
+// different bytes of the same block (block merge's case), or a harness
+// (internal/torture/helix) damaging many blocks of one replica.
+func (r *Replica) CorruptBlockAt(key []byte, frac float64) (string, uint64, error) {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return "", 0, r.unavailable()
+	}
+	return r.sm.CorruptBlockAt(key, frac)
+}
+
+// Separators compacts the replica's engine into one level and returns the
+// index separators (user keys, ascending) of its data blocks: a user key k
+// lies in the first block whose separator is >= k. Tests and the torture
+// harness use it to choose which blocks to damage (CorruptBlockAt).
+func (r *Replica) Separators() ([][]byte, error) {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return nil, r.unavailable()
+	}
+	return r.sm.Separators()
 }
 
 // Status reports the replica's state for operators and tests.

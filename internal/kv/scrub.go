@@ -14,7 +14,9 @@ import (
 // Scrub verifies the block checksums of every live sstable of the replica
 // (cold data that no read touches included) and reports each damaged file
 // like a read that ran into it, which starts its repair. It returns the
-// files verified and the damaged ones found.
+// files verified and the damaged ones found. The reports are handled on
+// the replica's detect loop after Scrub returns; ReplicaStats.
+// ReportsHandled counts them once handled.
 func (r *Replica) Scrub() (files, damaged int, err error) {
 	r.smMu.RLock()
 	if r.smClosed {

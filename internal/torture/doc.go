@@ -23,6 +23,11 @@
 //     single-fault sweep (zero, junk, flip).
 //   - faultfs: the fault-injecting vfs.FS the KV cells run on (read and
 //     write errors at run time).
+//   - helix (its own package, `flashmend torture helix`): different
+//     regions damaged on every copy at once (every sector of every object
+//     chunk on all copies but one, a different one each sector; half of
+//     every KV replica's blocks), so that one good copy of every byte
+//     exists only across nodes; target 0 lost, 0 wrong, no rebuild.
 //   - nemesis (its own package): processes killed, paused, cut off,
 //     given bit errors and their devices filled while clients record
 //     histories, with porcupine's check.

@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
+	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -115,11 +118,101 @@ func (sm *StateMachine) corruptBlockOnce(key []byte, frac float64, damaged map[s
 }
 
 func (sm *StateMachine) corruptBlockInFile(path string, pk []byte, frac float64) (uint64, error) {
+	return corruptBlockInFile(sm.fs, sm.opts.MakeReaderOptions(), path, pk, frac)
+}
+
+// BlockDamage is one data block CorruptBlocksAtRest damaged.
+type BlockDamage struct {
+	Path   string
+	Offset uint64
+}
+
+// CorruptBlocksAtRest damages, in the sstables of a closed engine in dir
+// on fs, the data block holding each of keys (user keys) at fraction
+// fracs[i] (in [0, 1)) of its bytes: bit rot at rest, with no compaction
+// in between that could run into the damage already done (which the
+// running engine's CorruptBlockAt cannot rule out: its own flush and
+// compaction may read a block it damaged before). Every key must be in
+// one of the tables; the tables holding them are found before anything is
+// damaged (the newest table holding a key takes its damage). A test and
+// fault-injection tool (internal/torture/helix).
+func CorruptBlocksAtRest(fs vfs.FS, dir string, keys [][]byte, fracs []float64) ([]BlockDamage, error) {
+	if len(keys) != len(fracs) {
+		return nil, base.InvalidArgumentf("kv: %d keys and %d fractions", len(keys), len(fracs))
+	}
+	for _, f := range fracs {
+		if !(f >= 0 && f < 1) {
+			return nil, base.InvalidArgumentf("kv: corrupt at fraction %v of a block, want [0, 1)", f)
+		}
+	}
+	names, err := fs.List(dir)
+	if err != nil {
+		return nil, err
+	}
+	// Newest first: a table a compaction replaced and not yet deleted
+	// must not take the damage meant for the live one.
+	sort.Sort(sort.Reverse(sort.StringSlice(names)))
+	ro := SSTReaderOptions()
+	paths := make([]string, len(keys))
+	for _, name := range names {
+		if !strings.HasSuffix(name, ".sst") {
+			continue
+		}
+		path := fs.PathJoin(dir, name)
+		r, err := openTable(fs, path, ro)
+		if err != nil {
+			return nil, Classify(err)
+		}
+		for i, k := range keys {
+			if paths[i] != "" {
+				continue
+			}
+			holds, err := tableHolds(r, UserKey(k))
+			if err != nil {
+				r.Close()
+				return nil, Classify(err)
+			}
+			if holds {
+				paths[i] = path
+			}
+		}
+		r.Close()
+	}
+	for i, k := range keys {
+		if paths[i] == "" {
+			return nil, base.InvalidArgumentf("kv: no sstable in %s holds key %q", dir, k)
+		}
+	}
+	out := make([]BlockDamage, len(keys))
+	for i, k := range keys {
+		off, err := corruptBlockInFile(fs, ro, paths[i], UserKey(k), fracs[i])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = BlockDamage{Path: paths[i], Offset: off}
+	}
+	return out, nil
+}
+
+// tableHolds reports whether the table r holds a point key of user key pk.
+func tableHolds(r *sstable.Reader, pk []byte) (bool, error) {
+	it, err := r.NewIter(block.NoTransforms, pk, append(bytes.Clone(pk), 0), sstable.AssertNoBlobHandles)
+	if err != nil {
+		return false, err
+	}
+	kv := it.First()
+	holds := kv != nil && bytes.Equal(kv.K.UserKey, pk)
+	return holds, errors.Join(it.Error(), it.Close())
+}
+
+// corruptBlockInFile damages the data block of the sstable at path that
+// holds pk at fraction frac of its bytes, and returns the block's offset.
+func corruptBlockInFile(fs vfs.FS, ro sstable.ReaderOptions, path string, pk []byte, frac float64) (uint64, error) {
 	// Find the block on a private copy of the file (in memory), so the
 	// trials never show in the live file where reads, compactions and the
 	// scrubber would see (and repair) them; then damage the live file once.
 	probe := vfs.NewMem()
-	if err := vfs.CopyAcrossFS(sm.fs, path, probe, "probe.sst"); err != nil {
+	if err := vfs.CopyAcrossFS(fs, path, probe, "probe.sst"); err != nil {
 		return 0, fmt.Errorf("kv: copy %s: %w", path, err)
 	}
 	f, err := probe.Open("probe.sst")
@@ -131,7 +224,7 @@ func (sm *StateMachine) corruptBlockInFile(path string, pk []byte, frac float64)
 		f.Close()
 		return 0, err
 	}
-	r, err := sstable.NewReader(context.Background(), readable, sm.opts.MakeReaderOptions())
+	r, err := sstable.NewReader(context.Background(), readable, ro)
 	if err != nil {
 		readable.Close()
 		return 0, Classify(err)
@@ -154,7 +247,7 @@ func (sm *StateMachine) corruptBlockInFile(path string, pk []byte, frac float64)
 		}
 		// Check on the copy that the damage is where the key is (the
 		// file may be damaged elsewhere already: a span of it then).
-		spans, _, err := IsolateBlocks(probe, "probe.sst", sm.opts.MakeReaderOptions(), nil, nil)
+		spans, _, err := IsolateBlocks(probe, "probe.sst", ro, nil, nil)
 		isolated := false
 		for _, sp := range spans {
 			isolated = isolated || ((sp.Start == nil || bytes.Compare(pk, sp.Start) >= 0) && (sp.End == nil || bytes.Compare(pk, sp.End) < 0))
@@ -162,7 +255,7 @@ func (sm *StateMachine) corruptBlockInFile(path string, pk []byte, frac float64)
 		if err != nil || !isolated {
 			return 0, base.AssertionFailedf("kv: damaging block %d of %s does not isolate key %q: %v %v", b.h.Offset, path, pk, spans, err)
 		}
-		return b.h.Offset, FlipByteAt(sm.fs, path, at)
+		return b.h.Offset, FlipByteAt(fs, path, at)
 	}
 	return 0, base.InvalidArgumentf("kv: no data block of %s holds the key", path)
 }
