@@ -112,6 +112,26 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 				if err != nil {
 					return err
 				}
+				// Helix: every copy damaged in a different place at once.
+				hdir, err := os.MkdirTemp("", "flashmend-helix-")
+				if err != nil {
+					return err
+				}
+				hres, herr := helix.Run(ctx, helix.Options{Seed: seed, Dir: hdir, Store: helix.StoreFile, Logf: logf})
+				_ = os.RemoveAll(hdir)
+				if herr != nil {
+					r.HelixErr = herr.Error()
+					logf("helix: %v", herr)
+				} else {
+					r.Helix = &hres
+					if hrep, err := hres.Report(); err == nil {
+						hcmd := fmt.Sprintf("flashmend torture helix --seed %d --store file --objects %d --object-size %d --keys %d --fraction %g",
+							seed, helix.DefaultObjects, helix.DefaultObjectBytes, helix.DefaultKeys, helix.DefaultFraction)
+						if err := hrep.Write(out, report.CaptureEnv(hcmd, time.Now())); err != nil {
+							return err
+						}
+					}
+				}
 				// The nemesis on plain files, then on emulated flash with
 				// two faults at once; each writes its own report.
 				for _, n := range []nemesis.Options{
@@ -190,7 +210,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		}
 	}
 	for _, sub := range []struct{ name, short string }{
-		{"all", "The whole harness: fuzz every decoder, the CORDS sweeps, the nemesis (plain files and flash) and every crash point; torture.md sums them up"},
+		{"all", "The whole harness: fuzz every decoder, the CORDS sweeps, the helix, the nemesis (plain files and flash) and every crash point; torture.md sums them up"},
 		{"fuzz", "Fuzz every decoder of stored or received bytes for --fuzztime each (from the repository root)"},
 		{"cords", "One fault at a time in one file of every kind: KV store (a child process per cell) and object store"},
 	} {
@@ -204,7 +224,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		c.Flags().BoolVar(&objects, "objects", true, "also run the object store's sweep")
 		c.Flags().StringVar(&only, "only", "", "run only fuzz targets (package/name) or KV cells (kind/fault) containing this")
 		if sub.name == "all" {
-			c.Flags().BoolVar(&harness, "harness", true, "after the sweeps, run the nemesis (plain files, then flash) and every crash point on flash (not with --only)")
+			c.Flags().BoolVar(&harness, "harness", true, "after the sweeps, run the helix, the nemesis (plain files, then flash) and every crash point on flash (not with --only)")
 			c.Flags().DurationVar(&nemDuration, "nemesis-duration", 2*time.Minute, "how long each nemesis injects faults")
 		}
 		cmd.AddCommand(c)

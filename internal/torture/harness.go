@@ -9,6 +9,19 @@ import (
 	"github.com/flashmend/flashmend/internal/report"
 )
 
+// helixSection is the helix run's findings (helix.md has the same).
+func (r Run) helixSection(rep *report.Report) error {
+	if r.HelixErr != "" {
+		rep.Text("## Helix\n\n**Helix could not finish:** %s", escape(r.HelixErr))
+		return nil
+	}
+	if r.Helix == nil {
+		rep.Text("## Helix\n\nNot run in this report (`flashmend torture helix`).")
+		return nil
+	}
+	return r.Helix.Section(rep, 2)
+}
+
 // nemesisSection summarizes the nemesis runs (each has its own report,
 // nemesis.md and nemesis-sdf.md, with every fault's timeline).
 func (r Run) nemesisSection(rep *report.Report) error {
@@ -91,10 +104,13 @@ func (r Run) crashSection(rep *report.Report) error {
 	return rep.Table(t)
 }
 
-// HarnessBad counts the harness parts (nemesis runs, the crash-point
-// run) that failed their checks or could not run.
+// HarnessBad counts the harness parts (helix, nemesis runs, the
+// crash-point run) that failed their checks or could not run.
 func (r Run) HarnessBad() int {
 	bad := len(r.NemesisErr)
+	if r.HelixErr != "" || (r.Helix != nil && r.Helix.Bad()) {
+		bad++
+	}
 	for _, n := range r.Nemesis {
 		if !n.Passed() {
 			bad++

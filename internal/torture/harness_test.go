@@ -22,7 +22,7 @@ func TestReportSumsUpTheHarness(t *testing.T) {
 		return string(rep.Markdown(report.Env{}))
 	}
 	empty := render(Run{Seed: 1})
-	for _, want := range []string{"## Nemesis\n\nNot run", "## Crash points\n\nNot run"} {
+	for _, want := range []string{"## Helix\n\nNot run", "## Nemesis\n\nNot run", "## Crash points\n\nNot run"} {
 		if !strings.Contains(empty, want) {
 			t.Errorf("a run without the harness: %q missing", want)
 		}
@@ -43,10 +43,11 @@ func TestReportSumsUpTheHarness(t *testing.T) {
 	}
 	crash.Points = append(crash.Points, nemesis.CrashPoint{Point: "chunk-sums", Outcome: nemesis.CrashFailed, Detail: "object lost"})
 	r.NemesisErr = []string{"file: the cluster did not start"}
-	if got := r.HarnessBad(); got != 2 {
-		t.Fatalf("a failed crash point and a nemesis that did not run: %d misses, want 2", got)
+	r.HelixErr = "helix: damage could not be injected"
+	if got := r.HarnessBad(); got != 3 {
+		t.Fatalf("a failed crash point, a nemesis and a helix that did not run: %d misses, want 3", got)
 	}
-	if md := render(r); !strings.Contains(md, "FAILED") || !strings.Contains(md, "the cluster did not start") {
+	if md := render(r); !strings.Contains(md, "FAILED") || !strings.Contains(md, "the cluster did not start") || !strings.Contains(md, "could not be injected") {
 		t.Fatalf("failures not reported:\n%s", md)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/experiments"
 	"github.com/flashmend/flashmend/internal/report"
+	"github.com/flashmend/flashmend/internal/torture/helix"
 	"github.com/flashmend/flashmend/internal/torture/nemesis"
 )
 
@@ -32,6 +33,9 @@ type Run struct {
 	// Crash is the crash-point run (CrashErr: it could not finish).
 	Crash    *nemesis.CrashResult
 	CrashErr string
+	// Helix is the helix run (HelixErr: it could not finish).
+	Helix    *helix.Result
+	HelixErr string
 }
 
 // faultTitle names a fault column.
@@ -72,6 +76,9 @@ func (r Run) Report() (*report.Report, error) {
 		return nil, err
 	}
 	if err := r.objectSection(rep); err != nil {
+		return nil, err
+	}
+	if err := r.helixSection(rep); err != nil {
 		return nil, err
 	}
 	if err := r.nemesisSection(rep); err != nil {
