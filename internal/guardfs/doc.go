@@ -41,6 +41,11 @@
 //   - ClassPass (LOCK, WAL *.log, anything else): untouched. The KV store
 //     runs Pebble without a WAL; its raft log is the source of truth.
 //
+// Restores write ReservedDir/t.<random>.<target>.tmp and rename it over
+// the target. CopyOf names the copies of one file for a layer below that
+// places copies apart (internal/sdfvfs pins them to different flash
+// channels, so one failed die cannot hold every copy of a byte).
+//
 // ReservedDir (".guardfs") is created in each directory that holds guarded
 // files, hidden from List and refused as a user path. Stats counts what the
 // layer did; Verify(dir) is the scrubber's entry point: it merges every

@@ -171,6 +171,59 @@ type dirIndex struct {
 	temps    []string
 }
 
+// CopyOf recognizes the files guardfs keeps as copies of one another, for
+// a layer below that places copies apart (internal/sdfvfs pins them to
+// different channels, so that one failed flash die cannot hold every copy
+// of a byte): the copies ReservedDir/m.<k>.<id>.<name> of framed file
+// <name> are copies k of group <dir>/<name> (the file itself is copy 0;
+// as a duplicated file it also has copy 1 below guardfs, so the copies
+// here count from 2), and the sidecars ReservedDir/s.<k>.<id>.<name> of
+// sstable <name> are copies k of group <dir>/<ReservedDir>/s.<name>. A
+// restore's temporary file (ReservedDir/t.<random>.<target>.tmp) belongs
+// where its target does: it is renamed over it. ok is false for any
+// other path. p uses '/' separators (sdfvfs's paths).
+func CopyOf(p string) (group string, index int, ok bool) {
+	dir, n := "", p
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		dir, n = p[:i], p[i+1:]
+	}
+	if dir != ReservedDir && !strings.HasSuffix(dir, "/"+ReservedDir) {
+		return "", 0, false
+	}
+	parent := strings.TrimSuffix(strings.TrimSuffix(dir, ReservedDir), "/")
+	if strings.HasPrefix(n, kindTemp+".") && strings.HasSuffix(n, ".tmp") {
+		rest := strings.TrimSuffix(strings.TrimPrefix(n, kindTemp+"."), ".tmp")
+		// <random 16 hex>.<target base>
+		if len(rest) < 18 || rest[16] != '.' {
+			return "", 0, false
+		}
+		target := rest[17:]
+		if _, _, _, _, isCopy := parseReserved(target); !isCopy {
+			// The file itself, restored: copy 0 of its group.
+			return joinSlash(parent, target), 0, true
+		}
+		return CopyOf(joinSlash(dir, target))
+	}
+	kind, k, _, name, ok := parseReserved(n)
+	if !ok {
+		return "", 0, false
+	}
+	switch kind {
+	case kindCopy:
+		return joinSlash(parent, name), k + 1, true
+	case kindSidecar:
+		return joinSlash(dir, kindSidecar+"."+name), k, true
+	}
+	return "", 0, false
+}
+
+func joinSlash(dir, name string) string {
+	if dir == "" {
+		return name
+	}
+	return dir + "/" + name
+}
+
 func parseReserved(n string) (kind string, k int, id uint64, name string, ok bool) {
 	parts := strings.SplitN(n, ".", 4)
 	if len(parts) != 4 || len(parts[2]) != 16 || parts[3] == "" {
@@ -317,7 +370,9 @@ func (fs *FS) writeReplace(dir, target string, data []byte) error {
 	if err := fs.ensureReserved(dir); err != nil {
 		return err
 	}
-	tmp := fs.inner.PathJoin(fs.reserved(dir), fmt.Sprintf("%s.%016x.tmp", kindTemp, fs.opts.NewID()))
+	// The temporary's name carries its target's (CopyOf), so that a layer
+	// below that places copies apart places it where the target belongs.
+	tmp := fs.inner.PathJoin(fs.reserved(dir), fmt.Sprintf("%s.%016x.%s.tmp", kindTemp, fs.opts.NewID(), fs.inner.PathBase(target)))
 	f, err := fs.inner.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return err

@@ -131,6 +131,16 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	if bestTables == 0 {
 		t.Fatal("no die of node 1 holds a KV table: the test proves nothing")
 	}
+	// Where each table and its copies are (for a failure's reader).
+	victim.kv.mu.Lock()
+	vfs := victim.kv.flashFS
+	victim.kv.mu.Unlock()
+	for _, name := range st.FS().List() {
+		if strings.HasSuffix(name, ".sst") && !strings.HasPrefix(name, ".sdfvfs/") {
+			pl, err := vfs.Placement(name)
+			t.Logf("%s: %v %v", name, pl, err)
+		}
+	}
 	r := victim.KV().Replica(shard)
 	before := r.Stats()
 	if err := st.FailDie(die.Channel*g.DiesPerChannel + die.Die); err != nil {
@@ -153,7 +163,11 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	waitUntil(t, "replicas equal", 60*time.Second, func() bool {
 		var sums []uint32
 		for i, n := range nodes {
-			crc, _, _, err := n.KV().Replica(shard).ContentChecksum()
+			r := n.KV().Replica(shard)
+			if r == nil {
+				return false
+			}
+			crc, _, _, err := r.ContentChecksum()
 			if err != nil {
 				if time.Now().Unix()%10 == 0 {
 					t.Logf("node %d's replica: content checksum: %v", i+1, err)
@@ -226,12 +240,27 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 	nodes[0] = n1
 	waitUntil(t, "node 1 reopens its replica", 60*time.Second, func() bool { return n1.KV() != nil && n1.KV().Replica(shard) != nil })
 	r1 := n1.KV().Replica(shard)
+	var logged time.Time
+	every := func() bool { // a log line every 5 s, not one per poll
+		if time.Since(logged) < 5*time.Second {
+			return false
+		}
+		logged = time.Now()
+		return true
+	}
 	waitUntil(t, "replicas equal after node 1's restart", 3*time.Minute, func() bool {
 		var sums []uint32
 		for i, n := range nodes {
-			crc, _, _, err := n.KV().Replica(shard).ContentChecksum()
+			if fails := n.KV().Failures(); len(fails) > 0 {
+				t.Fatalf("node %d's replica failed after node 1's restart: %v", i+1, fails)
+			}
+			r := n.KV().Replica(shard)
+			if r == nil {
+				return false
+			}
+			crc, _, _, err := r.ContentChecksum()
 			if err != nil {
-				if time.Now().Unix()%10 == 0 {
+				if every() {
 					t.Logf("node %d's replica: content checksum: %v", i+1, err)
 				}
 				return false
@@ -239,7 +268,7 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 			sums = append(sums, crc)
 		}
 		ok := r1.RepairsPending() == 0 && sums[0] == sums[1] && sums[1] == sums[2]
-		if !ok && time.Now().Unix()%10 == 0 {
+		if !ok && every() {
 			st, err := r1.Status()
 			t.Logf("node 1's replica: %v %v; sums %v", st, err, sums)
 		}

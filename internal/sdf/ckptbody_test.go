@@ -435,3 +435,95 @@ func TestCreatePreferringSpills(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateApartSpillsAway: a copy created with CreateApart whose
+// preferred channel has no room spills onto a channel it need not avoid,
+// not onto the channel of what it copies, though an open zone of its own
+// lifetime waits there (where CreatePreferring's plain spill may go).
+func TestCreateApartSpillsAway(t *testing.T) {
+	g := flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 16, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+	_, fs := newMem(t, g, Options{})
+	defer fs.Close()
+	page := make([]byte, fs.l.Geometry.PageSize)
+	for i := 0; ; i++ {
+		f, err := fs.CreateOn(fmt.Sprintf("fill-%d", i), LifetimeLong, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Write(page)
+		if err == nil {
+			err = f.Close()
+		}
+		if errors.Is(err, ErrNoSpace) {
+			fs.Remove(fmt.Sprintf("fill-%d", i))
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 10_000 {
+			t.Fatal("channel 0 never filled")
+		}
+	}
+	// The bytes to copy, in an open zone of the copy's lifetime on
+	// channel 1, and an open zone of another lifetime on channel 2.
+	for _, c := range []struct {
+		name string
+		hint Lifetime
+		ch   int
+	}{{"primary", LifetimeLong, 1}, {"other", LifetimeShort, 2}} {
+		f, err := fs.CreateOn(c.name, c.hint, c.ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(page); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	channelsOf := func(name string) []int {
+		st, err := fs.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []int
+		for _, z := range st.Zones {
+			out = append(out, fs.zones.All[z].Channel)
+		}
+		return out
+	}
+	for _, apart := range []bool{false, true} {
+		name := fmt.Sprintf("copy-%v", apart)
+		var f *File
+		var err error
+		if apart {
+			f, err = fs.CreateApart(name, LifetimeLong, 0, []int{1})
+		} else {
+			f, err = fs.CreatePreferring(name, LifetimeLong, 0)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(page); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		chs := channelsOf(name)
+		t.Logf("%s: channels %v (primary on %v)", name, chs, channelsOf("primary"))
+		for _, c := range chs {
+			if c == 0 {
+				t.Fatalf("%s on the full channel 0", name)
+			}
+			if apart && c == 1 {
+				t.Fatalf("%s spilled onto channel 1, which it avoids", name)
+			}
+		}
+	}
+	if _, err := fs.CreateApart("bad", LifetimeLong, 0, []int{4}); !errors.Is(err, base.ErrInvalidArgument) {
+		t.Fatalf("avoiding channel 4 of 4: %v", err)
+	}
+}

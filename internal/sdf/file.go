@@ -70,7 +70,7 @@ func (fs *FS) Create(name string, hint Lifetime) (*File, error) {
 // (section 2.3) so that software can match its threads to the channels;
 // this is that interface.
 func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
-	return fs.create(name, hint, channel, false)
+	return fs.create(name, hint, channel, false, nil)
 }
 
 // CreatePreferring is CreateOn with channel a preference, not a confinement:
@@ -78,10 +78,18 @@ func (fs *FS) CreateOn(name string, hint Lifetime, channel int) (*File, error) {
 // file's next zone is on another channel rather than the write failing with
 // no space. For copies that should sit apart but must not stop for it.
 func (fs *FS) CreatePreferring(name string, hint Lifetime, channel int) (*File, error) {
-	return fs.create(name, hint, channel, true)
+	return fs.create(name, hint, channel, true, nil)
 }
 
-func (fs *FS) create(name string, hint Lifetime, channel int, prefer bool) (*File, error) {
+// CreateApart is CreatePreferring that, when channel has no zone to give,
+// tries the channels not in avoid before any other: for a copy that must
+// not share a channel (and so a die) with the bytes it copies, even under
+// space pressure, as long as one channel it may use has room.
+func (fs *FS) CreateApart(name string, hint Lifetime, channel int, avoid []int) (*File, error) {
+	return fs.create(name, hint, channel, true, avoid)
+}
+
+func (fs *FS) create(name string, hint Lifetime, channel int, prefer bool, avoid []int) (*File, error) {
 	if fs.opts.ReadOnly {
 		return nil, ErrReadOnly
 	}
@@ -94,6 +102,13 @@ func (fs *FS) create(name string, hint Lifetime, channel int, prefer bool) (*Fil
 	if hint >= numLifetimes {
 		return nil, base.InvalidArgumentf("sdf: bad lifetime hint %d", hint)
 	}
+	var avoidMask uint64
+	for _, c := range avoid {
+		if c < 0 || c >= fs.l.Geometry.Channels || c >= 64 {
+			return nil, base.InvalidArgumentf("sdf: channel %d to avoid, of %d", c, fs.l.Geometry.Channels)
+		}
+		avoidMask |= 1 << c
+	}
 	fs.mu.Lock()
 	if fs.closed {
 		fs.mu.Unlock()
@@ -104,7 +119,7 @@ func (fs *FS) create(name string, hint Lifetime, channel int, prefer bool) (*Fil
 		fs.unlinkLocked(old)
 	}
 	ino := &inode{id: fs.nextFileID, name: name, hint: hint, mtime: fs.opts.Clock.Now().UnixNano(),
-		opens: 1, writing: true, channel: max(channel, -1), prefer: prefer}
+		opens: 1, writing: true, channel: max(channel, -1), prefer: prefer, avoid: avoidMask}
 	fs.nextFileID++
 	fs.files[name], fs.byID[ino.id] = ino, ino
 	fs.logLocked(createRecord(ino))

@@ -78,8 +78,10 @@ type inode struct {
 	last    *zones.Zone // zone of the last write, preferred for the next one
 	channel int         // the only channel the file's zones may be on; -1: any
 	// prefer: channel is a preference (CreatePreferring): when it has no
-	// zone to give, the file takes one on another channel.
+	// zone to give, the file takes one on another channel, one not in
+	// avoid (a bit per channel, CreateApart) if any has a zone to give.
 	prefer bool
+	avoid  uint64
 }
 
 func (ino *inode) String() string {

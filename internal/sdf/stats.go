@@ -206,3 +206,23 @@ func (fs *FS) DataPages(f *File) []flash.PageAddr {
 	}
 	return out
 }
+
+// RangeChannels counts, for each channel, the data pages of f that hold
+// bytes [off, off+n) (a page not mapped yet, buffered or past the end,
+// counts nowhere): where a copy of those bytes must not go, if it is to
+// outlive a die failure (a zone spans every die of its channel).
+func (fs *FS) RangeChannels(f *File, off, n int64) []int {
+	out := make([]int, fs.l.Geometry.Channels)
+	if off < 0 || n <= 0 {
+		return out
+	}
+	ps := int64(fs.l.Geometry.PageSize)
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for pg := off / ps; pg*ps < off+n; pg++ {
+		if e, ok := f.ino.m.Find(uint64(pg)); ok {
+			out[fs.l.ZoneChannel(e.Zone)]++
+		}
+	}
+	return out
+}

@@ -49,9 +49,19 @@ func (fs *FS) acquireZone(hint Lifetime, ino *inode, forGC bool) (*zones.Zone, e
 		}
 		z, needGC := fs.zones.Pick(req)
 		if z == nil && ino.prefer && ino.channel >= 0 {
-			// Its channel has nothing to give: anywhere else.
-			req.Channel = -1
-			z, needGC = fs.zones.Pick(req)
+			// Its channel has nothing to give: a channel it need not
+			// avoid (the next ones in turn), else anywhere else.
+			C := fs.l.Geometry.Channels
+			for i := 1; i < C && z == nil && ino.avoid != 0; i++ {
+				if c := (ino.channel + i) % C; ino.avoid&(1<<c) == 0 {
+					req.Channel = c
+					z, needGC = fs.zones.Pick(req)
+				}
+			}
+			if z == nil {
+				req.Channel = -1
+				z, needGC = fs.zones.Pick(req)
+			}
 		}
 		if z != nil {
 			z.Writers++

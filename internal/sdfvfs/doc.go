@@ -33,12 +33,17 @@
 //     a writer closes its file; SSTMetadataRanges selects an sstable's
 //     index, filter, range-deletion/range-key, properties, meta-index and
 //     footer blocks): the ranges are read back verified and written, each
-//     with a CRC32C, to ".sdfvfs/ranges/<path>", pinned to the channel that
-//     holds the fewest of the file's zones.
+//     with a CRC32C, to ".sdfvfs/ranges/<path>", pinned (as a preference)
+//     to a channel with no failed die that holds no page of the copied
+//     ranges, so one die failure cannot take both copies of a metadata
+//     byte (rangesChannel; TestNoChannelHoldsEveryCopy).
 //   - Sibling copies (Options.SiblingCopy, by default internal/raftlog's
-//     generation files raftlog-G.0 and raftlog-G.1, and their .tmp names):
-//     copies a caller keeps itself are pinned to the channels a file and
-//     its shadow would get, so no die holds a page of both.
+//     generation files raftlog-G.0 and raftlog-G.1, and internal/guardfs's
+//     copies of Pebble's metadata files and its sstables' sidecars,
+//     guardfs.CopyOf, with their .tmp names): copies a caller keeps itself
+//     are pinned, as a preference, copies 0 and 1 to the channels a file
+//     and its shadow would get and further copies to the channels left, so
+//     that up to one copy per channel sits on each (siblingChannel).
 //   - Retirement off a failed die (RetireCopies): what the die held of a
 //     duplicated file, a shadow or a range copy is rewritten from the other
 //     copy at once, not when a read finds it (Reparo 6: nothing stays

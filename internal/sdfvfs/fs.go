@@ -239,17 +239,17 @@ func (fs *FS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, err
 	}
 	create := fs.sfs.CreateOn
 	if group, i, ok := fs.opts.SiblingCopy(p); ok && !dup && !fs.opts.UnpinnedCopies && !fs.opts.NoDuplication {
-		// One of two copies the caller keeps: the pair's channels, as
+		// One of the copies the caller keeps: the group's channels, as
 		// for a file and its shadow, but as a preference: a raft log
 		// that cannot append stops its replica, where one that spills
 		// onto another channel under space pressure only loses the
-		// separation for those zones (Placement shows it).
-		if a, b := fs.channelPair(group); i%2 == 0 {
-			primaryCh = a
-		} else {
-			primaryCh = b
+		// separation for those zones (Placement shows it). It spills
+		// onto a channel no other copy of the group is meant for first.
+		var avoid []int
+		primaryCh, avoid = fs.siblingChannel(group, i)
+		create = func(name string, hint sdf.Lifetime, ch int) (*sdf.File, error) {
+			return fs.sfs.CreateApart(name, hint, ch, avoid)
 		}
-		create = fs.sfs.CreatePreferring
 	}
 	f, err := create(p, fs.opts.Lifetime(p, category), primaryCh)
 	if err != nil {
@@ -277,6 +277,66 @@ func (fs *FS) channelPair(p string) (primary, shadow int) {
 	}
 	i := int(base.CRC32C([]byte(p)) % uint32(len(hs)))
 	return hs[i], hs[(i+len(hs)/2)%len(hs)]
+}
+
+// siblingChannel picks the channel of copy k of a group of copies
+// (Options.SiblingCopy) among the n healthy channels, from h, a hash of
+// the group: copies 0 and 1 on channelPair's two channels (h and h+n/2),
+// the next copies on the channels left in turn (h+1, h+2, ... skipping
+// h+n/2), so that up to n copies of a group sit on n different channels.
+//
+// avoid lists the channels of the group's copies before k (and of copy 1
+// for copy 0: a pair's other half), for sdf.CreateApart: where a copy
+// must not spill to. NB: not every index's channel: a pair would then
+// avoid every channel but its own, and spill anywhere.
+func (fs *FS) siblingChannel(group string, k int) (ch int, avoid []int) {
+	hs := fs.liveChannels()
+	n := len(hs)
+	if n < 2 {
+		return -1, nil // no two channels to pin apart: sdf places them
+	}
+	h := int(base.CRC32C([]byte(group)) % uint32(n))
+	at := func(k int) int {
+		var off int
+		switch k %= n; {
+		case k == 0:
+			off = 0
+		case k == 1:
+			off = n / 2
+		default:
+			off = k - 1 // the k-1'th of 1, 2, ... n-1 without n/2
+			if off >= n/2 {
+				off++
+			}
+		}
+		return hs[(h+off)%n]
+	}
+	for j := 0; j < min(n, max(k+1, 2)); j++ {
+		if j != k%n {
+			avoid = append(avoid, at(j))
+		}
+	}
+	return at(k), avoid
+}
+
+// liveChannels lists the channels with no failed die. NB: not
+// healthyChannels: copies pinned as a preference (sdf.CreatePreferring)
+// need not wait for a free zone, and a group's copies created at different
+// times must see the same list, or two of them may land on one channel.
+func (fs *FS) liveChannels() []int {
+	bad := make([]bool, fs.channels)
+	for _, d := range fs.sfs.FailedDies() {
+		if d.Channel < fs.channels {
+			bad[d.Channel] = true
+		}
+	}
+	var out []int
+	for c := 0; c < fs.channels; c++ {
+		if !bad[c] {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // healthyChannels lists the channels with no failed die and a zone that

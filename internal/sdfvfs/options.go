@@ -68,6 +68,10 @@ type Options struct {
 	// its shadow, so that one die cannot hold a page of both (Reparo: a die
 	// failure must leave a copy). nil: DefaultSiblingCopy. Pinning is off
 	// with UnpinnedCopies.
+	// A group may have more than two copies (guardfs keeps three and
+	// more): copies 0 and 1 sit where a duplicated file and its shadow
+	// do, and up to n copies of a group sit on n different channels of
+	// the n healthy ones (siblingChannel).
 	SiblingCopy func(path string) (group string, index int, ok bool)
 }
 
@@ -136,8 +140,15 @@ func DefaultDuplicateFile(path string) bool {
 
 // DefaultSiblingCopy recognizes internal/raftlog's generation files,
 // raftlog-GGGGGG.C (and raftlog-GGGGGG.C.tmp, written before the rename),
-// as copy C of group raftlog-GGGGGG in their directory.
+// as copy C of group raftlog-GGGGGG in their directory, and the copies
+// internal/guardfs keeps of Pebble's metadata (guardfs.CopyOf: a framed
+// file's copies and an sstable's sidecars): without their pins, a guarded
+// file's copies, written one after the other, shared one zone, and one die
+// failure took them all.
 func DefaultSiblingCopy(path string) (group string, index int, ok bool) {
+	if group, index, ok := guardfs.CopyOf(path); ok {
+		return group, index, true
+	}
 	p := strings.TrimSuffix(path, ".tmp")
 	name := baseName(p)
 	if !strings.HasPrefix(name, "raftlog-") || len(name) < len("raftlog-")+3 || name[len(name)-2] != '.' {

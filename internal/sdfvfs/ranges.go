@@ -112,11 +112,14 @@ func (fs *FS) duplicateRangesLocked(p string, ranges []Range) error {
 		binary.LittleEndian.PutUint32(head[12:], recordCRC(r.Off, data))
 		buf = append(append(buf, head[:]...), data...)
 	}
-	ch := -1
+	ch, avoid := -1, []int(nil)
 	if !fs.opts.UnpinnedCopies {
-		ch = fs.channelApart(f.Stat().Zones)
+		ch, avoid = fs.rangesChannel(f, rs)
 	}
-	w, err := fs.sfs.CreateOn(rangesName(p), copyLifetime, ch)
+	// A preference: when its channel has no zone to give, the copy goes to
+	// another that holds none of the ranges, or else anywhere: a copy that
+	// shares a channel beats no copy (Placement reports where it went).
+	w, err := fs.sfs.CreateApart(rangesName(p), copyLifetime, ch, avoid)
 	if err != nil {
 		return pathErr("duplicate", p, err)
 	}
@@ -130,6 +133,49 @@ func (fs *FS) duplicateRangesLocked(p string, ranges []Range) error {
 	fs.ctr.rangeCopies.Add(1)
 	fs.ctr.rangeCopyBytes.Add(total)
 	return nil
+}
+
+// rangesChannel picks the channel of the range copy of f: a channel with
+// no failed die that holds no page of the copied ranges rs (the bytes the
+// copy must outlive: the file's other pages may share a channel with it),
+// the one with the fewest of f's zones among those; if every such channel
+// holds a page of them, the one holding the fewest such pages. NB: the
+// file's zones and the channels with a free zone at that moment do not say
+// it: an sstable of two zones on channels 1 and 3, its footer on 1, got its
+// copy on 1 while 0 and 2 had no free zone, so that one failed die took
+// the footer and its copy (and the table no longer opened after a
+// restart).
+//
+// avoid lists the channels that hold pages of rs.
+func (fs *FS) rangesChannel(f *sdf.File, rs []Range) (ch int, avoid []int) {
+	hs := fs.liveChannels()
+	if len(hs) < 2 {
+		return -1, nil // sdf places it
+	}
+	held := make([]int, fs.channels) // pages of rs on each channel
+	for _, r := range rs {
+		for c, k := range fs.sfs.RangeChannels(f, r.Off, r.Len) {
+			if c < len(held) {
+				held[c] += k
+			}
+		}
+	}
+	zones := make([]int, fs.channels)
+	for _, z := range f.Stat().Zones {
+		zones[z%fs.channels]++
+	}
+	best := hs[0]
+	for _, c := range hs[1:] {
+		if held[c] < held[best] || (held[c] == held[best] && zones[c] < zones[best]) {
+			best = c
+		}
+	}
+	for c, n := range held {
+		if n > 0 {
+			avoid = append(avoid, c)
+		}
+	}
+	return best, avoid
 }
 
 // channelApart picks the healthy channel holding the fewest of the given
