@@ -17,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvserver"
@@ -51,11 +52,8 @@ type kvHost struct {
 // to its repair reserve and the replicas' raft log syncs failed with "no
 // space": the replicas fail-stopped and the shard lost quorum (found by
 // the crash-point sweep on 128 MiB devices). 0 when the KV store is not on
-// the device.
-func (n *Node) kvHeadroom() base.Bytes {
-	if n.cfg.KV == nil {
-		return 0
-	}
+// the device. perReplica is kvPerReplica of the node's KV options.
+func (n *Node) kvHeadroom(perReplica base.Bytes) base.Bytes {
 	sr, onFlash := n.inner.(*objstore.SDFStore)
 	if !onFlash {
 		return 0
@@ -64,16 +62,20 @@ func (n *Node) kvHeadroom() base.Bytes {
 	if kn := n.KV(); kn != nil {
 		replicas = max(len(kn.Replicas()), 1)
 	}
-	opts, err := n.cfg.KV.WithDefaults()
-	if err != nil {
-		return 0
-	}
-	need := base.Bytes(replicas) * (base.Bytes(opts.LogCompactBytes) + 2*base.Bytes(opts.MemTableBytes))
 	capacity, _, err := sr.Space()
 	if err != nil {
 		return 0
 	}
-	return min(need, capacity/4)
+	return min(base.Bytes(replicas)*perReplica, capacity/4)
+}
+
+// kvPerReplica is the room one KV replica's headroom keeps (kvHeadroom).
+func kvPerReplica(o kv.Options) (base.Bytes, error) {
+	o, err := o.WithDefaults()
+	if err != nil {
+		return 0, err
+	}
+	return base.Bytes(o.LogCompactBytes) + 2*base.Bytes(o.MemTableBytes), nil
 }
 
 // KV returns the node's KV replicas, or nil while they are not open (no

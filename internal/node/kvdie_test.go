@@ -73,12 +73,12 @@ func TestKVOnFlashDieFailure(t *testing.T) {
 		addrs[n.ID()] = n.Addr()
 		// The replicas on the flash device have space kept for them
 		// from object writes (TestSharedHeadroomKeptForKV).
-		o, err := kvOpts.WithDefaults()
+		per, err := kvPerReplica(*kvOpts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		most := base.Bytes(len(n.KV().Replicas())) * (base.Bytes(o.LogCompactBytes) + 2*base.Bytes(o.MemTableBytes))
-		if h := n.kvHeadroom(); h <= 0 || h > most {
+		most := base.Bytes(len(n.KV().Replicas())) * per
+		if h := n.kvHeadroom(per); h <= 0 || h > most {
 			t.Fatalf("%s keeps %s for its KV replicas, want (0, %s]", n.ID(), h, most)
 		}
 	}

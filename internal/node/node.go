@@ -203,7 +203,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("node: %w", err)
 	}
 	if cfg.KV != nil {
-		n.chunks.SetSharedHeadroom(n.kvHeadroom)
+		// Options the KV server will refuse (and say so) keep no headroom.
+		if per, err := kvPerReplica(*cfg.KV); err == nil {
+			n.chunks.SetSharedHeadroom(func() base.Bytes { return n.kvHeadroom(per) })
+		}
 	}
 
 	ident, err := n.loadIdentity()

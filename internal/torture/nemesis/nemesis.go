@@ -852,31 +852,30 @@ func (h *harness) awaitCoordinator(ctx context.Context) {
 // retried for a while: a node restarted a moment ago is served, but the
 // client's connection to it may still be in gRPC's reconnect backoff.
 func (h *harness) injectUBER(ctx context.Context, id base.NodeID, rate float64) error {
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if err = h.cl.InjectUBER(ctx, uint64(id), rate, true); err == nil || time.Now().After(deadline) || ctx.Err() != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	return retryNode(ctx, func() error { return h.cl.InjectUBER(ctx, uint64(id), rate, true) })
 }
 
 // fill fills a node's device with ballast (leaving nothing free), or
 // removes the ballast; retried like injectUBER.
 func (h *harness) fill(ctx context.Context, id base.NodeID, on bool) error {
-	var err error
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		if on {
-			var ballast, free base.Bytes
-			if ballast, free, err = h.cl.Fill(ctx, uint64(id), 0); err == nil {
-				h.opts.Logf("nemesis: fill: node %d: %s of ballast, %s free", id, ballast, free)
-			}
-		} else {
-			_, err = h.cl.Unfill(ctx, uint64(id))
+	return retryNode(ctx, func() error {
+		if !on {
+			_, err := h.cl.Unfill(ctx, uint64(id))
+			return err
 		}
+		ballast, free, err := h.cl.Fill(ctx, uint64(id), 0)
+		if err == nil {
+			h.opts.Logf("nemesis: fill: node %d: %s of ballast, %s free", id, ballast, free)
+		}
+		return err
+	})
+}
+
+// retryNode calls call until it succeeds, 30 s pass or ctx ends, every
+// 250 ms, and returns its last error.
+func retryNode(ctx context.Context, call func() error) error {
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		err := call()
 		if err == nil || time.Now().After(deadline) || ctx.Err() != nil {
 			return err
 		}
