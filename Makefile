@@ -89,11 +89,12 @@ unit: pytools chromium
 	$(GO) test $(GOFLAGS) -tags invariants -count=1 -timeout $(TIMEOUT) $(PLAIN_PKGS)
 
 # ALONE: race tests that run after the others, with the machine to
-# themselves. TestKVOnFlashDieFailure passes alone (5 of 5 on 2026-11-24)
-# but failed in 3 of 3 full runs that day with other packages' tests
-# beside it: node 1's replica, restarted after its die repair, holds a
-# table with a zeroed footer ('bad magic number: 0') that nothing repairs
-# (a timing-dependent loss in the KV die repair, open in issue 11's note).
+# themselves: TestKVOnFlashDieFailure (three nodes on emulated flash, a die
+# failed, the KV repair, a restart) takes a minute alone and three beside
+# other packages. Its failures in full runs on 2026-11-24 (a table's footer
+# and every copy of it on one die, so the table no longer opened after the
+# restart) were a placement bug, fixed in internal/sdfvfs (rangesChannel,
+# guardfs copies pinned apart; TestNoChannelHoldsEveryCopy).
 ALONE := TestKVOnFlashDieFailure
 race:
 	@if [ -n "$(RACE_PKGS)" ]; then \
