@@ -152,3 +152,39 @@ func TestConcurrentWorkload(t *testing.T) {
 		t.Fatal("no GC ran: the test does not race GC with reads")
 	}
 }
+
+// TestCloseRacesHandleClose: FS.Close flushes every file open for writing
+// while their handles close at the same time (a node shutting down while
+// a writer finishes). Regression: both flushed the same buffer, and the
+// later one sliced a buffer the handle's Close had dropped (slice bounds
+// out of range in flushFile, TestQuickRuns/chameleon-live in CI).
+func TestCloseRacesHandleClose(t *testing.T) {
+	for round := 0; round < 20; round++ {
+		_, fs := newMem(t, small(), Options{})
+		page := make([]byte, fs.l.Geometry.PageSize)
+		var files []*File
+		for i := 0; i < 8; i++ {
+			f, err := fs.Create(fmt.Sprintf("f%d", i), LifetimeShort)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Whole pages and a partial one, all buffered.
+			if _, err := f.Write(append(append([]byte(nil), page...), page[:100+i]...)); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, f)
+		}
+		var wg sync.WaitGroup
+		for _, f := range files {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// ErrClosed once FS.Close won: either is fine, a
+				// panic or a race is not.
+				_ = f.Close()
+			}()
+		}
+		_ = fs.Close()
+		wg.Wait()
+	}
+}

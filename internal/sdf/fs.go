@@ -75,6 +75,12 @@ type inode struct {
 	// Invariant: int64(bufPage)*PageSize + len(buf) == size.
 	buf     []byte
 	bufPage uint64
+	// flushMu serializes flushFile on the inode: a handle's Write, Sync
+	// and Close (under File.mu) and FS.Close, which flushes every writer
+	// and may race a handle closing (the node's shutdown did: both
+	// programmed the same pages, and the later one sliced a buffer the
+	// other had consumed).
+	flushMu sync.Mutex
 	last    *zones.Zone // zone of the last write, preferred for the next one
 	channel int         // the only channel the file's zones may be on; -1: any
 	// prefer: channel is a preference (CreatePreferring): when it has no
@@ -448,8 +454,9 @@ func (fs *FS) checkOpen() error {
 
 // Close flushes every file that is open for writing, makes the metadata
 // durable and stops the channel workers. The device is left open. Close
-// must not run concurrently with Write or Sync on a file; handles used
-// after it fail with ErrClosed.
+// must not run concurrently with Write or Sync on a file (a handle's Close
+// may race it: each file's flushes are serialized); handles used after it
+// fail with ErrClosed.
 func (fs *FS) Close() error {
 	fs.mu.Lock()
 	if fs.closed {

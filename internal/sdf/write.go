@@ -107,6 +107,8 @@ func (f *File) Close() error {
 // partial last page padded with zeros (which stays buffered: the next flush
 // programs it again, out of place, with the bytes appended since).
 func (fs *FS) flushFile(ino *inode, pad bool) error {
+	ino.flushMu.Lock()
+	defer ino.flushMu.Unlock()
 	ps := fs.l.Geometry.PageSize
 	fs.mu.Lock()
 	full := len(ino.buf) / ps
@@ -136,7 +138,13 @@ func (fs *FS) flushFile(ino *inode, pad bool) error {
 		return err
 	}
 	fs.mu.Lock()
-	ino.buf = append([]byte(nil), ino.buf[full*ps:]...)
+	if len(ino.buf) < full*ps {
+		// A handle's Close dropped the buffer meanwhile (after its own
+		// flush, which left at most a partial page): nothing is left.
+		ino.buf = nil
+	} else {
+		ino.buf = append([]byte(nil), ino.buf[full*ps:]...)
+	}
 	ino.bufPage += uint64(full)
 	if n > full {
 		// The padded page will be programmed again with more bytes.
