@@ -424,6 +424,13 @@ func runCrashPoints(ctx context.Context, opts nemesis.CrashOptions, out string, 
 		return nil, err
 	}
 	opts.Dir = dir
+	named := len(opts.Points) > 0
+	// The defaults filled in, so that the report's name and command say
+	// what ran (torture all passes only the seed).
+	if err := opts.Validate(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
 	res, err := nemesis.RunCrashPoints(ctx, opts)
 	if base.IsInvalidArgument(err) {
 		_ = os.RemoveAll(dir) // nothing ran
@@ -440,7 +447,7 @@ func runCrashPoints(ctx context.Context, opts nemesis.CrashOptions, out string, 
 	rep.Text("%s", res.Markdown())
 	command := fmt.Sprintf("flashmend torture crashpoints --store %s --seed %d --nodes %d --device-size %s --warmup %v --bound %v --max-at %d",
 		opts.Store, opts.Seed, opts.Nodes, opts.DeviceSize, opts.Warmup, opts.Bound, opts.MaxAt)
-	if len(opts.Points) > 0 {
+	if named {
 		command += " --points " + strings.Join(opts.Points, ",")
 	}
 	if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {

@@ -13,8 +13,11 @@ import (
 
 // Scrub verifies the block checksums of every live sstable of the replica
 // (cold data that no read touches included) and reports each damaged file
-// like a read that ran into it, which starts its repair. It returns the
-// files verified and the damaged ones found. The reports are handled on
+// like a read that ran into it, which starts its repair: its first damaged
+// block that no patch has cut out of the live data yet (a block found
+// again after its repair is known as repaired once its report is handled,
+// and later scrubs pass over it to the next). It returns the files
+// verified and the damaged ones found. The reports are handled on
 // the replica's detect loop after Scrub returns; ReplicaStats.
 // ReportsHandled counts them once handled.
 func (r *Replica) Scrub() (files, damaged int, err error) {
@@ -42,7 +45,11 @@ func (r *Replica) Scrub() (files, damaged int, err error) {
 				return files, damaged, nil
 			}
 			files++
-			verr := engine.VerifySSTable(r.fs, path, readerOpts)
+			verr := engine.VerifySSTableSkipping(r.fs, path, readerOpts, func(off uint64) bool {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				return r.repair.BlockRepaired(path, off)
+			})
 			if verr == nil {
 				continue
 			}

@@ -132,6 +132,11 @@ func unmarshalChunks(b []byte, m *nodepb.ReadChunksResponse) error {
 		if n < 0 {
 			return protowire.ParseError(n)
 		}
+		if !num.IsValid() {
+			// ConsumeTag refuses 0 but not numbers past MaxValidNumber;
+			// protobuf refuses both (found by FuzzUnmarshalChunks).
+			return fmt.Errorf("wire: field number %d out of range", num)
+		}
 		b = b[n:]
 		switch {
 		case num == fieldChunksIndex && typ == protowire.VarintType:
@@ -185,6 +190,11 @@ func unmarshalChunk(b []byte, c *nodepb.ReadChunkResponse) error {
 		num, typ, n := protowire.ConsumeTag(b)
 		if n < 0 {
 			return protowire.ParseError(n)
+		}
+		if !num.IsValid() {
+			// ConsumeTag refuses 0 but not numbers past MaxValidNumber;
+			// protobuf refuses both (found by FuzzUnmarshalChunks).
+			return fmt.Errorf("wire: field number %d out of range", num)
 		}
 		b = b[n:]
 		switch {

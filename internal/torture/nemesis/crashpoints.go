@@ -61,7 +61,9 @@ type CrashOptions struct {
 	Logf func(format string, args ...any)
 }
 
-func (o *CrashOptions) validate() error {
+// Validate fills in the defaults (6 nodes on 256 MiB emulated flash, every
+// crash point of the store's layers) and checks the options.
+func (o *CrashOptions) Validate() error {
 	if len(o.Argv) == 0 || o.Dir == "" {
 		return base.InvalidArgumentf("crashpoints: Argv and Dir are required")
 	}
@@ -224,7 +226,7 @@ var reachedLine = regexp.MustCompile(`^crashpoint: (\S+)@(\d+) reached`)
 // linearizable. An error means the harness could not run (the cluster
 // did not start); what the checks found is in the result.
 func RunCrashPoints(ctx context.Context, opts CrashOptions) (*CrashResult, error) {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	nopts := Options{Argv: opts.Argv, Dir: opts.Dir, Seed: opts.Seed, Store: opts.Store, DeviceSize: opts.DeviceSize,
