@@ -13,7 +13,7 @@ import (
 // Env is where and when a report was produced.
 type Env struct {
 	Command string // the exact command line that reproduces the report
-	Commit  string // git commit (with "+dirty" when the tree had changes)
+	Commit  string // git commit (with "+dirty" when the tree had changes outside docs/results)
 	Machine string // CPU model, cores, memory, OS/arch
 	Date    string // UTC, RFC 3339
 }
@@ -35,7 +35,10 @@ func gitCommit() string {
 		return "unknown"
 	}
 	commit := strings.TrimSpace(string(out))
-	status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
+	// The reports themselves are left out: a run that writes several
+	// (torture all) would otherwise name a dirty tree in every report
+	// after its first.
+	status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)docs/results").Output()
 	if err == nil && len(strings.TrimSpace(string(status))) > 0 {
 		commit += "+dirty"
 	}
