@@ -394,27 +394,7 @@ func TestCreatePreferringSpills(t *testing.T) {
 	_, fs := newMem(t, small(), Options{})
 	defer fs.Close()
 	page := make([]byte, fs.l.Geometry.PageSize)
-	// Fill channel 0 with confined files.
-	for i := 0; ; i++ {
-		f, err := fs.CreateOn(fmt.Sprintf("fill-%d", i), LifetimeLong, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.Write(page)
-		if err == nil {
-			err = f.Close()
-		}
-		if errors.Is(err, ErrNoSpace) {
-			fs.Remove(fmt.Sprintf("fill-%d", i))
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i > 10_000 {
-			t.Fatal("channel 0 never filled")
-		}
-	}
+	fillChannel(t, fs, 0)
 	f, err := fs.CreatePreferring("copy", LifetimeLong, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -445,26 +425,7 @@ func TestCreateApartSpillsAway(t *testing.T) {
 	_, fs := newMem(t, g, Options{})
 	defer fs.Close()
 	page := make([]byte, fs.l.Geometry.PageSize)
-	for i := 0; ; i++ {
-		f, err := fs.CreateOn(fmt.Sprintf("fill-%d", i), LifetimeLong, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.Write(page)
-		if err == nil {
-			err = f.Close()
-		}
-		if errors.Is(err, ErrNoSpace) {
-			fs.Remove(fmt.Sprintf("fill-%d", i))
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i > 10_000 {
-			t.Fatal("channel 0 never filled")
-		}
-	}
+	fillChannel(t, fs, 0)
 	// The bytes to copy, in an open zone of the copy's lifetime on
 	// channel 1, and an open zone of another lifetime on channel 2.
 	for _, c := range []struct {
@@ -473,15 +434,7 @@ func TestCreateApartSpillsAway(t *testing.T) {
 		ch   int
 	}{{"primary", LifetimeLong, 1}, {"other", LifetimeShort, 2}} {
 		f, err := fs.CreateOn(c.name, c.hint, c.ch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write(page); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeAndClose(t, f, err, page)
 	}
 	channelsOf := func(name string) []int {
 		st, err := fs.Stat(name)
@@ -503,15 +456,7 @@ func TestCreateApartSpillsAway(t *testing.T) {
 		} else {
 			f, err = fs.CreatePreferring(name, LifetimeLong, 0)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write(page); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
+		writeAndClose(t, f, err, page)
 		chs := channelsOf(name)
 		t.Logf("%s: channels %v (primary on %v)", name, chs, channelsOf("primary"))
 		for _, c := range chs {
@@ -525,5 +470,48 @@ func TestCreateApartSpillsAway(t *testing.T) {
 	}
 	if _, err := fs.CreateApart("bad", LifetimeLong, 0, []int{4}); !errors.Is(err, base.ErrInvalidArgument) {
 		t.Fatalf("avoiding channel 4 of 4: %v", err)
+	}
+}
+
+// fillChannel fills channel ch with one-page files confined to it until it
+// has no room left.
+func fillChannel(t *testing.T, fs *FS, ch int) {
+	t.Helper()
+	page := make([]byte, fs.l.Geometry.PageSize)
+	for i := 0; ; i++ {
+		name := fmt.Sprintf("fill-%d-%d", ch, i)
+		f, err := fs.CreateOn(name, LifetimeLong, ch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Write(page)
+		if err == nil {
+			err = f.Close()
+		}
+		if errors.Is(err, ErrNoSpace) {
+			fs.Remove(name)
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 10_000 {
+			t.Fatalf("channel %d never filled", ch)
+		}
+	}
+}
+
+// writeAndClose writes data to the file a create returned (with its error)
+// and closes it.
+func writeAndClose(t *testing.T, f *File, err error, data []byte) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
