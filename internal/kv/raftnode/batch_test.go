@@ -94,19 +94,7 @@ func newGateGroup(t *testing.T, batch int) (*group, *gateFS) {
 		g.nodes[id] = New(Config{ID: id, Log: lg, ElectionTicks: 10, HeartbeatTicks: 1,
 			TickInterval: 10 * time.Millisecond, Clock: g.clock, Host: h, Stop: g.stop, MaxBatch: batch})
 	}
-	for _, n := range g.nodes {
-		if err := n.Open(1); err != nil {
-			t.Fatal(err)
-		}
-		g.wg.Add(1)
-		go func(n *Node) {
-			defer g.wg.Done()
-			if err := n.Run(); err != nil {
-				t.Errorf("run: %v", err)
-			}
-		}(n)
-	}
-	t.Cleanup(func() { close(g.stop); g.wg.Wait() })
+	g.start(t)
 	return g, gfs
 }
 
@@ -231,19 +219,7 @@ func TestGroupCommitUnderLoss(t *testing.T) {
 		g.nodes[id] = New(Config{ID: id, Log: lg, ElectionTicks: 10, HeartbeatTicks: 1,
 			TickInterval: 10 * time.Millisecond, Clock: g.clock, Host: lh, Stop: g.stop})
 	}
-	for _, n := range g.nodes {
-		if err := n.Open(1); err != nil {
-			t.Fatal(err)
-		}
-		g.wg.Add(1)
-		go func(n *Node) {
-			defer g.wg.Done()
-			if err := n.Run(); err != nil {
-				t.Errorf("run: %v", err)
-			}
-		}(n)
-	}
-	t.Cleanup(func() { close(g.stop); g.wg.Wait() })
+	g.start(t)
 	g.until("leader", func() bool { return g.leader() != 0 })
 	ctx := context.Background()
 	var wg sync.WaitGroup

@@ -89,19 +89,7 @@ func newGroup(t *testing.T) *group {
 		g.nodes[id] = New(Config{ID: id, Log: lg, ElectionTicks: 10, HeartbeatTicks: 1,
 			TickInterval: 10 * time.Millisecond, Clock: g.clock, Host: h, Stop: g.stop})
 	}
-	for _, n := range g.nodes {
-		if err := n.Open(1); err != nil {
-			t.Fatal(err)
-		}
-		g.wg.Add(1)
-		go func(n *Node) {
-			defer g.wg.Done()
-			if err := n.Run(); err != nil {
-				t.Errorf("run: %v", err)
-			}
-		}(n)
-	}
-	t.Cleanup(func() { close(g.stop); g.wg.Wait() })
+	g.start(t)
 	return g
 }
 
@@ -227,4 +215,22 @@ func TestVoteFloor(t *testing.T) {
 	if last, _ := lg.LastIndex(); hb.GetCommit() != last {
 		t.Errorf("heartbeat commit %d, want the log's last index %d", hb.GetCommit(), last)
 	}
+}
+
+// start opens every node of g and runs it until the test ends.
+func (g *group) start(t *testing.T) {
+	t.Helper()
+	for _, n := range g.nodes {
+		if err := n.Open(1); err != nil {
+			t.Fatal(err)
+		}
+		g.wg.Add(1)
+		go func(n *Node) {
+			defer g.wg.Done()
+			if err := n.Run(); err != nil {
+				t.Errorf("run: %v", err)
+			}
+		}(n)
+	}
+	t.Cleanup(func() { close(g.stop); g.wg.Wait() })
 }
