@@ -59,6 +59,10 @@
 // Pebble does reaches the files (fenceFS: changes are swallowed, so Pebble
 // neither deletes what the durable MANIFEST still lists nor retries a
 // flush without end); the files stay as a crash there would have left
-// them. A failed engine takes no more writes and is never trusted again:
-// its replica fail-stops and is replaced (internal/kv).
+// them. A failed directory sync fails the engine the same way (Pebble
+// panics on one while it moves a marker, in pebble.Open or a background
+// flush), and a panic still out of pebble.Open is returned as an error:
+// no engine that cannot open or go on takes the process down. A failed
+// engine takes no more writes and is never trusted again: its replica
+// fail-stops and is replaced (internal/kv).
 package engine

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"io"
 	"os"
 	"time"
@@ -98,6 +99,42 @@ func (fs *fenceFS) MkdirAll(dir string, perm os.FileMode) error {
 		return nil
 	}
 	return fs.FS.MkdirAll(dir, perm)
+}
+
+// OpenDir opens a directory whose Sync failing fails the engine (and is
+// swallowed). Pebble cannot go on after a directory sync it needs fails
+// (atomicfs.Marker.Move panics on one: the marker's move may or may not be
+// durable), and the panic came from pebble.Open or a background flush,
+// where nothing above can recover it: a replica replaced on a device with
+// no space left (torture nemesis-sdf, seed 1795570229166824762) took its
+// whole node down this way. As with a fatal error, the engine fails at
+// that instant and its files stay as a crash there would leave them.
+func (fs *fenceFS) OpenDir(name string) (vfs.File, error) {
+	if fs.fenced() {
+		return &voidFile{}, nil
+	}
+	d, err := fs.FS.OpenDir(name)
+	if err != nil {
+		return nil, err
+	}
+	return &fenceDir{File: d, fs: fs, name: name}, nil
+}
+
+// fenceDir is a directory of a fenceFS.
+type fenceDir struct {
+	vfs.File
+	fs   *fenceFS
+	name string
+}
+
+func (d *fenceDir) Sync() error {
+	if d.fs.fenced() {
+		return nil
+	}
+	if err := d.File.Sync(); err != nil {
+		d.fs.f.set(fmt.Errorf("sync directory %s: %w", d.name, err))
+	}
+	return nil
 }
 
 // Unwrap returns the host's file system.

@@ -202,6 +202,25 @@ func SSTReaderOptions() sstable.ReaderOptions {
 	return PebbleOptions(vfs.NewMem(), nil, int64(4*base.MiB), nil).MakeReaderOptions()
 }
 
+// openPebble is pebble.Open with a panic returned as an error. Pebble
+// panics where it cannot go on (a failed directory sync while it moves a
+// marker, which fenceFS now turns into an engine failure first); its Open
+// releases what it took (lock, memory, files) before the panic leaves it,
+// so one engine that cannot open must not take the process and every
+// other replica with it.
+func openPebble(dir string, opts *pebble.Options) (db *pebble.DB, err error) {
+	defer func() {
+		switch r := recover().(type) {
+		case nil:
+		case error:
+			db, err = nil, fmt.Errorf("pebble.Open panicked: %w", r)
+		default:
+			db, err = nil, fmt.Errorf("pebble.Open panicked: %v", r)
+		}
+	}()
+	return pebble.Open(dir, opts)
+}
+
 // Open opens (or creates) the engine in dir. onFail, if set, is called
 // once if the engine fails (see failState); it must not block or call into
 // the engine.
@@ -212,7 +231,7 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	fs = &fenceFS{FS: fs, f: fail}
 	opts := PebbleOptions(fs, cache, memTableBytes, onCorruption)
 	opts.Logger = failLogger{f: fail}
-	db, err := pebble.Open(dir, opts)
+	db, err := openPebble(dir, opts)
 	if ferr := fail.failed(); ferr != nil {
 		// A fatal error during open (writing a MANIFEST or moving its
 		// marker): Pebble went on, but the engine is not to be trusted.

@@ -42,6 +42,25 @@ func TestWriteErrorOnManifestFailStopsReplica(t *testing.T) {
 		func(err error) bool { return errors.Is(err, engine.ErrEngineFailed) })
 }
 
+// TestDirSyncErrorFailStopsReplica: the torture harness's nemesis on
+// flash (seed 1795570229166824762) filled a node's device; a replica
+// fail-stopped, and the fresh replica opened in its place hit a directory
+// sync the full device refused while Pebble moved its format marker:
+// pebble.Open panicked and the node's process died. Now the failed sync
+// fails the engine, the replica fail-stops, its replacement keeps retrying
+// (failing the same way, without a panic) while the fault lasts, and
+// takes its place once the device takes writes again.
+func TestDirSyncErrorFailStopsReplica(t *testing.T) {
+	failStopAndReplace(t, "sync directory",
+		func(p string) bool { return strings.HasSuffix(p, "/pebble") },
+		func(ctx context.Context, old *kv.Replica, _ *kvclient.Client) {
+			cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
+			_ = old.Compact(cctx)
+			ccancel()
+		},
+		func(err error) bool { return errors.Is(err, engine.ErrEngineFailed) })
+}
+
 // TestWriteErrorOnRaftLogFailStopsReplica: found by the crash-point sweep on
 // small flash devices, where a replica's raft log sync failed with "no
 // space": the replica's raft loop ended and it stayed out, silently, until
@@ -122,6 +141,11 @@ func failStopAndReplace(t *testing.T, what string, match func(p string) bool,
 	}
 	// The process is alive and the other two replicas keep the shard.
 	putKeys(50)
+	// A fresh replica tries to open under the fault (and fails, without
+	// taking the process down) before the fault clears.
+	atStop := ffs.Injected()
+	waitFor(t, 30*time.Second, "the replacement tries to open under the fault", func() bool { return ffs.Injected() > atStop })
+	putKeys(10)
 
 	// The device takes writes again: a fresh replica takes n1's place and
 	// rebuilds from its peers.

@@ -133,6 +133,14 @@ func (f *FS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.Ope
 	return f.wrap(name, file, err)
 }
 
+// OpenDir wraps the directory: under a write rule that matches the
+// directory's own path its Sync fails (a directory sync is how a create,
+// rename or remove in it becomes durable).
+func (f *FS) OpenDir(name string) (vfs.File, error) {
+	file, err := f.FS.OpenDir(name)
+	return f.wrap(name, file, err)
+}
+
 // ReuseForWrite fails under a write rule.
 func (f *FS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	if f.current(newname, WriteError) != nil {
