@@ -144,3 +144,14 @@ func (r *Report) Write(dir string, env Env) error {
 	}
 	return nil
 }
+
+// Cell makes s fit one cell of a Markdown table: newlines become spaces,
+// '|' is escaped, and text past max bytes (max > 0) is cut with "...".
+func Cell(s string, max int) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "|", "\\|")
+	if max > 0 && len(s) > max {
+		s = s[:max] + "..."
+	}
+	return s
+}

@@ -121,3 +121,19 @@ func TestDegenerateLogPlotsDraw(t *testing.T) {
 		}
 	}
 }
+
+func TestCell(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"a|b\nc", 0, `a\|b c`},
+		{"abcdef", 3, "abc..."},
+		{"abc", 3, "abc"},
+	} {
+		if got := Cell(c.in, c.max); got != c.want {
+			t.Errorf("Cell(%q, %d) = %q, want %q", c.in, c.max, got, c.want)
+		}
+	}
+}

@@ -342,12 +342,6 @@ func (fs *FS) liveChannels() []int {
 // healthyChannels lists the channels with no failed die and a zone that
 // takes writes (a file pinned elsewhere would fail to write).
 func (fs *FS) healthyChannels() []int {
-	bad := make([]bool, fs.channels)
-	for _, d := range fs.sfs.FailedDies() {
-		if d.Channel < fs.channels {
-			bad[d.Channel] = true
-		}
-	}
 	free := make([]bool, fs.channels)
 	for _, z := range fs.sfs.Zones() {
 		if !z.Meta && (z.State == sdf.ZoneEmpty || z.State == sdf.ZoneOpen) && len(z.Dies) > 0 &&
@@ -356,8 +350,8 @@ func (fs *FS) healthyChannels() []int {
 		}
 	}
 	var out []int
-	for c := 0; c < fs.channels; c++ {
-		if free[c] && !bad[c] {
+	for _, c := range fs.liveChannels() {
+		if free[c] {
 			out = append(out, c)
 		}
 	}

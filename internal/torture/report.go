@@ -233,11 +233,4 @@ func countLine(counts map[Outcome]int) string {
 }
 
 // escape keeps a reason on one table row.
-func escape(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	s = strings.ReplaceAll(s, "|", "\\|")
-	if len(s) > 300 {
-		s = s[:300] + "..."
-	}
-	return s
-}
+func escape(s string) string { return report.Cell(s, 300) }

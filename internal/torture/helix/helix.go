@@ -354,12 +354,5 @@ func copiesOf(redundancy string) int64 {
 	return 3
 }
 
-// escape keeps a reason on one line of Markdown.
-func escape(s string) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	s = strings.ReplaceAll(s, "|", "\\|")
-	if len(s) > 600 {
-		s = s[:600] + "..."
-	}
-	return s
-}
+// escape keeps a reason on one table row.
+func escape(s string) string { return report.Cell(s, 600) }

@@ -24,6 +24,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/report"
 )
 
 // CrashOptions configures a crash-point run (RunCrashPoints).
@@ -741,7 +742,7 @@ func (r *CrashResult) Markdown() string {
 		if p.Reached {
 			yes = "yes"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s |\n", p.Point, p.Layer, p.Node, p.At, yes, p.Outcome, strings.ReplaceAll(p.Detail, "|", "\\|"))
+		fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s |\n", p.Point, p.Layer, p.Node, p.At, yes, p.Outcome, report.Cell(p.Detail, 0))
 	}
 	b.WriteString("\n| point | where it is (package crashpoint's registry) |\n| --- | --- |\n")
 	for _, p := range crashpoint.Points {
