@@ -74,8 +74,8 @@ type ObjectCordsCell struct {
 
 // ObjectCordsFaults are the object sweep's faults that are CORDS columns:
 // damage at rest, and (plain-file nodes only) a read error on the file and
-// write errors on its type.
-var ObjectCordsFaults = []string{string(faultZero), string(faultJunk), string(faultFlip), string(faultEIORead), string(faultWriteError)}
+// write errors and lost writes on its type.
+var ObjectCordsFaults = []string{string(faultZero), string(faultJunk), string(faultFlip), string(faultEIORead), string(faultWriteError), string(faultLostWrite)}
 
 // ObjectCords runs the object store's single-fault sweep (7 storage
 // nodes and a coordinator; REP and EC objects; nodes on plain files and

@@ -36,3 +36,36 @@ func TestSingleFaultSweep(t *testing.T) {
 		}
 	}
 }
+
+// TestObjectIOFaults runs the run-time faults of the torture harness's
+// object CORDS table on every plain-file type: a read error under one file
+// (a pack holds many chunks: reads of what it held fail until each is
+// written anew) and lost writes (every write of the type on one node
+// acknowledged and dropped while objects are written, then found and
+// repaired by the scrub). Each cell must be correct, repaired or one dead
+// node re-created; and the read error must fire on chunk data and sums
+// files (the harness once named the pack file while reads named its
+// members, and never hit them).
+func TestObjectIOFaults(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
+		Faults: []sweepFault{faultEIORead, faultLostWrite},
+		Cells:  func(t sweepFileType, f sweepFault) bool { return t.Store == "file" }}
+	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 8 {
+		t.Fatalf("%d cells ran, want 8", len(cells))
+	}
+	for _, c := range cells {
+		t.Logf("%-18s %-10s %-6s %s: %s (%s)", c.Type, c.Fault, c.Took.Round(time.Millisecond), c.Outcome, c.File, c.Detail)
+		if c.failed() {
+			t.Errorf("%s / %s on %s: %s: %s", c.Type, c.Fault, c.File, c.Outcome, c.Detail)
+		}
+		if c.Fault == faultEIORead && (c.Type == "chunk data" || c.Type == "sums file") && c.Outcome == "not reached" {
+			t.Errorf("%s / %s on %s: the read error never fired", c.Type, c.Fault, c.File)
+		}
+	}
+}

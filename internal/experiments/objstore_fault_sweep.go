@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -69,16 +70,24 @@ const (
 	// faultWriteError: every write of a file of the victim's type on the
 	// victim's node fails with EIO.
 	faultWriteError sweepFault = "write-error"
+	// faultLostWrite: every write of a file of the victim's type on the
+	// victim's node is acknowledged and dropped (the file keeps what it
+	// held: nothing, for a new one) while new objects are written and read
+	// back; then the fault clears and the scrubber must find and repair
+	// every copy that was lost.
+	faultLostWrite sweepFault = "lost-write"
 )
 
-func isObjIOFault(f sweepFault) bool { return f == faultEIORead || f == faultWriteError }
+func isObjIOFault(f sweepFault) bool {
+	return f == faultEIORead || f == faultWriteError || f == faultLostWrite
+}
 
 // objIOFault names what a cell's I/O fault hits: a node (by its
 // directory) and a file of its store.
 type objIOFault struct {
 	fault   sweepFault
 	nodeDir string
-	name    string // store-relative
+	name    string // store-relative file (a pack holds many store names: filestore.FileOf)
 }
 
 // objIOFaultStore is a node's plain-file store with one I/O fault.
@@ -86,13 +95,25 @@ type objIOFaultStore struct {
 	*filestore.Store
 	f        objIOFault
 	injected atomic.Int64
-	// rewritten: the victim file was written anew (Put, Create), off the
-	// bad sector.
-	rewritten atomic.Bool
+	// rewritten holds the names in the victim file written anew since the
+	// fault began (Put, Create, WriteFresh): out of place, off the bad
+	// sector (a plain file is replaced; a pack appends the new record).
+	rewritten sync.Map
+	// cleared: a lost-write fault is over.
+	cleared atomic.Bool
+}
+
+// ofVictimType says whether name is a file of the victim's type (its store
+// directory: d/ chunk data, k/ sums, i/ index entries, node/ identity).
+func (s *objIOFaultStore) ofVictimType(name string) bool {
+	return path.Dir(name) != "." && strings.SplitN(name, "/", 2)[0] == strings.SplitN(s.f.name, "/", 2)[0]
 }
 
 func (s *objIOFaultStore) readFails(name string) error {
-	if s.f.fault == faultEIORead && name == s.f.name && !s.rewritten.Load() {
+	if s.f.fault != faultEIORead || filestore.FileOf(name) != s.f.name {
+		return nil
+	}
+	if _, ok := s.rewritten.Load(name); !ok {
 		s.injected.Add(1)
 		return fmt.Errorf("read %s: injected: %w", name, syscall.EIO)
 	}
@@ -100,11 +121,28 @@ func (s *objIOFaultStore) readFails(name string) error {
 }
 
 func (s *objIOFaultStore) writeFails(name string) error {
-	if s.f.fault == faultWriteError && path.Dir(name) != "." && strings.SplitN(name, "/", 2)[0] == strings.SplitN(s.f.name, "/", 2)[0] {
+	if s.f.fault == faultWriteError && s.ofVictimType(name) {
 		s.injected.Add(1)
 		return fmt.Errorf("write %s: injected: %w", name, syscall.EIO)
 	}
 	return nil
+}
+
+// drops says whether a write of name is lost (acknowledged, never made).
+func (s *objIOFaultStore) drops(name string) bool {
+	if s.f.fault == faultLostWrite && !s.cleared.Load() && s.ofVictimType(name) {
+		s.injected.Add(1)
+		return true
+	}
+	return false
+}
+
+// GetInto is objstore's allocation-free read (chunk reads take it).
+func (s *objIOFaultStore) GetInto(name string, alloc func(n int) []byte) ([]byte, error) {
+	if err := s.readFails(name); err != nil {
+		return nil, err
+	}
+	return s.Store.GetInto(name, alloc)
 }
 
 func (s *objIOFaultStore) Get(name string) ([]byte, error) {
@@ -125,14 +163,17 @@ func (s *objIOFaultStore) Put(name string, data []byte) error {
 	if err := s.writeFails(name); err != nil {
 		return err
 	}
+	if s.drops(name) {
+		return nil
+	}
 	err := s.Store.Put(name, data)
 	s.noteRewrite(name, err)
 	return err
 }
 
 func (s *objIOFaultStore) noteRewrite(name string, err error) {
-	if err == nil && name == s.f.name {
-		s.rewritten.Store(true)
+	if err == nil && filestore.FileOf(name) == s.f.name {
+		s.rewritten.Store(name, true)
 	}
 }
 
@@ -140,6 +181,9 @@ func (s *objIOFaultStore) noteRewrite(name string, err error) {
 func (s *objIOFaultStore) Create(name string, data []byte) error {
 	if err := s.writeFails(name); err != nil {
 		return err
+	}
+	if s.drops(name) {
+		return nil
 	}
 	err := s.Store.Create(name, data)
 	s.noteRewrite(name, err)
@@ -151,7 +195,12 @@ func (s *objIOFaultStore) WriteFresh(name string, off int64, data []byte) error 
 	if err := s.writeFails(name); err != nil {
 		return err
 	}
-	return s.Store.WriteFresh(name, off, data)
+	if s.drops(name) {
+		return nil
+	}
+	err := s.Store.WriteFresh(name, off, data)
+	s.noteRewrite(name, err)
+	return err
 }
 
 // sweepFileType is a type of file a node or the coordinator keeps: Store is
@@ -513,16 +562,16 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	// The workload continues under a write error: new objects of each
-	// redundancy (three, so that placement lands on the faulty node) are
-	// written and read back.
-	for j := 0; iof != nil && iof.fault == faultWriteError && j < 6; j++ {
+	// The workload continues under a write error or lost writes: new
+	// objects of each redundancy (three, so that placement lands on the
+	// faulty node) are written and read back.
+	for j := 0; iof != nil && (iof.fault == faultWriteError || iof.fault == faultLostWrite) && j < 6; j++ {
 		{
 			red := []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC}[j%2]
 			key := fmt.Sprintf("sweep/under-fault/%s/%d", strings.ToLower(red.String()), j/2)
 			want := uberObjectData(o.Seed+1, red, j/2, sweepObjectBytes)
 			if _, err := cli.Put(ctx, key, want, red); err != nil {
-				return "FAIL: put under the write error", fmt.Sprintf("%s: %v", key, err)
+				return "FAIL: put under the " + string(iof.fault), fmt.Sprintf("%s: %v", key, err)
 			}
 			got, err := cli.Get(ctx, key)
 			if err != nil {
@@ -537,6 +586,10 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 			}
 			recs = append(recs, rec)
 		}
+	}
+	// A lost-write fault is over: what it dropped is for the scrub to find.
+	if faulty != nil {
+		faulty.cleared.Store(true)
 	}
 	// Scrub: every replica and shard present and verified.
 	repaired := 0

@@ -20,7 +20,11 @@
 //     that crashes a node must not end the sweep): the child is this
 //     binary (`flashmend torture cell`) or, under `go test`, the test
 //     binary. The object store's cells come from the experiments package's
-//     single-fault sweep (zero, junk, flip).
+//     single-fault sweep: zero, junk and flip at rest on every file kind;
+//     on plain-file nodes also at run time a read error under one file
+//     (each name it held fails until written anew), a write error and lost
+//     writes (acknowledged, dropped, then for the scrub to repair) on
+//     every write of the file's kind on one node.
 //   - faultfs: the fault-injecting vfs.FS the KV cells run on (read and
 //     write errors at run time).
 //   - helix (its own package, `flashmend torture helix`): different

@@ -42,7 +42,7 @@ type Run struct {
 var faultTitle = map[string]string{
 	"zero-4k": "zeros", "junk-4k": "junk", "flip-bit": "bit flip", "eio-read-4k": "EIO read",
 	"write-error": "write error", "lost-write-4k": "lost write",
-	"zero": "zeros", "junk": "junk", "flip": "bit flip", "eio-read": "EIO read", "truncate": "truncate", "delete": "delete",
+	"zero": "zeros", "junk": "junk", "flip": "bit flip", "eio-read": "EIO read", "lost-write": "lost write", "truncate": "truncate", "delete": "delete",
 }
 
 func title(f string) string {
@@ -185,9 +185,11 @@ func (r Run) objectSection(rep *report.Report) error {
 		"The experiments package's single-fault sweep: one object of each redundancy written, the cluster stopped; per cell one " +
 		"file of the type on one node (or the coordinator) is damaged at rest (a 4 KiB block of its used part zeroed or junk, " +
 		"one bit flipped), the cluster restarted with its scrubber, every object read back and compared, a node reported dead " +
-		"must have its data re-created on the others, and every object scrubbed clean. EIO read (every read of the file fails until it is written anew, off the bad sector) " +
-		"and write error (every write of a file of its type on that node fails, while new objects are written and read " +
-		"back) run at run time on plain-file nodes only; on emulated flash they are not run yet, nor is a lost write.")
+		"must have its data re-created on the others, and every object scrubbed clean. EIO read (every read of the file fails until it is written anew, off the bad sector), " +
+		"write error (every write of a file of its type on that node fails, while new objects are written and read " +
+		"back) and lost write (every such write is acknowledged and dropped while new objects are written and read back; then " +
+		"the fault clears and the scrub must repair every lost copy) run at run time on plain-file nodes only; on emulated " +
+		"flash and the coordinator's files they are not run yet.")
 	var kinds []string
 	seen := map[string]bool{}
 	cells := map[[2]string]string{}
@@ -206,7 +208,7 @@ func (r Run) objectSection(rep *report.Report) error {
 		cells[[2]string{typeStore[c.Type], c.Fault}] = string(o)
 		counts[o]++
 	}
-	faults := append(append([]string(nil), r.ObjectFaults...), "lost-write-4k")
+	faults := r.ObjectFaults
 	if err := rep.Table(cordsTable("Objects: outcome per (file type, fault). "+countLine(counts), faults, cells, kinds)); err != nil {
 		return err
 	}

@@ -39,6 +39,17 @@ func packedName(name string) (key, member string, ok bool) {
 	return name[:dot], name[dot+1:], true
 }
 
+// FileOf returns the file, relative to the store's root and with
+// forward slashes, that holds the store name: its pack file when the name
+// is packed, else the name itself (fault injectors use it to hit the
+// names kept in one file).
+func FileOf(name string) string {
+	if key, _, ok := packedName(name); ok {
+		return key + packSuffix
+	}
+	return name
+}
+
 func packHeader(key string) []byte {
 	h := make([]byte, packHeaderSize)
 	copy(h, packMagic)
