@@ -85,21 +85,13 @@ fuzz: elapsed: 5s, execs: 20117 (4021/sec), new interesting: 3 (total: 29)
 // TestKVCordsSlice is the seeded slice of the KV CORDS table in `go test`:
 // one fault per file kind of replica n1, drawn from the seed (printed),
 // each cell in a child process (this test binary). Every cell must meet
-// the target: never lost, wrong, crashed or left unavailable.
-//
-// NB: write errors are left out of the slice until the engine fail-stops
-// its replica on a MANIFEST write error instead of panicking the process
-// (Pebble's fatal; `flashmend torture cords` reports those cells as
-// crashes).
+// the target: never lost, wrong, crashed or left unavailable. Write
+// errors are in it since the engine fail-stops its replica on a fatal
+// write error (MANIFEST, marker, directory sync) instead of the process.
 func TestKVCordsSlice(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
-	var faults []string
-	for _, f := range experiments.KVCordsFaults {
-		if f != "write-error" {
-			faults = append(faults, f)
-		}
-	}
+	faults := experiments.KVCordsFaults
 	pick := map[string]string{}
 	i := 0
 	cells, err := RunKV(context.Background(), KVOptions{Keys: 200, Seed: seed, Argv: []string{os.Args[0]},

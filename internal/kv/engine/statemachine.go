@@ -292,7 +292,9 @@ func (sm *StateMachine) Flush() error {
 	}
 	select {
 	case <-done:
-		return nil
+		// A flush that ends after the engine failed wrote nowhere
+		// (fenceFS swallowed it): it made nothing durable.
+		return sm.Failed()
 	case <-sm.fail.ch:
 		return sm.Failed()
 	}
