@@ -73,8 +73,9 @@ type ObjectCordsCell struct {
 }
 
 // ObjectCordsFaults are the object sweep's faults that are CORDS columns:
-// damage at rest, and (plain-file nodes only) a read error on the file and
-// write errors and lost writes on its type.
+// damage at rest, and at run time a read error on the file, write errors
+// and lost writes on its type (plain-file nodes; on emulated flash, read
+// and write errors of the page file through the device).
 var ObjectCordsFaults = []string{string(faultZero), string(faultJunk), string(faultFlip), string(faultEIORead), string(faultWriteError), string(faultLostWrite)}
 
 // ObjectCords runs the object store's single-fault sweep (7 storage

@@ -2,6 +2,7 @@ package experiments
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -66,6 +67,33 @@ func TestObjectIOFaults(t *testing.T) {
 		}
 		if c.Fault == faultEIORead && (c.Type == "chunk data" || c.Type == "sums file") && c.Outcome == "not reached" {
 			t.Errorf("%s / %s on %s: the read error never fired", c.Type, c.Fault, c.File)
+		}
+	}
+}
+
+// TestFlashPageFileIOFaults runs the object CORDS table's run-time faults
+// on the emulated flash device's page file, injected through the device
+// (flash.Faults, armed before SDF mounts it): a page under the damaged
+// offset that reads uncorrectable, and a die that takes no more program or
+// erase while objects are written. Each must be correct, repaired or one
+// dead node re-created, never wrong or lost data.
+func TestFlashPageFileIOFaults(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
+		Faults: []sweepFault{faultEIORead, faultWriteError},
+		Cells:  func(t sweepFileType, f sweepFault) bool { return t.Name == "flash page file" }}
+	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != 2 {
+		t.Fatalf("%d cells ran, want 2", len(cells))
+	}
+	for _, c := range cells {
+		t.Logf("%-18s %-12s %-6s %s: %s (%s)", c.Type, c.Fault, c.Took.Round(time.Millisecond), c.Outcome, c.File, c.Detail)
+		if c.failed() || strings.HasPrefix(c.Outcome, "not run") {
+			t.Errorf("%s / %s on %s: %s: %s", c.Type, c.Fault, c.File, c.Outcome, c.Detail)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/flash/pagefile"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/objstore/filestore"
@@ -373,20 +374,39 @@ func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileTy
 	victim := files[rng.Intn(len(files))]
 	cell.File, _ = filepath.Rel(dir, victim)
 	var iof *objIOFault
-	if isObjIOFault(fault) {
+	var df *devFault
+	switch {
+	case isObjIOFault(fault) && store == "sdf":
+		// On emulated flash, the page file's faults are the device's own
+		// (flash.Faults): a page that reads uncorrectable, a die that
+		// takes no program or erase.
+		i := strings.LastIndex(victim, string(filepath.Separator)+"sdf"+string(filepath.Separator))
+		if ft.Name != "flash page file" || fault == faultLostWrite || i < 0 {
+			cell.Outcome = "not run: on emulated flash only the page file takes I/O faults (EIO read, write error), through the device"
+			return cell, nil
+		}
+		flat := usedOffset(victim, rng) / int64(pagefile.HeaderBytes+sweepGeometry().PageSize+sweepGeometry().OOBSize)
+		page, ok := sweepGeometry().PageOfFlat(flat)
+		if !ok {
+			return cell, fmt.Errorf("%s: slot %d is outside the device", victim, flat)
+		}
+		df = &devFault{fault: fault, nodeDir: victim[:i], page: page}
+	case isObjIOFault(fault):
 		// The victim's node directory is the one holding its "store".
 		i := strings.LastIndex(victim, string(filepath.Separator)+"store"+string(filepath.Separator))
-		if store != "file" || i < 0 {
-			cell.Outcome = "not run: I/O faults are injected into plain-file node stores only"
+		if i < 0 {
+			cell.Outcome = "not run: I/O faults are injected into node stores only (the coordinator's etcd files take none yet)"
 			return cell, nil
 		}
 		iof = &objIOFault{fault: fault, nodeDir: victim[:i], name: filepath.ToSlash(victim[i+len("/store/"):])}
-	} else if err := applySweepFault(victim, fault, rng); err != nil {
-		return cell, err
+	default:
+		if err := applySweepFault(victim, fault, rng); err != nil {
+			return cell, err
+		}
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.CellTimeout)
 	defer cancel()
-	outcome, detail := checkSweepCell(cctx, dir, store, o, iof)
+	outcome, detail := checkSweepCell(cctx, dir, store, o, iof, df)
 	if cctx.Err() != nil && !strings.HasPrefix(outcome, "FAIL") {
 		outcome = "FAIL: deadline"
 	}
@@ -402,26 +422,7 @@ func applySweepFault(path string, fault sweepFault, rng *rand.Rand) error {
 	if err != nil {
 		return err
 	}
-	off := int64(0)
-	if f, err := os.Open(path); err == nil {
-		extents, _ := dataExtents(f)
-		f.Close()
-		// Pick a byte of the used part, uniformly.
-		var used int64
-		for _, e := range extents {
-			used += e[1] - e[0]
-		}
-		if used > 0 {
-			at := rng.Int63n(used)
-			for _, e := range extents {
-				if at < e[1]-e[0] {
-					off = e[0] + at
-					break
-				}
-				at -= e[1] - e[0]
-			}
-		}
-	}
+	off := usedOffset(path, rng)
 	block := off &^ 4095
 	switch fault {
 	case faultZero:
@@ -447,10 +448,104 @@ func applySweepFault(path string, fault sweepFault, rng *rand.Rand) error {
 	return base.InvalidArgumentf("unknown fault %q", fault)
 }
 
+// usedOffset picks a byte of path's used part (its data extents: a sparse
+// page file's holes hold nothing) uniformly; 0 for an empty file.
+func usedOffset(path string, rng *rand.Rand) int64 {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0
+	}
+	extents, _ := dataExtents(f)
+	f.Close()
+	var used int64
+	for _, e := range extents {
+		used += e[1] - e[0]
+	}
+	if used == 0 {
+		return 0
+	}
+	at := rng.Int63n(used)
+	for _, e := range extents {
+		if at < e[1]-e[0] {
+			return e[0] + at
+		}
+		at -= e[1] - e[0]
+	}
+	return 0
+}
+
+// devFault is a cell's fault in an emulated flash device, armed through
+// its flash.Faults when the victim node's device opens (before SDF mounts
+// it): EIO read, the page under the damaged offset reads uncorrectable
+// (devFaultReads times: every read until SDF moves what it held); write
+// error, the die holding that page fails every program of a page not yet
+// written and every erase once (a die that takes no more writes: its
+// blocks go bad, and past the detector's threshold the die is failed and
+// repaired, Reparo).
+type devFault struct {
+	fault   sweepFault
+	nodeDir string
+	page    flash.PageAddr
+	armed   int
+	dev     *flash.Emulator
+}
+
+const devFaultReads = 64
+
+// arm injects the fault into dev.
+func (f *devFault) arm(dev *flash.Emulator) {
+	f.dev = dev
+	inj := dev.Faults()
+	switch f.fault {
+	case faultEIORead:
+		for i := 0; i < devFaultReads; i++ {
+			inj.FailRead(f.page)
+			f.armed++
+		}
+	case faultWriteError:
+		g := dev.Geometry()
+		for b := 0; b < g.BlocksPerDie; b++ {
+			ba := flash.BlockAddr{Channel: f.page.Channel, Die: f.page.Die, Block: b}
+			info, err := dev.Block(ba)
+			if err != nil || info.Bad {
+				continue
+			}
+			for p := info.WrittenPage; p < g.PagesPerBlock; p++ {
+				inj.FailProgram(flash.PageAddr{Channel: ba.Channel, Die: ba.Die, Block: ba.Block, Page: p})
+				f.armed++
+			}
+			inj.FailErase(ba)
+			f.armed++
+		}
+	}
+}
+
+// fired is how many of the armed faults went off.
+func (f *devFault) fired() int {
+	if f.dev == nil {
+		return 0
+	}
+	return f.armed - f.dev.Faults().Pending()
+}
+
+func (f *devFault) String() string {
+	if f.fault == faultEIORead {
+		return fmt.Sprintf("page %s uncorrectable", f.page)
+	}
+	return fmt.Sprintf("die %s takes no program or erase", f.page.DieAddr())
+}
+
 // checkSweepCell restarts the cluster in dir and checks every target.
-func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof *objIOFault) (outcome, detail string) {
+func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof *objIOFault, df *devFault) (outcome, detail string) {
 	var logs base.LogLines
 	ns := &urNodeStores{g: sweepGeometry(), stores: map[int]*objstore.SDFStore{}}
+	if df != nil {
+		ns.onDevice = func(ndir string, dev *flash.Emulator) {
+			if filepath.Clean(ndir) == filepath.Clean(df.nodeDir) && df.dev == nil {
+				df.arm(dev)
+			}
+		}
+	}
 	opts := sweepClusterOptions(dir, store, o.Nodes, ns)
 	opts.Logf = logs.Logf
 	var faulty *objIOFaultStore
@@ -565,13 +660,15 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	// The workload continues under a write error or lost writes: new
 	// objects of each redundancy (three, so that placement lands on the
 	// faulty node) are written and read back.
-	for j := 0; iof != nil && (iof.fault == faultWriteError || iof.fault == faultLostWrite) && j < 6; j++ {
+	underFault := (iof != nil && (iof.fault == faultWriteError || iof.fault == faultLostWrite)) ||
+		(df != nil && df.fault == faultWriteError)
+	for j := 0; underFault && j < 6; j++ {
 		{
 			red := []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC}[j%2]
 			key := fmt.Sprintf("sweep/under-fault/%s/%d", strings.ToLower(red.String()), j/2)
 			want := uberObjectData(o.Seed+1, red, j/2, sweepObjectBytes)
 			if _, err := cli.Put(ctx, key, want, red); err != nil {
-				return "FAIL: put under the " + string(iof.fault), fmt.Sprintf("%s: %v", key, err)
+				return "FAIL: put under the fault", fmt.Sprintf("%s: %v", key, err)
 			}
 			got, err := cli.Get(ctx, key)
 			if err != nil {
@@ -616,6 +713,15 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	}
 	if st := cl.Scrubber(); st != nil {
 		repairs += st.Stats().Repaired
+	}
+	if df != nil {
+		n := df.fired()
+		if n == 0 {
+			return "not reached", "the fault never fired: " + df.String()
+		}
+		defer func() {
+			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %s: %d of %d injected faults fired", df, n, df.armed), "; ")
+		}()
 	}
 	if faulty != nil {
 		n := faulty.injected.Load()

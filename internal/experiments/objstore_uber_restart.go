@@ -104,10 +104,17 @@ type urNodeStores struct {
 	g      flash.Geometry
 	mu     sync.Mutex
 	stores map[int]*objstore.SDFStore
+	// onDevice, if set, sees each node's device (by node directory) as it
+	// opens, before SDF mounts it (fault injection).
+	onDevice func(dir string, dev *flash.Emulator)
 }
 
 func (s *urNodeStores) open(dir string, i int) (objstore.Store, error) {
-	st, err := objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Geometry: s.g, Seed: int64(i + 1)})
+	opts := objstore.SDFStoreOptions{Geometry: s.g, Seed: int64(i + 1)}
+	if s.onDevice != nil {
+		opts.OnDevice = func(dev *flash.Emulator) { s.onDevice(dir, dev) }
+	}
+	st, err := objstore.OpenSDFStore(filepath.Join(dir, "sdf"), opts)
 	if err != nil {
 		return nil, err
 	}

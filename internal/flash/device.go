@@ -103,6 +103,27 @@ func (a PageAddr) String() string {
 	return fmt.Sprintf("ch%d/d%d/b%d/p%d", a.Channel, a.Die, a.Block, a.Page)
 }
 
+// Flat is the page's index in a file-backed device's page file
+// (internal/flash/pagefile): channel-major, then die, block, page.
+func (a PageAddr) Flat(g Geometry) int64 {
+	return ((int64(a.Channel*g.DiesPerChannel+a.Die)*int64(g.BlocksPerDie))+int64(a.Block))*int64(g.PagesPerBlock) + int64(a.Page)
+}
+
+// PageOfFlat is the page whose flat index is i (the inverse of Flat); ok
+// is false when i is outside the device.
+func (g Geometry) PageOfFlat(i int64) (a PageAddr, ok bool) {
+	if i < 0 || i >= int64(g.Dies())*int64(g.BlocksPerDie)*int64(g.PagesPerBlock) {
+		return PageAddr{}, false
+	}
+	a.Page = int(i % int64(g.PagesPerBlock))
+	i /= int64(g.PagesPerBlock)
+	a.Block = int(i % int64(g.BlocksPerDie))
+	i /= int64(g.BlocksPerDie)
+	a.Die = int(i % int64(g.DiesPerChannel))
+	a.Channel = int(i / int64(g.DiesPerChannel))
+	return a, true
+}
+
 // BlockAddr is the block holding the page.
 func (a PageAddr) BlockAddr() BlockAddr { return BlockAddr{a.Channel, a.Die, a.Block} }
 

@@ -177,10 +177,7 @@ func (e *Emulator) Options() Options { return e.opts }
 func (e *Emulator) String() string { return "flash.Emulator(" + e.geo.String() + ")" }
 
 // flatPage is the page's index in the store.
-func (e *Emulator) flatPage(a PageAddr) int64 {
-	g := e.geo
-	return ((int64(a.Channel*g.DiesPerChannel+a.Die)*int64(g.BlocksPerDie))+int64(a.Block))*int64(g.PagesPerBlock) + int64(a.Page)
-}
+func (e *Emulator) flatPage(a PageAddr) int64 { return a.Flat(e.geo) }
 
 func (e *Emulator) checkBlockAddr(a BlockAddr) bool {
 	g := e.geo

@@ -26,6 +26,10 @@ type SDFStoreOptions struct {
 	// "small"); timing is off (operations run as fast as the backend).
 	Preset string
 	Seed   int64
+	// OnDevice, if set, is called with the device once it opens, before
+	// SDF mounts (or formats) it: fault injectors arm its Faults there, so
+	// that the mount's own reads and writes meet them too.
+	OnDevice func(*flash.Emulator)
 }
 
 // DevGeometry is the emulated device of a `flashmend dev` node: 8 channels x
@@ -93,6 +97,9 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	dev, err := flash.OpenFile(devDir, opts.Geometry, p.Options(flash.TimingNone, nil, opts.Seed))
 	if err != nil {
 		return nil, fmt.Errorf("sdfstore: device: %w", err)
+	}
+	if opts.OnDevice != nil {
+		opts.OnDevice(dev)
 	}
 	marker := filepath.Join(dir, sdfFormattedMarker)
 	intent := filepath.Join(dir, sdfFormattingMarker)

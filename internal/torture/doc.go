@@ -24,7 +24,8 @@
 //     on plain-file nodes also at run time a read error under one file
 //     (each name it held fails until written anew), a write error and lost
 //     writes (acknowledged, dropped, then for the scrub to repair) on
-//     every write of the file's kind on one node.
+//     every write of the file's kind on one node; on emulated flash, read
+//     and write errors of the page file through the device's faults.
 //   - faultfs: the fault-injecting vfs.FS the KV cells run on (read and
 //     write errors at run time).
 //   - helix (its own package, `flashmend torture helix`): different

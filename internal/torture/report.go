@@ -188,8 +188,11 @@ func (r Run) objectSection(rep *report.Report) error {
 		"must have its data re-created on the others, and every object scrubbed clean. EIO read (every read of the file fails until it is written anew, off the bad sector), " +
 		"write error (every write of a file of its type on that node fails, while new objects are written and read " +
 		"back) and lost write (every such write is acknowledged and dropped while new objects are written and read back; then " +
-		"the fault clears and the scrub must repair every lost copy) run at run time on plain-file nodes only; on emulated " +
-		"flash and the coordinator's files they are not run yet.")
+		"the fault clears and the scrub must repair every lost copy) run at run time on plain-file nodes. On emulated flash " +
+		"the page file takes EIO read and write error through the device's own faults, armed before SDF mounts it: the page " +
+		"under a random used offset reads uncorrectable (64 times), or the die holding it fails every program of a page not " +
+		"yet written and every erase while new objects are written and read back. Not run yet: I/O faults on the device's " +
+		"state, lock and marker files, a lost write on flash, and I/O faults on the coordinator's etcd files.")
 	var kinds []string
 	seen := map[string]bool{}
 	cells := map[[2]string]string{}
