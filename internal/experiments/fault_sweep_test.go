@@ -74,21 +74,22 @@ func TestObjectIOFaults(t *testing.T) {
 // TestFlashPageFileIOFaults runs the object CORDS table's run-time faults
 // on the emulated flash device's page file, injected through the device
 // (flash.Faults, armed before SDF mounts it): a page under the damaged
-// offset that reads uncorrectable, and a die that takes no more program or
-// erase while objects are written. Each must be correct, repaired or one
+// offset that reads uncorrectable, a die that takes no more program or
+// erase while objects are written, and a die that loses every program
+// meanwhile (then the scrub repairs what was lost). Each must be correct, repaired or one
 // dead node re-created, never wrong or lost data.
 func TestFlashPageFileIOFaults(t *testing.T) {
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
-		Faults: []sweepFault{faultEIORead, faultWriteError},
+		Faults: []sweepFault{faultEIORead, faultWriteError, faultLostWrite},
 		Cells:  func(t sweepFileType, f sweepFault) bool { return t.Name == "flash page file" }}
 	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cells) != 2 {
-		t.Fatalf("%d cells ran, want 2", len(cells))
+	if len(cells) != 3 {
+		t.Fatalf("%d cells ran, want 3", len(cells))
 	}
 	for _, c := range cells {
 		t.Logf("%-18s %-12s %-6s %s: %s (%s)", c.Type, c.Fault, c.Took.Round(time.Millisecond), c.Outcome, c.File, c.Detail)

@@ -381,8 +381,8 @@ func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileTy
 		// (flash.Faults): a page that reads uncorrectable, a die that
 		// takes no program or erase.
 		i := strings.LastIndex(victim, string(filepath.Separator)+"sdf"+string(filepath.Separator))
-		if ft.Name != "flash page file" || fault == faultLostWrite || i < 0 {
-			cell.Outcome = "not run: on emulated flash only the page file takes I/O faults (EIO read, write error), through the device"
+		if ft.Name != "flash page file" || i < 0 {
+			cell.Outcome = "not run: on emulated flash only the page file takes I/O faults, through the device"
 			return cell, nil
 		}
 		flat := usedOffset(victim, rng) / int64(pagefile.HeaderBytes+sweepGeometry().PageSize+sweepGeometry().OOBSize)
@@ -390,7 +390,7 @@ func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileTy
 		if !ok {
 			return cell, fmt.Errorf("%s: slot %d is outside the device", victim, flat)
 		}
-		df = &devFault{fault: fault, nodeDir: victim[:i], page: page}
+		df = &devFault{fault: fault, nodeDir: victim[:i], page: page, flipSeed: rng.Int63()}
 	case isObjIOFault(fault):
 		// The victim's node directory is the one holding its "store".
 		i := strings.LastIndex(victim, string(filepath.Separator)+"store"+string(filepath.Separator))
@@ -481,16 +481,30 @@ func usedOffset(path string, rng *rand.Rand) int64 {
 // error, the die holding that page fails every program of a page not yet
 // written and every erase once (a die that takes no more writes: its
 // blocks go bad, and past the detector's threshold the die is failed and
-// repaired, Reparo).
+// repaired, Reparo); lost write, every program of a page not yet written
+// on that die is acknowledged and leaves the cells erased, while objects
+// are written, then the fault clears and the scrub must repair what was
+// lost.
 type devFault struct {
 	fault   sweepFault
 	nodeDir string
 	page    flash.PageAddr
-	armed   int
+	armed   int // faults injected
+	dropped int // of those, cleared before they fired
 	dev     *flash.Emulator
+	// flipSeed draws the bits an uncorrectable read returns flipped.
+	flipSeed int64
 }
 
-const devFaultReads = 64
+// devFaultReads is how many reads of the page fail; devFaultFlips the bits
+// the first of them returns flipped (a device returns what it could not
+// correct: the content of an uncorrectable page is not to be trusted, and
+// a layer that used it on the strength of the status alone would be
+// caught).
+const (
+	devFaultReads = 64
+	devFaultFlips = 16
+)
 
 // arm injects the fault into dev.
 func (f *devFault) arm(dev *flash.Emulator) {
@@ -502,6 +516,11 @@ func (f *devFault) arm(dev *flash.Emulator) {
 			inj.FailRead(f.page)
 			f.armed++
 		}
+		rng := rand.New(rand.NewSource(f.flipSeed))
+		for i := 0; i < devFaultFlips; i++ {
+			inj.FlipBit(f.page, rng.Intn(8*dev.Geometry().PageSize), false)
+		}
+		f.armed++ // the flips go with the first read
 	case faultWriteError:
 		g := dev.Geometry()
 		for b := 0; b < g.BlocksPerDie; b++ {
@@ -517,6 +536,27 @@ func (f *devFault) arm(dev *flash.Emulator) {
 			inj.FailErase(ba)
 			f.armed++
 		}
+	case faultLostWrite:
+		g := dev.Geometry()
+		for b := 0; b < g.BlocksPerDie; b++ {
+			ba := flash.BlockAddr{Channel: f.page.Channel, Die: f.page.Die, Block: b}
+			info, err := dev.Block(ba)
+			if err != nil || info.Bad {
+				continue
+			}
+			for p := info.WrittenPage; p < g.PagesPerBlock; p++ {
+				inj.LoseProgram(flash.PageAddr{Channel: ba.Channel, Die: ba.Die, Block: ba.Block, Page: p})
+				f.armed++
+			}
+		}
+	}
+}
+
+// clear ends the fault: what has not fired is dropped (fired stays).
+func (f *devFault) clear() {
+	if f.dev != nil {
+		f.dropped += f.dev.Faults().Pending()
+		f.dev.Faults().Clear()
 	}
 }
 
@@ -525,12 +565,15 @@ func (f *devFault) fired() int {
 	if f.dev == nil {
 		return 0
 	}
-	return f.armed - f.dev.Faults().Pending()
+	return f.armed - f.dropped - f.dev.Faults().Pending()
 }
 
 func (f *devFault) String() string {
-	if f.fault == faultEIORead {
+	switch f.fault {
+	case faultEIORead:
 		return fmt.Sprintf("page %s uncorrectable", f.page)
+	case faultLostWrite:
+		return fmt.Sprintf("die %s loses every program", f.page.DieAddr())
 	}
 	return fmt.Sprintf("die %s takes no program or erase", f.page.DieAddr())
 }
@@ -661,7 +704,7 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	// objects of each redundancy (three, so that placement lands on the
 	// faulty node) are written and read back.
 	underFault := (iof != nil && (iof.fault == faultWriteError || iof.fault == faultLostWrite)) ||
-		(df != nil && df.fault == faultWriteError)
+		(df != nil && (df.fault == faultWriteError || df.fault == faultLostWrite))
 	for j := 0; underFault && j < 6; j++ {
 		{
 			red := []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC}[j%2]
@@ -687,6 +730,9 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	// A lost-write fault is over: what it dropped is for the scrub to find.
 	if faulty != nil {
 		faulty.cleared.Store(true)
+	}
+	if df != nil && df.fault == faultLostWrite {
+		df.clear()
 	}
 	// Scrub: every replica and shard present and verified.
 	repaired := 0
@@ -719,8 +765,17 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 		if n == 0 {
 			return "not reached", "the fault never fired: " + df.String()
 		}
+		// What the victim's SDF saw of it.
+		var seen string
+		ns.mu.Lock()
+		if st := ns.byDir[filepath.Clean(df.nodeDir)]; st != nil {
+			s := st.FS().Stats()
+			seen = fmt.Sprintf("; its SDF: %d corrupt reads (%d uncorrectable, %d checksum), %d program errors, %d failed dies",
+				s.Corruptions, s.Uncorrectable, s.ChecksumErrors, s.ProgramErrors, s.FailedDies)
+		}
+		ns.mu.Unlock()
 		defer func() {
-			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %s: %d of %d injected faults fired", df, n, df.armed), "; ")
+			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %s: %d of %d injected faults fired", df, n, df.armed)+seen, "; ")
 		}()
 	}
 	if faulty != nil {

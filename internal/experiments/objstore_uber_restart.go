@@ -107,6 +107,8 @@ type urNodeStores struct {
 	// onDevice, if set, sees each node's device (by node directory) as it
 	// opens, before SDF mounts it (fault injection).
 	onDevice func(dir string, dev *flash.Emulator)
+	// byDir holds the open stores by node directory.
+	byDir map[string]*objstore.SDFStore
 }
 
 func (s *urNodeStores) open(dir string, i int) (objstore.Store, error) {
@@ -120,6 +122,10 @@ func (s *urNodeStores) open(dir string, i int) (objstore.Store, error) {
 	}
 	s.mu.Lock()
 	s.stores[i] = st
+	if s.byDir == nil {
+		s.byDir = map[string]*objstore.SDFStore{}
+	}
+	s.byDir[filepath.Clean(dir)] = st
 	s.mu.Unlock()
 	return st, nil
 }

@@ -266,6 +266,9 @@ func (e *Emulator) programAt(issue time.Time, a PageAddr, data, oob []byte) (tim
 	copy(buf, data)
 	n := copy(buf[e.geo.PageSize:], oob)
 	fill(buf[e.geo.PageSize+n:], 0)
+	if e.inject != nil && e.inject.programLost(a) {
+		fill(buf, 0xff) // the cells stay erased
+	}
 	if err := e.st.WritePage(e.flatPage(a), buf); err != nil {
 		d.ctr.failedOps.Add(1)
 		return time.Time{}, opErr(op, a, err)

@@ -7,8 +7,9 @@ import (
 
 // Faults injects chosen faults at the device boundary so upper layers can
 // test each failure path: a failing program or erase (the block is retired
-// as a grown bad block), and reads that return flipped bits (transient or
-// written into the cells) or report an uncorrectable page. Each injected
+// as a grown bad block), a lost program (acknowledged, never made), and
+// reads that return flipped bits (transient or written into the cells) or
+// report an uncorrectable page. Each injected
 // fault fires once, on the next matching operation. Get it with
 // Emulator.Faults. Safe for concurrent use.
 type Faults struct {
@@ -17,6 +18,7 @@ type Faults struct {
 	erases   map[BlockAddr]int
 	flips    map[PageAddr][]injectedFlip
 	uncorr   map[PageAddr]int
+	lost     map[PageAddr]int
 }
 
 type injectedFlip struct {
@@ -30,6 +32,7 @@ func newFaults() *Faults {
 		erases:   map[BlockAddr]int{},
 		flips:    map[PageAddr][]injectedFlip{},
 		uncorr:   map[PageAddr]int{},
+		lost:     map[PageAddr]int{},
 	}
 }
 
@@ -72,6 +75,27 @@ func (f *Faults) FailRead(a PageAddr) {
 	f.uncorr[a]++
 }
 
+// LoseProgram makes the next program of page a a lost write: it reports
+// success and takes the page, but the cells keep the erased pattern (every
+// data and OOB byte 0xFF), as a program the device acknowledged and never
+// made. Only the page's checksum, above the device, can tell.
+func (f *Faults) LoseProgram(a PageAddr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lost[a]++
+}
+
+// Clear drops every injected fault that has not fired yet.
+func (f *Faults) Clear() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	clear(f.programs)
+	clear(f.erases)
+	clear(f.flips)
+	clear(f.uncorr)
+	clear(f.lost)
+}
+
 // Pending is the number of injected faults that have not fired yet.
 func (f *Faults) Pending() int {
 	f.mu.Lock()
@@ -84,6 +108,9 @@ func (f *Faults) Pending() int {
 		n += c
 	}
 	for _, c := range f.uncorr {
+		n += c
+	}
+	for _, c := range f.lost {
 		n += c
 	}
 	for _, l := range f.flips {
@@ -108,6 +135,12 @@ func (f *Faults) programFails(a PageAddr) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return take(f.programs, a)
+}
+
+func (f *Faults) programLost(a PageAddr) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return take(f.lost, a)
 }
 
 func (f *Faults) eraseFails(a BlockAddr) bool {

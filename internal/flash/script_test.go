@@ -232,6 +232,10 @@ func (h *scriptHarness) run(t *testing.T, line string) string {
 			f.FlipBit(page(1), intArg("bit", 0), persistent)
 		case "uncorrectable":
 			f.FailRead(page(1))
+		case "lost-program":
+			f.LoseProgram(page(1))
+		case "clear":
+			f.Clear()
 		default:
 			t.Fatalf("%s: unknown fault", line)
 		}
@@ -248,12 +252,14 @@ func (h *scriptHarness) run(t *testing.T, line string) string {
 // content, or which bits differ from it.
 func (h *scriptHarness) describe(a PageAddr, data []byte) string {
 	g := h.e.Geometry()
+	erased := true
+	for _, b := range data {
+		erased = erased && b == 0xFF
+	}
 	salt, ok := h.salts[a]
-	if !ok {
-		for _, b := range data {
-			if b != 0xFF {
-				return "data=garbage"
-			}
+	if !ok || erased {
+		if !erased {
+			return "data=garbage"
 		}
 		return "data=erased"
 	}

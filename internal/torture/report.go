@@ -189,10 +189,12 @@ func (r Run) objectSection(rep *report.Report) error {
 		"write error (every write of a file of its type on that node fails, while new objects are written and read " +
 		"back) and lost write (every such write is acknowledged and dropped while new objects are written and read back; then " +
 		"the fault clears and the scrub must repair every lost copy) run at run time on plain-file nodes. On emulated flash " +
-		"the page file takes EIO read and write error through the device's own faults, armed before SDF mounts it: the page " +
-		"under a random used offset reads uncorrectable (64 times), or the die holding it fails every program of a page not " +
-		"yet written and every erase while new objects are written and read back. Not run yet: I/O faults on the device's " +
-		"state, lock and marker files, a lost write on flash, and I/O faults on the coordinator's etcd files.")
+		"the page file takes them through the device's own faults, armed before SDF mounts it: EIO read, the page under a " +
+		"random used offset reads uncorrectable 64 times (the first read also returns 16 bits flipped); write error, the die " +
+		"holding it fails every program of a page not yet written and every erase; lost write, that die acknowledges every " +
+		"program and leaves the cells erased; for both, new objects are written and read back under the fault, which then " +
+		"clears before the scrub. Not run yet: I/O faults on the device's state, lock and marker files, and on the " +
+		"coordinator's etcd files.")
 	var kinds []string
 	seen := map[string]bool{}
 	cells := map[[2]string]string{}
