@@ -47,3 +47,36 @@ func SyncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// MkdirAllDurable is os.MkdirAll whose new directories survive a power
+// loss: the parent of each directory it creates is synced, top-down (a
+// process crash keeps a new directory anyway; a power loss keeps its entry
+// only once its parent was synced, and with it everything synced into
+// it). synced, if not nil, sees each directory synced (tests).
+func MkdirAllDurable(dir string, perm os.FileMode, synced func(dir string)) error {
+	var created []string // deepest first
+	for d := filepath.Clean(dir); ; {
+		if _, err := os.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(created) - 1; i >= 0; i-- {
+		parent := filepath.Dir(created[i])
+		if synced != nil {
+			synced(parent)
+		}
+		if err := SyncDir(parent); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -119,6 +119,9 @@
 //     nothing. Files with an open writer are never restored.
 //   - Copies and sidecars change with their file under FS.mu: Create,
 //     Remove, Rename, Link, restores and sealing serialize.
+//   - A directory MkdirAll creates is durable when it returns (the parent
+//     of each new directory synced): it survives a power loss, not only a
+//     process crash.
 //
 // # Failure model
 //

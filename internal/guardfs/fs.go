@@ -816,12 +816,46 @@ func (fs *FS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCateg
 	return fs.Create(newname, category)
 }
 
-// MkdirAll implements vfs.FS.
+// MkdirAll implements vfs.FS, durably: the parent of every directory it
+// creates is synced, so that the new directories survive a power loss
+// (a process crash keeps them anyway; after a power loss a directory
+// entry lives only once its parent was synced, and a replica whose
+// directory vanished would restart empty: TestPowerLossKeepsAcknowledgedWrites
+// in internal/kv lost every acknowledged write that way).
 func (fs *FS) MkdirAll(dir string, perm os.FileMode) error {
 	if err := fs.refuseReserved("mkdir", dir); err != nil {
 		return err
 	}
-	return fs.inner.MkdirAll(dir, perm)
+	// The directories missing now, deepest first.
+	var created []string
+	for d := dir; ; {
+		if _, err := fs.inner.Stat(d); err == nil {
+			break
+		}
+		created = append(created, d)
+		parent := fs.inner.PathDir(d)
+		if parent == d || parent == "" || parent == "." {
+			break
+		}
+		d = parent
+	}
+	if err := fs.inner.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	// Sync top-down: each new directory's entry in its parent.
+	for i := len(created) - 1; i >= 0; i-- {
+		parent := fs.inner.PathDir(created[i])
+		if parent == created[i] {
+			continue
+		}
+		if parent == "" {
+			parent = "."
+		}
+		if err := fs.syncDir(parent); err != nil {
+			return fmt.Errorf("guardfs: mkdir %s: sync %s: %w", dir, parent, err)
+		}
+	}
+	return nil
 }
 
 // Lock implements vfs.FS.

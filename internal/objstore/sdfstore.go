@@ -91,7 +91,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		return nil, err
 	}
 	devDir := filepath.Join(dir, "flash")
-	if err := os.MkdirAll(devDir, 0o755); err != nil {
+	if err := base.MkdirAllDurable(devDir, 0o755, nil); err != nil {
 		return nil, fmt.Errorf("sdfstore: %w", err)
 	}
 	dev, err := flash.OpenFile(devDir, opts.Geometry, p.Options(flash.TimingNone, nil, opts.Seed))

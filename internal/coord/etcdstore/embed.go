@@ -40,7 +40,9 @@ func freePort(want int) (int, error) {
 // last time when they are still free (moved reports that they were not, so
 // the member's peer address changed), and remembers them.
 func memberPorts(dir string) (p ports, moved bool, err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// The etcd member's directory (its data under it) must survive a
+	// power loss with it.
+	if err := base.MkdirAllDurable(dir, 0o755, nil); err != nil {
 		return p, false, err
 	}
 	portsFile := filepath.Join(dir, "ports.json")

@@ -40,7 +40,7 @@ func StateName(i int) string { return fmt.Sprintf("state.%d", i) }
 // pageBytes bytes each (data and OOB), taking its lock. The page file is
 // grown, sparse, to hold every slot.
 func Open(dir string, pageBytes int, pages int64) (*Store, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := base.MkdirAllDurable(dir, 0o755, nil); err != nil {
 		return nil, err
 	}
 	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)

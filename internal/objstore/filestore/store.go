@@ -36,6 +36,8 @@ type Store struct {
 	// and fails, as a process that died in the middle of the write leaves
 	// the file.
 	torn func(name string, n int) (keep int, ok bool)
+	// synced, when set (tests), sees every directory synced.
+	synced func(dir string)
 	// mu is held shared by Put and exclusively by FlipBits (a
 	// read-modify-write) and by the removal of emptied directories.
 	mu sync.RWMutex
@@ -62,10 +64,11 @@ func Open(dir string, syncWrites bool) (*Store, error) {
 	if dir == "" {
 		return nil, base.InvalidArgumentf("filestore: empty directory")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("filestore: %w", err)
+	s := &Store{root: dir, sync: syncWrites}
+	if err := s.ensureDir(dir); err != nil {
+		return nil, err
 	}
-	return &Store{root: dir, sync: syncWrites}, nil
+	return s, nil
 }
 
 // Name implements objstore.Store.
@@ -94,11 +97,8 @@ func (s *Store) Put(name string, data []byte) error {
 
 func (s *Store) putLocked(p string, data []byte) error {
 	dir := filepath.Dir(p)
-	if _, ok := s.dirs.Load(dir); !ok {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("filestore: %w", err)
-		}
-		s.dirs.Store(dir, true)
+	if err := s.ensureDir(dir); err != nil {
+		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", p, s.seq.Add(1))
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
@@ -145,17 +145,31 @@ var (
 // errTorn is the error of a write cut short by the torn hook.
 var errTorn = errors.New("filestore: write torn (crash injected)")
 
+// ensureDir makes dir exist; with sync, durably: the parent of every
+// directory it creates is synced, or a power loss could take a new blob's
+// directory with every chunk synced into it (a process crash keeps it; a
+// power loss keeps a directory entry only once its parent was synced).
 func (s *Store) ensureDir(dir string) error {
-	if _, ok := s.dirs.Load(dir); !ok {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("filestore: %w", err)
-		}
-		s.dirs.Store(dir, true)
+	if _, ok := s.dirs.Load(dir); ok {
+		return nil
 	}
+	var err error
+	if s.sync {
+		err = base.MkdirAllDurable(dir, 0o755, s.synced)
+	} else {
+		err = os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return fmt.Errorf("filestore: %w", err)
+	}
+	s.dirs.Store(dir, true)
 	return nil
 }
 
 func (s *Store) syncDir(dir string) error {
+	if s.synced != nil {
+		s.synced(dir)
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("filestore: sync %s: %w", dir, err)

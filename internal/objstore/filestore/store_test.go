@@ -2,7 +2,9 @@ package filestore
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -96,5 +98,44 @@ func TestDeleteLeavesNoDirectories(t *testing.T) {
 	}
 	if r, err := cs.ReadChunk(id); err != nil || r.Corrupt {
 		t.Fatalf("%s %v", r, err)
+	}
+}
+
+// TestNewDirectoriesAreSynced: with sync, a write that creates directories
+// syncs the parent of each (top-down), so that they survive a power loss
+// with what was synced into them; an existing directory is not synced
+// again for it, and without sync nothing is.
+func TestNewDirectoriesAreSynced(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		root := t.TempDir()
+		s, err := Open(root, sync)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var dirs []string
+		s.synced = func(dir string) {
+			rel, _ := filepath.Rel(root, dir)
+			dirs = append(dirs, filepath.ToSlash(rel))
+		}
+		if err := s.Create("i/0123.4/0.m0", []byte("entry")); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{".", "i", "i/0123.4"} // i's entry, 0123.4's entry, the file's
+		if !sync {
+			want = nil
+		}
+		if fmt.Sprint(dirs) != fmt.Sprint(want) {
+			t.Fatalf("sync=%v: directories synced %v, want %v", sync, dirs, want)
+		}
+		dirs = nil
+		if err := s.Create("i/0123.4/0.m1", []byte("entry")); err != nil {
+			t.Fatal(err)
+		}
+		if want := []string{"i/0123.4"}; sync && fmt.Sprint(dirs) != fmt.Sprint(want) {
+			t.Fatalf("second file: directories synced %v, want %v", dirs, want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
