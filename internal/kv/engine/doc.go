@@ -61,7 +61,11 @@
 // flush without end); the files stay as a crash there would have left
 // them. A failed directory sync fails the engine the same way (Pebble
 // panics on one while it moves a marker, in pebble.Open or a background
-// flush), and a panic still out of pebble.Open is returned as an error:
+// flush), and while pebble.Open runs any change that fails (create, write,
+// sync, rename, link) fails the engine and is swallowed, so the open runs
+// to its end and the DB it returns is closed, waiting for the compactions
+// it started (Pebble's own error path closes its file cache under them);
+// a panic still out of pebble.Open is returned as an error:
 // no engine that cannot open or go on takes the process down. A failed
 // engine takes no more writes and is never trusted again: its replica
 // fail-stops and is replaced (internal/kv).

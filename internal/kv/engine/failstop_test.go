@@ -169,3 +169,38 @@ func TestDirSyncErrorFailsEngine(t *testing.T) {
 		reopenHoldsDurable(t, ffs, durable)
 	})
 }
+
+// TestWriteErrorWhileOpeningFailsEngine is the regression test of the
+// torture harness's KV CORDS cell "pebble WAL / write error", which
+// crashed 1 run in 10 under load: pebble.Open replayed the WAL, flushed,
+// started a compaction, then failed to create the new WAL; its error path
+// closed the file cache under the running compaction, which divided by
+// zero. Now every change that fails while Pebble opens fails the engine
+// and is swallowed: the open ends with ErrEngineFailed saying what failed
+// (never a bare error with work still running), and the files reopen once
+// the fault clears.
+func TestWriteErrorWhileOpeningFailsEngine(t *testing.T) {
+	for _, target := range []string{".log", "MANIFEST"} {
+		t.Run(target, func(t *testing.T) {
+			ffs := faultfs.New(vfs.NewMem())
+			sm, err := Open(ffs, "sm", 0, 4<<20, nil, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fillSM(t, sm, 200)
+			durable, err := sm.FlushDurable()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sm.Close(); err != nil {
+				t.Fatal(err)
+			}
+			ffs.Set(&faultfs.Rule{Kind: faultfs.WriteError, Match: func(p string) bool { return strings.Contains(p, target) }})
+			_, err = Open(ffs, "sm", 0, 4<<20, nil, nil)
+			if !errors.Is(err, ErrEngineFailed) || !strings.Contains(err.Error(), "while opening") || ffs.Injected() == 0 {
+				t.Fatalf("open under a write error on %s: %v (%d faults injected), want ErrEngineFailed while opening", target, err, ffs.Injected())
+			}
+			reopenHoldsDurable(t, ffs, durable)
+		})
+	}
+}

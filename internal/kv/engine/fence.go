@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -29,19 +31,43 @@ import (
 // the failure would have left them. The engine is never trusted after the
 // failure (its replica serves nothing from it and is replaced); the files
 // can be reopened, as after a crash.
+//
+// While pebble.Open runs (opening), a change that fails (a create, write,
+// sync, rename or link) fails the engine the same way instead of returning
+// its error: Pebble's Open can have started a compaction (after a flush of
+// the replayed WAL) when a later step fails, and its error path then
+// closes the file cache under that compaction, which divides by zero in a
+// goroutine nothing can recover (torture KV CORDS "pebble WAL / write
+// error", 1 run in 10 under load). Swallowed, the open goes on to the end,
+// and the engine closes the DB it returned, which waits for its work.
 type fenceFS struct {
 	vfs.FS
-	f *failState
+	f       *failState
+	opening atomic.Bool
 }
 
 func (fs *fenceFS) fenced() bool { return fs.f.failed() != nil }
 
-func (fs *fenceFS) wrap(name string) func(vfs.File, error) (vfs.File, error) {
+// failsAtOpen says whether err, from op on name, fails the engine because
+// Pebble is opening (then it is swallowed). A missing or existing file is
+// an answer Pebble expects, not a failure.
+func (fs *fenceFS) failsAtOpen(op, name string, err error) bool {
+	if err == nil || !fs.opening.Load() || errors.Is(err, os.ErrNotExist) || errors.Is(err, os.ErrExist) {
+		return false
+	}
+	fs.f.set(fmt.Errorf("%s %s while opening: %w", op, name, err))
+	return true
+}
+
+func (fs *fenceFS) wrap(op, name string) func(vfs.File, error) (vfs.File, error) {
 	return func(file vfs.File, err error) (vfs.File, error) {
+		if fs.failsAtOpen(op, name, err) {
+			return &voidFile{}, nil
+		}
 		if err != nil {
 			return nil, err
 		}
-		return &fenceFile{File: file, fs: fs}, nil
+		return &fenceFile{File: file, fs: fs, name: name}, nil
 	}
 }
 
@@ -49,28 +75,31 @@ func (fs *fenceFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error
 	if fs.fenced() {
 		return &voidFile{}, nil
 	}
-	return fs.wrap(name)(fs.FS.Create(name, c))
+	return fs.wrap("create", name)(fs.FS.Create(name, c))
 }
 
 func (fs *fenceFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
 	if fs.fenced() {
 		return &voidFile{}, nil
 	}
-	return fs.wrap(name)(fs.FS.OpenReadWrite(name, c, opts...))
+	return fs.wrap("open", name)(fs.FS.OpenReadWrite(name, c, opts...))
 }
 
 func (fs *fenceFS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	if fs.fenced() {
 		return &voidFile{}, nil
 	}
-	return fs.wrap(newname)(fs.FS.ReuseForWrite(oldname, newname, c))
+	return fs.wrap("reuse", newname)(fs.FS.ReuseForWrite(oldname, newname, c))
 }
 
 func (fs *fenceFS) Link(oldname, newname string) error {
 	if fs.fenced() {
 		return nil
 	}
-	return fs.FS.Link(oldname, newname)
+	if err := fs.FS.Link(oldname, newname); !fs.failsAtOpen("link", newname, err) {
+		return err
+	}
+	return nil
 }
 
 func (fs *fenceFS) Remove(name string) error {
@@ -91,7 +120,10 @@ func (fs *fenceFS) Rename(oldname, newname string) error {
 	if fs.fenced() {
 		return nil
 	}
-	return fs.FS.Rename(oldname, newname)
+	if err := fs.FS.Rename(oldname, newname); !fs.failsAtOpen("rename", newname, err) {
+		return err
+	}
+	return nil
 }
 
 func (fs *fenceFS) MkdirAll(dir string, perm os.FileMode) error {
@@ -143,49 +175,70 @@ func (fs *fenceFS) Unwrap() vfs.FS { return fs.FS }
 // fenceFile drops writes and syncs once the engine failed.
 type fenceFile struct {
 	vfs.File
-	fs *fenceFS
+	fs   *fenceFS
+	name string
+}
+
+// check passes err on, unless it fails the engine while Pebble opens.
+func (f *fenceFile) check(op string, err error) error {
+	if f.fs.failsAtOpen(op, f.name, err) {
+		return nil
+	}
+	return err
 }
 
 func (f *fenceFile) Write(p []byte) (int, error) {
 	if f.fs.fenced() {
 		return len(p), nil
 	}
-	return f.File.Write(p)
+	n, err := f.File.Write(p)
+	if err = f.check("write", err); err == nil {
+		n = len(p)
+	}
+	return n, err
 }
 
 func (f *fenceFile) WriteAt(p []byte, off int64) (int, error) {
 	if f.fs.fenced() {
 		return len(p), nil
 	}
-	return f.File.WriteAt(p, off)
+	n, err := f.File.WriteAt(p, off)
+	if err = f.check("write", err); err == nil {
+		n = len(p)
+	}
+	return n, err
 }
 
 func (f *fenceFile) Preallocate(off, n int64) error {
 	if f.fs.fenced() {
 		return nil
 	}
-	return f.File.Preallocate(off, n)
+	return f.check("preallocate", f.File.Preallocate(off, n))
 }
 
 func (f *fenceFile) Sync() error {
 	if f.fs.fenced() {
 		return nil
 	}
-	return f.File.Sync()
+	return f.check("sync", f.File.Sync())
 }
 
 func (f *fenceFile) SyncData() error {
 	if f.fs.fenced() {
 		return nil
 	}
-	return f.File.SyncData()
+	return f.check("sync", f.File.SyncData())
 }
 
 func (f *fenceFile) SyncTo(n int64) (bool, error) {
 	if f.fs.fenced() {
 		return true, nil
 	}
-	return f.File.SyncTo(n)
+	full, err := f.File.SyncTo(n)
+	if err = f.check("sync", err); err == nil && !full {
+		full = f.fs.fenced()
+	}
+	return full, err
 }
 
 // voidFile is a file created after the engine failed: what is written to

@@ -228,10 +228,13 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	cache := pebble.NewCache(cacheBytes)
 	defer cache.Unref()
 	fail := newFailState(onFail)
-	fs = &fenceFS{FS: fs, f: fail}
+	ffs := &fenceFS{FS: fs, f: fail}
+	fs = ffs
 	opts := PebbleOptions(fs, cache, memTableBytes, onCorruption)
 	opts.Logger = failLogger{f: fail}
+	ffs.opening.Store(true)
 	db, err := openPebble(dir, opts)
+	ffs.opening.Store(false)
 	if ferr := fail.failed(); ferr != nil {
 		// A fatal error during open (writing a MANIFEST or moving its
 		// marker): Pebble went on, but the engine is not to be trusted.
