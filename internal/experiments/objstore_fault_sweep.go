@@ -592,10 +592,11 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	opts := sweepClusterOptions(dir, store, o.Nodes, ns)
 	opts.Logf = logs.Logf
 	var faulty *objIOFaultStore
+	restarted := false // the run-time fault is over: a restart opens plain stores
 	if iof != nil {
 		opts.NodeStore = func(ndir string, i int) (objstore.Store, error) {
 			fs, err := filestore.Open(filepath.Join(ndir, "store"), opts.SyncWrites)
-			if err != nil || filepath.Clean(ndir) != filepath.Clean(iof.nodeDir) {
+			if err != nil || restarted || filepath.Clean(ndir) != filepath.Clean(iof.nodeDir) {
 				return fs, err
 			}
 			faulty = &objIOFaultStore{Store: fs, f: *iof}
@@ -621,7 +622,11 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	case <-ctx.Done():
 		return "FAIL: hang at start", logs.String()
 	}
-	defer cl.Close()
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
 	dead := cl.Dead()
 	if len(dead) > 1 {
 		return "FAIL: more than one node dead", fmt.Sprint(dead)
@@ -650,10 +655,12 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	// Every object reads back right (the index may be being rebuilt from
 	// the nodes: wait for it); a wrong byte is final.
 	var recs []*objectpb.ObjectRecord
+	wants := map[string][]byte{}
 	for _, red := range []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC} {
 		for i := 0; i < o.Objects; i++ {
 			key := sweepObjectKey(red, i)
 			want := uberObjectData(o.Seed, red, i, sweepObjectBytes)
+			wants[key] = want
 			var lastErr error
 			for {
 				got, err := cli.Get(ctx, key)
@@ -710,6 +717,7 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 			red := []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC}[j%2]
 			key := fmt.Sprintf("sweep/under-fault/%s/%d", strings.ToLower(red.String()), j/2)
 			want := uberObjectData(o.Seed+1, red, j/2, sweepObjectBytes)
+			wants[key] = want
 			if _, err := cli.Put(ctx, key, want, red); err != nil {
 				return "FAIL: put under the fault", fmt.Sprintf("%s: %v", key, err)
 			}
@@ -785,6 +793,43 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 		}
 		defer func() {
 			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %d operations failed by the %s", n, iof.fault), "; ")
+		}()
+	}
+	// A run-time fault ends with a restart once it is over: what it left
+	// on disk (a lost journal page, a dropped entry) shows when the nodes
+	// read their files again, not while they serve from memory.
+	if iof != nil || df != nil {
+		cli.Close()
+		err := cl.Close()
+		cl = nil
+		if err != nil {
+			return "FAIL: stop after the fault", err.Error()
+		}
+		restarted = true
+		if cl, err = devcluster.Start(ctx, opts); err != nil {
+			return "FAIL: the cluster did not restart after the fault", err.Error()
+		}
+		if cli, err = client.Dial(ctx, cl.Endpoint(), client.Options{}); err != nil {
+			return "FAIL: no client after the restart", err.Error()
+		}
+		defer cli.Close()
+		for key, want := range wants {
+			for {
+				got, err := cli.Get(ctx, key)
+				if err == nil && !bytes.Equal(got, want) {
+					return "FAIL: wrong data after the restart", key
+				}
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					return "FAIL: object not readable after the restart", fmt.Sprintf("%s: %v", key, err)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+		defer func() {
+			detail = strings.TrimPrefix(detail+fmt.Sprintf("; all %d objects read back after a restart", len(wants)), "; ")
 		}()
 	}
 	switch {

@@ -193,7 +193,8 @@ func (r Run) objectSection(rep *report.Report) error {
 		"random used offset reads uncorrectable 64 times (the first read also returns 16 bits flipped); write error, the die " +
 		"holding it fails every program of a page not yet written and every erase; lost write, that die acknowledges every " +
 		"program and leaves the cells erased; for both, new objects are written and read back under the fault, which then " +
-		"clears before the scrub. Not run yet: I/O faults on the device's state, lock and marker files, and on the " +
+		"clears before the scrub. Every run-time cell ends with a restart of the whole cluster once the fault is over, and " +
+		"every object is read back again from what the nodes' files hold. Not run yet: I/O faults on the device's state, lock and marker files, and on the " +
 		"coordinator's etcd files.")
 	var kinds []string
 	seen := map[string]bool{}
