@@ -3,6 +3,7 @@ package base
 import (
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // WriteFileDurable writes data to path so that a crash leaves either the
@@ -54,23 +55,13 @@ func SyncDir(dir string) error {
 // only once its parent was synced, and with it everything synced into
 // it). synced, if not nil, sees each directory synced (tests).
 func MkdirAllDurable(dir string, perm os.FileMode, synced func(dir string)) error {
-	var created []string // deepest first
-	for d := filepath.Clean(dir); ; {
-		if _, err := os.Stat(d); err == nil {
-			break
-		}
-		created = append(created, d)
-		parent := filepath.Dir(d)
-		if parent == d {
-			break
-		}
-		d = parent
-	}
+	exists := func(d string) bool { _, err := os.Stat(d); return err == nil }
+	missing := MissingDirs(filepath.Clean(dir), exists, filepath.Dir)
 	if err := os.MkdirAll(dir, perm); err != nil {
 		return err
 	}
-	for i := len(created) - 1; i >= 0; i-- {
-		parent := filepath.Dir(created[i])
+	for _, d := range missing {
+		parent := filepath.Dir(d)
 		if synced != nil {
 			synced(parent)
 		}
@@ -79,4 +70,23 @@ func MkdirAllDurable(dir string, perm os.FileMode, synced func(dir string)) erro
 		}
 	}
 	return nil
+}
+
+// MissingDirs returns dir and those of its ancestors that do not exist,
+// outermost first: the directories a MkdirAll of dir creates, each of
+// whose parent must then be synced for it to be durable. exists and
+// parent are the file system's; the walk stops at the first that exists,
+// at the root and at the current directory ("" or ".").
+func MissingDirs(dir string, exists func(string) bool, parent func(string) string) []string {
+	var missing []string
+	for d := dir; d != "" && d != "." && !exists(d); {
+		missing = append(missing, d)
+		p := parent(d)
+		if p == d {
+			break
+		}
+		d = p
+	}
+	slices.Reverse(missing)
+	return missing
 }

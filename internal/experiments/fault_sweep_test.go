@@ -7,6 +7,30 @@ import (
 	"time"
 )
 
+// runSweepSlice runs the cells of the single-fault sweep that pick chooses
+// (faults nil: the sweep's own), with a seed from the clock (printed), and
+// checks that want cells ran and that none failed or was not run.
+func runSweepSlice(t *testing.T, faults []sweepFault, want int, pick func(seed int64) func(sweepFileType, sweepFault) bool) []sweepCell {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute, Faults: faults, Cells: pick(seed)}
+	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) != want {
+		t.Fatalf("%d cells ran, want %d", len(cells), want)
+	}
+	for _, c := range cells {
+		t.Logf("%-18s %-12s %-6s %s: %s (%s)", c.Type, c.Fault, c.Took.Round(time.Millisecond), c.Outcome, c.File, c.Detail)
+		if c.failed() || strings.HasPrefix(c.Outcome, "not run") {
+			t.Errorf("%s / %s on %s: %s: %s", c.Type, c.Fault, c.File, c.Outcome, c.Detail)
+		}
+	}
+	return cells
+}
+
 // TestSingleFaultSweep runs a seeded slice of the single-fault sweep (the
 // full sweep is `flashmend experiments run single-fault-objects`): every
 // file type of a node (on plain files and on emulated flash) and of the
@@ -15,27 +39,13 @@ import (
 // re-created: never wrong data, a loss, a reformat, a hang or the whole
 // cluster down.
 func TestSingleFaultSweep(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	pick := map[string]sweepFault{}
-	for i, ft := range sweepFileTypes {
-		pick[ft.Name] = sweepFaults[(int(seed%int64(len(sweepFaults)))+i)%len(sweepFaults)]
-	}
-	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
-		Cells: func(t sweepFileType, f sweepFault) bool { return pick[t.Name] == f }}
-	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cells) != len(sweepFileTypes) {
-		t.Fatalf("%d cells ran, want %d", len(cells), len(sweepFileTypes))
-	}
-	for _, c := range cells {
-		t.Logf("%-18s %-8s %-6s %s: %s (%s)", c.Type, c.Fault, c.Took.Round(time.Millisecond), c.Outcome, c.File, c.Detail)
-		if c.failed() {
-			t.Errorf("%s / %s on %s: %s: %s", c.Type, c.Fault, c.File, c.Outcome, c.Detail)
+	runSweepSlice(t, nil, len(sweepFileTypes), func(seed int64) func(sweepFileType, sweepFault) bool {
+		pick := map[string]sweepFault{}
+		for i, ft := range sweepFileTypes {
+			pick[ft.Name] = sweepFaults[(int(seed%int64(len(sweepFaults)))+i)%len(sweepFaults)]
 		}
-	}
+		return func(t sweepFileType, f sweepFault) bool { return pick[t.Name] == f }
+	})
 }
 
 // TestObjectIOFaults runs the run-time faults of the torture harness's
@@ -48,23 +58,10 @@ func TestSingleFaultSweep(t *testing.T) {
 // files (the harness once named the pack file while reads named its
 // members, and never hit them).
 func TestObjectIOFaults(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
-		Faults: []sweepFault{faultEIORead, faultLostWrite},
-		Cells:  func(t sweepFileType, f sweepFault) bool { return t.Store == "file" }}
-	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cells) != 8 {
-		t.Fatalf("%d cells ran, want 8", len(cells))
-	}
+	cells := runSweepSlice(t, []sweepFault{faultEIORead, faultLostWrite}, 8, func(int64) func(sweepFileType, sweepFault) bool {
+		return func(t sweepFileType, f sweepFault) bool { return t.Store == "file" }
+	})
 	for _, c := range cells {
-		t.Logf("%-18s %-10s %-6s %s: %s (%s)", c.Type, c.Fault, c.Took.Round(time.Millisecond), c.Outcome, c.File, c.Detail)
-		if c.failed() {
-			t.Errorf("%s / %s on %s: %s: %s", c.Type, c.Fault, c.File, c.Outcome, c.Detail)
-		}
 		if c.Fault == faultEIORead && (c.Type == "chunk data" || c.Type == "sums file") && c.Outcome == "not reached" {
 			t.Errorf("%s / %s on %s: the read error never fired", c.Type, c.Fault, c.File)
 		}
@@ -76,25 +73,10 @@ func TestObjectIOFaults(t *testing.T) {
 // (flash.Faults, armed before SDF mounts it): a page under the damaged
 // offset that reads uncorrectable, a die that takes no more program or
 // erase while objects are written, and a die that loses every program
-// meanwhile (then the scrub repairs what was lost). Each must be correct, repaired or one
-// dead node re-created, never wrong or lost data.
+// meanwhile (then the scrub repairs what was lost). Each must be correct,
+// repaired or one dead node re-created, never wrong or lost data.
 func TestFlashPageFileIOFaults(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute,
-		Faults: []sweepFault{faultEIORead, faultWriteError, faultLostWrite},
-		Cells:  func(t sweepFileType, f sweepFault) bool { return t.Name == "flash page file" }}
-	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cells) != 3 {
-		t.Fatalf("%d cells ran, want 3", len(cells))
-	}
-	for _, c := range cells {
-		t.Logf("%-18s %-12s %-6s %s: %s (%s)", c.Type, c.Fault, c.Took.Round(time.Millisecond), c.Outcome, c.File, c.Detail)
-		if c.failed() || strings.HasPrefix(c.Outcome, "not run") {
-			t.Errorf("%s / %s on %s: %s: %s", c.Type, c.Fault, c.File, c.Outcome, c.Detail)
-		}
-	}
+	runSweepSlice(t, []sweepFault{faultEIORead, faultWriteError, faultLostWrite}, 3, func(int64) func(sweepFileType, sweepFault) bool {
+		return func(t sweepFileType, f sweepFault) bool { return t.Name == "flash page file" }
+	})
 }

@@ -519,35 +519,33 @@ func (f *devFault) arm(dev *flash.Emulator) {
 		rng := rand.New(rand.NewSource(f.flipSeed))
 		for i := 0; i < devFaultFlips; i++ {
 			inj.FlipBit(f.page, rng.Intn(8*dev.Geometry().PageSize), false)
+			f.armed++ // each pending until the first read (Faults.Pending)
 		}
-		f.armed++ // the flips go with the first read
 	case faultWriteError:
-		g := dev.Geometry()
-		for b := 0; b < g.BlocksPerDie; b++ {
-			ba := flash.BlockAddr{Channel: f.page.Channel, Die: f.page.Die, Block: b}
-			info, err := dev.Block(ba)
-			if err != nil || info.Bad {
-				continue
-			}
-			for p := info.WrittenPage; p < g.PagesPerBlock; p++ {
-				inj.FailProgram(flash.PageAddr{Channel: ba.Channel, Die: ba.Die, Block: ba.Block, Page: p})
-				f.armed++
-			}
-			inj.FailErase(ba)
+		f.eachUnwrittenPage(dev, inj.FailProgram, inj.FailErase)
+	case faultLostWrite:
+		f.eachUnwrittenPage(dev, inj.LoseProgram, nil)
+	}
+}
+
+// eachUnwrittenPage arms page on every page not yet programmed of the
+// good blocks of the fault's die, and block (if set) on each such block,
+// counting what it arms.
+func (f *devFault) eachUnwrittenPage(dev *flash.Emulator, page func(flash.PageAddr), block func(flash.BlockAddr)) {
+	g := dev.Geometry()
+	for b := 0; b < g.BlocksPerDie; b++ {
+		ba := flash.BlockAddr{Channel: f.page.Channel, Die: f.page.Die, Block: b}
+		info, err := dev.Block(ba)
+		if err != nil || info.Bad {
+			continue
+		}
+		for p := info.WrittenPage; p < g.PagesPerBlock; p++ {
+			page(flash.PageAddr{Channel: ba.Channel, Die: ba.Die, Block: ba.Block, Page: p})
 			f.armed++
 		}
-	case faultLostWrite:
-		g := dev.Geometry()
-		for b := 0; b < g.BlocksPerDie; b++ {
-			ba := flash.BlockAddr{Channel: f.page.Channel, Die: f.page.Die, Block: b}
-			info, err := dev.Block(ba)
-			if err != nil || info.Bad {
-				continue
-			}
-			for p := info.WrittenPage; p < g.PagesPerBlock; p++ {
-				inj.LoseProgram(flash.PageAddr{Channel: ba.Channel, Die: ba.Die, Block: ba.Block, Page: p})
-				f.armed++
-			}
+		if block != nil {
+			block(ba)
+			f.armed++
 		}
 	}
 }
@@ -651,7 +649,11 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	if err != nil {
 		return "FAIL: no client", err.Error()
 	}
-	defer cli.Close()
+	defer func() { // the client of the restarted cluster, after a restart
+		if cli != nil {
+			cli.Close()
+		}
+	}()
 	// Every object reads back right (the index may be being rebuilt from
 	// the nodes: wait for it); a wrong byte is final.
 	var recs []*objectpb.ObjectRecord
@@ -812,7 +814,6 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 		if cli, err = client.Dial(ctx, cl.Endpoint(), client.Options{}); err != nil {
 			return "FAIL: no client after the restart", err.Error()
 		}
-		defer cli.Close()
 		for key, want := range wants {
 			for {
 				got, err := cli.Get(ctx, key)

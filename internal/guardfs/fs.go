@@ -826,28 +826,13 @@ func (fs *FS) MkdirAll(dir string, perm os.FileMode) error {
 	if err := fs.refuseReserved("mkdir", dir); err != nil {
 		return err
 	}
-	// The directories missing now, deepest first.
-	var created []string
-	for d := dir; ; {
-		if _, err := fs.inner.Stat(d); err == nil {
-			break
-		}
-		created = append(created, d)
-		parent := fs.inner.PathDir(d)
-		if parent == d || parent == "" || parent == "." {
-			break
-		}
-		d = parent
-	}
+	exists := func(d string) bool { _, err := fs.inner.Stat(d); return err == nil }
+	missing := base.MissingDirs(dir, exists, fs.inner.PathDir)
 	if err := fs.inner.MkdirAll(dir, perm); err != nil {
 		return err
 	}
-	// Sync top-down: each new directory's entry in its parent.
-	for i := len(created) - 1; i >= 0; i-- {
-		parent := fs.inner.PathDir(created[i])
-		if parent == created[i] {
-			continue
-		}
+	for _, d := range missing {
+		parent := fs.inner.PathDir(d)
 		if parent == "" {
 			parent = "."
 		}

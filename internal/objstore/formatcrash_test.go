@@ -3,12 +3,13 @@ package objstore
 import (
 	"bytes"
 	"fmt"
-	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/bitrot"
 	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/direct"
 )
@@ -36,7 +37,7 @@ func TestFirstFormatCrashAtEveryStep(t *testing.T) {
 			crashed := filepath.Join(t.TempDir(), "crashed")
 			var copyErr error
 			crashpoint.Arm(crashpoint.Spec{Name: p.Name, At: at}, func(crashpoint.Spec) {
-				copyErr = copyDir(dir, crashed)
+				copyErr = bitrot.Copy(vfs.Default, dir, vfs.Default, crashed)
 			})
 			s, err := OpenSDFStore(dir, opts)
 			hits := crashpoint.Hits()
@@ -97,36 +98,4 @@ func checkOpensAfterCrash(t *testing.T, what, dir string, opts SDFStoreOptions) 
 	if r, err := NewChunkStore(s).ReadChunk(id); err != nil || r.Corrupt || !bytes.Equal(r.Data, data) {
 		t.Fatalf("%s: chunk after reopen: %s %v", what, r, err)
 	}
-}
-
-// copyDir copies the regular files under src to dst (the device's sparse
-// page file is small here).
-func copyDir(src, dst string) error {
-	return filepath.WalkDir(src, func(path string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		to := filepath.Join(dst, rel)
-		if d.IsDir() {
-			return os.MkdirAll(to, 0o755)
-		}
-		if !d.Type().IsRegular() {
-			return nil
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer in.Close()
-		out, err := os.Create(to)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(out, in); err != nil {
-			out.Close()
-			return err
-		}
-		return out.Close()
-	})
 }

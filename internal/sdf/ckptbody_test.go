@@ -503,7 +503,7 @@ func fillChannel(t *testing.T, fs *FS, ch int) {
 
 // writeAndClose writes data to the file a create returned (with its error)
 // and closes it.
-func writeAndClose(t *testing.T, f *File, err error, data []byte) {
+func writeAndClose(t testing.TB, f *File, err error, data []byte) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

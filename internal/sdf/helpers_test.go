@@ -34,15 +34,7 @@ func randBytes(rng *rand.Rand, n int) []byte {
 func writeFile(t testing.TB, fs *FS, name string, hint Lifetime, data []byte) {
 	t.Helper()
 	f, err := fs.Create(name, hint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(data); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
+	writeAndClose(t, f, err, data)
 }
 
 func readFile(t testing.TB, fs *FS, name string) []byte {

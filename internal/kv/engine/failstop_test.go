@@ -25,18 +25,10 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 			ffs := faultfs.New(vfs.NewMem())
 			var told atomic.Int32
 			var toldErr atomic.Pointer[error]
-			sm, err := Open(ffs, "sm", 0, 4<<20, nil, func(err error) {
+			sm, durable := filledEngine(t, ffs, func(err error) {
 				told.Add(1)
 				toldErr.Store(&err)
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			fillSM(t, sm, 200)
-			durable, err := sm.FlushDurable()
-			if err != nil {
-				t.Fatal(err)
-			}
 			more := &kvpb.WriteBatch{Ops: []*kvpb.Op{put("key-late", "late")}}
 			if err := sm.ApplyWrite(durable+1, 1, more); err != nil {
 				t.Fatal(err)
@@ -51,7 +43,7 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 				if err := sm.Close(); err != nil {
 					t.Fatal(err)
 				}
-				_, err = Open(ffs, "sm", 0, 4<<20, nil, func(err error) {
+				_, err := Open(ffs, "sm", 0, 4<<20, nil, func(err error) {
 					told.Add(1)
 					toldErr.Store(&err)
 				})
@@ -63,8 +55,7 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 				reopenHoldsDurable(t, ffs, durable)
 				return
 			}
-			_, err = sm.FlushDurable()
-			if !errors.Is(err, ErrEngineFailed) {
+			if _, err := sm.FlushDurable(); !errors.Is(err, ErrEngineFailed) {
 				t.Fatalf("flush under a write error on %s: %v, want ErrEngineFailed", target, err)
 			}
 			if ffs.Injected() == 0 {
@@ -84,6 +75,23 @@ func TestWriteErrorOnManifestFailsEngine(t *testing.T) {
 			reopenHoldsDurable(t, ffs, durable)
 		})
 	}
+}
+
+// filledEngine opens an engine on ffs (onFail may be nil), applies fillSM's
+// 200 keys and flushes them: it returns the engine and the applied index
+// made durable.
+func filledEngine(t *testing.T, ffs *faultfs.FS, onFail func(error)) (*StateMachine, uint64) {
+	t.Helper()
+	sm, err := Open(ffs, "sm", 0, 4<<20, nil, onFail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillSM(t, sm, 200)
+	durable, err := sm.FlushDurable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sm, durable
 }
 
 // reopenHoldsDurable clears ffs's fault and reopens the engine's files
@@ -129,14 +137,7 @@ func TestDirSyncErrorFailsEngine(t *testing.T) {
 			t.Fatal("the fault never fired")
 		}
 		ffs.Set(nil)
-		sm, err := Open(ffs, "sm", 0, 4<<20, nil, nil)
-		if err != nil {
-			t.Fatalf("open after the fault cleared: %v", err)
-		}
-		fillSM(t, sm, 200)
-		if _, err := sm.FlushDurable(); err != nil {
-			t.Fatal(err)
-		}
+		sm, _ := filledEngine(t, ffs, nil) // opens once the fault cleared
 		if err := sm.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -144,15 +145,7 @@ func TestDirSyncErrorFailsEngine(t *testing.T) {
 	t.Run("running", func(t *testing.T) {
 		ffs := faultfs.New(vfs.NewMem())
 		var told atomic.Int32
-		sm, err := Open(ffs, "sm", 0, 4<<20, nil, func(error) { told.Add(1) })
-		if err != nil {
-			t.Fatal(err)
-		}
-		fillSM(t, sm, 200)
-		durable, err := sm.FlushDurable()
-		if err != nil {
-			t.Fatal(err)
-		}
+		sm, durable := filledEngine(t, ffs, func(error) { told.Add(1) })
 		if err := sm.ApplyWrite(durable+1, 1, &kvpb.WriteBatch{Ops: []*kvpb.Op{put("key-late", "late")}}); err != nil {
 			t.Fatal(err)
 		}
@@ -183,20 +176,12 @@ func TestWriteErrorWhileOpeningFailsEngine(t *testing.T) {
 	for _, target := range []string{".log", "MANIFEST"} {
 		t.Run(target, func(t *testing.T) {
 			ffs := faultfs.New(vfs.NewMem())
-			sm, err := Open(ffs, "sm", 0, 4<<20, nil, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			fillSM(t, sm, 200)
-			durable, err := sm.FlushDurable()
-			if err != nil {
-				t.Fatal(err)
-			}
+			sm, durable := filledEngine(t, ffs, nil)
 			if err := sm.Close(); err != nil {
 				t.Fatal(err)
 			}
 			ffs.Set(&faultfs.Rule{Kind: faultfs.WriteError, Match: func(p string) bool { return strings.Contains(p, target) }})
-			_, err = Open(ffs, "sm", 0, 4<<20, nil, nil)
+			_, err := Open(ffs, "sm", 0, 4<<20, nil, nil)
 			if !errors.Is(err, ErrEngineFailed) || !strings.Contains(err.Error(), "while opening") || ffs.Injected() == 0 {
 				t.Fatalf("open under a write error on %s: %v (%d faults injected), want ErrEngineFailed while opening", target, err, ffs.Injected())
 			}
