@@ -276,19 +276,15 @@ non-zero when a check failed.`,
   flashmend torture nemesis --concurrency 2 --seed 9`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if faults != "" {
+				opts.Faults = strings.Split(faults, ",")
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			if faults != "" {
-				opts.Faults = strings.Split(faults, ",")
-			}
-			if opts.Seed == 0 {
-				opts.Seed = time.Now().UnixNano()
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "torture nemesis: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
 			opts.Argv = []string{exe}
-			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			opts.Logf = announceSeed(cmd, "nemesis", &opts.Seed)
 			_, err = runNemesis(cmd.Context(), opts, out, cmd.OutOrStdout())
 			return err
 		},
@@ -339,19 +335,15 @@ the KV history is linearizable (porcupine). It writes
   flashmend torture crashpoints --store file --points raftlog-copy,chunk-sums --out /tmp/cp`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if points != "" {
+				opts.Points = strings.Split(points, ",")
+			}
 			exe, err := os.Executable()
 			if err != nil {
 				return err
 			}
-			if points != "" {
-				opts.Points = strings.Split(points, ",")
-			}
-			if opts.Seed == 0 {
-				opts.Seed = time.Now().UnixNano()
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "torture crashpoints: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
 			opts.Argv = []string{exe}
-			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			opts.Logf = announceSeed(cmd, "crashpoints", &opts.Seed)
 			_, err = runCrashPoints(cmd.Context(), opts, out, cmd.OutOrStdout())
 			return err
 		},
@@ -505,11 +497,7 @@ when anything was lost, wrong, left to repair or rebuilt.`,
 			if err := opts.Validate(); err != nil {
 				return err
 			}
-			if opts.Seed == 0 {
-				opts.Seed = time.Now().UnixNano()
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "torture helix: seed %d (repeat with --seed %d)\n", opts.Seed, opts.Seed)
-			opts.Logf = func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
+			opts.Logf = announceSeed(cmd, "helix", &opts.Seed)
 			res, err := helix.Run(cmd.Context(), opts)
 			if err != nil {
 				return fmt.Errorf("torture helix (seed %d): %w", opts.Seed, err)
@@ -539,4 +527,15 @@ when anything was lost, wrong, left to repair or rebuilt.`,
 	f.StringVar(&opts.Store, "store", helix.StoreFile, "object nodes' store: file (plain files) or sdf (emulated flash; the KV half stays on files in memory)")
 	f.StringVar(&out, "out", "docs/results", "directory for helix.md")
 	return cmd
+}
+
+// announceSeed draws the seed from the clock when the user gave none,
+// prints it with how to repeat the run, and returns the progress logger
+// (stderr) of a torture subcommand.
+func announceSeed(cmd *cobra.Command, what string, seed *int64) func(format string, args ...any) {
+	if *seed == 0 {
+		*seed = time.Now().UnixNano()
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "torture %s: seed %d (repeat with --seed %d)\n", what, *seed, *seed)
+	return func(format string, args ...any) { fmt.Fprintf(cmd.ErrOrStderr(), format+"\n", args...) }
 }

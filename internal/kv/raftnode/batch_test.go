@@ -76,26 +76,8 @@ func (f *gateFile) Sync() error {
 // newGateGroup is newGroup with the raft logs on a gateFS, every node
 // taking at most batch proposals and messages per Ready.
 func newGateGroup(t *testing.T, batch int) (*group, *gateFS) {
-	g := &group{t: t, clock: base.NewManualClock(time.Unix(1_700_000_000, 0)),
-		nodes: map[uint64]*Node{}, hosts: map[uint64]*host{}, stop: make(chan struct{})}
-	mem := vfs.NewMem()
-	gfs := &gateFS{FS: mem, entered: make(chan struct{}, 1)}
-	for id := uint64(1); id <= 3; id++ {
-		lg, err := raftlog.Open(raftlog.Options{FS: gfs, Dir: fmt.Sprintf("r%d", id)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { lg.Close() })
-		if err := lg.Bootstrap([]uint64{1, 2, 3}); err != nil {
-			t.Fatal(err)
-		}
-		h := &host{g: g, id: id}
-		g.hosts[id] = h
-		g.nodes[id] = New(Config{ID: id, Log: lg, ElectionTicks: 10, HeartbeatTicks: 1,
-			TickInterval: 10 * time.Millisecond, Clock: g.clock, Host: h, Stop: g.stop, MaxBatch: batch})
-	}
-	g.start(t)
-	return g, gfs
+	gfs := &gateFS{FS: vfs.NewMem(), entered: make(chan struct{}, 1)}
+	return newGroupOn(t, gfs, batch), gfs
 }
 
 func (g *group) appliedEverywhere(n int) bool {

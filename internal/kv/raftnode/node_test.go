@@ -71,10 +71,13 @@ func (h *host) Dropped(uint64, error) { h.mu.Lock(); h.dropped++; h.mu.Unlock() 
 func (h *host) Barrier() []byte       { return nil }
 func (h *host) HandedOff()            { h.mu.Lock(); h.handoffs++; h.mu.Unlock() }
 
-func newGroup(t *testing.T) *group {
+func newGroup(t *testing.T) *group { return newGroupOn(t, vfs.NewMem(), 0) }
+
+// newGroupOn starts three nodes whose raft logs live on fs, each taking at
+// most batch proposals and messages per Ready (0: the default).
+func newGroupOn(t *testing.T, fs vfs.FS, batch int) *group {
 	g := &group{t: t, clock: base.NewManualClock(time.Unix(1_700_000_000, 0)),
 		nodes: map[uint64]*Node{}, hosts: map[uint64]*host{}, stop: make(chan struct{})}
-	fs := vfs.NewMem()
 	for id := uint64(1); id <= 3; id++ {
 		lg, err := raftlog.Open(raftlog.Options{FS: fs, Dir: fmt.Sprintf("r%d", id)})
 		if err != nil {
@@ -87,7 +90,7 @@ func newGroup(t *testing.T) *group {
 		h := &host{g: g, id: id}
 		g.hosts[id] = h
 		g.nodes[id] = New(Config{ID: id, Log: lg, ElectionTicks: 10, HeartbeatTicks: 1,
-			TickInterval: 10 * time.Millisecond, Clock: g.clock, Host: h, Stop: g.stop})
+			TickInterval: 10 * time.Millisecond, Clock: g.clock, Host: h, Stop: g.stop, MaxBatch: batch})
 	}
 	g.start(t)
 	return g
