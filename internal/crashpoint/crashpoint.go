@@ -26,7 +26,7 @@ type Point struct {
 // this list; a Hit of a name not here is caught by TestEveryHitRegistered.
 var Points = []Point{
 	{"raftlog-append", "raftlog", "a raft Ready's records (entries, hard state) encoded; neither copy of the log written"},
-	{"raftlog-hardstate", "raftlog", "a Ready carrying only a hard state (a vote or a commit index) about to be written"},
+	{"raftlog-hardstate", "raftlog", "a hard state about to be written alone (a Ready with a new term or vote; at start, the commit index raised to what the state machine applied)"},
 	{"raftlog-copy", "raftlog", "copy 0 of an append written and synced, copy 1 not yet written"},
 	{"raftlog-synced", "raftlog", "both copies of an append synced, the Ready not yet acknowledged to raft"},
 	{"raftlog-rewrite", "raftlog", "a new log generation written and synced under temporary names, not yet renamed"},

@@ -74,8 +74,15 @@
 //
 // # Invariants
 //
-//   - Invariant: both copies of a record are synced before Save returns; the
-//     caller sends raft messages only after Save returns.
+//   - Invariant: both copies of every record Save writes are synced before
+//     Save returns; the caller sends raft messages only after Save returns
+//     (the leader's appends excepted, see internal/kv/raftnode). A hard
+//     state that moves only the commit index is not written by its own
+//     Save (raft.MustSync is false: the commit index is volatile in raft,
+//     and etcd's WAL does not sync it either): it rides with the next
+//     record written, and at start the replica raises the commit index to
+//     what its state machine applied (CommitAtLeast). Before, every
+//     proposal cost each replica a second pair of syncs for its commit.
 //   - Invariant: the in-memory image equals the replay of the records on
 //     disk; in test builds (-tags invariants) every record is decoded back
 //     before it is written, and every append and every rewritten

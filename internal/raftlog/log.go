@@ -119,6 +119,10 @@ type Log struct {
 	// failed is set after a failed write: the files are in an unknown state
 	// and the log refuses further use.
 	failed error
+	// pendingCommit is the newest commit index a Save left unwritten (its
+	// hard state changed nothing else; see Save), written with the next
+	// record that is; 0 when the image's commit index is the newest.
+	pendingCommit uint64
 }
 
 var _ raft.Storage = (*Log)(nil)
@@ -536,7 +540,7 @@ func (l *Log) VoteFloor() (term, index uint64, ok bool) {
 func (l *Log) PeerEntries(lo, hi, maxBytes uint64) ([]*pb.Entry, uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.img.intact(lo, hi, maxBytes), l.img.hs.GetCommit()
+	return l.img.intact(lo, hi, maxBytes), max(l.img.hs.GetCommit(), l.pendingCommit)
 }
 
 // ---- writing -----------------------------------------------------------------
@@ -681,6 +685,18 @@ func (l *Log) writeLocked(recs []decoded) error {
 	if !l.sealed {
 		return base.AssertionFailedf("raftlog: write to an unsealed log")
 	}
+	if c := l.pendingCommit; c > 0 {
+		// The newest commit index Save left unwritten goes with these
+		// records, ahead of them (it is at most the last index already in
+		// the log) and unless they carry a hard state or snapshot of
+		// their own, which are newer.
+		l.pendingCommit = 0
+		if c > l.img.hs.GetCommit() && c <= l.img.lastIndex() && !hasStateRecord(recs) {
+			hs := proto.Clone(l.img.hs).(*pb.HardState)
+			hs.Commit = proto.Uint64(c)
+			recs = append([]decoded{{kind: recHardState, hs: hs}}, recs...)
+		}
+	}
 	next := l.img.clone()
 	if err := next.applyRecords(recs); err != nil {
 		return err
@@ -729,6 +745,16 @@ func (l *Log) writeLocked(recs []decoded) error {
 		}
 	}
 	return nil
+}
+
+// hasStateRecord reports whether recs carry a hard state or a snapshot.
+func hasStateRecord(recs []decoded) bool {
+	for _, r := range recs {
+		if r.kind == recHardState || r.kind == recSnapshot {
+			return true
+		}
+	}
+	return false
 }
 
 // verifyTailLocked re-reads what the last write appended to copy 0 of the
@@ -782,16 +808,48 @@ func (l *Log) Save(hs *pb.HardState, entries []*pb.Entry, snap *pb.Snapshot) err
 	for _, e := range entries {
 		recs = append(recs, decoded{kind: recEntry, entry: e})
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if hs != nil && !raft.IsEmptyHardState(hs) {
+		if len(recs) == 0 && !raft.MustSync(hs, l.img.hs, 0) && l.sealed && l.failed == nil {
+			// Only the commit index moved. raft keeps it as volatile state
+			// (a restarted replica learns it from the leader; etcd's WAL
+			// does not sync it either, raft.MustSync), so it costs no sync
+			// of its own: it rides with the next record written (writeLocked),
+			// and a restart that finds the state machine past it raises it
+			// (CommitAtLeast). A commit-only Ready comes after every
+			// proposal's append, on every replica, and its two syncs were
+			// on the path of every write before the write applied.
+			l.pendingCommit = max(l.pendingCommit, hs.GetCommit())
+			return nil
+		}
 		recs = append(recs, decoded{kind: recHardState, hs: hs})
+		l.pendingCommit = 0
 	}
 	if len(recs) == 0 {
 		return nil
 	}
 	crashpoint.HitIf(len(recs) == 1 && recs[0].kind == recHardState, "raftlog-hardstate")
+	return l.writeLocked(recs)
+}
+
+// CommitAtLeast raises the durable commit index to i when it is lower and i
+// is in the log: the replica calls it at start with its state machine's
+// applied index, which only ever holds committed entries, since a commit
+// index that moved alone is written lazily (see Save) while the state
+// machine's may already be durable. raft refuses an applied index above
+// the commit index.
+func (l *Log) CommitAtLeast(i uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.writeLocked(recs)
+	if i <= l.img.hs.GetCommit() || i > l.img.lastIndex() {
+		return nil
+	}
+	hs := proto.Clone(l.img.hs).(*pb.HardState)
+	hs.Commit = proto.Uint64(i)
+	l.pendingCommit = 0
+	crashpoint.Hit("raftlog-hardstate")
+	return l.writeLocked([]decoded{{kind: recHardState, hs: hs}})
 }
 
 // Bootstrap initialises an empty log with a snapshot at index 1, term 1

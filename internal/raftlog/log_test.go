@@ -375,3 +375,73 @@ func TestRandomSingleCopyCorruption(t *testing.T) {
 		l.Close()
 	}
 }
+
+// TestCommitOnlyHardStateIsLazy: a Ready whose hard state moves only the
+// commit index writes and syncs nothing; the commit index rides with the
+// next record written, a term or vote change is written at once, and
+// CommitAtLeast makes a state machine's applied index durable as committed.
+func TestCommitOnlyHardStateIsLazy(t *testing.T) {
+	fs := vfs.NewMem()
+	l := open(t, fs)
+	fill(t, l, 3) // entries 2..4, hs 2/1/4
+	name := "log/" + fileName(l.gen, 0)
+	if err := l.Save(hs(2, 1, 4), []*pb.Entry{ent(5, 2), ent(6, 2)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	size := fileSize(t, fs, name)
+	// Commit moves to 6 alone: nothing written.
+	if err := l.Save(hs(2, 1, 6), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := fileSize(t, fs, name); got != size {
+		t.Fatalf("a commit-only hard state wrote %d bytes", got-size)
+	}
+	if _, commit := l.PeerEntries(2, 7, 1<<20); commit != 6 {
+		t.Fatalf("peers are told commit %d, want 6", commit)
+	}
+	// A restart now finds the commit index last written (4)...
+	l.Close()
+	l = open(t, fs)
+	if got, want := describe(t, l), "hs=2/1/4 voters=[1 2 3] first=2 last=6: 2.2:entry-2-2 3.2:entry-3-2 4.2:entry-4-2 5.2:entry-5-2 6.2:entry-6-2"; got != want {
+		t.Fatalf("after restart\ngot  %s\nwant %s", got, want)
+	}
+	// ...which the state machine's applied index raises, durably; an
+	// index past the log or below the commit changes nothing.
+	for _, i := range []uint64{5, 3, 9} {
+		if err := l.CommitAtLeast(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	l = open(t, fs)
+	if h, _, _ := l.InitialState(); h.GetCommit() != 5 {
+		t.Fatalf("commit %d after CommitAtLeast(5), want 5", h.GetCommit())
+	}
+	// A pending commit rides with the next write: an append without a
+	// hard state of its own.
+	if err := l.Save(hs(2, 1, 6), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Save(nil, []*pb.Entry{ent(7, 2)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = open(t, fs)
+	if h, _, _ := l.InitialState(); h.GetCommit() != 6 {
+		t.Fatalf("commit %d after an append carried it, want 6", h.GetCommit())
+	}
+	// A vote is written at once, commit and all.
+	size = fileSize(t, fs, "log/"+fileName(l.gen, 0))
+	if err := l.Save(hs(3, 2, 7), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fileSize(t, fs, "log/"+fileName(l.gen, 0)) == size {
+		t.Fatal("a new term and vote were not written")
+	}
+	l.Close()
+	l = open(t, fs)
+	if h, _, _ := l.InitialState(); h.GetTerm() != 3 || h.GetVote() != 2 || h.GetCommit() != 7 {
+		t.Fatalf("hard state %v after a vote", h)
+	}
+	l.Close()
+}

@@ -121,6 +121,11 @@ func New(cfg Config) *Node {
 // Open creates the RawNode on the sealed log, with entries up to applied
 // already in the state machine. Run drives it.
 func (n *Node) Open(applied uint64) error {
+	// The log writes a commit index that moved alone lazily, so the state
+	// machine may hold entries past the commit index the log kept.
+	if err := n.cfg.Log.CommitAtLeast(applied); err != nil {
+		return fmt.Errorf("raftnode: r%d: %w", n.cfg.ID, err)
+	}
 	rn, err := n.newRawNode(applied)
 	if err != nil {
 		return err
