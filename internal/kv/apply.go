@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -344,7 +345,8 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	}
 	sort.Slice(rows, func(i, j int) bool { return bytes.Compare(rows[i].Key, rows[j].Key) < 0 })
 	var lost []Range // rows an excise could not keep: patched in turn
-	if len(done) > 0 {
+	ingested := len(done) > 0
+	if ingested {
 		// Reads of the rows around each span wait while it is excised and
 		// checked: an excise that loses a damaged table's remainder (Pebble
 		// seeks for its bound in the damaged block) must not be read as
@@ -367,10 +369,19 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 			lost, err = el.Lost, nil
 		}
 		if len(lost) > 0 {
-			// Already refused (hold kept them): patched below.
+			// Already refused (hold kept them): patched below. A range
+			// whose own span is lost (it did not read back) is not
+			// settled: it stays refused until that patch.
 			r.mu.Lock()
 			r.stats.RemaindersLost += uint64(len(lost))
 			r.mu.Unlock()
+			kept := done[:0:0]
+			for _, d := range done {
+				if !slices.ContainsFunc(lost, func(l Range) bool { return l.Includes(d) }) {
+					kept = append(kept, d)
+				}
+			}
+			done = kept
 		}
 		if err != nil {
 			reason := rebuildApplyFailed
@@ -397,7 +408,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		r.absent = nil
 	}
 	r.mu.Unlock()
-	if len(done) > 0 {
+	if ingested {
 		r.invalidateSnapshots()
 	}
 	if len(merged) > 0 {
