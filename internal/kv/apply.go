@@ -320,7 +320,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	covered, missing := patch.Assemble(pr, ranges, got)
 	var done, wide []Range
 	var doneBlocks []uint64
-	var rows []*kvpb.KeyValue
+	var rows, ownRows []*kvpb.KeyValue
 	for _, p := range covered {
 		own, err := r.ownRowsOutside(p.Wide, p.Range)
 		if err != nil {
@@ -329,8 +329,14 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		}
 		done, wide = append(done, p.Range), append(wide, p.Wide)
 		doneBlocks = append(doneBlocks, p.Blocks...)
-		rows = append(append(rows, own...), p.Rows...)
+		rows, ownRows = append(rows, p.Rows...), append(ownRows, own...)
 	}
+	// Two covered ranges whose wide spans overlap both read the replica's
+	// own rows there, and one range's own rows may lie in the other range,
+	// which its peers sent: each key once, the peers' row first (a
+	// duplicate key failed the patch table's write, and the replica
+	// rebuilt).
+	rows = uniqueRows(rows, ownRows)
 	// A range no peer could send is damaged on every replica (the same
 	// block of the same table, at different bytes): its blocks are put
 	// back together from the replicas' copies and written in place.
@@ -435,6 +441,21 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 			Bytes: got.Bytes, Rows: len(rows), Ranges: done})
 	}
 	return true
+}
+
+// uniqueRows is first and then then, each key once: its first row.
+func uniqueRows(first, then []*kvpb.KeyValue) []*kvpb.KeyValue {
+	seen := make(map[string]bool, len(first)+len(then))
+	out := make([]*kvpb.KeyValue, 0, len(first)+len(then))
+	for _, rows := range [][]*kvpb.KeyValue{first, then} {
+		for _, kv := range rows {
+			if !seen[string(kv.Key)] {
+				seen[string(kv.Key)] = true
+				out = append(out, kv)
+			}
+		}
+	}
+	return out
 }
 
 // ownRowsOutside reads this replica's own rows in the parts of wide outside

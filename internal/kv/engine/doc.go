@@ -69,4 +69,13 @@
 // no engine that cannot open or go on takes the process down. A failed
 // engine takes no more writes and is never trusted again: its replica
 // fail-stops and is replaced (internal/kv).
+//
+// Compactions go through the engine's own scheduler (compactionGate): none
+// while pebble.Open runs, and after a compaction fails on damaged data, none
+// for a pause that doubles with each further failure (100 ms to 5 s),
+// because Pebble retries a failed compaction at once and runs a bit-flip
+// search over the damaged block at every retry. A patch whose excise meets
+// damage in a table it cuts, or whose span does not read back, returns the
+// ranges to patch again (ExciseLossError) rather than an error that would
+// make the replica rebuild.
 package engine

@@ -235,9 +235,16 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	fs = ffs
 	opts := PebbleOptions(fs, cache, memTableBytes, onCorruption)
 	opts.Logger = failLogger{f: fail}
+	gate := newCompactionGate(nil)
+	opts.Experimental.CompactionScheduler = gate
+	opts.EventListener.BackgroundError = gate.failed
 	ffs.opening.Store(true)
 	db, err := openPebble(dir, opts)
 	ffs.opening.Store(false)
+	if err != nil {
+		gate.Unregister() // a failed Open may have registered it
+	}
+	gate.opened()
 	if ferr := fail.failed(); ferr != nil {
 		// A fatal error during open (writing a MANIFEST or moving its
 		// marker): Pebble went on, but the engine is not to be trusted.
@@ -752,10 +759,13 @@ func (sm *StateMachine) ScanDigest(rd pebble.Reader) (Digest, error) {
 }
 
 // ingestSpan replaces [lo, hi) with rows (IngestAndExcise) and checks that
-// the excise kept the rows around the span; with readBack, that the span
-// reads back as rows (a read there that fails its checksum returns the span
-// as lost, in an ExciseLossError, to be patched again).
-func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, readBack bool, hold func([]Range) func([]Range)) (err error) {
+// the excise kept the rows around the span. patching (a DIRECT patch, not a
+// rebuild's install) also checks that the span reads back as rows, and
+// turns damage met on the way into ranges to patch again (an
+// ExciseLossError): a read of the span that fails its checksum returns the
+// span, an excise that fails on damage in a table it cuts returns the span
+// and the tables' parts around it.
+func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patching bool, hold func([]Range) func([]Range)) (err error) {
 	var paths []string
 	if len(rows) > 0 {
 		path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("patch-%06d.sst", sm.ingestSeq.Add(1)))
@@ -800,7 +810,20 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, readBac
 	}
 	crashpoint.Hit("patch-ingest")
 	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
-		return Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
+		err = Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
+		for _, p := range paths {
+			_ = sm.fs.Remove(p) // not ingested: Pebble left it where it was
+		}
+		if patching && base.IsCorruption(err) {
+			// The excise met damage in a table it cuts (where it seeks
+			// the cut) and nothing was ingested. The span and the tables'
+			// parts around it stay refused and are patched as one wider
+			// range, whose excise takes the damaged table whole, instead of
+			// a rebuild of the whole replica (which would need a peer with
+			// no damage at all, and under persistent damage found none).
+			return &ExciseLossError{Lost: append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi)), Err: err}
+		}
+		return err
 	}
 	// Which cut tables lost a remainder (the table is damaged where Pebble
 	// sought the remainder's bound): their rows there are what to patch.
@@ -830,7 +853,7 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, readBac
 	// other stopped a shard for the rest of the run).
 	span := userRange(lo, hi)
 	var spanErr error
-	if readBack {
+	if patching {
 		if sm.beforeReadBack != nil {
 			sm.beforeReadBack(lo, hi)
 		}

@@ -1,0 +1,118 @@
+package engine
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
+
+	"github.com/flashmend/flashmend/internal/base"
+)
+
+// fakeDB is the DB side of the scheduler protocol: a compaction always
+// waits, and every grant is counted and runs to its end at once.
+type fakeDB struct {
+	mu      sync.Mutex
+	allowed int
+	grants  int
+}
+
+func (d *fakeDB) GetAllowedWithoutPermission() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.allowed
+}
+
+func (d *fakeDB) GetWaitingCompaction() (bool, pebble.WaitingCompaction) {
+	return true, pebble.WaitingCompaction{}
+}
+
+func (d *fakeDB) Schedule(h pebble.CompactionGrantHandle) bool {
+	d.mu.Lock()
+	d.grants++
+	d.mu.Unlock()
+	go h.Done() // the compaction runs and ends
+	return true
+}
+
+func (d *fakeDB) granted() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.grants
+}
+
+// TestCompactionGateBacksOffAfterCorruption: no compaction while Pebble
+// opens; then up to the allowed number; after a corruption error none for
+// pauseMin, doubling with each further error and forgiven after a quiet
+// spell; other errors change nothing; a waiting compaction is granted by
+// the gate itself once a pause ends.
+func TestCompactionGateBacksOffAfterCorruption(t *testing.T) {
+	clock := base.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := &fakeDB{allowed: 1}
+	g := newCompactionGate(clock)
+	g.Register(1, db)
+	defer g.Unregister()
+	try := func() (bool, pebble.CompactionGrantHandle) {
+		t.Helper()
+		db.mu.Lock()
+		db.allowed = 1
+		db.mu.Unlock()
+		return g.TrySchedule()
+	}
+	if ok, _ := try(); ok {
+		t.Fatal("a compaction granted while Pebble opens")
+	}
+	g.mu.Lock()
+	g.mu.opening = false // opened() without its wake: the test grants by hand
+	g.mu.Unlock()
+	ok, h := try()
+	if !ok {
+		t.Fatal("no compaction granted once open")
+	}
+	if ok, _ := try(); ok {
+		t.Fatal("a second compaction granted above the allowed one")
+	}
+	h.Done()
+	corrupt := base.CorruptionErrorf("block checksum mismatch")
+	g.failed(errors.New("disk slow")) // not damage: no pause
+	if g.paused() {
+		t.Fatal("paused after an error that is not a corruption")
+	}
+	for i, pause := range []time.Duration{pauseMin, 2 * pauseMin, 4 * pauseMin} {
+		g.failed(corrupt)
+		if ok, h := try(); ok {
+			h.Done()
+			t.Fatalf("error %d: a compaction granted during the pause", i)
+		}
+		clock.Advance(pause - time.Millisecond)
+		if !g.paused() {
+			t.Fatalf("error %d: pause over before %v", i, pause)
+		}
+		clock.Advance(time.Millisecond)
+		if g.paused() {
+			t.Fatalf("error %d: still paused after %v", i, pause)
+		}
+	}
+	// A quiet spell forgives: the next pause is the shortest again.
+	clock.Advance(quietAfter + time.Second)
+	g.failed(corrupt)
+	clock.Advance(pauseMin)
+	if g.paused() {
+		t.Fatal("the pause after a quiet spell is not pauseMin")
+	}
+	// The gate grants a waiting compaction by itself once a pause ends.
+	g.failed(corrupt)
+	before := db.granted()
+	g.wake()
+	clock.Advance(pauseMin + grantEvery)
+	deadline := time.Now().Add(10 * time.Second)
+	for db.granted() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the waiting compaction was not granted after the pause")
+		}
+		clock.Advance(grantEvery)
+		time.Sleep(time.Millisecond)
+	}
+}
