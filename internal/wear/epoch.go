@@ -934,6 +934,17 @@ func (b *Balancer) offload(est *estimate, i int32, p int, n base.NodeID) {
 // aside for the epoch and the loop goes on with the next most worn server:
 // the algorithm's loop runs while the variance exceeds the threshold, and
 // one server with nothing to swap does not end it.
+//
+// NB: section III-B2's prose disagrees with Algorithm 2 twice; the
+// algorithm and eq. 2's accounting are followed. (1) The prose exchanges
+// "the coldest object from x and the hottest from y", Algorithm 2 (lines
+// 3-4) the hottest from x and the coldest from y; only the latter takes
+// wear off the most worn server. (2) The prose estimates x's new erase
+// count as E_x + E(obj_i), obj_i being the part x gives away; by Algorithm
+// 1's form (E_y = E_y + E(obj_j), each server charged with what is mapped
+// to it) x takes E(obj_j), the cold part it receives, and y E(obj_i).
+// The estimate also takes each part's share off the server it leaves
+// (estimate.retargetDelta), which the paper's formulas leave out.
 func (b *Balancer) hcds(d *Decisions, est *estimate) {
 	per := b.candidates(est)
 	hot, cold := b.ranked(per, b.hotter), b.ranked(per, b.colder)

@@ -26,6 +26,22 @@ type Options struct {
 	// SigmaHCDS is sigma_HCDS (Table I, Algorithm 2), in block erases:
 	// HCDS, and EDM's migration, run while the standard deviation exceeds
 	// it. Zero: SigmaHCDSRatio instead.
+	//
+	// NB: where the paper's words and its formulas disagree on these
+	// thresholds, the formulas are followed:
+	//   - Table I names sigma_ARPT and sigma_HCDS "wear variance
+	//     threshold", and section III-B1 calls sigma the wear variance,
+	//     but both define sigma as the standard deviation of the erase
+	//     counts (Table I's row for sigma; "we define the wear variance
+	//     sigma as the standard deviation"). The thresholds are therefore
+	//     compared with the standard deviation, in erases, never with its
+	//     square (TestWearTrigger: sigma 89.4 against 150 erases does not
+	//     fire, although 89.4 squared would).
+	//   - Algorithm 1 ensures sigma <= sigma_ARPT and Algorithm 2's
+	//     header and text say it stops when sigma << sigma_HCDS, but both
+	//     loops run "while sigma > threshold": a loop stops as soon as the
+	//     estimate is at or below its threshold (wearTrigger.exceeded is
+	//     strict), not at some margin below it.
 	SigmaHCDS float64
 	// SigmaARPTRatio is the ARPT trigger as a coefficient of variation (the
 	// standard deviation over the mean erase count), used when SigmaARPT is

@@ -79,7 +79,13 @@ func TestWearTrigger(t *testing.T) {
 		mean, sigma float64
 		want        bool
 	}{
+		// The threshold is on the standard deviation (Table I's sigma),
+		// not on its square: 89.4^2 = 7992 would pass 150.
 		{wearTrigger{erases: 150}, 1040, 89.4, false},
+		// The loops run while sigma > threshold (Algorithms 1 and 2): at
+		// the threshold they stop.
+		{wearTrigger{erases: 150}, 1000, 150, false},
+		{wearTrigger{erases: 150}, 1000, 150.001, true},
 		{wearTrigger{erases: 150}, 166.7, 149.1, false},
 		{wearTrigger{erases: 150}, 1133.3, 298.1, true},
 		{wearTrigger{erases: 150}, 0, 150, false},
