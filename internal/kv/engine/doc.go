@@ -70,7 +70,7 @@
 // engine takes no more writes and is never trusted again: its replica
 // fail-stops and is replaced (internal/kv).
 //
-// Compactions go through the engine's own scheduler (compactionGate): none
+// Compactions go through the engine's own scheduler (internal/kv/engine/compactgate): none
 // while pebble.Open runs, and after a compaction fails on damaged data, none
 // for a pause that doubles with each further failure (100 ms to 5 s),
 // because Pebble retries a failed compaction at once and runs a bit-flip

@@ -19,6 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/crashpoint"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/invariants"
+	"github.com/flashmend/flashmend/internal/kv/engine/compactgate"
 )
 
 // StateMachine is one replica's Pebble instance. The apply worker is its
@@ -235,16 +236,16 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	fs = ffs
 	opts := PebbleOptions(fs, cache, memTableBytes, onCorruption)
 	opts.Logger = failLogger{f: fail}
-	gate := newCompactionGate(nil)
+	gate := compactgate.New(nil)
 	opts.Experimental.CompactionScheduler = gate
-	opts.EventListener.BackgroundError = gate.failed
+	opts.EventListener.BackgroundError = gate.Failed
 	ffs.opening.Store(true)
 	db, err := openPebble(dir, opts)
 	ffs.opening.Store(false)
 	if err != nil {
 		gate.Unregister() // a failed Open may have registered it
 	}
-	gate.opened()
+	gate.Opened()
 	if ferr := fail.failed(); ferr != nil {
 		// A fatal error during open (writing a MANIFEST or moving its
 		// marker): Pebble went on, but the engine is not to be trusted.

@@ -1,4 +1,4 @@
-package engine
+package compactgate
 
 import (
 	"sync"
@@ -9,31 +9,8 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 )
 
-// compactionGate is each replica's pebble.CompactionScheduler: Pebble's own
-// concurrency limit (GetAllowedWithoutPermission), plus a backoff after a
-// compaction fails on damaged data.
-//
-// Pebble retries a failed compaction at once and without end (compaction.go:
-// "TODO: count consecutive compaction errors and backoff"; problem spans,
-// which hold a failed compaction's inputs back, are not kept for L0), and
-// every retry that reads the damaged block again runs its bit-flip search:
-// each byte of the block flipped bit by bit and the whole block's checksum
-// recomputed (sstable/block.ValidateChecksum), 8·n² bytes hashed for a block
-// of n bytes. Until a patch cuts the damage out (the same corruption report
-// starts it), a replica whose L0 holds a damaged table hashed gigabytes a
-// second for nothing: under persistent flips at UBER 1e-7, 38% of the
-// process's CPU went to it, and the KV store's throughput fell to a few
-// operations a second. The gate holds every compaction of the engine back
-// after a corruption error, for pauseMin, doubling with each further one up
-// to pauseMax, and forgives after quietAfter without one. Flushes do not
-// go through the scheduler, and writes are never stopped for a deep L0
-// (PebbleOptions), so a pause only delays compactions.
-//
-// Locking follows Pebble's rule: the gate's mutex is taken after the DB's
-// (TrySchedule runs under the DB's), so the gate never calls into the DB
-// while holding it. Only its granting goroutine grants (Schedule), one at a
-// time; Done and a pause's end wake it.
-type compactionGate struct {
+// Gate is one Pebble engine's compaction scheduler (see the package doc).
+type Gate struct {
 	clock base.Clock
 
 	db pebble.DBForCompaction // set by Register, before anything else
@@ -66,19 +43,22 @@ const (
 	grantEvery = 100 * time.Millisecond
 )
 
-var _ pebble.CompactionScheduler = (*compactionGate)(nil)
+var _ pebble.CompactionScheduler = (*Gate)(nil)
 
-func newCompactionGate(clock base.Clock) *compactionGate {
+// New returns a gate on clock (nil: the system clock), closed until
+// Opened: set it as the engine's Options.Experimental.CompactionScheduler
+// and its Failed as the EventListener's BackgroundError.
+func New(clock base.Clock) *Gate {
 	if clock == nil {
 		clock = base.SystemClock{}
 	}
-	g := &compactionGate{clock: clock, poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	g := &Gate{clock: clock, poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	g.mu.opening = true
 	return g
 }
 
-// opened lets compactions run: pebble.Open has returned.
-func (g *compactionGate) opened() {
+// Opened lets compactions run: pebble.Open has returned.
+func (g *Gate) Opened() {
 	g.mu.Lock()
 	g.mu.opening = false
 	g.mu.Unlock()
@@ -86,14 +66,14 @@ func (g *compactionGate) opened() {
 }
 
 // Register implements pebble.CompactionScheduler.
-func (g *compactionGate) Register(_ int, db pebble.DBForCompaction) {
+func (g *Gate) Register(_ int, db pebble.DBForCompaction) {
 	g.db = db
 	go g.granter()
 }
 
 // Unregister implements pebble.CompactionScheduler: it returns once the
 // granting goroutine, the only caller into the DB, has stopped.
-func (g *compactionGate) Unregister() {
+func (g *Gate) Unregister() {
 	g.mu.Lock()
 	if g.mu.unregistered {
 		g.mu.Unlock()
@@ -108,7 +88,7 @@ func (g *compactionGate) Unregister() {
 }
 
 // TrySchedule implements pebble.CompactionScheduler.
-func (g *compactionGate) TrySchedule() (bool, pebble.CompactionGrantHandle) {
+func (g *Gate) TrySchedule() (bool, pebble.CompactionGrantHandle) {
 	allowed := g.db.GetAllowedWithoutPermission()
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -120,11 +100,11 @@ func (g *compactionGate) TrySchedule() (bool, pebble.CompactionGrantHandle) {
 }
 
 // UpdateGetAllowedWithoutPermission implements pebble.CompactionScheduler.
-func (g *compactionGate) UpdateGetAllowedWithoutPermission() { g.wake() }
+func (g *Gate) UpdateGetAllowedWithoutPermission() { g.wake() }
 
-// failed is told of every background error; a corruption error pauses
+// Failed is told of every background error; a corruption error pauses
 // compactions.
-func (g *compactionGate) failed(err error) {
+func (g *Gate) Failed(err error) {
 	if !pebble.IsCorruptionError(err) && !base.IsCorruption(err) {
 		return
 	}
@@ -139,25 +119,25 @@ func (g *compactionGate) failed(err error) {
 	g.mu.pause = min(2*g.mu.pause, pauseMax)
 }
 
-// paused reports whether compactions are held back now (tests).
-func (g *compactionGate) paused() bool {
+// Paused reports whether compactions are held back after damage now.
+func (g *Gate) Paused() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.clock.Now().Before(g.mu.pausedUntil)
 }
 
-func (g *compactionGate) openLocked(allowed int) bool {
+func (g *Gate) openLocked(allowed int) bool {
 	return !g.mu.unregistered && !g.mu.opening && g.mu.running < allowed && !g.clock.Now().Before(g.mu.pausedUntil)
 }
 
-func (g *compactionGate) wake() {
+func (g *Gate) wake() {
 	select {
 	case g.poke <- struct{}{}:
 	default:
 	}
 }
 
-func (g *compactionGate) granter() {
+func (g *Gate) granter() {
 	defer close(g.done)
 	tick, stopTick := base.NewTicker(g.clock, grantEvery)
 	defer stopTick()
@@ -173,7 +153,7 @@ func (g *compactionGate) granter() {
 }
 
 // grantWaiting starts waiting compactions while the gate is open.
-func (g *compactionGate) grantWaiting() {
+func (g *Gate) grantWaiting() {
 	for {
 		allowed := g.db.GetAllowedWithoutPermission()
 		g.mu.Lock()
@@ -190,14 +170,14 @@ func (g *compactionGate) grantWaiting() {
 	}
 }
 
-func (g *compactionGate) release() {
+func (g *Gate) release() {
 	g.mu.Lock()
 	g.mu.running--
 	g.mu.Unlock()
 }
 
 // grant is the handle of one granted compaction.
-type grant struct{ g *compactionGate }
+type grant struct{ g *Gate }
 
 func (grant) Started()                                          {}
 func (grant) MeasureCPU(pebble.CompactionGoroutineKind)         {}

@@ -1,4 +1,4 @@
-package engine
+package compactgate
 
 import (
 	"errors"
@@ -51,7 +51,7 @@ func (d *fakeDB) granted() int {
 func TestCompactionGateBacksOffAfterCorruption(t *testing.T) {
 	clock := base.NewManualClock(time.Unix(1_700_000_000, 0))
 	db := &fakeDB{allowed: 1}
-	g := newCompactionGate(clock)
+	g := New(clock)
 	g.Register(1, db)
 	defer g.Unregister()
 	try := func() (bool, pebble.CompactionGrantHandle) {
@@ -64,46 +64,48 @@ func TestCompactionGateBacksOffAfterCorruption(t *testing.T) {
 	if ok, _ := try(); ok {
 		t.Fatal("a compaction granted while Pebble opens")
 	}
-	g.mu.Lock()
-	g.mu.opening = false // opened() without its wake: the test grants by hand
-	g.mu.Unlock()
-	ok, h := try()
-	if !ok {
-		t.Fatal("no compaction granted once open")
+	g.Opened() // the gate's own granter may take the slot for a moment
+	var h pebble.CompactionGrantHandle
+	for deadline := time.Now().Add(10 * time.Second); h == nil; {
+		if ok, got := try(); ok {
+			h = got
+		} else if time.Now().After(deadline) {
+			t.Fatal("no compaction granted once open")
+		}
 	}
 	if ok, _ := try(); ok {
 		t.Fatal("a second compaction granted above the allowed one")
 	}
 	h.Done()
 	corrupt := base.CorruptionErrorf("block checksum mismatch")
-	g.failed(errors.New("disk slow")) // not damage: no pause
-	if g.paused() {
+	g.Failed(errors.New("disk slow")) // not damage: no pause
+	if g.Paused() {
 		t.Fatal("paused after an error that is not a corruption")
 	}
 	for i, pause := range []time.Duration{pauseMin, 2 * pauseMin, 4 * pauseMin} {
-		g.failed(corrupt)
+		g.Failed(corrupt)
 		if ok, h := try(); ok {
 			h.Done()
 			t.Fatalf("error %d: a compaction granted during the pause", i)
 		}
 		clock.Advance(pause - time.Millisecond)
-		if !g.paused() {
+		if !g.Paused() {
 			t.Fatalf("error %d: pause over before %v", i, pause)
 		}
 		clock.Advance(time.Millisecond)
-		if g.paused() {
+		if g.Paused() {
 			t.Fatalf("error %d: still paused after %v", i, pause)
 		}
 	}
 	// A quiet spell forgives: the next pause is the shortest again.
 	clock.Advance(quietAfter + time.Second)
-	g.failed(corrupt)
+	g.Failed(corrupt)
 	clock.Advance(pauseMin)
-	if g.paused() {
+	if g.Paused() {
 		t.Fatal("the pause after a quiet spell is not pauseMin")
 	}
 	// The gate grants a waiting compaction by itself once a pause ends.
-	g.failed(corrupt)
+	g.Failed(corrupt)
 	before := db.granted()
 	g.wake()
 	clock.Advance(pauseMin + grantEvery)
