@@ -13,6 +13,19 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
+// openFilled opens an engine on fs with n rows (fillSM), closed when the
+// test ends.
+func openFilled(t *testing.T, fs vfs.FS, n int) *StateMachine {
+	t.Helper()
+	sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sm.Close() })
+	fillSM(t, sm, n)
+	return sm
+}
+
 // TestExciseLossIsReportedNotFatal: a patch's excise cuts a table of
 // another level that is damaged right where Pebble seeks for the bound of
 // its remainder; the remainder is lost. IngestRanges installs the patch and
@@ -20,12 +33,7 @@ import (
 // an error that makes the replica rebuild.
 func TestExciseLossIsReportedNotFatal(t *testing.T) {
 	fs := vfs.NewMem()
-	sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sm.Close()
-	fillSM(t, sm, 2000)
+	sm := openFilled(t, fs, 2000)
 	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +97,7 @@ func TestExciseLossIsReportedNotFatal(t *testing.T) {
 // that makes the replica rebuild its whole state from a peer.
 func TestPatchThatDoesNotReadBackIsPatchedAgain(t *testing.T) {
 	fs := vfs.NewMem()
-	sm, err := Open(fs, "sm", 0, 4<<20, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sm.Close()
-	fillSM(t, sm, 2000)
+	sm := openFilled(t, fs, 2000)
 	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
 	damaged := 0
 	sm.beforeReadBack = func(lo, hi []byte) {
@@ -120,7 +123,7 @@ func TestPatchThatDoesNotReadBackIsPatchedAgain(t *testing.T) {
 		rows = append(rows, &kvpb.KeyValue{Key: key(i), Value: []byte(fmt.Sprintf("patched-%05d-%0300d", i, i))})
 	}
 	span := Range{Start: key(1100), End: key(1200)}
-	err = sm.IngestRanges([]Range{span}, rows, 10, 1, nil)
+	err := sm.IngestRanges([]Range{span}, rows, 10, 1, nil)
 	t.Logf("ingest: %v", err)
 	if damaged != 1 {
 		t.Fatalf("the read-back hook ran %d times", damaged)
