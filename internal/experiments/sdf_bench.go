@@ -576,11 +576,14 @@ func addSDFBenchResults(r *report.Report, bc SDFBenchConfig, preset catalog.Pres
 		first := reads - rereads
 		// A page fails verification when a flip lands in the bytes the
 		// CRC covers (data and the 36-byte identity); a flip must hit both
-		// reads of a page for the caller to see it.
+		// reads of a page for the caller to see it (p squared), and for a
+		// page read ahead, also both reads of the caller's own re-read of
+		// it (p^4): first*p^2 is an upper bound.
 		p := 1 - math.Pow(1-bc.UBER, float64(8*(g.PageSize+36)))
 		r.Text("%s", fmt.Sprintf("Closed form for the same runs: %d first reads of a page, each failing its checksum with "+
-			"probability p = 1-(1-UBER)^(8*(%d+36)) = %.2e, predict %.0f re-reads (measured %d) and %.1f errors visible "+
-			"to the caller (p squared per page; measured %d).", first, g.PageSize, p, float64(first)*p, rereads,
+			"probability p = 1-(1-UBER)^(8*(%d+36)) = %.2e, predict %.0f re-reads (measured %d) and at most %.1f errors visible "+
+			"to the caller (p squared per page read by the caller; a page read ahead that fails both reads is read again by "+
+			"its reader, p^4; measured %d).", first, g.PageSize, p, float64(first)*p, rereads,
 			float64(first)*p*p, visible))
 		r.Text("%s", fmt.Sprintf("Cost of the error model at UBER %g (transient flips, DIRECT's injection): sequential read on "+
 			"all %d channels %.1f MB/s against %.1f MB/s without errors (medians; median of the per-run ratios %.1f%%). Over %d runs %d pages failed their checksum "+

@@ -141,7 +141,10 @@
 // (Options.ReadAheadBytes, File.SetReadAhead): the next range is read and
 // verified in the background, queued before the caller waits for its own,
 // and used only if it read whole and the file did not change meanwhile;
-// otherwise the caller's own read reports. A failure is never returned as data: ReadAt returns a *CorruptionError (wrapping
+// otherwise the caller's own read reports. Its pages not read when the
+// caller claims it go straight into the caller's buffer, and a page of it
+// that failed verification is read again alone by the caller, which
+// reports it if it fails again (the read-ahead is kept). A failure is never returned as data: ReadAt returns a *CorruptionError (wrapping
 // base.ErrCorruption) with the physical page and the owning file range, and
 // the layer above repairs that range from remote redundancy with
 // RewriteRange, or votes on ReadRaw copies. A read racing with GC or a

@@ -44,13 +44,14 @@ type FS struct {
 	created    int64 // unix ns of Format
 	closed     bool
 
-	jr       *journal.Journal
-	ctr      counters
-	openInfo OpenInfo
-	oobPool  sync.Pool  // *[]byte scratch OOB buffers for reads
-	gcMu     sync.Mutex // one garbage collection at a time
-	det      *detect.Detector
-	ident    *identify.Identifier
+	jr        *journal.Journal
+	ctr       counters
+	openInfo  OpenInfo
+	oobPool   sync.Pool  // *[]byte scratch OOB buffers for reads
+	aheadPool sync.Pool  // *[]byte read-ahead buffers (getAheadBuf)
+	gcMu      sync.Mutex // one garbage collection at a time
+	det       *detect.Detector
+	ident     *identify.Identifier
 }
 
 // inode is a file. Guarded by FS.mu.

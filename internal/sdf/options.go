@@ -82,9 +82,9 @@ type Options struct {
 	// at most this many bytes) in the background, queued on the channel
 	// before the caller's own range is waited for, so the channel goes
 	// from one request to the next without idling (see readAhead). Each
-	// File so read holds up to two buffers of its request length (the
-	// range being copied out, the next being read). Default 0 (off); at
-	// most 64MiB.
+	// File so read uses up to two buffers of its request length while it
+	// reads (the range being completed, the next being read), taken from
+	// a pool of the FS. Default 0 (off); at most 64MiB.
 	ReadAheadBytes base.Bytes
 	// GCFreeZonesMin: when allocating a zone leaves fewer empty zones than
 	// this, host GC runs first. Default 4, range [2, 1<<20]. GC itself may

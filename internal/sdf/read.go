@@ -27,24 +27,24 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 	}
 	limit := f.ra.limit(f.fs)
 	if limit == 0 || len(p) == 0 || len(p) > limit {
-		return f.fs.readAt(f.ino, p, off, false, nil)
+		return f.fs.readAt(f.ino, p, off, readMode{})
 	}
 	next := off + int64(len(p))
 	if pf := f.ra.claim(off, len(p)); pf != nil {
-		// The next range is queued on the channel before this one is
-		// waited for and copied out, so the channel's worker finds it
-		// there when it finishes this one and never idles between them.
+		// The pages of the read-ahead not read yet go straight into p from
+		// now on (prefetch.bind). The next range is queued on the channel
+		// before this one is waited for and completed, so the channel's
+		// worker finds it there when it finishes this one and never idles
+		// between them.
+		pf.redirect(p)
 		f.ra.start(f.fs, f.ino, next, len(p))
-		if n, ok := f.ra.use(f.fs, f.ino, pf, p); ok {
-			if n < len(p) {
-				return n, io.EOF
-			}
-			return n, nil
+		if n, err, ok := f.ra.use(f.fs, f.ino, pf, p); ok {
+			return n, err
 		}
 	} else if f.ra.sequential(off) {
 		f.ra.start(f.fs, f.ino, next, len(p))
 	}
-	n, err := f.fs.readAt(f.ino, p, off, false, nil)
+	n, err := f.fs.readAt(f.ino, p, off, readMode{})
 	if err == nil || err == io.EOF {
 		f.ra.ended(off + int64(n))
 	}
@@ -61,12 +61,21 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 // file) is read in the background, through readAt, so verified, re-read
 // and retried on stale mappings like any read; it is queued on the
 // channel before the caller waits for its own range, so the channel's
-// worker always has the next request of a sequential reader in hand. The
-// next ReadAt of exactly that range copies it out. A read-ahead is used
-// only when it read its whole range without error and the file did not
-// change meanwhile (inode.ver; and the size, for a range cut at the end);
-// any other outcome is dropped and the caller's read goes to the device,
-// so errors are always reported by the caller's own read.
+// worker always has the next request of a sequential reader in hand.
+//
+// The next ReadAt of that range (or of what is left of the file, for a
+// range cut at its end) claims it, and from then on the pages not yet
+// read go straight into the caller's buffer; only those read before the
+// caller came are copied from the read-ahead's own buffer (none when the
+// device is the bottleneck and the caller is waiting for it). Pages that
+// failed verification in the read-ahead (after the channel worker's
+// re-read) are read again by the caller, one page each, and reported if
+// they fail again: a transient flip never costs the caller the whole
+// range. A read-ahead is used only when it read its whole range (device
+// errors other than corruption end it) and the file did not change
+// meanwhile (inode.ver; and the size, for a range cut at the end); any
+// other outcome is dropped and the caller's read goes to the device, so
+// errors are always reported by the caller's own read.
 type readAhead struct {
 	mu sync.Mutex
 	// own is the File's own limit (SetReadAhead) when set.
@@ -74,7 +83,6 @@ type readAhead struct {
 	set     bool
 	next    int64     // where the last ReadAt ended
 	pending *prefetch // the range being read ahead, if any
-	spare   []byte    // a buffer to reuse
 }
 
 // prefetch is one range read ahead: [off, off+len(buf)), for a request of
@@ -87,7 +95,55 @@ type prefetch struct {
 	size int64
 	n    int
 	err  error
+	// bad lists the pages that failed verification (the range is read
+	// raw: they do not end it).
+	bad  []*CorruptionError
 	done chan struct{}
+
+	mu sync.Mutex
+	// dest is the claiming caller's buffer (nil until claimed); moved[i]
+	// reports that the last read of the range's i-th page went to dest
+	// instead of buf. Guarded by mu.
+	dest  []byte
+	moved []bool
+}
+
+// redirect sends the pages of pf not read yet to p (the caller that
+// claimed it).
+func (pf *prefetch) redirect(p []byte) {
+	pf.mu.Lock()
+	pf.dest = p
+	pf.mu.Unlock()
+}
+
+// bind returns where the i-th page of the range, at byte at of it and
+// read ahead into dst (a part of buf), is to be read now: into the
+// caller's buffer once one claimed the range.
+func (pf *prefetch) bind(i, at int, dst []byte) []byte {
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	if pf.dest == nil {
+		pf.moved[i] = false
+		return dst
+	}
+	pf.moved[i] = true
+	return pf.dest[at : at+len(dst)]
+}
+
+// copyRest copies into p the pages of the range (pieces of at most a page
+// of ps bytes, the first cut at a page boundary) that were read into buf.
+// The read is done.
+func (pf *prefetch) copyRest(p []byte, ps int64) {
+	pf.mu.Lock()
+	defer pf.mu.Unlock()
+	lo := int64(0)
+	for i := range pf.moved {
+		hi := min(int64(len(pf.buf)), lo+ps-(pf.off+lo)%ps)
+		if !pf.moved[i] {
+			copy(p[lo:hi], pf.buf[lo:hi])
+		}
+		lo = hi
+	}
 }
 
 // SetReadAhead sets this File's read-ahead limit in place of the FS's
@@ -128,46 +184,55 @@ func (ra *readAhead) ended(end int64) {
 	ra.mu.Unlock()
 }
 
-// claim takes the read-ahead of a request of n bytes at off if that is
-// the one in flight, and nil otherwise (a read-ahead of another range is
+// claim takes the read-ahead in flight if it serves a request of n bytes
+// at off (one of its length, or, for a range cut at the file's end, of at
+// least what is left), and nil otherwise (a read-ahead of another range is
 // dropped without waiting: it finishes on its own).
 func (ra *readAhead) claim(off int64, n int) *prefetch {
 	ra.mu.Lock()
 	pf := ra.pending
 	ra.pending = nil
 	ra.mu.Unlock()
-	if pf == nil || pf.off != off || pf.req != n {
+	if pf == nil || pf.off != off || n < len(pf.buf) || n > pf.req {
 		return nil
 	}
 	return pf
 }
 
-// use waits for pf and fills p from it if it is still valid; ok is false
-// otherwise. n is len(p), or less when pf was cut at the file's end.
-func (ra *readAhead) use(fs *FS, ino *inode, pf *prefetch, p []byte) (int, bool) {
+// use waits for pf, claimed by the caller and redirected to p, and
+// completes p from it: the pages read before the caller came are copied,
+// and those that failed verification are read again, each on its own, by
+// the caller's read (which reports one that fails again, with n the bytes
+// before it). ok is false when pf is of no use (it ended early, or the
+// file changed meanwhile): the caller reads the whole range.
+func (ra *readAhead) use(fs *FS, ino *inode, pf *prefetch, p []byte) (n int, err error, ok bool) {
 	<-pf.done
-	defer ra.recycle(pf.buf)
+	defer fs.putAheadBuf(pf.buf)
 	if pf.err != nil || pf.n != len(pf.buf) {
-		return 0, false
+		return 0, nil, false
 	}
 	fs.mu.Lock()
-	valid := ino.ver == pf.ver && !fs.closed && (len(pf.buf) == pf.req || ino.size == pf.size)
+	valid := ino.ver == pf.ver && !fs.closed && (len(pf.buf) == len(p) || ino.size == pf.size)
 	fs.mu.Unlock()
 	if !valid {
-		return 0, false
+		return 0, nil, false
 	}
-	n := copy(p, pf.buf)
+	ps := int64(fs.l.Geometry.PageSize)
+	pf.copyRest(p, ps)
+	for _, bad := range pf.bad {
+		lo := max(bad.Off, pf.off) - pf.off
+		hi := min(bad.Off+ps, pf.off+int64(len(pf.buf))) - pf.off
+		if got, err := fs.readAt(ino, p[lo:hi], pf.off+lo, readMode{}); err != nil {
+			return int(lo) + got, err, true
+		}
+	}
+	n = len(pf.buf)
 	fs.ctr.readAheads.Add(1)
 	ra.ended(pf.off + int64(n))
-	return n, true
-}
-
-func (ra *readAhead) recycle(b []byte) {
-	ra.mu.Lock()
-	if cap(b) > cap(ra.spare) {
-		ra.spare = b
+	if n < len(p) {
+		return n, io.EOF, true
 	}
-	ra.mu.Unlock()
+	return n, nil, true
 }
 
 // start reads the request of n bytes at off ahead, cut at the end of the
@@ -185,17 +250,15 @@ func (ra *readAhead) start(fs *FS, ino *inode, off int64, n int) {
 		ra.mu.Unlock()
 		return
 	}
-	buf := ra.spare
-	ra.spare = nil
-	if cap(buf) < length {
-		buf = make([]byte, n)
-	}
-	pf := &prefetch{off: off, req: n, buf: buf[:length], ver: ver, size: size, done: make(chan struct{})}
+	ps := int64(fs.l.Geometry.PageSize)
+	pages := (off+int64(length)-1)/ps - off/ps + 1
+	pf := &prefetch{off: off, req: n, buf: fs.getAheadBuf(length), ver: ver, size: size, done: make(chan struct{}),
+		moved: make([]bool, pages)}
 	ra.pending = pf
 	ra.mu.Unlock()
 	go func() {
 		defer close(pf.done)
-		pf.n, pf.err = fs.readAt(ino, pf.buf, off, false, nil)
+		pf.n, pf.err = fs.readAt(ino, pf.buf, off, readMode{raw: true, bad: &pf.bad, ahead: pf})
 	}()
 }
 
@@ -210,22 +273,69 @@ func (ra *readAhead) wait() {
 	}
 }
 
+// getAheadBuf returns a buffer of n bytes for a read-ahead (the reads
+// overwrite it, so it needs no clearing); putAheadBuf recycles it once
+// its read is done and nothing refers to it. Pooled for the FS, not kept
+// per File: a File that reads a few requests and closes (as most do)
+// would otherwise allocate, clear and drop a buffer per request.
+func (fs *FS) getAheadBuf(n int) []byte {
+	if b, ok := fs.aheadPool.Get().(*[]byte); ok && cap(*b) >= n {
+		return (*b)[:n]
+	}
+	return make([]byte, n)
+}
+
+func (fs *FS) putAheadBuf(b []byte) {
+	fs.aheadPool.Put(&b)
+}
+
 // pageRead is one page of a read: from a buffer or from flash.
 type pageRead struct {
 	page     uint64
 	dst      []byte // where its bytes go in the caller's buffer
 	skip     int    // offset of dst's first byte within the page
 	buffered bool
-	e        extmap.Extent // mapping when not buffered
-	op       *channels.Op
+	// whole is a read of the whole page straight into dst; otherwise the
+	// page is read into a buffer of its own and its part copied to dst.
+	whole bool
+	e     extmap.Extent // mapping when not buffered
+	op    *channels.Op
+	// ahead, for a page of a read-ahead, is it: the page is the idx-th of
+	// its range, at byte at of it (the worker binds its destination).
+	ahead   *prefetch
+	idx, at int
 }
 
-// readAt reads into p at off. With raw, pages that fail verification are
-// returned as read (corrupt content) and listed in *bad instead of ending
-// the read.
-func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*CorruptionError) (int, error) {
+// Bind implements channels.Binder for a page of a read-ahead.
+func (r *pageRead) Bind(op *channels.Op) {
+	op.Data = r.ahead.bind(r.idx, r.at, r.dst)
+}
+
+// readMode says how readAt treats what it reads.
+type readMode struct {
+	// raw returns pages that fail verification as read (corrupt content)
+	// and lists them in *bad instead of ending the read.
+	raw bool
+	bad *[]*CorruptionError
+	// ahead is the read-ahead the read is for (raw): its whole pages go
+	// where prefetch.bind says when the worker gets to them, and the
+	// pages that fail are not counted as corruptions returned (its reader
+	// reads them again).
+	ahead *prefetch
+}
+
+// readAt reads into p at off, as m says.
+func (fs *FS) readAt(ino *inode, p []byte, off int64, m readMode) (int, error) {
 	ps := int64(fs.l.Geometry.PageSize)
+	badBefore := 0
+	if m.bad != nil {
+		badBefore = len(*m.bad)
+	}
 	for retry := 0; ; retry++ {
+		if m.bad != nil {
+			// A retry lists the pages again.
+			*m.bad = (*m.bad)[:badBefore]
+		}
 		fs.mu.Lock()
 		if fs.closed {
 			fs.mu.Unlock()
@@ -268,14 +378,19 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					r.e = e
 					z := fs.zones.All[e.Zone]
 					d := int(pg - e.FilePage)
+					r.whole = skip == 0 && n == ps
 					data := r.dst
-					if skip != 0 || n != ps {
+					if !r.whole {
 						data = make([]byte, ps)
 					}
 					o := fs.l.Geometry.OOBSize
 					r.op = &opSlab[i]
 					*r.op = channels.Op{Kind: channels.Read, Addr: fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+d),
 						Data: data, OOB: oobSlab[i*o : (i+1)*o : (i+1)*o], Decode: true, RereadOnCheck: true}
+					if m.ahead != nil && r.whole {
+						r.ahead, r.idx, r.at = m.ahead, i, int(pos-off)
+						r.op.Bind = r
+					}
 					ops = append(ops, r.op)
 				}
 			}
@@ -314,20 +429,22 @@ func (fs *FS) readAt(ino *inode, p []byte, off int64, raw bool, bad *[]*Corrupti
 					fs.ctr.transients.Add(1)
 				}
 			}
-			if len(r.op.Data) != len(r.dst) || &r.op.Data[0] != &r.dst[0] {
+			if !r.whole {
 				copy(r.dst, r.op.Data[r.skip:])
 			}
 			if cerr != nil {
-				fs.ctr.corruptions.Add(1)
-				if !raw {
+				if m.ahead == nil {
+					fs.ctr.corruptions.Add(1)
+				}
+				if !m.raw {
 					done := 0
 					for _, q := range reads[:i] {
 						done += len(q.dst)
 					}
 					return done, cerr
 				}
-				if bad != nil {
-					*bad = append(*bad, cerr)
+				if m.bad != nil {
+					*m.bad = append(*m.bad, cerr)
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/testseed"
 )
 
@@ -189,4 +190,66 @@ func TestReadAheadAtEnd(t *testing.T) {
 		t.Fatalf("last chunk after the file grew: %d, %v", n, err)
 	}
 	mustEqual(t, "last chunk after the file grew", buf, data[2*req:3*req])
+}
+
+// TestReadAheadKeptAcrossFailedPage: a page of a read-ahead that fails
+// (an uncorrectable read, so the worker does not re-read it) is read again
+// alone by the caller, and a transient flip is absorbed by the channel
+// worker's re-read: both ranges are still served from their read-ahead,
+// and the device reads every page once plus one read for each fault (a
+// dropped read-ahead would read its whole range again; the detector's
+// probes after the uncorrectable read aside).
+func TestReadAheadKeptAcrossFailedPage(t *testing.T) {
+	rng := testseed.Rand(t, "SDF_SEED")
+	dev, fs := newMem(t, small(), Options{ReadAheadBytes: 64 * base.KiB})
+	defer fs.Close()
+	ps := fs.l.Geometry.PageSize
+	const pagesPerReq, chunks = 4, 6
+	req := pagesPerReq * ps
+	data := randBytes(rng, chunks*req)
+	writeFile(t, fs, "x", LifetimeNone, data)
+	f, err := fs.OpenFile("x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addrOf := func(pg uint64) flash.PageAddr {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		e, _ := fs.files["x"].m.Find(pg)
+		z := fs.zones.All[e.Zone]
+		return fs.l.DataPageAddr(z.ID, z.Dies, e.ZonePage+int(pg-e.FilePage))
+	}
+	// Chunks 2 and 3 are first read by read-ahead (chunk 0 is read by the
+	// caller, and each read starts the read-ahead of the next chunk).
+	dev.Faults().FailRead(addrOf(uint64(2*pagesPerReq + 1)))
+	dev.Faults().FlipBit(addrOf(uint64(3*pagesPerReq+2)), 100, false /* transient */)
+	reads := func() int64 {
+		var n int64
+		for _, r := range fs.Stats().ChannelReads {
+			n += r
+		}
+		return n
+	}
+	before, st0 := reads(), fs.Stats()
+	buf := make([]byte, req)
+	for c := 0; c < chunks; c++ {
+		if n, err := f.ReadAt(buf, int64(c*req)); err != nil || n != req {
+			t.Fatalf("chunk %d: %d, %v", c, n, err)
+		}
+		mustEqual(t, fmt.Sprintf("chunk %d", c), buf, data[c*req:(c+1)*req])
+	}
+	st := fs.Stats()
+	if got := st.ReadAheads - st0.ReadAheads; got != chunks-1 {
+		t.Fatalf("%d reads served ahead, want %d", got, chunks-1)
+	}
+	if got, want := reads()-before-(st.Probes-st0.Probes), int64(chunks*pagesPerReq+2); got != want {
+		t.Fatalf("%d device reads, want %d (every page once, the failed page and the flipped page once more)", got, want)
+	}
+	if got := st.Transients - st0.Transients; got != 1 {
+		t.Fatalf("%d transient flips absorbed, want 1", got)
+	}
+	if got := st.Corruptions - st0.Corruptions; got != 0 {
+		t.Fatalf("%d corruptions returned, want 0", got)
+	}
 }

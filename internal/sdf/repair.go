@@ -23,7 +23,7 @@ func (fs *FS) ReadRaw(name string, off, n int64) (data []byte, bad []*Corruption
 		return nil, nil, fmt.Errorf("read %q: %w", name, ErrNotExist)
 	}
 	data = make([]byte, n)
-	got, err := fs.readAt(ino, data, off, true, &bad)
+	got, err := fs.readAt(ino, data, off, readMode{raw: true, bad: &bad})
 	if err == io.EOF {
 		err = nil
 	}
@@ -87,7 +87,7 @@ func (fs *FS) RewriteRange(name string, off int64, data []byte) error {
 			continue
 		}
 		buf := pages[(pg-first)*ps : (pg-first+1)*ps]
-		if _, err := fs.readAt(ino, buf[:hi-lo], lo, false, nil); err != nil && err != io.EOF {
+		if _, err := fs.readAt(ino, buf[:hi-lo], lo, readMode{}); err != nil && err != io.EOF {
 			return fmt.Errorf("sdf: rewrite of %q needs page %d intact: %w", name, pg, err)
 		}
 	}

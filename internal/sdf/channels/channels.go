@@ -44,6 +44,17 @@ type Op struct {
 	// Reread reports that it happened; the Op then holds the second read.
 	RereadOnCheck bool
 	Reread        bool
+	// Bind, when set on a read, is called by the worker right before each
+	// read of the page (the re-read included) and may point Data at
+	// another buffer of the same length: a read-ahead whose reader has
+	// arrived reads its remaining pages straight into the reader's buffer
+	// instead of its own (internal/sdf).
+	Bind Binder
+}
+
+// Binder chooses a read's destination when the worker gets to it (Op.Bind).
+type Binder interface {
+	Bind(op *Op)
 }
 
 // request is a batch of operations on one channel. The worker runs the ops of
@@ -163,12 +174,18 @@ func (c *Worker) execute(ops []*Op) {
 func (c *Worker) one(op *Op) {
 	switch op.Kind {
 	case Read:
+		if op.Bind != nil {
+			op.Bind.Bind(op)
+		}
 		op.Status, op.Err = c.dev.Read(op.Addr, op.Data, op.OOB)
 		c.Stats.Reads.Add(1)
 		if op.Decode && op.Err == nil {
 			op.ID, op.IDOK = onflash.DecodeOOB(op.OOB, op.Data)
 			if !op.IDOK && op.RereadOnCheck {
 				op.Reread = true
+				if op.Bind != nil {
+					op.Bind.Bind(op)
+				}
 				op.Status, op.Err = c.dev.Read(op.Addr, op.Data, op.OOB)
 				c.Stats.Reads.Add(1)
 				if op.Err == nil {

@@ -243,3 +243,45 @@ func TestRereadOnCheck(t *testing.T) {
 		t.Fatalf("%d reads counted, want 6", got)
 	}
 }
+
+// switchBinder points a read at to from its second read on (Op.Bind).
+type switchBinder struct {
+	to    []byte
+	binds int
+}
+
+func (b *switchBinder) Bind(op *Op) {
+	b.binds++
+	if b.binds > 1 {
+		op.Data = b.to
+	}
+}
+
+// TestBindBeforeEachRead: the worker asks Op.Bind for the destination
+// right before each read of the page, the re-read included, and checks
+// the page where it was read.
+func TestBindBeforeEachRead(t *testing.T) {
+	rec, dev := newRecorder(t)
+	w := Start(0, rec, 1)
+	defer w.Stop()
+	a := flash.PageAddr{Channel: 0, Die: 1}
+	data := page(a)
+	oob := make([]byte, testGeometry.OOBSize)
+	onflash.EncodeOOB(oob, data, onflash.PageID{Valid: uint32(len(data)), FileID: 3, Page: 1, Seq: 1})
+	w.Do(&Op{Kind: Program, Addr: a, Data: data, OOB: oob})
+	dev.Faults().FlipBit(a, 9, false)
+	first := make([]byte, testGeometry.PageSize)
+	b := &switchBinder{to: make([]byte, testGeometry.PageSize)}
+	op := &Op{Kind: Read, Decode: true, RereadOnCheck: true, Addr: a, Data: first,
+		OOB: make([]byte, testGeometry.OOBSize), Bind: b}
+	w.Do(op)
+	if op.Err != nil || !op.Reread || !op.IDOK || b.binds != 2 {
+		t.Fatalf("err %v reread %t verified %t binds %d, want a verified re-read after 2 binds", op.Err, op.Reread, op.IDOK, b.binds)
+	}
+	if !bytes.Equal(b.to, data) || &op.Data[0] != &b.to[0] {
+		t.Fatal("the re-read did not land where the second bind said")
+	}
+	if bytes.Equal(first, data) {
+		t.Fatal("the first read (flipped) verified")
+	}
+}

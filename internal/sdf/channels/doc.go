@@ -24,4 +24,8 @@
 // check with a clean device status, when the Op asks for it
 // (Op.RereadOnCheck): the worker reads it once more in place (Op.Reread),
 // so a transient flip costs one page time on its die, not a round trip.
+//
+// A read may also choose its buffer when the worker gets to it (Op.Bind):
+// the SDF layer's read-ahead sends the pages its reader is already waiting
+// for straight into the reader's buffer.
 package channels
