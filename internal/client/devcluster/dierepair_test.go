@@ -20,6 +20,7 @@ import (
 	"github.com/flashmend/flashmend/internal/node"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/reparo"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestDieRepairRepairsExactlyTheDie: a die of a node holding REP and EC
@@ -101,6 +102,30 @@ func startDieCluster(t *testing.T, ctx context.Context, seed int64, mode string)
 		t.Fatal("node 0 holds nothing: the test proves nothing")
 	}
 	return dc
+}
+
+// pickDie makes the die under test the fullest die of node 0 whose loss
+// ok accepts (the test's cases need chunks of each kind on it).
+func (dc *dieCluster) pickDie(t *testing.T, ok func(objstore.DieLoss) bool) {
+	t.Helper()
+	g := dc.st.Geometry()
+	var best objstore.DieLoss
+	var die flash.DieAddr
+	for ch := 0; ch < g.Channels; ch++ {
+		for d := 0; d < g.DiesPerChannel; d++ {
+			loss, err := dc.st.LostOnDie(flash.DieAddr{Channel: ch, Die: d}, reparo.IdentifyCDRStar)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok(loss) && loss.Bytes > best.Bytes {
+				die, best = flash.DieAddr{Channel: ch, Die: d}, loss
+			}
+		}
+	}
+	if best.Bytes == 0 {
+		t.Fatal("no die of node 0 holds chunks of every kind the test needs")
+	}
+	dc.die, dc.loss = die, best
 }
 
 // nodeIndex returns the cluster index of the node with ID id.
@@ -302,11 +327,24 @@ func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
 // (falling back from its lost sectors); every object reads back
 // byte-identical and every injected chunk verifies again.
 func TestDieRepairSpansFallBack(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "DIE_SPANS_SEED")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	dc := startDieCluster(t, ctx, seed, node.DieRepairReparo)
+	dc.pickDie(t, func(loss objstore.DieLoss) bool {
+		var rep, ec int
+		for _, lc := range loss.Chunks {
+			if len(lc.Lost) == 0 || lc.SumsLost {
+				continue
+			}
+			if dc.recs[objstore.BlobRef{Object: lc.ID.Object, Version: lc.ID.Version}].Redundancy == objectpb.Redundancy_EC {
+				ec++
+			} else {
+				rep++
+			}
+		}
+		return rep >= 2 && ec >= 1
+	})
 	type injected struct {
 		node int // cluster index
 		id   direct.ChunkID
