@@ -2,9 +2,14 @@ package client
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/client/objlayout"
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 )
@@ -15,18 +20,31 @@ type DieRepairReport struct {
 	ObjectsRepaired, ObjectsFailed int64
 	ChunksRepaired, BytesRepaired  int64
 	ObjectsUnknown                 int // blobs a node named that the index no longer holds
+	// BytesFetched is what the repair read from the nodes (spans of the
+	// other replicas or shards; whole chunks where it fell back); BytesLost
+	// what the jobs' dies held. ChunksSpanned counts chunks repaired from
+	// their lost sectors alone, ChunksWhole those repaired whole.
+	BytesFetched, BytesLost    int64
+	ChunksSpanned, ChunksWhole int64
 }
 
 // RepairDies is the cluster side of Reparo's die repair (paper 003): it asks
 // every live node for its open die-repair jobs (a die its flash layer
-// declared failed, with the blobs that had a file there) and repairs exactly
-// those blobs: each is scrubbed through the DIRECT decision cores, so the
-// chunks that were on the dead die (they read as corruption) are re-created
-// from the other replicas or the EC row and written out of place on the
-// node's surviving dies; nothing else on the node is touched. Repair writes
-// go through the scrubber's repair budget (RepairBytesPerSecond). Each job
-// is then reported done, and the node checks that the die holds nothing
-// live any more (reopening the job for what is left).
+// declared failed, with the chunks that had bytes there) and repairs exactly
+// those bytes (003 section 4.2, steps 2-4: the host recovers the failed
+// LBAs from the RAID redundancy and writes them back). A chunk is repaired
+// at sector granularity (DIRECT 000 section 2, principle 1): only the
+// sectors covering its lost ranges are fetched, from another replica (REP)
+// or as the same span of the row's other shards, decoded alone (EC), each
+// verified against its stored sums, and the node lays them over its
+// surviving sectors, verifies the whole chunk and rewrites what changed
+// (repairSpans). A chunk that cannot be repaired that way (its EC sums
+// record lost too, a span no copy verifies, a patch that does not verify)
+// is repaired whole through the DIRECT cores, and a blob listed without
+// its chunks is scrubbed whole, as before. Repair reads and writes go
+// through the scrubber's budgets. Each job is then reported done, with the
+// bytes fetched against the bytes lost, and the node checks that the die
+// holds nothing live any more (reopening the job for what is left).
 func (s *Scrubber) RepairDies(ctx context.Context) (DieRepairReport, error) {
 	var out DieRepairReport
 	nodes, err := s.c.Nodes(ctx)
@@ -56,8 +74,9 @@ func (s *Scrubber) RepairDies(ctx context.Context) (DieRepairReport, error) {
 			if job.Rebuild {
 				done = s.rebuildDieJob(ctx, n.Id, job, recs, &out)
 			} else {
-				done = s.repairDieJob(ctx, job, recs, &out)
+				done = s.repairDieJob(ctx, n.Id, job, recs, &out)
 			}
+			out.BytesLost += job.LostBytes
 			if _, err := nc.DieRepairDone(ctx, done); err != nil {
 				s.c.opts.Logf("die repair: node %d job %d: %v", n.Id, job.Id, err)
 			}
@@ -70,31 +89,35 @@ func (s *Scrubber) RepairDies(ctx context.Context) (DieRepairReport, error) {
 	return out, nil
 }
 
-func (s *Scrubber) repairDieJob(ctx context.Context, job *nodepb.DieRepairJob, recs []*objectpb.ObjectRecord, out *DieRepairReport) *nodepb.DieRepairDoneRequest {
-	type blob struct{ object, version uint64 }
-	want := map[blob]bool{}
+type blobKey struct{ object, version uint64 }
+
+func (s *Scrubber) repairDieJob(ctx context.Context, nodeID uint64, job *nodepb.DieRepairJob, recs []*objectpb.ObjectRecord, out *DieRepairReport) *nodepb.DieRepairDoneRequest {
+	want := map[blobKey]bool{}
 	for i := range job.Objects {
 		if i < len(job.Versions) {
-			want[blob{job.Objects[i], job.Versions[i]}] = true
+			want[blobKey{job.Objects[i], job.Versions[i]}] = true
+		}
+	}
+	lost := map[blobKey][]*nodepb.LostChunk{}
+	for _, lc := range job.LostChunks {
+		if lc.Chunk != nil {
+			k := blobKey{lc.Chunk.Object, lc.Chunk.Version}
+			lost[k] = append(lost[k], lc)
 		}
 	}
 	done := &nodepb.DieRepairDoneRequest{Id: job.Id}
 	found := 0
 	for _, rec := range recs {
-		if !want[blob{rec.Object, rec.Version}] {
+		k := blobKey{rec.Object, rec.Version}
+		if !want[k] {
 			continue
 		}
 		found++
-		var repairs []RepairJob
-		_, err := s.c.ScrubObject(ctx, rec, s.wait, func(j RepairJob) { repairs = append(repairs, j) })
-		failed := err != nil
-		for _, j := range repairs {
-			if err := s.applyNow(ctx, j); err != nil {
-				failed = true
-				continue
-			}
-			done.ChunksRepaired++
-			done.BytesRepaired += int64(len(j.Data))
+		var failed bool
+		if chunks := lost[k]; len(chunks) > 0 {
+			failed = s.repairLostChunks(ctx, nodeID, rec, chunks, done)
+		} else {
+			failed = s.repairBlobWhole(ctx, rec, done)
 		}
 		if failed {
 			done.ObjectsFailed++
@@ -107,7 +130,290 @@ func (s *Scrubber) repairDieJob(ctx context.Context, job *nodepb.DieRepairJob, r
 	out.ObjectsFailed += done.ObjectsFailed
 	out.ChunksRepaired += done.ChunksRepaired
 	out.BytesRepaired += done.BytesRepaired
+	out.BytesFetched += done.BytesFetched
+	out.ChunksSpanned += done.ChunksSpanned
+	out.ChunksWhole += done.ChunksWhole
 	return done
+}
+
+// repairBlobWhole scrubs every chunk of a blob through the DIRECT cores
+// (every replica or shard read whole) and writes the repairs it finds.
+func (s *Scrubber) repairBlobWhole(ctx context.Context, rec *objectpb.ObjectRecord, done *nodepb.DieRepairDoneRequest) (failed bool) {
+	var repairs []RepairJob
+	rep, err := s.c.ScrubObject(ctx, rec, s.wait, func(j RepairJob) { repairs = append(repairs, j) })
+	failed = err != nil
+	if l, lerr := objlayout.New(rec); lerr == nil && rep != nil {
+		for i := 0; i < rep.Chunks && i < l.Chunks; i++ {
+			done.BytesFetched += int64(l.ChunkLen(i)) * int64(l.Copies)
+		}
+	}
+	for _, j := range repairs {
+		if err := s.applyNow(ctx, j); err != nil {
+			failed = true
+			continue
+		}
+		done.ChunksRepaired++
+		done.ChunksWhole++
+		done.BytesRepaired += int64(len(j.Data))
+	}
+	return failed
+}
+
+// repairLostChunks repairs the chunks of one blob that node nodeID lost
+// with a die: each from its lost sectors when it can (repairSpans), whole
+// otherwise (repairChunkWhole).
+func (s *Scrubber) repairLostChunks(ctx context.Context, nodeID uint64, rec *objectpb.ObjectRecord, chunks []*nodepb.LostChunk, done *nodepb.DieRepairDoneRequest) (failed bool) {
+	l, err := objlayout.New(rec)
+	if err != nil {
+		s.c.opts.Logf("die repair: %v", err)
+		return true
+	}
+	for _, lc := range chunks {
+		id := direct.ChunkID{Object: lc.Chunk.Object, Version: lc.Chunk.Version, Shard: lc.Chunk.Shard, Index: lc.Chunk.Index}
+		i := int(id.Index)
+		if i >= l.Chunks || (!l.EC && id.Shard != 0) || int(id.Shard) >= l.Copies {
+			// Not a chunk of this version as the index describes it: a
+			// leftover the node's next identification lists again.
+			s.c.opts.Logf("die repair: node %d: chunk %s is not in %s", nodeID, id, l)
+			failed = true
+			continue
+		}
+		var lostSpans []direct.Span
+		for k := range lc.Offsets {
+			if k < len(lc.Lengths) {
+				lostSpans = append(lostSpans, direct.Span{Off: int(lc.Offsets[k]), Len: int(lc.Lengths[k])})
+			}
+		}
+		res, err := s.repairSpans(ctx, nodeID, l, i, id, lostSpans, lc.SumsLost)
+		done.BytesFetched += res.fetched
+		if err == nil {
+			done.ChunksRepaired++
+			done.ChunksSpanned++
+			done.BytesRepaired += res.sent
+			continue
+		}
+		if ctx.Err() != nil {
+			return true
+		}
+		s.c.opts.Logf("die repair: node %d: %s from its lost sectors: %v; repairing it whole", nodeID, id, err)
+		if s.repairChunkWhole(ctx, l, i, done) {
+			failed = true
+		}
+	}
+	return failed
+}
+
+// spanRepair is what one chunk's span repair moved: bytes read from the
+// other copies, bytes sent to the node.
+type spanRepair struct{ fetched, sent int64 }
+
+// errSpanFallback marks a chunk the span repair does not handle.
+var errSpanFallback = errors.New("needs the whole chunk")
+
+// repairSpans repairs chunk i of layout l on node nodeID from the sectors
+// covering its lost ranges alone. REP: each span is read from the other
+// replicas, the first that verifies winning (a corrupt span is taken from
+// another replica, sector by sector if need be: direct.DecideSpanREP); a
+// lost sums record is replaced by a replica's (REP copies share their
+// sums). EC: each span is decoded from the same span of four other shards
+// that verify (direct.DecideSpanEC); an EC chunk that lost its sums record
+// is left to the whole-row repair (its sums exist nowhere else). The node
+// then merges and verifies the whole chunk (PatchChunk); other copies found
+// corrupt in a span are patched too. An error means the chunk must be
+// repaired whole.
+func (s *Scrubber) repairSpans(ctx context.Context, nodeID uint64, l objlayout.Layout, i int, id direct.ChunkID, lost []direct.Span, sumsLost bool) (spanRepair, error) {
+	var res spanRepair
+	n := l.ChunkLen(i)
+	spans, err := direct.Cover(n, lost)
+	if err != nil {
+		return res, err
+	}
+	if l.EC && sumsLost {
+		return res, fmt.Errorf("EC shard %d lost its sums record: %w", id.Shard, errSpanFallback)
+	}
+	if sumsLost && len(spans) == 0 {
+		// Only the record was lost: one sector fetched with a replica's
+		// sums lets the node check its data against them.
+		spans = []direct.Span{{Off: 0, Len: min(n, direct.SectorSize)}}
+	}
+	if len(spans) == 0 || len(spans) > direct.MaxSpans {
+		return res, fmt.Errorf("%d spans: %w", len(spans), errSpanFallback)
+	}
+	slot := int(id.Shard)
+	if !l.EC {
+		slot = slices.Index(l.Placement, nodeID)
+	}
+	if slot < 0 || l.Placement[slot] != nodeID {
+		return res, fmt.Errorf("node %d does not hold %s in %s: %w", nodeID, id, l, errSpanFallback)
+	}
+	data := make([][]byte, len(spans))
+	var sums []uint32
+	for k, sp := range spans {
+		copies := int64(1)
+		if l.EC {
+			copies = direct.DataShards
+		}
+		if err := s.wait(ctx, int64(sp.Len)*copies); err != nil {
+			return res, err
+		}
+		var d direct.Decision
+		var others []uint64 // nodes of the slots d indexes
+		if l.EC {
+			d, others = s.decideSpanEC(ctx, l, i, slot, sp, &res)
+		} else {
+			var all []uint32
+			d, others, all = s.decideSpanREP(ctx, l, id, nodeID, sp, sumsLost && sums == nil, &res)
+			if sumsLost && sums == nil {
+				sums = all
+			}
+		}
+		if d.Err != nil {
+			return res, fmt.Errorf("span %v: %w", sp, d.Err)
+		}
+		for r, who := range d.Repairs {
+			if l.EC && who == slot {
+				data[k] = d.RepairData[r]
+				continue
+			}
+			// Another copy found corrupt in the span: patched in passing,
+			// as a DIRECT read repairs every copy it found wrong.
+			oid := id
+			if l.EC {
+				oid = l.ID(who, i)
+			}
+			if _, err := s.c.patchChunk(ctx, others[who], oid, []direct.Span{sp}, [][]byte{d.RepairData[r]}, nil); err != nil {
+				s.c.opts.Logf("die repair: patching %s %v on node %d: %v", oid, sp, others[who], err)
+			}
+		}
+		if !l.EC {
+			data[k] = d.Data
+		}
+		if data[k] == nil {
+			return res, fmt.Errorf("span %v: no data for the lost copy: %w", sp, errSpanFallback)
+		}
+	}
+	if sumsLost && sums == nil {
+		return res, fmt.Errorf("no replica's sums record verifies: %w", errSpanFallback)
+	}
+	var sent int64
+	for _, b := range data {
+		sent += int64(len(b))
+	}
+	if err := s.reserveRepair(ctx, sent); err != nil {
+		return res, err
+	}
+	detected := s.opts.Clock.Now()
+	_, err = s.c.patchChunk(ctx, nodeID, id, spans, data, sums)
+	if s.c.opts.OnRepair != nil && ctx.Err() == nil {
+		s.c.opts.OnRepair(RepairEvent{Kind: RepairSpan, Node: nodeID, Bytes: int(sent), Err: err, Latency: s.opts.Clock.Now().Sub(detected)})
+	}
+	if err != nil {
+		return res, err
+	}
+	res.sent = sent + int64(4*len(sums))
+	return res, nil
+}
+
+// reserveRepair waits for n bytes of the repair budget.
+func (s *Scrubber) reserveRepair(ctx context.Context, n int64) error {
+	s.mu.Lock()
+	d := s.repair.Reserve(n, s.opts.Clock.Now())
+	s.mu.Unlock()
+	if d > 0 {
+		return s.opts.Sleep(ctx, d)
+	}
+	return nil
+}
+
+// decideSpanREP fetches span sp of REP chunk id from the replicas other
+// than nodeID until direct.DecideSpanREP decides; with wantSums it also
+// returns the whole chunk's sums from a replica whose record verified.
+// others maps the decision's read slots to nodes.
+func (s *Scrubber) decideSpanREP(ctx context.Context, l objlayout.Layout, id direct.ChunkID, nodeID uint64, sp direct.Span, wantSums bool, res *spanRepair) (d direct.Decision, others []uint64, all []uint32) {
+	for r, node := range l.Placement {
+		if node != nodeID {
+			others = append(others, l.Placement[r])
+		}
+	}
+	reads := make([]direct.ReplicaRead, len(others))
+	for {
+		d = direct.DecideSpanREP(id, sp, reads)
+		if len(d.Fetch) == 0 {
+			break
+		}
+		for _, k := range d.Fetch {
+			r, sums, w := s.c.readChunkSpan(ctx, others[k], id, sp, wantSums)
+			reads[k] = r
+			res.fetched += w
+			if all == nil && sums != nil {
+				all = sums
+			}
+		}
+	}
+	return d, others, all
+}
+
+// decideSpanEC fetches span sp of the other shards of EC row i until
+// direct.DecideSpanEC decides the lost shard slot's span. others maps the
+// decision's shards to nodes.
+func (s *Scrubber) decideSpanEC(ctx context.Context, l objlayout.Layout, i, slot int, sp direct.Span, res *spanRepair) (d direct.Decision, others []uint64) {
+	var ids [direct.TotalShards]direct.ChunkID
+	for sh := range ids {
+		ids[sh] = l.ID(sh, i)
+	}
+	var reads [direct.TotalShards]direct.ReplicaRead
+	var fetched [direct.TotalShards]int64
+	for {
+		d = direct.DecideSpanEC(s.c.enc, ids, slot, sp, reads)
+		if len(d.Fetch) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, sh := range d.Fetch {
+			wg.Add(1)
+			go func(sh int) {
+				defer wg.Done()
+				reads[sh], _, fetched[sh] = s.c.readChunkSpan(ctx, l.Placement[sh], ids[sh], sp, false)
+			}(sh)
+		}
+		wg.Wait()
+	}
+	for _, f := range fetched {
+		res.fetched += f
+	}
+	return d, l.Placement
+}
+
+// repairChunkWhole repairs chunk (or EC row) i through the DIRECT cores,
+// reading every replica or shard whole, as a scrub does.
+func (s *Scrubber) repairChunkWhole(ctx context.Context, l objlayout.Layout, i int, done *nodepb.DieRepairDoneRequest) (failed bool) {
+	var repairs []RepairJob
+	rep := &report{ReadReport: ReadReport{Mode: "scrub", Chunks: 1, RepairsByNode: map[uint64]int{}},
+		queue: func(j RepairJob) { repairs = append(repairs, j) }}
+	if err := s.wait(ctx, int64(l.ChunkLen(i))*int64(l.Copies)); err != nil {
+		return true
+	}
+	var err error
+	if l.EC {
+		_, err = s.c.readRowEC(ctx, l, i, rep, true, nil)
+	} else {
+		_, err = s.c.readChunkREP(ctx, l, i, rep, true, nil)
+	}
+	done.BytesFetched += int64(l.ChunkLen(i)) * int64(l.Copies)
+	if err != nil {
+		s.c.opts.Logf("die repair: chunk %d of %s: %v", i, l, err)
+		return true
+	}
+	for _, j := range repairs {
+		if err := s.applyNow(ctx, j); err != nil {
+			failed = true
+			continue
+		}
+		done.ChunksRepaired++
+		done.ChunksWhole++
+		done.BytesRepaired += int64(len(j.Data))
+	}
+	return failed
 }
 
 // rebuildDieJob is the `rebuild` baseline: the node retired its device
@@ -132,6 +438,11 @@ func (s *Scrubber) rebuildDieJob(ctx context.Context, nodeID uint64, job *nodepb
 				per = (rec.SizeBytes + 3) / 4
 			}
 			done.BytesRepaired += int64(rp.Moved) * per
+			// The re-creation scrubs the version with the new node in
+			// the retired one's slot: every other copy is read whole.
+			if l, err := objlayout.New(rec); err == nil {
+				done.BytesFetched += int64(rp.Moved) * l.ReplicaBytes() * int64(l.Copies-1)
+			}
 		}
 		if err != nil {
 			done.ObjectsFailed++
@@ -144,6 +455,8 @@ func (s *Scrubber) rebuildDieJob(ctx context.Context, nodeID uint64, job *nodepb
 	out.ObjectsFailed += done.ObjectsFailed
 	out.ChunksRepaired += done.ChunksRepaired
 	out.BytesRepaired += done.BytesRepaired
+	out.BytesFetched += done.BytesFetched
+	out.ChunksWhole += done.ChunksRepaired
 	return done
 }
 
@@ -153,8 +466,8 @@ func (s *Scrubber) runDieRepairs(ctx context.Context, poll time.Duration) {
 		if rep, err := s.RepairDies(ctx); err != nil && ctx.Err() == nil {
 			s.c.opts.Logf("die repair: %v", err)
 		} else if rep.Jobs > 0 {
-			s.c.opts.Logf("die repair: %d jobs, %d objects repaired, %d failed, %d chunks (%d bytes) written",
-				rep.Jobs, rep.ObjectsRepaired, rep.ObjectsFailed, rep.ChunksRepaired, rep.BytesRepaired)
+			s.c.opts.Logf("die repair: %d jobs, %d objects repaired, %d failed, %d chunks (%d bytes) written, %d bytes fetched for %d lost (%d chunks from their lost sectors, %d whole)",
+				rep.Jobs, rep.ObjectsRepaired, rep.ObjectsFailed, rep.ChunksRepaired, rep.BytesRepaired, rep.BytesFetched, rep.BytesLost, rep.ChunksSpanned, rep.ChunksWhole)
 		}
 		if err := s.opts.Sleep(ctx, poll); err != nil {
 			return

@@ -45,14 +45,21 @@ func SectorCount(n int) int { return (n + SectorSize - 1) / SectorSize }
 
 // Sums computes the per-sector checksums of a chunk: sector s's checksum is
 // CRC32C(identity || s || sector bytes).
-func Sums(id ChunkID, data []byte) []uint32 {
+func Sums(id ChunkID, data []byte) []uint32 { return SumsFrom(id, 0, data) }
+
+// SumsFrom computes the checksums of data taken as the chunk's sectors from
+// sector first on (data starts at byte first*SectorSize of the chunk): they
+// equal Sums(id, chunk)[first:first+SectorCount(len(data))], so a sector
+// range fetched alone verifies against the stored sums of those sectors
+// (the die repair fetches only the lost sectors, see Span).
+func SumsFrom(id ChunkID, first int, data []byte) []uint32 {
 	ident := id.Identity()
 	seed := base.CRC32C(ident[:])
 	sums := make([]uint32, SectorCount(len(data)))
 	var idx [4]byte
 	for s := range sums {
 		end := min((s+1)*SectorSize, len(data))
-		binary.LittleEndian.PutUint32(idx[:], uint32(s))
+		binary.LittleEndian.PutUint32(idx[:], uint32(first+s))
 		c := base.CRC32CUpdate(seed, idx[:])
 		sums[s] = base.CRC32CUpdate(c, data[s*SectorSize:end])
 	}
@@ -62,7 +69,14 @@ func Sums(id ChunkID, data []byte) []uint32 {
 // BadSectors returns the indexes of the sectors of data that do not match
 // sums. A length mismatch makes every sector bad.
 func BadSectors(id ChunkID, data []byte, sums []uint32) []int {
-	got := Sums(id, data)
+	return BadSectorsFrom(id, 0, data, sums)
+}
+
+// BadSectorsFrom is BadSectors for data starting at sector first of the
+// chunk, against the sums of those sectors; the indexes returned count from
+// the start of data.
+func BadSectorsFrom(id ChunkID, first int, data []byte, sums []uint32) []int {
+	got := SumsFrom(id, first, data)
 	if len(got) != len(sums) {
 		bad := make([]int, max(len(got), len(sums)))
 		for i := range bad {
@@ -81,13 +95,17 @@ func BadSectors(id ChunkID, data []byte, sums []uint32) []int {
 
 // Verify reports nil when data matches sums, and a corruption error naming
 // the first bad sector otherwise.
-func Verify(id ChunkID, data []byte, sums []uint32) error {
+func Verify(id ChunkID, data []byte, sums []uint32) error { return VerifyFrom(id, 0, data, sums) }
+
+// VerifyFrom is Verify for data starting at sector first of the chunk,
+// against the sums of those sectors.
+func VerifyFrom(id ChunkID, first int, data []byte, sums []uint32) error {
 	if len(sums) == 0 && len(data) == 0 {
 		return nil
 	}
-	if bad := BadSectors(id, data, sums); len(bad) > 0 {
-		return base.CorruptionErrorf("chunk %s: %d of %d sectors fail their checksum (first %d)",
-			id, len(bad), len(sums), bad[0])
+	if bad := BadSectorsFrom(id, first, data, sums); len(bad) > 0 {
+		return base.CorruptionErrorf("chunk %s: %d of %d sectors from sector %d fail their checksum (first %d)",
+			id, len(bad), len(sums), first, first+bad[0])
 	}
 	return nil
 }

@@ -99,7 +99,9 @@ const (
 	good
 )
 
-func judge(id ChunkID, wantLen int, r ReplicaRead) verdict {
+// judge verifies one read of wantLen bytes starting at sector first of the
+// chunk (0 for a whole chunk) against the sums of those sectors.
+func judge(id ChunkID, first, wantLen int, r ReplicaRead) verdict {
 	switch {
 	case !r.Fetched:
 		return unread
@@ -107,7 +109,7 @@ func judge(id ChunkID, wantLen int, r ReplicaRead) verdict {
 		return unavailable
 	case len(r.Data) != wantLen || r.Sums == nil || len(r.Sums) != SectorCount(wantLen):
 		return corrupt
-	case Verify(id, r.Data, r.Sums) != nil:
+	case VerifyFrom(id, first, r.Data, r.Sums) != nil:
 		return corrupt
 	default:
 		return good
@@ -137,9 +139,15 @@ func countCorrupt(v [TotalShards]verdict) int {
 // the (at least three) corrupt copies, verified against the stored
 // checksums; when that fails too the result is an explicit data-loss error.
 func DecideREP(id ChunkID, wantLen int, reads []ReplicaRead) Decision {
+	return decideREP(id, 0, wantLen, reads)
+}
+
+// decideREP is DecideREP for the wantLen bytes from sector first of the
+// chunk (DecideSpanREP).
+func decideREP(id ChunkID, first, wantLen int, reads []ReplicaRead) Decision {
 	var corrupted []int
 	for i, r := range reads {
-		switch judge(id, wantLen, r) {
+		switch judge(id, first, wantLen, r) {
 		case unread:
 			return Decision{Fetch: []int{i}}
 		case corrupt:
@@ -148,7 +156,7 @@ func DecideREP(id ChunkID, wantLen int, reads []ReplicaRead) Decision {
 			return withRepairs(Decision{Data: r.Data}, corrupted, r.Data)
 		}
 	}
-	return vote(id, wantLen, reads, corrupted)
+	return vote(id, first, wantLen, reads, corrupted)
 }
 
 func withRepairs(d Decision, replicas []int, data []byte) Decision {
@@ -167,7 +175,7 @@ func withRepairs(d Decision, replicas []int, data []byte) Decision {
 // The result is verified against the stored checksums; otherwise the read
 // fails with an explicit data-loss error, or with ErrUnavailable when some
 // replica could not be read at all.
-func vote(id ChunkID, wantLen int, reads []ReplicaRead, corrupted []int) Decision {
+func vote(id ChunkID, first, wantLen int, reads []ReplicaRead, corrupted []int) Decision {
 	var trusted []uint32
 	var copies [][]byte
 	for _, i := range corrupted {
@@ -181,7 +189,7 @@ func vote(id ChunkID, wantLen int, reads []ReplicaRead, corrupted []int) Decisio
 	}
 	unavail := len(reads) - len(corrupted)
 	if trusted != nil && len(copies) > 0 {
-		if merged, voted, ok := mergeSectors(id, trusted, copies); ok {
+		if merged, voted, ok := mergeSectors(id, first, trusted, copies); ok {
 			// Every copy is rewritten: its data or its sums record was wrong.
 			return withRepairs(Decision{Data: merged, Voted: voted}, corrupted, merged)
 		}
@@ -199,12 +207,12 @@ func vote(id ChunkID, wantLen int, reads []ReplicaRead, corrupted []int) Decisio
 // mergeSectors assembles a chunk from the sectors of copies that verify
 // against sums, voting bit by bit on sectors that verify in no copy. It
 // reports whether any sector was voted and whether the result verifies.
-func mergeSectors(id ChunkID, sums []uint32, copies [][]byte) (merged []byte, voted bool, ok bool) {
+func mergeSectors(id ChunkID, first int, sums []uint32, copies [][]byte) (merged []byte, voted bool, ok bool) {
 	n := len(copies[0])
 	bad := make([]map[int]bool, len(copies))
 	for c, data := range copies {
 		bad[c] = map[int]bool{}
-		for _, s := range BadSectors(id, data, sums) {
+		for _, s := range BadSectorsFrom(id, first, data, sums) {
 			bad[c][s] = true
 		}
 	}
@@ -236,7 +244,7 @@ func mergeSectors(id ChunkID, sums []uint32, copies [][]byte) (merged []byte, vo
 		copy(merged[lo:hi], MajorityVote(part))
 		voted = true
 	}
-	return merged, voted, Verify(id, merged, sums) == nil
+	return merged, voted, VerifyFrom(id, first, merged, sums) == nil
 }
 
 // MajorityVote returns, bit by bit, the value most of copies hold. copies
@@ -292,10 +300,18 @@ func NewEncoder() reedsolomon.Encoder {
 // or missing shards in the row the result is an explicit data-loss error.
 // The Data of the decision is the row's data shards concatenated.
 func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, reads [TotalShards]ReplicaRead) Decision {
+	return decideEC(enc, ids, 0, rowLen, reads)
+}
+
+// decideEC is DecideEC for the rowLen bytes from sector first of every
+// shard's chunk in the row (DecideSpanEC): Reed-Solomon works byte by byte
+// across the shards, so the same byte range of k shards decodes that range
+// of the others.
+func decideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, first, rowLen int, reads [TotalShards]ReplicaRead) Decision {
 	var verdicts [TotalShards]verdict
 	goodCount, lost := 0, 0
 	for s := range reads {
-		verdicts[s] = judge(ids[s], rowLen, reads[s])
+		verdicts[s] = judge(ids[s], first, rowLen, reads[s])
 		switch verdicts[s] {
 		case good:
 			goodCount++
@@ -314,7 +330,7 @@ func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, rea
 		if len(fetch) > 0 {
 			return Decision{Fetch: fetch}
 		}
-		if d, ok := rebuildSectors(enc, ids, rowLen, reads, verdicts); ok {
+		if d, ok := rebuildSectors(enc, ids, first, rowLen, reads, verdicts); ok {
 			return d
 		}
 		if unavailable := lost - countCorrupt(verdicts); unavailable > 0 {
@@ -354,7 +370,7 @@ func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, rea
 		// survived: a second, independent check of the reconstruction.
 		for _, s := range repairs {
 			if sums := reads[s].Sums; sums != nil && len(sums) == SectorCount(rowLen) {
-				if err := Verify(ids[s], shards[s], sums); err != nil {
+				if err := VerifyFrom(ids[s], first, shards[s], sums); err != nil {
 					return Decision{Err: base.DataLossErrorf(
 						"EC row %s: reconstructed shard %d does not verify: %v", ids[0], s, err)}
 				}
@@ -380,7 +396,7 @@ func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, rea
 // verified shards and every rebuilt shard matches its own sums. A shard whose
 // sums record failed its own CRC still takes part: each of its sectors is
 // checked against that record's entry for it (ReplicaRead.DamagedSums).
-func rebuildSectors(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, reads [TotalShards]ReplicaRead, verdicts [TotalShards]verdict) (Decision, bool) {
+func rebuildSectors(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, first, rowLen int, reads [TotalShards]ReplicaRead, verdicts [TotalShards]verdict) (Decision, bool) {
 	var bad [TotalShards]map[int]bool
 	usable := 0
 	n := SectorCount(rowLen)
@@ -398,7 +414,7 @@ func rebuildSectors(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen in
 			continue
 		}
 		bad[s] = map[int]bool{}
-		for _, sec := range BadSectors(ids[s], reads[s].Data, sums) {
+		for _, sec := range BadSectorsFrom(ids[s], first, reads[s].Data, sums) {
 			bad[s][sec] = true
 		}
 		usable++
@@ -435,7 +451,7 @@ func rebuildSectors(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen in
 		if verdicts[s] != corrupt {
 			continue
 		}
-		if sums := reads[s].Sums; len(sums) == SectorCount(rowLen) && Verify(ids[s], out[s], sums) != nil {
+		if sums := reads[s].Sums; len(sums) == SectorCount(rowLen) && VerifyFrom(ids[s], first, out[s], sums) != nil {
 			return Decision{}, false
 		}
 		d.Repairs = append(d.Repairs, s)
@@ -472,7 +488,7 @@ func DecideHDFS(st *HDFSState, id ChunkID, wantLen int, reads []ReplicaRead) Dec
 			st.Current++
 			continue
 		}
-		switch judge(id, wantLen, reads[st.Current]) {
+		switch judge(id, 0, wantLen, reads[st.Current]) {
 		case unread:
 			return Decision{Fetch: []int{st.Current}}
 		case good:

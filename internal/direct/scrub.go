@@ -18,7 +18,7 @@ func ScrubREP(id ChunkID, wantLen int, reads []ReplicaRead) Decision {
 		return d
 	}
 	for i, r := range reads {
-		if judge(id, wantLen, r) != corrupt {
+		if judge(id, 0, wantLen, r) != corrupt {
 			continue
 		}
 		already := false

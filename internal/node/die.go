@@ -40,6 +40,12 @@ const (
 // dieRepairRounds bounds how often a job is reopened for what is left.
 const dieRepairRounds = 5
 
+// maxJobChunks bounds the lost chunks one job lists (about 40 bytes each
+// on the wire, well inside gRPC's 4 MiB message): the blobs past it are
+// listed without their chunks and repaired whole, and what is left opens
+// the next round.
+const maxJobChunks = 16384
+
 type dieJob struct {
 	pb     *nodepb.DieRepairJob
 	rounds int
@@ -297,7 +303,40 @@ func jobProto(id uint64, ev sdf.DieFailure, loss objstore.DieLoss) *nodepb.DieRe
 		pb.Objects = append(pb.Objects, b.Object)
 		pb.Versions = append(pb.Versions, b.Version)
 	}
+	pb.LostChunks = lostChunksProto(loss.Chunks, maxJobChunks)
 	return pb
+}
+
+// lostChunksProto lists the chunks the die took (Reparo's failed LBAs,
+// 003 section 4.2.2, at the chunk store's granularity: the byte ranges of
+// each chunk), at most limit of them and only whole blobs: a blob whose
+// chunks do not all fit is left out and repaired whole. chunks are sorted
+// by ID (objstore.DieLoss.Chunks).
+func lostChunksProto(chunks []objstore.ChunkLoss, limit int) []*nodepb.LostChunk {
+	var out []*nodepb.LostChunk
+	for i := 0; i < len(chunks); {
+		j := i
+		for j < len(chunks) && chunks[j].ID.Object == chunks[i].ID.Object && chunks[j].ID.Version == chunks[i].ID.Version {
+			j++
+		}
+		if len(out)+j-i > limit {
+			i = j
+			continue
+		}
+		for _, c := range chunks[i:j] {
+			lc := &nodepb.LostChunk{
+				Chunk:    &nodepb.ChunkRef{Object: c.ID.Object, Version: c.ID.Version, Shard: c.ID.Shard, Index: c.ID.Index},
+				SumsLost: c.SumsLost,
+			}
+			for _, sp := range c.Lost {
+				lc.Offsets = append(lc.Offsets, int64(sp.Off))
+				lc.Lengths = append(lc.Lengths, int64(sp.Len))
+			}
+			out = append(out, lc)
+		}
+		i = j
+	}
+	return out
 }
 
 // DieRepairs lists the open die-repair jobs.
@@ -330,8 +369,8 @@ func (n *Node) DieRepairDone(req *nodepb.DieRepairDoneRequest) error {
 	dr, _ := n.inner.(objstore.DieReporter)
 	die := flash.DieAddr{Channel: int(pb.Channel), Die: int(pb.Die)}
 	if pb.Rebuild {
-		detail := fmt.Sprintf("die %s: rebuild: the device is retired; %d blobs, %d replicas or shards re-created on other nodes (%d chunks, %s), %d failed, %v after detection",
-			die, len(pb.Objects), req.Moved, req.ChunksRepaired, base.Bytes(req.BytesRepaired), req.ObjectsFailed,
+		detail := fmt.Sprintf("die %s: rebuild: the device is retired; %d blobs, %d replicas or shards re-created on other nodes (%d chunks, %s; %s fetched), %d failed, %v after detection",
+			die, len(pb.Objects), req.Moved, req.ChunksRepaired, base.Bytes(req.BytesRepaired), base.Bytes(req.BytesFetched), req.ObjectsFailed,
 			time.Since(time.Unix(0, pb.DetectedUnixNano)).Round(time.Millisecond))
 		n.history.record(KindDieRepaired, nil, detail)
 		n.cfg.Logf("node %s: %s", n.id, detail)
@@ -351,9 +390,9 @@ func (n *Node) DieRepairDone(req *nodepb.DieRepairDoneRequest) error {
 		}
 	}
 	took := time.Since(time.Unix(0, pb.DetectedUnixNano)).Round(time.Millisecond)
-	detail := fmt.Sprintf("die %s: %d ranges, %s lost in %d files; %d blobs repaired, %d failed, %d chunks (%s) written, %v after detection (round %d)",
+	detail := fmt.Sprintf("die %s: %d ranges, %s lost in %d files; %d blobs repaired, %d failed, %d chunks (%s) written, %s fetched (%d chunks from their lost sectors, %d whole), %v after detection (round %d)",
 		die, pb.Ranges, base.Bytes(pb.LostBytes), pb.Files, req.ObjectsRepaired, req.ObjectsFailed, req.ChunksRepaired,
-		base.Bytes(req.BytesRepaired), took, rounds)
+		base.Bytes(req.BytesRepaired), base.Bytes(req.BytesFetched), req.ChunksSpanned, req.ChunksWhole, took, rounds)
 	if dr != nil {
 		// Everything the device programmed meanwhile (other writes too).
 		detail += fmt.Sprintf("; device programmed %s meanwhile", base.Bytes(dr.FlashBytes()-flash0))

@@ -95,11 +95,56 @@ func (s *service) ReadChunk(ctx context.Context, req *nodepb.ReadChunkRequest) (
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	resp, err := s.readChunk(id, nil)
+	if req.LengthBytes == 0 {
+		if req.OffsetBytes != 0 {
+			return nil, wire.ToStatus(base.InvalidArgumentf("chunk %s: offset %d without a length", id, req.OffsetBytes))
+		}
+		resp, err := s.readChunk(id, nil)
+		if err != nil {
+			return nil, wire.ToStatus(err)
+		}
+		return resp, nil
+	}
+	if req.OffsetBytes < 0 || req.OffsetBytes >= direct.ChunkSize || req.LengthBytes < 0 || req.LengthBytes > direct.ChunkSize {
+		return nil, wire.ToStatus(base.InvalidArgumentf("chunk %s: range [%d, +%d) outside a chunk", id, req.OffsetBytes, req.LengthBytes))
+	}
+	span := direct.Span{Off: int(req.OffsetBytes), Len: int(min(req.LengthBytes, direct.ChunkSize-req.OffsetBytes))}
+	r, err := s.n.chunks.ReadChunkSpan(id, span, req.AllSums)
 	if err != nil {
 		return nil, wire.ToStatus(err)
 	}
-	return resp, nil
+	return s.readResponse(id, r), nil
+}
+
+// PatchChunk repairs part of a chunk (ChunkStore.PatchChunk): the die
+// repair's write of the lost sectors alone.
+func (s *service) PatchChunk(ctx context.Context, req *nodepb.PatchChunkRequest) (*nodepb.PatchChunkResponse, error) {
+	id, err := chunkID(req.Chunk)
+	if err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	if len(req.Patches) > direct.MaxSpans {
+		return nil, wire.ToStatus(base.InvalidArgumentf("patch %s: %d patches, at most %d", id, len(req.Patches), direct.MaxSpans))
+	}
+	patches := make([]objstore.Patch, len(req.Patches))
+	for i, p := range req.Patches {
+		if p.OffsetBytes < 0 || p.OffsetBytes >= direct.ChunkSize {
+			return nil, wire.ToStatus(base.InvalidArgumentf("patch %s: offset %d outside a chunk", id, p.OffsetBytes))
+		}
+		patches[i] = objstore.Patch{Off: int(p.OffsetBytes), Data: p.Data}
+	}
+	n, err := s.n.chunks.PatchChunk(id, patches, req.Sums)
+	if err != nil {
+		if !base.IsCorruption(err) && !base.IsInvalidArgument(err) && !objstore.IsNotFound(err) {
+			s.n.history.record(KindRepairFailed, &id, err.Error())
+			s.n.cfg.Logf("node %s: patch of %s failed: %v", s.n.id, id, err)
+		}
+		return nil, wire.ToStatus(err)
+	}
+	if n > 0 {
+		s.n.history.record(KindRepaired, &id, "")
+	}
+	return &nodepb.PatchChunkResponse{BytesWritten: n}, nil
 }
 
 // readChunk reads, verifies (re-reading once) and counts one chunk, into a
@@ -109,6 +154,11 @@ func (s *service) readChunk(id direct.ChunkID, alloc func(n int) []byte) (*nodep
 	if err != nil {
 		return nil, err
 	}
+	return s.readResponse(id, r), nil
+}
+
+// readResponse counts a chunk (or span) read and answers it.
+func (s *service) readResponse(id direct.ChunkID, r objstore.ChunkRead) *nodepb.ReadChunkResponse {
 	s.n.history.countReads(1)
 	switch {
 	case r.Transient:
@@ -122,7 +172,7 @@ func (s *service) readChunk(id direct.ChunkID, alloc func(n int) []byte) (*nodep
 	}
 	return &nodepb.ReadChunkResponse{
 		Data: r.Data, Sums: sums, SumsValid: r.Sums != nil, Corrupt: r.Corrupt, Transient: r.Transient,
-	}, nil
+	}
 }
 
 // MaxReadChunks bounds the chunks one ReadChunks call asks for.

@@ -3,11 +3,14 @@ package objstore
 import (
 	"errors"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
 	"github.com/flashmend/flashmend/internal/reparo"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
@@ -62,6 +65,9 @@ type DieLoss struct {
 	Bytes  int64
 	Files  int
 	Blobs  []BlobRef
+	// Chunks are the chunks of Blobs with data or a sums record on the
+	// die, sorted by ID: what a repair at sector granularity re-creates.
+	Chunks []ChunkLoss
 	// MetaFiles are triplicated metadata files (MetaFiles: local index
 	// entries, identity, history) with a copy on the die; the node
 	// rewrites that copy from the others.
@@ -70,6 +76,56 @@ type DieLoss struct {
 	Windows    int
 	PagesRead  int
 	Elapsed    time.Duration
+}
+
+// ChunkLoss is what a failed die took of one chunk: byte ranges of its
+// data (as the identifier gives them: whole flash pages, clipped to the
+// file) and whether its sums record was there.
+type ChunkLoss struct {
+	ID       direct.ChunkID
+	Lost     []direct.Span
+	SumsLost bool
+}
+
+func (l ChunkLoss) String() string {
+	s := fmt.Sprintf("%s lost %v", l.ID, l.Lost)
+	if l.SumsLost {
+		s += " +sums"
+	}
+	return s
+}
+
+// chunkLosses adds what the file range [off, off+n) of name takes from
+// chunks: a chunk's data file, or the records of a sums file. Other files
+// add nothing.
+func chunkLosses(chunks map[direct.ChunkID]*ChunkLoss, name string, off, n int64) {
+	at := func(id direct.ChunkID) *ChunkLoss {
+		l := chunks[id]
+		if l == nil {
+			l = &ChunkLoss{ID: id}
+			chunks[id] = l
+		}
+		return l
+	}
+	var id direct.ChunkID
+	var group uint32
+	switch {
+	case n <= 0 || off < 0:
+	case strings.HasPrefix(name, "d/"):
+		if _, err := fmt.Sscanf(name, "d/%016x.%d/%d.%d", &id.Object, &id.Version, &id.Shard, &id.Index); err == nil && name == DataName(id) && off < direct.ChunkSize {
+			l := at(id)
+			l.Lost = append(l.Lost, direct.Span{Off: int(off), Len: int(min(n, direct.ChunkSize-off))})
+		}
+	case strings.HasPrefix(name, "k/"):
+		if _, err := fmt.Sscanf(name, "k/%016x.%d/%d.g%d", &id.Object, &id.Version, &id.Shard, &group); err == nil {
+			for slot := off / sumsrec.Size; slot <= (off+n-1)/sumsrec.Size && slot < sumsrec.PerFile; slot++ {
+				id.Index = group*sumsrec.PerFile + uint32(slot)
+				if SumsName(id) == name {
+					at(id).SumsLost = true
+				}
+			}
+		}
+	}
 }
 
 // Geometry is the emulated device's geometry.
@@ -108,6 +164,7 @@ func (s *SDFStore) LostOnDie(d flash.DieAddr, m reparo.Method) (DieLoss, error) 
 	start := time.Now()
 	loss := DieLoss{Die: d, Method: m}
 	blobs := map[BlobRef]bool{}
+	chunks := map[direct.ChunkID]*ChunkLoss{}
 	files := map[string]bool{}
 	metas := map[string]bool{}
 	for _, w := range reparo.Windows(s.fs.MaxFileID(), identifyWindowFiles) {
@@ -123,6 +180,7 @@ func (s *SDFStore) LostOnDie(d flash.DieAddr, m reparo.Method) (DieLoss, error) 
 			}
 			loss.Ranges++
 			loss.Bytes += r.Len
+			chunkLosses(chunks, r.Name, r.Off, r.Len)
 			if files[r.Name] {
 				continue
 			}
@@ -143,8 +201,25 @@ func (s *SDFStore) LostOnDie(d flash.DieAddr, m reparo.Method) (DieLoss, error) 
 	for b := range blobs {
 		loss.Blobs = append(loss.Blobs, b)
 	}
+	for _, c := range chunks {
+		loss.Chunks = append(loss.Chunks, *c)
+	}
+	sort.Slice(loss.Chunks, func(a, b int) bool { return chunkLess(loss.Chunks[a].ID, loss.Chunks[b].ID) })
 	loss.Elapsed = time.Since(start)
 	return loss, nil
+}
+
+func chunkLess(a, b direct.ChunkID) bool {
+	if a.Object != b.Object {
+		return a.Object < b.Object
+	}
+	if a.Version != b.Version {
+		return a.Version < b.Version
+	}
+	if a.Shard != b.Shard {
+		return a.Shard < b.Shard
+	}
+	return a.Index < b.Index
 }
 
 // metaCopyOf returns the logical name of a MetaFiles copy (metaCopyName).

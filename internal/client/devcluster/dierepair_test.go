@@ -13,6 +13,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
+	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
@@ -37,13 +38,21 @@ func TestDieRepairRepairsExactlyTheDie(t *testing.T) {
 	}
 }
 
-// dieRepairRun fails the fullest die of node 0 in a cluster whose nodes
-// run mode, repairs, checks, and returns the bytes the repair re-created.
-func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
+// dieCluster is a 7-node cluster on emulated flash holding REP and EC
+// objects, and the die of node 0 that holds the most.
+type dieCluster struct {
+	cl      *devcluster.Cluster
+	c       *client.Client
+	objects map[string][]byte
+	recs    map[objstore.BlobRef]*objectpb.ObjectRecord
+	st      *objstore.SDFStore
+	die     flash.DieAddr
+	loss    objstore.DieLoss // what the die holds, identified before it fails
+}
+
+func startDieCluster(t *testing.T, ctx context.Context, seed int64, mode string) *dieCluster {
 	t.Helper()
 	rng := rand.New(rand.NewSource(seed))
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
 	stores := func(dir string, i int) (objstore.Store, error) {
 		g := flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 32, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
 		return objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Geometry: g, Seed: int64(i + 1)})
@@ -53,13 +62,13 @@ func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(func() { cl.Close() })
 	c, err := client.Dial(ctx, cl.Endpoint(), client.Options{Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
-	objects := map[string][]byte{}
+	t.Cleanup(func() { c.Close() })
+	dc := &dieCluster{cl: cl, c: c, objects: map[string][]byte{}, recs: map[objstore.BlobRef]*objectpb.ObjectRecord{}}
 	for i := 0; i < 24; i++ {
 		data := make([]byte, 1+rng.Intn(4*direct.ChunkSize))
 		rng.Read(data)
@@ -68,57 +77,65 @@ func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
 		if i%2 == 1 {
 			red = objectpb.Redundancy_EC
 		}
-		if _, err := c.Put(ctx, key, data, red); err != nil {
+		rec, err := c.Put(ctx, key, data, red)
+		if err != nil {
 			t.Fatal(err)
 		}
-		objects[key] = data
+		dc.objects[key] = data
+		dc.recs[objstore.BlobRef{Object: rec.Object, Version: rec.Version}] = rec
 	}
-	// The node and die: the die of node 0 that holds the most.
-	n := cl.Node(0)
-	st := n.Store().(*objstore.SDFStore)
-	g := st.Geometry()
-	var die flash.DieAddr
-	var best objstore.DieLoss
+	dc.st = cl.Node(0).Store().(*objstore.SDFStore)
+	g := dc.st.Geometry()
 	for ch := 0; ch < g.Channels; ch++ {
 		for d := 0; d < g.DiesPerChannel; d++ {
-			loss, err := st.LostOnDie(flash.DieAddr{Channel: ch, Die: d}, reparo.IdentifyCDRStar)
+			loss, err := dc.st.LostOnDie(flash.DieAddr{Channel: ch, Die: d}, reparo.IdentifyCDRStar)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if loss.Bytes > best.Bytes {
-				die, best = flash.DieAddr{Channel: ch, Die: d}, loss
+			if loss.Bytes > dc.loss.Bytes {
+				dc.die, dc.loss = flash.DieAddr{Channel: ch, Die: d}, loss
 			}
 		}
 	}
-	if best.Bytes == 0 {
+	if dc.loss.Bytes == 0 || len(dc.loss.Chunks) == 0 {
 		t.Fatal("node 0 holds nothing: the test proves nothing")
 	}
-	used, err := st.Usage()
-	if err != nil {
-		t.Fatal(err)
+	return dc
+}
+
+// nodeIndex returns the cluster index of the node with ID id.
+func (dc *dieCluster) nodeIndex(t *testing.T, id uint64) int {
+	t.Helper()
+	for i := 0; i < 7; i++ {
+		if uint64(dc.cl.Node(i).ID()) == id {
+			return i
+		}
 	}
-	flash0 := st.FlashBytes()
-	if err := st.FailDie(die.Channel*g.DiesPerChannel + die.Die); err != nil {
+	t.Fatalf("no node %d", id)
+	return -1
+}
+
+// failAndRepair fails the die, checks reads during the repair (with
+// readDuring: they repair what they find, through DIRECT's read path), and
+// runs the repairer until node 0 has no open job.
+func (dc *dieCluster) failAndRepair(t *testing.T, ctx context.Context, readDuring bool) client.DieRepairReport {
+	t.Helper()
+	n := dc.cl.Node(0)
+	g := dc.st.Geometry()
+	if err := dc.st.FailDie(dc.die.Channel*g.DiesPerChannel + dc.die.Die); err != nil {
 		t.Fatal(err)
 	}
 	// The node opens a job within moments.
-	var jobs int
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if jobs = len(n.DieRepairs()); jobs > 0 {
-			break
-		}
+	for deadline := time.Now().Add(30 * time.Second); len(n.DieRepairs()) == 0; time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("no die-repair job opened")
 		}
 	}
 	// Reads during the repair are correct (DIRECT's read path).
-	for key, want := range objects {
-		got, err := c.Get(ctx, key)
-		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s during the repair: %d bytes, %v", key, len(got), err)
-		}
+	if readDuring {
+		dc.checkObjects(t, ctx, "during the repair")
 	}
-	s, err := client.NewScrubber(c, client.ScrubberOptions{DieRepairPoll: -1})
+	s, err := client.NewScrubber(dc.c, client.ScrubberOptions{DieRepairPoll: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,16 +148,89 @@ func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
 		total.BytesRepaired += rep.BytesRepaired
 		total.ChunksRepaired += rep.ChunksRepaired
 		total.ObjectsFailed += rep.ObjectsFailed
+		total.BytesFetched += rep.BytesFetched
+		total.BytesLost += rep.BytesLost
+		total.ChunksSpanned += rep.ChunksSpanned
+		total.ChunksWhole += rep.ChunksWhole
+		total.Jobs += rep.Jobs
 		if time.Now().After(deadline) {
 			t.Fatalf("die repair not finished: %v", n.DieRepairs())
 		}
 	}
-	for key, want := range objects {
-		got, err := c.Get(ctx, key)
+	return total
+}
+
+func (dc *dieCluster) checkObjects(t *testing.T, ctx context.Context, when string) {
+	t.Helper()
+	for key, want := range dc.objects {
+		got, err := dc.c.Get(ctx, key)
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("%s: %s after the repair: %d bytes, %v", mode, key, len(got), err)
+			t.Fatalf("%s %s: %d bytes, %v", key, when, len(got), err)
 		}
 	}
+}
+
+// spanCost is what repairing the lost chunks at sector granularity must
+// fetch at least (each chunk's sector cover once from a REP replica, from
+// four shards in EC) and at most (a span fetched from every other copy,
+// the sums that come with the spans, an EC chunk that lost its sums record
+// fetched whole), and what the whole-chunk repair fetched (every copy of
+// each lost chunk).
+func (dc *dieCluster) spanCost(t *testing.T) (least, most, whole int64) {
+	t.Helper()
+	for _, lc := range dc.loss.Chunks {
+		rec := dc.recs[objstore.BlobRef{Object: lc.ID.Object, Version: lc.ID.Version}]
+		if rec == nil {
+			t.Fatalf("chunk %s of no object", lc.ID)
+		}
+		l, err := objlayout.New(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := l.ChunkLen(int(lc.ID.Index))
+		whole += int64(n) * int64(l.Copies)
+		cover, err := direct.Cover(n, lc.Lost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var covered int64
+		for _, sp := range cover {
+			covered += int64(sp.Len)
+		}
+		if lc.SumsLost && covered == 0 {
+			covered = int64(min(n, direct.SectorSize))
+		}
+		sums := 4 * covered / direct.SectorSize
+		switch {
+		case l.EC && lc.SumsLost:
+			least += covered * direct.DataShards
+			most += int64(n) * int64(l.Copies)
+		case l.EC:
+			least += covered * direct.DataShards
+			most += (covered + sums + 4) * (direct.TotalShards - 1)
+		default:
+			least += covered
+			most += (covered+sums+4)*int64(l.Copies-1) + 4*direct.SectorsPerChunk
+		}
+	}
+	return least, most, whole
+}
+
+// dieRepairRun fails the fullest die of node 0 in a cluster whose nodes
+// run mode, repairs, checks, and returns the bytes the repair re-created.
+func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dc := startDieCluster(t, ctx, seed, mode)
+	c, n, st, die, best := dc.c, dc.cl.Node(0), dc.st, dc.die, dc.loss
+	used, err := st.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flash0 := st.FlashBytes()
+	total := dc.failAndRepair(t, ctx, true)
+	dc.checkObjects(t, ctx, mode+" after the repair")
 	hist := n.RepairHistory()
 	var failed, repaired bool
 	for _, e := range hist.Recent {
@@ -164,7 +254,7 @@ func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
 				t.Fatalf("rebuild: %s still placed on the retired node: %v", rec.Key, rec.Placement)
 			}
 		}
-		t.Logf("rebuild: die %s held %d B of a device holding %d B; %d B re-created elsewhere", die, best.Bytes, used.UsedBytes, total.BytesRepaired)
+		t.Logf("rebuild: die %s held %d B of a device holding %d B; %d B re-created elsewhere, %d B fetched", die, best.Bytes, used.UsedBytes, total.BytesRepaired, total.BytesFetched)
 		return total.BytesRepaired
 	}
 	left, err := st.LostOnDie(die, reparo.IdentifyCDRStar)
@@ -172,8 +262,9 @@ func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
 		t.Fatal(err)
 	}
 	programmed := st.FlashBytes() - flash0
-	t.Logf("reparo: die %s held %d B in %d ranges of %d blobs (node uses %d B); repair sent %d chunks, %d B; the device programmed %d B; left %d B",
-		die, best.Bytes, best.Ranges, len(best.Blobs), used.UsedBytes, total.ChunksRepaired, total.BytesRepaired, programmed, left.Bytes)
+	t.Logf("reparo: die %s held %d B in %d ranges of %d blobs, %d chunks (node uses %d B); repair fetched %d B, sent %d chunks, %d B (%d from their lost sectors, %d whole); the device programmed %d B; left %d B",
+		die, best.Bytes, best.Ranges, len(best.Blobs), len(best.Chunks), used.UsedBytes, total.BytesFetched, total.ChunksRepaired, total.BytesRepaired,
+		total.ChunksSpanned, total.ChunksWhole, programmed, left.Bytes)
 	// Every blob's files are off the die. NB: the three copies of a small
 	// metadata file (local index entry, identity, history) may share a die
 	// (the layer does not place them apart yet); those the node could not
@@ -189,5 +280,157 @@ func dieRepairRun(t *testing.T, seed int64, mode string) int64 {
 	if total.BytesRepaired == 0 || total.BytesRepaired > int64(used.UsedBytes)*3/4 {
 		t.Fatalf("repair wrote %d B for a die holding %d B of a device holding %d B", total.BytesRepaired, best.Bytes, used.UsedBytes)
 	}
+	// Sector granularity: the repair fetched the lost sectors (once per
+	// REP chunk, from four shards per EC chunk), not the chunks.
+	least, most, whole := dc.spanCost(t)
+	t.Logf("reparo: fetched %d B; sector-granularity bounds [%d, %d] B; fetching the lost chunks whole: %d B", total.BytesFetched, least, most, whole)
+	if total.BytesFetched < least || total.BytesFetched > most {
+		t.Fatalf("repair fetched %d B, outside [%d, %d] B for %d lost chunks", total.BytesFetched, least, most, len(best.Chunks))
+	}
+	if total.ChunksSpanned == 0 || total.BytesFetched*2 > whole {
+		t.Fatalf("repair fetched %d B (%d chunks from their lost sectors), fetching the chunks whole takes %d B", total.BytesFetched, total.ChunksSpanned, whole)
+	}
 	return total.BytesRepaired
+}
+
+// TestDieRepairSpansFallBack: before the die fails, the span a REP chunk
+// lost is made corrupt on another replica, the span an EC chunk lost on
+// another shard, and a REP chunk of node 0 is damaged on a page that
+// survives. The repair takes the REP span from the third replica and the
+// EC span from another shard combination, patches the copies it found
+// corrupt, and repairs the chunk whose patch does not verify whole
+// (falling back from its lost sectors); every object reads back
+// byte-identical and every injected chunk verifies again.
+func TestDieRepairSpansFallBack(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dc := startDieCluster(t, ctx, seed, node.DieRepairReparo)
+	type injected struct {
+		node int // cluster index
+		id   direct.ChunkID
+	}
+	var inj []injected
+	var repSpan, ecSpan, local bool
+	for _, lc := range dc.loss.Chunks {
+		rec := dc.recs[objstore.BlobRef{Object: lc.ID.Object, Version: lc.ID.Version}]
+		l, err := objlayout.New(rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := l.ChunkLen(int(lc.ID.Index))
+		cover, err := direct.Cover(n, lc.Lost)
+		if err != nil || len(cover) == 0 || lc.SumsLost {
+			continue
+		}
+		sp := cover[0]
+		switch {
+		case !l.EC && !repSpan:
+			// Another replica's copy of the lost span is corrupt.
+			other := rec.Placement[0]
+			if other == uint64(dc.cl.Node(0).ID()) {
+				other = rec.Placement[1]
+			}
+			i := dc.nodeIndex(t, other)
+			if err := dc.cl.Node(i).Chunks().Corrupt(lc.ID, int64(sp.Off+7), 5); err != nil {
+				t.Fatal(err)
+			}
+			inj = append(inj, injected{i, lc.ID})
+			repSpan = true
+		case l.EC && !ecSpan:
+			// The first other shard the decision reads is corrupt in the
+			// span: a fifth shard takes its place.
+			sh := 0
+			if int(lc.ID.Shard) == 0 {
+				sh = 1
+			}
+			id := l.ID(sh, int(lc.ID.Index))
+			i := dc.nodeIndex(t, rec.Placement[sh])
+			if err := dc.cl.Node(i).Chunks().Corrupt(id, int64(sp.Off+sp.Len-1), 3); err != nil {
+				t.Fatal(err)
+			}
+			inj = append(inj, injected{i, id})
+			ecSpan = true
+		case !l.EC && !local:
+			// Node 0's own copy is damaged on a sector the die does not
+			// hold: the patch of the lost span does not verify. NB: the
+			// flip rewrites the chunk's file out of place, which moves its
+			// pages; the die is asked again, and the flip undone when the
+			// chunk no longer fits the case.
+			if off := dc.damageSurvivingSector(t, lc.ID, n); off >= 0 {
+				inj = append(inj, injected{0, lc.ID})
+				local = true
+			}
+		}
+	}
+	if !repSpan || !ecSpan || !local {
+		t.Fatalf("seed %d: the die's chunks give no case for every injection (REP span %v, EC span %v, local %v): %v", seed, repSpan, ecSpan, local, dc.loss.Chunks)
+	}
+	// No reads before the repair: they would repair node 0's damaged
+	// chunk (and EC rows) on their own.
+	total := dc.failAndRepair(t, ctx, false)
+	t.Logf("repair fetched %d B for %d B lost; %d chunks from their lost sectors, %d whole, %d failed objects",
+		total.BytesFetched, total.BytesLost, total.ChunksSpanned, total.ChunksWhole, total.ObjectsFailed)
+	if total.ObjectsFailed != 0 {
+		t.Fatalf("%d objects failed", total.ObjectsFailed)
+	}
+	// Whole: node 0's damaged chunk, and every EC chunk whose sums record
+	// the die took (it exists nowhere else).
+	wantWhole := int64(1)
+	for _, lc := range dc.loss.Chunks {
+		if lc.SumsLost && dc.recs[objstore.BlobRef{Object: lc.ID.Object, Version: lc.ID.Version}].Redundancy == objectpb.Redundancy_EC {
+			wantWhole++
+		}
+	}
+	if total.ChunksWhole < wantWhole || total.ChunksSpanned == 0 {
+		t.Fatalf("%d chunks repaired from their lost sectors, %d whole (want at least %d): the injected cases did not all run", total.ChunksSpanned, total.ChunksWhole, wantWhole)
+	}
+	dc.checkObjects(t, ctx, "after the repair")
+	for _, in := range inj {
+		r, err := dc.cl.Node(in.node).Chunks().ReadChunk(in.id)
+		if err != nil || r.Corrupt {
+			t.Fatalf("injected chunk %s on node index %d after the repair: %v %v", in.id, in.node, r, err)
+		}
+	}
+}
+
+// damageSurvivingSector flips a bit of node 0's chunk id (of n bytes) in a
+// sector the die under test does not hold, such that the die still holds
+// some of the chunk; it returns the sector's offset, or -1 (nothing
+// changed) when the chunk's pages do not allow it.
+func (dc *dieCluster) damageSurvivingSector(t *testing.T, id direct.ChunkID, n int) int {
+	t.Helper()
+	chunks := dc.cl.Node(0).Chunks()
+	for s := 0; s < direct.SectorCount(n); s++ {
+		off := s * direct.SectorSize
+		if err := chunks.Corrupt(id, int64(off), 1); err != nil {
+			t.Fatal(err)
+		}
+		loss, err := dc.st.LostOnDie(dc.die, reparo.IdentifyCDRStar)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, lc := range loss.Chunks {
+			if lc.ID != id || lc.SumsLost {
+				continue
+			}
+			cover, err := direct.Cover(n, lc.Lost)
+			if err != nil {
+				t.Fatal(err)
+			}
+			in := len(cover) == 0
+			for _, c := range cover {
+				in = in || (off >= c.Off && off < c.End())
+			}
+			if !in {
+				dc.loss = loss
+				return off
+			}
+		}
+		if err := chunks.Corrupt(id, int64(off), 1); err != nil { // undo
+			t.Fatal(err)
+		}
+	}
+	return -1
 }

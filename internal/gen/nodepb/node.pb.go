@@ -344,8 +344,17 @@ func (*WriteChunkResponse) Descriptor() ([]byte, []int) {
 }
 
 type ReadChunkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Chunk         *ChunkRef              `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Chunk *ChunkRef              `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// With length_bytes > 0, only the bytes [offset_bytes,
+	// offset_bytes+length_bytes) of the chunk are read (clipped to its end):
+	// offset_bytes is a multiple of 512 (a sector boundary), and the answer's
+	// data is the range, its sums those of the range's sectors (all of the
+	// chunk's with all_sums), corrupt judged on the range alone. Reparo's die
+	// repair fetches only the lost sectors this way.
+	OffsetBytes   int64 `protobuf:"varint,2,opt,name=offset_bytes,json=offsetBytes,proto3" json:"offset_bytes,omitempty"`
+	LengthBytes   int64 `protobuf:"varint,3,opt,name=length_bytes,json=lengthBytes,proto3" json:"length_bytes,omitempty"`
+	AllSums       bool  `protobuf:"varint,4,opt,name=all_sums,json=allSums,proto3" json:"all_sums,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -385,6 +394,27 @@ func (x *ReadChunkRequest) GetChunk() *ChunkRef {
 		return x.Chunk
 	}
 	return nil
+}
+
+func (x *ReadChunkRequest) GetOffsetBytes() int64 {
+	if x != nil {
+		return x.OffsetBytes
+	}
+	return 0
+}
+
+func (x *ReadChunkRequest) GetLengthBytes() int64 {
+	if x != nil {
+		return x.LengthBytes
+	}
+	return 0
+}
+
+func (x *ReadChunkRequest) GetAllSums() bool {
+	if x != nil {
+		return x.AllSums
+	}
+	return false
 }
 
 type ReadChunkResponse struct {
@@ -469,6 +499,172 @@ func (x *ReadChunkResponse) GetTransient() bool {
 
 // ReadChunksRequest asks for many chunks of one replica or shard of an
 // object version in one call (a streamed GET's read-ahead).
+// ChunkPatch is a sector-aligned byte range of a chunk and its new bytes.
+type ChunkPatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OffsetBytes   int64                  `protobuf:"varint,1,opt,name=offset_bytes,json=offsetBytes,proto3" json:"offset_bytes,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChunkPatch) Reset() {
+	*x = ChunkPatch{}
+	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChunkPatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChunkPatch) ProtoMessage() {}
+
+func (x *ChunkPatch) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChunkPatch.ProtoReflect.Descriptor instead.
+func (*ChunkPatch) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ChunkPatch) GetOffsetBytes() int64 {
+	if x != nil {
+		return x.OffsetBytes
+	}
+	return 0
+}
+
+func (x *ChunkPatch) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+// PatchChunkRequest repairs part of a chunk in place: the node lays the
+// patches over the chunk's surviving bytes, verifies every sector of the
+// result against the chunk's sums (its own record, or sums when the record
+// was lost: then the whole chunk's), and only then writes the patched
+// sectors (and the record). A result that does not verify changes nothing
+// and is refused as corruption: the repairer then re-creates the whole
+// chunk.
+type PatchChunkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Chunk *ChunkRef              `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	// At most 64, each sector-aligned, not overlapping.
+	Patches       []*ChunkPatch `protobuf:"bytes,2,rep,name=patches,proto3" json:"patches,omitempty"`
+	Sums          []uint32      `protobuf:"fixed32,3,rep,packed,name=sums,proto3" json:"sums,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatchChunkRequest) Reset() {
+	*x = PatchChunkRequest{}
+	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatchChunkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatchChunkRequest) ProtoMessage() {}
+
+func (x *PatchChunkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatchChunkRequest.ProtoReflect.Descriptor instead.
+func (*PatchChunkRequest) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PatchChunkRequest) GetChunk() *ChunkRef {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *PatchChunkRequest) GetPatches() []*ChunkPatch {
+	if x != nil {
+		return x.Patches
+	}
+	return nil
+}
+
+func (x *PatchChunkRequest) GetSums() []uint32 {
+	if x != nil {
+		return x.Sums
+	}
+	return nil
+}
+
+type PatchChunkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The chunk bytes the node rewrote (the sectors that differed).
+	BytesWritten  int64 `protobuf:"varint,1,opt,name=bytes_written,json=bytesWritten,proto3" json:"bytes_written,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PatchChunkResponse) Reset() {
+	*x = PatchChunkResponse{}
+	mi := &file_flashmend_node_node_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PatchChunkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PatchChunkResponse) ProtoMessage() {}
+
+func (x *PatchChunkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PatchChunkResponse.ProtoReflect.Descriptor instead.
+func (*PatchChunkResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PatchChunkResponse) GetBytesWritten() int64 {
+	if x != nil {
+		return x.BytesWritten
+	}
+	return 0
+}
+
 type ReadChunksRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Object  uint64                 `protobuf:"varint,1,opt,name=object,proto3" json:"object,omitempty"`
@@ -482,7 +678,7 @@ type ReadChunksRequest struct {
 
 func (x *ReadChunksRequest) Reset() {
 	*x = ReadChunksRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	mi := &file_flashmend_node_node_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -494,7 +690,7 @@ func (x *ReadChunksRequest) String() string {
 func (*ReadChunksRequest) ProtoMessage() {}
 
 func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[6]
+	mi := &file_flashmend_node_node_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -507,7 +703,7 @@ func (x *ReadChunksRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksRequest.ProtoReflect.Descriptor instead.
 func (*ReadChunksRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{6}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReadChunksRequest) GetObject() uint64 {
@@ -555,7 +751,7 @@ type ReadChunksResponse struct {
 
 func (x *ReadChunksResponse) Reset() {
 	*x = ReadChunksResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	mi := &file_flashmend_node_node_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -567,7 +763,7 @@ func (x *ReadChunksResponse) String() string {
 func (*ReadChunksResponse) ProtoMessage() {}
 
 func (x *ReadChunksResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[7]
+	mi := &file_flashmend_node_node_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -580,7 +776,7 @@ func (x *ReadChunksResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReadChunksResponse.ProtoReflect.Descriptor instead.
 func (*ReadChunksResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{7}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReadChunksResponse) GetIndex() uint32 {
@@ -621,7 +817,7 @@ type DeleteBlobRequest struct {
 
 func (x *DeleteBlobRequest) Reset() {
 	*x = DeleteBlobRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[8]
+	mi := &file_flashmend_node_node_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +829,7 @@ func (x *DeleteBlobRequest) String() string {
 func (*DeleteBlobRequest) ProtoMessage() {}
 
 func (x *DeleteBlobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[8]
+	mi := &file_flashmend_node_node_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +842,7 @@ func (x *DeleteBlobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBlobRequest.ProtoReflect.Descriptor instead.
 func (*DeleteBlobRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{8}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteBlobRequest) GetObject() uint64 {
@@ -671,7 +867,7 @@ type DeleteBlobResponse struct {
 
 func (x *DeleteBlobResponse) Reset() {
 	*x = DeleteBlobResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[9]
+	mi := &file_flashmend_node_node_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +879,7 @@ func (x *DeleteBlobResponse) String() string {
 func (*DeleteBlobResponse) ProtoMessage() {}
 
 func (x *DeleteBlobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[9]
+	mi := &file_flashmend_node_node_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +892,7 @@ func (x *DeleteBlobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteBlobResponse.ProtoReflect.Descriptor instead.
 func (*DeleteBlobResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{9}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{12}
 }
 
 type CorruptChunkRequest struct {
@@ -710,7 +906,7 @@ type CorruptChunkRequest struct {
 
 func (x *CorruptChunkRequest) Reset() {
 	*x = CorruptChunkRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[10]
+	mi := &file_flashmend_node_node_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -722,7 +918,7 @@ func (x *CorruptChunkRequest) String() string {
 func (*CorruptChunkRequest) ProtoMessage() {}
 
 func (x *CorruptChunkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[10]
+	mi := &file_flashmend_node_node_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -735,7 +931,7 @@ func (x *CorruptChunkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptChunkRequest.ProtoReflect.Descriptor instead.
 func (*CorruptChunkRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{10}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CorruptChunkRequest) GetChunk() *ChunkRef {
@@ -767,7 +963,7 @@ type CorruptChunkResponse struct {
 
 func (x *CorruptChunkResponse) Reset() {
 	*x = CorruptChunkResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[11]
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -779,7 +975,7 @@ func (x *CorruptChunkResponse) String() string {
 func (*CorruptChunkResponse) ProtoMessage() {}
 
 func (x *CorruptChunkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[11]
+	mi := &file_flashmend_node_node_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -792,7 +988,7 @@ func (x *CorruptChunkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CorruptChunkResponse.ProtoReflect.Descriptor instead.
 func (*CorruptChunkResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{11}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
 }
 
 type InjectUBERRequest struct {
@@ -805,7 +1001,7 @@ type InjectUBERRequest struct {
 
 func (x *InjectUBERRequest) Reset() {
 	*x = InjectUBERRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[12]
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -817,7 +1013,7 @@ func (x *InjectUBERRequest) String() string {
 func (*InjectUBERRequest) ProtoMessage() {}
 
 func (x *InjectUBERRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[12]
+	mi := &file_flashmend_node_node_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -830,7 +1026,7 @@ func (x *InjectUBERRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectUBERRequest.ProtoReflect.Descriptor instead.
 func (*InjectUBERRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{12}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *InjectUBERRequest) GetRate() float64 {
@@ -855,7 +1051,7 @@ type InjectUBERResponse struct {
 
 func (x *InjectUBERResponse) Reset() {
 	*x = InjectUBERResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[13]
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -867,7 +1063,7 @@ func (x *InjectUBERResponse) String() string {
 func (*InjectUBERResponse) ProtoMessage() {}
 
 func (x *InjectUBERResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[13]
+	mi := &file_flashmend_node_node_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -880,7 +1076,7 @@ func (x *InjectUBERResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InjectUBERResponse.ProtoReflect.Descriptor instead.
 func (*InjectUBERResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{13}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
 }
 
 // FillRequest fills the node's device with ballast (the reliability
@@ -896,7 +1092,7 @@ type FillRequest struct {
 
 func (x *FillRequest) Reset() {
 	*x = FillRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1104,7 @@ func (x *FillRequest) String() string {
 func (*FillRequest) ProtoMessage() {}
 
 func (x *FillRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[14]
+	mi := &file_flashmend_node_node_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1117,7 @@ func (x *FillRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillRequest.ProtoReflect.Descriptor instead.
 func (*FillRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{14}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FillRequest) GetFill() bool {
@@ -949,7 +1145,7 @@ type FillResponse struct {
 
 func (x *FillResponse) Reset() {
 	*x = FillResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1157,7 @@ func (x *FillResponse) String() string {
 func (*FillResponse) ProtoMessage() {}
 
 func (x *FillResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[15]
+	mi := &file_flashmend_node_node_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1170,7 @@ func (x *FillResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FillResponse.ProtoReflect.Descriptor instead.
 func (*FillResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{15}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FillResponse) GetBallastBytes() uint64 {
@@ -1000,7 +1196,7 @@ type FailDieRequest struct {
 
 func (x *FailDieRequest) Reset() {
 	*x = FailDieRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1208,7 @@ func (x *FailDieRequest) String() string {
 func (*FailDieRequest) ProtoMessage() {}
 
 func (x *FailDieRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[16]
+	mi := &file_flashmend_node_node_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1221,7 @@ func (x *FailDieRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailDieRequest.ProtoReflect.Descriptor instead.
 func (*FailDieRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{16}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FailDieRequest) GetDie() int32 {
@@ -1043,7 +1239,7 @@ type FailDieResponse struct {
 
 func (x *FailDieResponse) Reset() {
 	*x = FailDieResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1251,7 @@ func (x *FailDieResponse) String() string {
 func (*FailDieResponse) ProtoMessage() {}
 
 func (x *FailDieResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[17]
+	mi := &file_flashmend_node_node_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1264,7 @@ func (x *FailDieResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FailDieResponse.ProtoReflect.Descriptor instead.
 func (*FailDieResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{17}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
 }
 
 // A die the node's flash layer declared failed, and what it lost (Reparo,
@@ -1098,14 +1294,19 @@ type DieRepairJob struct {
 	// The node runs the `rebuild` baseline: the die failure retires the
 	// whole device, and every blob it holds is re-created on other nodes
 	// (objects lists them all).
-	Rebuild       bool `protobuf:"varint,14,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	Rebuild bool `protobuf:"varint,14,opt,name=rebuild,proto3" json:"rebuild,omitempty"`
+	// The chunks with bytes on the die (Reparo: the failed LBAs, 003
+	// section 4.2.2), for the blobs listed in objects; a blob in objects
+	// with none here is repaired whole (its index entry only, or more
+	// chunks than one job lists).
+	LostChunks    []*LostChunk `protobuf:"bytes,15,rep,name=lost_chunks,json=lostChunks,proto3" json:"lost_chunks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DieRepairJob) Reset() {
 	*x = DieRepairJob{}
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1318,7 @@ func (x *DieRepairJob) String() string {
 func (*DieRepairJob) ProtoMessage() {}
 
 func (x *DieRepairJob) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[18]
+	mi := &file_flashmend_node_node_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1331,7 @@ func (x *DieRepairJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairJob.ProtoReflect.Descriptor instead.
 func (*DieRepairJob) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{18}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DieRepairJob) GetId() uint64 {
@@ -1231,6 +1432,83 @@ func (x *DieRepairJob) GetRebuild() bool {
 	return false
 }
 
+func (x *DieRepairJob) GetLostChunks() []*LostChunk {
+	if x != nil {
+		return x.LostChunks
+	}
+	return nil
+}
+
+// LostChunk is one chunk's loss: the byte ranges of its data on the dead
+// die (offsets[i], lengths[i]) and whether its sums record was there.
+type LostChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunk         *ChunkRef              `protobuf:"bytes,1,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Offsets       []int64                `protobuf:"varint,2,rep,packed,name=offsets,proto3" json:"offsets,omitempty"`
+	Lengths       []int64                `protobuf:"varint,3,rep,packed,name=lengths,proto3" json:"lengths,omitempty"`
+	SumsLost      bool                   `protobuf:"varint,4,opt,name=sums_lost,json=sumsLost,proto3" json:"sums_lost,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LostChunk) Reset() {
+	*x = LostChunk{}
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LostChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LostChunk) ProtoMessage() {}
+
+func (x *LostChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LostChunk.ProtoReflect.Descriptor instead.
+func (*LostChunk) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *LostChunk) GetChunk() *ChunkRef {
+	if x != nil {
+		return x.Chunk
+	}
+	return nil
+}
+
+func (x *LostChunk) GetOffsets() []int64 {
+	if x != nil {
+		return x.Offsets
+	}
+	return nil
+}
+
+func (x *LostChunk) GetLengths() []int64 {
+	if x != nil {
+		return x.Lengths
+	}
+	return nil
+}
+
+func (x *LostChunk) GetSumsLost() bool {
+	if x != nil {
+		return x.SumsLost
+	}
+	return false
+}
+
 type DieRepairsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1239,7 +1517,7 @@ type DieRepairsRequest struct {
 
 func (x *DieRepairsRequest) Reset() {
 	*x = DieRepairsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1529,7 @@ func (x *DieRepairsRequest) String() string {
 func (*DieRepairsRequest) ProtoMessage() {}
 
 func (x *DieRepairsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[19]
+	mi := &file_flashmend_node_node_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1542,7 @@ func (x *DieRepairsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairsRequest.ProtoReflect.Descriptor instead.
 func (*DieRepairsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{19}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{23}
 }
 
 type DieRepairsResponse struct {
@@ -1277,7 +1555,7 @@ type DieRepairsResponse struct {
 
 func (x *DieRepairsResponse) Reset() {
 	*x = DieRepairsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1289,7 +1567,7 @@ func (x *DieRepairsResponse) String() string {
 func (*DieRepairsResponse) ProtoMessage() {}
 
 func (x *DieRepairsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[20]
+	mi := &file_flashmend_node_node_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1302,7 +1580,7 @@ func (x *DieRepairsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairsResponse.ProtoReflect.Descriptor instead.
 func (*DieRepairsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{20}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DieRepairsResponse) GetJobs() []*DieRepairJob {
@@ -1320,14 +1598,23 @@ type DieRepairDoneRequest struct {
 	BytesRepaired   int64                  `protobuf:"varint,4,opt,name=bytes_repaired,json=bytesRepaired,proto3" json:"bytes_repaired,omitempty"`
 	ChunksRepaired  int64                  `protobuf:"varint,5,opt,name=chunks_repaired,json=chunksRepaired,proto3" json:"chunks_repaired,omitempty"`
 	// Rebuild jobs: replicas or shards re-created on other nodes.
-	Moved         int64 `protobuf:"varint,6,opt,name=moved,proto3" json:"moved,omitempty"`
+	Moved int64 `protobuf:"varint,6,opt,name=moved,proto3" json:"moved,omitempty"`
+	// Bytes the repairer read from the nodes to repair (the spans of other
+	// replicas or shards, whole chunks where it fell back), against the
+	// job's lost_bytes.
+	BytesFetched int64 `protobuf:"varint,7,opt,name=bytes_fetched,json=bytesFetched,proto3" json:"bytes_fetched,omitempty"`
+	// Chunks repaired from the lost sectors alone, and chunks repaired
+	// whole (a sums record lost with an EC chunk, a span no copy verifies,
+	// a patch that did not verify, blobs without lost_chunks).
+	ChunksSpanned int64 `protobuf:"varint,8,opt,name=chunks_spanned,json=chunksSpanned,proto3" json:"chunks_spanned,omitempty"`
+	ChunksWhole   int64 `protobuf:"varint,9,opt,name=chunks_whole,json=chunksWhole,proto3" json:"chunks_whole,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DieRepairDoneRequest) Reset() {
 	*x = DieRepairDoneRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[21]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1339,7 +1626,7 @@ func (x *DieRepairDoneRequest) String() string {
 func (*DieRepairDoneRequest) ProtoMessage() {}
 
 func (x *DieRepairDoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[21]
+	mi := &file_flashmend_node_node_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1352,7 +1639,7 @@ func (x *DieRepairDoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairDoneRequest.ProtoReflect.Descriptor instead.
 func (*DieRepairDoneRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{21}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DieRepairDoneRequest) GetId() uint64 {
@@ -1397,6 +1684,27 @@ func (x *DieRepairDoneRequest) GetMoved() int64 {
 	return 0
 }
 
+func (x *DieRepairDoneRequest) GetBytesFetched() int64 {
+	if x != nil {
+		return x.BytesFetched
+	}
+	return 0
+}
+
+func (x *DieRepairDoneRequest) GetChunksSpanned() int64 {
+	if x != nil {
+		return x.ChunksSpanned
+	}
+	return 0
+}
+
+func (x *DieRepairDoneRequest) GetChunksWhole() int64 {
+	if x != nil {
+		return x.ChunksWhole
+	}
+	return 0
+}
+
 type DieRepairDoneResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1405,7 +1713,7 @@ type DieRepairDoneResponse struct {
 
 func (x *DieRepairDoneResponse) Reset() {
 	*x = DieRepairDoneResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	mi := &file_flashmend_node_node_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1725,7 @@ func (x *DieRepairDoneResponse) String() string {
 func (*DieRepairDoneResponse) ProtoMessage() {}
 
 func (x *DieRepairDoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[22]
+	mi := &file_flashmend_node_node_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1738,7 @@ func (x *DieRepairDoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DieRepairDoneResponse.ProtoReflect.Descriptor instead.
 func (*DieRepairDoneResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{22}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{26}
 }
 
 type StatsRequest struct {
@@ -1443,7 +1751,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[23]
+	mi := &file_flashmend_node_node_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1763,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[23]
+	mi := &file_flashmend_node_node_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1776,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{23}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatsRequest) GetWithHistory() bool {
@@ -1516,7 +1824,7 @@ type DeviceStats struct {
 
 func (x *DeviceStats) Reset() {
 	*x = DeviceStats{}
-	mi := &file_flashmend_node_node_proto_msgTypes[24]
+	mi := &file_flashmend_node_node_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1528,7 +1836,7 @@ func (x *DeviceStats) String() string {
 func (*DeviceStats) ProtoMessage() {}
 
 func (x *DeviceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[24]
+	mi := &file_flashmend_node_node_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1541,7 +1849,7 @@ func (x *DeviceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceStats.ProtoReflect.Descriptor instead.
 func (*DeviceStats) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{24}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeviceStats) GetDevice() string {
@@ -1708,7 +2016,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[25]
+	mi := &file_flashmend_node_node_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +2028,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[25]
+	mi := &file_flashmend_node_node_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +2041,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{25}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatsResponse) GetNodeId() uint64 {
@@ -1810,7 +2118,7 @@ type RepairEvent struct {
 
 func (x *RepairEvent) Reset() {
 	*x = RepairEvent{}
-	mi := &file_flashmend_node_node_proto_msgTypes[26]
+	mi := &file_flashmend_node_node_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1822,7 +2130,7 @@ func (x *RepairEvent) String() string {
 func (*RepairEvent) ProtoMessage() {}
 
 func (x *RepairEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[26]
+	mi := &file_flashmend_node_node_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1835,7 +2143,7 @@ func (x *RepairEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairEvent.ProtoReflect.Descriptor instead.
 func (*RepairEvent) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{26}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RepairEvent) GetUnixMs() int64 {
@@ -1907,7 +2215,7 @@ type RepairHistory struct {
 
 func (x *RepairHistory) Reset() {
 	*x = RepairHistory{}
-	mi := &file_flashmend_node_node_proto_msgTypes[27]
+	mi := &file_flashmend_node_node_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2227,7 @@ func (x *RepairHistory) String() string {
 func (*RepairHistory) ProtoMessage() {}
 
 func (x *RepairHistory) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[27]
+	mi := &file_flashmend_node_node_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2240,7 @@ func (x *RepairHistory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RepairHistory.ProtoReflect.Descriptor instead.
 func (*RepairHistory) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{27}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RepairHistory) GetCounts() map[string]int64 {
@@ -1964,7 +2272,7 @@ type ListBlobsRequest struct {
 
 func (x *ListBlobsRequest) Reset() {
 	*x = ListBlobsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[28]
+	mi := &file_flashmend_node_node_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2284,7 @@ func (x *ListBlobsRequest) String() string {
 func (*ListBlobsRequest) ProtoMessage() {}
 
 func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[28]
+	mi := &file_flashmend_node_node_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2297,7 @@ func (x *ListBlobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsRequest.ProtoReflect.Descriptor instead.
 func (*ListBlobsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{28}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{32}
 }
 
 type ListBlobsResponse struct {
@@ -2001,7 +2309,7 @@ type ListBlobsResponse struct {
 
 func (x *ListBlobsResponse) Reset() {
 	*x = ListBlobsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[29]
+	mi := &file_flashmend_node_node_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2321,7 @@ func (x *ListBlobsResponse) String() string {
 func (*ListBlobsResponse) ProtoMessage() {}
 
 func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[29]
+	mi := &file_flashmend_node_node_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2334,7 @@ func (x *ListBlobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBlobsResponse.ProtoReflect.Descriptor instead.
 func (*ListBlobsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{29}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListBlobsResponse) GetBlobs() []*BlobInfo {
@@ -2045,7 +2353,7 @@ type MetricsRequest struct {
 
 func (x *MetricsRequest) Reset() {
 	*x = MetricsRequest{}
-	mi := &file_flashmend_node_node_proto_msgTypes[30]
+	mi := &file_flashmend_node_node_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2057,7 +2365,7 @@ func (x *MetricsRequest) String() string {
 func (*MetricsRequest) ProtoMessage() {}
 
 func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[30]
+	mi := &file_flashmend_node_node_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2070,7 +2378,7 @@ func (x *MetricsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsRequest.ProtoReflect.Descriptor instead.
 func (*MetricsRequest) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{30}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{34}
 }
 
 // MetricsResponse carries them in Prometheus's text exposition format (what
@@ -2084,7 +2392,7 @@ type MetricsResponse struct {
 
 func (x *MetricsResponse) Reset() {
 	*x = MetricsResponse{}
-	mi := &file_flashmend_node_node_proto_msgTypes[31]
+	mi := &file_flashmend_node_node_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2404,7 @@ func (x *MetricsResponse) String() string {
 func (*MetricsResponse) ProtoMessage() {}
 
 func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_flashmend_node_node_proto_msgTypes[31]
+	mi := &file_flashmend_node_node_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2417,7 @@ func (x *MetricsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetricsResponse.ProtoReflect.Descriptor instead.
 func (*MetricsResponse) Descriptor() ([]byte, []int) {
-	return file_flashmend_node_node_proto_rawDescGZIP(), []int{31}
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MetricsResponse) GetText() []byte {
@@ -2151,16 +2459,29 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x06repair\x18\x04 \x01(\bR\x06repair\x12,\n" +
 	"\x04info\x18\x05 \x01(\v2\x18.flashmend.node.BlobInfoR\x04info\x12\x18\n" +
 	"\amissing\x18\x06 \x01(\bR\amissing\"\x14\n" +
-	"\x12WriteChunkResponse\"B\n" +
+	"\x12WriteChunkResponse\"\xa3\x01\n" +
 	"\x10ReadChunkRequest\x12.\n" +
-	"\x05chunk\x18\x01 \x01(\v2\x18.flashmend.node.ChunkRefR\x05chunk\"\x92\x01\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x18.flashmend.node.ChunkRefR\x05chunk\x12!\n" +
+	"\foffset_bytes\x18\x02 \x01(\x03R\voffsetBytes\x12!\n" +
+	"\flength_bytes\x18\x03 \x01(\x03R\vlengthBytes\x12\x19\n" +
+	"\ball_sums\x18\x04 \x01(\bR\aallSums\"\x92\x01\n" +
 	"\x11ReadChunkResponse\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x12\n" +
 	"\x04sums\x18\x02 \x03(\aR\x04sums\x12\x1d\n" +
 	"\n" +
 	"sums_valid\x18\x03 \x01(\bR\tsumsValid\x12\x18\n" +
 	"\acorrupt\x18\x04 \x01(\bR\acorrupt\x12\x1c\n" +
-	"\ttransient\x18\x05 \x01(\bR\ttransient\"u\n" +
+	"\ttransient\x18\x05 \x01(\bR\ttransient\"C\n" +
+	"\n" +
+	"ChunkPatch\x12!\n" +
+	"\foffset_bytes\x18\x01 \x01(\x03R\voffsetBytes\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x8d\x01\n" +
+	"\x11PatchChunkRequest\x12.\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x18.flashmend.node.ChunkRefR\x05chunk\x124\n" +
+	"\apatches\x18\x02 \x03(\v2\x1a.flashmend.node.ChunkPatchR\apatches\x12\x12\n" +
+	"\x04sums\x18\x03 \x03(\aR\x04sums\"9\n" +
+	"\x12PatchChunkResponse\x12#\n" +
+	"\rbytes_written\x18\x01 \x01(\x03R\fbytesWritten\"u\n" +
 	"\x11ReadChunksRequest\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\x04R\x06object\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
@@ -2196,7 +2517,7 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"free_bytes\x18\x02 \x01(\x04R\tfreeBytes\"\"\n" +
 	"\x0eFailDieRequest\x12\x10\n" +
 	"\x03die\x18\x01 \x01(\x05R\x03die\"\x11\n" +
-	"\x0fFailDieResponse\"\xb2\x03\n" +
+	"\x0fFailDieResponse\"\xee\x03\n" +
 	"\fDieRepairJob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
 	"\achannel\x18\x02 \x01(\x05R\achannel\x12\x10\n" +
@@ -2216,17 +2537,27 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"identifier\x18\f \x01(\tR\n" +
 	"identifier\x12%\n" +
 	"\x0eidentify_nanos\x18\r \x01(\x03R\ridentifyNanos\x12\x18\n" +
-	"\arebuild\x18\x0e \x01(\bR\arebuild\"\x13\n" +
+	"\arebuild\x18\x0e \x01(\bR\arebuild\x12:\n" +
+	"\vlost_chunks\x18\x0f \x03(\v2\x19.flashmend.node.LostChunkR\n" +
+	"lostChunks\"\x8c\x01\n" +
+	"\tLostChunk\x12.\n" +
+	"\x05chunk\x18\x01 \x01(\v2\x18.flashmend.node.ChunkRefR\x05chunk\x12\x18\n" +
+	"\aoffsets\x18\x02 \x03(\x03R\aoffsets\x12\x18\n" +
+	"\alengths\x18\x03 \x03(\x03R\alengths\x12\x1b\n" +
+	"\tsums_lost\x18\x04 \x01(\bR\bsumsLost\"\x13\n" +
 	"\x11DieRepairsRequest\"F\n" +
 	"\x12DieRepairsResponse\x120\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x1c.flashmend.node.DieRepairJobR\x04jobs\"\xde\x01\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x1c.flashmend.node.DieRepairJobR\x04jobs\"\xcd\x02\n" +
 	"\x14DieRepairDoneRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12)\n" +
 	"\x10objects_repaired\x18\x02 \x01(\x03R\x0fobjectsRepaired\x12%\n" +
 	"\x0eobjects_failed\x18\x03 \x01(\x03R\robjectsFailed\x12%\n" +
 	"\x0ebytes_repaired\x18\x04 \x01(\x03R\rbytesRepaired\x12'\n" +
 	"\x0fchunks_repaired\x18\x05 \x01(\x03R\x0echunksRepaired\x12\x14\n" +
-	"\x05moved\x18\x06 \x01(\x03R\x05moved\"\x17\n" +
+	"\x05moved\x18\x06 \x01(\x03R\x05moved\x12#\n" +
+	"\rbytes_fetched\x18\a \x01(\x03R\fbytesFetched\x12%\n" +
+	"\x0echunks_spanned\x18\b \x01(\x03R\rchunksSpanned\x12!\n" +
+	"\fchunks_whole\x18\t \x01(\x03R\vchunksWhole\"\x17\n" +
 	"\x15DieRepairDoneResponse\"1\n" +
 	"\fStatsRequest\x12!\n" +
 	"\fwith_history\x18\x01 \x01(\bR\vwithHistory\"\xeb\x05\n" +
@@ -2289,13 +2620,15 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs\"\x10\n" +
 	"\x0eMetricsRequest\"%\n" +
 	"\x0fMetricsResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\fR\x04text2\xaf\b\n" +
+	"\x04text\x18\x01 \x01(\fR\x04text2\x84\t\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
 	"WriteChunk\x12!.flashmend.node.WriteChunkRequest\x1a\".flashmend.node.WriteChunkResponse\x12P\n" +
 	"\tReadChunk\x12 .flashmend.node.ReadChunkRequest\x1a!.flashmend.node.ReadChunkResponse\x12U\n" +
 	"\n" +
 	"ReadChunks\x12!.flashmend.node.ReadChunksRequest\x1a\".flashmend.node.ReadChunksResponse0\x01\x12S\n" +
+	"\n" +
+	"PatchChunk\x12!.flashmend.node.PatchChunkRequest\x1a\".flashmend.node.PatchChunkResponse\x12S\n" +
 	"\n" +
 	"DeleteBlob\x12!.flashmend.node.DeleteBlobRequest\x1a\".flashmend.node.DeleteBlobResponse\x12Y\n" +
 	"\fCorruptChunk\x12#.flashmend.node.CorruptChunkRequest\x1a$.flashmend.node.CorruptChunkResponse\x12S\n" +
@@ -2322,7 +2655,7 @@ func file_flashmend_node_node_proto_rawDescGZIP() []byte {
 	return file_flashmend_node_node_proto_rawDescData
 }
 
-var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_flashmend_node_node_proto_goTypes = []any{
 	(*ChunkRef)(nil),              // 0: flashmend.node.ChunkRef
 	(*BlobInfo)(nil),              // 1: flashmend.node.BlobInfo
@@ -2330,77 +2663,87 @@ var file_flashmend_node_node_proto_goTypes = []any{
 	(*WriteChunkResponse)(nil),    // 3: flashmend.node.WriteChunkResponse
 	(*ReadChunkRequest)(nil),      // 4: flashmend.node.ReadChunkRequest
 	(*ReadChunkResponse)(nil),     // 5: flashmend.node.ReadChunkResponse
-	(*ReadChunksRequest)(nil),     // 6: flashmend.node.ReadChunksRequest
-	(*ReadChunksResponse)(nil),    // 7: flashmend.node.ReadChunksResponse
-	(*DeleteBlobRequest)(nil),     // 8: flashmend.node.DeleteBlobRequest
-	(*DeleteBlobResponse)(nil),    // 9: flashmend.node.DeleteBlobResponse
-	(*CorruptChunkRequest)(nil),   // 10: flashmend.node.CorruptChunkRequest
-	(*CorruptChunkResponse)(nil),  // 11: flashmend.node.CorruptChunkResponse
-	(*InjectUBERRequest)(nil),     // 12: flashmend.node.InjectUBERRequest
-	(*InjectUBERResponse)(nil),    // 13: flashmend.node.InjectUBERResponse
-	(*FillRequest)(nil),           // 14: flashmend.node.FillRequest
-	(*FillResponse)(nil),          // 15: flashmend.node.FillResponse
-	(*FailDieRequest)(nil),        // 16: flashmend.node.FailDieRequest
-	(*FailDieResponse)(nil),       // 17: flashmend.node.FailDieResponse
-	(*DieRepairJob)(nil),          // 18: flashmend.node.DieRepairJob
-	(*DieRepairsRequest)(nil),     // 19: flashmend.node.DieRepairsRequest
-	(*DieRepairsResponse)(nil),    // 20: flashmend.node.DieRepairsResponse
-	(*DieRepairDoneRequest)(nil),  // 21: flashmend.node.DieRepairDoneRequest
-	(*DieRepairDoneResponse)(nil), // 22: flashmend.node.DieRepairDoneResponse
-	(*StatsRequest)(nil),          // 23: flashmend.node.StatsRequest
-	(*DeviceStats)(nil),           // 24: flashmend.node.DeviceStats
-	(*StatsResponse)(nil),         // 25: flashmend.node.StatsResponse
-	(*RepairEvent)(nil),           // 26: flashmend.node.RepairEvent
-	(*RepairHistory)(nil),         // 27: flashmend.node.RepairHistory
-	(*ListBlobsRequest)(nil),      // 28: flashmend.node.ListBlobsRequest
-	(*ListBlobsResponse)(nil),     // 29: flashmend.node.ListBlobsResponse
-	(*MetricsRequest)(nil),        // 30: flashmend.node.MetricsRequest
-	(*MetricsResponse)(nil),       // 31: flashmend.node.MetricsResponse
-	nil,                           // 32: flashmend.node.RepairHistory.CountsEntry
+	(*ChunkPatch)(nil),            // 6: flashmend.node.ChunkPatch
+	(*PatchChunkRequest)(nil),     // 7: flashmend.node.PatchChunkRequest
+	(*PatchChunkResponse)(nil),    // 8: flashmend.node.PatchChunkResponse
+	(*ReadChunksRequest)(nil),     // 9: flashmend.node.ReadChunksRequest
+	(*ReadChunksResponse)(nil),    // 10: flashmend.node.ReadChunksResponse
+	(*DeleteBlobRequest)(nil),     // 11: flashmend.node.DeleteBlobRequest
+	(*DeleteBlobResponse)(nil),    // 12: flashmend.node.DeleteBlobResponse
+	(*CorruptChunkRequest)(nil),   // 13: flashmend.node.CorruptChunkRequest
+	(*CorruptChunkResponse)(nil),  // 14: flashmend.node.CorruptChunkResponse
+	(*InjectUBERRequest)(nil),     // 15: flashmend.node.InjectUBERRequest
+	(*InjectUBERResponse)(nil),    // 16: flashmend.node.InjectUBERResponse
+	(*FillRequest)(nil),           // 17: flashmend.node.FillRequest
+	(*FillResponse)(nil),          // 18: flashmend.node.FillResponse
+	(*FailDieRequest)(nil),        // 19: flashmend.node.FailDieRequest
+	(*FailDieResponse)(nil),       // 20: flashmend.node.FailDieResponse
+	(*DieRepairJob)(nil),          // 21: flashmend.node.DieRepairJob
+	(*LostChunk)(nil),             // 22: flashmend.node.LostChunk
+	(*DieRepairsRequest)(nil),     // 23: flashmend.node.DieRepairsRequest
+	(*DieRepairsResponse)(nil),    // 24: flashmend.node.DieRepairsResponse
+	(*DieRepairDoneRequest)(nil),  // 25: flashmend.node.DieRepairDoneRequest
+	(*DieRepairDoneResponse)(nil), // 26: flashmend.node.DieRepairDoneResponse
+	(*StatsRequest)(nil),          // 27: flashmend.node.StatsRequest
+	(*DeviceStats)(nil),           // 28: flashmend.node.DeviceStats
+	(*StatsResponse)(nil),         // 29: flashmend.node.StatsResponse
+	(*RepairEvent)(nil),           // 30: flashmend.node.RepairEvent
+	(*RepairHistory)(nil),         // 31: flashmend.node.RepairHistory
+	(*ListBlobsRequest)(nil),      // 32: flashmend.node.ListBlobsRequest
+	(*ListBlobsResponse)(nil),     // 33: flashmend.node.ListBlobsResponse
+	(*MetricsRequest)(nil),        // 34: flashmend.node.MetricsRequest
+	(*MetricsResponse)(nil),       // 35: flashmend.node.MetricsResponse
+	nil,                           // 36: flashmend.node.RepairHistory.CountsEntry
 }
 var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 0: flashmend.node.WriteChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
 	1,  // 1: flashmend.node.WriteChunkRequest.info:type_name -> flashmend.node.BlobInfo
 	0,  // 2: flashmend.node.ReadChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
-	5,  // 3: flashmend.node.ReadChunksResponse.chunk:type_name -> flashmend.node.ReadChunkResponse
-	0,  // 4: flashmend.node.CorruptChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
-	18, // 5: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
-	24, // 6: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
-	27, // 7: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
-	32, // 8: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
-	26, // 9: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
-	1,  // 10: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
-	2,  // 11: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
-	4,  // 12: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
-	6,  // 13: flashmend.node.Node.ReadChunks:input_type -> flashmend.node.ReadChunksRequest
-	8,  // 14: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
-	10, // 15: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
-	12, // 16: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
-	14, // 17: flashmend.node.Node.Fill:input_type -> flashmend.node.FillRequest
-	16, // 18: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
-	19, // 19: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
-	21, // 20: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
-	23, // 21: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
-	28, // 22: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
-	30, // 23: flashmend.node.Node.Metrics:input_type -> flashmend.node.MetricsRequest
-	3,  // 24: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
-	5,  // 25: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
-	7,  // 26: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
-	9,  // 27: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
-	11, // 28: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
-	13, // 29: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
-	15, // 30: flashmend.node.Node.Fill:output_type -> flashmend.node.FillResponse
-	17, // 31: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
-	20, // 32: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
-	22, // 33: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
-	25, // 34: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
-	29, // 35: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
-	31, // 36: flashmend.node.Node.Metrics:output_type -> flashmend.node.MetricsResponse
-	24, // [24:37] is the sub-list for method output_type
-	11, // [11:24] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	0,  // 3: flashmend.node.PatchChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
+	6,  // 4: flashmend.node.PatchChunkRequest.patches:type_name -> flashmend.node.ChunkPatch
+	5,  // 5: flashmend.node.ReadChunksResponse.chunk:type_name -> flashmend.node.ReadChunkResponse
+	0,  // 6: flashmend.node.CorruptChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
+	22, // 7: flashmend.node.DieRepairJob.lost_chunks:type_name -> flashmend.node.LostChunk
+	0,  // 8: flashmend.node.LostChunk.chunk:type_name -> flashmend.node.ChunkRef
+	21, // 9: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
+	28, // 10: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
+	31, // 11: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
+	36, // 12: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
+	30, // 13: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
+	1,  // 14: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
+	2,  // 15: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
+	4,  // 16: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
+	9,  // 17: flashmend.node.Node.ReadChunks:input_type -> flashmend.node.ReadChunksRequest
+	7,  // 18: flashmend.node.Node.PatchChunk:input_type -> flashmend.node.PatchChunkRequest
+	11, // 19: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
+	13, // 20: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
+	15, // 21: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
+	17, // 22: flashmend.node.Node.Fill:input_type -> flashmend.node.FillRequest
+	19, // 23: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
+	23, // 24: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
+	25, // 25: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
+	27, // 26: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
+	32, // 27: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
+	34, // 28: flashmend.node.Node.Metrics:input_type -> flashmend.node.MetricsRequest
+	3,  // 29: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
+	5,  // 30: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
+	10, // 31: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
+	8,  // 32: flashmend.node.Node.PatchChunk:output_type -> flashmend.node.PatchChunkResponse
+	12, // 33: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
+	14, // 34: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
+	16, // 35: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
+	18, // 36: flashmend.node.Node.Fill:output_type -> flashmend.node.FillResponse
+	20, // 37: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
+	24, // 38: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
+	26, // 39: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
+	29, // 40: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
+	33, // 41: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
+	35, // 42: flashmend.node.Node.Metrics:output_type -> flashmend.node.MetricsResponse
+	29, // [29:43] is the sub-list for method output_type
+	15, // [15:29] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_flashmend_node_node_proto_init() }
@@ -2414,7 +2757,7 @@ func file_flashmend_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_node_node_proto_rawDesc), len(file_flashmend_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

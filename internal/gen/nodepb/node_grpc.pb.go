@@ -25,6 +25,7 @@ const (
 	Node_WriteChunk_FullMethodName    = "/flashmend.node.Node/WriteChunk"
 	Node_ReadChunk_FullMethodName     = "/flashmend.node.Node/ReadChunk"
 	Node_ReadChunks_FullMethodName    = "/flashmend.node.Node/ReadChunks"
+	Node_PatchChunk_FullMethodName    = "/flashmend.node.Node/PatchChunk"
 	Node_DeleteBlob_FullMethodName    = "/flashmend.node.Node/DeleteBlob"
 	Node_CorruptChunk_FullMethodName  = "/flashmend.node.Node/CorruptChunk"
 	Node_InjectUBER_FullMethodName    = "/flashmend.node.Node/InjectUBER"
@@ -46,6 +47,7 @@ type NodeClient interface {
 	// ReadChunks streams many chunks of one replica or shard, in the order
 	// asked; HTTP/2 flow control holds the node back when the reader lags.
 	ReadChunks(ctx context.Context, in *ReadChunksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadChunksResponse], error)
+	PatchChunk(ctx context.Context, in *PatchChunkRequest, opts ...grpc.CallOption) (*PatchChunkResponse, error)
 	DeleteBlob(ctx context.Context, in *DeleteBlobRequest, opts ...grpc.CallOption) (*DeleteBlobResponse, error)
 	CorruptChunk(ctx context.Context, in *CorruptChunkRequest, opts ...grpc.CallOption) (*CorruptChunkResponse, error)
 	InjectUBER(ctx context.Context, in *InjectUBERRequest, opts ...grpc.CallOption) (*InjectUBERResponse, error)
@@ -107,6 +109,16 @@ func (c *nodeClient) ReadChunks(ctx context.Context, in *ReadChunksRequest, opts
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Node_ReadChunksClient = grpc.ServerStreamingClient[ReadChunksResponse]
+
+func (c *nodeClient) PatchChunk(ctx context.Context, in *PatchChunkRequest, opts ...grpc.CallOption) (*PatchChunkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PatchChunkResponse)
+	err := c.cc.Invoke(ctx, Node_PatchChunk_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 func (c *nodeClient) DeleteBlob(ctx context.Context, in *DeleteBlobRequest, opts ...grpc.CallOption) (*DeleteBlobResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -217,6 +229,7 @@ type NodeServer interface {
 	// ReadChunks streams many chunks of one replica or shard, in the order
 	// asked; HTTP/2 flow control holds the node back when the reader lags.
 	ReadChunks(*ReadChunksRequest, grpc.ServerStreamingServer[ReadChunksResponse]) error
+	PatchChunk(context.Context, *PatchChunkRequest) (*PatchChunkResponse, error)
 	DeleteBlob(context.Context, *DeleteBlobRequest) (*DeleteBlobResponse, error)
 	CorruptChunk(context.Context, *CorruptChunkRequest) (*CorruptChunkResponse, error)
 	InjectUBER(context.Context, *InjectUBERRequest) (*InjectUBERResponse, error)
@@ -248,6 +261,9 @@ func (UnimplementedNodeServer) ReadChunk(context.Context, *ReadChunkRequest) (*R
 }
 func (UnimplementedNodeServer) ReadChunks(*ReadChunksRequest, grpc.ServerStreamingServer[ReadChunksResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method ReadChunks not implemented")
+}
+func (UnimplementedNodeServer) PatchChunk(context.Context, *PatchChunkRequest) (*PatchChunkResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method PatchChunk not implemented")
 }
 func (UnimplementedNodeServer) DeleteBlob(context.Context, *DeleteBlobRequest) (*DeleteBlobResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method DeleteBlob not implemented")
@@ -346,6 +362,24 @@ func _Node_ReadChunks_Handler(srv interface{}, stream grpc.ServerStream) error {
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Node_ReadChunksServer = grpc.ServerStreamingServer[ReadChunksResponse]
+
+func _Node_PatchChunk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PatchChunkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(NodeServer).PatchChunk(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Node_PatchChunk_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(NodeServer).PatchChunk(ctx, req.(*PatchChunkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 func _Node_DeleteBlob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeleteBlobRequest)
@@ -541,6 +575,10 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ReadChunk",
 			Handler:    _Node_ReadChunk_Handler,
+		},
+		{
+			MethodName: "PatchChunk",
+			Handler:    _Node_PatchChunk_Handler,
 		},
 		{
 			MethodName: "DeleteBlob",
