@@ -27,6 +27,13 @@
 //   - DecideHDFS, the baseline of the paper's evaluation: fail over from the
 //     first failing offset, never return to a failed replica, re-replicate
 //     the whole block, fail if every replica fails somewhere.
+//   - Spans (Reparo's die repair at sector granularity): Cover turns the
+//     byte ranges a failed die took of a chunk into sector-aligned spans;
+//     SumsFrom/VerifyFrom check a span against the stored sums of its
+//     sectors; DecideSpanREP takes a span from the first replica where it
+//     verifies (sector by sector, then by vote, otherwise); DecideSpanEC
+//     decodes a span of one shard from the same span of four others
+//     (Reed-Solomon codes each byte position on its own).
 //   - The scrubber's planning: ScrubREP (repair every corrupt replica, not
 //     only those a read passes) and TokenBucket, the byte budget that bounds
 //     verification reads and repair writes (time is an input).

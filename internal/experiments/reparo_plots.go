@@ -62,8 +62,8 @@ func identifierPlots(r *report.Report, runs []identifierRun, workers []int) erro
 	return r.Plot("work", "what each identifier reads, per device capacity", p)
 }
 
-// rebuildPlots draws the cluster half of Figure 10: bytes re-created and
-// repair time per device size, reparo against the rebuild baseline.
+// rebuildPlots draws the cluster half of Figure 10: data moved (fetched
+// plus sent) and repair time per device size, reparo against the rebuild baseline.
 func rebuildPlots(r *report.Report, runs []rebuildRun) error {
 	bytes := map[string]*report.Series{}
 	times := map[string]*report.Series{}
@@ -76,7 +76,7 @@ func rebuildPlots(r *report.Report, runs []rebuildRun) error {
 		}
 		x := float64(run.dies)
 		bytes[run.mode].X = append(bytes[run.mode].X, x)
-		bytes[run.mode].Y = append(bytes[run.mode].Y, float64(run.moved)/(1<<20))
+		bytes[run.mode].Y = append(bytes[run.mode].Y, float64(run.network())/(1<<20))
 		times[run.mode].X = append(times[run.mode].X, x)
 		times[run.mode].Y = append(times[run.mode].Y, run.repair.Seconds())
 	}
@@ -93,12 +93,12 @@ func rebuildPlots(r *report.Report, runs []rebuildRun) error {
 		ts = append(ts, *times[m])
 	}
 	bs = append(bs, held)
-	p, err := report.LinePlot{Title: "Data re-created after one die failure (Figure 10(b), cluster)", XLabel: "dies per device",
+	p, err := report.LinePlot{Title: "Data moved after one die failure (Figure 10(b), cluster)", XLabel: "dies per device",
 		YLabel: "MiB", LogX: true, LogY: true, Series: bs}.Build()
 	if err != nil {
 		return err
 	}
-	if err := r.Plot("cluster-bytes", "bytes re-created per device size, reparo against rebuild, with the failed die's data", p); err != nil {
+	if err := r.Plot("cluster-bytes", "bytes moved (fetched from the nodes plus sent to them) per device size, reparo against rebuild, with the failed die's data", p); err != nil {
 		return err
 	}
 	p, err = report.LinePlot{Title: "Repair time after one die failure (Figure 10(a), cluster)", XLabel: "dies per device",

@@ -21,11 +21,14 @@ import (
 // Die repair (Reparo, paper 003), the node's part. When the flash layer
 // declares a die failed, the node asks the identifier what the die held
 // (objstore.DieReporter.LostOnDie: window by window, CDR* by default) and
-// opens a die-repair job naming the blobs with a file there. The cluster's
-// repairer (client.Scrubber.RepairDies) polls DieRepairs, repairs those
-// blobs through the DIRECT read path (their chunks on the dead die read as
-// corruption and are re-created from the other replicas or the EC row,
-// written out of place on the surviving dies), and reports DieRepairDone.
+// opens a die-repair job naming the blobs with a file there and each
+// chunk's lost byte ranges (lostChunksProto). The cluster's repairer
+// (client.Scrubber.RepairDies) polls DieRepairs, fetches only the sectors
+// covering those ranges from the other replicas or the EC row and has this
+// node patch them over its surviving sectors (service.PatchChunk, verified
+// whole before it writes, out of place on the surviving dies), repairs
+// whole through the DIRECT read path what it cannot patch, and reports
+// DieRepairDone with the bytes it fetched.
 // The node then identifies again: a job is finished only when the die holds
 // nothing the store still maps, so a crash, a lost report or a repair that
 // failed leaves the job open; after a restart, every failed die that still
