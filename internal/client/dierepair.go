@@ -38,8 +38,9 @@ type DieRepairReport struct {
 // or as the same span of the row's other shards, decoded alone (EC), each
 // verified against its stored sums, and the node lays them over its
 // surviving sectors, verifies the whole chunk and rewrites what changed
-// (repairSpans). A chunk that cannot be repaired that way (its EC sums
-// record lost too, a span no copy verifies, a patch that does not verify)
+// (repairSpans); an EC chunk whose sums record the die took too is rebuilt
+// from four other shards whole, for its sums. A chunk that cannot be
+// repaired that way (a span no copy verifies, a patch that does not verify)
 // is repaired whole through the DIRECT cores, and a blob listed without
 // its chunks is scrubbed whole, as before. Repair reads and writes go
 // through the scrubber's budgets. Each job is then reported done, with the
@@ -217,7 +218,8 @@ var errSpanFallback = errors.New("needs the whole chunk")
 // lost sums record is replaced by a replica's (REP copies share their
 // sums). EC: each span is decoded from the same span of four other shards
 // that verify (direct.DecideSpanEC); an EC chunk that lost its sums record
-// is left to the whole-row repair (its sums exist nowhere else). The node
+// (they exist nowhere else) is rebuilt whole from four other shards
+// (rebuildShard) for its sums, and only its lost spans are sent. The node
 // then merges and verifies the whole chunk (PatchChunk); other copies found
 // corrupt in a span are patched too. An error means the chunk must be
 // repaired whole.
@@ -227,9 +229,6 @@ func (s *Scrubber) repairSpans(ctx context.Context, nodeID uint64, l objlayout.L
 	spans, err := direct.Cover(n, lost)
 	if err != nil {
 		return res, err
-	}
-	if l.EC && sumsLost {
-		return res, fmt.Errorf("EC shard %d lost its sums record: %w", id.Shard, errSpanFallback)
 	}
 	if sumsLost && len(spans) == 0 {
 		// Only the record was lost: one sector fetched with a replica's
@@ -248,7 +247,23 @@ func (s *Scrubber) repairSpans(ctx context.Context, nodeID uint64, l objlayout.L
 	}
 	data := make([][]byte, len(spans))
 	var sums []uint32
+	if l.EC && sumsLost {
+		// The shard's sums exist nowhere else: they are computed from the
+		// shard rebuilt whole from four others, and the node checks its
+		// surviving sectors against them.
+		shard, err := s.rebuildShard(ctx, l, i, slot, &res)
+		if err != nil {
+			return res, err
+		}
+		sums = direct.Sums(id, shard)
+		for k, sp := range spans {
+			data[k] = shard[sp.Off:sp.End()]
+		}
+	}
 	for k, sp := range spans {
+		if data[k] != nil {
+			continue // rebuilt with the shard above
+		}
 		copies := int64(1)
 		if l.EC {
 			copies = direct.DataShards
@@ -323,6 +338,63 @@ func (s *Scrubber) reserveRepair(ctx context.Context, n int64) error {
 		return s.opts.Sleep(ctx, d)
 	}
 	return nil
+}
+
+// rebuildShard reconstructs shard slot's chunk of EC row i whole from four
+// other shards that verify whole (direct.DecideEC with the slot's copy
+// taken as lost): four chunks read where a scrub of the row reads six.
+// Other shards found corrupt on the way are repaired whole.
+func (s *Scrubber) rebuildShard(ctx context.Context, l objlayout.Layout, i, slot int, res *spanRepair) ([]byte, error) {
+	n := l.ChunkLen(i)
+	var ids [direct.TotalShards]direct.ChunkID
+	for sh := range ids {
+		ids[sh] = l.ID(sh, i)
+	}
+	if err := s.wait(ctx, int64(n)*direct.DataShards); err != nil {
+		return nil, err
+	}
+	var reads [direct.TotalShards]direct.ReplicaRead
+	reads[slot] = direct.ReplicaRead{Fetched: true}
+	var d direct.Decision
+	for {
+		d = direct.DecideEC(s.c.enc, ids, n, reads)
+		if len(d.Fetch) == 0 {
+			break
+		}
+		var wg sync.WaitGroup
+		for _, sh := range d.Fetch {
+			wg.Add(1)
+			go func(sh int) {
+				defer wg.Done()
+				reads[sh] = s.c.readChunk(ctx, l.Placement[sh], ids[sh])
+			}(sh)
+		}
+		wg.Wait()
+		for _, sh := range d.Fetch {
+			res.fetched += int64(len(reads[sh].Data) + 4*max(len(reads[sh].Sums), len(reads[sh].DamagedSums)))
+		}
+	}
+	if d.Err != nil {
+		return nil, fmt.Errorf("EC row %d: %w", i, d.Err)
+	}
+	var shard []byte
+	for r, who := range d.Repairs {
+		if who == slot {
+			shard = d.RepairData[r]
+			continue
+		}
+		if reads[who].Missing {
+			continue // re-created, with its index entry, by the scrubber
+		}
+		job := RepairJob{Node: l.Placement[who], ID: ids[who], Data: d.RepairData[r], Kind: RepairECRow, Detected: s.opts.Clock.Now()}
+		if err := s.applyNow(ctx, job); err != nil {
+			s.c.opts.Logf("die repair: shard %s on node %d: %v", ids[who], l.Placement[who], err)
+		}
+	}
+	if shard == nil {
+		return nil, fmt.Errorf("EC row %d: shard %d not rebuilt: %w", i, slot, errSpanFallback)
+	}
+	return shard, nil
 }
 
 // decideSpanREP fetches span sp of REP chunk id from the replicas other

@@ -83,8 +83,8 @@ func runReparoRebuild(ctx context.Context, cfg Config) (*report.Report, error) {
 		"cluster's repairer re-creates exactly those bytes: the sectors covering each chunk's lost ranges are fetched from "+
 		"another replica, or as the same span of four other shards decoded alone (RS works byte by byte across shards), "+
 		"verified against their stored sums, and the node lays them over its surviving sectors, verifies the whole chunk and "+
-		"rewrites them out of place on its surviving dies (a chunk that cannot be repaired so, such as an EC chunk whose sums "+
-		"record was on the die, is repaired whole); in `rebuild` mode (`node --die-repair rebuild`) the node is retired "+
+		"rewrites them out of place on its surviving dies (an EC chunk whose sums record was on the die too is rebuilt from "+
+		"four other shards whole, its sums existing nowhere else; a chunk whose patch does not verify is repaired whole); in `rebuild` mode (`node --die-repair rebuild`) the node is retired "+
 		"and every chunk it held is re-created on the other nodes. Devices grow by their number of dies (8 channels x 1, 2, 4, 8 "+
 		"dies of %s each), as the paper's SSDs do (4 TB: 64 dies, 32 TB: 512), with %d objects per die per channel. The time "+
 		"is wall time from the die failure to the job closed (the node's own check that the die holds nothing live), with "+
@@ -146,8 +146,8 @@ func runReparoRebuild(ctx context.Context, cfg Config) (*report.Report, error) {
 		"by page over its zone's dies, so a larger device has more chunks with a 4 KiB page on the failed die, and only "+
 		"those pages' sectors move (DIRECT's smallest granularity). It is above the die's data because an EC span is "+
 		"decoded from four shards' same span (RS needs k of them), the repaired bytes are sent to the node as well, and "+
-		"some chunks are repaired whole (%s chunks per size): an EC chunk whose sums record was on the die has no other "+
-		"copy of its sums, so its row is read whole. The die's own bytes also count sums records and index entries "+
+		"an EC chunk whose sums record was on the die has no other copy of its sums: four other shards' chunks are read "+
+		"whole to rebuild it (chunks repaired whole, when a patch does not verify: %s per size). The die's own bytes also count sums records and index entries "+
 		"(rewritten from the node's copies, not fetched). Figure 10(a) reports reparo_CDR* 57x faster than the baseline at 32 TB "+
 		"(512 dies) with the host's full bandwidth for the rebuild, where the rebuild copies the SSD inside a RAID group; "+
 		"here the baseline re-creates the device's chunks across the network through the same verified repair path as "+

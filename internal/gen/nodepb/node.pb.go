@@ -1603,9 +1603,10 @@ type DieRepairDoneRequest struct {
 	// replicas or shards, whole chunks where it fell back), against the
 	// job's lost_bytes.
 	BytesFetched int64 `protobuf:"varint,7,opt,name=bytes_fetched,json=bytesFetched,proto3" json:"bytes_fetched,omitempty"`
-	// Chunks repaired from the lost sectors alone, and chunks repaired
-	// whole (a sums record lost with an EC chunk, a span no copy verifies,
-	// a patch that did not verify, blobs without lost_chunks).
+	// Chunks repaired by sending their lost sectors alone (an EC chunk whose
+	// sums record was lost too is rebuilt from four other shards for its
+	// sums), and chunks repaired whole (a span no copy verifies, a patch
+	// that does not verify, blobs without lost_chunks).
 	ChunksSpanned int64 `protobuf:"varint,8,opt,name=chunks_spanned,json=chunksSpanned,proto3" json:"chunks_spanned,omitempty"`
 	ChunksWhole   int64 `protobuf:"varint,9,opt,name=chunks_whole,json=chunksWhole,proto3" json:"chunks_whole,omitempty"`
 	unknownFields protoimpl.UnknownFields
