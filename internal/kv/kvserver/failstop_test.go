@@ -110,8 +110,18 @@ func failStopAndReplace(t *testing.T, what string, match func(p string) bool,
 	putKeys := func(count int) {
 		t.Helper()
 		for end := n + count; n < end; n++ {
-			if _, err := cl.Put(ctx, key(n), value(n)); err != nil {
-				t.Fatalf("put %d: %v", n, err)
+			// A put is tried again until the test's deadline: on a loaded
+			// machine one may outlast the server's proposal timeout (the
+			// same value again is the same write).
+			for {
+				_, err := cl.Put(ctx, key(n), value(n))
+				if err == nil {
+					break
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("put %d: %v", n, err)
+				}
+				t.Logf("put %d: %v (trying again)", n, err)
 			}
 		}
 	}
