@@ -148,16 +148,7 @@ func (s *Scrubber) repairBlobWhole(ctx context.Context, rec *objectpb.ObjectReco
 			done.BytesFetched += int64(l.ChunkLen(i)) * int64(l.Copies)
 		}
 	}
-	for _, j := range repairs {
-		if err := s.applyNow(ctx, j); err != nil {
-			failed = true
-			continue
-		}
-		done.ChunksRepaired++
-		done.ChunksWhole++
-		done.BytesRepaired += int64(len(j.Data))
-	}
-	return failed
+	return s.applyWhole(ctx, repairs, done) || failed
 }
 
 // repairLostChunks repairs the chunks of one blob that node nodeID lost
@@ -456,6 +447,21 @@ func (s *Scrubber) decideSpanEC(ctx context.Context, l objlayout.Layout, i, slot
 	return d, l.Placement
 }
 
+// applyWhole writes repairs of whole chunks now and counts them in done;
+// it reports whether any failed.
+func (s *Scrubber) applyWhole(ctx context.Context, repairs []RepairJob, done *nodepb.DieRepairDoneRequest) (failed bool) {
+	for _, j := range repairs {
+		if err := s.applyNow(ctx, j); err != nil {
+			failed = true
+			continue
+		}
+		done.ChunksRepaired++
+		done.ChunksWhole++
+		done.BytesRepaired += int64(len(j.Data))
+	}
+	return failed
+}
+
 // repairChunkWhole repairs chunk (or EC row) i through the DIRECT cores,
 // reading every replica or shard whole, as a scrub does.
 func (s *Scrubber) repairChunkWhole(ctx context.Context, l objlayout.Layout, i int, done *nodepb.DieRepairDoneRequest) (failed bool) {
@@ -476,16 +482,7 @@ func (s *Scrubber) repairChunkWhole(ctx context.Context, l objlayout.Layout, i i
 		s.c.opts.Logf("die repair: chunk %d of %s: %v", i, l, err)
 		return true
 	}
-	for _, j := range repairs {
-		if err := s.applyNow(ctx, j); err != nil {
-			failed = true
-			continue
-		}
-		done.ChunksRepaired++
-		done.ChunksWhole++
-		done.BytesRepaired += int64(len(j.Data))
-	}
-	return failed
+	return s.applyWhole(ctx, repairs, done) || failed
 }
 
 // rebuildDieJob is the `rebuild` baseline: the node retired its device

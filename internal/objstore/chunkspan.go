@@ -32,22 +32,7 @@ func (c *ChunkStore) ReadChunkSpan(id direct.ChunkID, span direct.Span, allSums 
 	if err != nil {
 		return r, err
 	}
-	c.c.chunksRead.Add(1)
-	c.c.bytesRead.Add(int64(len(r.Data)))
-	if !r.Corrupt {
-		return r, nil
-	}
-	again, err := c.readSpanOnce(id, span, allSums)
-	if err != nil {
-		return r, err
-	}
-	if !again.Corrupt {
-		c.c.transient.Add(1)
-		again.Transient = true
-		return again, nil
-	}
-	c.c.persistent.Add(1)
-	return again, nil
+	return c.rereadOnMismatch(r, func() (ChunkRead, error) { return c.readSpanOnce(id, span, allSums) })
 }
 
 func (c *ChunkStore) readSpanOnce(id direct.ChunkID, span direct.Span, allSums bool) (ChunkRead, error) {

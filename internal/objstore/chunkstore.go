@@ -302,22 +302,29 @@ func (c *ChunkStore) ReadChunkInto(id direct.ChunkID, alloc func(n int) []byte) 
 	if err != nil {
 		return r, err
 	}
+	return c.rereadOnMismatch(r, func() (ChunkRead, error) { return c.readOnce(id) })
+}
+
+// rereadOnMismatch counts read r and, when it failed its checksums, reads
+// once more (again): a read that verifies then was a transient error, one
+// that fails again a persistent one.
+func (c *ChunkStore) rereadOnMismatch(r ChunkRead, again func() (ChunkRead, error)) (ChunkRead, error) {
 	c.c.chunksRead.Add(1)
 	c.c.bytesRead.Add(int64(len(r.Data)))
 	if !r.Corrupt {
 		return r, nil
 	}
-	again, err := c.readOnce(id)
+	r2, err := again()
 	if err != nil {
 		return r, err
 	}
-	if !again.Corrupt {
+	if !r2.Corrupt {
 		c.c.transient.Add(1)
-		again.Transient = true
-		return again, nil
+		r2.Transient = true
+		return r2, nil
 	}
 	c.c.persistent.Add(1)
-	return again, nil
+	return r2, nil
 }
 
 func (c *ChunkStore) readOnce(id direct.ChunkID) (ChunkRead, error) { return c.readOnceInto(id, nil) }
