@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/klauspost/reedsolomon"
+
 	"github.com/flashmend/flashmend/internal/base"
 )
 
@@ -198,20 +200,28 @@ func TestDecideREPExhaustive(t *testing.T) {
 	t.Logf("%d successful cases", cases)
 }
 
+// encodedRow is an EC row of rowLen-byte shards: random data shards and
+// their parity.
+func encodedRow(t *testing.T, enc reedsolomon.Encoder, rng *rand.Rand, rowLen int) [][]byte {
+	t.Helper()
+	shards := make([][]byte, TotalShards)
+	for s := range shards {
+		shards[s] = make([]byte, rowLen)
+		if s < DataShards {
+			rng.Read(shards[s])
+		}
+	}
+	if err := enc.Encode(shards); err != nil {
+		t.Fatal(err)
+	}
+	return shards
+}
+
 func TestDecideECExhaustive(t *testing.T) {
 	enc := NewEncoder()
 	rng := rand.New(rand.NewSource(2))
 	for _, rowLen := range []int{4096, 1200} {
-		shards := make([][]byte, TotalShards)
-		for s := range shards {
-			shards[s] = make([]byte, rowLen)
-			if s < DataShards {
-				rng.Read(shards[s])
-			}
-		}
-		if err := enc.Encode(shards); err != nil {
-			t.Fatal(err)
-		}
+		shards := encodedRow(t, enc, rng, rowLen)
 		var ids [TotalShards]ChunkID
 		for s := range ids {
 			ids[s] = ChunkID{Object: 1, Version: 1, Shard: uint32(s), Index: 3}

@@ -139,16 +139,7 @@ func TestDecideSpanEC(t *testing.T) {
 	enc := NewEncoder()
 	for trial := 0; trial < 60; trial++ {
 		rowLen := 1 + rng.Intn(ChunkSize)
-		shards := make([][]byte, TotalShards)
-		for s := range shards {
-			shards[s] = make([]byte, rowLen)
-			if s < DataShards {
-				rng.Read(shards[s])
-			}
-		}
-		if err := enc.Encode(shards); err != nil {
-			t.Fatal(err)
-		}
+		shards := encodedRow(t, enc, rng, rowLen)
 		var ids [TotalShards]ChunkID
 		var sums [TotalShards][]uint32
 		for s := range ids {
