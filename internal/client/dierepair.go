@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/client/objlayout"
@@ -322,13 +321,7 @@ func (s *Scrubber) repairSpans(ctx context.Context, nodeID uint64, l objlayout.L
 
 // reserveRepair waits for n bytes of the repair budget.
 func (s *Scrubber) reserveRepair(ctx context.Context, n int64) error {
-	s.mu.Lock()
-	d := s.repair.Reserve(n, s.opts.Clock.Now())
-	s.mu.Unlock()
-	if d > 0 {
-		return s.opts.Sleep(ctx, d)
-	}
-	return nil
+	return s.reserve(ctx, s.repair, n)
 }
 
 // rebuildShard reconstructs shard slot's chunk of EC row i whole from four
@@ -352,15 +345,9 @@ func (s *Scrubber) rebuildShard(ctx context.Context, l objlayout.Layout, i, slot
 		if len(d.Fetch) == 0 {
 			break
 		}
-		var wg sync.WaitGroup
-		for _, sh := range d.Fetch {
-			wg.Add(1)
-			go func(sh int) {
-				defer wg.Done()
-				reads[sh] = s.c.readChunk(ctx, l.Placement[sh], ids[sh])
-			}(sh)
-		}
-		wg.Wait()
+		fetchEach(d.Fetch, func(sh int) {
+			reads[sh] = s.c.readChunk(ctx, l.Placement[sh], ids[sh])
+		})
 		for _, sh := range d.Fetch {
 			res.fetched += int64(len(reads[sh].Data) + 4*max(len(reads[sh].Sums), len(reads[sh].DamagedSums)))
 		}
@@ -431,15 +418,9 @@ func (s *Scrubber) decideSpanEC(ctx context.Context, l objlayout.Layout, i, slot
 		if len(d.Fetch) == 0 {
 			break
 		}
-		var wg sync.WaitGroup
-		for _, sh := range d.Fetch {
-			wg.Add(1)
-			go func(sh int) {
-				defer wg.Done()
-				reads[sh], _, fetched[sh] = s.c.readChunkSpan(ctx, l.Placement[sh], ids[sh], sp, false)
-			}(sh)
-		}
-		wg.Wait()
+		fetchEach(d.Fetch, func(sh int) {
+			reads[sh], _, fetched[sh] = s.c.readChunkSpan(ctx, l.Placement[sh], ids[sh], sp, false)
+		})
 	}
 	for _, f := range fetched {
 		res.fetched += f

@@ -319,19 +319,13 @@ func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *
 		if len(d.Fetch) == 0 {
 			break
 		}
-		var wg sync.WaitGroup
-		for _, s := range d.Fetch {
-			wg.Add(1)
-			go func(s int) {
-				defer wg.Done()
-				if br != nil {
-					reads[s] = br.read(ctx, s, i)
-					return
-				}
-				reads[s] = c.readChunk(ctx, l.Placement[s], ids[s])
-			}(s)
-		}
-		wg.Wait()
+		fetchEach(d.Fetch, func(s int) {
+			if br != nil {
+				reads[s] = br.read(ctx, s, i)
+				return
+			}
+			reads[s] = c.readChunk(ctx, l.Placement[s], ids[s])
+		})
 	}
 	if d.Err != nil {
 		return nil, d.Err
@@ -348,4 +342,18 @@ func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *
 		}
 	})
 	return d.Data[:l.DataLen(i)], nil
+}
+
+// fetchEach runs read for every shard in shards at once and returns when
+// all are done (each writes only its own shard's slot).
+func fetchEach(shards []int, read func(sh int)) {
+	var wg sync.WaitGroup
+	for _, sh := range shards {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			read(sh)
+		}()
+	}
+	wg.Wait()
 }

@@ -304,9 +304,13 @@ func (s *Scrubber) deadNodes(ctx context.Context) (func(uint64) bool, error) {
 	}, nil
 }
 
-func (s *Scrubber) wait(ctx context.Context, n int64) error {
+// wait waits for n bytes of the scrub budget.
+func (s *Scrubber) wait(ctx context.Context, n int64) error { return s.reserve(ctx, s.scrub, n) }
+
+// reserve waits until budget b (a TokenBucket under s.mu) allows n bytes.
+func (s *Scrubber) reserve(ctx context.Context, b *direct.TokenBucket, n int64) error {
 	s.mu.Lock()
-	d := s.scrub.Reserve(n, s.opts.Clock.Now())
+	d := b.Reserve(n, s.opts.Clock.Now())
 	s.mu.Unlock()
 	if d > 0 {
 		return s.opts.Sleep(ctx, d)

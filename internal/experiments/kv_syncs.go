@@ -35,6 +35,15 @@ func (f syncCountFile) count() {
 func (f syncCountFile) Sync() error     { f.count(); return f.File.Sync() }
 func (f syncCountFile) SyncData() error { f.count(); return f.File.SyncData() }
 
+// SyncTo counts when it synced (Pebble's bytes-per-sync of tables).
+func (f syncCountFile) SyncTo(length int64) (bool, error) {
+	full, err := f.File.SyncTo(length)
+	if full {
+		f.count()
+	}
+	return full, err
+}
+
 func (fs *syncCountFS) wrap(name string, f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return f, err
