@@ -27,8 +27,8 @@ type Point struct {
 var Points = []Point{
 	{"raftlog-append", "raftlog", "a raft Ready's records (entries, hard state) encoded; neither copy of the log written"},
 	{"raftlog-hardstate", "raftlog", "a hard state about to be written alone (a Ready with a new term or vote; at start, the commit index raised to what the state machine applied)"},
-	{"raftlog-copy", "raftlog", "copy 0 of an append written and synced, copy 1 not yet written"},
-	{"raftlog-synced", "raftlog", "both copies of an append synced, the Ready not yet acknowledged to raft"},
+	{"raftlog-copy", "raftlog", "copy 0 of an append written and synced, copy 1 not yet handed to its writer"},
+	{"raftlog-synced", "raftlog", "copy 0 of an append synced and copy 1 queued for its writer (written and synced behind Save), the Ready not yet acknowledged to raft"},
 	{"raftlog-rewrite", "raftlog", "a new log generation written and synced under temporary names, not yet renamed"},
 	{"raftlog-rename", "raftlog", "copy 0 of a new log generation renamed into place, copy 1 not yet"},
 	{"chunk-data", "objstore", "a new chunk's data written, its sums record not yet"},

@@ -102,6 +102,10 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 	if idx <= applied {
 		return true // already in the state (restart, or a rebuild went past it)
 	}
+	if term > r.appliedTerm {
+		r.appliedTerm = term
+		r.dropSuperseded(term)
+	}
 	r.mu.Lock()
 	r.appliedBytes += uint64(len(e.GetData()))
 	r.mu.Unlock()
@@ -603,6 +607,7 @@ func (r *Replica) rebuild(idx uint64) bool {
 			if err := r.installState(resp); err != nil {
 				continue
 			}
+			r.forgetProposalTerms()
 			return true
 		}
 		select {

@@ -118,6 +118,16 @@ type proposalResult struct {
 	err   error
 }
 
+// waiter is a proposal waiting to be applied here.
+type waiter struct {
+	ch chan proposalResult
+	// term is the term in which this replica, leading, appended the
+	// entry (Host.Proposed); 0 if unknown (raft forwarded the proposal to
+	// another leader, or a rebuild or snapshot may have applied it without
+	// its entry passing through here).
+	term uint64
+}
+
 // applyTask is one unit of the apply worker's queue: a raft snapshot to
 // install (only its index matters: the state comes from a peer) or
 // committed entries.
@@ -172,7 +182,7 @@ type Replica struct {
 	mu        sync.Mutex
 	applied   uint64
 	appliedCh chan struct{} // closed when applied advances
-	waiters   map[uint64]chan proposalResult
+	waiters   map[uint64]*waiter
 	// repair is the DIRECT repair state: ranges refused to reads (CORRUPTION)
 	// until their patch is in, patch requests and the pieces received.
 	repair patch.Tracker
@@ -192,9 +202,12 @@ type Replica struct {
 	lastCompact   uint64 // applied index of the last log compaction
 	compacting    bool   // a flush-then-compact is running
 	appliedBytes  uint64 // entry bytes applied since the last compaction
-	epoch         uint64 // snapshot epoch; a repair bumps it
-	txns          map[uint64]*txn
-	stats         ReplicaStats
+	// appliedTerm is the term of the newest entry applyEntry applied;
+	// owned by the apply worker (see dropSuperseded).
+	appliedTerm uint64
+	epoch       uint64 // snapshot epoch; a repair bumps it
+	txns        map[uint64]*txn
+	stats       ReplicaStats
 	// logRepair describes a raft log repair in progress at open ("" when
 	// the log is whole).
 	logRepair string
@@ -215,7 +228,7 @@ func OpenReplica(cfg ReplicaConfig) (*Replica, error) {
 		stopc:     make(chan struct{}),
 		queueSig:  make(chan struct{}, 1),
 		appliedCh: make(chan struct{}),
-		waiters:   map[uint64]chan proposalResult{},
+		waiters:   map[uint64]*waiter{},
 		patchSig:  make(chan struct{}),
 		txns:      map[uint64]*txn{},
 	}
@@ -630,6 +643,51 @@ func (h *raftHost) Apply(snapshotIndex uint64, entries []*pb.Entry) {
 	(*Replica)(h).enqueue(applyTask{snapshotIndex: snapshotIndex, entries: entries})
 }
 
+func (h *raftHost) Proposed(id, term uint64) {
+	if term == 0 {
+		return
+	}
+	h.mu.Lock()
+	if w, ok := h.waiters[id]; ok {
+		w.term = term
+	}
+	h.mu.Unlock()
+}
+
+// dropSuperseded answers the proposals that can no longer commit once an
+// entry of term is applied: each was appended by this replica as leader
+// in an earlier term and has not been applied. Terms only grow along the
+// log, so an entry of an earlier term that committed lies before this one
+// and was applied already. Raft dropped them silently when a new leader
+// overwrote the old one's uncommitted tail; their clients waited for the
+// whole ProposalTimeout (5 s) before they tried again.
+func (r *Replica) dropSuperseded(term uint64) {
+	var lost []*waiter
+	r.mu.Lock()
+	for id, w := range r.waiters {
+		if w.term != 0 && w.term < term {
+			lost = append(lost, w)
+			delete(r.waiters, id)
+		}
+	}
+	r.mu.Unlock()
+	for _, w := range lost {
+		w.ch <- proposalResult{err: kvapi.NewError(kvpb.ErrorDetail_NOT_LEADER,
+			"%s: the proposal of term %d was overwritten by a leader of term %d before it committed (not applied)", r, w.term, term)}
+	}
+}
+
+// forgetProposalTerms makes every waiting proposal's outcome unknown to
+// dropSuperseded: a rebuild or snapshot moved the state past entries that
+// never passed through applyEntry here, and one of them may be it.
+func (r *Replica) forgetProposalTerms() {
+	r.mu.Lock()
+	for _, w := range r.waiters {
+		w.term = 0
+	}
+	r.mu.Unlock()
+}
+
 func (h *raftHost) Dropped(id uint64, err error) {
 	r := (*Replica)(h)
 	r.finish(id, 0, kvapi.NewError(kvpb.ErrorDetail_NOT_LEADER, "proposal dropped: %v", err))
@@ -722,11 +780,11 @@ func (r *Replica) Crash() error { return r.close(true) }
 
 func (r *Replica) finish(id, index uint64, err error) {
 	r.mu.Lock()
-	ch, ok := r.waiters[id]
+	w, ok := r.waiters[id]
 	delete(r.waiters, id)
 	r.mu.Unlock()
 	if ok {
-		ch <- proposalResult{index: index, err: err}
+		w.ch <- proposalResult{index: index, err: err}
 	}
 }
 
@@ -741,7 +799,7 @@ func (r *Replica) propose(ctx context.Context, cmd *kvpb.Command) (uint64, error
 	}
 	ch := make(chan proposalResult, 1)
 	r.mu.Lock()
-	r.waiters[id] = ch
+	r.waiters[id] = &waiter{ch: ch}
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()

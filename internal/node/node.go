@@ -588,6 +588,9 @@ func (n *Node) stop(graceful bool) error {
 		}
 		if n.srv != nil {
 			if graceful {
+				// Peers' raft streams never end on their own, and a
+				// graceful stop waits for every open stream.
+				n.kv.svc.Drain()
 				done := make(chan struct{})
 				go func() { n.srv.GracefulStop(); close(done) }()
 				select {

@@ -74,9 +74,14 @@
 //
 // # Invariants
 //
-//   - Invariant: both copies of every record Save writes are synced before
-//     Save returns; the caller sends raft messages only after Save returns
-//     (the leader's appends excepted, see internal/kv/raftnode). A hard
+//   - Invariant: copy 0 of every record Save writes is synced before Save
+//     returns; the caller sends raft messages only after Save returns (the
+//     leader's appends excepted, see internal/kv/raftnode). Copy 1 gets the
+//     same bytes only after copy 0 is synced, and is written and synced
+//     behind Save by its own goroutine (copyWriter, lag.go), several Saves
+//     to a sync under load; Close waits for it, and its failure fails the
+//     next Save. Before, Save synced copy 1 too, and a put waited for two
+//     fsyncs in series on each replica of its majority. A
 //     state that moves only the commit index is not written by its own
 //     Save (raft.MustSync is false: the commit index is volatile in raft,
 //     and etcd's WAL does not sync it either): it rides with the next
@@ -103,7 +108,9 @@
 //     a torn tail from a crash during Save (never acknowledged); dropped and
 //     counted in Stats.TornTailBytes. A record damaged after it was synced,
 //     with nothing written after it, looks the same; its probability is the
-//     square of one copy's (a hard state record is about 20 bytes).
+//     square of one copy's (a hard state record is about 20 bytes). So does
+//     a record Save returned for whose copy 1 a crash caught unsynced (about
+//     one fsync, 0.2 ms, after Save) and whose copy 0 was then damaged.
 //   - A crash during a rewrite leaves temporary files, removed at Open; the
 //     previous generation is used.
 //   - The newest generation unreadable as a whole: the previous one is used

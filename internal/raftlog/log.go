@@ -114,8 +114,11 @@ type Log struct {
 	sealed bool
 	gen    uint64
 	files  [copies]vfs.File
-	fr     framer
-	stats  Stats
+	// lag writes and syncs copy 1 (files[1]) behind Save: see copyWriter.
+	// Set while files are.
+	lag   *copyWriter
+	fr    framer
+	stats Stats
 	// failed is set after a failed write: the files are in an unknown state
 	// and the log refuses further use.
 	failed error
@@ -547,6 +550,10 @@ func (l *Log) PeerEntries(lo, hi, maxBytes uint64) ([]*pb.Entry, uint64) {
 
 func (l *Log) closeFilesLocked() error {
 	var first error
+	if l.lag != nil {
+		first = l.lag.stop()
+		l.lag = nil
+	}
 	for i, f := range l.files {
 		if f != nil {
 			if err := f.Close(); err != nil && first == nil {
@@ -634,8 +641,11 @@ func (l *Log) rewriteLocked(gen uint64) error {
 		closeAll()
 		return err
 	}
+	// The previous generation's copy 1 may still be syncing its last
+	// records: the new generation holds them all, synced in both copies.
 	_ = l.closeFilesLocked()
 	l.files = files
+	l.lag = newCopyWriter(files[1])
 	l.gen = gen
 	l.fr = fr
 	l.stats.Generation = gen
@@ -712,22 +722,29 @@ func (l *Log) writeLocked(recs []decoded) error {
 		return err
 	}
 	crashpoint.Hit("raftlog-append")
-	// NB: copy i+1 is written only after copy i is synced. A crash then
-	// tears at most one copy, and copy 0 first: bytes present in a later
-	// copy mean copy 0 held that record whole, so a record bad in every
-	// copy that has it is damage, never a torn write (parseCopies).
-	for i, f := range l.files {
-		// NB: each copy gets its own buffer; see rewriteLocked. The files
-		// are only appended to.
-		if _, err := f.Write(bytes.Clone(data)); err != nil {
-			l.failed = fmt.Errorf("raftlog: write copy %d: %w", i, err)
-			return l.failed
-		}
-		if err := f.Sync(); err != nil {
-			l.failed = fmt.Errorf("raftlog: sync copy %d: %w", i, err)
-			return l.failed
-		}
-		crashpoint.HitIf(i == 0, "raftlog-copy")
+	if err := l.lag.failure(); err != nil {
+		l.failed = fmt.Errorf("raftlog: write or sync copy 1: %w", err)
+		return l.failed
+	}
+	// NB: copy 1 is written only after copy 0 is synced. A crash then tears
+	// at most one copy, and copy 0 first: bytes present in copy 1 mean
+	// copy 0 held that record whole, so a record bad in every copy that
+	// has it is damage, never a torn write (parseCopies). Copy 1 is written
+	// and synced behind Save (copyWriter): one fsync on the path of a
+	// write, not two in series. Each copy gets its own buffer (see
+	// rewriteLocked); the files are only appended to.
+	if _, err := l.files[0].Write(bytes.Clone(data)); err != nil {
+		l.failed = fmt.Errorf("raftlog: write copy 0: %w", err)
+		return l.failed
+	}
+	if err := l.files[0].Sync(); err != nil {
+		l.failed = fmt.Errorf("raftlog: sync copy 0: %w", err)
+		return l.failed
+	}
+	crashpoint.Hit("raftlog-copy")
+	if err := l.lag.append(data); err != nil {
+		l.failed = fmt.Errorf("raftlog: write or sync copy 1: %w", err)
+		return l.failed
 	}
 	crashpoint.Hit("raftlog-synced")
 	if invariants.Enabled {
@@ -967,7 +984,8 @@ func (l *Log) Stats() Stats {
 	return s
 }
 
-// Close closes the files.
+// Close waits for copy 1's last records to be written and synced and
+// closes the files.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -2828,9 +2828,10 @@ const file_flashmend_kv_kv_proto_rawDesc = "" +
 	"\x05Write\x12\x1a.flashmend.kv.WriteRequest\x1a\x1b.flashmend.kv.WriteResponse\x12I\n" +
 	"\bTxnBegin\x12\x1d.flashmend.kv.TxnBeginRequest\x1a\x1e.flashmend.kv.TxnBeginResponse\x12H\n" +
 	"\tTxnCommit\x12\x1e.flashmend.kv.TxnCommitRequest\x1a\x1b.flashmend.kv.WriteResponse\x12I\n" +
-	"\bTxnAbort\x12\x1d.flashmend.kv.TxnAbortRequest\x1a\x1e.flashmend.kv.TxnAbortResponse2\xf8\x02\n" +
+	"\bTxnAbort\x12\x1d.flashmend.kv.TxnAbortRequest\x1a\x1e.flashmend.kv.TxnAbortResponse2\xb4\x03\n" +
 	"\vReplication\x126\n" +
-	"\x04Send\x12\x17.flashmend.kv.RaftBatch\x1a\x15.flashmend.kv.RaftAck\x128\n" +
+	"\x04Send\x12\x17.flashmend.kv.RaftBatch\x1a\x15.flashmend.kv.RaftAck\x12:\n" +
+	"\x06Stream\x12\x17.flashmend.kv.RaftBatch\x1a\x15.flashmend.kv.RaftAck(\x01\x128\n" +
 	"\tSendPatch\x12\x13.flashmend.kv.Patch\x1a\x16.flashmend.kv.PatchAck\x12O\n" +
 	"\n" +
 	"FetchState\x12\x1f.flashmend.kv.FetchStateRequest\x1a .flashmend.kv.FetchStateResponse\x12U\n" +
@@ -2933,27 +2934,29 @@ var file_flashmend_kv_kv_proto_depIdxs = []int32{
 	24, // 27: flashmend.kv.KV.TxnCommit:input_type -> flashmend.kv.TxnCommitRequest
 	25, // 28: flashmend.kv.KV.TxnAbort:input_type -> flashmend.kv.TxnAbortRequest
 	28, // 29: flashmend.kv.Replication.Send:input_type -> flashmend.kv.RaftBatch
-	30, // 30: flashmend.kv.Replication.SendPatch:input_type -> flashmend.kv.Patch
-	32, // 31: flashmend.kv.Replication.FetchState:input_type -> flashmend.kv.FetchStateRequest
-	35, // 32: flashmend.kv.Replication.FetchEntries:input_type -> flashmend.kv.FetchEntriesRequest
-	37, // 33: flashmend.kv.Replication.FetchBlock:input_type -> flashmend.kv.FetchBlockRequest
-	39, // 34: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
-	41, // 35: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
-	17, // 36: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
-	19, // 37: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
-	21, // 38: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
-	23, // 39: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
-	21, // 40: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
-	26, // 41: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
-	29, // 42: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
-	31, // 43: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
-	34, // 44: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
-	36, // 45: flashmend.kv.Replication.FetchEntries:output_type -> flashmend.kv.FetchEntriesResponse
-	38, // 46: flashmend.kv.Replication.FetchBlock:output_type -> flashmend.kv.FetchBlockResponse
-	40, // 47: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
-	42, // 48: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
-	36, // [36:49] is the sub-list for method output_type
-	23, // [23:36] is the sub-list for method input_type
+	28, // 30: flashmend.kv.Replication.Stream:input_type -> flashmend.kv.RaftBatch
+	30, // 31: flashmend.kv.Replication.SendPatch:input_type -> flashmend.kv.Patch
+	32, // 32: flashmend.kv.Replication.FetchState:input_type -> flashmend.kv.FetchStateRequest
+	35, // 33: flashmend.kv.Replication.FetchEntries:input_type -> flashmend.kv.FetchEntriesRequest
+	37, // 34: flashmend.kv.Replication.FetchBlock:input_type -> flashmend.kv.FetchBlockRequest
+	39, // 35: flashmend.kv.KVAdmin.CorruptBlock:input_type -> flashmend.kv.CorruptBlockRequest
+	41, // 36: flashmend.kv.KVAdmin.ReplicaStatus:input_type -> flashmend.kv.ReplicaStatusRequest
+	17, // 37: flashmend.kv.KV.Get:output_type -> flashmend.kv.GetResponse
+	19, // 38: flashmend.kv.KV.Scan:output_type -> flashmend.kv.ScanResponse
+	21, // 39: flashmend.kv.KV.Write:output_type -> flashmend.kv.WriteResponse
+	23, // 40: flashmend.kv.KV.TxnBegin:output_type -> flashmend.kv.TxnBeginResponse
+	21, // 41: flashmend.kv.KV.TxnCommit:output_type -> flashmend.kv.WriteResponse
+	26, // 42: flashmend.kv.KV.TxnAbort:output_type -> flashmend.kv.TxnAbortResponse
+	29, // 43: flashmend.kv.Replication.Send:output_type -> flashmend.kv.RaftAck
+	29, // 44: flashmend.kv.Replication.Stream:output_type -> flashmend.kv.RaftAck
+	31, // 45: flashmend.kv.Replication.SendPatch:output_type -> flashmend.kv.PatchAck
+	34, // 46: flashmend.kv.Replication.FetchState:output_type -> flashmend.kv.FetchStateResponse
+	36, // 47: flashmend.kv.Replication.FetchEntries:output_type -> flashmend.kv.FetchEntriesResponse
+	38, // 48: flashmend.kv.Replication.FetchBlock:output_type -> flashmend.kv.FetchBlockResponse
+	40, // 49: flashmend.kv.KVAdmin.CorruptBlock:output_type -> flashmend.kv.CorruptBlockResponse
+	42, // 50: flashmend.kv.KVAdmin.ReplicaStatus:output_type -> flashmend.kv.ReplicaStatusResponse
+	37, // [37:51] is the sub-list for method output_type
+	23, // [23:37] is the sub-list for method input_type
 	23, // [23:23] is the sub-list for extension type_name
 	23, // [23:23] is the sub-list for extension extendee
 	0,  // [0:23] is the sub-list for field type_name

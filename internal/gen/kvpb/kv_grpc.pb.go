@@ -315,6 +315,7 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	Replication_Send_FullMethodName         = "/flashmend.kv.Replication/Send"
+	Replication_Stream_FullMethodName       = "/flashmend.kv.Replication/Stream"
 	Replication_SendPatch_FullMethodName    = "/flashmend.kv.Replication/SendPatch"
 	Replication_FetchState_FullMethodName   = "/flashmend.kv.Replication/FetchState"
 	Replication_FetchEntries_FullMethodName = "/flashmend.kv.Replication/FetchEntries"
@@ -326,6 +327,10 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type ReplicationClient interface {
 	Send(ctx context.Context, in *RaftBatch, opts ...grpc.CallOption) (*RaftAck, error)
+	// Stream carries one node's raft messages to another on one long-lived
+	// stream, each batch sent without waiting for the last one's answer (the
+	// node's transport uses it; Send is the same for one batch).
+	Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RaftBatch, RaftAck], error)
 	SendPatch(ctx context.Context, in *Patch, opts ...grpc.CallOption) (*PatchAck, error)
 	FetchState(ctx context.Context, in *FetchStateRequest, opts ...grpc.CallOption) (*FetchStateResponse, error)
 	FetchEntries(ctx context.Context, in *FetchEntriesRequest, opts ...grpc.CallOption) (*FetchEntriesResponse, error)
@@ -349,6 +354,19 @@ func (c *replicationClient) Send(ctx context.Context, in *RaftBatch, opts ...grp
 	}
 	return out, nil
 }
+
+func (c *replicationClient) Stream(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RaftBatch, RaftAck], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Replication_ServiceDesc.Streams[0], Replication_Stream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[RaftBatch, RaftAck]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replication_StreamClient = grpc.ClientStreamingClient[RaftBatch, RaftAck]
 
 func (c *replicationClient) SendPatch(ctx context.Context, in *Patch, opts ...grpc.CallOption) (*PatchAck, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -395,6 +413,10 @@ func (c *replicationClient) FetchBlock(ctx context.Context, in *FetchBlockReques
 // for forward compatibility.
 type ReplicationServer interface {
 	Send(context.Context, *RaftBatch) (*RaftAck, error)
+	// Stream carries one node's raft messages to another on one long-lived
+	// stream, each batch sent without waiting for the last one's answer (the
+	// node's transport uses it; Send is the same for one batch).
+	Stream(grpc.ClientStreamingServer[RaftBatch, RaftAck]) error
 	SendPatch(context.Context, *Patch) (*PatchAck, error)
 	FetchState(context.Context, *FetchStateRequest) (*FetchStateResponse, error)
 	FetchEntries(context.Context, *FetchEntriesRequest) (*FetchEntriesResponse, error)
@@ -411,6 +433,9 @@ type UnimplementedReplicationServer struct{}
 
 func (UnimplementedReplicationServer) Send(context.Context, *RaftBatch) (*RaftAck, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedReplicationServer) Stream(grpc.ClientStreamingServer[RaftBatch, RaftAck]) error {
+	return status.Errorf(codes.Unimplemented, "method Stream not implemented")
 }
 func (UnimplementedReplicationServer) SendPatch(context.Context, *Patch) (*PatchAck, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method SendPatch not implemented")
@@ -462,6 +487,13 @@ func _Replication_Send_Handler(srv interface{}, ctx context.Context, dec func(in
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Replication_Stream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ReplicationServer).Stream(&grpc.GenericServerStream[RaftBatch, RaftAck]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Replication_StreamServer = grpc.ClientStreamingServer[RaftBatch, RaftAck]
 
 func _Replication_SendPatch_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(Patch)
@@ -563,7 +595,13 @@ var Replication_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Replication_FetchBlock_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Stream",
+			Handler:       _Replication_Stream_Handler,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "flashmend/kv/kv.proto",
 }
 

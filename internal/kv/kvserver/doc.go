@@ -36,8 +36,10 @@
 //
 // # Failure model
 //
-// A peer may be unreachable: sends are dropped after a one-second deadline
-// (raft and the patch protocol retry), fetches return the error to the
+// A peer may be unreachable: raft messages go on one stream per peer node
+// (transport.go), and a batch that cannot be sent within two seconds is
+// dropped and the stream opened again (raft retransmits; the patch protocol
+// retries), fetches return the error to the
 // replica, which tries another peer. A peer that restarted elsewhere (a
 // new port) is found again: a call that finds it unavailable makes the next
 // one ask Config.Resolve for its address. Membership is static for the life

@@ -10,12 +10,10 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
@@ -373,6 +371,9 @@ func (n *Node) RegisterServices(s *grpc.Server) {
 // storage nodes listen. Until Attach, requests fail as unavailable.
 type Service struct {
 	n atomic.Pointer[Node]
+	// drained is closed by Drain (made on first use).
+	drainMu sync.Mutex
+	drained chan struct{}
 }
 
 // RegisterServices fits internal/node's Config.RegisterServices hook.
@@ -506,117 +507,6 @@ func (n *Node) noteErr(to base.NodeID, err error) {
 	}
 }
 
-// ---- transport: batched raft messages ----------------------------------------
-
-// maxPeerQueue bounds the raft messages queued for one node; more are
-// dropped (raft retransmits).
-const maxPeerQueue = 8192
-
-type peer struct {
-	to    base.NodeID
-	mu    sync.Mutex
-	queue []*kvpb.RaftMessage
-	sig   chan struct{}
-}
-
-func (n *Node) peerFor(to base.NodeID) *peer {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if p, ok := n.peers[to]; ok {
-		return p
-	}
-	p := &peer{to: to, sig: make(chan struct{}, 1)}
-	n.peers[to] = p
-	select {
-	case <-n.stop:
-	default:
-		n.wg.Add(1)
-		go n.sendLoop(p)
-	}
-	return p
-}
-
-// SendRaft routes a replica's outgoing messages to their nodes' queues
-// (kv.Transport).
-func (n *Node) SendRaft(shard base.ShardID, msgs []*pb.Message) {
-	spec, ok := n.cfg.Layout.Shard(shard)
-	if !ok {
-		return
-	}
-	for _, m := range msgs {
-		to, ok := spec.Replicas[base.ReplicaID(m.GetTo())]
-		if !ok {
-			continue
-		}
-		data, err := proto.Marshal(m)
-		if err != nil {
-			continue
-		}
-		p := n.peerFor(to)
-		p.mu.Lock()
-		if len(p.queue) < maxPeerQueue {
-			p.queue = append(p.queue, &kvpb.RaftMessage{Shard: uint64(shard), Message: data})
-		}
-		p.mu.Unlock()
-		select {
-		case p.sig <- struct{}{}:
-		default:
-		}
-	}
-}
-
-func (n *Node) sendLoop(p *peer) {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-p.sig:
-		case <-n.stop:
-			return
-		}
-		p.mu.Lock()
-		queued := p.queue
-		p.queue = nil
-		p.mu.Unlock()
-		if len(queued) == 0 {
-			continue
-		}
-		c, err := n.conn(p.to)
-		if err != nil {
-			continue
-		}
-		for _, batch := range splitBatch(queued, maxBatchBytes) {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := kvpb.NewReplicationClient(c).Send(ctx, &kvpb.RaftBatch{FromNode: uint64(n.cfg.ID), Messages: batch})
-			cancel()
-			n.noteErr(p.to, err)
-		}
-	}
-}
-
-// maxBatchBytes keeps one RaftBatch well under gRPC's default 4 MiB receive
-// limit (raft messages are at most 1 MiB of entries each).
-const maxBatchBytes = 2 << 20
-
-// splitBatch cuts msgs into batches of at most maxBytes of message data (a
-// single larger message goes alone).
-func splitBatch(msgs []*kvpb.RaftMessage, maxBytes int) [][]*kvpb.RaftMessage {
-	var out [][]*kvpb.RaftMessage
-	var cur []*kvpb.RaftMessage
-	size := 0
-	for _, m := range msgs {
-		if len(cur) > 0 && size+len(m.Message) > maxBytes {
-			out = append(out, cur)
-			cur, size = nil, 0
-		}
-		cur = append(cur, m)
-		size += len(m.Message)
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
 // SendPatch sends a patch to a peer in the background (kv.Transport).
 func (n *Node) SendPatch(to base.NodeID, p *kvpb.Patch) {
 	n.wg.Add(1)
@@ -685,21 +575,6 @@ func (n *Node) replica(shard uint64) (*kv.Replica, error) {
 type replicationServer struct {
 	kvpb.UnimplementedReplicationServer
 	svc *Service
-}
-
-func (s *replicationServer) Send(_ context.Context, b *kvpb.RaftBatch) (*kvpb.RaftAck, error) {
-	for _, rm := range b.Messages {
-		r, err := s.svc.replica(rm.Shard)
-		if err != nil {
-			continue
-		}
-		m := &pb.Message{}
-		if err := proto.Unmarshal(rm.Message, m); err != nil {
-			continue
-		}
-		r.Step(m)
-	}
-	return &kvpb.RaftAck{}, nil
 }
 
 func (s *replicationServer) SendPatch(_ context.Context, p *kvpb.Patch) (*kvpb.PatchAck, error) {

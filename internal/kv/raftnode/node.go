@@ -32,6 +32,10 @@ type Host interface {
 	// Apply hands the apply worker a raft snapshot point (snapshotIndex >
 	// 0: the state comes from a peer) or committed entries, in log order.
 	Apply(snapshotIndex uint64, entries []*pb.Entry)
+	// Proposed says raft took proposal id: term is the term this replica,
+	// leading, appended it in, or 0 when raft forwarded it to the leader
+	// (its term is then unknown here).
+	Proposed(id, term uint64)
 	// Dropped says raft refused proposal id (no leader): err says why.
 	Dropped(id uint64, err error)
 	// Barrier returns the encoded command that lifts this replica's vote
@@ -346,7 +350,13 @@ func (n *Node) forgetRead(ch chan uint64) {
 func (n *Node) propose(p proposal) {
 	if err := n.rn.Propose(p.data); err != nil {
 		n.cfg.Host.Dropped(p.id, err)
+		return
 	}
+	var term uint64
+	if st := n.rn.BasicStatus(); st.RaftState == raft.StateLeader {
+		term = st.GetTerm() // a leader appends a proposal in its own term
+	}
+	n.cfg.Host.Proposed(p.id, term)
 }
 
 func (n *Node) step(m *pb.Message) {

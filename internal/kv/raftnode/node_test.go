@@ -38,6 +38,8 @@ type host struct {
 	readCtxs map[string]bool
 	// lastIndex is the index of the last entry applied.
 	lastIndex uint64
+	// proposed maps a proposal ID to the term Host.Proposed reported.
+	proposed map[uint64]uint64
 }
 
 func (h *host) Send(msgs []*pb.Message) {
@@ -67,6 +69,14 @@ func (h *host) Apply(_ uint64, entries []*pb.Entry) {
 	}
 }
 
+func (h *host) Proposed(id, term uint64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.proposed == nil {
+		h.proposed = map[uint64]uint64{}
+	}
+	h.proposed[id] = term
+}
 func (h *host) Dropped(uint64, error) { h.mu.Lock(); h.dropped++; h.mu.Unlock() }
 func (h *host) Barrier() []byte       { return nil }
 func (h *host) HandedOff()            { h.mu.Lock(); h.handoffs++; h.mu.Unlock() }
@@ -136,6 +146,35 @@ func TestGroupOnManualClock(t *testing.T) {
 	if err := g.nodes[lead].Propose(ctx, 7, []byte("x=1")); err != nil {
 		t.Fatal(err)
 	}
+	// The leader reports the term it appended the proposal in (the
+	// replica answers proposals a later leader overwrote by it); a
+	// follower, which forwards, reports 0.
+	follower := lead%3 + 1
+	if err := g.nodes[follower].Propose(ctx, 8, []byte("x=2")); err != nil {
+		t.Fatal(err)
+	}
+	proposedTerm := func(id, member uint64) (uint64, bool) {
+		h := g.hosts[member]
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		term, ok := h.proposed[id]
+		return term, ok
+	}
+	g.until("proposals taken", func() bool {
+		_, a := proposedTerm(7, lead)
+		_, b := proposedTerm(8, follower)
+		return a && b
+	})
+	hs, _, err := g.nodes[lead].cfg.Log.InitialState() // the durable term: the leader's
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term, _ := proposedTerm(7, lead); term != hs.GetTerm() || term == 0 {
+		t.Fatalf("leader reported term %d for its proposal, its term is %d", term, hs.GetTerm())
+	}
+	if term, _ := proposedTerm(8, follower); term != 0 {
+		t.Fatalf("follower reported term %d for a proposal it forwarded, want 0", term)
+	}
 	g.until("entry applied everywhere", func() bool {
 		for _, h := range g.hosts {
 			h.mu.Lock()
@@ -147,7 +186,6 @@ func TestGroupOnManualClock(t *testing.T) {
 		}
 		return true
 	})
-	follower := lead%3 + 1
 	type result struct {
 		idx uint64
 		err error
