@@ -96,10 +96,11 @@ flashmend sim --workload msr:trace.csv --policy edm --format json --quiet`,
 		"experiments list": `flashmend experiments list`,
 		"experiments run": `flashmend experiments run model-direct --out /tmp/results
 flashmend experiments run --all --out docs/results`,
-		"torture":       `flashmend torture all --out /tmp/torture --seed 7`,
-		"torture all":   `flashmend torture all --out /tmp/torture --seed 7`,
-		"torture cords": `flashmend torture cords --only pebble --out /tmp/torture`,
-		"torture fuzz":  `flashmend torture fuzz --fuzztime 30s --out /tmp/torture`,
+		"torture":           `flashmend torture all --out /tmp/torture --seed 7`,
+		"torture all":       `flashmend torture all --out /tmp/torture --seed 7`,
+		"torture cords":     `flashmend torture cords --only pebble --out /tmp/torture`,
+		"torture fuzz":      `flashmend torture fuzz --fuzztime 30s --out /tmp/torture`,
+		"torture cords-sdf": `flashmend torture cords-sdf --only sstable --out /tmp/torture`,
 	}
 }
 

@@ -33,6 +33,7 @@ func newTortureCmd() *cobra.Command {
 		keys        int
 		cellTimeout time.Duration
 		objects     bool
+		kvSDF       bool
 		only        string
 		harness     bool
 		nemDuration time.Duration
@@ -44,8 +45,10 @@ func newTortureCmd() *cobra.Command {
 <out>/torture.md. "torture all" runs everything; "torture fuzz" fuzzes every
 decoder of stored or received bytes for --fuzztime each (run from the
 repository root: it uses "go test -fuzz"); "torture cords" runs the CORDS
-single-fault tables of the KV store (each cell in a child process) and of
-the object store. Every run prints its seed; --seed repeats a run.`,
+single-fault tables of the KV store (each cell in a child process; on files
+and on emulated flash) and of the object store; "torture cords-sdf" runs
+only the KV table on emulated flash and writes <out>/cords-kv-sdf.md
+instead. Every run prints its seed; --seed repeats a run.`,
 	}
 	run := func(parts string) func(cmd *cobra.Command, _ []string) error {
 		return func(cmd *cobra.Command, _ []string) error {
@@ -75,14 +78,27 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 				}
 				r.Fuzz = torture.Fuzz(ctx, ".", targets, fuzzTime, parallel, logf)
 			}
+			cellFilter := func(kind, fault string) bool { return only == "" || strings.Contains(kind+"/"+fault, only) }
+			if (parts == "all" || parts == "cords") && kvSDF || parts == "cords-sdf" {
+				exe, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				kv, err := torture.RunKV(ctx, torture.KVOptions{Keys: keys, Seed: seed, Store: torture.StoreSDF,
+					Argv: []string{exe, "torture", "cell"}, CellTimeout: cellTimeout, Logf: logf, Cell: cellFilter})
+				if err != nil {
+					r.Errors = append(r.Errors, "KV sweep on flash: "+err.Error())
+					logf("cords kv on flash: %v", err)
+				}
+				r.KVFlash = kv
+			}
 			if parts == "all" || parts == "cords" {
 				exe, err := os.Executable()
 				if err != nil {
 					return err
 				}
 				kv, err := torture.RunKV(ctx, torture.KVOptions{Keys: keys, Seed: seed, Argv: []string{exe, "torture", "cell"},
-					CellTimeout: cellTimeout, Logf: logf,
-					Cell: func(kind, fault string) bool { return only == "" || strings.Contains(kind+"/"+fault, only) }})
+					CellTimeout: cellTimeout, Logf: logf, Cell: cellFilter})
 				if err != nil {
 					r.Errors = append(r.Errors, "KV sweep: "+err.Error())
 					logf("cords kv: %v", err)
@@ -163,6 +179,19 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 				}
 			}
 			r.Wall = time.Since(start)
+			if len(r.KVFlash) > 0 || parts == "cords-sdf" {
+				command := fmt.Sprintf("flashmend torture cords-sdf --seed %d --keys %d", seed, keys)
+				if only != "" {
+					command += " --only " + only
+				}
+				frep, err := r.KVFlashReport()
+				if err != nil {
+					return err
+				}
+				if err := frep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+					return err
+				}
+			}
 			rep, err := r.Report()
 			if err != nil {
 				return err
@@ -181,13 +210,19 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 					command += " --harness=false"
 				}
 			}
-			if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
-				return err
+			if !kvSDF {
+				command += " --kv-sdf=false"
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "torture %s: wrote %s in %v (seed %d)\n", parts, filepath.Join(out, "torture.md"),
-				r.Wall.Round(time.Second), seed)
+			written := filepath.Join(out, "cords-kv-sdf.md")
+			if parts != "cords-sdf" {
+				if err := rep.Write(out, report.CaptureEnv(command, time.Now())); err != nil {
+					return err
+				}
+				written = filepath.Join(out, "torture.md")
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "torture %s: wrote %s in %v (seed %d)\n", parts, written, r.Wall.Round(time.Second), seed)
 			bad := 0
-			for _, c := range r.KV {
+			for _, c := range append(append([]torture.KVCell(nil), r.KV...), r.KVFlash...) {
 				if c.Outcome.Bad() {
 					bad++
 				}
@@ -204,7 +239,7 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 			}
 			bad += len(r.Errors) + r.HarnessBad()
 			if bad > 0 {
-				return fmt.Errorf("torture: %d cells or targets missed the target (see %s)", bad, filepath.Join(out, "torture.md"))
+				return fmt.Errorf("torture: %d cells or targets missed the target (see %s)", bad, written)
 			}
 			return nil
 		}
@@ -212,7 +247,8 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 	for _, sub := range []struct{ name, short string }{
 		{"all", "The whole harness: fuzz every decoder, the CORDS sweeps, the helix, the nemesis (plain files and flash) and every crash point; torture.md sums them up"},
 		{"fuzz", "Fuzz every decoder of stored or received bytes for --fuzztime each (from the repository root)"},
-		{"cords", "One fault at a time in one file of every kind: KV store (a child process per cell) and object store"},
+		{"cords", "One fault at a time in one file of every kind: KV store (a child process per cell; on files and on emulated flash) and object store"},
+		{"cords-sdf", "One fault at a time in every file kind of a KV replica on emulated flash and in the SDF layer's own pages; writes cords-kv-sdf.md"},
 	} {
 		c := &cobra.Command{Use: sub.name, Short: sub.short, Args: exactArgs(0), RunE: run(sub.name)}
 		c.Flags().Int64Var(&seed, "seed", 0, "seed for every random choice (0: from the clock, printed)")
@@ -221,7 +257,10 @@ the object store. Every run prints its seed; --seed repeats a run.`,
 		c.Flags().IntVar(&parallel, "parallel", 1, "fuzzing workers per target")
 		c.Flags().IntVar(&keys, "keys", 600, "keys in the KV sweep's store")
 		c.Flags().DurationVar(&cellTimeout, "cell-timeout", 3*time.Minute, "deadline of one KV cell (a hang past it is a crash)")
-		c.Flags().BoolVar(&objects, "objects", true, "also run the object store's sweep")
+		if sub.name == "all" || sub.name == "cords" {
+			c.Flags().BoolVar(&objects, "objects", true, "also run the object store's sweep")
+			c.Flags().BoolVar(&kvSDF, "kv-sdf", true, "also run the KV sweep on emulated flash (cords-kv-sdf.md too)")
+		}
 		c.Flags().StringVar(&only, "only", "", "run only fuzz targets (package/name) or KV cells (kind/fault) containing this")
 		if sub.name == "all" {
 			c.Flags().BoolVar(&harness, "harness", true, "after the sweeps, run the helix, the nemesis (plain files, then flash) and every crash point on flash (not with --only)")

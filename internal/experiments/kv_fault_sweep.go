@@ -329,7 +329,6 @@ func kvSweepFiles(baseFS vfs.FS, cfg kvcluster.Config, p kvSweepParams) ([]strin
 func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Config, file, fault string, p kvSweepParams,
 	rng *rand.Rand) (kvSweepCell, error) {
 	cell := kvSweepCell{Kind: bitrot.Kind(file), File: strings.TrimPrefix(file, cfg.Dir+"/"), Fault: fault, Crash: p.Crash}
-	var replaced []string // n1's replica failures under an I/O fault
 	fs := vfs.NewMem()
 	if err := bitrot.Copy(baseFS, cfg.Dir, fs, cfg.Dir); err != nil {
 		return cell, err
@@ -361,8 +360,29 @@ func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Con
 		return cell, fmt.Errorf("%s %s: %w", file, fault, err)
 	}
 	cell.What = what
-	started := time.Now()
 	cfg.FS = ffs
+	var under *kvIOFault
+	if isIOFault(fault) {
+		under = &kvIOFault{Injected: ffs.Injected, Clear: func() { ffs.Set(nil) }}
+	}
+	return runKVCellWorkload(ctx, cfg, cell, p, under)
+}
+
+// kvIOFault is a run-time fault in place while a cell's workload runs.
+type kvIOFault struct {
+	// Injected counts the operations the fault failed so far.
+	Injected func() int64
+	// Clear heals the device.
+	Clear func()
+}
+
+// runKVCellWorkload runs a cell once its fault is in place: the cluster
+// started from cfg, under an I/O fault (io != nil) the workload continued
+// and the fault cleared and n1 restarted, then every key read back and the
+// replicas compared; cell.Outcome says how n1 came back.
+func runKVCellWorkload(ctx context.Context, cfg kvcluster.Config, cell kvSweepCell, p kvSweepParams, io *kvIOFault) (kvSweepCell, error) {
+	var replaced []string // n1's replica failures under an I/O fault
+	started := time.Now()
 	c, err := kvcluster.Start(cfg)
 	if err != nil {
 		cell.StartErr = err.Error()
@@ -374,7 +394,7 @@ func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Con
 		return cell, err
 	}
 	defer cl.Close()
-	if isIOFault(fault) {
+	if io != nil {
 		// The workload continues under the fault: new keys are written
 		// and every key is read; what fails is unavailability, as long as
 		// it ends once the fault is cleared and the replica restarted.
@@ -406,7 +426,7 @@ func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Con
 				cell.Wrong++
 			}
 		}
-		cell.Injected = ffs.Injected()
+		cell.Injected = io.Injected()
 		// A replica that failed under the fault (its engine fail-stopped,
 		// or it could not open) was replaced by this run of n1: say so,
 		// the restart below starts a node that does not know.
@@ -419,7 +439,7 @@ func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Con
 				replaced = append(replaced, line)
 			}
 		}
-		ffs.Set(nil)
+		io.Clear()
 		// The device is healed (or replaced by one that works): restart
 		// the replica on it.
 		_ = c.StopNode(1)

@@ -31,6 +31,11 @@ type CellParams struct {
 	Fault string // one of experiments.KVCordsFaults
 	Keys  int
 	Seed  int64
+	// Store is where the replicas' files are: "" (files in memory, a
+	// copy of the stored cluster on plain files) or "sdf" (each node's
+	// replicas on sdfvfs over SDF over its own file-backed emulated
+	// flash device).
+	Store string `json:",omitempty"`
 }
 
 // RunCellFromEnv runs the KV cell named by CellEnv, if set, and writes its
@@ -44,7 +49,15 @@ func RunCellFromEnv(ctx context.Context, stdout io.Writer) (bool, error) {
 	if err := json.Unmarshal([]byte(raw), &p); err != nil {
 		return true, fmt.Errorf("torture cell: %s: %w", CellEnv, err)
 	}
-	cell, err := experiments.KVCordsCell(ctx, p.Dir, p.File, p.Fault, p.Keys, p.Seed)
+	cellFn := experiments.KVCordsCell
+	switch p.Store {
+	case "":
+	case StoreSDF:
+		cellFn = experiments.KVFlashCordsCell
+	default:
+		return true, fmt.Errorf("torture cell: unknown store %q (want \"\" or %q)", p.Store, StoreSDF)
+	}
+	cell, err := cellFn(ctx, p.Dir, p.File, p.Fault, p.Keys, p.Seed)
 	if err != nil {
 		return true, err
 	}
@@ -66,10 +79,15 @@ type KVCell struct {
 	Wall    time.Duration
 }
 
+// StoreSDF runs the KV sweep with every node's replicas on emulated flash.
+const StoreSDF = "sdf"
+
 // KVOptions configure the KV CORDS sweep.
 type KVOptions struct {
 	Keys int
 	Seed int64
+	// Store: "" (files in memory) or StoreSDF (emulated flash).
+	Store string
 	// Faults are the columns (nil: experiments.KVCordsFaults).
 	Faults []string
 	// Cell, if set, picks the cells to run (kind, fault).
@@ -97,24 +115,33 @@ func RunKV(ctx context.Context, o KVOptions) ([]KVCell, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	files, err := experiments.KVCordsBase(ctx, dir, o.Keys, o.Seed)
+	base, kindOf := experiments.KVCordsBase, bitrot.Kind
+	switch o.Store {
+	case "":
+	case StoreSDF:
+		base = experiments.KVFlashCordsBase
+		kindOf = func(name string) string { return experiments.KVFlashKind(dir, name) }
+	default:
+		return nil, fmt.Errorf("torture: unknown KV store %q (want \"\" or %q)", o.Store, StoreSDF)
+	}
+	files, err := base(ctx, dir, o.Keys, o.Seed)
 	if err != nil {
 		return nil, err
 	}
 	rng := rand.New(rand.NewSource(o.Seed))
 	var out []KVCell
 	for _, file := range files {
-		kind := bitrot.Kind(file)
+		kind := kindOf(file)
 		for _, fault := range faults {
 			seed := rng.Int63()
 			if o.Cell != nil && !o.Cell(kind, fault) {
 				continue
 			}
-			p := CellParams{Dir: dir, File: file, Fault: fault, Keys: o.Keys, Seed: seed}
+			p := CellParams{Dir: dir, File: file, Fault: fault, Keys: o.Keys, Seed: seed, Store: o.Store}
 			c := runChild(ctx, o.Argv, p, o.CellTimeout)
 			c.Kind = kind
 			if o.Logf != nil {
-				o.Logf("cords kv %-22s %-14s %-27s %s (%v)", kind, fault, c.Outcome, c.Reason, c.Wall.Round(time.Millisecond))
+				o.Logf("cords kv%s %-22s %-14s %-27s %s (%v)", o.Store, kind, fault, c.Outcome, c.Reason, c.Wall.Round(time.Millisecond))
 			}
 			out = append(out, c)
 		}

@@ -19,7 +19,13 @@
 //     crash (Outcome). The KV cells run one per child process (a fault
 //     that crashes a node must not end the sweep): the child is this
 //     binary (`flashmend torture cell`) or, under `go test`, the test
-//     binary. The object store's cells come from the experiments package's
+//     binary. The same table runs on emulated flash (KVOptions.Store
+//     StoreSDF, `flashmend torture cords-sdf`, cords-kv-sdf.md): every
+//     node's replicas on sdfvfs over SDF over its own file-backed device,
+//     with the SDF layer's journal, P2L and OOB pages as rows too; the
+//     faults land on the flash pages holding the bytes (at rest, silent:
+//     the slot checksum recomputed; EIO read and write errors through the
+//     device's fault injector, or faultfs over n1's sdfvfs). The object store's cells come from the experiments package's
 //     single-fault sweep: zero, junk and flip at rest on every file kind;
 //     on plain-file nodes also at run time a read error under one file
 //     (each name it held fails until written anew), a write error and lost

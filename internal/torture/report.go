@@ -19,7 +19,10 @@ type Run struct {
 	FuzzTime time.Duration
 	Fuzz     []FuzzResult
 	KV       []KVCell
-	Objects  []experiments.ObjectCordsCell
+	// KVFlash is the KV sweep on emulated flash (KVOptions.Store
+	// StoreSDF).
+	KVFlash []KVCell
+	Objects []experiments.ObjectCordsCell
 	// ObjectFaults are the object sweep's columns that ran.
 	ObjectFaults []string
 	Wall         time.Duration
@@ -73,6 +76,9 @@ func (r Run) Report() (*report.Report, error) {
 		return nil, err
 	}
 	if err := r.kvSection(rep); err != nil {
+		return nil, err
+	}
+	if err := r.kvFlashSection(rep, 2); err != nil {
 		return nil, err
 	}
 	if err := r.objectSection(rep); err != nil {
@@ -147,13 +153,18 @@ func (r Run) kvSection(rep *report.Report) error {
 		"workload continued under the fault (%d new keys written, every key read) before the fault was cleared and n1 "+
 		"restarted. Then every key is read back (eventual reads, the client retrying replicas, 20 s) and the replicas' "+
 		"contents compared (20 s).", r.Keys, max(20, r.Keys/20))
+	return kvTables(rep, "KV", r.KV)
+}
+
+// kvTables renders KV cells as the CORDS table and the cells in detail.
+func kvTables(rep *report.Report, name string, kv []KVCell) error {
 	var kinds []string
 	seen := map[string]bool{}
-	cells := map[[2]string]string{}
+	table := map[[2]string]string{}
 	faults := []string{}
 	seenF := map[string]bool{}
 	counts := map[Outcome]int{}
-	for _, c := range r.KV {
+	for _, c := range kv {
 		if !seen[c.Kind] {
 			seen[c.Kind] = true
 			kinds = append(kinds, c.Kind)
@@ -162,18 +173,69 @@ func (r Run) kvSection(rep *report.Report) error {
 			seenF[c.Params.Fault] = true
 			faults = append(faults, c.Params.Fault)
 		}
-		cells[[2]string{c.Kind, c.Params.Fault}] = string(c.Outcome)
+		table[[2]string{c.Kind, c.Params.Fault}] = string(c.Outcome)
 		counts[c.Outcome]++
 	}
-	if err := rep.Table(cordsTable("KV: outcome per (file kind of replica n1, fault). "+countLine(counts), faults, cells, kinds)); err != nil {
+	if err := rep.Table(cordsTable(name+": outcome per (file kind of replica n1, fault). "+countLine(counts), faults, table, kinds)); err != nil {
 		return err
 	}
-	t := report.Table{Caption: "KV cells in detail", Header: []string{"file", "fault", "outcome", "what happened", "failed ops under the fault", "faults injected", "wall"}}
-	for _, c := range r.KV {
+	t := report.Table{Caption: name + " cells in detail", Header: []string{"file", "fault", "outcome", "what happened", "failed ops under the fault", "faults injected", "wall"}}
+	for _, c := range kv {
 		t.Rows = append(t.Rows, []string{"`" + strings.TrimPrefix(c.Params.File, "kv/") + "`", title(c.Params.Fault), string(c.Outcome), escape(c.Reason),
 			fmt.Sprint(c.Cell.DuringErrors), fmt.Sprint(c.Cell.Injected), c.Wall.Round(100 * time.Millisecond).String()})
 	}
 	return rep.Table(t)
+}
+
+// KVFlashIntro describes the KV sweep on emulated flash.
+func (r Run) kvFlashIntro() string {
+	return fmt.Sprintf("The same cluster, workload and cells as the KV table of torture.md (%d keys of 800 B in two loads, a child process per cell), "+
+		"with every node's replicas on internal/sdfvfs over internal/sdf over its own file-backed emulated device "+
+		"(internal/flash: 4 channels x 2 dies x 64 blocks x 32 pages of 4 KiB, a page file of checksummed slots). Rows: the "+
+		"newest file of each kind replica n1 keeps on its device (sdfvfs's duplicate copies, .sdfvfs, and the protection "+
+		"layer's, .guardfs, included), then the SDF layer's own pages: journal pages (records and checkpoints; the zone "+
+		"table is in them), P2L pages, and the OOB bytes of the newest sstable's pages. A fault lands on the flash page "+
+		"holding the bytes: zeros, junk and bit flip change the stored page (data, or OOB) with the slot checksum "+
+		"recomputed, so the device returns the damage with a clean status (silent corruption the layers above must catch); "+
+		"lost write makes a page programmed by the second load read back erased; EIO read makes every read of the page "+
+		"under one 4 KiB block of the file uncorrectable (the device's fault injector) while the workload continues; "+
+		"write error fails every write, sync and create of the file's kind on n1 (faultfs over its sdfvfs) or, for the "+
+		"SDF layer's own pages, every program of a page of their kind. *n1's SDF* lists what the SDF layer and sdfvfs "+
+		"detected and repaired in the cell (the KV layers' counters do not see it). The base store is not bit-identical "+
+		"between runs (raft timing decides placement), so a seed repeats the choices, not always the same page.", r.Keys)
+}
+
+// kvFlashSection is the KV sweep on emulated flash (level 2 in
+// torture.md, 1 in its own report).
+func (r Run) kvFlashSection(rep *report.Report, level int) error {
+	h := strings.Repeat("#", level)
+	if len(r.KVFlash) == 0 {
+		rep.Text("%s KV store on emulated flash\n\nNot run in this report (`flashmend torture cords-sdf`, which writes "+
+			"[cords-kv-sdf.md](cords-kv-sdf.md)).", h)
+		return nil
+	}
+	rep.Text("%s KV store on emulated flash (3 replicas of one shard, each node's on SDF over its own emulated device)\n\n%s", h, r.kvFlashIntro())
+	return kvTables(rep, "KV on flash", r.KVFlash)
+}
+
+// KVFlashReport renders the KV sweep on emulated flash alone
+// (docs/results/cords-kv-sdf.md).
+func (r Run) KVFlashReport() (*report.Report, error) {
+	rep, err := report.New("cords-kv-sdf", "CORDS on emulated flash: one fault at a time in every file kind of a KV replica and in the SDF layer's own pages")
+	if err != nil {
+		return nil, err
+	}
+	rep.Text("Seed %d; wall time %v. Targets as in [torture.md](torture.md): 0 lost, 0 wrong, 0 crash, availability back "+
+		"after at most one restart of the faulty replica.", r.Seed, r.Wall.Round(time.Second))
+	for _, e := range r.Errors {
+		rep.Text("**Stopped early:** %s", escape(e))
+	}
+	if len(r.KVFlash) == 0 {
+		rep.Text("No cell ran.")
+		return rep, nil
+	}
+	rep.Text("%s", r.kvFlashIntro())
+	return rep, kvTables(rep, "KV on flash", r.KVFlash)
 }
 
 func (r Run) objectSection(rep *report.Report) error {

@@ -136,3 +136,43 @@ func TestClassifyKV(t *testing.T) {
 		}
 	}
 }
+
+// TestKVFlashCordsSlice is the seeded slice of the KV CORDS table on
+// emulated flash in `go test`: each node's replicas on sdfvfs over SDF
+// over its own file-backed device; one fault per row (file kinds of
+// replica n1's device and the SDF layer's journal, P2L and OOB pages),
+// drawn from the seed (printed), each cell in a child process. Every cell
+// must meet the target.
+func TestKVFlashCordsSlice(t *testing.T) {
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("FLASHMEND_TORTURE_SEED"); s != "" {
+		fmt.Sscan(s, &seed)
+	}
+	t.Logf("seed %d (repeat with FLASHMEND_TORTURE_SEED=%d)", seed, seed)
+	faults := experiments.KVCordsFaults
+	if f := os.Getenv("FLASHMEND_TORTURE_FAULTS"); f != "" {
+		faults = strings.Split(f, ",")
+	}
+	pick := map[string]string{}
+	i := 0
+	cells, err := RunKV(context.Background(), KVOptions{Keys: 200, Seed: seed, Store: StoreSDF, Argv: []string{os.Args[0]},
+		CellTimeout: 3 * time.Minute, Tmp: t.TempDir(), Logf: t.Logf,
+		Cell: func(kind, fault string) bool {
+			if _, ok := pick[kind]; !ok {
+				pick[kind] = faults[(int(seed%int64(len(faults)))+i)%len(faults)]
+				i++
+			}
+			return pick[kind] == fault
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) < 5 {
+		t.Fatalf("%d cells ran: the device has fewer file kinds than expected", len(cells))
+	}
+	for _, c := range cells {
+		if c.Outcome.Bad() {
+			t.Errorf("%s / %s on %s: %s: %s", c.Kind, c.Params.Fault, c.Params.File, c.Outcome, c.Reason)
+		}
+	}
+}
