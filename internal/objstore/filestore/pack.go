@@ -560,7 +560,13 @@ func (s *Store) packGet(name, key, member string, off, n int64) ([]byte, error) 
 // index. A failed append is cut off again; a torn one (crash injected)
 // leaves the file as it is and the pack is loaded again before its next use.
 func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string, data []byte) error {
-	rec := encodeRecord(p.key, kind, member, data)
+	buf, _ := recordBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	defer recordBufs.Put(buf)
+	rec := appendRecord((*buf)[:0], p.key, kind, member, data)
+	*buf = rec
 	checkRecord(p.key, rec, kind, member, data)
 	err := s.writeAt(p.f, name, rec, p.size)
 	if err == nil && s.sync {
