@@ -423,28 +423,40 @@ func TestHelixSharedSeparator(t *testing.T) {
 // byte; the block is put back together (block merge) and written in place
 // on every replica, with no rebuild and no key lost.
 func TestBlockMergeSameBlockEveryReplica(t *testing.T) {
-	ctx, c, cl := loadedCluster(t)
-	ids := c.NodeIDs()
-	victim := testKey(loadedShardKeys / 2)
-	var offsets []uint64
-	for k, id := range ids {
-		r := c.Node(id).Replica(1)
-		if err := r.Compact(context.Background()); err != nil {
-			t.Fatal(err)
+	// The replicas' tables come out the same when each compacts the same
+	// applied state; an entry applied on one replica between the others'
+	// compactions (an election's empty entry on a loaded machine) shifts
+	// its blocks. Such a cluster does not set up the case under test: try
+	// a fresh one (seen once in three make test runs at load 15).
+	for attempt := 1; ; attempt++ {
+		ctx, c, cl := loadedCluster(t)
+		ids := c.NodeIDs()
+		victim := testKey(loadedShardKeys / 2)
+		var offsets []uint64
+		for k, id := range ids {
+			r := c.Node(id).Replica(1)
+			if err := r.Compact(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			file, off, err := r.CorruptBlockAt(victim, 0.2+0.25*float64(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: damaged the block at offset %d of %s", r, off, file)
+			offsets = append(offsets, off)
 		}
-		file, off, err := r.CorruptBlockAt(victim, 0.2+0.25*float64(k))
-		if err != nil {
-			t.Fatal(err)
+		if offsets[0] != offsets[1] || offsets[1] != offsets[2] {
+			if attempt < 5 {
+				t.Logf("attempt %d: the replicas' tables differ (block offsets %v): a fresh cluster", attempt, offsets)
+				continue
+			}
+			t.Fatalf("the replicas' tables differ (block offsets %v) in %d clusters: not the case under test", offsets, attempt)
 		}
-		t.Logf("%s: damaged the block at offset %d of %s", r, off, file)
-		offsets = append(offsets, off)
-	}
-	if offsets[0] != offsets[1] || offsets[1] != offsets[2] {
-		t.Fatalf("the replicas' tables differ (block offsets %v): not the case under test", offsets)
-	}
-	restartAndReadBack(ctx, t, c, cl)
-	if assertRepairedWithoutRebuild(t, c) == 0 {
-		t.Fatalf("no block merged")
+		restartAndReadBack(ctx, t, c, cl)
+		if assertRepairedWithoutRebuild(t, c) == 0 {
+			t.Fatalf("no block merged")
+		}
+		return
 	}
 }
 
