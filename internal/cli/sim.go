@@ -29,6 +29,7 @@ func newSimCmd() *cobra.Command {
 		epoch       = time.Hour
 		fill        = 0.7
 		hostManaged bool
+		freshDevs   bool
 		zoneBlocks  int
 		channels    int
 		seed        int64 = 1
@@ -78,7 +79,7 @@ plots. A run is deterministic for its flags (--seed drives the workload).`,
 				return err
 			}
 			cfg := sim.Config{
-				Servers: servers, Workload: w, Policy: opts, Fill: fill, Epoch: epoch, Seed: seed,
+				Servers: servers, Workload: w, Policy: opts, Fill: fill, Epoch: epoch, Seed: seed, FreshDevices: freshDevs,
 				Device: sim.DeviceConfig{HostManaged: hostManaged, ZoneBlocks: zoneBlocks, Channels: channels},
 			}
 			clock := base.Clock(base.SystemClock{})
@@ -122,6 +123,7 @@ plots. A run is deterministic for its flags (--seed drives the workload).`,
 	f.Float64Var(&scale, "scale", scale, "multiply a profile's requests and data set")
 	f.DurationVar(&epoch, "epoch", epoch, "balancer epoch in virtual time")
 	f.Float64Var(&fill, "fill", fill, "REP footprint of the data set as a fraction of each server's logical capacity (sizes the devices)")
+	f.BoolVar(&freshDevs, "fresh-devices", false, "start the trace on devices erased but for the data set (default: preconditioned, as devices in service: every page programmed costs an erase)")
 	f.BoolVar(&hostManaged, "sdf", false, "SDF host-managed devices (zones, no over-provisioning) instead of an FTL")
 	f.IntVar(&zoneBlocks, "zone-blocks", 0, "blocks per zone with --sdf (default 16)")
 	f.IntVar(&channels, "channels", 0, "channels per device: a request's page operations are dealt over them (timing only; default 1)")

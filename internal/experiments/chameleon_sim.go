@@ -119,7 +119,9 @@ func chamSetupText(cfg Config) string {
 	return fmt.Sprintf("Fleet simulator (`internal/sim`) running the wear balancer (`internal/wear`): %d servers, "+
 		"%s, one-hour epochs, seed %d. Each server has a page-mapped FTL with greedy GC and 15%% "+
 		"over-provisioning (Table II: 4 KB pages, 256 KB blocks, 25/200/1500 us read/program/erase), sized so that "+
-		"the REP footprint of the most loaded server (under the default placement) fills 70%% of its logical capacity. Objects are placed by consistent "+
+		"the REP footprint of the most loaded server (under the default placement) fills 70%% of its logical capacity, and "+
+		"preconditioned after the data set is loaded, as a device in service is (its free space is invalid pages, so every "+
+		"page programmed during the trace costs an erase: eq. 2 after GC starts). Objects are placed by consistent "+
 		"hashing (FNV-1a). The YCSB trace is a Zipf (0.99) generator; the four MSR-Cambridge traces are synthetic "+
 		"profiles with Table III's request count, data set, bytes requested and write ratio (their Zipf skew, 0.9 to "+
 		"1.1, is our assumption: the traces are not shipped). EC is RS(4+2) in 4 KiB stripe units, REP three copies; "+

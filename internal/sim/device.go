@@ -332,6 +332,32 @@ func (d *Device) collect(work *gcWork) error {
 	return nil
 }
 
+// Precondition puts the device in the state of one that has been in
+// service: every empty erase unit beyond the garbage-collection reserve
+// (GCFreeZonesMin) is turned into a full unit of invalid pages, as if the
+// host had written the space and trimmed it, which is what the free space
+// of a device that has been written through looks like. Nothing is
+// counted (no host page, copy or erase): preconditioning happens before a
+// measurement's baseline. After it, every page the host or garbage
+// collection programs costs an erase sooner or later (greedy GC takes the
+// units of invalid pages first, at no copy), so the erases a trace causes
+// are its programmed pages over the pages per block, paper 004 eq. 2's
+// E_t = W_t / (B_p (1 - mu)), "after GC starts" (section III-B1; its
+// write amplification is also measured "after GC starts", section
+// IV-C4). NB: a device that is not preconditioned erases nothing until
+// its free units run out, so a trace that writes less than the free space
+// erases nothing at all, and erase counts measure how far past its free
+// space each server wrote, not its wear rate.
+func (d *Device) Precondition() {
+	for len(d.free) > d.cfg.GCFreeZonesMin+1 {
+		eu := d.free[0]
+		d.free = d.free[1:]
+		d.valid[eu] = 0
+		d.state[eu] = euFull
+		d.bucketInsert(eu)
+	}
+}
+
 // NewPart makes an empty part (a copy or a shard) of pages pages.
 func (d *Device) NewPart(pages int) (int32, error) {
 	if pages < 1 || pages > MaxPartPages {

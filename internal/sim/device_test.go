@@ -190,3 +190,84 @@ func TestDeviceChannels(t *testing.T) {
 		t.Fatalf("1000 channels: %v", err)
 	}
 }
+
+// TestPrecondition: on a preconditioned device every page programmed costs
+// an erase (erases = (host pages + GC copies) / pages per block, to within
+// the units still open or free at either end), while the same writes on a
+// fresh device erase nothing until its free space is used up; the device's
+// maps stay consistent and no counter moves while it is preconditioned.
+func TestPrecondition(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	for _, hm := range []bool{false, true} {
+		cfg := DeviceConfig{HostManaged: hm, ZoneBlocks: 2, LogicalBytes: 8 << 20}
+		run := func(precondition bool) Counters {
+			rng := rand.New(rand.NewSource(seed))
+			d := smallDevice(t, cfg)
+			const partPages = 16
+			var parts []int32
+			// A third of the logical capacity live, as EC's footprint
+			// sits on devices sized for REP.
+			for i := 0; i < int(d.LogicalPages())/3/partPages; i++ {
+				p, err := d.NewPart(partPages)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := d.Write(p, 1<<partPages-1, 0); err != nil {
+					t.Fatal(err)
+				}
+				parts = append(parts, p)
+			}
+			before := d.Counters()
+			if precondition {
+				d.Precondition()
+				if d.Counters() != before {
+					t.Fatalf("preconditioning counted %+v", d.Counters().Sub(before))
+				}
+				if err := d.checkConsistency(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Overwrites of half the free space's worth of pages, and on a
+			// preconditioned device four times the device more (garbage
+			// collection copies then too).
+			writes := int(d.PhysicalPages()-d.LivePages()) / 2
+			if precondition {
+				writes += 4 * int(d.PhysicalPages())
+			}
+			for i := 0; i < writes; i++ {
+				p := parts[rng.Intn(len(parts))]
+				if _, err := d.Write(p, 1<<uint(rng.Intn(partPages)), int64(i)); err != nil {
+					t.Fatalf("seed %d: %v", seed, err)
+				}
+			}
+			if err := d.checkConsistency(); err != nil {
+				t.Fatalf("seed %d: %v", seed, err)
+			}
+			return d.Counters().Sub(before)
+		}
+		fresh, aged := run(false), run(true)
+		if aged.GCPages == 0 {
+			t.Errorf("seed %d host-managed %v: no GC copy in %d page writes", seed, hm, aged.HostPages)
+		}
+		unit := int64(cfg.PagesPerBlock)
+		if unit == 0 {
+			unit = DefaultPagesPerBlock
+		}
+		blocksPerUnit := int64(1)
+		if hm {
+			blocksPerUnit = int64(cfg.ZoneBlocks)
+			unit *= blocksPerUnit
+		}
+		want := (aged.HostPages + aged.GCPages) / unit * blocksPerUnit
+		slack := int64(8) * blocksPerUnit // open and reserve units
+		t.Logf("host-managed %v: fresh %+v, preconditioned %+v (want about %d erases)", hm, fresh, aged, want)
+		if aged.Erases < want-slack || aged.Erases > want+slack {
+			t.Errorf("seed %d host-managed %v: preconditioned device erased %d blocks for %d programs, want %d +- %d",
+				seed, hm, aged.Erases, aged.HostPages+aged.GCPages, want, slack)
+		}
+		if fresh.Erases != 0 {
+			t.Errorf("seed %d host-managed %v: fresh device erased %d blocks writing half its free space", seed, hm, fresh.Erases)
+		}
+	}
+}

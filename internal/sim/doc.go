@@ -46,7 +46,9 @@
 //     programs over host writes), mean write latency per SSD request and
 //     per client write (read phase included), the pages read by EC
 //     read-modify-writes, the pages written to new layouts by conversions
-//     and offloads, moved bytes, the state mix per epoch.
+//     and offloads, the pages written into REP copies, moved bytes, the
+//     state mix per epoch, and per server its host pages, GC copies,
+//     erases, GC victim utilization (mu) and final utilization.
 //
 // # Invariants
 //
@@ -57,7 +59,16 @@
 //     each part holds exactly the pages of the object it should
 //     (checkObjects); device maps are consistent (Device.checkConsistency).
 //   - The preload (the data set that exists before the trace) is not
-//     counted: counters start after it.
+//     counted: counters start after it. Then, unless FreshDevices, each
+//     device is preconditioned (Device.Precondition): its free space
+//     beyond the GC reserve becomes units of invalid pages, the state of a
+//     device that has been in service, so that every page programmed
+//     during the trace costs an erase (a block's worth of programs, one
+//     erase: paper 004 eq. 2, which holds "after GC starts", the state its
+//     Figure 7 is measured in). NB: on fresh devices a server erases
+//     nothing until it has written its free space, so erase counts would
+//     measure how far past its free space each server wrote (a function
+//     of the device size we chose, Fill) rather than its wear rate.
 //
 // # Failure model
 //

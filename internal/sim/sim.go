@@ -28,6 +28,15 @@ type Config struct {
 	// Fill is that footprint's share of the logical capacity when the
 	// device is sized from the workload (default 0.7).
 	Fill float64
+	// FreshDevices leaves the devices as new after the preload: their free
+	// space is erased, so nothing is erased until a server has written
+	// past it. By default each device is preconditioned after the preload
+	// (Device.Precondition): servers that have been in service, whose
+	// every programmed page costs an erase (paper 004 eq. 2, "after GC
+	// starts"). NB: with fresh devices the erase counts of a trace depend
+	// on how much free space the device size leaves (Fill), not only on
+	// the writes.
+	FreshDevices bool
 	// Epoch is the balancer's period in virtual time (default 1 hour).
 	Epoch time.Duration
 	// Seed drives the workload generator; a run is a function of Config.
@@ -111,9 +120,13 @@ type Result struct {
 	// (REP to EC or back); the rest moved a part (EWO).
 	ConversionPages   int64 `json:"conversion_pages_written"`
 	RelayoutReadPages int64 `json:"relayout_pages_read"`
-	MovedBytes        int64 `json:"moved_bytes"`
-	Moves             int64 `json:"moves"`
-	MovesFailed       int64 `json:"moves_failed"`
+	// REPPages is the part of HostPages that client writes programmed
+	// into REP copies (HostPages also counts the pages of EC shards and
+	// the copies of moves).
+	REPPages    int64 `json:"rep_pages_written"`
+	MovedBytes  int64 `json:"moved_bytes"`
+	Moves       int64 `json:"moves"`
+	MovesFailed int64 `json:"moves_failed"`
 	// WriteRetries counts writes placed again because a server was full.
 	WriteRetries int64            `json:"write_retries"`
 	Remapped     int64            `json:"remapped"`
@@ -126,8 +139,23 @@ type Result struct {
 	EntryBytes   int64            `json:"mapping_bytes"`
 	StateObjects map[string]int64 `json:"state_objects"`
 
-	ServerErases []float64    `json:"server_erases"`
-	EpochLog     []EpochStats `json:"epoch_log"`
+	ServerErases []float64 `json:"server_erases"`
+	// PerServer is each server's flash activity over the trace (server
+	// i+1 at index i).
+	PerServer []ServerResult `json:"per_server"`
+	EpochLog  []EpochStats   `json:"epoch_log"`
+}
+
+// ServerResult is one server's flash activity over the trace: the pages
+// the host programmed, the pages garbage collection copied, the block
+// erases, the GC victims' mean valid fraction (mu), and its utilization
+// (live pages over logical capacity) at the end.
+type ServerResult struct {
+	HostPages   int64   `json:"host_pages"`
+	GCPages     int64   `json:"gc_pages"`
+	Erases      int64   `json:"erases"`
+	VictimMu    float64 `json:"victim_mu"`
+	Utilization float64 `json:"utilization"`
 }
 
 // objState is the simulator's record of one object: which of its pages
@@ -156,6 +184,7 @@ type simulator struct {
 	relayoutReads     int64 // pages read to rewrite an object on a new layout
 	relayoutPages     int64 // pages written to parts on a new layout by writes
 	conversionPages   int64 // the part of relayoutPages that changed redundancy
+	repPages          int64 // pages client writes programmed into REP copies
 	movesFailed       int64
 	writeRetries      int64
 	remapped, swapped int64
@@ -259,6 +288,9 @@ func run(ctx context.Context, cfg Config) (*simulator, error) {
 		}
 	}
 	for _, d := range s.devs {
+		if !c.FreshDevices {
+			d.Precondition()
+		}
 		s.baseline = append(s.baseline, d.Counters())
 		s.lastMu = append(s.lastMu, d.Counters())
 		clear(d.busyUntil)
@@ -392,7 +424,7 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 	at := now + readLat
 	writeLat := int64(0)
 	latSum, latN := 0.0, int64(0)
-	relayout := int64(0)
+	relayout, programmed := int64(0), int64(0)
 	for p := 0; p < plan.New.Width(); p++ {
 		n := plan.New.Node(p)
 		d := s.dev(n)
@@ -426,6 +458,7 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 			}
 			return fmt.Errorf("server %v: %w", n, err)
 		}
+		programmed += int64(bits.OnesCount64(mask))
 		latSum += float64(lat)
 		latN++
 		writeLat = max(writeLat, lat)
@@ -444,6 +477,9 @@ func (s *simulator) writeOnce(idx int64, pages uint64, now int64, measured bool,
 			s.rmwReads += readPages
 		}
 		s.relayoutPages += relayout
+		if plan.New.Redundancy == wear.REP {
+			s.repPages += programmed
+		}
 		if plan.Old.Redundancy != plan.New.Redundancy {
 			s.conversionPages += relayout
 		}
@@ -718,6 +754,7 @@ func (s *simulator) result() *Result {
 		Servers: s.cfg.Servers, Seed: s.cfg.Seed, HostManaged: s.devs[0].Config().HostManaged,
 		Requests: s.reqs, Writes: s.writes, Objects: int64(s.b.Len()), Epochs: len(s.epochs),
 		RMWReadPages: s.rmwReads, RelayoutPages: s.relayoutPages, ConversionPages: s.conversionPages, RelayoutReadPages: s.relayoutReads,
+		REPPages:   s.repPages,
 		MovedBytes: s.moved, Moves: s.moves, MovesFailed: s.movesFailed, WriteRetries: s.writeRetries, Remapped: s.remapped, Swapped: s.swapped,
 		LateREP: s.lateREP, LateEC: s.lateEC, DevicePages: s.devs[0].PhysicalPages(),
 		EpochLog: s.epochs, StateObjects: map[string]int64{},
@@ -731,6 +768,11 @@ func (s *simulator) result() *Result {
 		c := d.Counters().Sub(s.baseline[i])
 		e := float64(c.Erases)
 		r.ServerErases = append(r.ServerErases, e)
+		r.PerServer = append(r.PerServer, ServerResult{
+			HostPages: c.HostPages, GCPages: c.GCPages, Erases: c.Erases,
+			VictimMu:    c.VictimUtilization(d.PagesPerEraseUnit()),
+			Utilization: float64(d.LivePages()) / float64(d.LogicalPages()),
+		})
 		sum += e
 		sumSq += e * e
 		r.EraseMin = math.Min(r.EraseMin, e)

@@ -203,3 +203,53 @@ func TestChameleonPartialWrites(t *testing.T) {
 		t.Errorf("conversions wrote %d of %d pages", ch.ConversionPages, ch.HostPages)
 	}
 }
+
+// TestRunPreconditioned: by default the devices are preconditioned, so
+// each server's erases over the trace are its programmed pages (host and
+// GC) over the pages per block, to within the units open or free at either
+// end (eq. 2's accounting); the per-server counters add up to the totals;
+// REP's copies are all of REP's host pages and none of EC's. Fresh devices
+// (the old model) erase less for the same writes.
+func TestRunPreconditioned(t *testing.T) {
+	const seed = 7
+	w := tinyYCSB(t, 0.005)
+	for _, mode := range []wear.Mode{wear.ModeREP, wear.ModeEC, wear.ModeChameleon} {
+		r, err := Run(context.Background(), Config{Servers: 16, Workload: w, Policy: wear.Options{Mode: mode}, Seed: seed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := Run(context.Background(), Config{Servers: 16, Workload: w, Policy: wear.Options{Mode: mode}, Seed: seed, FreshDevices: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var host, gc, erases int64
+		for i, s := range r.PerServer {
+			programs := s.HostPages + s.GCPages
+			want := programs / DefaultPagesPerBlock
+			if s.Erases < want-6 || s.Erases > want+1 {
+				t.Errorf("%v server %d: %d erases for %d programmed pages (want %d)", mode, i+1, s.Erases, programs, want)
+			}
+			if float64(s.Erases) != r.ServerErases[i] || s.Utilization <= 0 || s.Utilization > 1 {
+				t.Errorf("%v server %d: %+v, erases %v", mode, i+1, s, r.ServerErases[i])
+			}
+			host, gc, erases = host+s.HostPages, gc+s.GCPages, erases+s.Erases
+		}
+		if host != r.HostPages || gc != r.GCPages || float64(erases) != r.ErasesTotal {
+			t.Errorf("%v: servers add up to %d/%d/%d, totals %d/%d/%v", mode, host, gc, erases, r.HostPages, r.GCPages, r.ErasesTotal)
+		}
+		switch mode {
+		case wear.ModeREP:
+			if r.REPPages != r.HostPages {
+				t.Errorf("REP: %d of %d host pages in copies", r.REPPages, r.HostPages)
+			}
+		case wear.ModeEC:
+			if r.REPPages != 0 {
+				t.Errorf("EC: %d host pages in copies", r.REPPages)
+			}
+		}
+		if fresh.ErasesTotal >= r.ErasesTotal {
+			t.Errorf("%v: fresh devices erased %v, preconditioned %v", mode, fresh.ErasesTotal, r.ErasesTotal)
+		}
+		t.Logf("%v: erases %v (fresh %v), host %d (REP %d), GC %d", mode, r.ErasesTotal, fresh.ErasesTotal, r.HostPages, r.REPPages, r.GCPages)
+	}
+}
