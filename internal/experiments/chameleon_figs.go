@@ -8,6 +8,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/sim"
+	"github.com/flashmend/flashmend/internal/wear"
 )
 
 // Figures 4 to 7 of paper 004, from the fleet simulator. Figures 4 and 5
@@ -234,7 +235,72 @@ func runChameleonWear(ctx context.Context, cfg Config, m *simMemo) (*report.Repo
 		chamSigned(chamChange(paperHM.edm, paperHM.ec)), chamSigned(chamChange(paperHM.ch, paperHM.ec)),
 		chamSigned(chamChange(hm["EDM"].EraseSigma, hm["EC"].EraseSigma)), chamSigned(chamChange(hm["Chameleon"].EraseSigma, hm["EC"].EraseSigma)),
 		shareLo, shareHi)
+	if err := chamErasesForm(ctx, cfg, m, r, res, names); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// chamHCDSErasesShare and chamARPTErasesShare set the thresholds of the
+// paper's form (in erases) from the EC baseline's mean erase count over
+// the trace: sigma_HCDS the same tolerance as the default ratio
+// (wear.DefaultSigmaHCDSRatio), sigma_ARPT half of it, because in the
+// paper's Figure 8 ARPT starts converting (hour 3) before HCDS detects an
+// imbalance (hour 5) while the standard deviation grows from zero, which
+// puts sigma_ARPT below sigma_HCDS. NB: the paper gives no values; these
+// are not fitted to any result.
+const (
+	chamHCDSErasesShare = wear.DefaultSigmaHCDSRatio
+	chamARPTErasesShare = wear.DefaultSigmaHCDSRatio / 2
+)
+
+// chamErasesForm runs EDM and Chameleon (from EC) with the thresholds in
+// erases, the form of the paper's Table I and Algorithms 1-2, the same
+// sigma_HCDS for both, and adds the comparison to the wear report.
+func chamErasesForm(ctx context.Context, cfg Config, m *simMemo, r *report.Report, res map[string]map[string]*sim.Result, names []string) error {
+	t := report.Table{Caption: "The paper's threshold form: sigma_HCDS in erases for EDM and Chameleon alike (0.05 times EC's " +
+		"mean erase count over the trace), sigma_ARPT half of it (Figure 8's order); standard deviation (mean), and " +
+		"Chameleon's changes",
+		Header: []string{"workload", "sigma_HCDS / sigma_ARPT", "EDM", "Chameleon", "Chameleon vs EDM, sigma", "Chameleon vs EC, sigma",
+			"Chameleon vs EC, total erases", "REP copies of Chameleon's host pages"}}
+	var vsEDM []float64
+	for _, w := range names {
+		mean := res[w]["EC"].EraseMean
+		hcds := math.Round(chamHCDSErasesShare * mean)
+		arpt := math.Round(chamARPTErasesShare * mean)
+		edm, err := m.run(ctx, cfg, w, chamPolicy{"EDM (sigma in erases)", wear.Options{Mode: wear.ModeEDM, Initial: wear.EC, SigmaHCDS: hcds}})
+		if err != nil {
+			return err
+		}
+		ch, err := m.run(ctx, cfg, w, chamPolicy{"Chameleon (sigma in erases)",
+			wear.Options{Mode: wear.ModeChameleon, Initial: wear.EC, SigmaHCDS: hcds, SigmaARPT: arpt}})
+		if err != nil {
+			return err
+		}
+		v := chamChange(ch.EraseSigma, edm.EraseSigma)
+		vsEDM = append(vsEDM, v)
+		t.Rows = append(t.Rows, []string{w, fmt.Sprintf("%.0f / %.0f", hcds, arpt),
+			fmt.Sprintf("%s (%s)", chamF1(edm.EraseSigma), chamF0(edm.EraseMean)),
+			fmt.Sprintf("%s (%s)", chamF1(ch.EraseSigma), chamF0(ch.EraseMean)),
+			chamSigned(v), chamSigned(chamChange(ch.EraseSigma, res[w]["EC"].EraseSigma)),
+			chamSigned(chamChange(ch.ErasesTotal, res[w]["EC"].ErasesTotal)),
+			fmt.Sprintf("%.0f%%", 100*float64(ch.REPPages)/math.Max(1, float64(ch.HostPages)))})
+	}
+	if err := r.Table(t); err != nil {
+		return err
+	}
+	a, b := chamAvgBest(vsEDM)
+	r.Text("**The threshold decides the comparison with EDM.** Both balancers loop while the standard deviation "+
+		"exceeds their threshold and stop once it does not. With the default thresholds, ratios of the mean, a "+
+		"policy that erases more (Chameleon, through ARPT's REP copies) is let stop at a proportionally larger "+
+		"standard deviation. In the paper's form, one sigma_HCDS in erases for both, they stop at about the same "+
+		"standard deviation: Chameleon is %s on average against EDM (%s at best); against the paper's -43%% "+
+		"(the target on every workload, in sigma) it is %s. Neither form reproduces the paper's gap, which needs an EDM that "+
+		"stops well short of its threshold or overshoots it with migration wear (the paper's EDM changed hm-0's "+
+		"standard deviation by only -18.8%% against EC); the paper does not describe its EDM's trigger or how much "+
+		"it moved per round.",
+		chamSigned(a), chamSigned(b), chamMet(names, vsEDM, func(v float64) bool { return v <= chamPaperAvgVsEDM }))
+	return nil
 }
 
 // The paper's headline changes of Chameleon's wear variance (section
@@ -383,12 +449,15 @@ func runChameleonEndurance(ctx context.Context, cfg Config, m *simMemo) (*report
 		"mostly frequently updated data\"), and under these skewed workloads that small fraction of the objects "+
 		"takes %.0f%% to %.0f%% of Chameleon's host page writes (REP copies column). A REP write programs three "+
 		"copies where EC programs the data once plus its row's parity: twice the pages for whole stripe rows (YCSB's "+
-		"whole-record writes), as many for a one-page update. So Chameleon's host pages are %s above EC's on "+
+		"whole-record writes), as many for a one-page update. So Chameleon's host pages are %s against EC's on "+
 		"average and its erases follow. The paper's own numbers cannot all hold at once for a write-skewed "+
 		"workload: with REP costing about twice EC per byte written (its Figure 5(a)) and ARPT putting the hot data "+
 		"in REP, Chameleon's erases exceed EC's by about the share of the writes that go to REP data. The paper's "+
-		"FlashSim gave REP a lower write amplification than EC (1.4 against 2.11, Figure 7(a)), which closes a "+
-		"third of that gap at most; our FTL does not (chameleon-wa). The EDM baseline's migrations cost almost "+
+		"FlashSim gave REP a lower write amplification than EC (1.4 against 2.11, Figure 7(a)); taken alone that "+
+		"makes a REP write cost 1.33x an EC write of the same bytes (3 x 1.4 against 1.5 x 2.11 pages programmed "+
+		"per page written), not 2x, which would leave Chameleon about a third of the REP share above EC, still not "+
+		"close to it, and does not square with the paper's own REP-to-EC erase ratio of about 2x. Our FTL has no "+
+		"such write amplification gap (chameleon-wa). The EDM baseline's migrations cost almost "+
 		"nothing here (the moved bytes column) because it moves the hottest parts, a few stripe units each, off "+
 		"the most worn servers, which takes the most future wear off them per byte copied; the paper does not say "+
 		"what its EDM migrated or how much, only that it cost up to about 20%% more erases.",

@@ -117,7 +117,8 @@ func runChameleonScale(ctx context.Context, cfg Config) (*report.Report, error) 
 	r.Text("The fleet simulator on YCSB-zipf with a constant load per server: each server gets %.2f%% of the "+
 		"paper's per-server YCSB load (its request count and data set times servers/50 times %.4f), over the "+
 		"same 85 virtual hours in one-hour epochs, seed %d. Devices as in the other Chameleon experiments (page-"+
-		"mapped FTL, greedy GC, 15%% over-provisioning, the most loaded server's REP footprint filling 70%% of the logical capacity). "+
+		"mapped FTL, greedy GC, 15%% over-provisioning, the most loaded server's REP footprint filling 70%% of the logical capacity, "+
+		"preconditioned after the data set is loaded). "+
 		"The balancer's budgets grow with the fleet: 5 remaps and 5 MiB of copies per server per epoch (256 and "+
 		"256 MiB at 50 servers, the defaults). Wall time is measured on the machine below (shared, so noisy), one "+
 		"run at a time.", 100*perServer*50, perServer*50, cfg.Seed)

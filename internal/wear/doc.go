@@ -77,7 +77,9 @@
 //     device size and run length fires at once or never on another, and
 //     tightens as erase counts grow over a run; a fraction of the mean
 //     serves every workload and fleet size (testdata/thresholds.txt shows
-//     the erase form).
+//     the erase form). The default order (ARPT's trigger above HCDS's) is
+//     not the paper's: its Figure 8 starts ARPT before HCDS as the
+//     imbalance grows (see Options.SigmaARPTRatio).
 //   - The variance estimate projects HorizonEpochs of each object's current
 //     write rate through eq. 2 and moves a part's share off its old server
 //     as well as onto its new one (the algorithms only add). W_t of eq. 2

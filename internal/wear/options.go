@@ -52,6 +52,14 @@ type Options struct {
 	// fixed sigma is a tighter and tighter balance), where a fraction of
 	// the mean carries across them. The defaults therefore stay ratios;
 	// SigmaARPT and SigmaHCDS give the paper's form.
+	// NB: the default puts ARPT's trigger above HCDS's; the paper's Figure
+	// 8 has ARPT converting at hour 3 and HCDS starting at hour 5 while the
+	// standard deviation grows from zero, which puts sigma_ARPT below
+	// sigma_HCDS. chameleon-wear's threshold-form table runs that order
+	// (sigma_ARPT half of sigma_HCDS, in erases): ARPT then runs every
+	// epoch once past its threshold, and Chameleon still stops at about
+	// EDM's sigma, its REP copies 60-80% of its host page writes
+	// (56-84% under the defaults).
 	SigmaARPTRatio float64
 	// SigmaHCDSRatio is the HCDS (and EDM) trigger as a coefficient of
 	// variation, used when SigmaHCDS is zero (default 0.05).
