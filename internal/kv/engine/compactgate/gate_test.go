@@ -17,6 +17,8 @@ type fakeDB struct {
 	mu      sync.Mutex
 	allowed int
 	grants  int
+	// panicWith, when set, is what the next Schedule panics with.
+	panicWith any
 }
 
 func (d *fakeDB) GetAllowedWithoutPermission() int {
@@ -31,6 +33,11 @@ func (d *fakeDB) GetWaitingCompaction() (bool, pebble.WaitingCompaction) {
 
 func (d *fakeDB) Schedule(h pebble.CompactionGrantHandle) bool {
 	d.mu.Lock()
+	if p := d.panicWith; p != nil {
+		d.panicWith = nil
+		d.mu.Unlock()
+		panic(p)
+	}
 	d.grants++
 	d.mu.Unlock()
 	go h.Done() // the compaction runs and ends
@@ -116,5 +123,38 @@ func TestCompactionGateBacksOffAfterCorruption(t *testing.T) {
 		}
 		clock.Advance(grantEvery)
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestStaleManualCompactionPanicSchedulesNothing: Pebble's panic on a
+// cached pick of a cancelled manual compaction (see Gate.schedule) counts
+// as nothing scheduled: the gate's slot is free again and the next waiting
+// compaction is granted; any other panic is not swallowed.
+func TestStaleManualCompactionPanicSchedulesNothing(t *testing.T) {
+	db := &fakeDB{allowed: 1, panicWith: errors.New("pebble: internal error: did not find manual compaction with id 1")}
+	g := New(nil)
+	g.db = db // no granter goroutine: grantWaiting is called here
+	g.Opened()
+	g.grantWaiting() // the stale pick: nothing runs, the slot is released
+	g.mu.Lock()
+	running := g.mu.running
+	g.mu.Unlock()
+	if running != 0 {
+		t.Fatalf("%d compactions counted as running after the stale pick", running)
+	}
+	g.grantWaiting()
+	if db.granted() == 0 {
+		t.Fatal("the next waiting compaction was not granted")
+	}
+	db.mu.Lock()
+	db.panicWith = errors.New("some other assertion")
+	db.mu.Unlock()
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("another panic was swallowed")
+		}
+	}()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		g.grantWaiting() // panics once the running compaction ended
 	}
 }
