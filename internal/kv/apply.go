@@ -423,13 +423,12 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	}
 	if len(merged) > 0 {
 		// The merged bytes verify against the blocks' checksums; the
-		// engine as a whole must still match its digest.
-		if ok, err := r.checkDigest(); err == nil && !ok {
-			r.mu.Lock()
-			r.needRebuild, r.rebuildReason = true, rebuildDiverged
-			r.mu.Unlock()
-			r.enqueue(applyTask{})
-		}
+		// engine as a whole must still match its digest, which it can
+		// only once no range is under repair (a range still missing, or
+		// a remainder an excise lost, is not the merge's doing):
+		// verifyEngine checks it once they are patched.
+		r.wg.Add(1)
+		go r.verifyEngine()
 	}
 	r.advance(idx)
 	if q := patch.Remainders(pr.Path, now, lost); q != nil {

@@ -107,7 +107,8 @@
 //     takes a copy only if it provably is this block, votes byte by byte,
 //     or tries the few combinations of the bytes the copies disagree on
 //     against the block checksum) and written over the damaged copy in
-//     place; the engine is then checked against its digest. An excise
+//     place; the engine is then checked against its digest once no range
+//     is under repair. An excise
 //     that cuts a table damaged where Pebble seeks for the bound of its
 //     remainder loses that remainder: reads around each span are refused
 //     while it is excised, and what a table lost (engine.ExciseLossError)
@@ -125,7 +126,10 @@
 //     "state machine diverged from its digest"). Reads wait for the first
 //     scan; a scan that meets damage cannot decide until patches land, and
 //     the replica serves meanwhile (every read is still checked against
-//     its block checksums).
+//     its block checksums), and neither can a scan while some range is
+//     under repair (its rows are missing until patched): the check waits
+//     for the repairs, up to its deadline. After a block merge the check
+//     runs again the same way.
 //  4. Cascading errors: an entry whose conditions a replica cannot evaluate
 //     (they read a damaged block) is never guessed: that replica rebuilds
 //     from a peer that applied it; the proposer reports the outcome as
