@@ -436,7 +436,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		// like any damage (reads there are refused meanwhile).
 		r.proposeRepair(q)
 	}
-	if q := patch.Retry(pr, still, now, r.opts.PatchTimeout); q != nil {
+	if q := patch.Retry(pr, still, now.Add(r.opts.PatchTimeout)); q != nil {
 		r.proposeRepair(q)
 	}
 	if len(done) > 0 && r.opts.OnRepair != nil {

@@ -178,28 +178,16 @@ func (r *Replica) proposeRepair(p *patch.Request) {
 	r.proposePending()
 }
 
-// patchResend is how long a patch request's proposal may go unapplied
-// before it is proposed again: a sixth of the patch timeout (500 ms by
-// default), at least four repair ticks. A proposal a follower forwards is
-// lost without a word when the leader it reaches is handing off its
-// leadership or loses it; three patch timeouts (9 s) made such a loss the
-// repair latency's tail (kv-recovery-latency). A proposal that was only
-// slow commits twice; the second entry finds nothing waiting under its
-// patch id and is skipped.
-func patchResend(patchTimeout time.Duration) time.Duration {
-	return max(4*repairTick, patchTimeout/6)
-}
-
 // proposePending proposes the patch requests that are not in flight
 // (patch.Tracker.Due): new ones, ones whose proposal raft dropped (no
-// leader), and ones not applied within patchResend.
+// leader), and ones not applied within three patch timeouts.
 func (r *Replica) proposePending() {
 	if !r.raft.Up() || r.raft.Leader() == 0 {
 		return
 	}
 	now := r.opts.Clock.Now()
 	r.mu.Lock()
-	due := r.repair.Due(now, patchResend(r.opts.PatchTimeout), func() uint64 { return r.nextID.Add(1) })
+	due := r.repair.Due(now, 3*r.opts.PatchTimeout, func() uint64 { return r.nextID.Add(1) })
 	r.mu.Unlock()
 	for _, d := range due {
 		data, err := proto.Marshal(&kvpb.Command{ProposalId: d.ProposalID, Patch: &kvpb.PatchRequest{

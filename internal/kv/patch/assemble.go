@@ -43,22 +43,15 @@ func Assemble(q *Request, ranges []keyspan.Range, got Parts) (covered, missing [
 	return covered, missing
 }
 
-// Retry is the request that asks again, at a later entry, for the pieces
-// of q still missing (a builder may have been damaged in that range itself,
-// and patched meanwhile). It keeps q's detection time. It waits RetryBase
-// after the first attempt, doubling with each attempt up to maxDelay: a
-// peer's own repair of the range usually lands within milliseconds, and a
-// fixed wait of maxDelay (the patch timeout, 3 s) was the repair latency's
-// tail. Nil if nothing is missing.
-func Retry(q *Request, missing []Piece, now time.Time, maxDelay time.Duration) *Request {
+// Retry is the request that asks again, at a later entry and not before
+// after, for the pieces of q still missing (a builder may have been
+// damaged in that range itself, and patched meanwhile). It keeps q's
+// detection time. Nil if nothing is missing.
+func Retry(q *Request, missing []Piece, after time.Time) *Request {
 	if len(missing) == 0 {
 		return nil
 	}
-	delay := maxDelay
-	if q.Attempts < 16 {
-		delay = min(maxDelay, RetryBase<<q.Attempts)
-	}
-	out := &Request{Path: q.Path, Detected: q.Detected, RetryAfter: now.Add(delay), Attempts: q.Attempts + 1}
+	out := &Request{Path: q.Path, Detected: q.Detected, RetryAfter: after}
 	for _, p := range missing {
 		out.Ranges = append(out.Ranges, p.Range)
 		out.Wide = append(out.Wide, p.Wide)
@@ -66,9 +59,6 @@ func Retry(q *Request, missing []Piece, now time.Time, maxDelay time.Duration) *
 	}
 	return out
 }
-
-// RetryBase is Retry's first wait.
-const RetryBase = 100 * time.Millisecond
 
 // Remainders is the request for what an excise of file path cut off around
 // its spans (lost), detected at now: patched from the peers like any

@@ -49,11 +49,11 @@ type harness struct {
 var epoch = time.Unix(1_700_000_000, 0)
 
 func at(t *testing.T, s string) time.Time {
-	secs, err := strconv.ParseFloat(s, 64)
+	n, err := strconv.Atoi(s)
 	if err != nil {
 		t.Fatalf("time %q: %v", s, err)
 	}
-	return epoch.Add(time.Duration(secs * float64(time.Second)))
+	return epoch.Add(time.Duration(n) * time.Second)
 }
 
 // parseRange reads a-c or a- (keys may hold Go escapes: b\x00).
@@ -123,7 +123,7 @@ func rows(rs []*kvpb.KeyValue) string {
 func (q *Request) describe() string {
 	s := fmt.Sprintf("%s ranges=%v wide=%v blocks=%v detected=%ds", q.Path, q.Ranges, q.Wide, q.Blocks, int(q.Detected.Sub(epoch)/time.Second))
 	if !q.RetryAfter.IsZero() {
-		s += fmt.Sprintf(" retryAfter=%gs attempts=%d", q.RetryAfter.Sub(epoch).Seconds(), q.Attempts)
+		s += fmt.Sprintf(" retryAfter=%ds", int(q.RetryAfter.Sub(epoch)/time.Second))
 	}
 	return s
 }
@@ -243,7 +243,7 @@ func (h *harness) run(line string) []string {
 				still = append(still, p)
 			}
 		}
-		h.last = Retry(q, still, at(t, f[2]), 3*time.Second)
+		h.last = Retry(q, still, at(t, f[2]))
 		if h.last == nil {
 			return []string{"nothing to retry"}
 		}

@@ -32,8 +32,6 @@ type Request struct {
 	ProposedAt time.Time
 	RetryAfter time.Time
 	ProposalID uint64
-	// Attempts counts the earlier requests for these ranges (see Retry).
-	Attempts int
 }
 
 // Parts collects, for one patch id, the pieces received for each requested
