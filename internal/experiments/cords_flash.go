@@ -341,11 +341,13 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 	journal := flashTarget{Name: FlashJournal, Kind: "sdf journal (records, checkpoints, zone table)", Meta: true}
 	p2l := flashTarget{Name: FlashP2L, Kind: "sdf P2L pages", P2L: true}
 	buf := make([]byte, g.PageSize+g.OOBSize)
+	left := map[int]int{} // data pages an open data zone has left
 	epochOf := map[int64]uint64{}
 	var newest uint64
 	for _, z := range zones {
 		if !z.Meta && z.WritePointer > 0 && z.WritePointer < z.Capacity {
 			p2l.Open = append(p2l.Open, z.ID)
+			left[z.ID] = z.Capacity - z.WritePointer
 		}
 		metaPages := 0
 		for _, d := range z.Dies {
@@ -379,6 +381,9 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 			journal.Open = append(journal.Open, z.ID)
 		}
 	}
+	// The zone nearest full first: the one whose P2L page the cell's
+	// workload is likeliest to program.
+	sort.SliceStable(p2l.Open, func(i, j int) bool { return left[p2l.Open[i]] < left[p2l.Open[j]] })
 	// The journal's faults land on the newest epoch's pages (its
 	// checkpoint and records, which the next open replays), not on an
 	// older epoch's, which nothing reads again.
@@ -515,6 +520,9 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 			// One block of a zone the device was writing, on one die.
 			l := onflash.Layout{Geometry: g}
 			z := t.Open[rng.Intn(len(t.Open))]
+			if t.P2L {
+				z = t.Open[0] // nearest full
+			}
 			b := flash.BlockAddr{Channel: l.ZoneChannel(z), Die: rng.Intn(g.DiesPerChannel), Block: l.ZoneBlock(z)}
 			armed := 0
 			var faults *flash.Faults
