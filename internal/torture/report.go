@@ -256,8 +256,11 @@ func (r Run) objectSection(rep *report.Report) error {
 		"holding it fails every program of a page not yet written and every erase; lost write, that die acknowledges every " +
 		"program and leaves the cells erased; for both, new objects are written and read back under the fault, which then " +
 		"clears before the scrub. Every run-time cell ends with a restart of the whole cluster once the fault is over, and " +
-		"every object is read back again from what the nodes' files hold. Not run yet: I/O faults on the device's state, lock and marker files, and on the " +
-		"coordinator's etcd files.")
+		"every object is read back again from what the nodes' files hold. The device's state copies take I/O faults through " +
+		"flash.Options.StateIO (a read error on the victim copy until it is written anew; every write of the node's state " +
+		"copies failing, or acknowledged and dropped, until the fault clears before the scrub); the device lock file and the " +
+		"SDF format marker hold no bytes that are read at run time (an flock; a stat), so their I/O faults cannot land. Not run " +
+		"yet: I/O faults on the coordinator's etcd files (embedded etcd opens them itself: no file-system seam).")
 	var kinds []string
 	seen := map[string]bool{}
 	cells := map[[2]string]string{}
