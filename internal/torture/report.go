@@ -194,14 +194,17 @@ func (r Run) kvFlashIntro() string {
 		"(internal/flash: 4 channels x 2 dies x 64 blocks x 32 pages of 4 KiB, a page file of checksummed slots). Rows: the "+
 		"newest file of each kind replica n1 keeps on its device (sdfvfs's duplicate copies, .sdfvfs, and the protection "+
 		"layer's, .guardfs, included), then the SDF layer's own pages: journal pages (records and checkpoints; the zone "+
-		"table is in them), P2L pages, and the OOB bytes of the newest sstable's pages. A fault lands on the flash page "+
+		"table is in them), P2L pages, the OOB bytes of the newest sstable's pages, and the device's own state copies "+
+		"(state.0-2 beside its page file: damaged at rest, a lost write keeps a copy as it was between the loads, EIO read "+
+		"and write error through flash.Options.StateIO). A fault lands on the flash page "+
 		"holding the bytes: zeros, junk and bit flip change the stored page (data, or OOB) with the slot checksum "+
 		"recomputed, so the device returns the damage with a clean status (silent corruption the layers above must catch); "+
 		"lost write makes a page programmed by the second load read back erased; EIO read makes every read of the page "+
 		"under one 4 KiB block of the file uncorrectable (the device's fault injector) while the workload continues; "+
 		"write error fails every write, sync and create of the file's kind on n1 (faultfs over its sdfvfs) or, for the "+
-		"SDF layer's own pages, every program of a page of their kind. *n1's SDF* lists what the SDF layer and sdfvfs "+
-		"detected and repaired in the cell (the KV layers' counters do not see it). The base store is not bit-identical "+
+		"SDF layer's journal and P2L pages, the next program of such a page in one block of a zone the device was writing "+
+		"(the block is retired). *n1's flash stack* lists what the device, the SDF layer and sdfvfs detected and repaired "+
+		"in the cell (the KV layers' counters do not see it). The base store is not bit-identical "+
 		"between runs (raft timing decides placement), so a seed repeats the choices, not always the same page.", r.Keys)
 }
 
