@@ -340,6 +340,9 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 	defer ps.Close()
 	journal := flashTarget{Name: FlashJournal, Kind: "sdf journal (records, checkpoints, zone table)", Meta: true}
 	p2l := flashTarget{Name: FlashP2L, Kind: "sdf P2L pages", P2L: true}
+	buf := make([]byte, g.PageSize+g.OOBSize)
+	epochOf := map[int64]uint64{}
+	var newest uint64
 	for _, z := range zones {
 		if !z.Meta && z.WritePointer > 0 && z.WritePointer < z.Capacity {
 			p2l.Open = append(p2l.Open, z.ID)
@@ -361,6 +364,12 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 				if l.IsMeta(z.ID) {
 					journal.Pages = append(journal.Pages, a.Flat(g))
 					metaPages++
+					if err := ps.ReadPage(a.Flat(g), buf); err == nil {
+						if epoch, _, _, ok := onflash.ParseMetaPage(buf[:g.PageSize]); ok {
+							epochOf[a.Flat(g)] = epoch
+							newest = max(newest, epoch)
+						}
+					}
 				} else {
 					p2l.Pages = append(p2l.Pages, a.Flat(g))
 				}
@@ -369,6 +378,19 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 		if l.IsMeta(z.ID) && metaPages > 0 && metaPages < len(z.Dies)*g.PagesPerBlock {
 			journal.Open = append(journal.Open, z.ID)
 		}
+	}
+	// The journal's faults land on the newest epoch's pages (its
+	// checkpoint and records, which the next open replays), not on an
+	// older epoch's, which nothing reads again.
+	var cur []int64
+	for _, pg := range journal.Pages {
+		if epochOf[pg] == newest {
+			cur = append(cur, pg)
+		}
+	}
+	if len(cur) > 0 {
+		journal.Pages = cur
+		journal.Kind = "sdf journal (newest epoch: checkpoint, zone table, records)"
 	}
 	for _, t := range []flashTarget{journal, p2l} {
 		if len(t.Pages) > 0 {
