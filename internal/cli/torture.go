@@ -111,7 +111,7 @@ instead. Every run prints its seed; --seed repeats a run.`,
 					}
 					defer os.RemoveAll(tmp)
 					r.ObjectFaults = experiments.ObjectCordsFaults
-					r.Objects, err = experiments.ObjectCords(ctx, tmp, seed, nil)
+					r.Objects, err = experiments.ObjectCordsCells(ctx, tmp, seed, nil, cellFilter)
 					if err != nil {
 						// The cells that ran are reported; the sweep's
 						// error is the report's too.
@@ -261,7 +261,7 @@ instead. Every run prints its seed; --seed repeats a run.`,
 			c.Flags().BoolVar(&objects, "objects", true, "also run the object store's sweep")
 			c.Flags().BoolVar(&kvSDF, "kv-sdf", true, "also run the KV sweep on emulated flash (cords-kv-sdf.md too)")
 		}
-		c.Flags().StringVar(&only, "only", "", "run only fuzz targets (package/name) or KV cells (kind/fault) containing this")
+		c.Flags().StringVar(&only, "only", "", "run only fuzz targets (package/name), KV cells (kind/fault) or object cells (file type/fault) containing this")
 		if sub.name == "all" {
 			c.Flags().BoolVar(&harness, "harness", true, "after the sweeps, run the helix, the nemesis (plain files, then flash) and every crash point on flash (not with --only)")
 			c.Flags().DurationVar(&nemDuration, "nemesis-duration", 2*time.Minute, "how long each nemesis injects faults")

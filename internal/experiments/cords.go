@@ -83,6 +83,12 @@ var ObjectCordsFaults = []string{string(faultZero), string(faultJunk), string(fa
 // on emulated flash) for the given faults (nil: ObjectCordsFaults) under
 // tmp, and returns its cells.
 func ObjectCords(ctx context.Context, tmp string, seed int64, faults []string) ([]ObjectCordsCell, error) {
+	return ObjectCordsCells(ctx, tmp, seed, faults, nil)
+}
+
+// ObjectCordsCells is ObjectCords with the cells picked by cell (file
+// type, fault); nil runs every one.
+func ObjectCordsCells(ctx context.Context, tmp string, seed int64, faults []string, cell func(fileType, fault string) bool) ([]ObjectCordsCell, error) {
 	if faults == nil {
 		faults = ObjectCordsFaults
 	}
@@ -91,6 +97,9 @@ func ObjectCords(ctx context.Context, tmp string, seed int64, faults []string) (
 		cols = append(cols, sweepFault(f))
 	}
 	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute, Faults: cols}
+	if cell != nil {
+		o.Cells = func(t sweepFileType, f sweepFault) bool { return cell(t.Name, string(f)) }
+	}
 	cells, err := runFaultSweep(ctx, tmp, o)
 	var out []ObjectCordsCell
 	for _, c := range cells {

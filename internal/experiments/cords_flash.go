@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -35,8 +37,10 @@ import (
 // rows are the files replica n1 keeps on its device (every kind sdfvfs
 // stores, its duplicate and range copies included) and the SDF layer's own
 // structures: journal pages (records and checkpoints, the zone table
-// among them), P2L pages, and the OOB bytes of a data page. A fault lands
-// on the flash pages that hold the bytes:
+// among them), P2L pages, the OOB bytes of a data page, and the device's
+// own state copies (files beside its page file, through
+// flash.Options.StateIO at run time). A fault lands on the flash pages
+// that hold the bytes:
 //
 //   - zeros, junk, bit flip (at rest): the page's stored bytes change and
 //     the slot's checksum is recomputed, so the device returns the damage
@@ -64,6 +68,9 @@ const (
 	FlashJournal = "@sdf-journal"
 	FlashP2L     = "@sdf-p2l"
 	FlashOOB     = "@sdf-oob"
+	// FlashState is the device's own state copies (state.0-2 beside its
+	// page file).
+	FlashState = "@dev-state"
 )
 
 // flashTarget is one row's file on n1's device: the flat indexes of the
@@ -74,8 +81,9 @@ type flashTarget struct {
 	Pages []int64
 	// OOB: faults land in the pages' OOB bytes rather than their data.
 	OOB bool
-	// Meta: the pages are journal pages; P2L: P2L pages.
-	Meta, P2L bool
+	// Meta: the pages are journal pages; P2L: P2L pages; State: the
+	// device's state copies (files beside the page file, no pages).
+	Meta, P2L, State bool
 	// Open are the zones of the pages' kind the device was writing when
 	// it stopped (partly written): where its next programs go, so where a
 	// write error lands.
@@ -87,9 +95,11 @@ type flashNodes struct {
 	dir    string
 	format bool
 	// arm, if set, is called with node id's device before SDF mounts it,
-	// and wrap with its sdfvfs (faults of node 1).
-	arm  func(id base.NodeID, dev *flash.Emulator)
-	wrap func(id base.NodeID, fs vfs.FS) vfs.FS
+	// and wrap with its sdfvfs (faults of node 1); stateIO is what node
+	// id's device reads and writes its state copies through (nil: the os).
+	arm     func(id base.NodeID, dev *flash.Emulator)
+	wrap    func(id base.NodeID, fs vfs.FS) vfs.FS
+	stateIO func(id base.NodeID) pagefile.StateIO
 
 	mu   sync.Mutex
 	devs map[base.NodeID]*flash.Emulator
@@ -98,7 +108,11 @@ type flashNodes struct {
 }
 
 func (f *flashNodes) nodeFS(id base.NodeID) (vfs.FS, error) {
-	dev, err := flash.OpenFile(filepath.Join(f.dir, fmt.Sprintf("n%d", uint64(id))), kvFlashGeometry(), flash.Options{Seed: int64(id)})
+	opts := flash.Options{Seed: int64(id)}
+	if f.stateIO != nil {
+		opts.StateIO = f.stateIO(id)
+	}
+	dev, err := flash.OpenFile(filepath.Join(f.dir, fmt.Sprintf("n%d", uint64(id))), kvFlashGeometry(), opts)
 	if err != nil {
 		return nil, err
 	}
@@ -159,12 +173,18 @@ func (f *flashNodes) evidence(id base.NodeID) (string, bool) {
 	if sfs == nil {
 		return "", false
 	}
-	st, oi, vs := sfs.Stats(), sfs.OpenInfo(), vfs.Stats()
+	st, oi, vs, di := sfs.Stats(), sfs.OpenInfo(), vfs.Stats(), f.devs[id].OpenInfo()
 	var parts []string
 	add := func(n int64, what string) {
 		if n > 0 {
 			parts = append(parts, fmt.Sprintf("%d %s", n, what))
 		}
+	}
+	add(int64(di.RejectedStateCopies), "device state copies rejected")
+	add(int64(di.StateUnitsMerged), "state units merged from a copy")
+	add(int64(di.StateUnitsVoted), "state units voted")
+	if di.StateRebuilt {
+		parts = append(parts, "device state rebuilt from the page file")
 	}
 	add(st.ChecksumErrors, "pages failed their checksum")
 	add(st.Uncorrectable, "uncorrectable reads")
@@ -177,7 +197,8 @@ func (f *flashNodes) evidence(id base.NodeID) (string, bool) {
 	add(vs.Repairs, "sdfvfs repairs")
 	add(vs.Failovers, "sdfvfs failovers")
 	add(vs.Corruptions, "sdfvfs corruptions returned")
-	repaired := oi.MetaUnitsMerged+oi.MetaUnitsVoted+oi.BodyPagesMerged > 0 || vs.CopyReads+vs.Repairs+vs.Failovers > 0
+	repaired := oi.MetaUnitsMerged+oi.MetaUnitsVoted+oi.BodyPagesMerged > 0 || vs.CopyReads+vs.Repairs+vs.Failovers > 0 ||
+		di.RejectedStateCopies > 0 || di.StateRebuilt
 	return strings.Join(parts, ", "), repaired
 }
 
@@ -319,9 +340,14 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 	defer ps.Close()
 	journal := flashTarget{Name: FlashJournal, Kind: "sdf journal (records, checkpoints, zone table)", Meta: true}
 	p2l := flashTarget{Name: FlashP2L, Kind: "sdf P2L pages", P2L: true}
+	buf := make([]byte, g.PageSize+g.OOBSize)
+	left := map[int]int{} // data pages an open data zone has left
+	epochOf := map[int64]uint64{}
+	var newest uint64
 	for _, z := range zones {
 		if !z.Meta && z.WritePointer > 0 && z.WritePointer < z.Capacity {
 			p2l.Open = append(p2l.Open, z.ID)
+			left[z.ID] = z.Capacity - z.WritePointer
 		}
 		metaPages := 0
 		for _, d := range z.Dies {
@@ -340,6 +366,12 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 				if l.IsMeta(z.ID) {
 					journal.Pages = append(journal.Pages, a.Flat(g))
 					metaPages++
+					if err := ps.ReadPage(a.Flat(g), buf); err == nil {
+						if epoch, _, _, ok := onflash.ParseMetaPage(buf[:g.PageSize]); ok {
+							epochOf[a.Flat(g)] = epoch
+							newest = max(newest, epoch)
+						}
+					}
 				} else {
 					p2l.Pages = append(p2l.Pages, a.Flat(g))
 				}
@@ -349,11 +381,28 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 			journal.Open = append(journal.Open, z.ID)
 		}
 	}
+	// The zone nearest full first: the one whose P2L page the cell's
+	// workload is likeliest to program.
+	sort.SliceStable(p2l.Open, func(i, j int) bool { return left[p2l.Open[i]] < left[p2l.Open[j]] })
+	// The journal's faults land on the newest epoch's pages (its
+	// checkpoint and records, which the next open replays), not on an
+	// older epoch's, which nothing reads again.
+	var cur []int64
+	for _, pg := range journal.Pages {
+		if epochOf[pg] == newest {
+			cur = append(cur, pg)
+		}
+	}
+	if len(cur) > 0 {
+		journal.Pages = cur
+		journal.Kind = "sdf journal (newest epoch: checkpoint, zone table, records)"
+	}
 	for _, t := range []flashTarget{journal, p2l} {
 		if len(t.Pages) > 0 {
 			out = append(out, t)
 		}
 	}
+	out = append(out, flashTarget{Name: FlashState, Kind: "flash device state (state.0-2)", State: true})
 	return out, nil
 }
 
@@ -416,7 +465,16 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 	cell := kvSweepCell{Kind: t.Kind, File: name, Fault: fault}
 	nodes := &flashNodes{dir: cellDir}
 	var under *kvIOFault
+	if t.State {
+		var err error
+		cell.What, under, err = flashStateFault(nodes, devDir, filepath.Join(dir, "old", "n1"), fault, rng)
+		if err != nil {
+			return cell, fmt.Errorf("%s %s: %w", name, fault, err)
+		}
+		fault = "" // applied
+	}
 	switch fault {
+	case "":
 	case "eio-read-4k":
 		pg := t.Pages[rng.Intn(len(t.Pages))]
 		a, _ := g.PageOfFlat(pg)
@@ -462,6 +520,9 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 			// One block of a zone the device was writing, on one die.
 			l := onflash.Layout{Geometry: g}
 			z := t.Open[rng.Intn(len(t.Open))]
+			if t.P2L {
+				z = t.Open[0] // nearest full
+			}
 			b := flash.BlockAddr{Channel: l.ZoneChannel(z), Die: rng.Intn(g.DiesPerChannel), Block: l.ZoneBlock(z)}
 			armed := 0
 			var faults *flash.Faults
@@ -527,14 +588,94 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 	if ev, repaired := nodes.evidence(1); ev != "" {
 		switch {
 		case out.Outcome == "nothing needed" && repaired:
-			out.Outcome = "repaired by n1's SDF layer (" + ev + ")"
+			out.Outcome = "repaired below the KV store on n1 (" + ev + ")"
 		case out.Outcome == "nothing needed":
-			out.What += "; n1's SDF: " + ev
+			out.What += "; n1's flash stack: " + ev
 		default:
-			out.Outcome += "; n1's SDF: " + ev
+			out.Outcome += "; n1's flash stack: " + ev
 		}
 	}
 	return out, errors.Join(err, nodes.close())
+}
+
+// kvStateFault is an I/O fault on n1's device's state copies (its
+// flash.Options.StateIO), armed from the start (EIO read) or once SDF is
+// mounted (write error: a device that cannot mark itself open does not
+// open, and that is the object sweep's cell).
+type kvStateFault struct {
+	fault    string
+	victim   string // the copy whose reads fail
+	armed    atomic.Bool
+	injected atomic.Int64
+}
+
+func (f *kvStateFault) ReadFile(p string) ([]byte, error) {
+	if f.fault == "eio-read-4k" && f.armed.Load() && filepath.Base(p) == f.victim {
+		f.injected.Add(1)
+		return nil, fmt.Errorf("read %s: injected: %w", p, syscall.EIO)
+	}
+	return pagefile.OSStateIO{}.ReadFile(p)
+}
+
+func (f *kvStateFault) WriteFileSync(p string, b []byte) error {
+	if f.armed.Load() {
+		switch {
+		case f.fault == "write-error":
+			f.injected.Add(1)
+			return fmt.Errorf("write %s: injected: %w", p, syscall.EIO)
+		case f.fault == "eio-read-4k" && filepath.Base(p) == f.victim:
+			f.armed.Store(false) // written anew, off the bad sector
+		}
+	}
+	return pagefile.OSStateIO{}.WriteFileSync(p, b)
+}
+
+// flashStateFault applies fault to n1's device's state copies in devDir:
+// at rest (zeros, junk, a bit flip in one copy; a lost write: one copy
+// keeps what it held between the loads, in oldDir) or at run time through
+// nodes' StateIO (EIO on every read of one copy until it is written anew;
+// EIO on every write of the copies once SDF is mounted).
+func flashStateFault(nodes *flashNodes, devDir, oldDir, fault string, rng *rand.Rand) (string, *kvIOFault, error) {
+	copyName := pagefile.StateName(rng.Intn(3))
+	path := filepath.Join(devDir, copyName)
+	switch fault {
+	case "eio-read-4k", "write-error":
+		f := &kvStateFault{fault: fault, victim: copyName}
+		nodes.stateIO = func(id base.NodeID) pagefile.StateIO {
+			if id != 1 {
+				return nil
+			}
+			return f
+		}
+		what := "every read of " + copyName + " fails (EIO) until it is written anew"
+		if fault == "eio-read-4k" {
+			f.armed.Store(true)
+		} else {
+			what = "every write of the device's state copies fails (EIO) once SDF is mounted"
+			nodes.wrap = func(id base.NodeID, fs vfs.FS) vfs.FS {
+				if id == 1 {
+					f.armed.Store(true)
+				}
+				return fs
+			}
+		}
+		return what, &kvIOFault{Injected: f.injected.Load, Clear: func() { f.armed.Store(false) }}, nil
+	case "lost-write-4k":
+		old, err := os.ReadFile(filepath.Join(oldDir, copyName))
+		if err != nil {
+			return "", nil, err
+		}
+		cur, err := os.ReadFile(path)
+		if err != nil {
+			return "", nil, err
+		}
+		if string(old) == string(cur) {
+			return "no state save since the first load: nothing to lose", nil, nil
+		}
+		return copyName + " keeps what it held between the two loads (its saves since were lost)", nil, os.WriteFile(path, old, 0o644)
+	}
+	what, err := applyFault(vfs.Default, path, fault, rng)
+	return copyName + ": " + what, nil, err
 }
 
 // armFlashProgramFaults fails the next program of t's kind of page (any

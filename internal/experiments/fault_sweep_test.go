@@ -80,3 +80,21 @@ func TestFlashPageFileIOFaults(t *testing.T) {
 		return func(t sweepFileType, f sweepFault) bool { return t.Name == "flash page file" }
 	})
 }
+
+// TestFlashDeviceStateIOFaults runs the object CORDS table's run-time
+// faults on the emulated flash device's state copies, injected through
+// flash.Options.StateIO: a read error on one copy (the device once did
+// not open: TestFileStateCopyEIOReadOpens in internal/flash), every write
+// of the copies failing, and every write dropped. Each must be correct,
+// repaired or one dead node re-created; the read error must leave no node
+// dead.
+func TestFlashDeviceStateIOFaults(t *testing.T) {
+	cells := runSweepSlice(t, []sweepFault{faultEIORead, faultWriteError, faultLostWrite}, 3, func(int64) func(sweepFileType, sweepFault) bool {
+		return func(t sweepFileType, f sweepFault) bool { return t.Name == "flash device state" }
+	})
+	for _, c := range cells {
+		if c.Fault == faultEIORead && c.Outcome != "repaired" {
+			t.Errorf("%s / %s on %s: %s (%s), want the device opened from its other copies", c.Type, c.Fault, c.File, c.Outcome, c.Detail)
+		}
+	}
+}

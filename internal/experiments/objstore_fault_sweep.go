@@ -375,7 +375,21 @@ func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileTy
 	cell.File, _ = filepath.Rel(dir, victim)
 	var iof *objIOFault
 	var df *devFault
+	var sf *stateFault
 	switch {
+	case isObjIOFault(fault) && store == "sdf" && ft.Name == "flash device state":
+		// The device's state copies go through flash.Options.StateIO.
+		i := strings.LastIndex(victim, string(filepath.Separator)+"sdf"+string(filepath.Separator))
+		if i < 0 {
+			return cell, fmt.Errorf("%s: no node directory", victim)
+		}
+		sf = &stateFault{fault: fault, nodeDir: victim[:i], path: victim}
+	case isObjIOFault(fault) && store == "sdf" && ft.Name == "flash device lock":
+		cell.Outcome, cell.Detail = "not reached", "the lock file holds no bytes (an flock on it is the lock): nothing is read or written"
+		return cell, nil
+	case isObjIOFault(fault) && store == "sdf" && ft.Name == "sdf format marker":
+		cell.Outcome, cell.Detail = "not reached", "the marker's existence is what it says (a stat at open); its bytes are never read, and it is written once, at format"
+		return cell, nil
 	case isObjIOFault(fault) && store == "sdf":
 		// On emulated flash, the page file's faults are the device's own
 		// (flash.Faults): a page that reads uncorrectable, a die that
@@ -406,7 +420,7 @@ func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileTy
 	}
 	cctx, cancel := context.WithTimeout(ctx, o.CellTimeout)
 	defer cancel()
-	outcome, detail := checkSweepCell(cctx, dir, store, o, iof, df)
+	outcome, detail := checkSweepCell(cctx, dir, store, o, iof, df, sf)
 	if cctx.Err() != nil && !strings.HasPrefix(outcome, "FAIL") {
 		outcome = "FAIL: deadline"
 	}
@@ -576,8 +590,61 @@ func (f *devFault) String() string {
 	return fmt.Sprintf("die %s takes no program or erase", f.page.DieAddr())
 }
 
+// stateFault is an I/O fault on a flash device's state copies (its
+// flash.Options.StateIO): every read of the victim copy fails with EIO
+// until the copy is written anew (off the bad sector); every write of the
+// node's state copies fails with EIO; or every such write is acknowledged
+// and dropped (the copies keep what they held). It lasts until cleared.
+type stateFault struct {
+	fault    sweepFault
+	nodeDir  string
+	path     string // the victim copy
+	injected atomic.Int64
+	cleared  atomic.Bool
+	// rewritten: the victim copy was written since the fault began.
+	rewritten atomic.Bool
+}
+
+var _ pagefile.StateIO = (*stateFault)(nil)
+
+func (f *stateFault) ReadFile(p string) ([]byte, error) {
+	if f.fault == faultEIORead && !f.cleared.Load() && !f.rewritten.Load() && filepath.Clean(p) == filepath.Clean(f.path) {
+		f.injected.Add(1)
+		return nil, fmt.Errorf("read %s: injected: %w", p, syscall.EIO)
+	}
+	return pagefile.OSStateIO{}.ReadFile(p)
+}
+
+func (f *stateFault) WriteFileSync(p string, b []byte) error {
+	ofNode := filepath.Dir(filepath.Clean(p)) == filepath.Dir(filepath.Clean(f.path))
+	if ofNode && !f.cleared.Load() {
+		switch f.fault {
+		case faultWriteError:
+			f.injected.Add(1)
+			return fmt.Errorf("write %s: injected: %w", p, syscall.EIO)
+		case faultLostWrite:
+			f.injected.Add(1)
+			return nil
+		}
+	}
+	if filepath.Clean(p) == filepath.Clean(f.path) {
+		f.rewritten.Store(true)
+	}
+	return pagefile.OSStateIO{}.WriteFileSync(p, b)
+}
+
+func (f *stateFault) String() string {
+	switch f.fault {
+	case faultEIORead:
+		return "every read of " + filepath.Base(f.path) + " fails (EIO) until it is written anew"
+	case faultWriteError:
+		return "every write of the device's state copies fails (EIO)"
+	}
+	return "every write of the device's state copies is acknowledged and dropped"
+}
+
 // checkSweepCell restarts the cluster in dir and checks every target.
-func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof *objIOFault, df *devFault) (outcome, detail string) {
+func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof *objIOFault, df *devFault, sf *stateFault) (outcome, detail string) {
 	var logs base.LogLines
 	ns := &urNodeStores{g: sweepGeometry(), stores: map[int]*objstore.SDFStore{}}
 	if df != nil {
@@ -585,6 +652,14 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 			if filepath.Clean(ndir) == filepath.Clean(df.nodeDir) && df.dev == nil {
 				df.arm(dev)
 			}
+		}
+	}
+	if sf != nil {
+		ns.stateIO = func(ndir string) pagefile.StateIO {
+			if filepath.Clean(ndir) == filepath.Clean(sf.nodeDir) {
+				return sf
+			}
+			return nil
 		}
 	}
 	opts := sweepClusterOptions(dir, store, o.Nodes, ns)
@@ -713,7 +788,8 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	// objects of each redundancy (three, so that placement lands on the
 	// faulty node) are written and read back.
 	underFault := (iof != nil && (iof.fault == faultWriteError || iof.fault == faultLostWrite)) ||
-		(df != nil && (df.fault == faultWriteError || df.fault == faultLostWrite))
+		(df != nil && (df.fault == faultWriteError || df.fault == faultLostWrite)) ||
+		(sf != nil && (sf.fault == faultWriteError || sf.fault == faultLostWrite))
 	for j := 0; underFault && j < 6; j++ {
 		{
 			red := []objectpb.Redundancy{objectpb.Redundancy_REP, objectpb.Redundancy_EC}[j%2]
@@ -743,6 +819,11 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	}
 	if df != nil && df.fault == faultLostWrite {
 		df.clear()
+	}
+	// The state files' faults end before the scrub and the restart (the
+	// node's device saves its state on both).
+	if sf != nil {
+		sf.cleared.Store(true)
 	}
 	// Scrub: every replica and shard present and verified.
 	repaired := 0
@@ -788,6 +869,15 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %s: %d of %d injected faults fired", df, n, df.armed)+seen, "; ")
 		}()
 	}
+	if sf != nil {
+		n := sf.injected.Load()
+		if n == 0 {
+			return "not reached", "the fault never fired: " + sf.String()
+		}
+		defer func() {
+			detail = strings.TrimPrefix(detail+fmt.Sprintf("; %s: %d state reads or writes failed or dropped", sf, n), "; ")
+		}()
+	}
 	if faulty != nil {
 		n := faulty.injected.Load()
 		if n == 0 {
@@ -800,7 +890,7 @@ func checkSweepCell(ctx context.Context, dir, store string, o sweepOptions, iof 
 	// A run-time fault ends with a restart once it is over: what it left
 	// on disk (a lost journal page, a dropped entry) shows when the nodes
 	// read their files again, not while they serve from memory.
-	if iof != nil || df != nil {
+	if iof != nil || df != nil || sf != nil {
 		cli.Close()
 		err := cl.Close()
 		cl = nil

@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/flash/pagefile"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/model"
 	"github.com/flashmend/flashmend/internal/objstore"
@@ -107,6 +108,9 @@ type urNodeStores struct {
 	// onDevice, if set, sees each node's device (by node directory) as it
 	// opens, before SDF mounts it (fault injection).
 	onDevice func(dir string, dev *flash.Emulator)
+	// stateIO, if set, gives a node's device (by node directory) the
+	// StateIO its state copies go through (nil: the os).
+	stateIO func(dir string) pagefile.StateIO
 	// byDir holds the open stores by node directory.
 	byDir map[string]*objstore.SDFStore
 }
@@ -115,6 +119,11 @@ func (s *urNodeStores) open(dir string, i int) (objstore.Store, error) {
 	opts := objstore.SDFStoreOptions{Geometry: s.g, Seed: int64(i + 1)}
 	if s.onDevice != nil {
 		opts.OnDevice = func(dev *flash.Emulator) { s.onDevice(dir, dev) }
+	}
+	if s.stateIO != nil {
+		if io := s.stateIO(dir); io != nil {
+			opts.DeviceStateIO = io
+		}
 	}
 	st, err := objstore.OpenSDFStore(filepath.Join(dir, "sdf"), opts)
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -509,5 +510,80 @@ func TestFilePagesDeleted(t *testing.T) {
 	}
 	if _, err := OpenFile(dir, g, Options{}); !base.IsCorruption(err) || !strings.Contains(err.Error(), "page file") {
 		t.Fatalf("page file deleted: %v", err)
+	}
+}
+
+// eioStateIO fails every read of the state copies named in bad with EIO
+// (a bad sector under them); writes go to the os and heal the copy.
+type eioStateIO struct {
+	bad   map[string]bool
+	reads int
+}
+
+func (s *eioStateIO) ReadFile(p string) ([]byte, error) {
+	if s.bad[filepath.Base(p)] {
+		s.reads++
+		return nil, fmt.Errorf("read %s: injected: %w", p, syscall.EIO)
+	}
+	return os.ReadFile(p)
+}
+
+func (s *eioStateIO) WriteFileSync(p string, b []byte) error {
+	delete(s.bad, filepath.Base(p))
+	return pagefile.OSStateIO{}.WriteFileSync(p, b)
+}
+
+// TestFileStateCopyEIOReadOpens is the regression test of the torture
+// harness's CORDS cell "flash device state / EIO read" (flashmend torture
+// cords --only "flash device state/eio-read"): a read error on one of the
+// three state copies kept the device from opening (the node stayed dead).
+// It is a damaged copy now: the device opens from the other two with the
+// same write pointers, and rewrites it; with every copy unreadable the
+// write pointers are rebuilt from the page file.
+func TestFileStateCopyEIOReadOpens(t *testing.T) {
+	g := testGeometry()
+	dir := t.TempDir()
+	e, err := OpenFile(dir, g, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa := PageAddr{1, 0, 2, 0}
+	if err := e.Program(pa, pageData(g, pa, 4), nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	io := &eioStateIO{bad: map[string]bool{pagefile.StateName(2): true}}
+	e, err = OpenFile(dir, g, Options{StateIO: io})
+	if err != nil {
+		t.Fatalf("one unreadable state copy: %v", err)
+	}
+	if info := e.OpenInfo(); io.reads != 1 || info.RejectedStateCopies != 1 || !info.Clean || info.StateRebuilt {
+		t.Fatalf("open info %v after %d failed reads, want one copy rejected, clean", info, io.reads)
+	}
+	if b := e.mustBlock(t, BlockAddr{1, 0, 2}); b.WrittenPage != 1 {
+		t.Fatalf("write pointer %d, want 1", b.WrittenPage)
+	}
+	if io.bad[pagefile.StateName(2)] {
+		t.Fatal("the unreadable copy was not rewritten at open")
+	}
+	if err := e.Close(); err != nil {
+		t.Fatal(err)
+	}
+	all := &eioStateIO{bad: map[string]bool{}}
+	for i := 0; i < stateunit.Copies; i++ {
+		all.bad[pagefile.StateName(i)] = true
+	}
+	e, err = OpenFile(dir, g, Options{StateIO: all})
+	if err != nil {
+		t.Fatalf("every state copy unreadable: %v", err)
+	}
+	defer e.Close()
+	if info := e.OpenInfo(); !info.StateRebuilt {
+		t.Fatalf("open info %v, want the state rebuilt from the page file", info)
+	}
+	if b := e.mustBlock(t, BlockAddr{1, 0, 2}); b.WrittenPage != 1 {
+		t.Fatalf("write pointer %d after rebuild, want 1", b.WrittenPage)
 	}
 }

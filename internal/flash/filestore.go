@@ -45,6 +45,7 @@ func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 		return nil, err
 	}
 	st := fileStore{pf}
+	pf.SetStateIO(opts.StateIO)
 	copies, err := st.LoadState()
 	if err != nil {
 		_ = st.Close()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/flash/pagefile"
 )
 
 // Options configure an Emulator. The zero value is a perfect device: no bit
@@ -41,6 +42,9 @@ type Options struct {
 	// (they are rebuilt from the page file); erase and read counters since
 	// the last save do not.
 	SaveStateEveryErases int
+	// StateIO, if set, is what a file-backed device reads and writes its
+	// state copies through (nil: the os): a fault injector's hook.
+	StateIO pagefile.StateIO
 }
 
 // WearOptions is the grown-bad-block model: a program or erase fails (and the

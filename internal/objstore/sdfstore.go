@@ -14,6 +14,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/flash/catalog"
+	"github.com/flashmend/flashmend/internal/flash/pagefile"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
 
@@ -30,6 +31,10 @@ type SDFStoreOptions struct {
 	// SDF mounts (or formats) it: fault injectors arm its Faults there, so
 	// that the mount's own reads and writes meet them too.
 	OnDevice func(*flash.Emulator)
+	// DeviceStateIO, if set, is what the device reads and writes its state
+	// copies through (flash.Options.StateIO; nil: the os): a fault
+	// injector's hook.
+	DeviceStateIO pagefile.StateIO
 }
 
 // DevGeometry is the emulated device of a `flashmend dev` node: 8 channels x
@@ -94,7 +99,9 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	if err := base.MkdirAllDurable(devDir, 0o755, nil); err != nil {
 		return nil, fmt.Errorf("sdfstore: %w", err)
 	}
-	dev, err := flash.OpenFile(devDir, opts.Geometry, p.Options(flash.TimingNone, nil, opts.Seed))
+	fopts := p.Options(flash.TimingNone, nil, opts.Seed)
+	fopts.StateIO = opts.DeviceStateIO
+	dev, err := flash.OpenFile(devDir, opts.Geometry, fopts)
 	if err != nil {
 		return nil, fmt.Errorf("sdfstore: device: %w", err)
 	}

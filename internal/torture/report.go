@@ -194,14 +194,17 @@ func (r Run) kvFlashIntro() string {
 		"(internal/flash: 4 channels x 2 dies x 64 blocks x 32 pages of 4 KiB, a page file of checksummed slots). Rows: the "+
 		"newest file of each kind replica n1 keeps on its device (sdfvfs's duplicate copies, .sdfvfs, and the protection "+
 		"layer's, .guardfs, included), then the SDF layer's own pages: journal pages (records and checkpoints; the zone "+
-		"table is in them), P2L pages, and the OOB bytes of the newest sstable's pages. A fault lands on the flash page "+
+		"table is in them), P2L pages, the OOB bytes of the newest sstable's pages, and the device's own state copies "+
+		"(state.0-2 beside its page file: damaged at rest, a lost write keeps a copy as it was between the loads, EIO read "+
+		"and write error through flash.Options.StateIO). A fault lands on the flash page "+
 		"holding the bytes: zeros, junk and bit flip change the stored page (data, or OOB) with the slot checksum "+
 		"recomputed, so the device returns the damage with a clean status (silent corruption the layers above must catch); "+
 		"lost write makes a page programmed by the second load read back erased; EIO read makes every read of the page "+
 		"under one 4 KiB block of the file uncorrectable (the device's fault injector) while the workload continues; "+
 		"write error fails every write, sync and create of the file's kind on n1 (faultfs over its sdfvfs) or, for the "+
-		"SDF layer's own pages, every program of a page of their kind. *n1's SDF* lists what the SDF layer and sdfvfs "+
-		"detected and repaired in the cell (the KV layers' counters do not see it). The base store is not bit-identical "+
+		"SDF layer's journal and P2L pages, the next program of such a page in one block of a zone the device was writing "+
+		"(the block is retired). *n1's flash stack* lists what the device, the SDF layer and sdfvfs detected and repaired "+
+		"in the cell (the KV layers' counters do not see it). The base store is not bit-identical "+
 		"between runs (raft timing decides placement), so a seed repeats the choices, not always the same page.", r.Keys)
 }
 
@@ -256,8 +259,11 @@ func (r Run) objectSection(rep *report.Report) error {
 		"holding it fails every program of a page not yet written and every erase; lost write, that die acknowledges every " +
 		"program and leaves the cells erased; for both, new objects are written and read back under the fault, which then " +
 		"clears before the scrub. Every run-time cell ends with a restart of the whole cluster once the fault is over, and " +
-		"every object is read back again from what the nodes' files hold. Not run yet: I/O faults on the device's state, lock and marker files, and on the " +
-		"coordinator's etcd files.")
+		"every object is read back again from what the nodes' files hold. The device's state copies take I/O faults through " +
+		"flash.Options.StateIO (a read error on the victim copy until it is written anew; every write of the node's state " +
+		"copies failing, or acknowledged and dropped, until the fault clears before the scrub); the device lock file and the " +
+		"SDF format marker hold no bytes that are read at run time (an flock; a stat), so their I/O faults cannot land. Not run " +
+		"yet: I/O faults on the coordinator's etcd files (embedded etcd opens them itself: no file-system seam).")
 	var kinds []string
 	seen := map[string]bool{}
 	cells := map[[2]string]string{}

@@ -24,6 +24,35 @@ type Store struct {
 	pages    *os.File
 	lock     *os.File
 	bufs     sync.Pool // *[]byte of slotSize
+	stateIO  StateIO   // nil: the os
+}
+
+// StateIO is the boundary the state copies are read and written through:
+// the os (nil), or a fault injector wrapping it (the torture harness's
+// CORDS sweep: read errors, write errors and lost writes of the state
+// files while the device runs).
+type StateIO interface {
+	// ReadFile returns the file's content (os.ReadFile).
+	ReadFile(path string) ([]byte, error)
+	// WriteFileSync overwrites the file in place with b and syncs it.
+	WriteFileSync(path string, b []byte) error
+}
+
+// OSStateIO is the os's StateIO (what a nil StateIO means).
+type OSStateIO struct{}
+
+func (OSStateIO) ReadFile(path string) ([]byte, error)      { return os.ReadFile(path) }
+func (OSStateIO) WriteFileSync(path string, b []byte) error { return writeFileSync(path, b) }
+
+// SetStateIO routes the state copies' reads and writes through io (nil:
+// the os). Call it before LoadState.
+func (s *Store) SetStateIO(io StateIO) { s.stateIO = io }
+
+func (s *Store) state() StateIO {
+	if s.stateIO == nil {
+		return OSStateIO{}
+	}
+	return s.stateIO
 }
 
 const (
@@ -159,16 +188,19 @@ func (s *Store) StateNames() []string {
 func (s *Store) statePath(i int) string { return filepath.Join(s.dir, StateName(i)) }
 
 // LoadState returns the content of every state copy that exists, as it is
-// on disk.
+// on disk. A copy that cannot be read (an I/O error: a bad sector under
+// it) is returned empty: a damaged copy, which the others make up for and
+// the next save rewrites (found by the torture harness's CORDS sweep: an
+// EIO read of one of the three copies kept the device from opening).
 func (s *Store) LoadState() ([][]byte, error) {
 	var copies [][]byte
 	for i := 0; i < stateunit.Copies; i++ {
-		b, err := os.ReadFile(s.statePath(i))
+		b, err := s.state().ReadFile(s.statePath(i))
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("flash: %s: %w", s.statePath(i), err)
+			b = []byte{}
 		}
 		copies = append(copies, b)
 	}
@@ -184,7 +216,7 @@ func (s *Store) SaveState(framed []byte) error {
 		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			created = true
 		}
-		if err := writeFileSync(path, framed); err != nil {
+		if err := s.state().WriteFileSync(path, framed); err != nil {
 			return fmt.Errorf("flash: save state copy %s: %w", path, err)
 		}
 	}
