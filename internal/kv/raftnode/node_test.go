@@ -150,9 +150,6 @@ func TestGroupOnManualClock(t *testing.T) {
 	// replica answers proposals a later leader overwrote by it); a
 	// follower, which forwards, reports 0.
 	follower := lead%3 + 1
-	if err := g.nodes[follower].Propose(ctx, 8, []byte("x=2")); err != nil {
-		t.Fatal(err)
-	}
 	proposedTerm := func(id, member uint64) (uint64, bool) {
 		h := g.hosts[member]
 		h.mu.Lock()
@@ -160,7 +157,26 @@ func TestGroupOnManualClock(t *testing.T) {
 		term, ok := h.proposed[id]
 		return term, ok
 	}
+	dropped := func(member uint64) int {
+		h := g.hosts[member]
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.dropped
+	}
+	// A follower drops a proposal until it knows the leader (Host.Dropped):
+	// propose again until raft takes it.
+	g.until("the follower knows the leader", func() bool { return g.nodes[follower].Leader() == lead })
+	drops := dropped(follower)
+	if err := g.nodes[follower].Propose(ctx, 8, []byte("x=2")); err != nil {
+		t.Fatal(err)
+	}
 	g.until("proposals taken", func() bool {
+		if d := dropped(follower); d > drops {
+			drops = d
+			if err := g.nodes[follower].Propose(ctx, 8, []byte("x=2")); err != nil {
+				t.Fatal(err)
+			}
+		}
 		_, a := proposedTerm(7, lead)
 		_, b := proposedTerm(8, follower)
 		return a && b
