@@ -138,6 +138,7 @@ plots. A run is deterministic for its flags (--seed drives the workload).`,
 	f.Float64Var(&opts.SigmaHCDSRatio, "sigma-hcds-ratio", 0, "HCDS and EDM trigger as erase-count sigma over mean, when --sigma-hcds is not given (default 0.05)")
 	f.Float64Var(&opts.HotFraction, "hot-fraction", 0, "l_hot at this fraction of objects from the hottest (default 0.05)")
 	f.IntVar(&opts.MaxRemapsPerEpoch, "remaps", 0, "objects remapped per epoch at most (default 256)")
+	f.Float64Var(&opts.HorizonEpochs, "horizon", 0, "epochs of each object's write rate the balancer's eq. 2 estimate charges to the server that will hold it (default 8; paper 004 eq. 2 counts one epoch)")
 	f.IntVar(&opts.MinResidenceEpochs, "residence", 0, "epochs a converted object stays before the opposite conversion (default 8)")
 	f.Var(&moveBytes, "move-bytes", "bytes copied per epoch at most (default 256MiB)")
 	return cmd

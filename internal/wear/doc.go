@@ -99,4 +99,18 @@
 //     loop goes on with the next one (Algorithm 2 loops on the variance,
 //     not on one server; testdata/hcds-next.txt). EDM does the same.
 //   - EDM's migrations are recorded as EWO states while their copy runs.
+//   - EDM is the paper's [19]/[30] (Ou et al., IPDPS'14), of which the paper
+//     says only that it "moves data from the flash servers with higher
+//     erasure count to the ones with lower erasure count for balancing the
+//     wear speeds", ignoring redundancy, at the cost of the migration's
+//     writes and the garbage collection they cause (section I), run over
+//     one redundancy scheme (section IV-B2). Which data it moves and how
+//     much per round are not said; ours moves the hottest part of the most
+//     worn server (the fewest bytes copied per erase taken off it), with
+//     the same estimate, trigger and budgets as HCDS, so the two differ in
+//     copying now against offloading the next write (EWO). Each copy costs
+//     its pages on the destination in the simulator (sim.TestEDMMoveCosts).
+//     NB: the paper's EDM cost about 20% more erases than EC; ours about
+//     nothing, because it copies few, hot parts (chameleon-endurance says
+//     how much an EDM must copy to cost 20%).
 package wear

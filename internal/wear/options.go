@@ -94,6 +94,13 @@ type Options struct {
 	// HorizonEpochs is how many epochs of an object's current write rate
 	// the balancer charges to the server that will hold it when it
 	// estimates the wear variance after a remap (eq. 2; default 8).
+	// NB: the paper's eq. 2 counts one epoch (W_t, "the number of page
+	// writes during a certain epoch t", section III-B1): 1 is its form. The
+	// longer default charges a conversion's or an offload's one-time
+	// rewrite of a whole part against more of the wear it moves; with it a
+	// hot part's estimated erases are larger, and HCDS and EDM pass over a
+	// part whose estimate exceeds the gap between the two servers.
+	// chameleon-wear's paper-form table runs 1.
 	HorizonEpochs float64
 	// MaxRemapsPerEpoch bounds the objects whose destination an epoch
 	// changes (ARPT remaps, HCDS swaps count two, EDM moves; default 256).
