@@ -20,6 +20,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/kv/engine/compactgate"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
 )
 
 // StateMachine is one replica's Pebble instance. The apply worker is its
@@ -702,6 +703,8 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 		return err
 	}
 	if lost != nil {
+		// Every range of a patch names the same damage around it once.
+		lost.Lost = keyspan.Merge(lost.Lost)
 		return lost
 	}
 	return nil
@@ -794,6 +797,36 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 	// tables it cuts. Read them before and after (the apply worker is the
 	// only writer, and compactions do not change what reads return).
 	outerLo, outerHi := outerSpan(before, lo, hi)
+	if patching {
+		// Pebble finds the bounds of a cut table's remainders by seeking
+		// in it next to the span, and a seek that meets a damaged block
+		// finds "no key" and drops the whole remainder (v2.1.7 excise.go,
+		// determineLeftTableBounds and determineRightTableBounds ignore
+		// the iterator's error): the table's rows outside the span are
+		// gone from the replica. Seek there first; if a block there is
+		// damaged, do not excise: the span and the damaged blocks around
+		// it are patched again as one range, whose excise then seeks in
+		// healthy blocks. (Excising anyway lost whole remainders, often
+		// the rest of the shard, on several replicas at once, whose
+		// refused ranges then overlapped and no replica could patch
+		// another: a shard unreadable for the rest of a run.)
+		if err := sm.seekProbe(outerLo, lo, hi, outerHi); err != nil && base.IsCorruption(err) {
+			if wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
+				lost := []Range{userRange(wLo, wHi)}
+				if hold != nil {
+					hold(lost)(lost)
+				}
+				for _, p := range paths {
+					_ = sm.fs.Remove(p)
+				}
+				return &ExciseLossError{Lost: lost, Err: fmt.Errorf("kv: excise of [%q, %q) not attempted: %w", lo, hi, err)}
+			}
+			// No damage next to the span in a table it cuts (a
+			// transient flip, or damage in a table it does not cut,
+			// where the excise does not seek): excise, and check what
+			// it kept below.
+		}
+	}
 	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
 	if hold != nil {
 		around := append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi))
@@ -816,13 +849,19 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 			_ = sm.fs.Remove(p) // not ingested: Pebble left it where it was
 		}
 		if patching && base.IsCorruption(err) {
-			// The excise met damage in a table it cuts (where it seeks
-			// the cut) and nothing was ingested. The span and the tables'
-			// parts around it stay refused and are patched as one wider
-			// range, whose excise takes the damaged table whole, instead of
-			// a rebuild of the whole replica (which would need a peer with
-			// no damage at all, and under persistent damage found none).
-			return &ExciseLossError{Lost: append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi)), Err: err}
+			// The excise met damage in a table it cuts and nothing was
+			// ingested. The span and the damaged blocks around it are
+			// patched again as one range (its excise seeks in healthy
+			// blocks); if the damage cannot be located, the span and the
+			// tables' parts around it, whose excise takes the damaged
+			// tables whole. Either instead of a rebuild of the whole
+			// replica (which would need a peer with no damage at all,
+			// and under persistent damage found none).
+			lost := append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi))
+			if wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
+				lost = []Range{userRange(wLo, wHi)}
+			}
+			return &ExciseLossError{Lost: lost, Err: err}
 		}
 		return err
 	}
@@ -884,13 +923,20 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 	}
 	if keptErr == nil {
 		keptAfter, err := sm.keptCRC(outerLo, lo, hi, outerHi)
-		if err != nil {
+		switch {
+		case err == nil && keptAfter != keptBefore:
+			return withSpan(loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost or changed rows outside the span", lo, hi)))
+		case err == nil:
+			return withSpan(nil)
+		case !base.IsCorruption(err):
 			return withSpan(loss(err))
 		}
-		if keptAfter != keptBefore {
-			return withSpan(loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost or changed rows outside the span", lo, hi)))
-		}
-		return withSpan(nil)
+		// Damage elsewhere in the tables, met by this read only (the
+		// read before found those blocks in the cache, or a flip is
+		// transient): it is found and patched like any damage, and is no
+		// sign that the excise lost rows. (It used to name every row the
+		// excise cut, often the rest of the shard, as lost.) The cut
+		// tables must have kept their remainders, as below.
 	}
 	// The rows around the span do not all read back (other damage): each
 	// cut table must have kept its remainders.
@@ -898,6 +944,78 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 		return withSpan(loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost the remainders %q of the tables it cut", lo, hi, lostSpans)))
 	}
 	return withSpan(nil)
+}
+
+// seekProbe seeks, through the DB, where an excise of [lo, hi) seeks for
+// the bounds of the tables it cuts (the last key below lo, the first at or
+// above hi), reading the blocks there; it returns the error a damaged one
+// gives (Pebble's excise would ignore it and drop the remainder).
+func (sm *StateMachine) seekProbe(outerLo, lo, hi, outerHi []byte) error {
+	it, err := sm.db.NewIter(&pebble.IterOptions{LowerBound: outerLo, UpperBound: outerHi})
+	if err != nil {
+		return Classify(err)
+	}
+	it.SeekLT(lo)
+	if err := it.Error(); err != nil {
+		it.Close()
+		return Classify(err)
+	}
+	it.SeekGE(hi)
+	return Classify(it.Close())
+}
+
+// damagedAround is the range a patch of [lo, hi) must take along so that
+// its excise seeks only in healthy blocks: for each live table the excise
+// cuts, the run of damaged data blocks (IsolateBlocks) nearest below lo
+// and the one nearest at or above hi are where Pebble seeks for the
+// table's remainders, if they are damaged; the result is the smallest
+// Pebble span holding [lo, hi) and those runs (clipped to the tables'
+// bounds). One contiguous span: two separate ones would each seek in the
+// other's damage. It reports false if the span would not grow (no damage
+// next to it in a cut table: the excise goes ahead). An error means a
+// table's index or metadata cannot be read.
+func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newLo, newHi []byte, grew bool, err error) {
+	byBacking := map[uint64][]DamagedSpan{}
+	newLo, newHi = lo, hi
+	for _, m := range tables {
+		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
+			continue // not cut
+		}
+		spans, ok := byBacking[m.backing]
+		if !ok {
+			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", m.backing))
+			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			byBacking[m.backing] = spans
+		}
+		tableEnd := append(bytes.Clone(m.largest), 0)
+		var below, above []byte // the nearest runs' outer edges
+		for _, sp := range spans {
+			start, end := maxBytes(sp.Start, m.smallest), tableEnd
+			if sp.End != nil {
+				end = minBytes(sp.End, end)
+			}
+			if bytes.Compare(start, end) >= 0 {
+				continue // outside this table (cut off earlier)
+			}
+			if bytes.Compare(start, lo) < 0 && (below == nil || bytes.Compare(start, below) > 0) {
+				below = start
+			}
+			if bytes.Compare(end, hi) > 0 && (above == nil || bytes.Compare(end, above) < 0) {
+				above = end
+			}
+		}
+		if below != nil && bytes.Compare(below, newLo) < 0 {
+			newLo = below
+		}
+		if above != nil && bytes.Compare(above, newHi) > 0 {
+			newHi = above
+		}
+	}
+	newLo, newHi = maxBytes(newLo, UserPrefix), minBytes(newHi, UserEnd)
+	return newLo, newHi, bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
 }
 
 // outerSpan is the span of the tables an excise of [lo, hi) cuts (Pebble
