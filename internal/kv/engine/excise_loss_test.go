@@ -199,3 +199,57 @@ func TestPatchThatDoesNotReadBackIsPatchedAgain(t *testing.T) {
 		t.Fatalf("patched span: %d rows, %v", len(got), err)
 	}
 }
+
+// TestWholeSpanPatchPastDamageAtBothEnds: a replica that lost its whole
+// shard is patched with every row while its one table (which also holds
+// both copies of the applied record) is damaged in the blocks at either
+// end of the user keys, right where an excise of the user key space alone
+// would seek for the bounds of the table's remainders. The patch goes in
+// (the table is excised whole, with the applied record), every row reads
+// back, and the applied record names the patch's entry.
+func TestWholeSpanPatchPastDamageAtBothEnds(t *testing.T) {
+	fs := vfs.NewMem()
+	sm := openFilled(t, fs, 2000)
+	if err := sm.db.Compact(context.Background(), []byte{0}, []byte{0x7f}, false); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := sm.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, lvl := range levels {
+		for _, tbl := range lvl {
+			paths = append(paths, fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum))))
+		}
+	}
+	if len(paths) != 1 {
+		t.Fatalf("want one table after the compaction, have %v", paths)
+	}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
+	for _, i := range []int{0, 1999} {
+		if _, err := sm.corruptBlockInFile(paths[0], UserKey(key(i)), 0.5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var rows []*kvpb.KeyValue
+	for i := 0; i < 2000; i++ {
+		rows = append(rows, &kvpb.KeyValue{Key: key(i), Value: []byte(fmt.Sprintf("patched-%05d", i))})
+	}
+	if err := sm.IngestRanges([]Range{{}}, rows, 5000, 7, nil); err != nil {
+		t.Fatalf("patch of the whole shard: %v", err)
+	}
+	got, _, err := Scan(sm.db, nil, nil, 0)
+	if err != nil || len(got) != 2000 {
+		t.Fatalf("after the patch: %d rows, %v", len(got), err)
+	}
+	for i, kv := range got {
+		if string(kv.Value) != fmt.Sprintf("patched-%05d", i) {
+			t.Fatalf("row %d: %q", i, kv.Value)
+		}
+	}
+	st, err := ReadApplied(sm.db)
+	if err != nil || st.Index != 5000 || st.Term != 7 {
+		t.Fatalf("applied record %+v, %v", st, err)
+	}
+}

@@ -679,7 +679,9 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 			}
 		}
 		lo, hi := PebbleSpan(r.Start, r.End)
-		if err := sm.ingestSpan(lo, hi, in, true, hold); err != nil {
+		next := sm.state
+		next.Index, next.Term = index, term
+		if err := sm.ingestSpan(lo, hi, in, &next, true, hold); err != nil {
 			var el *ExciseLossError
 			if !errors.As(err, &el) {
 				return err
@@ -718,10 +720,10 @@ func (sm *StateMachine) InstallState(rows []*kvpb.KeyValue, index, term uint64, 
 		return err
 	}
 	lo, hi := PebbleSpan(nil, nil)
-	if err := sm.ingestSpan(lo, hi, rows, false, nil); err != nil {
+	next := AppliedState{Index: index, Term: term, Digest: d}
+	if err := sm.ingestSpan(lo, hi, rows, &next, false, nil); err != nil {
 		return err
 	}
-	next := AppliedState{Index: index, Term: term, Digest: d}
 	if err := sm.WriteApplied(sm.db, next); err != nil {
 		return err
 	}
@@ -769,17 +771,44 @@ func (sm *StateMachine) ScanDigest(rd pebble.Reader) (Digest, error) {
 // ExciseLossError): a read of the span that fails its checksum returns the
 // span, an excise that fails on damage in a table it cuts returns the span
 // and the tables' parts around it.
-func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patching bool, hold func([]Range) func([]Range)) (err error) {
+//
+// A span that is the whole user key space is excised with the applied
+// record's two copies around it (the whole key space: every table goes
+// whole, so the excise seeks in none, and damage anywhere cannot stop it),
+// and the ingested table carries both copies of applied, the record the
+// caller writes next anyway. (The excise of the user key space alone cut
+// every table that also holds a copy, and one damaged block at either end
+// of the user keys failed it every time: a replica that lost its whole
+// shard asked for it again and again, its peers sending megabytes each.)
+func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied *AppliedState, patching bool, hold func([]Range) func([]Range)) (err error) {
+	exciseLo, exciseHi := lo, hi
+	var record []byte
+	if applied != nil && bytes.Equal(lo, UserPrefix) && bytes.Equal(hi, UserEnd) {
+		exciseLo, exciseHi = wholeStart, wholeEnd
+		record = applied.encode()
+	}
 	var paths []string
-	if len(rows) > 0 {
+	if len(rows) > 0 || record != nil {
 		path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("patch-%06d.sst", sm.ingestSeq.Add(1)))
 		f, err := sm.fs.Create(path, vfs.WriteCategoryUnspecified)
 		if err != nil {
 			return fmt.Errorf("kv: create patch sstable: %w", err)
 		}
 		w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sm.opts.MakeWriterOptions(0, sm.db.TableFormat()))
+		if record != nil {
+			if err := w.Set(appliedKey, record); err != nil {
+				_ = w.Close()
+				return fmt.Errorf("kv: write patch sstable: %w", err)
+			}
+		}
 		for _, kv := range rows {
 			if err := w.Set(UserKey(kv.Key), kv.Value); err != nil {
+				_ = w.Close()
+				return fmt.Errorf("kv: write patch sstable: %w", err)
+			}
+		}
+		if record != nil {
+			if err := w.Set(appliedKey2, record); err != nil {
 				_ = w.Close()
 				return fmt.Errorf("kv: write patch sstable: %w", err)
 			}
@@ -843,8 +872,8 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 		}()
 	}
 	crashpoint.Hit("patch-ingest")
-	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
-		err = Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
+	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: exciseLo, End: exciseHi}); err != nil {
+		err = Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", exciseLo, exciseHi, err))
 		for _, p := range paths {
 			_ = sm.fs.Remove(p) // not ingested: Pebble left it where it was
 		}
