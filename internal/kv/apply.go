@@ -436,7 +436,11 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		// like any damage (reads there are refused meanwhile).
 		r.proposeRepair(q)
 	}
-	if q := patch.Retry(pr, still, now.Add(r.opts.PatchTimeout)); q != nil {
+	// Ranges no peer could send: a peer damaged there too is usually
+	// patched within moments, so ask again soon, backing off to a patch
+	// timeout (it waited a whole patch timeout, 3 s, at once: the KV
+	// repair latency's tail).
+	if q := patch.Retry(pr, still, now, retryFirst, r.opts.PatchTimeout); q != nil {
 		r.proposeRepair(q)
 	}
 	if len(done) > 0 && r.opts.OnRepair != nil {
@@ -445,6 +449,10 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	}
 	return true
 }
+
+// retryFirst is the first wait before a patch request asks again for
+// ranges no peer could send (patch.Retry doubles it for each retry).
+const retryFirst = 100 * time.Millisecond
 
 // uniqueRows is first and then then, each key once: its first row.
 func uniqueRows(first, then []*kvpb.KeyValue) []*kvpb.KeyValue {

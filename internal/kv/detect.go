@@ -12,6 +12,8 @@ import (
 	"github.com/flashmend/flashmend/internal/kv/patch"
 
 	"github.com/cockroachdb/pebble/v2"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
@@ -180,14 +182,19 @@ func (r *Replica) proposeRepair(p *patch.Request) {
 
 // proposePending proposes the patch requests that are not in flight
 // (patch.Tracker.Due): new ones, ones whose proposal raft dropped (no
-// leader), and ones not applied within three patch timeouts.
+// leader), and ones whose proposal did not commit within
+// lostProposalAfter (doubling with each resend, up to three patch
+// timeouts): lost in a leader change. One whose entry committed is left to
+// apply (raftHost.Apply notes the commit).
 func (r *Replica) proposePending() {
 	if !r.raft.Up() || r.raft.Leader() == 0 {
 		return
 	}
 	now := r.opts.Clock.Now()
 	r.mu.Lock()
-	due := r.repair.Due(now, 3*r.opts.PatchTimeout, func() uint64 { return r.nextID.Add(1) })
+	due := r.repair.Due(now, r.lostProposalAfter(), 3*r.opts.PatchTimeout, func() uint64 { return r.nextID.Add(1) })
+	// Set before proposing, so that the raft loop looks for the commit.
+	r.awaitCommit.Store(r.repair.Uncommitted())
 	r.mu.Unlock()
 	for _, d := range due {
 		data, err := proto.Marshal(&kvpb.Command{ProposalId: d.ProposalID, Patch: &kvpb.PatchRequest{
@@ -201,6 +208,70 @@ func (r *Replica) proposePending() {
 		}
 	}
 }
+
+// lostProposalAfter is how long a patch proposal may go without
+// committing before it counts as lost: two election timeouts (a leader
+// change, in which raft drops uncommitted proposals, takes about one), and
+// at least 500 ms, so a slow commit on a loaded machine is not doubled.
+func (r *Replica) lostProposalAfter() time.Duration {
+	return max(500*time.Millisecond, 2*time.Duration(r.opts.ElectionTicks)*r.opts.TickInterval)
+}
+
+// noteCommitted marks the requests of this replica whose patch entry is
+// among the committed entries (raftHost.Apply, on the raft loop). Only the
+// Command's patch field is decoded, and only while a request waits for
+// its commit.
+func (r *Replica) noteCommitted(entries []*pb.Entry) {
+	if !r.awaitCommit.Load() {
+		return
+	}
+	for _, e := range entries {
+		if e.GetType() != pb.EntryNormal || len(e.GetData()) == 0 {
+			continue
+		}
+		req := commandPatch(e.GetData())
+		if req == nil || base.ReplicaID(req.CorruptedReplica) != r.id {
+			continue
+		}
+		r.mu.Lock()
+		r.repair.Committed(req.PatchId)
+		r.awaitCommit.Store(r.repair.Uncommitted())
+		r.mu.Unlock()
+	}
+}
+
+// commandPatch decodes the patch request of an encoded kvpb.Command, or
+// returns nil if it has none (or does not decode: applyEntry reports
+// that).
+func commandPatch(data []byte) *kvpb.PatchRequest {
+	for len(data) > 0 {
+		num, typ, n := protowire.ConsumeTag(data)
+		if n < 0 {
+			return nil
+		}
+		data = data[n:]
+		if num == commandPatchField && typ == protowire.BytesType {
+			v, m := protowire.ConsumeBytes(data)
+			if m < 0 {
+				return nil
+			}
+			req := &kvpb.PatchRequest{}
+			if proto.Unmarshal(v, req) != nil {
+				return nil
+			}
+			return req
+		}
+		m := protowire.ConsumeFieldValue(num, typ, data)
+		if m < 0 {
+			return nil
+		}
+		data = data[m:]
+	}
+	return nil
+}
+
+// commandPatchField is the field number of kvpb.Command.patch.
+var commandPatchField = (&kvpb.Command{}).ProtoReflect().Descriptor().Fields().ByName("patch").Number()
 
 // proposalDropped marks a patch request whose proposal raft refused, so the
 // next tick proposes it again.

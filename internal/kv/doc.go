@@ -110,12 +110,21 @@
 //     place; the engine is then checked against its digest once no range
 //     is under repair. An excise
 //     that cuts a table damaged where Pebble seeks for the bound of its
-//     remainder loses that remainder: reads around each span are refused
-//     while it is excised, and what a table lost (engine.ExciseLossError)
-//     stays under repair and is patched in turn, not rebuilt. What merge
-//     cannot repair stays under repair and is requested again at a later
-//     entry: patching is retried, not replaced by a rebuild (which would
-//     need a peer whose whole state reads back). All snapshots of the
+//     remainder loses that remainder: the engine seeks there first and,
+//     if it meets damage, does not excise but names the span grown over
+//     the damaged blocks next to it, to patch as one range
+//     (engine.ExciseLossError); reads around each span are refused while
+//     it is excised, and what a table lost anyway stays under repair and
+//     is patched in turn, not rebuilt. What merge cannot repair stays under
+//     repair and is requested again at a later entry, after 100 ms
+//     doubling to PatchTimeout (a peer damaged there too is usually
+//     patched within moments): patching is retried, not replaced by a
+//     rebuild (which would need a peer whose whole state reads back).
+//     A patch request whose proposal did not commit within
+//     lostProposalAfter (two election timeouts, at least 500 ms; doubling
+//     with each resend) was lost in a leader change and is proposed
+//     again; one whose entry committed (seen by the raft loop) is never
+//     proposed again, however long its apply waits. All snapshots of the
 //     repaired replica are invalidated: its open transactions abort.
 //  3. No silent divergence: the digest (row count, wrapping sum and xor of
 //     a hash of every row) is updated with every write (old value out, new

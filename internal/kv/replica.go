@@ -168,10 +168,13 @@ type Replica struct {
 	// applied digest (verifyEngine); reads wait for it.
 	verified atomic.Bool
 
-	nextID   atomic.Uint64
-	queueMu  sync.Mutex
-	queue    []applyTask
-	queueSig chan struct{}
+	nextID atomic.Uint64
+	// awaitCommit is set while a patch request of this replica waits for
+	// its entry to commit (noteCommitted looks for it).
+	awaitCommit atomic.Bool
+	queueMu     sync.Mutex
+	queue       []applyTask
+	queueSig    chan struct{}
 
 	// smMu guards sm: readers hold it shared, the crash baseline replaces
 	// the state machine under the exclusive lock.
@@ -660,7 +663,9 @@ type raftHost Replica
 func (h *raftHost) Send(msgs []*pb.Message) { h.env.SendRaft(h.shard.ID, msgs) }
 
 func (h *raftHost) Apply(snapshotIndex uint64, entries []*pb.Entry) {
-	(*Replica)(h).enqueue(applyTask{snapshotIndex: snapshotIndex, entries: entries})
+	r := (*Replica)(h)
+	r.noteCommitted(entries)
+	r.enqueue(applyTask{snapshotIndex: snapshotIndex, entries: entries})
 }
 
 func (h *raftHost) Proposed(id, term uint64) {

@@ -77,5 +77,12 @@
 // search over the damaged block at every retry. A patch whose excise meets
 // damage in a table it cuts, or whose span does not read back, returns the
 // ranges to patch again (ExciseLossError) rather than an error that would
-// make the replica rebuild.
+// make the replica rebuild. Pebble v2.1.7's excise drops a cut table's
+// whole remainder when its seek for the remainder's bound meets a damaged
+// block (it ignores the iterator's error), so before an excise the engine
+// seeks there itself; on damage it does not excise and names the span
+// grown over the nearest damaged blocks of the cut tables (one range, so
+// its own excise seeks in healthy blocks). A read of the rows around the
+// span that meets damage after the excise is other damage, not a loss:
+// the cut tables' metadata must show their remainders kept.
 package engine

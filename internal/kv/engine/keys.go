@@ -17,6 +17,10 @@ var (
 	appliedKey2 = []byte("~applied")
 	UserPrefix  = []byte("u")
 	UserEnd     = []byte("v") // exclusive end of the user key space
+	// wholeStart and wholeEnd bound every key a state machine holds
+	// (both applied copies and the user key space).
+	wholeStart = []byte{0}
+	wholeEnd   = []byte{0x7f}
 )
 
 func UserKey(k []byte) []byte {

@@ -20,6 +20,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/kv/engine/compactgate"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
 )
 
 // StateMachine is one replica's Pebble instance. The apply worker is its
@@ -678,7 +679,9 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 			}
 		}
 		lo, hi := PebbleSpan(r.Start, r.End)
-		if err := sm.ingestSpan(lo, hi, in, true, hold); err != nil {
+		next := sm.state
+		next.Index, next.Term = index, term
+		if err := sm.ingestSpan(lo, hi, in, &next, true, hold); err != nil {
 			var el *ExciseLossError
 			if !errors.As(err, &el) {
 				return err
@@ -702,6 +705,8 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 		return err
 	}
 	if lost != nil {
+		// Every range of a patch names the same damage around it once.
+		lost.Lost = keyspan.Merge(lost.Lost)
 		return lost
 	}
 	return nil
@@ -715,10 +720,10 @@ func (sm *StateMachine) InstallState(rows []*kvpb.KeyValue, index, term uint64, 
 		return err
 	}
 	lo, hi := PebbleSpan(nil, nil)
-	if err := sm.ingestSpan(lo, hi, rows, false, nil); err != nil {
+	next := AppliedState{Index: index, Term: term, Digest: d}
+	if err := sm.ingestSpan(lo, hi, rows, &next, false, nil); err != nil {
 		return err
 	}
-	next := AppliedState{Index: index, Term: term, Digest: d}
 	if err := sm.WriteApplied(sm.db, next); err != nil {
 		return err
 	}
@@ -766,17 +771,44 @@ func (sm *StateMachine) ScanDigest(rd pebble.Reader) (Digest, error) {
 // ExciseLossError): a read of the span that fails its checksum returns the
 // span, an excise that fails on damage in a table it cuts returns the span
 // and the tables' parts around it.
-func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patching bool, hold func([]Range) func([]Range)) (err error) {
+//
+// A span that is the whole user key space is excised with the applied
+// record's two copies around it (the whole key space: every table goes
+// whole, so the excise seeks in none, and damage anywhere cannot stop it),
+// and the ingested table carries both copies of applied, the record the
+// caller writes next anyway. (The excise of the user key space alone cut
+// every table that also holds a copy, and one damaged block at either end
+// of the user keys failed it every time: a replica that lost its whole
+// shard asked for it again and again, its peers sending megabytes each.)
+func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied *AppliedState, patching bool, hold func([]Range) func([]Range)) (err error) {
+	exciseLo, exciseHi := lo, hi
+	var record []byte
+	if applied != nil && bytes.Equal(lo, UserPrefix) && bytes.Equal(hi, UserEnd) {
+		exciseLo, exciseHi = wholeStart, wholeEnd
+		record = applied.encode()
+	}
 	var paths []string
-	if len(rows) > 0 {
+	if len(rows) > 0 || record != nil {
 		path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("patch-%06d.sst", sm.ingestSeq.Add(1)))
 		f, err := sm.fs.Create(path, vfs.WriteCategoryUnspecified)
 		if err != nil {
 			return fmt.Errorf("kv: create patch sstable: %w", err)
 		}
 		w := sstable.NewWriter(objstorageprovider.NewFileWritable(f), sm.opts.MakeWriterOptions(0, sm.db.TableFormat()))
+		if record != nil {
+			if err := w.Set(appliedKey, record); err != nil {
+				_ = w.Close()
+				return fmt.Errorf("kv: write patch sstable: %w", err)
+			}
+		}
 		for _, kv := range rows {
 			if err := w.Set(UserKey(kv.Key), kv.Value); err != nil {
+				_ = w.Close()
+				return fmt.Errorf("kv: write patch sstable: %w", err)
+			}
+		}
+		if record != nil {
+			if err := w.Set(appliedKey2, record); err != nil {
 				_ = w.Close()
 				return fmt.Errorf("kv: write patch sstable: %w", err)
 			}
@@ -794,6 +826,36 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 	// tables it cuts. Read them before and after (the apply worker is the
 	// only writer, and compactions do not change what reads return).
 	outerLo, outerHi := outerSpan(before, lo, hi)
+	if patching {
+		// Pebble finds the bounds of a cut table's remainders by seeking
+		// in it next to the span, and a seek that meets a damaged block
+		// finds "no key" and drops the whole remainder (v2.1.7 excise.go,
+		// determineLeftTableBounds and determineRightTableBounds ignore
+		// the iterator's error): the table's rows outside the span are
+		// gone from the replica. Seek there first; if a block there is
+		// damaged, do not excise: the span and the damaged blocks around
+		// it are patched again as one range, whose excise then seeks in
+		// healthy blocks. (Excising anyway lost whole remainders, often
+		// the rest of the shard, on several replicas at once, whose
+		// refused ranges then overlapped and no replica could patch
+		// another: a shard unreadable for the rest of a run.)
+		if err := sm.seekProbe(outerLo, lo, hi, outerHi); err != nil && base.IsCorruption(err) {
+			if wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
+				lost := []Range{userRange(wLo, wHi)}
+				if hold != nil {
+					hold(lost)(lost)
+				}
+				for _, p := range paths {
+					_ = sm.fs.Remove(p)
+				}
+				return &ExciseLossError{Lost: lost, Err: fmt.Errorf("kv: excise of [%q, %q) not attempted: %w", lo, hi, err)}
+			}
+			// No damage next to the span in a table it cuts (a
+			// transient flip, or damage in a table it does not cut,
+			// where the excise does not seek): excise, and check what
+			// it kept below.
+		}
+	}
 	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
 	if hold != nil {
 		around := append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi))
@@ -810,19 +872,25 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 		}()
 	}
 	crashpoint.Hit("patch-ingest")
-	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: lo, End: hi}); err != nil {
-		err = Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", lo, hi, err))
+	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: exciseLo, End: exciseHi}); err != nil {
+		err = Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", exciseLo, exciseHi, err))
 		for _, p := range paths {
 			_ = sm.fs.Remove(p) // not ingested: Pebble left it where it was
 		}
 		if patching && base.IsCorruption(err) {
-			// The excise met damage in a table it cuts (where it seeks
-			// the cut) and nothing was ingested. The span and the tables'
-			// parts around it stay refused and are patched as one wider
-			// range, whose excise takes the damaged table whole, instead of
-			// a rebuild of the whole replica (which would need a peer with
-			// no damage at all, and under persistent damage found none).
-			return &ExciseLossError{Lost: append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi)), Err: err}
+			// The excise met damage in a table it cuts and nothing was
+			// ingested. The span and the damaged blocks around it are
+			// patched again as one range (its excise seeks in healthy
+			// blocks); if the damage cannot be located, the span and the
+			// tables' parts around it, whose excise takes the damaged
+			// tables whole. Either instead of a rebuild of the whole
+			// replica (which would need a peer with no damage at all,
+			// and under persistent damage found none).
+			lost := append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi))
+			if wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
+				lost = []Range{userRange(wLo, wHi)}
+			}
+			return &ExciseLossError{Lost: lost, Err: err}
 		}
 		return err
 	}
@@ -884,13 +952,20 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 	}
 	if keptErr == nil {
 		keptAfter, err := sm.keptCRC(outerLo, lo, hi, outerHi)
-		if err != nil {
+		switch {
+		case err == nil && keptAfter != keptBefore:
+			return withSpan(loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost or changed rows outside the span", lo, hi)))
+		case err == nil:
+			return withSpan(nil)
+		case !base.IsCorruption(err):
 			return withSpan(loss(err))
 		}
-		if keptAfter != keptBefore {
-			return withSpan(loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost or changed rows outside the span", lo, hi)))
-		}
-		return withSpan(nil)
+		// Damage elsewhere in the tables, met by this read only (the
+		// read before found those blocks in the cache, or a flip is
+		// transient): it is found and patched like any damage, and is no
+		// sign that the excise lost rows. (It used to name every row the
+		// excise cut, often the rest of the shard, as lost.) The cut
+		// tables must have kept their remainders, as below.
 	}
 	// The rows around the span do not all read back (other damage): each
 	// cut table must have kept its remainders.
@@ -898,6 +973,78 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, patchin
 		return withSpan(loss(base.CorruptionErrorf("kv: excise of [%q, %q) lost the remainders %q of the tables it cut", lo, hi, lostSpans)))
 	}
 	return withSpan(nil)
+}
+
+// seekProbe seeks, through the DB, where an excise of [lo, hi) seeks for
+// the bounds of the tables it cuts (the last key below lo, the first at or
+// above hi), reading the blocks there; it returns the error a damaged one
+// gives (Pebble's excise would ignore it and drop the remainder).
+func (sm *StateMachine) seekProbe(outerLo, lo, hi, outerHi []byte) error {
+	it, err := sm.db.NewIter(&pebble.IterOptions{LowerBound: outerLo, UpperBound: outerHi})
+	if err != nil {
+		return Classify(err)
+	}
+	it.SeekLT(lo)
+	if err := it.Error(); err != nil {
+		it.Close()
+		return Classify(err)
+	}
+	it.SeekGE(hi)
+	return Classify(it.Close())
+}
+
+// damagedAround is the range a patch of [lo, hi) must take along so that
+// its excise seeks only in healthy blocks: for each live table the excise
+// cuts, the run of damaged data blocks (IsolateBlocks) nearest below lo
+// and the one nearest at or above hi are where Pebble seeks for the
+// table's remainders, if they are damaged; the result is the smallest
+// Pebble span holding [lo, hi) and those runs (clipped to the tables'
+// bounds). One contiguous span: two separate ones would each seek in the
+// other's damage. It reports false if the span would not grow (no damage
+// next to it in a cut table: the excise goes ahead). An error means a
+// table's index or metadata cannot be read.
+func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newLo, newHi []byte, grew bool, err error) {
+	byBacking := map[uint64][]DamagedSpan{}
+	newLo, newHi = lo, hi
+	for _, m := range tables {
+		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
+			continue // not cut
+		}
+		spans, ok := byBacking[m.backing]
+		if !ok {
+			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", m.backing))
+			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+			if err != nil {
+				return nil, nil, false, err
+			}
+			byBacking[m.backing] = spans
+		}
+		tableEnd := append(bytes.Clone(m.largest), 0)
+		var below, above []byte // the nearest runs' outer edges
+		for _, sp := range spans {
+			start, end := maxBytes(sp.Start, m.smallest), tableEnd
+			if sp.End != nil {
+				end = minBytes(sp.End, end)
+			}
+			if bytes.Compare(start, end) >= 0 {
+				continue // outside this table (cut off earlier)
+			}
+			if bytes.Compare(start, lo) < 0 && (below == nil || bytes.Compare(start, below) > 0) {
+				below = start
+			}
+			if bytes.Compare(end, hi) > 0 && (above == nil || bytes.Compare(end, above) < 0) {
+				above = end
+			}
+		}
+		if below != nil && bytes.Compare(below, newLo) < 0 {
+			newLo = below
+		}
+		if above != nil && bytes.Compare(above, newHi) > 0 {
+			newHi = above
+		}
+	}
+	newLo, newHi = maxBytes(newLo, UserPrefix), minBytes(newHi, UserEnd)
+	return newLo, newHi, bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
 }
 
 // outerSpan is the span of the tables an excise of [lo, hi) cuts (Pebble

@@ -95,6 +95,28 @@ func Covers(pieces []Range, r Range) bool {
 	return false
 }
 
+// Merge returns the union of rgs as disjoint ranges in key order: ranges
+// that overlap or touch become one. rgs is not changed.
+func Merge(rgs []Range) []Range {
+	if len(rgs) == 0 {
+		return nil
+	}
+	in := append([]Range(nil), rgs...)
+	sort.Slice(in, func(i, j int) bool { return bytes.Compare(in[i].Start, in[j].Start) < 0 })
+	out := []Range{in[0]}
+	for _, r := range in[1:] {
+		last := &out[len(out)-1]
+		if len(last.End) != 0 && bytes.Compare(r.Start, last.End) > 0 {
+			out = append(out, r)
+			continue
+		}
+		if endBefore(last.End, r.End) {
+			last.End = r.End
+		}
+	}
+	return out
+}
+
 // Remove returns rgs without one entry equal to each of drop.
 func Remove(rgs, drop []Range) []Range {
 	out := append([]Range(nil), rgs...)

@@ -115,6 +115,17 @@ func TestAgainstBruteForce(t *testing.T) {
 				t.Fatalf("seed %d iter %d: Subtract(%v, %v) gave %v, not a part of it", seed, iter, a, others, p)
 			}
 		}
+		all := append([]Range{a}, others...)
+		merged := Merge(all)
+		if got := keysIn(u, merged...); !sameSet(got, keysIn(u, all...)) {
+			t.Fatalf("seed %d iter %d: Merge(%v) = %v, not the same keys", seed, iter, all, merged)
+		}
+		for i := 1; i < len(merged); i++ {
+			prev := merged[i-1]
+			if len(prev.End) == 0 || string(prev.End) >= string(merged[i].Start) {
+				t.Fatalf("seed %d iter %d: Merge(%v) = %v: not disjoint and apart, in order", seed, iter, all, merged)
+			}
+		}
 		if got, want := Covers(others, a), len(want) == 0; got != want {
 			t.Fatalf("seed %d iter %d: Covers(%v, %v) = %v", seed, iter, others, a, got)
 		}

@@ -208,6 +208,16 @@ func retryable(err error, idempotent bool) (retry bool, leader base.NodeID) {
 	return false, 0
 }
 
+// gaveUp is the error of a request whose context ended while it was being
+// retried: the context's error (errors.Is finds it), with what the
+// replicas last answered, so the caller learns why the shard did not.
+func gaveUp(ctx context.Context, shard kvapi.ShardSpec, attempts int, last error) error {
+	if last == nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("kv: %s: %w after %d attempts; last answer: %w", shard.ID, ctx.Err(), attempts, last)
+}
+
 // do runs call against the shard's replicas until one succeeds, a
 // non-retryable error comes back, or attempts run out.
 //
@@ -231,7 +241,7 @@ func (c *Client) do(ctx context.Context, shard kvapi.ShardSpec, preferLeader, id
 			select {
 			case <-base.After(c.opts.Clock, backoff):
 			case <-ctx.Done():
-				return ctx.Err()
+				return gaveUp(ctx, shard, attempt, last)
 			}
 			backoff = min(2*backoff, 500*time.Millisecond)
 			sinceRest = 0
@@ -292,7 +302,7 @@ func (c *Client) do(ctx context.Context, shard kvapi.ShardSpec, preferLeader, id
 			queue = rest
 		}
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return gaveUp(ctx, shard, attempt, last)
 		}
 	}
 	return fmt.Errorf("kv: %s: gave up after %d attempts: %w", shard.ID, attempt, last)

@@ -43,15 +43,21 @@ func Assemble(q *Request, ranges []keyspan.Range, got Parts) (covered, missing [
 	return covered, missing
 }
 
-// Retry is the request that asks again, at a later entry and not before
-// after, for the pieces of q still missing (a builder may have been
-// damaged in that range itself, and patched meanwhile). It keeps q's
-// detection time. Nil if nothing is missing.
-func Retry(q *Request, missing []Piece, after time.Time) *Request {
+// Retry is the request that asks again, at a later entry, for the pieces
+// of q still missing (a builder may have been damaged in that range
+// itself, and is likely patched within moments). It is proposed no
+// sooner than first after now, doubled for each retry q already was, and
+// at most last after now. It keeps q's detection time. Nil if nothing is
+// missing.
+func Retry(q *Request, missing []Piece, now time.Time, first, last time.Duration) *Request {
 	if len(missing) == 0 {
 		return nil
 	}
-	out := &Request{Path: q.Path, Detected: q.Detected, RetryAfter: after}
+	wait := first
+	for i := 0; i < q.Retries && wait < last; i++ {
+		wait *= 2
+	}
+	out := &Request{Path: q.Path, Detected: q.Detected, RetryAfter: now.Add(min(wait, last)), Retries: q.Retries + 1}
 	for _, p := range missing {
 		out.Ranges = append(out.Ranges, p.Range)
 		out.Wide = append(out.Wide, p.Wide)
@@ -67,5 +73,6 @@ func Remainders(path string, now time.Time, lost []keyspan.Range) *Request {
 	if len(lost) == 0 {
 		return nil
 	}
+	lost = keyspan.Merge(lost)
 	return &Request{Path: path, Detected: now, Ranges: lost, Wide: lost, Blocks: make([][]uint64, len(lost))}
 }

@@ -22,7 +22,7 @@
 //     entry applied: what was patched or merged is readable again and
 //     remembered as repaired), Reset (the replica's state was replaced).
 //   - Assemble (a patch entry's ranges: covered, with their rows, or
-//     missing), Retry (ask again for the missing ones after a timeout) and
+//     missing), Retry (ask again for the missing ones, backing off) and
 //     Remainders (what an excise cut off, patched in turn).
 //
 // # Invariants
@@ -34,9 +34,11 @@
 //     range's rows hold each key once and only keys of pieces received for
 //     it, so a covered range's rows are exactly what its peers read there
 //     at the patch entry (TestDeliverAgainstBruteForce).
-//   - Due proposes each request at most once per resend interval, in patch
-//     id order; a request keeps its patch id across proposals, so a second
-//     entry of it finds nothing waiting.
+//   - Due proposes each request at most once per resend interval (doubled
+//     with each resend, up to a cap), in patch id order, and never again
+//     once one of its entries committed (Committed); a request keeps its
+//     patch id across proposals, so a second entry of it finds nothing
+//     waiting.
 //   - No I/O, no clock (times are arguments), no goroutines; a Tracker is
 //     not safe for concurrent use.
 //

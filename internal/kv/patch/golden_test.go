@@ -125,6 +125,9 @@ func (q *Request) describe() string {
 	if !q.RetryAfter.IsZero() {
 		s += fmt.Sprintf(" retryAfter=%ds", int(q.RetryAfter.Sub(epoch)/time.Second))
 	}
+	if q.Retries > 0 {
+		s += fmt.Sprintf(" retries=%d", q.Retries)
+	}
 	return s
 }
 
@@ -154,7 +157,7 @@ func (h *harness) run(line string) []string {
 		return nil
 	case "due":
 		var out []string
-		for _, p := range h.tr.Due(at(t, f[1]), 9*time.Second, func() uint64 { h.nextID++; return h.nextID - 1 }) {
+		for _, p := range h.tr.Due(at(t, f[1]), 4*time.Second, 9*time.Second, func() uint64 { h.nextID++; return h.nextID - 1 }) {
 			out = append(out, fmt.Sprintf("propose %d: patch %d %v", p.ProposalID, p.PatchID, p.Ranges))
 		}
 		if len(out) == 0 {
@@ -164,6 +167,8 @@ func (h *harness) run(line string) []string {
 	case "drop":
 		h.tr.Dropped(parseID(t, f[1]))
 		return nil
+	case "commit":
+		return []string{fmt.Sprintf("waited=%v uncommitted=%v", h.tr.Committed(parseID(t, f[1])), h.tr.Uncommitted())}
 	case "deliver":
 		var kvs []*kvpb.KeyValue
 		if arg(4) != "" {
@@ -243,7 +248,7 @@ func (h *harness) run(line string) []string {
 				still = append(still, p)
 			}
 		}
-		h.last = Retry(q, still, at(t, f[2]))
+		h.last = Retry(q, still, at(t, f[2]), time.Second, 3*time.Second)
 		if h.last == nil {
 			return []string{"nothing to retry"}
 		}
@@ -269,4 +274,29 @@ func (h *harness) run(line string) []string {
 	}
 	t.Fatalf("unknown command %q", line)
 	return nil
+}
+
+// TestRetryBacksOff: a request whose ranges no peer could send asks again
+// after first, doubling with each retry, never later than last.
+func TestRetryBacksOff(t *testing.T) {
+	q := &Request{Path: "000001.sst", Detected: epoch}
+	missing := []Piece{{Range: keyspan.Range{Start: []byte("a"), End: []byte("b")}}}
+	var waits []time.Duration
+	for i := 0; i < 7; i++ {
+		q = Retry(q, missing, epoch, 100*time.Millisecond, 3*time.Second)
+		waits = append(waits, q.RetryAfter.Sub(epoch))
+		if !q.Detected.Equal(epoch) || q.Retries != i+1 {
+			t.Fatalf("retry %d: detected %v, retries %d", i, q.Detected, q.Retries)
+		}
+	}
+	want := []time.Duration{100, 200, 400, 800, 1600, 3000, 3000}
+	for i := range want {
+		want[i] *= time.Millisecond
+	}
+	if fmt.Sprint(waits) != fmt.Sprint(want) {
+		t.Fatalf("waits %v, want %v", waits, want)
+	}
+	if Retry(q, nil, epoch, time.Second, time.Second) != nil {
+		t.Fatal("a retry with nothing missing")
+	}
 }

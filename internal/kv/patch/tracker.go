@@ -32,6 +32,15 @@ type Request struct {
 	ProposedAt time.Time
 	RetryAfter time.Time
 	ProposalID uint64
+	// Committed is set once an entry of the request committed (Tracker.
+	// Committed): it is in the log and will apply, however long the apply
+	// takes, so it is never proposed again. Resends counts the proposals
+	// that did not commit in time (each waits twice as long as the last).
+	Committed bool
+	Resends   int
+	// Retries counts the requests before this one for the same damage
+	// whose ranges no peer could send (Retry).
+	Retries int
 }
 
 // Parts collects, for one patch id, the pieces received for each requested
@@ -144,12 +153,17 @@ func (t *Tracker) Add(patchID uint64, q *Request) {
 }
 
 // Due returns the requests to propose at now, in patch id order: new ones,
-// ones whose proposal was dropped, and ones not applied within resend of
-// their last proposal (a leader change loses uncommitted proposals). Each
-// gets a new proposal id from nextID and counts as proposed at now. A
-// request keeps its patch id: if two of its entries commit, the second
-// finds nothing waiting.
-func (t *Tracker) Due(now time.Time, resend time.Duration, nextID func() uint64) []Proposal {
+// ones whose proposal was dropped, and ones whose proposal did not commit
+// within resend of being proposed (a leader change loses uncommitted
+// proposals, a follower's forwarded one silently), that wait doubling with
+// each further resend up to maxResend. A request one of whose entries
+// committed is not proposed again: it applies however long its apply
+// waits behind others or for its patch (resending those proposed each
+// again and made every peer build and send its pieces again: a repair
+// storm). Each proposal gets a new proposal id from nextID and counts as
+// proposed at now. A request keeps its patch id: if two of its entries
+// commit, the second finds nothing waiting.
+func (t *Tracker) Due(now time.Time, resend, maxResend time.Duration, nextID func() uint64) []Proposal {
 	ids := make([]uint64, 0, len(t.pending))
 	for id := range t.pending {
 		ids = append(ids, id)
@@ -158,14 +172,46 @@ func (t *Tracker) Due(now time.Time, resend time.Duration, nextID func() uint64)
 	var out []Proposal
 	for _, id := range ids {
 		q := t.pending[id]
-		if now.Before(q.RetryAfter) || (!q.ProposedAt.IsZero() && now.Sub(q.ProposedAt) < resend) {
+		if q.Committed || now.Before(q.RetryAfter) {
 			continue
+		}
+		if !q.ProposedAt.IsZero() {
+			wait := resend
+			for i := 0; i < q.Resends && wait < maxResend; i++ {
+				wait *= 2
+			}
+			if now.Sub(q.ProposedAt) < min(wait, maxResend) {
+				continue
+			}
+			q.Resends++
 		}
 		q.ProposedAt = now
 		q.ProposalID = nextID()
 		out = append(out, Proposal{ProposalID: q.ProposalID, PatchID: id, Ranges: q.Ranges})
 	}
 	return out
+}
+
+// Committed notes that an entry of the request registered under patchID
+// committed. It reports whether a request was waiting for that.
+func (t *Tracker) Committed(patchID uint64) bool {
+	q, ok := t.pending[patchID]
+	if !ok || q.Committed {
+		return false
+	}
+	q.Committed = true
+	return true
+}
+
+// Uncommitted reports whether a request is registered whose entry has not
+// committed yet.
+func (t *Tracker) Uncommitted() bool {
+	for _, q := range t.pending {
+		if !q.Committed {
+			return true
+		}
+	}
+	return false
 }
 
 // Dropped marks the request proposed as proposalID as not proposed (raft

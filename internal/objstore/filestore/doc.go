@@ -1,6 +1,8 @@
 // Package filestore is the plain-file objstore.Store a node keeps its chunk
 // data, sums files and metadata files on (a directory of an ordinary file
-// system), with a crash-injection hook for tests.
+// system), with a crash-injection hook for tests. Every file-system call
+// goes through an fsys.FS (OpenFS; Open uses the operating system's), so
+// that tests can run it on fsys.Mem and cut its power at any I/O step.
 //
 // # What it owns
 //

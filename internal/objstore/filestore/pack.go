@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore/fsys"
 )
 
 // PackStats are the plain-file store's pack counters.
@@ -86,7 +87,7 @@ type pack struct {
 	// gone is set when the pack was removed from the store's map: a holder
 	// of this pointer must look the pack up again.
 	gone      bool
-	f         *os.File
+	f         fsys.File
 	size      int64
 	live      map[string]packEntry
 	liveBytes int64
@@ -221,7 +222,7 @@ func (s *Store) readyLocked(p *pack, create bool) error {
 		p.loaded, p.broken = false, false
 	}
 	if p.loaded && p.exists && p.f == nil {
-		f, err := os.OpenFile(p.path, os.O_RDWR, 0)
+		f, err := s.fs.OpenFile(p.path, os.O_RDWR, 0)
 		if errors.Is(err, fs.ErrNotExist) {
 			// Removed behind the store's back: load it again.
 			p.loaded = false
@@ -255,7 +256,7 @@ func (s *Store) createPackLocked(p *pack) error {
 	if err := s.ensureDir(dir); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	f, err := s.fs.OpenFile(p.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		if noSpace(err) {
 			return base.NoSpaceErrorf("filestore: create pack %s: %w", p.key, err)
@@ -274,7 +275,7 @@ func (s *Store) createPackLocked(p *pack) error {
 		if err == errTorn {
 			return err // the crash leaves the file as it is
 		}
-		os.Remove(p.path)
+		_ = s.fs.Remove(p.path) // best effort: a leftover is loaded as a torn pack
 		if noSpace(err) {
 			return base.NoSpaceErrorf("filestore: create pack %s: %w", p.key, err)
 		}
@@ -290,7 +291,7 @@ func (s *Store) createPackLocked(p *pack) error {
 func (s *Store) loadLocked(p *pack) error {
 	p.live = map[string]packEntry{}
 	p.size, p.liveBytes = 0, 0
-	f, err := os.OpenFile(p.path, os.O_RDWR, 0)
+	f, err := s.fs.OpenFile(p.path, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
 		p.loaded, p.exists = true, false
 		return nil
@@ -368,7 +369,7 @@ func (s *Store) loadLocked(p *pack) error {
 	return nil
 }
 
-func (s *Store) resetPack(f *os.File, p *pack) error {
+func (s *Store) resetPack(f fsys.File, p *pack) error {
 	if err := f.Truncate(0); err != nil {
 		return fmt.Errorf("filestore: pack %s: %w", p.key, err)
 	}
@@ -381,7 +382,7 @@ func (s *Store) resetPack(f *os.File, p *pack) error {
 
 // scan reads the record headers of p's file of size bytes into p.live and
 // returns where the verified records end and the damaged ranges it skipped.
-func (s *Store) scan(f *os.File, p *pack, size int64) (int64, [][2]int64, error) {
+func (s *Store) scan(f fsys.File, p *pack, size int64) (int64, [][2]int64, error) {
 	var damaged [][2]int64
 	buf := make([]byte, recordHeaderSize+255)
 	off := int64(packHeaderSize)
@@ -418,7 +419,7 @@ func (s *Store) scan(f *os.File, p *pack, size int64) (int64, [][2]int64, error)
 
 // readRecordHeader reads and verifies the header at off; ok is false when it
 // does not verify or its record runs past size.
-func readRecordHeader(f *os.File, key string, buf []byte, off, size int64) (recordHeader, bool, error) {
+func readRecordHeader(f fsys.File, key string, buf []byte, off, size int64) (recordHeader, bool, error) {
 	n := min(int64(len(buf)), size-off)
 	got, err := f.ReadAt(buf[:n], off)
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -431,7 +432,7 @@ func readRecordHeader(f *os.File, key string, buf []byte, off, size int64) (reco
 	return h, true, nil
 }
 
-func contentVerifies(f *os.File, h recordHeader, off int64) (bool, error) {
+func contentVerifies(f fsys.File, h recordHeader, off int64) (bool, error) {
 	data := make([]byte, h.n)
 	if _, err := f.ReadAt(data, off+recordHeaderSize+int64(len(h.member))); err != nil && !errors.Is(err, io.EOF) {
 		return false, err
@@ -441,7 +442,7 @@ func contentVerifies(f *os.File, h recordHeader, off int64) (bool, error) {
 
 // resync returns the offset of the first verified record at or after from
 // (whose content, when it is the last record, verifies too), or -1.
-func resync(f *os.File, key string, buf []byte, from, size int64) (int64, error) {
+func resync(f fsys.File, key string, buf []byte, from, size int64) (int64, error) {
 	var magic [4]byte
 	binary.LittleEndian.PutUint32(magic[:], recordMagic)
 	const window = 1 << 20
@@ -643,7 +644,7 @@ func (s *Store) packDelete(name, key, member string) error {
 		return nil
 	}
 	if len(p.live) == 1 {
-		err := os.Remove(p.path)
+		err := s.fs.Remove(p.path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			p.mu.Unlock()
 			return fmt.Errorf("filestore: remove pack %s: %w", p.key, err)
@@ -720,14 +721,14 @@ func (s *Store) compactLocked(p *pack) error {
 	}
 	sort.Slice(members, func(i, j int) bool { return members[i].e.off < members[j].e.off })
 	tmp := fmt.Sprintf("%s.tmp%d", p.path, s.seq.Add(1))
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		return fmt.Errorf("filestore: compact %s: %w", p.key, err)
 	}
 	fail := func(err error) error {
 		f.Close()
 		if err != errTorn {
-			os.Remove(tmp)
+			_ = s.fs.Remove(tmp) // best effort: List skips temporary files
 		}
 		return fmt.Errorf("filestore: compact %s: %w", p.key, err)
 	}
@@ -754,7 +755,7 @@ func (s *Store) compactLocked(p *pack) error {
 			return fail(err)
 		}
 	}
-	if err := os.Rename(tmp, p.path); err != nil {
+	if err := s.fs.Rename(tmp, p.path); err != nil {
 		return fail(err)
 	}
 	if s.sync {
@@ -772,7 +773,7 @@ func (s *Store) compactLocked(p *pack) error {
 	return nil
 }
 
-func (s *Store) swapPackFile(p *pack, f *os.File, live map[string]packEntry, size int64) {
+func (s *Store) swapPackFile(p *pack, f fsys.File, live map[string]packEntry, size int64) {
 	s.packs.mu.Lock()
 	p.closeFileLocked(&s.packs)
 	s.packs.mu.Unlock()
@@ -841,7 +842,7 @@ func (s *Store) removeEmptyDir(dir string) {
 		return
 	}
 	s.mu.Lock()
-	if os.Remove(dir) == nil {
+	if s.fs.Remove(dir) == nil {
 		s.dirs.Delete(dir)
 	}
 	s.mu.Unlock()
@@ -860,7 +861,7 @@ func (s *Store) DeleteDir(prefix string) error {
 		return err
 	}
 	dir := filepath.Join(s.root, filepath.FromSlash(rel))
-	ents, err := os.ReadDir(dir)
+	ents, err := s.fs.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
@@ -881,7 +882,7 @@ func (s *Store) DeleteDir(prefix string) error {
 			}
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := s.fs.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("filestore: %w", err)
 		}
 	}
@@ -898,7 +899,7 @@ func (s *Store) removePack(key string) error {
 			p.mu.Unlock()
 			continue
 		}
-		err := os.Remove(p.path)
+		err := s.fs.Remove(p.path)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			p.mu.Unlock()
 			return fmt.Errorf("filestore: remove pack %s: %w", key, err)

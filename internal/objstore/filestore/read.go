@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"syscall"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/objstore"
@@ -55,7 +54,7 @@ func (s *Store) GetRange(name string, off, n int64) ([]byte, error) {
 	if key, member, ok := packedName(name); ok {
 		return s.packGet(name, key, member, off, n)
 	}
-	f, err := os.Open(p)
+	f, err := s.fs.OpenFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
@@ -71,9 +70,9 @@ func (s *Store) GetRange(name string, off, n int64) ([]byte, error) {
 // Space implements objstore.SpaceReporter with statfs: the file system's size and
 // the bytes an unprivileged writer may still use.
 func (s *Store) Space() (capacity, free base.Bytes, err error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.root, &st); err != nil {
+	capacity, free, err = s.fs.Space(s.root)
+	if err != nil {
 		return 0, 0, fmt.Errorf("filestore: statfs: %w", err)
 	}
-	return base.Bytes(int64(st.Blocks) * st.Bsize), base.Bytes(int64(st.Bavail) * st.Bsize), nil
+	return capacity, free, nil
 }

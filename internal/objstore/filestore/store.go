@@ -17,6 +17,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore/fsys"
 )
 
 // Store is the plain-file objstore.Store: the names of a blob's chunk data
@@ -28,6 +29,8 @@ import (
 // file holds yet) write in place, for content whose checksum is kept and
 // checked apart (see objstore.Creator, objstore.FreshWriter).
 type Store struct {
+	// fs is the file system the directory is on (fsys.OS but in tests).
+	fs   fsys.FS
 	root string
 	sync bool
 	seq  atomic.Uint64
@@ -61,10 +64,19 @@ var _ objstore.Store = (*Store)(nil)
 // Open opens (creating) a file store in dir. With syncWrites every
 // Put is fsynced (file and directory) before it returns.
 func Open(dir string, syncWrites bool) (*Store, error) {
+	return OpenFS(fsys.OS{}, dir, syncWrites)
+}
+
+// OpenFS is Open on the file system files (fsys.OS: the operating
+// system's; an fsys.Mem in power-loss tests).
+func OpenFS(files fsys.FS, dir string, syncWrites bool) (*Store, error) {
+	if files == nil {
+		return nil, base.InvalidArgumentf("filestore: no file system")
+	}
 	if dir == "" {
 		return nil, base.InvalidArgumentf("filestore: empty directory")
 	}
-	s := &Store{root: dir, sync: syncWrites}
+	s := &Store{fs: files, root: dir, sync: syncWrites}
 	if err := s.ensureDir(dir); err != nil {
 		return nil, err
 	}
@@ -101,7 +113,7 @@ func (s *Store) putLocked(p string, data []byte) error {
 		return err
 	}
 	tmp := fmt.Sprintf("%s.tmp%d", p, s.seq.Add(1))
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := s.fs.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if err != nil {
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 			return base.NoSpaceErrorf("filestore: %w", err)
@@ -116,22 +128,18 @@ func (s *Store) putLocked(p string, data []byte) error {
 		err = cerr
 	}
 	if err == nil {
-		err = os.Rename(tmp, p)
+		err = s.fs.Rename(tmp, p)
 	}
 	if err != nil {
-		os.Remove(tmp)
+		_ = s.fs.Remove(tmp) // best effort: List skips temporary files
 		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
 			return base.NoSpaceErrorf("filestore: put %s: %w", p, err)
 		}
 		return fmt.Errorf("filestore: put %s: %w", p, err)
 	}
 	if s.sync {
-		if d, err := os.Open(dir); err == nil {
-			err = d.Sync()
-			d.Close()
-			if err != nil {
-				return fmt.Errorf("filestore: sync %s: %w", dir, err)
-			}
+		if err := s.fs.SyncDir(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("filestore: sync %s: %w", dir, err)
 		}
 	}
 	return nil
@@ -155,9 +163,9 @@ func (s *Store) ensureDir(dir string) error {
 	}
 	var err error
 	if s.sync {
-		err = base.MkdirAllDurable(dir, 0o755, s.synced)
+		err = fsys.MkdirAllDurable(s.fs, dir, 0o755, s.synced)
 	} else {
-		err = os.MkdirAll(dir, 0o755)
+		err = fsys.MkdirAll(s.fs, dir, 0o755)
 	}
 	if err != nil {
 		return fmt.Errorf("filestore: %w", err)
@@ -170,20 +178,14 @@ func (s *Store) syncDir(dir string) error {
 	if s.synced != nil {
 		s.synced(dir)
 	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("filestore: sync %s: %w", dir, err)
-	}
-	err = d.Sync()
-	d.Close()
-	if err != nil {
+	if err := s.fs.SyncDir(dir); err != nil {
 		return fmt.Errorf("filestore: sync %s: %w", dir, err)
 	}
 	return nil
 }
 
 // writeAt writes data at off of f, cut short when the torn hook says so.
-func (s *Store) writeAt(f *os.File, name string, data []byte, off int64) error {
+func (s *Store) writeAt(f fsys.File, name string, data []byte, off int64) error {
 	if s.torn != nil {
 		if keep, ok := s.torn(name, len(data)); ok {
 			// The torn prefix's own outcome does not matter: the caller
@@ -215,7 +217,7 @@ func (s *Store) Create(name string, data []byte) error {
 	if err := s.ensureDir(dir); err != nil {
 		return err
 	}
-	f, err := os.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	f, err := s.fs.OpenFile(p, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
 	if errors.Is(err, fs.ErrExist) {
 		return s.putLocked(p, data)
 	}
@@ -236,7 +238,7 @@ func (s *Store) Create(name string, data []byte) error {
 		return err // the crash leaves the file as it is
 	}
 	if err != nil {
-		os.Remove(p)
+		_ = s.fs.Remove(p) // best effort: a torn leftover is replaced by the next Create
 		if noSpace(err) {
 			return base.NoSpaceErrorf("filestore: create %s: %w", p, err)
 		}
@@ -269,9 +271,9 @@ func (s *Store) WriteFresh(name string, off int64, data []byte) error {
 		return err
 	}
 	created := false
-	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	f, err := s.fs.OpenFile(p, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		f, err = os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+		f, err = s.fs.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
 		created = err == nil
 	}
 	if err != nil {
@@ -317,7 +319,7 @@ func (s *Store) Get(name string) ([]byte, error) {
 	if key, member, ok := packedName(name); ok {
 		return s.packGet(name, key, member, 0, -1)
 	}
-	b, err := os.ReadFile(p)
+	b, err := fsys.ReadFile(s.fs, p)
 	if err != nil {
 		return nil, fmt.Errorf("filestore: %w", err)
 	}
@@ -333,14 +335,14 @@ func (s *Store) Delete(name string) error {
 	if key, member, ok := packedName(name); ok {
 		return s.packDelete(name, key, member)
 	}
-	if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+	if err := s.fs.Remove(p); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("filestore: %w", err)
 	}
 	// Drop the directory when this was its last file, so deleted object
 	// versions leave nothing behind (a non-empty directory stays).
 	if dir := filepath.Dir(p); dir != s.root {
 		s.mu.Lock()
-		if os.Remove(dir) == nil {
+		if s.fs.Remove(dir) == nil {
 			s.dirs.Delete(dir)
 		}
 		s.mu.Unlock()
@@ -356,7 +358,7 @@ func (s *Store) List(prefix string) ([]string, error) {
 		start = filepath.Join(s.root, filepath.FromSlash(prefix[:i]))
 	}
 	var names []string
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	err := fsys.WalkDir(s.fs, start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if os.IsNotExist(err) {
 				return nil
@@ -412,14 +414,14 @@ func (s *Store) FlipBits(name string, bitOffset int64, count int) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	b, err := os.ReadFile(p)
+	b, err := fsys.ReadFile(s.fs, p)
 	if err != nil {
 		return fmt.Errorf("filestore: %w", err)
 	}
 	if err := objstore.InvertBits(b, bitOffset, count); err != nil {
 		return err
 	}
-	return os.WriteFile(p, b, 0o644)
+	return fsys.WriteFile(s.fs, p, b, 0o644)
 }
 
 // Usage implements objstore.Store. The used bytes are recounted at most every
@@ -430,14 +432,14 @@ func (s *Store) Usage() (objstore.Usage, error) {
 	if !s.usageAt.IsZero() && time.Since(s.usageAt) < usageRefresh {
 		return s.usage, nil
 	}
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(s.root, &st); err != nil {
+	capacity, _, err := s.fs.Space(s.root)
+	if err != nil {
 		return objstore.Usage{}, fmt.Errorf("filestore: statfs: %w", err)
 	}
 	var used int64
 	// The walk skips what it cannot read (a file deleted meanwhile) rather
 	// than failing: usage is an estimate refreshed every usageRefresh.
-	_ = filepath.WalkDir(s.root, func(p string, d fs.DirEntry, err error) error {
+	_ = fsys.WalkDir(s.fs, s.root, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if info, err := d.Info(); err == nil {
 				used += info.Size()
@@ -445,7 +447,7 @@ func (s *Store) Usage() (objstore.Usage, error) {
 		}
 		return nil
 	})
-	s.usage = objstore.Usage{CapacityBytes: base.Bytes(int64(st.Blocks) * st.Bsize), UsedBytes: base.Bytes(used)}
+	s.usage = objstore.Usage{CapacityBytes: capacity, UsedBytes: base.Bytes(used)}
 	s.usageAt = time.Now()
 	return s.usage, nil
 }
