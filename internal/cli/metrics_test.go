@@ -240,8 +240,8 @@ func TestDevMetrics(t *testing.T) {
 	if b, a := sum(before, "flashmend_request_duration_seconds", reads), sum(after, "flashmend_request_duration_seconds", reads); a <= b {
 		t.Errorf("Node/ReadChunk requests %v -> %v after a get", b, a)
 	}
-	if a := sum(after, "flashmend_request_bytes_total", map[string]string{"op": "Node/WriteChunk", "direction": "in"}); a < float64(len(data)) {
-		t.Errorf("Node/WriteChunk request bytes %v, want at least the %d put", a, len(data))
+	if a := sum(after, "flashmend_request_bytes_total", map[string]string{"op": "Node/WriteChunks", "direction": "in"}); a < float64(len(data)) {
+		t.Errorf("Node/WriteChunks request bytes %v, want at least the %d put", a, len(data))
 	}
 	t.Logf("chunk repairs %v -> %v", sum(before, "flashmend_repairs_total", chunk), sum(after, "flashmend_repairs_total", chunk))
 

@@ -134,8 +134,8 @@ func (c *Client) abort(key string, version uint64) {
 
 // unitBuf holds one unit of a streamed write: a REP chunk, or an EC row's
 // six shard chunks (data shards first, back to back, then parity). It
-// returns to its write's free list when every node has
-// answered for it.
+// returns to its write's free list when every replica's or shard's stream
+// has sent its chunk (or given up on it).
 type unitBuf struct {
 	buf     []byte
 	shards  [][]byte
@@ -160,11 +160,11 @@ type writeTask struct {
 }
 
 // writeStream reads rec's bytes from src and writes every chunk to its
-// replicas or shards, a window of units ahead of the slowest answer. With
-// rec.SizeBytes -1 (unknown) it sets rec.SizeBytes to the bytes read. It
-// returns the nodes that failed with operating errors (to be excluded), or
-// a hard error (bad input, corruption, a source that fails) with no failed
-// nodes.
+// replicas or shards, one WriteChunks stream each, a window of units ahead
+// of the slowest stream. With rec.SizeBytes -1 (unknown) it sets
+// rec.SizeBytes to the bytes read. It returns the nodes that failed with
+// operating errors (to be excluded), or a hard error (bad input,
+// corruption, a source that fails) with no failed nodes.
 func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, src io.Reader) ([]uint64, error) {
 	known := rec.SizeBytes >= 0
 	if !known {
@@ -176,7 +176,6 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	tasks := make(chan writeTask)
 	var mu sync.Mutex
 	var failed []uint64
 	var firstErr error
@@ -187,47 +186,35 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 			firstErr = err
 		}
 	}
-	isFailed := func(replica int) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Contains(failed, l.Placement[replica])
-	}
+	// One stream per replica or shard, each fed by its own queue: a slow
+	// node holds back only its own stream until the window is full.
+	queues := make([]chan writeTask, l.Copies)
 	var wg sync.WaitGroup
-	for w := 0; w < c.opts.ChunksInFlight; w++ {
+	for r := range queues {
+		queues[r] = make(chan writeTask, 1)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for t := range tasks {
-				if isFailed(t.replica) {
-					if t.unit != nil {
-						t.unit.done()
-					}
-					continue
-				}
-				err := c.writeChunkReq(ctx, l.Placement[t.replica], t.id, t.data, t.sums, false, false, t.info)
-				if t.unit != nil {
-					t.unit.done()
-				}
-				if err == nil {
-					continue
-				}
-				mu.Lock()
-				if firstErr == nil {
-					firstErr = err
-				}
-				if base.IsInvalidArgument(err) || base.IsCorruption(err) {
-					cancel()
-				} else if !slices.Contains(failed, l.Placement[t.replica]) {
-					failed = append(failed, l.Placement[t.replica])
-				}
-				mu.Unlock()
+			err := c.writeReplica(ctx, l.Placement[r], queues[r])
+			if err == nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			if base.IsInvalidArgument(err) || base.IsCorruption(err) {
+				cancel()
+			} else if !slices.Contains(failed, l.Placement[r]) {
+				failed = append(failed, l.Placement[r])
 			}
 		}()
 	}
 	send := func(ts []writeTask) bool {
 		for _, t := range ts {
 			select {
-			case tasks <- t:
+			case queues[t.replica] <- t:
 			case <-ctx.Done():
 				return false
 			}
@@ -239,7 +226,9 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 		setErr(err)
 		cancel()
 	}
-	close(tasks)
+	for _, q := range queues {
+		close(q)
+	}
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
@@ -253,6 +242,83 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 		rec.SizeBytes = size
 	}
 	return failed, firstErr
+}
+
+// writeReplica sends every chunk of tasks to node nodeID on one
+// WriteChunks stream and waits until the node has stored them all. Each
+// task's unit is released as soon as gRPC has encoded its chunk (SendMsg
+// returns: the message no longer refers to the unit's buffer), so the
+// window bounds the units read ahead, not the chunks not yet stored; the
+// stream's flow control bounds those. After a failure the remaining tasks
+// are released unsent. A stream that makes no progress for RPCTimeout (a
+// send blocked, or the final answer late) is cancelled and fails.
+func (c *Client) writeReplica(ctx context.Context, nodeID uint64, tasks <-chan writeTask) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stalled atomic.Bool
+	watchdog := time.AfterFunc(c.opts.RPCTimeout, func() {
+		stalled.Store(true)
+		cancel()
+	})
+	watchdog.Stop()
+	var stream nodepb.Node_WriteChunksClient
+	var err error
+	sent := uint32(0)
+	for t := range tasks {
+		if err == nil && stream == nil {
+			stream, err = c.openWriteChunks(ctx, nodeID)
+		}
+		if err == nil {
+			watchdog.Reset(c.opts.RPCTimeout)
+			err = stream.Send(&nodepb.WriteChunkRequest{
+				Chunk: &nodepb.ChunkRef{Object: t.id.Object, Version: t.id.Version, Shard: t.id.Shard, Index: t.id.Index},
+				Data:  t.data, Sums: t.sums, Info: t.info,
+			})
+			watchdog.Stop()
+			sent++
+		}
+		if t.unit != nil {
+			t.unit.done()
+		}
+	}
+	if stream == nil {
+		if err != nil {
+			return fmt.Errorf("node %d: write: %w", nodeID, err)
+		}
+		return nil // nothing to write
+	}
+	if err != nil && err != io.EOF {
+		// Not the node's answer (that comes as io.EOF, then the status):
+		// the stream broke on this side, its context most likely.
+		return c.writeStreamErr(nodeID, stalled.Load(), err)
+	}
+	watchdog.Reset(c.opts.RPCTimeout)
+	resp, err := stream.CloseAndRecv()
+	watchdog.Stop()
+	if err != nil {
+		return c.writeStreamErr(nodeID, stalled.Load(), err)
+	}
+	if resp.Chunks != sent {
+		return fmt.Errorf("node %d: stored %d of the %d chunks written", nodeID, resp.Chunks, sent)
+	}
+	return nil
+}
+
+// openWriteChunks opens a WriteChunks stream to a live node.
+func (c *Client) openWriteChunks(ctx context.Context, nodeID uint64) (nodepb.Node_WriteChunksClient, error) {
+	nc, err := c.nodeClient(ctx, nodeID)
+	if err != nil {
+		return nil, err
+	}
+	return nc.WriteChunks(ctx)
+}
+
+// writeStreamErr is the error of a WriteChunks stream that failed.
+func (c *Client) writeStreamErr(nodeID uint64, stalled bool, err error) error {
+	if stalled {
+		return fmt.Errorf("node %d: write: no progress for %v: %w", nodeID, c.opts.RPCTimeout, context.DeadlineExceeded)
+	}
+	return fmt.Errorf("node %d: write: %w", nodeID, wire.FromStatus(err))
 }
 
 // produceUnits reads src unit by unit into the window's buffers, computes

@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
@@ -185,5 +186,84 @@ func TestReadChunksStreamsInOrder(t *testing.T) {
 	}
 	if st := n.Stats().Devices[0]; st.ChunksRead != chunks-1 || st.Persistent != 1 {
 		t.Fatalf("stats %v", st)
+	}
+}
+
+// WriteChunks stores a stream of chunks as WriteChunk stores each one, over
+// the data path's codec (the data aliasing pooled receive buffers) and over
+// protobuf's own; the first chunk that fails ends the call with its error
+// class, the chunks before it stored and none after it.
+func TestWriteChunksStoresAStream(t *testing.T) {
+	ctx := context.Background()
+	n, err := Start(ctx, Config{Dir: t.TempDir(), NodeID: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	dataPath, err := grpc.NewClient(n.Addr(), append([]grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
+		experimental.WithBufferPool(wire.ChunkBufferPool)}, wire.DataPathDialOptions()...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dataPath.Close()
+	for version, c := range map[uint64]nodepb.NodeClient{1: nodepb.NewNodeClient(dataPath), 2: dial(t, n.Addr())} {
+		const chunks = 9
+		data := make([][]byte, chunks)
+		write := func(last int, corruptAt int) error {
+			stream, err := c.WriteChunks(ctx)
+			if err != nil {
+				return err
+			}
+			for i := 0; i <= last; i++ {
+				id := direct.ChunkID{Object: 6, Version: version, Index: uint32(i)}
+				data[i] = bytes.Repeat([]byte{byte(i + 1), byte(version)}, 100+i*3000)
+				req := &nodepb.WriteChunkRequest{Chunk: &nodepb.ChunkRef{Object: 6, Version: version, Index: uint32(i)},
+					Data: data[i], Sums: direct.Sums(id, data[i])}
+				if i == 0 {
+					req.Info = &nodepb.BlobInfo{Key: "stream", Object: 6, Version: version, Redundancy: "rep", Chunks: chunks}
+				}
+				if i == corruptAt {
+					req.Data = append([]byte(nil), data[i]...)
+					req.Data[7] ^= 1
+				}
+				if err := stream.Send(req); err != nil {
+					break // the node ended the call: its status follows
+				}
+			}
+			resp, err := stream.CloseAndRecv()
+			if err == nil && resp.Chunks != uint32(last+1) {
+				t.Fatalf("version %d: %d chunks stored, %d sent", version, resp.Chunks, last+1)
+			}
+			return wire.FromStatus(err)
+		}
+		if err := write(4, -1); err != nil {
+			t.Fatalf("version %d: %v", version, err)
+		}
+		if err := write(chunks-1, 6); !base.IsCorruption(err) {
+			t.Fatalf("version %d: a stream with a corrupt chunk: %v", version, err)
+		}
+		for i := 0; i < chunks; i++ {
+			r, err := c.ReadChunk(ctx, &nodepb.ReadChunkRequest{Chunk: &nodepb.ChunkRef{Object: 6, Version: version, Index: uint32(i)}})
+			switch {
+			case i < 6 && (err != nil || !bytes.Equal(r.Data, data[i]) || r.Corrupt):
+				t.Fatalf("version %d: chunk %d: %v", version, i, err)
+			case i >= 6 && !objstore.IsNotFound(wire.FromStatus(err)):
+				t.Fatalf("version %d: chunk %d stored after the corrupt one: %v", version, i, err)
+			}
+		}
+		stream, err := c.WriteChunks(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := stream.Send(&nodepb.WriteChunkRequest{Chunk: &nodepb.ChunkRef{Object: 6}, Data: data[0]}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := stream.CloseAndRecv(); !base.IsInvalidArgument(wire.FromStatus(err)) {
+			t.Fatalf("version %d: malformed stream write: %v", version, err)
+		}
+	}
+	blobs, err := dial(t, n.Addr()).ListBlobs(ctx, &nodepb.ListBlobsRequest{})
+	if err != nil || len(blobs.Blobs) != 2 {
+		t.Fatalf("blobs %v, %v", blobs, err)
 	}
 }

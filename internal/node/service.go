@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"io"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -33,25 +34,56 @@ func chunkID(ref *nodepb.ChunkRef) (direct.ChunkID, error) {
 }
 
 func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest) (*nodepb.WriteChunkResponse, error) {
+	if err := s.writeChunk(req); err != nil {
+		return nil, wire.ToStatus(err)
+	}
+	return &nodepb.WriteChunkResponse{}, nil
+}
+
+// WriteChunks stores a stream of chunks, each as WriteChunk does, and
+// answers once all are stored; the first that fails ends the call. Each
+// request's data aliases a pooled receive buffer (wire.ChunkWrite), handed
+// back once the chunk is stored (the store keeps no reference to it).
+func (s *service) WriteChunks(stream nodepb.Node_WriteChunksServer) error {
+	var stored uint32
+	for {
+		// NB: the request is set for a codec other than the data path's
+		// (which would unmarshal into it as protobuf does).
+		w := wire.ChunkWrite{WriteChunkRequest: &nodepb.WriteChunkRequest{}}
+		if err := stream.RecvMsg(&w); err != nil {
+			if err == io.EOF {
+				return stream.SendAndClose(&nodepb.WriteChunksResponse{Chunks: stored})
+			}
+			return err
+		}
+		err := s.writeChunk(w.WriteChunkRequest)
+		w.Release()
+		if err != nil {
+			return wire.ToStatus(err)
+		}
+		stored++
+	}
+}
+
+// writeChunk stores one chunk (or an empty object's index entry), counts
+// and records it, and records the blob's info when the request carries it.
+func (s *service) writeChunk(req *nodepb.WriteChunkRequest) error {
 	id, err := chunkID(req.Chunk)
 	if err != nil {
-		return nil, wire.ToStatus(err)
+		return err
 	}
 	if info := req.Info; info != nil {
 		if info.Object != id.Object || info.Version != id.Version || info.Shard != id.Shard || info.Key == "" {
-			return nil, wire.ToStatus(base.InvalidArgumentf("blob info %v does not match chunk %s", info, id))
+			return base.InvalidArgumentf("blob info %v does not match chunk %s", info, id)
 		}
 	}
 	if req.Missing && !req.Repair {
-		return nil, wire.ToStatus(base.InvalidArgumentf("chunk %s: a missing-chunk write must be a repair", id))
+		return base.InvalidArgumentf("chunk %s: a missing-chunk write must be a repair", id)
 	}
 	if len(req.Data) == 0 && req.Info != nil && req.Info.Chunks == 0 && req.Info.SizeBytes == 0 && id.Index == 0 {
 		// An empty object has no chunk: only its local index entry, so
 		// that the nodes still name it when the index is rebuilt.
-		if err := s.n.chunks.PutBlobInfo(blobInfoOf(req.Info)); err != nil {
-			return nil, wire.ToStatus(err)
-		}
-		return &nodepb.WriteChunkResponse{}, nil
+		return s.n.chunks.PutBlobInfo(blobInfoOf(req.Info))
 	}
 	if err := s.n.chunks.WriteChunk(id, req.Data, req.Sums, req.Repair); err != nil {
 		switch {
@@ -65,7 +97,7 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 		case base.IsNoSpace(err):
 			s.n.history.count(CountRefusedFull, 1)
 		}
-		return nil, wire.ToStatus(err)
+		return err
 	}
 	switch {
 	case req.Missing:
@@ -75,11 +107,9 @@ func (s *service) WriteChunk(ctx context.Context, req *nodepb.WriteChunkRequest)
 		s.n.history.record(KindRepaired, &id, "")
 	}
 	if info := req.Info; info != nil {
-		if err := s.n.chunks.PutBlobInfo(blobInfoOf(info)); err != nil {
-			return nil, wire.ToStatus(err)
-		}
+		return s.n.chunks.PutBlobInfo(blobInfoOf(info))
 	}
-	return &nodepb.WriteChunkResponse{}, nil
+	return nil
 }
 
 func blobInfoOf(info *nodepb.BlobInfo) objstore.BlobInfo {

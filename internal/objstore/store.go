@@ -17,7 +17,9 @@ type Store interface {
 	Name() string
 	// Put stores data under name, replacing any previous file atomically
 	// and out of place (the old bytes are not overwritten), durably when the
-	// store is configured to sync.
+	// store is configured to sync. NB: it keeps no reference to data once
+	// it returns (the node hands a chunk's receive buffer back to a pool
+	// then, wire.ChunkWrite); likewise Creator.Create.
 	Put(name string, data []byte) error
 	// Get returns the stored bytes, corrupt or not. A missing file is an
 	// error wrapping fs.ErrNotExist.

@@ -44,6 +44,7 @@ var FuzzTargets = []FuzzTarget{
 	{"./internal/s3", "FuzzParsePartNumber", "S3 part numbers"},
 	{"./internal/s3", "FuzzXMLBodies", "S3 CompleteMultipartUpload and DeleteObjects bodies"},
 	{"./internal/wire", "FuzzUnmarshalChunks", "streamed chunk reads (hand-coded ReadChunksResponse against protobuf's decoding)"},
+	{"./internal/wire", "FuzzUnmarshalChunkWrite", "streamed chunk writes (WriteChunkRequest received into a pooled buffer against protobuf's decoding)"},
 }
 
 // FuzzResult is what fuzzing one target found.

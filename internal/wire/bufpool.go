@@ -116,6 +116,11 @@ func (ChunkCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		// then aliases (chunkframe.go).
 		return unmarshalChunks(data.Materialize(), m)
 	}
+	if w, ok := v.(*ChunkWrite); ok {
+		// Gathered once into a pooled buffer that the chunk's data then
+		// aliases, until the receiver releases it (chunkwrite.go).
+		return unmarshalChunkWrite(data, w)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return fmt.Errorf("wire: cannot unmarshal into %T: not a protobuf message", v)

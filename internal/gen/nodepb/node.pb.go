@@ -2428,6 +2428,52 @@ func (x *MetricsResponse) GetText() []byte {
 	return nil
 }
 
+// WriteChunksResponse ends a WriteChunks call whose every chunk is stored.
+type WriteChunksResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How many chunks the call stored (the requests it received).
+	Chunks        uint32 `protobuf:"varint,1,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WriteChunksResponse) Reset() {
+	*x = WriteChunksResponse{}
+	mi := &file_flashmend_node_node_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WriteChunksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WriteChunksResponse) ProtoMessage() {}
+
+func (x *WriteChunksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_flashmend_node_node_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WriteChunksResponse.ProtoReflect.Descriptor instead.
+func (*WriteChunksResponse) Descriptor() ([]byte, []int) {
+	return file_flashmend_node_node_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *WriteChunksResponse) GetChunks() uint32 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
 var File_flashmend_node_node_proto protoreflect.FileDescriptor
 
 const file_flashmend_node_node_proto_rawDesc = "" +
@@ -2621,10 +2667,13 @@ const file_flashmend_node_node_proto_rawDesc = "" +
 	"\x05blobs\x18\x01 \x03(\v2\x18.flashmend.node.BlobInfoR\x05blobs\"\x10\n" +
 	"\x0eMetricsRequest\"%\n" +
 	"\x0fMetricsResponse\x12\x12\n" +
-	"\x04text\x18\x01 \x01(\fR\x04text2\x84\t\n" +
+	"\x04text\x18\x01 \x01(\fR\x04text\"-\n" +
+	"\x13WriteChunksResponse\x12\x16\n" +
+	"\x06chunks\x18\x01 \x01(\rR\x06chunks2\xdd\t\n" +
 	"\x04Node\x12S\n" +
 	"\n" +
-	"WriteChunk\x12!.flashmend.node.WriteChunkRequest\x1a\".flashmend.node.WriteChunkResponse\x12P\n" +
+	"WriteChunk\x12!.flashmend.node.WriteChunkRequest\x1a\".flashmend.node.WriteChunkResponse\x12W\n" +
+	"\vWriteChunks\x12!.flashmend.node.WriteChunkRequest\x1a#.flashmend.node.WriteChunksResponse(\x01\x12P\n" +
 	"\tReadChunk\x12 .flashmend.node.ReadChunkRequest\x1a!.flashmend.node.ReadChunkResponse\x12U\n" +
 	"\n" +
 	"ReadChunks\x12!.flashmend.node.ReadChunksRequest\x1a\".flashmend.node.ReadChunksResponse0\x01\x12S\n" +
@@ -2656,7 +2705,7 @@ func file_flashmend_node_node_proto_rawDescGZIP() []byte {
 	return file_flashmend_node_node_proto_rawDescData
 }
 
-var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_flashmend_node_node_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_flashmend_node_node_proto_goTypes = []any{
 	(*ChunkRef)(nil),              // 0: flashmend.node.ChunkRef
 	(*BlobInfo)(nil),              // 1: flashmend.node.BlobInfo
@@ -2694,7 +2743,8 @@ var file_flashmend_node_node_proto_goTypes = []any{
 	(*ListBlobsResponse)(nil),     // 33: flashmend.node.ListBlobsResponse
 	(*MetricsRequest)(nil),        // 34: flashmend.node.MetricsRequest
 	(*MetricsResponse)(nil),       // 35: flashmend.node.MetricsResponse
-	nil,                           // 36: flashmend.node.RepairHistory.CountsEntry
+	(*WriteChunksResponse)(nil),   // 36: flashmend.node.WriteChunksResponse
+	nil,                           // 37: flashmend.node.RepairHistory.CountsEntry
 }
 var file_flashmend_node_node_proto_depIdxs = []int32{
 	0,  // 0: flashmend.node.WriteChunkRequest.chunk:type_name -> flashmend.node.ChunkRef
@@ -2709,39 +2759,41 @@ var file_flashmend_node_node_proto_depIdxs = []int32{
 	21, // 9: flashmend.node.DieRepairsResponse.jobs:type_name -> flashmend.node.DieRepairJob
 	28, // 10: flashmend.node.StatsResponse.devices:type_name -> flashmend.node.DeviceStats
 	31, // 11: flashmend.node.StatsResponse.history:type_name -> flashmend.node.RepairHistory
-	36, // 12: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
+	37, // 12: flashmend.node.RepairHistory.counts:type_name -> flashmend.node.RepairHistory.CountsEntry
 	30, // 13: flashmend.node.RepairHistory.recent:type_name -> flashmend.node.RepairEvent
 	1,  // 14: flashmend.node.ListBlobsResponse.blobs:type_name -> flashmend.node.BlobInfo
 	2,  // 15: flashmend.node.Node.WriteChunk:input_type -> flashmend.node.WriteChunkRequest
-	4,  // 16: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
-	9,  // 17: flashmend.node.Node.ReadChunks:input_type -> flashmend.node.ReadChunksRequest
-	7,  // 18: flashmend.node.Node.PatchChunk:input_type -> flashmend.node.PatchChunkRequest
-	11, // 19: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
-	13, // 20: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
-	15, // 21: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
-	17, // 22: flashmend.node.Node.Fill:input_type -> flashmend.node.FillRequest
-	19, // 23: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
-	23, // 24: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
-	25, // 25: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
-	27, // 26: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
-	32, // 27: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
-	34, // 28: flashmend.node.Node.Metrics:input_type -> flashmend.node.MetricsRequest
-	3,  // 29: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
-	5,  // 30: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
-	10, // 31: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
-	8,  // 32: flashmend.node.Node.PatchChunk:output_type -> flashmend.node.PatchChunkResponse
-	12, // 33: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
-	14, // 34: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
-	16, // 35: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
-	18, // 36: flashmend.node.Node.Fill:output_type -> flashmend.node.FillResponse
-	20, // 37: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
-	24, // 38: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
-	26, // 39: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
-	29, // 40: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
-	33, // 41: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
-	35, // 42: flashmend.node.Node.Metrics:output_type -> flashmend.node.MetricsResponse
-	29, // [29:43] is the sub-list for method output_type
-	15, // [15:29] is the sub-list for method input_type
+	2,  // 16: flashmend.node.Node.WriteChunks:input_type -> flashmend.node.WriteChunkRequest
+	4,  // 17: flashmend.node.Node.ReadChunk:input_type -> flashmend.node.ReadChunkRequest
+	9,  // 18: flashmend.node.Node.ReadChunks:input_type -> flashmend.node.ReadChunksRequest
+	7,  // 19: flashmend.node.Node.PatchChunk:input_type -> flashmend.node.PatchChunkRequest
+	11, // 20: flashmend.node.Node.DeleteBlob:input_type -> flashmend.node.DeleteBlobRequest
+	13, // 21: flashmend.node.Node.CorruptChunk:input_type -> flashmend.node.CorruptChunkRequest
+	15, // 22: flashmend.node.Node.InjectUBER:input_type -> flashmend.node.InjectUBERRequest
+	17, // 23: flashmend.node.Node.Fill:input_type -> flashmend.node.FillRequest
+	19, // 24: flashmend.node.Node.FailDie:input_type -> flashmend.node.FailDieRequest
+	23, // 25: flashmend.node.Node.DieRepairs:input_type -> flashmend.node.DieRepairsRequest
+	25, // 26: flashmend.node.Node.DieRepairDone:input_type -> flashmend.node.DieRepairDoneRequest
+	27, // 27: flashmend.node.Node.Stats:input_type -> flashmend.node.StatsRequest
+	32, // 28: flashmend.node.Node.ListBlobs:input_type -> flashmend.node.ListBlobsRequest
+	34, // 29: flashmend.node.Node.Metrics:input_type -> flashmend.node.MetricsRequest
+	3,  // 30: flashmend.node.Node.WriteChunk:output_type -> flashmend.node.WriteChunkResponse
+	36, // 31: flashmend.node.Node.WriteChunks:output_type -> flashmend.node.WriteChunksResponse
+	5,  // 32: flashmend.node.Node.ReadChunk:output_type -> flashmend.node.ReadChunkResponse
+	10, // 33: flashmend.node.Node.ReadChunks:output_type -> flashmend.node.ReadChunksResponse
+	8,  // 34: flashmend.node.Node.PatchChunk:output_type -> flashmend.node.PatchChunkResponse
+	12, // 35: flashmend.node.Node.DeleteBlob:output_type -> flashmend.node.DeleteBlobResponse
+	14, // 36: flashmend.node.Node.CorruptChunk:output_type -> flashmend.node.CorruptChunkResponse
+	16, // 37: flashmend.node.Node.InjectUBER:output_type -> flashmend.node.InjectUBERResponse
+	18, // 38: flashmend.node.Node.Fill:output_type -> flashmend.node.FillResponse
+	20, // 39: flashmend.node.Node.FailDie:output_type -> flashmend.node.FailDieResponse
+	24, // 40: flashmend.node.Node.DieRepairs:output_type -> flashmend.node.DieRepairsResponse
+	26, // 41: flashmend.node.Node.DieRepairDone:output_type -> flashmend.node.DieRepairDoneResponse
+	29, // 42: flashmend.node.Node.Stats:output_type -> flashmend.node.StatsResponse
+	33, // 43: flashmend.node.Node.ListBlobs:output_type -> flashmend.node.ListBlobsResponse
+	35, // 44: flashmend.node.Node.Metrics:output_type -> flashmend.node.MetricsResponse
+	30, // [30:45] is the sub-list for method output_type
+	15, // [15:30] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -2758,7 +2810,7 @@ func file_flashmend_node_node_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_flashmend_node_node_proto_rawDesc), len(file_flashmend_node_node_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	Node_WriteChunk_FullMethodName    = "/flashmend.node.Node/WriteChunk"
+	Node_WriteChunks_FullMethodName   = "/flashmend.node.Node/WriteChunks"
 	Node_ReadChunk_FullMethodName     = "/flashmend.node.Node/ReadChunk"
 	Node_ReadChunks_FullMethodName    = "/flashmend.node.Node/ReadChunks"
 	Node_PatchChunk_FullMethodName    = "/flashmend.node.Node/PatchChunk"
@@ -43,6 +44,12 @@ const (
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 type NodeClient interface {
 	WriteChunk(ctx context.Context, in *WriteChunkRequest, opts ...grpc.CallOption) (*WriteChunkResponse, error)
+	// WriteChunks stores a stream of chunks (a PUT's writes to one replica
+	// or shard), each exactly as WriteChunk stores it, in the order sent.
+	// It answers once every chunk is stored; the first that fails ends the
+	// call with WriteChunk's error for it (the chunks before it stay
+	// stored). HTTP/2 flow control holds the writer back when the node lags.
+	WriteChunks(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteChunkRequest, WriteChunksResponse], error)
 	ReadChunk(ctx context.Context, in *ReadChunkRequest, opts ...grpc.CallOption) (*ReadChunkResponse, error)
 	// ReadChunks streams many chunks of one replica or shard, in the order
 	// asked; HTTP/2 flow control holds the node back when the reader lags.
@@ -81,6 +88,19 @@ func (c *nodeClient) WriteChunk(ctx context.Context, in *WriteChunkRequest, opts
 	return out, nil
 }
 
+func (c *nodeClient) WriteChunks(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[WriteChunkRequest, WriteChunksResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Node_ServiceDesc.Streams[0], Node_WriteChunks_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WriteChunkRequest, WriteChunksResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WriteChunksClient = grpc.ClientStreamingClient[WriteChunkRequest, WriteChunksResponse]
+
 func (c *nodeClient) ReadChunk(ctx context.Context, in *ReadChunkRequest, opts ...grpc.CallOption) (*ReadChunkResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ReadChunkResponse)
@@ -93,7 +113,7 @@ func (c *nodeClient) ReadChunk(ctx context.Context, in *ReadChunkRequest, opts .
 
 func (c *nodeClient) ReadChunks(ctx context.Context, in *ReadChunksRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[ReadChunksResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &Node_ServiceDesc.Streams[0], Node_ReadChunks_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Node_ServiceDesc.Streams[1], Node_ReadChunks_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -225,6 +245,12 @@ func (c *nodeClient) Metrics(ctx context.Context, in *MetricsRequest, opts ...gr
 // for forward compatibility.
 type NodeServer interface {
 	WriteChunk(context.Context, *WriteChunkRequest) (*WriteChunkResponse, error)
+	// WriteChunks stores a stream of chunks (a PUT's writes to one replica
+	// or shard), each exactly as WriteChunk stores it, in the order sent.
+	// It answers once every chunk is stored; the first that fails ends the
+	// call with WriteChunk's error for it (the chunks before it stay
+	// stored). HTTP/2 flow control holds the writer back when the node lags.
+	WriteChunks(grpc.ClientStreamingServer[WriteChunkRequest, WriteChunksResponse]) error
 	ReadChunk(context.Context, *ReadChunkRequest) (*ReadChunkResponse, error)
 	// ReadChunks streams many chunks of one replica or shard, in the order
 	// asked; HTTP/2 flow control holds the node back when the reader lags.
@@ -255,6 +281,9 @@ type UnimplementedNodeServer struct{}
 
 func (UnimplementedNodeServer) WriteChunk(context.Context, *WriteChunkRequest) (*WriteChunkResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method WriteChunk not implemented")
+}
+func (UnimplementedNodeServer) WriteChunks(grpc.ClientStreamingServer[WriteChunkRequest, WriteChunksResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method WriteChunks not implemented")
 }
 func (UnimplementedNodeServer) ReadChunk(context.Context, *ReadChunkRequest) (*ReadChunkResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method ReadChunk not implemented")
@@ -333,6 +362,13 @@ func _Node_WriteChunk_Handler(srv interface{}, ctx context.Context, dec func(int
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _Node_WriteChunks_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(NodeServer).WriteChunks(&grpc.GenericServerStream[WriteChunkRequest, WriteChunksResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Node_WriteChunksServer = grpc.ClientStreamingServer[WriteChunkRequest, WriteChunksResponse]
 
 func _Node_ReadChunk_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ReadChunkRequest)
@@ -622,6 +658,11 @@ var Node_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WriteChunks",
+			Handler:       _Node_WriteChunks_Handler,
+			ClientStreams: true,
+		},
 		{
 			StreamName:    "ReadChunks",
 			Handler:       _Node_ReadChunks_Handler,
