@@ -456,7 +456,7 @@ func (s *Scrubber) repairChunkWhole(ctx context.Context, l objlayout.Layout, i i
 	if l.EC {
 		_, err = s.c.readRowEC(ctx, l, i, rep, true, nil)
 	} else {
-		_, err = s.c.readChunkREP(ctx, l, i, rep, true, nil)
+		_, _, err = s.c.readChunkREP(ctx, l, i, rep, true, nil)
 	}
 	done.BytesFetched += int64(l.ChunkLen(i)) * int64(l.Copies)
 	if err != nil {

@@ -22,8 +22,12 @@
 //   - Streaming: PutReader and GetTo / Open move an object of any size
 //     through a bounded window (Options.WindowBytes, default 8 MiB): a
 //     write reads, checksums and encodes units (64 KiB chunks for REP,
-//     256 KiB rows for EC) while earlier ones are on the wire, and reuses
-//     each unit's buffer once every node has acknowledged it; a read
+//     256 KiB rows for EC) while earlier ones are on the wire, one
+//     WriteChunks stream per replica or shard (a slow node holds back only
+//     its own stream until the window is full), and reuses each unit's
+//     buffer once every stream has sent its chunk; the write commits once
+//     every stream's node has answered that all its chunks are stored. A
+//     read
 //     fetches units in parallel (up to ChunksInFlight at once) at most a
 //     window ahead of the bytes it has delivered, each verified, and
 //     repaired, by the DIRECT cores before it is written out, in order.
@@ -51,7 +55,8 @@
 //
 // With W = Options.WindowBytes and F = Options.ChunksInFlight: a streamed
 // PUT holds W of object bytes in unit buffers (1.5 W for EC: the parity
-// is encoded in place) plus the F requests being sent (64 KiB each); a
+// is encoded in place) plus, per replica or shard, the chunk gRPC is
+// encoding and what its stream's flow control lets it queue; a
 // streamed GET holds at most W of units fetched or waiting for their turn,
 // plus at most W/2 that its batched reads delivered ahead of the units the
 // window has reached (the rest of the last batch started),
@@ -59,7 +64,10 @@
 // one chunk for a clean REP read, four shard chunks and the assembled row
 // for EC (2 W in all), up to four times a unit when every replica of a
 // chunk is corrupt or a row is reconstructed. gRPC's transport buffers
-// come on top. A node handles one chunk per WriteChunk request and holds
+// come on top. Chunks received by a streamed GET come in buffers of the
+// data path's pool (wire.ChunkBufferPool), handed back once the chunk is
+// delivered when no repair refers to it. A node handles one chunk at a
+// time per WriteChunk request or WriteChunks stream and holds
 // at most four chunks per ReadChunks call (two read ahead, one being read,
 // one being sent; gRPC's flow control holds it back), never an object. TestStreamLargerThanMemory checks a 256 MiB object against a
 // 48 MiB bound on the client process's peak resident set growth.

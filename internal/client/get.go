@@ -12,6 +12,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/nodepb"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // ReadReport says what a read (or scrub) found and repaired.
@@ -172,7 +173,11 @@ func (r *report) add(f func(*ReadReport)) {
 // buffer, not copied).
 //
 // br, when set, serves the first replica's read from its batch calls.
-func (c *Client) readChunkREP(ctx context.Context, l objlayout.Layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
+//
+// own reports that the data returned is the chunk's own memory, which
+// nothing else refers to (no repair was made from it): the caller may
+// recycle it (wire.RecycleChunkData) once it has delivered it.
+func (c *Client) readChunkREP(ctx context.Context, l objlayout.Layout, i int, rep *report, scrub bool, br *batchReader) (data []byte, own bool, err error) {
 	id := l.ID(0, i)
 	n := l.ChunkLen(i)
 	order := make([]int, l.Copies)
@@ -200,7 +205,7 @@ func (c *Client) readChunkREP(ctx context.Context, l objlayout.Layout, i int, re
 		}
 	}
 	if d.Err != nil {
-		return nil, d.Err
+		return nil, false, d.Err
 	}
 	repairs := make([]int, len(d.Repairs))
 	missing := make([]bool, l.Copies)
@@ -222,7 +227,7 @@ func (c *Client) readChunkREP(ctx context.Context, l objlayout.Layout, i int, re
 			r.AllCorrupt++
 		}
 	})
-	return d.Data, nil
+	return d.Data, len(d.Repairs) == 0 && !scrub, nil
 }
 
 // fetchAll reads chunk i from every replica in parallel (order maps read
@@ -335,6 +340,15 @@ func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *
 		missing[s] = reads[s].Missing
 	}
 	c.applyRepairs(ctx, l, i, d.Repairs, d.RepairData, missing[:], rep, RepairECRow)
+	if len(d.Repairs) == 0 && !scrub {
+		// The row is decoded into a buffer of its own (DecideEC): the
+		// shards' data, which no repair refers to, are done with.
+		for s := range reads {
+			if reads[s].Data != nil {
+				wire.RecycleChunkData(reads[s].Data)
+			}
+		}
+	}
 	rep.add(func(r *ReadReport) {
 		r.BytesRead += int64(l.DataLen(i))
 		if d.Reconstructed {

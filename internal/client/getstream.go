@@ -14,6 +14,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/wire"
 )
 
 // Get reads a key's current version in the client's read mode.
@@ -155,14 +156,31 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 	case mode == ModeHDFS:
 		err = c.readHDFS(ctx, rec, l, w, rep)
 	default:
-		err = pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
-			return c.readChunkREP(ctx, l, i, rep, false, br)
-		}, write)
+		err = pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) (ownedChunk, error) {
+			data, own, err := c.readChunkREP(ctx, l, i, rep, false, br)
+			return ownedChunk{data: data, own: own}, err
+		}, func(i int, u ownedChunk) error {
+			err := write(i, u.data)
+			if u.own {
+				// Delivered (w keeps no reference: io.Writer's
+				// contract): its buffer goes back to the data path's
+				// pool for the chunks still to come.
+				wire.RecycleChunkData(u.data)
+			}
+			return err
+		})
 	}
 	if err != nil {
 		return &rep.ReadReport, fmt.Errorf("get %q v%d: %w", rec.Key, rec.Version, err)
 	}
 	return &rep.ReadReport, nil
+}
+
+// ownedChunk is a REP chunk read for a streamed GET; own: nothing but the
+// GET refers to its data (readChunkREP).
+type ownedChunk struct {
+	data []byte
+	own  bool
 }
 
 // unitsAhead is how many units of l fit the read-ahead (or write) window.

@@ -33,7 +33,7 @@ func (c *Client) ScrubObject(ctx context.Context, rec *objectpb.ObjectRecord, wa
 		if l.EC {
 			_, err = c.readRowEC(ctx, l, i, rep, true, nil)
 		} else {
-			_, err = c.readChunkREP(ctx, l, i, rep, true, nil)
+			_, _, err = c.readChunkREP(ctx, l, i, rep, true, nil)
 		}
 		if err != nil {
 			return &rep.ReadReport, fmt.Errorf("scrub %q v%d chunk %d: %w", rec.Key, rec.Version, i, err)

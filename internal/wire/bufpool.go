@@ -112,9 +112,9 @@ func (ChunkCodec) Marshal(v any) (mem.BufferSlice, error) {
 // back to the pool at once.
 func (ChunkCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if m, ok := v.(*nodepb.ReadChunksResponse); ok {
-		// Gathered once into a buffer of its own, which the chunk's data
-		// then aliases (chunkframe.go).
-		return unmarshalChunks(data.Materialize(), m)
+		// The chunk's data copied once, alone, into a pooled buffer
+		// that the receiver may recycle (chunkframe.go).
+		return unmarshalChunksFrom(data, m)
 	}
 	if w, ok := v.(*ChunkWrite); ok {
 		// Gathered once into a pooled buffer that the chunk's data then

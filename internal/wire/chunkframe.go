@@ -23,9 +23,13 @@ import (
 //     has written it. Protobuf's marshal would copy it into a new buffer
 //     first.
 //   - Receiving (ChunkCodec.Unmarshal of a ReadChunksResponse): the
-//     message's bytes are gathered once into a new buffer (gRPC hands them
-//     over in 16 KiB frames) and the chunk's data aliases that buffer;
-//     protobuf's unmarshal would copy the data out again.
+//     chunk's data is copied once out of gRPC's 16 KiB frames, alone, to
+//     the start of a buffer of the pool, and the other fields are decoded
+//     from the message's first bytes (unmarshalChunksFrom); protobuf's
+//     unmarshal would gather the message and copy the data out again. The
+//     receiver hands the buffer back (RecycleChunkData) once it has
+//     delivered a chunk that nothing else refers to: without that, every
+//     chunk read was 64 KiB of zeroed garbage.
 
 // ChunkFrame is a ReadChunksResponse to send whose chunk data is held in
 // Buf, a buffer of ChunkBufferPool (Resp.Chunk.Data is (*Buf)[:n]): sent
@@ -249,4 +253,143 @@ func unmarshalChunk(b []byte, c *nodepb.ReadChunkResponse) error {
 		}
 	}
 	return nil
+}
+
+// pooledChunkMin is the smallest ReadChunksResponse whose chunk data is
+// received into a buffer of ChunkBufferPool (smaller ones are gathered
+// into a new buffer: the garbage is small).
+const pooledChunkMin = 16 << 10
+
+// chunkHeadMax bounds the bytes of a ReadChunksResponse before its chunk's
+// data that unmarshalChunksFrom looks at: the node's frames carry at most
+// 128 sums (514 bytes) and a few small fields there.
+const chunkHeadMax = 1024
+
+// unmarshalChunksFrom decodes a ReadChunksResponse from data into m. When
+// the chunk's data is the message's last bytes (as ChunkFrame sends it)
+// and large, the data is copied alone to the start of a buffer of
+// ChunkBufferPool, where the receiver may hand it back (RecycleChunkData)
+// once it is done with it; any other message is gathered into a new buffer
+// and decoded by unmarshalChunks. Either way the data is the message's own
+// memory, referenced by nothing else.
+func unmarshalChunksFrom(data mem.BufferSlice, m *nodepb.ReadChunksResponse) error {
+	return unmarshalChunksAbove(data, m, pooledChunkMin)
+}
+
+// unmarshalChunksAbove is unmarshalChunksFrom with the smallest message
+// received into a pooled buffer as an argument (the fuzz test's 0).
+func unmarshalChunksAbove(data mem.BufferSlice, m *nodepb.ReadChunksResponse, minPooled int) error {
+	n := data.Len()
+	if n < minPooled {
+		return unmarshalChunks(data.Materialize(), m)
+	}
+	var head [chunkHeadMax]byte
+	h := head[:copyRange(data, 0, head[:])]
+	small, off, ok := splitChunkData(h, n)
+	if !ok {
+		return unmarshalChunks(data.Materialize(), m)
+	}
+	if err := unmarshalChunks(small, m); err != nil {
+		return err
+	}
+	buf := ChunkBufferPool.Get(n - off)
+	copyRange(data, off, *buf)
+	m.Chunk.Data = *buf
+	return nil
+}
+
+// splitChunkData finds, in h (the first bytes of a message of n bytes), a
+// chunk field (2) that ends the message and whose data field (1) ends it
+// too, every field before that data being whole in h. It returns the
+// message without that data (the chunk field re-encoded around the chunk's
+// other fields) and the data's offset; false when the message is not so.
+func splitChunkData(h []byte, n int) (small []byte, dataOff int, ok bool) {
+	for b := h; len(b) > 0; {
+		num, typ, k := protowire.ConsumeTag(b)
+		if k < 0 || !num.IsValid() {
+			return nil, 0, false
+		}
+		tagOff := len(h) - len(b)
+		if num == fieldChunksChunk && typ == protowire.BytesType {
+			l, lk := protowire.ConsumeVarint(b[k:])
+			if lk < 0 {
+				return nil, 0, false
+			}
+			valOff := tagOff + k + lk
+			if uint64(n-valOff) == l {
+				// The message's last field: find its data.
+				inner, off, ok := splitData(h[valOff:], n-valOff)
+				if !ok {
+					return nil, 0, false
+				}
+				small = append([]byte(nil), h[:tagOff]...)
+				small = protowire.AppendTag(small, fieldChunksChunk, protowire.BytesType)
+				small = protowire.AppendBytes(small, inner)
+				return small, valOff + off, true
+			}
+		}
+		fk := protowire.ConsumeFieldValue(num, typ, b[k:])
+		if fk < 0 {
+			return nil, 0, false // cut short by h, or malformed
+		}
+		b = b[k+fk:]
+	}
+	return nil, 0, false
+}
+
+// splitData finds, in h (the first bytes of a ReadChunkResponse of n
+// bytes), a data field ending the message whose preceding fields are whole
+// in h: it returns those fields and the data's offset.
+func splitData(h []byte, n int) (fields []byte, dataOff int, ok bool) {
+	for b := h; len(b) > 0; {
+		num, typ, k := protowire.ConsumeTag(b)
+		if k < 0 || !num.IsValid() {
+			return nil, 0, false
+		}
+		tagOff := len(h) - len(b)
+		if num == fieldChunkData && typ == protowire.BytesType {
+			l, lk := protowire.ConsumeVarint(b[k:])
+			if lk < 0 {
+				return nil, 0, false
+			}
+			valOff := tagOff + k + lk
+			if uint64(n-valOff) == l {
+				return h[:tagOff], valOff, true
+			}
+		}
+		fk := protowire.ConsumeFieldValue(num, typ, b[k:])
+		if fk < 0 {
+			return nil, 0, false
+		}
+		b = b[k+fk:]
+	}
+	return nil, 0, false
+}
+
+// copyRange copies data's bytes from offset off into dst and returns how
+// many it copied.
+func copyRange(data mem.BufferSlice, off int, dst []byte) int {
+	n := 0
+	for _, b := range data {
+		d := b.ReadOnlyData()
+		if off >= len(d) {
+			off -= len(d)
+			continue
+		}
+		n += copy(dst[n:], d[off:])
+		off = 0
+		if n == len(dst) {
+			break
+		}
+	}
+	return n
+}
+
+// RecycleChunkData hands the data of a chunk received in a
+// ReadChunksResponse back to ChunkBufferPool (data that did not come from
+// it is left to the collector). The caller must own data exclusively:
+// nothing may refer to it afterwards.
+func RecycleChunkData(data []byte) {
+	b := data[:0]
+	ChunkBufferPool.Put(&b)
 }

@@ -71,6 +71,21 @@ func TestChunkFrameMatchesProto(t *testing.T) {
 		if !proto.Equal(got2, want) {
 			t.Fatalf("message %d: protobuf encoded %v, unmarshalChunks decodes %v", i, want, got2)
 		}
+		// What the client's codec receives: the frame, cut in 16 KiB
+		// pieces; a large chunk lands at the start of a pooled buffer.
+		got3 := &nodepb.ReadChunksResponse{}
+		if err := (ChunkCodec{}).Unmarshal(splitFrames(wireBytes), got3); err != nil {
+			t.Fatalf("message %d: ChunkCodec.Unmarshal of a frame: %v", i, err)
+		}
+		if !proto.Equal(got3, want) {
+			t.Fatalf("message %d: sent %v, ChunkCodec decodes %v", i, want, got3)
+		}
+		if len(wireBytes) >= pooledChunkMin && cap(got3.Chunk.Data) != 128<<10 {
+			t.Fatalf("message %d: a chunk of %d bytes received outside the pool (capacity %d)", i, len(want.Chunk.Data), cap(got3.Chunk.Data))
+		}
+		if got3.Chunk != nil {
+			RecycleChunkData(got3.Chunk.Data)
+		}
 	}
 }
 
@@ -132,6 +147,14 @@ func FuzzUnmarshalChunks(f *testing.F) {
 		clearUnknown(want)
 		if !proto.Equal(got, want) {
 			t.Fatalf("%x: protobuf decodes %v, unmarshalChunks %v", b, want, got)
+		}
+		// The pooled receive path, taken for any size.
+		got2 := &nodepb.ReadChunksResponse{}
+		if err := unmarshalChunksAbove(splitFrames(b), got2, 0); err != nil {
+			t.Fatalf("%x: unmarshalChunks decodes, unmarshalChunksAbove says %v", b, err)
+		}
+		if !proto.Equal(got2, want) {
+			t.Fatalf("%x: protobuf decodes %v, unmarshalChunksAbove %v", b, want, got2)
 		}
 	})
 }
