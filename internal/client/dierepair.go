@@ -454,7 +454,7 @@ func (s *Scrubber) repairChunkWhole(ctx context.Context, l objlayout.Layout, i i
 	}
 	var err error
 	if l.EC {
-		_, err = s.c.readRowEC(ctx, l, i, rep, true, nil)
+		_, _, err = s.c.readRowEC(ctx, l, i, rep, true, nil)
 	} else {
 		_, _, err = s.c.readChunkREP(ctx, l, i, rep, true, nil)
 	}

@@ -304,10 +304,12 @@ func (c *Client) applyRepair(ctx context.Context, j RepairJob) error {
 // the other shards' same rows; with scrub every shard, parity included, is
 // read and verified.
 // It returns the row's verified object bytes (the data shards, without the
-// last row's padding).
+// last row's padding); own (always, but for a scrub): the row is in memory
+// of its own that nothing else refers to, which the caller may recycle
+// (wire.RecycleChunkData) once it has delivered it.
 //
 // br, when set, serves the data shards' first reads from its batch calls.
-func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *report, scrub bool, br *batchReader) ([]byte, error) {
+func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *report, scrub bool, br *batchReader) (data []byte, own bool, err error) {
 	var ids [direct.TotalShards]direct.ChunkID
 	for s := range ids {
 		ids[s] = l.ID(s, i)
@@ -318,9 +320,19 @@ func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *
 		order := []int{0, 1, 2, 3, 4, 5}
 		c.fetchAll(ctx, l, i, order, reads[:])
 	}
+	// The row is assembled in a buffer of the data path's pool, which
+	// the caller may recycle once it has delivered the row (own).
+	var row *[]byte
+	if !scrub {
+		row = wire.ChunkBufferPool.Get(direct.DataShards * n)
+	}
 	var d direct.Decision
 	for {
-		d = direct.DecideEC(c.enc, ids, n, reads)
+		if row != nil {
+			d = direct.DecideECInto(c.enc, ids, n, reads, (*row)[:0])
+		} else {
+			d = direct.DecideEC(c.enc, ids, n, reads)
+		}
 		if len(d.Fetch) == 0 {
 			break
 		}
@@ -333,7 +345,10 @@ func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *
 		})
 	}
 	if d.Err != nil {
-		return nil, d.Err
+		if row != nil {
+			wire.ChunkBufferPool.Put(row)
+		}
+		return nil, false, d.Err
 	}
 	var missing [direct.TotalShards]bool
 	for s := range reads {
@@ -355,7 +370,7 @@ func (c *Client) readRowEC(ctx context.Context, l objlayout.Layout, i int, rep *
 			r.Reconstructed++
 		}
 	})
-	return d.Data[:l.DataLen(i)], nil
+	return d.Data[:l.DataLen(i)], !scrub, nil
 }
 
 // fetchEach runs read for every shard in shards at once and returns when

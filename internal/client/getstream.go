@@ -139,8 +139,14 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 		return nil, err
 	}
 	rep := &report{ReadReport: ReadReport{Mode: mode, Chunks: l.Chunks, RepairsByNode: map[uint64]int{}}}
-	write := func(_ int, data []byte) error {
-		_, err := w.Write(data)
+	deliverOwned := func(_ int, u ownedChunk) error {
+		_, err := w.Write(u.data)
+		if u.own {
+			// Delivered (w keeps no reference: io.Writer's contract):
+			// its buffer goes back to the data path's pool for the
+			// units still to come.
+			wire.RecycleChunkData(u.data)
+		}
 		return err
 	}
 	// The units' first reads come from batched ReadChunks calls (see
@@ -150,25 +156,17 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 	br := newBatchReader(bctx, c, l)
 	switch {
 	case l.EC:
-		err = pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) ([]byte, error) {
-			return c.readRowEC(ctx, l, i, rep, false, br)
-		}, write)
+		err = pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) (ownedChunk, error) {
+			data, own, err := c.readRowEC(ctx, l, i, rep, false, br)
+			return ownedChunk{data: data, own: own}, err
+		}, deliverOwned)
 	case mode == ModeHDFS:
 		err = c.readHDFS(ctx, rec, l, w, rep)
 	default:
 		err = pipeline(ctx, l.Chunks, c.unitsAhead(l), c.opts.ChunksInFlight, func(ctx context.Context, i int) (ownedChunk, error) {
 			data, own, err := c.readChunkREP(ctx, l, i, rep, false, br)
 			return ownedChunk{data: data, own: own}, err
-		}, func(i int, u ownedChunk) error {
-			err := write(i, u.data)
-			if u.own {
-				// Delivered (w keeps no reference: io.Writer's
-				// contract): its buffer goes back to the data path's
-				// pool for the chunks still to come.
-				wire.RecycleChunkData(u.data)
-			}
-			return err
-		})
+		}, deliverOwned)
 	}
 	if err != nil {
 		return &rep.ReadReport, fmt.Errorf("get %q v%d: %w", rec.Key, rec.Version, err)
@@ -176,8 +174,8 @@ func (c *Client) ReadVersionTo(ctx context.Context, rec *objectpb.ObjectRecord, 
 	return &rep.ReadReport, nil
 }
 
-// ownedChunk is a REP chunk read for a streamed GET; own: nothing but the
-// GET refers to its data (readChunkREP).
+// ownedChunk is a REP chunk or EC row read for a streamed GET; own:
+// nothing but the GET refers to its data (readChunkREP, readRowEC).
 type ownedChunk struct {
 	data []byte
 	own  bool

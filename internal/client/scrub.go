@@ -31,7 +31,7 @@ func (c *Client) ScrubObject(ctx context.Context, rec *objectpb.ObjectRecord, wa
 			}
 		}
 		if l.EC {
-			_, err = c.readRowEC(ctx, l, i, rep, true, nil)
+			_, _, err = c.readRowEC(ctx, l, i, rep, true, nil)
 		} else {
 			_, _, err = c.readChunkREP(ctx, l, i, rep, true, nil)
 		}

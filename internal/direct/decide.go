@@ -300,14 +300,23 @@ func NewEncoder() reedsolomon.Encoder {
 // or missing shards in the row the result is an explicit data-loss error.
 // The Data of the decision is the row's data shards concatenated.
 func DecideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, reads [TotalShards]ReplicaRead) Decision {
-	return decideEC(enc, ids, 0, rowLen, reads)
+	return decideEC(enc, ids, 0, rowLen, reads, nil)
+}
+
+// DecideECInto is DecideEC assembling the row's data in dst's memory when
+// it fits (cap(dst) >= DataShards*rowLen; else in a new buffer): a reader
+// may hand it a pooled buffer.
+func DecideECInto(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, rowLen int, reads [TotalShards]ReplicaRead, dst []byte) Decision {
+	return decideEC(enc, ids, 0, rowLen, reads, dst)
 }
 
 // decideEC is DecideEC for the rowLen bytes from sector first of every
 // shard's chunk in the row (DecideSpanEC): Reed-Solomon works byte by byte
 // across the shards, so the same byte range of k shards decodes that range
 // of the others.
-func decideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, first, rowLen int, reads [TotalShards]ReplicaRead) Decision {
+//
+// The row's data is assembled in dst when it fits (nil: a new buffer).
+func decideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, first, rowLen int, reads [TotalShards]ReplicaRead, dst []byte) Decision {
 	var verdicts [TotalShards]verdict
 	goodCount, lost := 0, 0
 	for s := range reads {
@@ -377,7 +386,10 @@ func decideEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, first, rowLen i
 			}
 		}
 	}
-	data := make([]byte, 0, DataShards*rowLen)
+	data := dst[:0]
+	if cap(data) < DataShards*rowLen {
+		data = make([]byte, 0, DataShards*rowLen)
+	}
 	for s := 0; s < DataShards; s++ {
 		data = append(data, shards[s]...)
 	}

@@ -114,7 +114,7 @@ func DecideSpanEC(enc reedsolomon.Encoder, ids [TotalShards]ChunkID, target int,
 	// The target's span is lost: it reads as a corrupt copy with no data,
 	// so the core rebuilds it and lists it for repair.
 	reads[target] = ReplicaRead{Fetched: true}
-	return decideEC(enc, ids, span.FirstSector(), span.Len, reads)
+	return decideEC(enc, ids, span.FirstSector(), span.Len, reads, nil)
 }
 
 func checkSectorSpan(s Span) error {

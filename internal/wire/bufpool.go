@@ -13,7 +13,8 @@ import (
 
 // ChunkBufferPool is the gRPC buffer pool of the chunk data path (the
 // client's node connections and the node's server): size classes that fit
-// a 64 KiB chunk message (128 KiB), and buffers handed out without being
+// a 64 KiB chunk message (128 KiB) and an EC row of four chunks (256 KiB,
+// a streamed GET's assembled row), and buffers handed out without being
 // zeroed.
 //
 // NB: gRPC's default pool rounds a chunk message (64 KiB and its header)
@@ -22,7 +23,7 @@ import (
 // it gets from a pool (a frame read, a message marshalled) before reading
 // it, so the zeroing protects nothing here: the buffers never leave the
 // process.
-var ChunkBufferPool mem.BufferPool = newDirtyPool(4<<10, 16<<10, 32<<10, 128<<10, 1<<20)
+var ChunkBufferPool mem.BufferPool = newDirtyPool(4<<10, 16<<10, 32<<10, 128<<10, 256<<10, 1<<20)
 
 // dirtyPool is a tiered buffer pool that does not zero what it returns.
 type dirtyPool struct {
