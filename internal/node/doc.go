@@ -26,7 +26,12 @@
 //     replica or shard in one call, each read exactly as ReadChunk reads
 //     it (a missing or failing chunk is answered as such and the call goes
 //     on), reading at most two chunks ahead of the one being sent; gRPC's
-//     flow control holds the node back when the reader lags.
+//     flow control holds the node back when the reader lags. WriteChunks
+//     takes a stream of chunks (a PUT's writes to one replica or shard),
+//     each stored exactly as WriteChunk stores it, one at a time, its data
+//     in a pooled receive buffer handed back once stored
+//     (wire.ChunkWrite); it answers once all are stored, and the first
+//     that fails ends the call with its error.
 //   - Fault injection behind the same API: UBER flips on read, transient or
 //     persistent (objstore.FaultStore); bit flips at an offset; die failures
 //     when the store is on emulated flash.

@@ -15,9 +15,14 @@
 //     DataPathDialOptions: transport buffers of DataPathBufferBytes).
 //   - ChunkFrame and the hand coding of the streamed chunk read
 //     (ReadChunksResponse, chunkframe.go): a chunk is sent from the node's
-//     pooled read buffer without a copy, and received into one buffer its
-//     data aliases; checked field by field against protobuf's own coding
-//     (TestChunkFrameMatchesProto, FuzzUnmarshalChunks).
+//     pooled read buffer without a copy, and its data received alone into
+//     a pooled buffer the reader hands back (RecycleChunkData) once the
+//     chunk is delivered; checked field by field against protobuf's own
+//     coding (TestChunkFrameMatchesProto, FuzzUnmarshalChunks).
+//   - ChunkWrite (chunkwrite.go): a streamed chunk write (WriteChunkRequest)
+//     received by the node into one pooled buffer its data aliases, handed
+//     back once the chunk is stored (TestChunkWriteMatchesProto,
+//     FuzzUnmarshalChunkWrite).
 //   - The etcd key prefix shared by the coordinator's keys (KeyPrefix) and the
 //     nodes' leased liveness keys (LivePrefix, LiveKey).
 //
