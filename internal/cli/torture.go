@@ -271,6 +271,7 @@ instead. Every run prints its seed; --seed repeats a run.`,
 	cmd.AddCommand(newNemesisCmd())
 	cmd.AddCommand(newCrashPointsCmd())
 	cmd.AddCommand(newHelixCmd())
+	cmd.AddCommand(newPowerLossCmd())
 	cmd.AddCommand(&cobra.Command{
 		Use:    "cell",
 		Short:  "Run one KV cell named by " + torture.CellEnv + " (the harness's child process)",

@@ -90,6 +90,26 @@
 // CRC), and Get returns stored bytes, corrupt or not, as the Store contract
 // says.
 //
+// A pack whose file header does not verify and holds no verified record
+// was torn while being created (a power loss can keep a new file's size
+// and not its bytes) and gets its header anew, counted as a torn tail; a
+// damaged header with records after it is damage (DamagedRegions) and
+// the records are read on.
+//
+// # Durability contract
+//
+// With syncWrites (a node's default, `flashmend node --sync`), a write
+// that returned survives a power loss: Put, Create and WriteFresh fsync
+// the file and, when they made or renamed a name, its directory; a packed
+// member's record is fsynced before the write returns, a new pack and
+// every new directory are synced into their parents, a compaction's new
+// pack is synced before it is renamed over the old one and the directory
+// after. Deletes (Delete, DeleteDir, a pack emptied) are not synced: after
+// a power loss a deleted name may come back with its old, whole content.
+// Without syncWrites only a process crash is survived (the kernel keeps
+// what was written). internal/torture/powerloss checks exactly this
+// contract on fsys.Mem (`flashmend torture powerloss`).
+//
 // A failed append (not a crash) is cut off again; when the truncate fails
 // too, the pack is loaded anew from its file before its next use, as a
 // restart would. A failed compaction leaves the old pack as it was.

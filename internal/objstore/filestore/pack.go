@@ -15,8 +15,8 @@ import (
 	"sync"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/fsys"
 	"github.com/flashmend/flashmend/internal/objstore"
-	"github.com/flashmend/flashmend/internal/objstore/filestore/fsys"
 )
 
 // PackStats are the plain-file store's pack counters.
@@ -323,10 +323,7 @@ func (s *Store) loadLocked(p *pack) error {
 		f.Close()
 		return fmt.Errorf("filestore: pack %s: %w", p.key, err)
 	}
-	if !bytes.Equal(hdr, packHeader(p.key)) {
-		s.packs.count(func(c *PackStats) { c.DamagedRegions++ })
-		s.packs.log("filestore: pack %s: file header damaged (the records carry their own checksums: read on)", p.key)
-	}
+	headerOK := bytes.Equal(hdr, packHeader(p.key))
 	// A cut tail makes an earlier record the last one, whose content is
 	// then checked too: scan again until the end holds (at most once more
 	// but for damage piled up at the end), so that loading what a load
@@ -363,6 +360,31 @@ func (s *Store) loadLocked(p *pack) error {
 		}
 		s.packs.count(func(c *PackStats) { c.TornTails++ })
 		s.packs.log("filestore: pack %s: %d bytes after offset %d do not hold a verified record (a write torn by a crash, or damage): cut off; members whose latest record was there read as missing and are repaired from the other copies", p.key, size-end, end)
+	}
+	switch {
+	case !headerOK && end == packHeaderSize:
+		// No verified record follows a header that does not verify: the
+		// pack was torn while being created (a power loss between its
+		// header's write and its sync can leave the size and not the
+		// bytes; its first record is synced with it), as a pack shorter
+		// than its header is. Its header is written anew, not reported
+		// as damage at every load.
+		if err := s.resetPack(f, p); err != nil {
+			f.Close()
+			return err
+		}
+		if s.sync {
+			if err := f.Sync(); err != nil {
+				f.Close()
+				return fmt.Errorf("filestore: pack %s: %w", p.key, err)
+			}
+		}
+		if end == size {
+			s.packs.count(func(c *PackStats) { c.TornTails++ })
+		}
+	case !headerOK:
+		s.packs.count(func(c *PackStats) { c.DamagedRegions++ })
+		s.packs.log("filestore: pack %s: file header damaged (the records carry their own checksums: read on)", p.key)
 	}
 	p.size = end
 	p.f, p.loaded, p.exists = f, true, true

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/fsys"
 	"github.com/flashmend/flashmend/internal/objstore"
-	"github.com/flashmend/flashmend/internal/objstore/filestore/fsys"
 )
 
 // Store is the plain-file objstore.Store: the names of a blob's chunk data

@@ -1,10 +1,13 @@
-// Package fsys is the file-system boundary of the plain-file object store
-// (internal/objstore/filestore): the few operations the store does on its
-// directory tree, with the operating system's implementation (OS) and an
-// in-memory one that can lose power (Mem), so that a node's store can be
-// crashed at any I/O step and reopened from what a power loss leaves.
+// Package fsys is the file-system boundary of the stores that keep their
+// data in ordinary files: the plain-file object store
+// (internal/objstore/filestore) and the file-backed emulated flash device
+// (internal/flash/pagefile, flash.Options.FS). It has the few operations
+// they do on their directory trees, with the operating system's
+// implementation (OS) and an in-memory one that can lose power (Mem), so
+// that a store can be crashed at any I/O step and reopened from what a
+// power loss leaves.
 //
-// The store's consumer-owned interface is FS (open, rename, remove, mkdir,
+// The stores' interface is FS (open, rename, remove, mkdir,
 // read a directory, stat, sync a directory, statfs) and File (pread,
 // pwrite, write, sync, truncate, stat). Pebble's vfs.FS was the other
 // candidate (its crashable MemFS does the same job for the KV store's
