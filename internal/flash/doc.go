@@ -26,13 +26,19 @@
 //     previous record (OpenInfo reports what was merged). A directory whose
 //     state files are all gone but whose page file holds pages is not a
 //     new device: its write pointers are rebuilt from the pages
-//     (OpenInfo.StateRebuilt). The state is saved on Sync and
+//     (OpenInfo.StateRebuilt); nor is one with fewer state copies than
+//     three, none verifying: its first save was torn by a power loss, and
+//     it opens as new (or rebuilt). The state is saved on Sync and
 //     Close, at once when a block is retired or a die fails, and every
 //     Options.SaveStateEveryErases erases. Every page slot of the file
 //     carries a CRC32C over its flat index and content; after a crash the
 //     write pointers are rebuilt from the slots, and a slot that no longer
 //     verifies reads as an uncorrectable page. The directory's layout
-//     (page slots, state copies, lock) is internal/flash/pagefile.
+//     (page slots, state copies, lock) is internal/flash/pagefile, on the
+//     file system Options.FS (the os's; internal/fsys.Mem cuts the power
+//     in TestPowerLossFileDevice: every page programmed before a Sync that
+//     returned reads back, a program or erase in flight is torn or lost,
+//     never read as other bytes).
 //   - Error models behind ErrorModel: UBERModel (DIRECT 000 section 5: every
 //     bit read flips with probability UBER, transiently or persistently, and
 //     the device reports nothing) and PhysicalModel (RBER from wear, retention

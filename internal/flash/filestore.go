@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash/pagefile"
+	"github.com/flashmend/flashmend/internal/fsys"
 )
 
 // fileStore keeps the device in a directory, in the layout of
@@ -39,8 +39,12 @@ func OpenFile(dir string, g Geometry, opts Options) (*Emulator, error) {
 	if err := opts.validate(g); err != nil {
 		return nil, err
 	}
-	_, pagesErr := os.Stat(filepath.Join(dir, "pages"))
-	pf, err := pagefile.Open(dir, g.PageSize+g.OOBSize, int64(g.Dies())*int64(g.BlocksPerDie)*int64(g.PagesPerBlock))
+	files := opts.FS
+	if files == nil {
+		files = fsys.OS{}
+	}
+	_, pagesErr := files.Stat(filepath.Join(dir, "pages"))
+	pf, err := pagefile.OpenFS(files, dir, g.PageSize+g.OOBSize, int64(g.Dies())*int64(g.BlocksPerDie)*int64(g.PagesPerBlock))
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash/pagefile"
+	"github.com/flashmend/flashmend/internal/fsys"
 )
 
 // Options configure an Emulator. The zero value is a perfect device: no bit
@@ -45,6 +46,9 @@ type Options struct {
 	// StateIO, if set, is what a file-backed device reads and writes its
 	// state copies through (nil: the os): a fault injector's hook.
 	StateIO pagefile.StateIO
+	// FS, if set, is the file system a file-backed device's directory is
+	// on (nil: the os's; an fsys.Mem to cut the device's power in tests).
+	FS fsys.FS
 }
 
 // WearOptions is the grown-bad-block model: a program or erase fails (and the

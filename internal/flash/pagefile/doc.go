@@ -1,6 +1,9 @@
 // Package pagefile is the on-disk layout of a file-backed emulated flash
 // device (internal/flash OpenFile): one directory holding every programmed
-// page's cells and the copies of the device's state record. It knows nothing
+// page's cells and the copies of the device's state record, on an
+// internal/fsys file system (Open: the os's; OpenFS: any, an fsys.Mem in
+// power-loss tests, where there is no LOCK and erase zeroes the slot
+// headers instead of punching a hole). It knows nothing
 // about NAND rules, geometry or what the state record means; internal/flash
 // enforces the rules, encodes the record (internal/flash/stateunit frames
 // it) and calls this package only for legal operations.

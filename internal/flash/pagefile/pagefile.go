@@ -11,6 +11,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash/stateunit"
+	"github.com/flashmend/flashmend/internal/fsys"
 )
 
 // Store is an open device directory (the layout is in the package doc).
@@ -19,12 +20,15 @@ import (
 // serializes calls that touch one page and calls to LoadState and
 // SaveState.
 type Store struct {
+	// fs is the file system the directory is on (fsys.OS but in
+	// power-loss tests).
+	fs       fsys.FS
 	dir      string
 	slotSize int64
-	pages    *os.File
-	lock     *os.File
+	pages    fsys.File
+	lock     *os.File  // nil on a file system other than the os's
 	bufs     sync.Pool // *[]byte of slotSize
-	stateIO  StateIO   // nil: the os
+	stateIO  StateIO   // nil: the file system's
 }
 
 // StateIO is the boundary the state copies are read and written through:
@@ -41,16 +45,26 @@ type StateIO interface {
 // OSStateIO is the os's StateIO (what a nil StateIO means).
 type OSStateIO struct{}
 
-func (OSStateIO) ReadFile(path string) ([]byte, error)      { return os.ReadFile(path) }
-func (OSStateIO) WriteFileSync(path string, b []byte) error { return writeFileSync(path, b) }
+func (OSStateIO) ReadFile(path string) ([]byte, error) { return os.ReadFile(path) }
+func (OSStateIO) WriteFileSync(path string, b []byte) error {
+	return writeFileSync(fsys.OS{}, path, b)
+}
+
+// fsStateIO is a file system's StateIO.
+type fsStateIO struct{ fs fsys.FS }
+
+func (f fsStateIO) ReadFile(path string) ([]byte, error) { return fsys.ReadFile(f.fs, path) }
+func (f fsStateIO) WriteFileSync(path string, b []byte) error {
+	return writeFileSync(f.fs, path, b)
+}
 
 // SetStateIO routes the state copies' reads and writes through io (nil:
-// the os). Call it before LoadState.
+// the store's file system). Call it before LoadState.
 func (s *Store) SetStateIO(io StateIO) { s.stateIO = io }
 
 func (s *Store) state() StateIO {
 	if s.stateIO == nil {
-		return OSStateIO{}
+		return fsStateIO{s.fs}
 	}
 	return s.stateIO
 }
@@ -69,24 +83,40 @@ func StateName(i int) string { return fmt.Sprintf("state.%d", i) }
 // pageBytes bytes each (data and OOB), taking its lock. The page file is
 // grown, sparse, to hold every slot.
 func Open(dir string, pageBytes int, pages int64) (*Store, error) {
-	if err := base.MkdirAllDurable(dir, 0o755, nil); err != nil {
+	return OpenFS(fsys.OS{}, dir, pageBytes, pages)
+}
+
+// OpenFS is Open on the file system files (fsys.OS: the operating
+// system's, with the directory's LOCK taken; an fsys.Mem in power-loss
+// tests, where there is no other process to lock out and no LOCK file).
+func OpenFS(files fsys.FS, dir string, pageBytes int, pages int64) (*Store, error) {
+	if files == nil {
+		return nil, base.InvalidArgumentf("pagefile: no file system")
+	}
+	if err := fsys.MkdirAllDurable(files, dir, 0o755, nil); err != nil {
 		return nil, err
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, err
-	}
-	if err := lockFile(lock); err != nil {
-		_ = lock.Close()
-		return nil, fmt.Errorf("flash: device %s is in use: %w", dir, err)
+	var lock *os.File
+	if _, ok := files.(fsys.OS); ok {
+		var err error
+		lock, err = os.OpenFile(filepath.Join(dir, "LOCK"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		if err := lockFile(lock); err != nil {
+			_ = lock.Close()
+			return nil, fmt.Errorf("flash: device %s is in use: %w", dir, err)
+		}
 	}
 	s := &Store{
+		fs:       files,
 		dir:      dir,
 		slotSize: int64(HeaderBytes + pageBytes),
 		lock:     lock,
 	}
 	s.bufs.New = func() any { b := make([]byte, s.slotSize); return &b }
-	s.pages, err = os.OpenFile(filepath.Join(dir, "pages"), os.O_RDWR|os.O_CREATE, 0o644)
+	var err error
+	s.pages, err = files.OpenFile(filepath.Join(dir, "pages"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		_ = s.Close()
 		return nil, err
@@ -152,7 +182,7 @@ func (s *Store) WritePage(page int64, buf []byte) error {
 // EraseBlock forgets the pages [first, first+n).
 func (s *Store) EraseBlock(first int64, n int) error {
 	off, length := first*s.slotSize, int64(n)*s.slotSize
-	if err := punchHole(s.pages, off, length); err == nil {
+	if f, ok := s.pages.(*os.File); ok && punchHole(f, off, length) == nil {
 		return nil
 	}
 	// No hole punching here: zero the headers, which is what marks a
@@ -213,7 +243,7 @@ func (s *Store) SaveState(framed []byte) error {
 	created := false
 	for i := 0; i < stateunit.Copies; i++ {
 		path := s.statePath(i)
-		if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if _, err := s.fs.Stat(path); errors.Is(err, fs.ErrNotExist) {
 			created = true
 		}
 		if err := s.state().WriteFileSync(path, framed); err != nil {
@@ -221,15 +251,15 @@ func (s *Store) SaveState(framed []byte) error {
 		}
 	}
 	if created {
-		return base.SyncDir(s.dir)
+		return s.fs.SyncDir(s.dir)
 	}
 	return nil
 }
 
 // writeFileSync overwrites path with b in place (no truncation first, so a
 // torn write leaves old units after the new ones) and syncs it.
-func writeFileSync(path string, b []byte) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+func writeFileSync(files fsys.FS, path string, b []byte) error {
+	f, err := files.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
 	if err != nil {
 		return err
 	}
