@@ -431,6 +431,16 @@ func (e *Emulator) eraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 		e.wait(done)
 		return done, opErr(op, pa, ErrEraseFailed)
 	}
+	if e.opts.PowerSafe && e.st.Persistent() {
+		// NB: the erase must not reach the disk before the programs issued
+		// before it (a journal page that unmapped this block's last live
+		// page, a checkpoint root): after a power loss the block would be
+		// gone and its new mapping with it.
+		if err := e.st.Sync(); err != nil {
+			d.ctr.failedOps.Add(1)
+			return time.Time{}, opErr(op, pa, err)
+		}
+	}
 	if err := e.st.EraseBlock(e.flatPage(pa), e.geo.PagesPerBlock); err != nil {
 		d.ctr.failedOps.Add(1)
 		return time.Time{}, opErr(op, pa, err)
@@ -534,6 +544,20 @@ func (e *Emulator) MarkBad(a BlockAddr) error {
 	d.mu.Unlock()
 	e.persistIfDue()
 	return nil
+}
+
+// SyncPrograms makes every completed program and erase durable when the
+// device is Options.PowerSafe and file-backed (an fsync of the page file);
+// otherwise it does nothing (programs then survive a process crash, and a
+// power loss only once Sync or Close ran).
+func (e *Emulator) SyncPrograms() error {
+	if e.closed.Load() {
+		return ErrClosed
+	}
+	if !e.opts.PowerSafe || !e.st.Persistent() {
+		return nil
+	}
+	return e.st.Sync()
 }
 
 // Sync makes programmed pages and the device state durable (file backend).

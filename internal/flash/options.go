@@ -49,6 +49,14 @@ type Options struct {
 	// FS, if set, is the file system a file-backed device's directory is
 	// on (nil: the os's; an fsys.Mem to cut the device's power in tests).
 	FS fsys.FS
+	// PowerSafe makes a file-backed device's programs survive a power loss
+	// of the host, as a real device's completed programs do: an erase
+	// first makes every earlier program durable (fsync of the page file),
+	// and SyncPrograms (which internal/sdf calls before a sync or journal
+	// flush returns) does. Without it, programs survive a process crash
+	// (the kernel keeps them) but only Sync and Close make them durable;
+	// with it, every sync of the host costs an fsync.
+	PowerSafe bool
 }
 
 // WearOptions is the grown-bad-block model: a program or erase fails (and the

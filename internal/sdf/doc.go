@@ -110,7 +110,15 @@
 //     names exactly the file page and sequence number the map expects.
 //   - Data appended but not synced may be lost on a crash (or survive, as a
 //     prefix of what was appended); synced data, creates, renames, removes
-//     and rewrites are durable when the call returns.
+//     and rewrites are durable when the call returns. On a device whose
+//     completed programs can still be lost (a file-backed emulated device
+//     with flash.Options.PowerSafe: its programs are pwrites), a sync and
+//     a journal flush ask it to make them durable (SyncPrograms) before
+//     the journal pages are written and before the call returns, so that
+//     a power loss of the host keeps the same guarantee
+//     (TestPowerLossSDFOnFileDevice). Without PowerSafe such a device
+//     keeps the guarantee through a process crash only: a power loss can
+//     leave a volume with no complete checkpoint.
 //   - Every zone that may hold pages whose extents are not journaled is
 //     unsealed in the journal, so replay scans it.
 

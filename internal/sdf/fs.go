@@ -202,6 +202,10 @@ func Format(dev flash.Device, opts Options) (*FS, error) {
 		fs.stopChannels()
 		return nil, fmt.Errorf("sdf: format: %w", err)
 	}
+	if err := fs.syncPrograms(); err != nil {
+		fs.stopChannels()
+		return nil, fmt.Errorf("sdf: format: %w", err)
+	}
 	return fs, nil
 }
 
@@ -276,7 +280,10 @@ func (fs *FS) load() error {
 	for _, z := range holders {
 		keep = append(keep, fs.zones.All[z])
 	}
-	return fs.jr.Checkpoint(keep)
+	if err := fs.jr.Checkpoint(keep); err != nil {
+		return err
+	}
+	return fs.syncPrograms()
 }
 
 // replay applies the records of metadata epoch's stream (every record

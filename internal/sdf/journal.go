@@ -27,7 +27,37 @@ var _ journal.Host = journalHost{}
 func (fs *FS) logLocked(rec []byte) { fs.jr.LogLocked(rec) }
 
 // flushJournal makes every pending record durable.
-func (fs *FS) flushJournal() error { return fs.jr.Flush() }
+func (fs *FS) flushJournal() error {
+	// NB: the data pages the records describe are made durable first: a
+	// device that can lose completed programs (a file-backed emulated
+	// device) could otherwise keep a journal page and lose the data page
+	// it maps, which real flash, durable in program order, never does
+	// (found by TestPowerLossSDFOnFileDevice: a synced file's page mapped
+	// to a torn program).
+	if err := fs.syncPrograms(); err != nil {
+		return err
+	}
+	if err := fs.jr.Flush(); err != nil {
+		return err
+	}
+	return fs.syncPrograms()
+}
+
+// programSyncer is a device whose completed programs may not survive a
+// power loss until it is asked (flash.Emulator.SyncPrograms: a
+// file-backed emulated device with Options.PowerSafe).
+type programSyncer interface{ SyncPrograms() error }
+
+// syncPrograms makes the device's completed programs durable before a
+// sync or a journal flush returns (the doc's "durable when the call
+// returns"); a device without SyncPrograms makes them durable on
+// completion, as real flash does.
+func (fs *FS) syncPrograms() error {
+	if s, ok := fs.dev.(programSyncer); ok {
+		return s.SyncPrograms()
+	}
+	return nil
+}
 
 // snapshotLocked encodes the whole metadata state as a checkpoint: the
 // superblock record, the records of the state (failed dies, zones, files)

@@ -67,6 +67,8 @@ func (f *File) Sync() error {
 		if err := f.fs.flushJournal(); err != nil {
 			return err
 		}
+	} else if err := f.fs.syncPrograms(); err != nil {
+		return err
 	}
 	return f.fs.reclaim()
 }
