@@ -3,10 +3,12 @@ package fsys
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -206,5 +208,48 @@ func TestMemCrashImageIsDurable(t *testing.T) {
 	again := img.Crash(CrashConfig{})
 	if b, err := ReadFile(again, "/f"); err != nil || string(b) != "unsynced" {
 		t.Fatalf("%q %v", b, err)
+	}
+}
+
+// The same draws give the same image (Mem's directories are maps: the
+// image walks them in name order).
+func TestMemCrashIsDeterministic(t *testing.T) {
+	build := func() *Mem {
+		m := NewMem()
+		var files []File
+		for i := 0; i < 20; i++ {
+			files = append(files, write(t, m, filepath.Join("/", string(rune('a'+i))), make([]byte, 4*SectorBytes), true))
+		}
+		if err := m.SyncDir("/"); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files { // unsynced: each sector kept by a draw
+			if _, err := f.WriteAt(bytes.Repeat([]byte{1}, 4*SectorBytes), 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return m
+	}
+	var first []string
+	for run := 0; run < 5; run++ {
+		img := build().Crash(CrashConfig{KeepPercent: 50, Rand: rand.New(rand.NewSource(9))})
+		ents, err := img.ReadDir("/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, e := range ents {
+			b, _ := ReadFile(img, "/"+e.Name())
+			sectors := ""
+			for off := 0; off < len(b); off += SectorBytes {
+				sectors += fmt.Sprint(b[off])
+			}
+			got = append(got, e.Name()+":"+sectors)
+		}
+		if run == 0 {
+			first = got
+		} else if strings.Join(got, ",") != strings.Join(first, ",") {
+			t.Fatalf("run %d: %v, first %v", run, got, first)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -162,8 +163,15 @@ func (n *node) crashImage(keep func() bool) *node {
 			}
 		}
 	}
+	// In name order: the image is a function of the draws of keep.
+	names := make([]string, 0, len(kids))
+	for name := range kids {
+		names = append(names, name)
+	}
+	sort.Strings(names)
 	out := newDir()
-	for name, k := range kids {
+	for _, name := range names {
+		k := kids[name]
 		img := k.crashImage(keep)
 		out.children[name] = img
 		out.syncedKids[name] = img
