@@ -9,6 +9,7 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -37,6 +38,8 @@ type StateMachine struct {
 	fs   vfs.FS
 	dir  string
 	opts *pebble.Options
+	// gate is the engine's compaction scheduler (ingestSpan holds it).
+	gate *compactgate.Gate
 	db   *pebble.DB
 	// ingestSeq names patch sstables uniquely.
 	ingestSeq atomic.Uint64
@@ -258,7 +261,7 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	if err != nil {
 		return nil, Classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))
 	}
-	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db, fail: fail}
+	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db, fail: fail, gate: gate}
 	st, err := ReadApplied(db)
 	switch {
 	case base.IsCorruption(err):
@@ -781,6 +784,15 @@ func (sm *StateMachine) ScanDigest(rd pebble.Reader) (Digest, error) {
 // of the user keys failed it every time: a replica that lost its whole
 // shard asked for it again and again, its peers sending megabytes each.)
 func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied *AppliedState, patching bool, hold func([]Range) func([]Range)) (err error) {
+	// No compaction runs while the excise is made and checked: the check
+	// compares the tables before and after, and a compaction in between
+	// (a cut table rewritten under another number) looked like a lost
+	// remainder, and its rows, often most of the shard, were patched
+	// again. A compaction still running after exciseHoldTimeout is not
+	// waited for (the check then may name rows lost that were not: a
+	// needless patch, never a silent loss).
+	release, _ := sm.gate.Hold(exciseHoldTimeout)
+	defer release()
 	exciseLo, exciseHi := lo, hi
 	var record []byte
 	if applied != nil && bytes.Equal(lo, UserPrefix) && bytes.Equal(hi, UserEnd) {
@@ -974,6 +986,10 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 	}
 	return withSpan(nil)
 }
+
+// exciseHoldTimeout bounds how long an ingest waits for running
+// compactions to end (a shard's compactions take tens of milliseconds).
+const exciseHoldTimeout = 2 * time.Second
 
 // seekProbe seeks, through the DB, where an excise of [lo, hi) seeks for
 // the bounds of the tables it cuts (the last key below lo, the first at or

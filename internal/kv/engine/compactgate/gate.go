@@ -27,6 +27,10 @@ type Gate struct {
 		// returned: an Open that fails closes its file cache under any
 		// compaction it started (see fenceFS.opening).
 		opening bool
+		// held counts Holds: no compaction starts while one is in force.
+		held int
+		// idle is closed, and replaced, when running falls to 0.
+		idle chan struct{}
 	}
 	poke chan struct{}
 	stop chan struct{}
@@ -128,7 +132,43 @@ func (g *Gate) Paused() bool {
 }
 
 func (g *Gate) openLocked(allowed int) bool {
-	return !g.mu.unregistered && !g.mu.opening && g.mu.running < allowed && !g.clock.Now().Before(g.mu.pausedUntil)
+	return !g.mu.unregistered && !g.mu.opening && g.mu.held == 0 && g.mu.running < allowed &&
+		!g.clock.Now().Before(g.mu.pausedUntil)
+}
+
+// Hold starts no compaction until the returned release is called, and
+// waits up to timeout for the compactions running to finish. quiet reports
+// whether none ran when it returned: the engine's tables then change only
+// by what the holder does (a patch compares the tables before and after
+// its excise; a compaction in between would look like lost rows).
+func (g *Gate) Hold(timeout time.Duration) (release func(), quiet bool) {
+	g.mu.Lock()
+	g.mu.held++
+	g.mu.Unlock()
+	release = func() {
+		g.mu.Lock()
+		g.mu.held--
+		g.mu.Unlock()
+		g.wake()
+	}
+	deadline := base.After(g.clock, timeout)
+	for {
+		g.mu.Lock()
+		if g.mu.running == 0 {
+			g.mu.Unlock()
+			return release, true
+		}
+		if g.mu.idle == nil {
+			g.mu.idle = make(chan struct{})
+		}
+		idle := g.mu.idle
+		g.mu.Unlock()
+		select {
+		case <-idle:
+		case <-deadline:
+			return release, false
+		}
+	}
 }
 
 func (g *Gate) wake() {
@@ -204,6 +244,10 @@ const staleManualPanic = "did not find manual compaction with id"
 func (g *Gate) release() {
 	g.mu.Lock()
 	g.mu.running--
+	if g.mu.running == 0 && g.mu.idle != nil {
+		close(g.mu.idle)
+		g.mu.idle = nil
+	}
 	g.mu.Unlock()
 }
 

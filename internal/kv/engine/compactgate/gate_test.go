@@ -158,3 +158,90 @@ func TestStaleManualCompactionPanicSchedulesNothing(t *testing.T) {
 		g.grantWaiting() // panics once the running compaction ended
 	}
 }
+
+// TestHoldStartsNothingAndWaitsForRunning: a Hold grants no compaction
+// until released, and returns once the compactions running have ended
+// (quiet), or at its timeout if one runs on (not quiet).
+func TestHoldStartsNothingAndWaitsForRunning(t *testing.T) {
+	clock := base.NewManualClock(time.Unix(1_700_000_000, 0))
+	db := &fakeDB{allowed: 2}
+	g := New(clock)
+	g.Register(0, db)
+	defer g.Unregister()
+	g.Opened() // the gate's own granter may take a slot for a moment
+	var running pebble.CompactionGrantHandle
+	for deadline := time.Now().Add(10 * time.Second); running == nil; {
+		if ok, h := g.TrySchedule(); ok {
+			running = h
+		} else if time.Now().After(deadline) {
+			t.Fatal("no compaction granted on an open gate")
+		}
+	}
+	type held struct {
+		release func()
+		quiet   bool
+	}
+	got := make(chan held, 1)
+	go func() {
+		release, quiet := g.Hold(time.Second)
+		got <- held{release, quiet}
+	}()
+	// Held: nothing new starts (wait until the Hold is in force).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		g.mu.Lock()
+		n := g.mu.held
+		g.mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Hold never took effect")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if ok, _ := g.TrySchedule(); ok {
+		t.Fatal("a compaction granted while held")
+	}
+	select {
+	case h := <-got:
+		t.Fatalf("Hold returned (quiet %v) while a compaction ran", h.quiet)
+	case <-time.After(50 * time.Millisecond):
+	}
+	running.Done()
+	h := <-got
+	if !h.quiet {
+		t.Fatal("Hold not quiet after the running compaction ended")
+	}
+	if ok, _ := g.TrySchedule(); ok {
+		t.Fatal("a compaction granted before the Hold's release")
+	}
+	h.release()
+	running = nil
+	for deadline := time.Now().Add(10 * time.Second); running == nil; {
+		if ok, got := g.TrySchedule(); ok {
+			running = got
+		} else if time.Now().After(deadline) {
+			t.Fatal("no compaction granted after the release")
+		}
+	}
+	// A compaction that runs on: the Hold gives up at its timeout.
+	go func() {
+		release, quiet := g.Hold(time.Second)
+		got <- held{release, quiet}
+	}()
+	for {
+		select {
+		case h = <-got:
+		default:
+			clock.Advance(100 * time.Millisecond)
+			time.Sleep(time.Millisecond)
+			continue
+		}
+		break
+	}
+	if h.quiet {
+		t.Fatal("Hold quiet while a compaction still runs")
+	}
+	h.release()
+	running.Done()
+}
