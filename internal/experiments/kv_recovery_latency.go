@@ -165,6 +165,9 @@ func runKVRecoveryLatency(ctx context.Context, cfg Config) (*report.Report, erro
 	if err := kvRunsTable(r, runs); err != nil {
 		return nil, err
 	}
+	if err := repairPhasesTable(r, runs); err != nil {
+		return nil, err
+	}
 	var measured []string
 	for _, lr := range rows {
 		lat := append([]time.Duration(nil), lr.lat...)
@@ -191,4 +194,75 @@ func runKVRecoveryLatency(ctx context.Context, cfg Config) (*report.Report, erro
 		"Transient flips are isolated only to the file's key range (the re-read is clean, see kv-ycsb-corruption), so " +
 		"their patches, and latencies, are larger than block patches.")
 	return r, nil
+}
+
+// repairPhasesTable breaks the DIRECT repairs' latency into its steps
+// (kv.RepairPhases), pooled over each mode and kind of flips: where the
+// time of the tail goes.
+func repairPhasesTable(r *report.Report, runs []kvSeriesRun) error {
+	type step struct {
+		name       string
+		start, end func(e kv.RepairEvent) time.Time
+	}
+	steps := []step{
+		{"detected to proposed (isolating the damage, retry back-off)", func(e kv.RepairEvent) time.Time { return e.Detected },
+			func(e kv.RepairEvent) time.Time { return e.Phases.Proposed }},
+		{"proposed to committed", func(e kv.RepairEvent) time.Time { return e.Phases.Proposed },
+			func(e kv.RepairEvent) time.Time { return e.Phases.Committed }},
+		{"committed to reached by the apply worker", func(e kv.RepairEvent) time.Time { return e.Phases.Committed },
+			func(e kv.RepairEvent) time.Time { return e.Phases.Reached }},
+		{"reached to pieces gathered from the peers", func(e kv.RepairEvent) time.Time { return e.Phases.Reached },
+			func(e kv.RepairEvent) time.Time { return e.Phases.Gathered }},
+		{"gathered to installed (excise, ingest, read-back, flush)", func(e kv.RepairEvent) time.Time { return e.Phases.Gathered },
+			func(e kv.RepairEvent) time.Time { return e.Applied }},
+	}
+	t := report.Table{
+		Caption: "Where a patch's time goes: each step's p50 / p99 over the series' repairs (ms)",
+		Header:  []string{"step"},
+	}
+	type pool struct {
+		label  string
+		events []kv.RepairEvent
+	}
+	var pools []*pool
+	byLabel := map[string]*pool{}
+	for _, run := range runs {
+		p := run.res.Params
+		if p.Mode != kv.RepairDirect {
+			continue
+		}
+		label := fmt.Sprintf("%s, %s flips", p.Mode, flipKind(p.Persistent))
+		if byLabel[label] == nil {
+			byLabel[label] = &pool{label: label}
+			pools = append(pools, byLabel[label])
+		}
+		for _, e := range run.res.Repairs {
+			if !e.Rebuild && !e.Detected.IsZero() && !e.Phases.Proposed.IsZero() && !e.Phases.Committed.IsZero() {
+				byLabel[label].events = append(byLabel[label].events, e)
+			}
+		}
+	}
+	if len(pools) == 0 {
+		return nil
+	}
+	for _, p := range pools {
+		t.Header = append(t.Header, fmt.Sprintf("%s (%d repairs)", p.label, len(p.events)))
+	}
+	for _, st := range steps {
+		row := []string{st.name}
+		for _, p := range pools {
+			var ds []time.Duration
+			for _, e := range p.events {
+				ds = append(ds, max(st.end(e).Sub(st.start(e)), 0))
+			}
+			if len(ds) == 0 {
+				row = append(row, "-")
+				continue
+			}
+			sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+			row = append(row, fmt.Sprintf("%.1f / %.1f", float64(ds[kvRank(len(ds), 0.5)])/1e6, float64(ds[kvRank(len(ds), 0.99)])/1e6))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	return r.Table(t)
 }

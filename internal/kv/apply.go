@@ -314,10 +314,14 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 		return r.applyNoop(idx, term)
 	}
 	r.handOffLeadership()
+	r.mu.Lock()
+	phases := RepairPhases{Proposed: pr.FirstProposed, Committed: pr.CommittedAt, Reached: r.opts.Clock.Now()}
+	r.mu.Unlock()
 	got := r.waitPatch(req.PatchId, ranges)
 	if r.stopped() {
 		return false
 	}
+	phases.Gathered = r.opts.Clock.Now()
 	// Each covered range is excised over its wide span; the rows there
 	// outside the range (the separator key the replica still reads) come
 	// from the replica itself, as of this entry.
@@ -445,7 +449,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	}
 	if len(done) > 0 && r.opts.OnRepair != nil {
 		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: pr.Detected, Applied: now,
-			Bytes: got.Bytes, Rows: len(rows), Ranges: done})
+			Bytes: got.Bytes, Rows: len(rows), Ranges: done, Phases: phases})
 	}
 	return true
 }

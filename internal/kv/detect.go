@@ -182,9 +182,11 @@ func (r *Replica) proposeRepair(p *patch.Request) {
 
 // proposePending proposes the patch requests that are not in flight
 // (patch.Tracker.Due): new ones, ones whose proposal raft dropped (no
-// leader), and ones whose proposal did not commit within
+// leader), ones proposed to a leader that is no longer (a leader change
+// loses uncommitted proposals; a corrupted leader hands off right before
+// it proposes), and ones whose proposal did not commit within
 // lostProposalAfter (doubling with each resend, up to three patch
-// timeouts): lost in a leader change. One whose entry committed is left to
+// timeouts). One whose entry committed is left to
 // apply (raftHost.Apply notes the commit).
 func (r *Replica) proposePending() {
 	if !r.raft.Up() || r.raft.Leader() == 0 {
@@ -192,7 +194,7 @@ func (r *Replica) proposePending() {
 	}
 	now := r.opts.Clock.Now()
 	r.mu.Lock()
-	due := r.repair.Due(now, r.lostProposalAfter(), 3*r.opts.PatchTimeout, func() uint64 { return r.nextID.Add(1) })
+	due := r.repair.Due(now, r.raft.Leader(), r.lostProposalAfter(), 3*r.opts.PatchTimeout, func() uint64 { return r.nextID.Add(1) })
 	// Set before proposing, so that the raft loop looks for the commit.
 	r.awaitCommit.Store(r.repair.Uncommitted())
 	r.mu.Unlock()
@@ -234,7 +236,7 @@ func (r *Replica) noteCommitted(entries []*pb.Entry) {
 			continue
 		}
 		r.mu.Lock()
-		r.repair.Committed(req.PatchId)
+		r.repair.Committed(req.PatchId, r.opts.Clock.Now())
 		r.awaitCommit.Store(r.repair.Uncommitted())
 		r.mu.Unlock()
 	}

@@ -120,10 +120,10 @@
 //     doubling to PatchTimeout (a peer damaged there too is usually
 //     patched within moments): patching is retried, not replaced by a
 //     rebuild (which would need a peer whose whole state reads back).
-//     A patch request whose proposal did not commit within
-//     lostProposalAfter (two election timeouts, at least 500 ms; doubling
-//     with each resend) was lost in a leader change and is proposed
-//     again; one whose entry committed (seen by the raft loop) is never
+//     A patch request proposed to a leader that is no longer leader, or
+//     whose proposal did not commit within lostProposalAfter (two
+//     election timeouts, at least 500 ms; doubling with each resend), was
+//     lost in a leader change and is proposed again; one whose entry committed (seen by the raft loop) is never
 //     proposed again, however long its apply waits. All snapshots of the
 //     repaired replica are invalidated: its open transactions abort.
 //  3. No silent divergence: the digest (row count, wrapping sum and xor of

@@ -30,6 +30,20 @@ type RepairEvent struct {
 	Bytes  uint64
 	Rows   int
 	Ranges []Range
+	// Phases is when a patch went through each step (zero for a
+	// rebuild).
+	Phases RepairPhases
+}
+
+// RepairPhases are the times a patch request went through each step
+// between its detection and its install (Applied): first proposed,
+// committed (seen in the damaged replica's raft log), reached by the
+// damaged replica's apply worker, and its pieces gathered (every range
+// covered, every peer answered, or PatchTimeout). A retried request's
+// phases are the retry's. Zero where unknown (a commit the replica did not
+// see before applying it).
+type RepairPhases struct {
+	Proposed, Committed, Reached, Gathered time.Time
 }
 
 // Latency is detection to repaired state installed (0 without detection).

@@ -156,8 +156,12 @@ func (h *harness) run(line string) []string {
 		h.tr.Add(parseID(t, f[1]), h.last)
 		return nil
 	case "due":
+		leader := uint64(1)
+		if arg(2) != "" {
+			leader = parseID(t, arg(2))
+		}
 		var out []string
-		for _, p := range h.tr.Due(at(t, f[1]), 4*time.Second, 9*time.Second, func() uint64 { h.nextID++; return h.nextID - 1 }) {
+		for _, p := range h.tr.Due(at(t, f[1]), leader, 4*time.Second, 9*time.Second, func() uint64 { h.nextID++; return h.nextID - 1 }) {
 			out = append(out, fmt.Sprintf("propose %d: patch %d %v", p.ProposalID, p.PatchID, p.Ranges))
 		}
 		if len(out) == 0 {
@@ -168,7 +172,7 @@ func (h *harness) run(line string) []string {
 		h.tr.Dropped(parseID(t, f[1]))
 		return nil
 	case "commit":
-		return []string{fmt.Sprintf("waited=%v uncommitted=%v", h.tr.Committed(parseID(t, f[1])), h.tr.Uncommitted())}
+		return []string{fmt.Sprintf("waited=%v uncommitted=%v", h.tr.Committed(parseID(t, f[1]), epoch), h.tr.Uncommitted())}
 	case "deliver":
 		var kvs []*kvpb.KeyValue
 		if arg(4) != "" {

@@ -38,6 +38,12 @@ type Request struct {
 	// that did not commit in time (each waits twice as long as the last).
 	Committed bool
 	Resends   int
+	// Leader is the leader the request was last proposed to (its raft
+	// ID, as the proposer knew it).
+	Leader uint64
+	// FirstProposed and CommittedAt are when the request was first
+	// proposed and when its entry committed (for the repair's phases).
+	FirstProposed, CommittedAt time.Time
 	// Retries counts the requests before this one for the same damage
 	// whose ranges no peer could send (Retry).
 	Retries int
@@ -153,17 +159,18 @@ func (t *Tracker) Add(patchID uint64, q *Request) {
 }
 
 // Due returns the requests to propose at now, in patch id order: new ones,
-// ones whose proposal was dropped, and ones whose proposal did not commit
-// within resend of being proposed (a leader change loses uncommitted
-// proposals, a follower's forwarded one silently), that wait doubling with
-// each further resend up to maxResend. A request one of whose entries
+// ones whose proposal was dropped, ones proposed to another leader than
+// leader (the leader now: a leader change loses uncommitted proposals, a
+// follower's forwarded one silently), and ones whose proposal did not
+// commit within resend of being proposed, that wait doubling with each
+// further resend up to maxResend. A request one of whose entries
 // committed is not proposed again: it applies however long its apply
 // waits behind others or for its patch (resending those proposed each
 // again and made every peer build and send its pieces again: a repair
 // storm). Each proposal gets a new proposal id from nextID and counts as
-// proposed at now. A request keeps its patch id: if two of its entries
-// commit, the second finds nothing waiting.
-func (t *Tracker) Due(now time.Time, resend, maxResend time.Duration, nextID func() uint64) []Proposal {
+// proposed at now to leader. A request keeps its patch id: if two of its
+// entries commit, the second finds nothing waiting.
+func (t *Tracker) Due(now time.Time, leader uint64, resend, maxResend time.Duration, nextID func() uint64) []Proposal {
 	ids := make([]uint64, 0, len(t.pending))
 	for id := range t.pending {
 		ids = append(ids, id)
@@ -175,7 +182,7 @@ func (t *Tracker) Due(now time.Time, resend, maxResend time.Duration, nextID fun
 		if q.Committed || now.Before(q.RetryAfter) {
 			continue
 		}
-		if !q.ProposedAt.IsZero() {
+		if !q.ProposedAt.IsZero() && q.Leader == leader {
 			wait := resend
 			for i := 0; i < q.Resends && wait < maxResend; i++ {
 				wait *= 2
@@ -185,7 +192,10 @@ func (t *Tracker) Due(now time.Time, resend, maxResend time.Duration, nextID fun
 			}
 			q.Resends++
 		}
-		q.ProposedAt = now
+		q.ProposedAt, q.Leader = now, leader
+		if q.FirstProposed.IsZero() {
+			q.FirstProposed = now
+		}
 		q.ProposalID = nextID()
 		out = append(out, Proposal{ProposalID: q.ProposalID, PatchID: id, Ranges: q.Ranges})
 	}
@@ -193,13 +203,13 @@ func (t *Tracker) Due(now time.Time, resend, maxResend time.Duration, nextID fun
 }
 
 // Committed notes that an entry of the request registered under patchID
-// committed. It reports whether a request was waiting for that.
-func (t *Tracker) Committed(patchID uint64) bool {
+// committed at at. It reports whether a request was waiting for that.
+func (t *Tracker) Committed(patchID uint64, at time.Time) bool {
 	q, ok := t.pending[patchID]
 	if !ok || q.Committed {
 		return false
 	}
-	q.Committed = true
+	q.Committed, q.CommittedAt = true, at
 	return true
 }
 
