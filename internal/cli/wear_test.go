@@ -19,6 +19,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestDevWear runs `flashmend dev --wear-policy chameleon` on emulated
@@ -109,8 +110,7 @@ func TestWearThroughBinary(t *testing.T) {
 // byte-identical, from its old layout when the kill came before the
 // commit and from its new one after, and that layout is whole.
 func TestWearMoveDevKilledThroughBinary(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	wd := t.TempDir()

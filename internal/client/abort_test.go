@@ -9,13 +9,13 @@ import (
 
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/direct"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestInterruptedWriteIsInvisible cancels writes at many points: the key
 // keeps showing its previous version, never a partial one.
 func TestInterruptedWriteIsInvisible(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	_, c := startCluster(t, 6, devcluster.Options{})
 	ctx := context.Background()

@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestCoordinatorStoreLost: the coordinator's whole directory is deleted (or
@@ -27,8 +28,7 @@ import (
 func TestCoordinatorStoreLost(t *testing.T) {
 	for _, damage := range []string{"deleted", "wal-truncated"} {
 		t.Run(damage, func(t *testing.T) {
-			seed := time.Now().UnixNano()
-			t.Logf("seed %d", seed)
+			seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 			rng := rand.New(rand.NewSource(seed))
 			ctx := context.Background()
 			opts := devcluster.Options{Dir: t.TempDir(), Nodes: 6, UnsafeNoFsync: true}

@@ -8,7 +8,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/client"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
@@ -16,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/objstore/filestore"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // badSectorStore is a node's plain-file store where reads of some files
@@ -95,8 +95,7 @@ func (s *badSectorStore) Create(name string, data []byte) error {
 // rewrites that one (out of place), as for a checksum mismatch; a scrub
 // does the same for a copy no read reached.
 func TestEIOOnChunkOrSumsFileIsRepaired(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	var mu sync.Mutex
 	stores := map[int]*badSectorStore{}

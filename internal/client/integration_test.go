@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
@@ -16,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 const (
@@ -59,8 +59,7 @@ func randomBytes(rng *rand.Rand, n int) []byte {
 // TestManyObjects writes and reads 1,000+ objects of sizes from 0 B to
 // 16 MiB, mostly small, in REP and EC, concurrently.
 func TestManyObjects(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	opts := devcluster.Options{}
 	if raceEnabled {

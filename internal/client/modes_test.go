@@ -14,11 +14,11 @@ import (
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 func TestHDFSBaselineFailsOverAndRereplicates(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 4, devcluster.Options{})
 	ctx := context.Background()
@@ -93,8 +93,7 @@ func (f *fakeSleeper) sleep(ctx context.Context, d time.Duration) error {
 }
 
 func TestScrubberRepairsWithinBudget(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 6, devcluster.Options{})
 	ctx := context.Background()
@@ -170,8 +169,7 @@ func TestScrubberRepairsWithinBudget(t *testing.T) {
 }
 
 func TestTransientFlipsAreCountedAndMasked(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	_, c := startCluster(t, 6, devcluster.Options{})
 	ctx := context.Background()
@@ -211,8 +209,7 @@ func TestTransientFlipsAreCountedAndMasked(t *testing.T) {
 }
 
 func TestSDFStoreClusterSurvivesDieFailure(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	_, c := startCluster(t, 6, devcluster.Options{NodeStore: func(dir string, i int) (objstore.Store, error) {
 		return objstore.OpenSDFStore(dir+"/sdf", objstore.SDFStoreOptions{Seed: int64(i)})

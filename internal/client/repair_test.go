@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // storeIsClean checks, on the nodes themselves, that every replica or
@@ -33,8 +34,7 @@ func storeIsClean(t *testing.T, cl *devcluster.Cluster, rec *objectpb.ObjectReco
 }
 
 func TestREPChunkRepair(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 5, devcluster.Options{})
 	ctx := context.Background()
@@ -96,8 +96,7 @@ func TestREPChunkRepair(t *testing.T) {
 }
 
 func TestECRowRepair(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 6, devcluster.Options{})
 	ctx := context.Background()
@@ -158,8 +157,7 @@ func TestECRowRepair(t *testing.T) {
 }
 
 func TestKilledNodeDoesNotStopReadsOrWrites(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 7, devcluster.Options{})
 	ctx := context.Background()
@@ -247,8 +245,7 @@ func waitDown(t *testing.T, c *client.Client, id uint64) {
 // it from the other replicas or shards, count it, and the node's local index
 // names the blob again.
 func TestMissingFilesAreDamage(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 6, devcluster.Options{})
 	ctx := context.Background()

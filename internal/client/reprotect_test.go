@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/client/devcluster"
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // waitFor polls cond until it holds or the (generous) deadline passes.
@@ -32,8 +33,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // placements there, and the blobs left on the dead node are deleted when it
 // comes back.
 func TestDeadNodeDataIsRecreatedElsewhere(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	cl, c := startCluster(t, 7, devcluster.Options{
 		LeaseTTLSeconds: 2,

@@ -9,7 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestPipeline runs the read-ahead pipeline over seeded random shapes with
@@ -19,8 +20,7 @@ import (
 // error in unit order is the one returned and nothing after it is
 // delivered.
 func TestPipeline(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for trial := 0; trial < 200; trial++ {
 		n, ahead, inFlight := rng.Intn(40), 1+rng.Intn(8), 1+rng.Intn(8)

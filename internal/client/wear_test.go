@@ -15,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/coord"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/testseed"
 	"github.com/flashmend/flashmend/internal/wear"
 )
 
@@ -64,8 +65,7 @@ func checkObjects(t *testing.T, c *client.Client, want map[string][]byte) {
 // survive a restart of the whole cluster, and every object stays
 // byte-identical throughout.
 func TestWearLive(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	opts := devcluster.Options{Wear: coord.WearConfig{
@@ -234,8 +234,7 @@ func waitLive(t *testing.T, c *client.Client, n int) {
 // write. The write converts it to REP on live nodes, and nothing is lost;
 // the rows are reloaded by a restarted coordinator.
 func TestWearLateConversionSurvivesKill(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	opts := devcluster.Options{Wear: coord.WearConfig{

@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/coord"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/testseed"
 	"github.com/flashmend/flashmend/internal/wear"
 )
 
@@ -219,8 +220,7 @@ func putMoveObject(t *testing.T, c *client.Client, rng *rand.Rand, key string, r
 // whole; and once the pending deadlines pass, the sweeper must leave no
 // chunk of the version outside it.
 func TestWearMoveCrashAtEachStep(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	mc := startMoveCluster(t, 8)
@@ -309,8 +309,7 @@ func TestWearMoveCrashAtEachStep(t *testing.T) {
 // (before, it was accepted and the sweep deleted the part it had just
 // re-created there).
 func TestWearMoveBackBeforeSweep(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	mc := startMoveCluster(t, 7)
@@ -348,8 +347,7 @@ func TestWearMoveBackBeforeSweep(t *testing.T) {
 // back as the new version; after the node restarts, the layout the record
 // names is whole. The kill lands at a random point of the put.
 func TestWearConversionNodeKilled(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	opts := devcluster.Options{Wear: coord.WearConfig{
@@ -428,8 +426,7 @@ func TestWearConversionNodeKilled(t *testing.T) {
 // it (two parts of one version on one node would go together when the
 // sweeper deletes either), the others are refused.
 func TestConcurrentReplacementsOfOneVersion(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	mc := startMoveCluster(t, 8)

@@ -13,6 +13,7 @@ import (
 	"github.com/flashmend/flashmend/internal/coord"
 	"github.com/flashmend/flashmend/internal/gen/coordpb"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
+	"github.com/flashmend/flashmend/internal/testseed"
 	"github.com/flashmend/flashmend/internal/wear"
 )
 
@@ -23,8 +24,7 @@ import (
 // the put commits while the mover copies (its CommitReplace is refused and
 // the mover reports the failure).
 func TestWearMoveSupersededByPut(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	// EDM issues its migration as a move in the epoch that decides it.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // runSweepSlice runs the cells of the single-fault sweep that pick chooses
@@ -12,8 +14,7 @@ import (
 // checks that want cells ran and that none failed or was not run.
 func runSweepSlice(t *testing.T, faults []sweepFault, want int, pick func(seed int64) func(sweepFileType, sweepFault) bool) []sweepCell {
 	t.Helper()
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	o := sweepOptions{Nodes: 7, Seed: seed, Objects: 1, CellTimeout: 2 * time.Minute, Faults: faults, Cells: pick(seed)}
 	cells, err := runFaultSweep(context.Background(), t.TempDir(), o)
 	if err != nil {

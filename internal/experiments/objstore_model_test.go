@@ -5,6 +5,8 @@ import (
 	"math/rand"
 	"testing"
 	"time"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 func TestWilsonInterval(t *testing.T) {
@@ -29,8 +31,7 @@ func TestWilsonInterval(t *testing.T) {
 	}
 	// Coverage: the interval holds the true rate in about 95% of seeded
 	// binomial samples.
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	const p, n, samples = 0.03, 200, 4000
 	covered := 0

@@ -16,6 +16,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash/pagefile"
 	"github.com/flashmend/flashmend/internal/flash/stateunit"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // corruptStateCopy overwrites one byte of state copy i of the device in
@@ -268,8 +269,7 @@ func TestFileStateFilesDeleted(t *testing.T) {
 // the record assembled is the original whenever every unit verifies in some
 // copy or can be voted, and an error otherwise, never a wrong record.
 func TestStateMergeRandom(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	rec := make([]byte, 5000)
 	rng.Read(rec)

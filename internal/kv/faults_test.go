@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // guarded is the protection layer a node puts over fs (to write a replica's
@@ -83,8 +84,7 @@ func damageBothRaftLogCopies(t *testing.T, c *kvcluster.Cluster, node base.NodeI
 // rejoins with its log whole, serves, and is needed for quorum afterwards;
 // nothing is rebuilt.
 func TestRaftLogLostInBothCopiesRepairedFromPeers(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for _, role := range []string{"leader", "follower"} {
 		t.Run(role, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvapi"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // registerInput is one operation on a key of the register model.
@@ -90,8 +91,7 @@ func TestLinearizabilityUnderCorruptionAndRestarts(t *testing.T) {
 }
 
 func checkLinearizability(t *testing.T, nemesis string) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	c, cl := startCluster(t, kv.Options{PatchTimeout: time.Second})
 	loadKeys(t, cl, 2000)                                      // filler so that data blocks exist around the registers
 	keys := []string{"key-00500r", "key-01000r", "key-01500r"} // absent at first, among the filler

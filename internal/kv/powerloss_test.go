@@ -17,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestPowerLossKeepsAcknowledgedWrites: every node of a 3-replica cluster
@@ -29,8 +30,7 @@ import (
 // acknowledged before the power went reads back (strong reads) with its
 // value, and the replicas of each shard agree. The seed is printed.
 func TestPowerLossKeepsAcknowledgedWrites(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	fs := vfs.NewCrashableMem()
 	acked := map[string]string{} // every write acknowledged before a power loss

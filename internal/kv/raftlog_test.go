@@ -17,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // damageRaftLog flips bytes in one copy of a node's raft log for shard 1.
@@ -55,8 +56,7 @@ func damageRaftLog(t *testing.T, c *kvcluster.Cluster, node base.NodeID, rng *ra
 }
 
 func TestCorruptRaftLogRecordLosesNothing(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for _, role := range []string{"leader", "follower"} {
 		t.Run(role, func(t *testing.T) {

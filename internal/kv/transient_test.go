@@ -16,6 +16,7 @@ import (
 	"github.com/flashmend/flashmend/internal/kv/engine"
 	"github.com/flashmend/flashmend/internal/kv/kvclient"
 	"github.com/flashmend/flashmend/internal/kv/kvcluster"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // transientFS flips one bit in the caller's buffer (never in the stored
@@ -285,8 +286,7 @@ func TestTransientFlipDuringPatchBuild(t *testing.T) {
 // the way to the damaged one must not widen the isolated span: isolation
 // re-reads past it and finds the same one-block span as without it.
 func TestIsolationPastTransientFlip(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 4; round++ {
 		fs := &transientFS{FS: vfs.NewMem()}

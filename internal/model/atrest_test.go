@@ -4,7 +4,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
-	"time"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // flipsIn draws whether each of n bits flips at rate u.
@@ -28,9 +29,7 @@ func anyTrue(b []bool) bool {
 // TestMergedCopiesMonteCarlo checks UnitLoss (with and without a vote) and
 // DamagedUnits against a simulation of bit flips in three copies.
 func TestMergedCopiesMonteCarlo(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := testseed.Rand(t, "MODEL_SEED")
 	const trials = 400000
 	m := MergedCopies{UnitBytes: 8, Units: 1, Copies: 3, Vote: true}
 	u := 0.002
@@ -78,9 +77,7 @@ func TestMergedCopiesMonteCarlo(t *testing.T) {
 // TestObjectAtRestMonteCarlo checks ECLoss and REPLoss against a simulation
 // of the decode rules on a small object.
 func TestObjectAtRestMonteCarlo(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := testseed.Rand(t, "MODEL_SEED")
 	// Sums records as the store lays them out: length, one entry per
 	// sector, the record's CRC.
 	o := ObjectAtRest{Rows: 2, SectorsPerChunk: 4, SectorBytes: 4, SumsBytes: 4 + 4*4 + 4}

@@ -4,7 +4,8 @@ import (
 	"math"
 	"math/rand"
 	"testing"
-	"time"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // drawFlips returns the positions, among n bits, that flip at rate e
@@ -121,9 +122,7 @@ func simulateRead(rng *rand.Rand, p DirectInjectionParams) (hdfsFail, chunkFail,
 // against a bit-level simulation of the read path at sizes where every
 // scheme fails often enough to measure.
 func TestInjectionModelMonteCarlo(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewSource(seed))
+	rng := testseed.Rand(t, "MODEL_SEED")
 	for _, p := range []DirectInjectionParams{
 		{UBER: 2e-3, Chunks: 4, ChunkBits: 400, SectorBits: 400, SumsBits: 40, Replicas: 3},
 		{UBER: 8e-3, Chunks: 3, ChunkBits: 200, SectorBits: 50, SumsBits: 60, Replicas: 3},

@@ -4,11 +4,12 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // history drives a Log like a raft follower would: appends at the current
@@ -126,8 +127,7 @@ func sameEntry(a, b *pb.Entry) bool { return proto.Equal(a, b) }
 // is the one written at that index (never a stale or foreign one), and a
 // peer holding the true log repairs it whole.
 func TestDamagedReplayNeverLies(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "RAFTLOG_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	var sealed, repaired, gaveUp int
 	defer func() { t.Logf("sealed at open %d, repaired whole %d, cut at a hole %d", sealed, repaired, gaveUp) }()

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 func ent(index, term uint64) *pb.Entry {
@@ -349,8 +349,7 @@ func TestOptionsValidation(t *testing.T) {
 // TestRandomSingleCopyCorruption flips random bytes, each in one copy only
 // (never the same record in both), and checks that nothing is lost.
 func TestRandomSingleCopyCorruption(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "RAFTLOG_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 30; round++ {
 		fs := vfs.NewMem()

@@ -9,6 +9,7 @@ import (
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 func TestReopenFileBackend(t *testing.T) {
@@ -300,8 +301,7 @@ func TestMetadataUnitMerge(t *testing.T) {
 // pages, zero to two per copy (seeded), then opens: every file must be
 // there with its content, or the open must fail; never a wrong file.
 func TestMetadataRandomFlips(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for iter := 0; iter < 5; iter++ {
 		dev, want := buildMetaDevice(t)

@@ -9,10 +9,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 var modelSeed = flag.Int64("model-seed", 0, "seed of TestAgainstMemFS (0: time)")
@@ -23,11 +23,10 @@ var modelSeed = flag.Int64("model-seed", 0, "seed of TestAgainstMemFS (0: time)"
 // listings, sizes and contents. Halfway through, sdf is remounted: the
 // namespace must survive it unchanged.
 func TestAgainstMemFS(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if *modelSeed != 0 {
-		seed = *modelSeed
+	seed := *modelSeed
+	if seed == 0 {
+		seed = testseed.Seed(t, "SDFVFS_SEED")
 	}
-	t.Logf("seed %d (rerun with -model-seed)", seed)
 	var history []string
 	rng := rand.New(rand.NewSource(seed))
 	dev := memDevice(t, flash.Options{Seed: 1})

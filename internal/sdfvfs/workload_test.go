@@ -6,11 +6,11 @@ import (
 	"math/rand"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestPebbleRandomWorkload runs seeded random sets and deletes on Pebble
@@ -19,11 +19,10 @@ import (
 // of sstable metadata and a remount of sdf after every round, and checks
 // the store against a Go map (the reference) after each round.
 func TestPebbleRandomWorkload(t *testing.T) {
-	seed := time.Now().UnixNano()
-	if *modelSeed != 0 {
-		seed = *modelSeed
+	seed := *modelSeed
+	if seed == 0 {
+		seed = testseed.Seed(t, "SDFVFS_SEED")
 	}
-	t.Logf("seed %d (rerun with -model-seed)", seed)
 	rng := rand.New(rand.NewSource(seed))
 	opts := Options{MetadataRanges: SSTMetadataRanges(sstable.ReaderOptions{})}
 	dev := memDevice(t, flash.Options{Seed: seed})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/model"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 func smallDevice(t *testing.T, cfg DeviceConfig) *Device {
@@ -29,8 +30,8 @@ func smallDevice(t *testing.T, cfg DeviceConfig) *Device {
 // utilization it measured (a second computation of the same quantity).
 func TestDeviceRandomOverwrites(t *testing.T) {
 	for _, hm := range []bool{false, true} {
-		seed := time.Now().UnixNano()
-		t.Logf("host-managed %v: seed %d", hm, seed)
+		t.Logf("host-managed %v", hm)
+		seed := testseed.Seed(t, "SIM_SEED")
 		rng := rand.New(rand.NewSource(seed))
 		cfg := DeviceConfig{HostManaged: hm, ZoneBlocks: 2}
 		if hm {
@@ -197,8 +198,7 @@ func TestDeviceChannels(t *testing.T) {
 // fresh device erase nothing until its free space is used up; the device's
 // maps stay consistent and no counter moves while it is preconditioned.
 func TestPrecondition(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "SIM_SEED")
 	for _, hm := range []bool{false, true} {
 		cfg := DeviceConfig{HostManaged: hm, ZoneBlocks: 2, LogicalBytes: 8 << 20}
 		run := func(precondition bool) Counters {

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/testseed"
 	"github.com/flashmend/flashmend/internal/wear"
 )
 
 func TestZipf(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "SIM_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for _, theta := range []float64{0.9, 0.99, 1.0, 1.1} {
 		z := newZipf(1000, theta)

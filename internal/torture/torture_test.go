@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/experiments"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestMain makes the test binary the KV cells' child process: with
@@ -129,11 +130,7 @@ func TestKVFlashCordsSlice(t *testing.T) {
 // process, and fails on every cell that misses the target; where names
 // what holds the files, for the message when too few kinds ran.
 func runKVSlice(t *testing.T, store, where string) {
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("FLASHMEND_TORTURE_SEED"); s != "" {
-		fmt.Sscan(s, &seed)
-	}
-	t.Logf("seed %d (repeat with FLASHMEND_TORTURE_SEED=%d)", seed, seed)
+	seed := testseed.Seed(t, "FLASHMEND_TORTURE_SEED")
 	faults := experiments.KVCordsFaults
 	if f := os.Getenv("FLASHMEND_TORTURE_FAULTS"); f != "" {
 		faults = strings.Split(f, ",")

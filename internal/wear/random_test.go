@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 var seedFlag = flag.Int64("seed", 0, "seed of TestNeverUnderRedundant (0: from the clock)")
@@ -60,9 +60,8 @@ func (c *cluster) release(id ObjectID, ver int, old, keep Layout, keepVer int) {
 func TestNeverUnderRedundant(t *testing.T) {
 	seed := *seedFlag
 	if seed == 0 {
-		seed = time.Now().UnixNano()
+		seed = testseed.Seed(t, "WEAR_SEED")
 	}
-	t.Logf("seed %d (rerun with -seed %d)", seed, seed)
 	rng := rand.New(rand.NewSource(seed))
 	for run := 0; run < 40; run++ {
 		mode := Modes()[run%len(Modes())]

@@ -6,9 +6,9 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // linePlacer walks servers 1..n starting at (id-1) mod n: o1 -> n1 n2 n3,
@@ -230,8 +230,7 @@ func TestTableCompaction(t *testing.T) {
 
 // TestTopK checks the bounded selection against a full sort.
 func TestTopK(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "WEAR_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for run := 0; run < 200; run++ {
 		n := rng.Intn(300)
@@ -263,8 +262,7 @@ func TestTopK(t *testing.T) {
 
 // TestExtremaTree checks the segment tree against a scan.
 func TestExtremaTree(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "WEAR_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for run := 0; run < 50; run++ {
 		n := 1 + rng.Intn(40)

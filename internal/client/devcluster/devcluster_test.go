@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client"
@@ -18,6 +17,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // sdfNodes opens every node's store on a small emulated flash device.
@@ -32,8 +32,7 @@ func sdfNodes(dir string, i int) (objstore.Store, error) {
 // one is reported with its directory and what failed, and every object is
 // read from the others.
 func TestNodeThatCannotOpenIsOneDeadNode(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
 	opts := devcluster.Options{Dir: t.TempDir(), Nodes: 4, NodeStore: sdfNodes, UnsafeNoFsync: true}

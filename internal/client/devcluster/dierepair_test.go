@@ -29,8 +29,7 @@ import (
 // object reads back byte-identical, before and after, and the die ends up
 // holding nothing live. The history records the failure and the repair.
 func TestDieRepairRepairsExactlyTheDie(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	reparoBytes := dieRepairRun(t, seed, node.DieRepairReparo)
 	rebuildBytes := dieRepairRun(t, seed, node.DieRepairRebuild)
 	t.Logf("bytes re-created: reparo %d, rebuild %d (%.1fx)", reparoBytes, rebuildBytes, float64(rebuildBytes)/float64(reparoBytes))

@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/objectpb"
 	"github.com/flashmend/flashmend/internal/node"
 	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // tinySDFNodes opens every node's store on an 8 MiB emulated flash device,
@@ -130,8 +131,7 @@ func nodeCounts(ctx context.Context, t *testing.T, c *client.Client, id uint64) 
 // report, the node's history and the scrubber, and the scrubber writes it
 // once room is made.
 func TestRepairsOnFullDevicesNeverFailSilently(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

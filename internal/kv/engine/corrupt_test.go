@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestCorruptBlocksAtRest damages several data blocks of a closed engine
@@ -15,8 +15,7 @@ import (
 // from all of them still reads, and bad requests are refused with nothing
 // damaged.
 func TestCorruptBlocksAtRest(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	const n = 3000
 	fs, sm, path, _ := compactedTable(t, n)

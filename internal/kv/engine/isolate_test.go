@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/sstable/block"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // TestIsolationMatchesBruteForce damages a random data block and checks the
@@ -18,8 +19,7 @@ import (
 // one. Every unreadable key must be inside the range, and the range may
 // hold at most the two neighbouring readable keys besides.
 func TestIsolationMatchesBruteForce(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
 		n := 1000 + rng.Intn(2000)
@@ -93,8 +93,7 @@ func sstLayout(t *testing.T, fs vfs.FS, path string, ro sstable.ReaderOptions) *
 // keys plus the separators around them, and runs of adjacent damaged
 // blocks come back as one span each.
 func TestIsolateBlocksMatchesBruteForce(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 5; round++ {
 		n := 2000 + rng.Intn(2000)

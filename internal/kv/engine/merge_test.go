@@ -5,11 +5,11 @@ import (
 	"encoding/binary"
 	"math/rand"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/sstable/block"
 
 	"github.com/flashmend/flashmend/internal/base"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // testBlock returns a block of n random data bytes with a valid trailer
@@ -30,8 +30,7 @@ func flipped(b []byte, at int, bit uint) []byte {
 }
 
 func TestMergeBlock(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	for round := 0; round < 200; round++ {
 		h, orig := testBlock(rng, 1000+rng.Intn(4000))

@@ -6,14 +6,13 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/objstore/sumsrec"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // packModel is what a test expects the store to hold: member name ->
@@ -62,20 +61,7 @@ func checkPackModel(t *testing.T, s *Store, names []string, want packModel, pend
 // operations, the write the crash cuts and how much of it lands come from
 // the seed printed.
 func TestPackCrashTornAppends(t *testing.T) {
-	// OBJSTORE_SEED=random draws a new seed; OBJSTORE_SEED=N replays one.
-	seed := int64(20261125)
-	switch v := os.Getenv("OBJSTORE_SEED"); v {
-	case "":
-	case "random":
-		seed = time.Now().UnixNano()
-	default:
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			t.Fatalf("OBJSTORE_SEED=%q: %v", v, err)
-		}
-		seed = n
-	}
-	t.Logf("seed %d (OBJSTORE_SEED=%d replays it)", seed, seed)
+	seed := testseed.Seed(t, "OBJSTORE_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	var names []string
 	for b := 0; b < 2; b++ {

@@ -4,11 +4,11 @@ import (
 	"math/rand"
 	"reflect"
 	"testing"
-	"time"
 
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/sdf/extmap"
 	"github.com/flashmend/flashmend/internal/sdf/onflash"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 var testLayout = onflash.Layout{Geometry: flash.Geometry{Channels: 4, DiesPerChannel: 2, BlocksPerDie: 16, PagesPerBlock: 8, PageSize: 2048, OOBSize: 64}}
@@ -64,8 +64,7 @@ func TestDecodeRejectsImpossibleRecords(t *testing.T) {
 // bits in every copy is voted back, and one damaged at the same bits in
 // every copy loses its page and the pages after it.
 func TestMergeAndLatest(t *testing.T) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
+	seed := testseed.Seed(t, "FLASHMEND_TEST_SEED")
 	rng := rand.New(rand.NewSource(seed))
 	ps := testLayout.Geometry.PageSize
 	per := onflash.MetaUnitsPerPage(ps) * onflash.MetaUnitPayload

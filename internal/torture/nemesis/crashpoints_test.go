@@ -2,7 +2,6 @@ package nemesis
 
 import (
 	"context"
-	"fmt"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flashmend/flashmend/internal/crashpoint"
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // reliablePoints are reached within a few seconds of any workload on a
@@ -26,12 +26,7 @@ func TestCrashPointRound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("CRASHPOINT_SEED"); s != "" {
-		if _, err := fmt.Sscan(s, &seed); err != nil {
-			t.Fatal(err)
-		}
-	}
+	seed := testseed.Seed(t, "CRASHPOINT_SEED")
 	points := []string{"raftlog-copy", reliablePoints[rand.New(rand.NewSource(seed)).Intn(len(reliablePoints))]}
 	if s := os.Getenv("CRASHPOINT_POINTS"); s != "" {
 		points = strings.Split(s, ",")

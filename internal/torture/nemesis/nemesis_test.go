@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/flashmend/flashmend/internal/testseed"
 )
 
 // buildBinary builds flashmend for the test's processes.
@@ -31,13 +33,7 @@ func TestNemesisRound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("NEMESIS_SEED"); s != "" {
-		if _, err := fmt.Sscan(s, &seed); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Logf("seed %d (repeat with NEMESIS_SEED=%d)", seed, seed)
+	seed := testseed.Seed(t, "NEMESIS_SEED")
 	bin := buildBinary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
