@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -383,17 +382,16 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 			lost, err = el.Lost, nil
 		}
 		if len(lost) > 0 {
-			// Already refused (hold kept them): patched below. A range
-			// whose own span is lost (it did not read back) is not
-			// settled: it stays refused until that patch.
+			// Already refused (hold kept them): patched below. The
+			// part of a range that is lost (blocks of it that did not
+			// read back, or a remainder grown over it) is not settled:
+			// it stays refused until that patch; the rest is.
 			r.mu.Lock()
 			r.stats.RemaindersLost += uint64(len(lost))
 			r.mu.Unlock()
-			kept := done[:0:0]
+			var kept []Range
 			for _, d := range done {
-				if !slices.ContainsFunc(lost, func(l Range) bool { return l.Includes(d) }) {
-					kept = append(kept, d)
-				}
+				kept = append(kept, keyspan.Subtract(d, lost)...)
 			}
 			done = kept
 		}

@@ -337,21 +337,16 @@ func (t *Tracker) Release(around, keep []keyspan.Range) {
 
 // Settle ends the request patchID of damaged file path once its entry
 // applied: the ranges done (patched) and merged (block merge) are no longer
-// refused, and done is remembered as repaired with its blocks. It reports
-// whether no range is refused any more.
+// refused, and done is remembered as repaired with its blocks. A refused
+// range they cover in part stays refused in the rest only (a patch whose
+// own table came back damaged in one block settles the rest of its range:
+// only that block's keys wait for the next patch). It reports whether no
+// range is refused any more.
 func (t *Tracker) Settle(patchID uint64, path string, done, merged []keyspan.Range, doneBlocks []uint64) bool {
 	fixed := append(append([]keyspan.Range(nil), done...), merged...)
 	var still []keyspan.Range
 	for _, rec := range t.recovering {
-		covered := false
-		for _, d := range fixed {
-			if d.Includes(rec) {
-				covered = true
-			}
-		}
-		if !covered {
-			still = append(still, rec)
-		}
+		still = append(still, keyspan.Subtract(rec, fixed)...)
 	}
 	t.recovering = still
 	delete(t.parts, patchID)
