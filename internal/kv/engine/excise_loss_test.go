@@ -10,7 +10,9 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 
+	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
+	"github.com/flashmend/flashmend/internal/kv/keyspan"
 )
 
 // openFilled opens an engine on fs with n rows (fillSM), closed when the
@@ -290,5 +292,63 @@ func TestWholeSpanPatchPastDamageAtBothEnds(t *testing.T) {
 	st, err := ReadApplied(sm.db)
 	if err != nil || st.Index != 5000 || st.Term != 7 {
 		t.Fatalf("applied record %+v, %v", st, err)
+	}
+}
+
+// TestExciseFailureNobodyLocatesPatchesTheSpanFirst: a patch's excise fails
+// on damage that no isolation finds afterwards (every data block of the
+// tables it cuts verifies: a flip in the excise's own read). Nothing was
+// excised, so only the span is named to patch again, not every row of the
+// tables it cuts (one table of the whole shard, here: each such failure
+// made the whole shard unreadable until its patch); the same span failing
+// so again takes the tables' rows around it along; a patch that goes in
+// loses nothing.
+func TestExciseFailureNobodyLocatesPatchesTheSpanFirst(t *testing.T) {
+	fs := vfs.NewMem()
+	sm := openFilled(t, fs, 2000)
+	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
+	span := Range{Start: key(1100), End: key(1110)}
+	var rows []*kvpb.KeyValue
+	for i := 1100; i < 1110; i++ {
+		rows = append(rows, &kvpb.KeyValue{Key: key(i), Value: []byte(fmt.Sprintf("patched-%05d", i))})
+	}
+	fail := true
+	sm.exciseFault = func(lo, hi []byte) error {
+		if fail {
+			return base.CorruptionErrorf("pebble: file 000999: block 0/100: checksum mismatch (injected)")
+		}
+		return nil
+	}
+	lostOf := func(index uint64) []Range {
+		t.Helper()
+		err := sm.IngestRanges([]Range{span}, rows, index, 1, nil)
+		var el *ExciseLossError
+		if !errors.As(err, &el) {
+			t.Fatalf("patch %d: want an ExciseLossError, got %v", index, err)
+		}
+		return el.Lost
+	}
+	if lost := lostOf(10); len(lost) != 1 || !lost[0].Equal(span) {
+		t.Fatalf("first failure lost %v, want only the span %v", lost, span)
+	}
+	lost := lostOf(11)
+	if !keyspan.Covers(lost, Range{Start: key(0), End: key(2000)}) {
+		t.Fatalf("second failure of the same span lost %v, want the cut table's rows around it too", lost)
+	}
+	// Nothing was excised either time: every row is as it was.
+	got, _, err := Scan(sm.db, nil, nil, 0)
+	if err != nil || len(got) != 2000 {
+		t.Fatalf("after failed excises: %d rows, %v", len(got), err)
+	}
+	fail = false
+	if err := sm.IngestRanges([]Range{span}, rows, 12, 1, nil); err != nil {
+		t.Fatalf("patch that goes in: %v", err)
+	}
+	got, _, err = Scan(sm.db, span.Start, span.End, 0)
+	if err != nil || len(got) != len(rows) || string(got[0].Value) != "patched-01100" {
+		t.Fatalf("patched span: %v, %v", got, err)
 	}
 }

@@ -43,9 +43,15 @@ type StateMachine struct {
 	db   *pebble.DB
 	// ingestSeq names patch sstables uniquely.
 	ingestSeq atomic.Uint64
+	// unlocated is the span of the last patch whose excise failed on
+	// damage no isolation located (ingestSpan; apply worker only).
+	unlocated []byte
 	// beforeReadBack, if set (tests), runs between a patch's ingest and its
 	// read-back, with the span.
 	beforeReadBack func(lo, hi []byte)
+	// exciseFault, if set (tests), is called before a patch's excise; an
+	// error it returns is the excise's.
+	exciseFault func(lo, hi []byte) error
 	// state is the applied record as of the last applied entry; owned by
 	// the apply worker (the only writer).
 	state AppliedState
@@ -884,7 +890,16 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 		}()
 	}
 	crashpoint.Hit("patch-ingest")
-	if _, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: exciseLo, End: exciseHi}); err != nil {
+	ingest := func() error {
+		if sm.exciseFault != nil {
+			if err := sm.exciseFault(lo, hi); err != nil {
+				return err
+			}
+		}
+		_, err := sm.db.IngestAndExcise(context.Background(), paths, nil, nil, pebble.KeyRange{Start: exciseLo, End: exciseHi})
+		return err
+	}
+	if err := ingest(); err != nil {
 		err = Classify(fmt.Errorf("kv: ingest and excise [%q, %q): %w", exciseLo, exciseHi, err))
 		for _, p := range paths {
 			_ = sm.fs.Remove(p) // not ingested: Pebble left it where it was
@@ -898,11 +913,26 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 			// tables whole. Either instead of a rebuild of the whole
 			// replica (which would need a peer with no damage at all,
 			// and under persistent damage found none).
-			lost := append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi))
-			if wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
-				lost = []Range{userRange(wLo, wHi)}
+			wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi)
+			key := append(append(append([]byte(nil), lo...), 0xff), hi...)
+			switch {
+			case derr == nil && grew:
+				lost := []Range{userRange(wLo, wHi)}
+				sm.unlocated = nil
+				return &ExciseLossError{Lost: lost, Err: err}
+			case derr == nil && !bytes.Equal(sm.unlocated, key):
+				// Every data block of the cut tables verified: the
+				// damage is gone (a flip in the excise's read that its
+				// block no longer holds) or was never in a data block.
+				// Nothing was excised: only the span, still refused,
+				// is patched again, not every row of the tables it
+				// cuts (often the whole shard). The same span failing
+				// so twice in a row takes the tables along below.
+				sm.unlocated = key
+				return &ExciseLossError{Lost: []Range{userRange(lo, hi)}, Err: err}
 			}
-			return &ExciseLossError{Lost: lost, Err: err}
+			sm.unlocated = nil
+			return &ExciseLossError{Lost: append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi)), Err: err}
 		}
 		return err
 	}
