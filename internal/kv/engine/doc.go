@@ -84,5 +84,10 @@
 // grown over the nearest damaged blocks of the cut tables (one range, so
 // its own excise seeks in healthy blocks). A read of the rows around the
 // span that meets damage after the excise is other damage, not a loss:
-// the cut tables' metadata must show their remainders kept.
+// the cut tables' metadata must show their remainders kept. A span that
+// does not read back names only its damaged blocks' keys (the patch's own
+// table isolated, DIRECT 000 section 4.1.3); the rest of the span is in.
+// An excise that fails on damage no isolation locates names only its span
+// (nothing was excised), and the cut tables' rows around it only when the
+// same span fails so twice in a row.
 package engine
