@@ -28,10 +28,14 @@
 //     on), reading at most two chunks ahead of the one being sent; gRPC's
 //     flow control holds the node back when the reader lags. WriteChunks
 //     takes a stream of chunks (a PUT's writes to one replica or shard),
-//     each stored exactly as WriteChunk stores it, one at a time, its data
-//     in a pooled receive buffer handed back once stored
-//     (wire.ChunkWrite); it answers once all are stored, and the first
-//     that fails ends the call with its error.
+//     each verified and stored as WriteChunk stores it, one at a time, its
+//     data in a pooled receive buffer handed back once stored
+//     (wire.ChunkWrite), but in one store batch (objstore.Batch, group
+//     commit): the stream's chunks are made durable together when it
+//     ends, one fsync per file instead of two per chunk, then the blob's
+//     local index entry is recorded and the call answered. Nothing is
+//     acknowledged before it is durable; the first chunk that fails ends
+//     the call with its error.
 //   - Fault injection behind the same API: UBER flips on read, transient or
 //     persistent (objstore.FaultStore); bit flips at an offset; die failures
 //     when the store is on emulated flash.

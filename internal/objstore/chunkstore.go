@@ -143,15 +143,15 @@ func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, r
 		if err := c.checkRoom(len(data) + sumsrec.Size); err != nil {
 			return fmt.Errorf("chunk %s: %w", id, err)
 		}
-		return c.writeChunk(id, data, sums, false)
+		return c.writeChunk(id, data, sums, false, nil)
 	}
-	err := c.writeChunk(id, data, sums, true)
+	err := c.writeChunk(id, data, sums, true, nil)
 	if base.IsNoSpace(err) {
 		if col, ok := c.store.(Collector); ok {
 			if cerr := col.Collect(); cerr != nil {
 				err = fmt.Errorf("%w (garbage collection: %v)", err, cerr)
 			} else {
-				err = c.writeChunk(id, data, sums, true)
+				err = c.writeChunk(id, data, sums, true, nil)
 			}
 		}
 	}
@@ -161,7 +161,30 @@ func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, r
 	return err
 }
 
-func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool) error {
+// NewBatch starts a batch of new chunk writes (WriteChunkIn) made durable
+// together by its Commit (objstore.Batch; on a store that cannot batch,
+// each write is durable when it returns).
+func (c *ChunkStore) NewBatch() Batch { return NewBatch(c.store) }
+
+// WriteChunkIn is WriteChunk of a new chunk (not a repair) in batch b: its
+// data and sums record are durable once b.Commit has returned nil. A crash
+// before that leaves them as a crash in the middle of WriteChunk does (a
+// chunk that does not verify or is missing, repaired from the other
+// copies), which is why only a write not yet acknowledged may be in a
+// batch.
+func (c *ChunkStore) WriteChunkIn(b Batch, id direct.ChunkID, data []byte, sums []uint32) error {
+	if b == nil {
+		return base.AssertionFailedf("chunk %s: write in a nil batch", id)
+	}
+	if err := c.checkRoom(len(data) + sumsrec.Size); err != nil {
+		return fmt.Errorf("chunk %s: %w", id, err)
+	}
+	return c.writeChunk(id, data, sums, false, b)
+}
+
+// writeChunk writes a chunk's data and sums record, in batch b when not nil
+// (a new chunk only).
+func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool, b Batch) error {
 	if len(data) > direct.ChunkSize {
 		return base.InvalidArgumentf("chunk %s: %d bytes exceed the chunk size %d", id, len(data), direct.ChunkSize)
 	}
@@ -192,6 +215,9 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 		if cr, ok := c.store.(Creator); ok && !repair {
 			put = cr.Create
 		}
+		if b != nil {
+			put = b.Create
+		}
 		if err := put(DataName(id), data); err != nil {
 			return err
 		}
@@ -205,7 +231,7 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 		_ = invariants.Check(err == nil && n == len(data) && slices.Equal(back, sums),
 			"objstore: sums record of %s does not decode back before its write: %v", id, err)
 	}
-	if err := c.writeRecord(id, rec); err != nil {
+	if err := c.writeRecord(id, rec, b); err != nil {
 		return err
 	}
 	crashpoint.Hit("chunk-sums")

@@ -72,6 +72,16 @@
 // have no record in the new files and count as corrupt. There has been no
 // release; wipe old data directories.
 //
+// # Group commit
+//
+// A node stores a PUT's stream of chunks (one replica or shard) in one
+// Batch (ChunkStore.NewBatch, WriteChunkIn): on a store that can defer its
+// syncs (Batcher: filestore.Store) the chunks' data and sums records are
+// made durable together by Batch.Commit, one fsync per file instead of two
+// per chunk; the node records the blob's local index entry and acknowledges
+// the stream only after Commit. Other stores write each chunk durably as
+// WriteChunk does. Durability before the acknowledgement is unchanged.
+//
 // # Invariants
 //
 //   - Data whose checksums do not verify is never returned as data: a read

@@ -133,6 +133,18 @@ func (f *FaultStore) Create(name string, data []byte) error {
 	return f.Store.Put(name, data)
 }
 
+var _ Batcher = (*FaultStore)(nil)
+
+// NewBatch implements Batcher by passing the batch to the inner store (nil,
+// a batch of immediate writes to NewBatch, when it cannot batch). Writes
+// are not subject to injected flips.
+func (f *FaultStore) NewBatch() Batch {
+	if b, ok := f.Store.(Batcher); ok {
+		return b.NewBatch()
+	}
+	return nil
+}
+
 // PutCopy implements CopyPlacer by passing the write to the inner store
 // (Put when it does not place copies).
 func (f *FaultStore) PutCopy(name string, data []byte, group string, i int) error {

@@ -79,6 +79,64 @@ type Creator interface {
 	Create(name string, data []byte) error
 }
 
+// Batcher is implemented by stores that can group the fsyncs of in-place
+// writes (group commit): the writes of a Batch are made durable together by
+// its Commit, one fsync per file written, instead of one per write. A node
+// stores a PUT's stream of chunks in one batch and acknowledges the stream
+// only after Commit returned (durability before the acknowledgement, as
+// with one sync per write).
+type Batcher interface {
+	// NewBatch starts a batch. A batch is used by one goroutine.
+	NewBatch() Batch
+}
+
+// Batch is a group of in-place writes whose durability is deferred to
+// Commit. Create and WriteFresh are Creator.Create and
+// FreshWriter.WriteFresh (a store without one of them: Put, or an error
+// wrapping ErrRangeUnsupported), except that on a store that syncs their
+// bytes are durable only once Commit has returned nil; a crash before that
+// may keep any part of them, as a crash in the middle of a write does (the
+// content is checked against a checksum kept apart). What they write is
+// visible to reads at once.
+type Batch interface {
+	Create(name string, data []byte) error
+	WriteFresh(name string, off int64, data []byte) error
+	// Commit makes every write of the batch durable. After an error no
+	// write of the batch may be taken as durable.
+	Commit() error
+}
+
+// NewBatch returns a batch of store's: its own (Batcher), or one whose
+// writes are each durable when they return (Commit does nothing).
+func NewBatch(store Store) Batch {
+	if b, ok := store.(Batcher); ok {
+		if batch := b.NewBatch(); batch != nil {
+			return batch
+		}
+	}
+	return immediateBatch{store}
+}
+
+// immediateBatch is the Batch of a store that cannot defer syncs: every
+// write syncs (when the store does) before it returns.
+type immediateBatch struct{ store Store }
+
+func (b immediateBatch) Create(name string, data []byte) error {
+	if cr, ok := b.store.(Creator); ok {
+		return cr.Create(name, data)
+	}
+	return b.store.Put(name, data)
+}
+
+func (b immediateBatch) WriteFresh(name string, off int64, data []byte) error {
+	if fw, ok := b.store.(FreshWriter); ok {
+		return fw.WriteFresh(name, off, data)
+	}
+	return fmt.Errorf("%s: %w", b.store.Name(), ErrRangeUnsupported)
+}
+
+func (immediateBatch) Commit() error { return nil }
+
 // CopyPlacer is implemented by stores on a device with failure domains of
 // its own (an SDF store's channels, which share no die): PutCopy is Put for
 // copy i of the copies a caller keeps of one logical file (group), placed

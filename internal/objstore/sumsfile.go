@@ -64,8 +64,9 @@ func (c *ChunkStore) readRecord(id direct.ChunkID) ([]byte, error) {
 // writeRecord stores id's record: a range rewrite of its slot when the file
 // already holds it and the store can, else a new file with every other slot
 // carried over. Slots that do not verify are read up to twice more so
-// that a transient flip on the way out is not written back as damage.
-func (c *ChunkStore) writeRecord(id direct.ChunkID, rec []byte) error {
+// that a transient flip on the way out is not written back as damage. A
+// new slot's in-place write goes into batch b when not nil.
+func (c *ChunkStore) writeRecord(id direct.ChunkID, rec []byte, b Batch) error {
 	name, off := SumsName(id), SumsOffset(id)
 	defer c.sumsMu.lock(name).Unlock()
 	// A range write touches only this record's bytes; the fallback below
@@ -78,8 +79,15 @@ func (c *ChunkStore) writeRecord(id direct.ChunkID, rec []byte) error {
 	}
 	// A slot never written (a new chunk's) is filled in place: an append,
 	// nothing written before is touched.
+	fresh := FreshWriter(nil)
 	if fw, ok := c.store.(FreshWriter); ok {
-		err := fw.WriteFresh(name, off, rec)
+		fresh = fw
+	}
+	if b != nil {
+		fresh = b
+	}
+	if fresh != nil {
+		err := fresh.WriteFresh(name, off, rec)
 		if err == nil || !errors.Is(err, ErrRangeUnsupported) {
 			return err
 		}

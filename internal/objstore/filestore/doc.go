@@ -107,7 +107,16 @@
 // after. Deletes (Delete, DeleteDir, a pack emptied) are not synced: after
 // a power loss a deleted name may come back with its old, whole content.
 // Without syncWrites only a process crash is survived (the kernel keeps
-// what was written). internal/torture/powerloss checks exactly this
+// what was written).
+//
+// A batch (Store.NewBatch, objstore.Batch: a node's WriteChunks stream, a
+// PUT's replica or shard) defers the fsync of its packed writes to its
+// Commit, one per pack written instead of one per record: what a batch
+// wrote survives a power loss once Commit returned, and the node
+// acknowledges nothing of it before (TestBatchDurableAtCommit). Until then
+// a power loss may keep any part of it, as it may of a record being
+// appended; a pack awaiting its batch's fsync is not closed to bound the
+// open files. internal/torture/powerloss checks exactly this
 // contract on fsys.Mem (`flashmend torture powerloss`).
 //
 // A failed append (not a crash) is cut off again; when the truncate fails

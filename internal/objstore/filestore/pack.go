@@ -86,7 +86,11 @@ type pack struct {
 	broken bool
 	// gone is set when the pack was removed from the store's map: a holder
 	// of this pointer must look the pack up again.
-	gone      bool
+	gone bool
+	// unsynced is set while records appended for a batch (with sync)
+	// await the batch's Commit: the file is then kept open (touch does
+	// not close it) until a sync of the file clears it.
+	unsynced  bool
 	f         fsys.File
 	size      int64
 	live      map[string]packEntry
@@ -157,7 +161,11 @@ func (t *packs) touch(p *pack) {
 		prev := e.Prev()
 		q := e.Value.(*pack)
 		if q != p && q.mu.TryLock() {
-			q.closeFileLocked(t)
+			// NB: a pack awaiting its batch's sync stays open, so that
+			// the commit syncs the file the records went to.
+			if !q.unsynced {
+				q.closeFileLocked(t)
+			}
 			q.mu.Unlock()
 		}
 		e = prev
@@ -582,7 +590,9 @@ func (s *Store) packGet(name, key, member string, off, n int64) ([]byte, error) 
 // packAppendLocked appends one record to p (ready, existing) and updates the
 // index. A failed append is cut off again; a torn one (crash injected)
 // leaves the file as it is and the pack is loaded again before its next use.
-func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string, data []byte) error {
+// With sync the record is fsynced before it returns, or, with a batch b,
+// when b commits.
+func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string, data []byte, b *batch) error {
 	buf, _ := recordBufs.Get().(*[]byte)
 	if buf == nil {
 		buf = new([]byte)
@@ -592,8 +602,15 @@ func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string,
 	*buf = rec
 	checkRecord(p.key, rec, kind, member, data)
 	err := s.writeAt(p.f, name, rec, p.size)
-	if err == nil && s.sync {
-		err = p.f.Sync()
+	switch {
+	case err != nil || !s.sync:
+	case b != nil:
+		p.unsynced = true
+		b.add(p)
+	default:
+		if err = p.f.Sync(); err == nil {
+			p.unsynced = false // the earlier records of a batch too
+		}
 	}
 	if err != nil {
 		p.broken = true
@@ -613,22 +630,24 @@ func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string,
 	return nil
 }
 
-// packPut stores a member's whole content as a new record.
-func (s *Store) packPut(name, key, member string, data []byte) error {
+// packPut stores a member's whole content as a new record (synced with
+// batch b when not nil).
+func (s *Store) packPut(name, key, member string, data []byte, b *batch) error {
 	p, err := s.lockedPack(key, true)
 	if err != nil {
 		return err
 	}
 	defer p.mu.Unlock()
-	if err := s.packAppendLocked(p, name, recordPut, member, data); err != nil {
+	if err := s.packAppendLocked(p, name, recordPut, member, data, b); err != nil {
 		return err
 	}
 	return s.maybeCompactLocked(p)
 }
 
 // packWriteFresh writes data at off of a member whose bytes there are zero
-// or past its end, as a new record of the member's whole new content.
-func (s *Store) packWriteFresh(name, key, member string, off int64, data []byte) error {
+// or past its end, as a new record of the member's whole new content
+// (synced with batch b when not nil).
+func (s *Store) packWriteFresh(name, key, member string, off int64, data []byte, b *batch) error {
 	p, err := s.lockedPack(key, true)
 	if err != nil {
 		return err
@@ -649,7 +668,7 @@ func (s *Store) packWriteFresh(name, key, member string, off int64, data []byte)
 		next = append(next, make([]byte, need-int64(len(next)))...)
 	}
 	copy(next[off:], data)
-	if err := s.packAppendLocked(p, name, recordPut, member, next); err != nil {
+	if err := s.packAppendLocked(p, name, recordPut, member, next, b); err != nil {
 		return err
 	}
 	return s.maybeCompactLocked(p)
@@ -678,7 +697,7 @@ func (s *Store) packDelete(name, key, member string) error {
 		return nil
 	}
 	defer p.mu.Unlock()
-	if err := s.packAppendLocked(p, name, recordDelete, member, nil); err != nil {
+	if err := s.packAppendLocked(p, name, recordDelete, member, nil, nil); err != nil {
 		return err
 	}
 	return s.maybeCompactLocked(p)
@@ -801,6 +820,9 @@ func (s *Store) swapPackFile(p *pack, f fsys.File, live map[string]packEntry, si
 	s.packs.mu.Unlock()
 	p.f, p.live, p.size = f, live, size
 	p.liveBytes = size - packHeaderSize
+	if s.sync {
+		p.unsynced = false // the new file was synced before its rename
+	}
 	s.packs.touch(p)
 }
 

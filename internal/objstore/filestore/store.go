@@ -100,7 +100,7 @@ func (s *Store) Put(name string, data []byte) error {
 		return err
 	}
 	if key, member, ok := packedName(name); ok {
-		return s.packPut(name, key, member, data)
+		return s.packPut(name, key, member, data, nil)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -209,7 +209,7 @@ func (s *Store) Create(name string, data []byte) error {
 		return err
 	}
 	if key, member, ok := packedName(name); ok {
-		return s.packPut(name, key, member, data)
+		return s.packPut(name, key, member, data, nil)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -262,7 +262,7 @@ func (s *Store) WriteFresh(name string, off int64, data []byte) error {
 		return base.InvalidArgumentf("filestore: write at %d of %s", off, name)
 	}
 	if key, member, ok := packedName(name); ok {
-		return s.packWriteFresh(name, key, member, off, data)
+		return s.packWriteFresh(name, key, member, off, data, nil)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
