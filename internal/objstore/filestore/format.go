@@ -68,7 +68,14 @@ func encodeRecord(key string, kind byte, member string, data []byte) []byte {
 // appendRecord appends the record of data to dst (every byte of the record
 // is written: dst's old content does not matter).
 func appendRecord(dst []byte, key string, kind byte, member string, data []byte) []byte {
-	n := recordHeaderSize + len(member) + len(data)
+	dst = slices.Grow(dst, recordHeaderSize+len(member)+len(data))
+	return append(appendRecordHead(dst, key, kind, member, data), data...)
+}
+
+// appendRecordHead appends the record of data without the data (its header
+// and member name, which the data follows) to dst.
+func appendRecordHead(dst []byte, key string, kind byte, member string, data []byte) []byte {
+	n := recordHeaderSize + len(member)
 	start := len(dst)
 	dst = slices.Grow(dst, n)[:start+n]
 	rec := dst[start:]
@@ -80,7 +87,6 @@ func appendRecord(dst []byte, key string, kind byte, member string, data []byte)
 	binary.LittleEndian.PutUint32(rec[12:], base.CRC32C(data))
 	copy(rec[recordHeaderSize:], member)
 	binary.LittleEndian.PutUint32(rec[16:], headerCRC(key, rec[:16], member))
-	copy(rec[recordHeaderSize+len(member):], data)
 	return dst
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/fsys"
+	"github.com/flashmend/flashmend/internal/invariants"
 	"github.com/flashmend/flashmend/internal/objstore"
 )
 
@@ -593,15 +594,7 @@ func (s *Store) packGet(name, key, member string, off, n int64) ([]byte, error) 
 // With sync the record is fsynced before it returns, or, with a batch b,
 // when b commits.
 func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string, data []byte, b *batch) error {
-	buf, _ := recordBufs.Get().(*[]byte)
-	if buf == nil {
-		buf = new([]byte)
-	}
-	defer recordBufs.Put(buf)
-	rec := appendRecord((*buf)[:0], p.key, kind, member, data)
-	*buf = rec
-	checkRecord(p.key, rec, kind, member, data)
-	err := s.writeAt(p.f, name, rec, p.size)
+	size, err := s.writeRecordLocked(p, name, kind, member, data)
 	switch {
 	case err != nil || !s.sync:
 	case b != nil:
@@ -626,8 +619,38 @@ func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string,
 		return fmt.Errorf("filestore: write %s: %w", name, err)
 	}
 	p.use(member, packEntry{off: p.size + recordHeaderSize + int64(len(member)), n: int64(len(data))}, kind == recordPut)
-	p.size += int64(len(rec))
+	p.size += size
 	return nil
+}
+
+// vectoredMin is the smallest content writeRecordLocked writes after its
+// header with one vectored write instead of copying both into one buffer.
+const vectoredMin = 16 << 10
+
+// writeRecordLocked writes the record of data at the end of p (size) and
+// returns its size. A chunk's content goes out from the caller's buffer
+// with its header in one pwritev: copying the 64 KiB into a record buffer
+// first was a memmove per chunk and replica of a PUT.
+func (s *Store) writeRecordLocked(p *pack, name string, kind byte, member string, data []byte) (int64, error) {
+	if len(data) >= vectoredMin && s.torn == nil {
+		var hbuf [recordHeaderSize + 255]byte
+		head := appendRecordHead(hbuf[:0], p.key, kind, member, data)
+		if invariants.Enabled {
+			checkRecord(p.key, append(head[:len(head):len(head)], data...), kind, member, data)
+		}
+		if ok, err := writeAt2(p.f, head, data, p.size); ok {
+			return int64(len(head) + len(data)), err
+		}
+	}
+	buf, _ := recordBufs.Get().(*[]byte)
+	if buf == nil {
+		buf = new([]byte)
+	}
+	defer recordBufs.Put(buf)
+	rec := appendRecord((*buf)[:0], p.key, kind, member, data)
+	*buf = rec
+	checkRecord(p.key, rec, kind, member, data)
+	return int64(len(rec)), s.writeAt(p.f, name, rec, p.size)
 }
 
 // packPut stores a member's whole content as a new record (synced with
