@@ -67,6 +67,16 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 	if _, err := sm.corruptBlockInFile(path, UserKey(key(1150)), 0.5); err != nil {
 		t.Fatal(err)
 	}
+	// The table below it (every key, compacted) is damaged further down,
+	// where its nearest damaged run below the span is: the span grows
+	// over it too, and the rows between the two runs are intact.
+	var bottom string
+	for _, tbl := range levels[len(levels)-1] {
+		bottom = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+	}
+	if _, err := sm.corruptBlockInFile(bottom, UserKey(key(1050)), 0.5); err != nil {
+		t.Fatal(err)
+	}
 	span := Range{Start: key(1150), End: key(1160)}
 	var rows []*kvpb.KeyValue
 	for i := 1150; i < 1160; i++ {
@@ -92,16 +102,24 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 			union.End = l.End
 		}
 	}
-	// Only the damaged block's range and the span: a few rows, not the
-	// table's 300.
-	if bytes.Compare(union.Start, key(1100)) < 0 || bytes.Compare(union.End, key(1200)) > 0 {
+	// Only the damaged blocks' ranges, the span and what lies between: not
+	// the tables' rows beyond.
+	if bytes.Compare(union.Start, key(1000)) < 0 || bytes.Compare(union.End, key(1200)) > 0 {
 		t.Fatalf("lost %v: more than the span and the damaged block", el.Lost)
 	}
-	// What it names stays refused (held, and kept when released).
-	for _, l := range el.Lost {
+	// What it cannot read stays refused (held, and kept when released):
+	// the span and the damaged block; the rows between them are intact
+	// and stay readable (to clients, and to peers' patches).
+	if !keyspan.Covers(el.Refused, span) || !keyspan.Covers(kept, span) {
+		t.Fatalf("the span %v is not kept refused (refused %v, kept %v)", span, el.Refused, kept)
+	}
+	for _, l := range el.Refused {
 		if !slicesContain(kept, l) {
-			t.Fatalf("lost range %v is not kept refused (kept %v)", l, kept)
+			t.Fatalf("refused range %v is not kept refused (kept %v)", l, kept)
 		}
+	}
+	if !union.Contains(key(1050)) || keyspan.Covers(kept, Range{Start: key(1120), End: key(1121)}) {
+		t.Fatalf("lost %v, kept %v: want the span grown over both damaged runs, the rows between them not refused", el.Lost, kept)
 	}
 	// Nothing outside it was lost: every row of the table reads back.
 	check := func(lo, hi int) {
@@ -116,6 +134,7 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 	fmt.Sscanf(string(union.End), "key-%05d", &last)
 	check(1000, first)
 	check(last+1, 1300)
+	check(1100, 1140) // between the damaged runs, inside what is patched next: intact
 	// The union's patch goes in whole: its excise seeks in healthy blocks.
 	rows = rows[:0]
 	for i := 1000; i < 1300; i++ {

@@ -698,9 +698,10 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 			// The range is in; what the excise lost around it is patched
 			// in turn (the caller's job).
 			if lost == nil {
-				lost = &ExciseLossError{Err: el.Err}
+				lost = &ExciseLossError{Err: el.Err, Refused: []Range{}}
 			}
 			lost.Lost = append(lost.Lost, el.Lost...)
+			lost.Refused = append(lost.Refused, el.refused()...)
 		}
 	}
 	crashpoint.Hit("patch-applied")
@@ -716,6 +717,7 @@ func (sm *StateMachine) IngestRanges(ranges []Range, rows []*kvpb.KeyValue, inde
 	if lost != nil {
 		// Every range of a patch names the same damage around it once.
 		lost.Lost = keyspan.Merge(lost.Lost)
+		lost.Refused = keyspan.Merge(lost.Refused)
 		return lost
 	}
 	return nil
@@ -858,15 +860,15 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 		// refused ranges then overlapped and no replica could patch
 		// another: a shard unreadable for the rest of a run.)
 		if err := sm.seekProbe(outerLo, lo, hi, outerHi); err != nil && base.IsCorruption(err) {
-			if wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
+			if wLo, wHi, damaged, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
 				lost := []Range{userRange(wLo, wHi)}
 				if hold != nil {
-					hold(lost)(lost)
+					hold(lost)(damaged)
 				}
 				for _, p := range paths {
 					_ = sm.fs.Remove(p)
 				}
-				return &ExciseLossError{Lost: lost, Err: fmt.Errorf("kv: excise of [%q, %q) not attempted: %w", lo, hi, err)}
+				return &ExciseLossError{Lost: lost, Refused: damaged, Err: fmt.Errorf("kv: excise of [%q, %q) not attempted: %w", lo, hi, err)}
 			}
 			// No damage next to the span in a table it cuts (a
 			// transient flip, or damage in a table it does not cut,
@@ -882,7 +884,7 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 			var keep []Range
 			var el *ExciseLossError
 			if errors.As(err, &el) {
-				keep = el.Lost
+				keep = el.refused()
 			} else if err != nil {
 				keep = around // an excise that failed: nothing known
 			}
@@ -913,13 +915,13 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 			// tables whole. Either instead of a rebuild of the whole
 			// replica (which would need a peer with no damage at all,
 			// and under persistent damage found none).
-			wLo, wHi, grew, derr := sm.damagedAround(before, lo, hi)
+			wLo, wHi, damaged, grew, derr := sm.damagedAround(before, lo, hi)
 			key := append(append(append([]byte(nil), lo...), 0xff), hi...)
 			switch {
 			case derr == nil && grew:
 				lost := []Range{userRange(wLo, wHi)}
 				sm.unlocated = nil
-				return &ExciseLossError{Lost: lost, Err: err}
+				return &ExciseLossError{Lost: lost, Refused: damaged, Err: err}
 			case derr == nil && !bytes.Equal(sm.unlocated, key):
 				// Every data block of the cut tables verified: the
 				// damage is gone (a flip in the excise's read that its
@@ -1136,11 +1138,19 @@ func (sm *StateMachine) seekProbe(outerLo, lo, hi, outerHi []byte) error {
 // Pebble span holding [lo, hi) and those runs (clipped to the tables'
 // bounds). One contiguous span: two separate ones would each seek in the
 // other's damage. It reports false if the span would not grow (no damage
-// next to it in a cut table: the excise goes ahead). An error means a
-// table's index or metadata cannot be read.
-func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newLo, newHi []byte, grew bool, err error) {
+// next to it in a cut table: the excise goes ahead). damaged is what of
+// the result the replica cannot read: [lo, hi) and the damaged runs of the
+// cut tables within the result (user ranges); the rest of it holds rows
+// intact (nothing was excised), which the replica keeps serving, to its
+// clients and to its peers' patches, until the patch of the result
+// replaces them with the same rows. (Refusing the whole result kept
+// healthy rows from peers whose own results overlapped it: three replicas
+// each refused what the others asked for, and the shard stalled.) An
+// error means a table's index or metadata cannot be read.
+func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newLo, newHi []byte, damaged []Range, grew bool, err error) {
 	byBacking := map[uint64][]DamagedSpan{}
 	newLo, newHi = lo, hi
+	var runs [][2][]byte // every damaged run of a cut table, clipped to it
 	for _, m := range tables {
 		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
 			continue // not cut
@@ -1150,7 +1160,7 @@ func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newL
 			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", m.backing))
 			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
 			if err != nil {
-				return nil, nil, false, err
+				return nil, nil, nil, false, err
 			}
 			byBacking[m.backing] = spans
 		}
@@ -1164,6 +1174,7 @@ func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newL
 			if bytes.Compare(start, end) >= 0 {
 				continue // outside this table (cut off earlier)
 			}
+			runs = append(runs, [2][]byte{start, end})
 			if bytes.Compare(start, lo) < 0 && (below == nil || bytes.Compare(start, below) > 0) {
 				below = start
 			}
@@ -1179,7 +1190,14 @@ func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newL
 		}
 	}
 	newLo, newHi = maxBytes(newLo, UserPrefix), minBytes(newHi, UserEnd)
-	return newLo, newHi, bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
+	damaged = []Range{userRange(lo, hi)}
+	for _, r := range runs {
+		start, end := maxBytes(r[0], newLo), minBytes(r[1], newHi)
+		if bytes.Compare(start, end) < 0 {
+			damaged = append(damaged, userRange(start, end))
+		}
+	}
+	return newLo, newHi, keyspan.Merge(damaged), bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
 }
 
 // outerSpan is the span of the tables an excise of [lo, hi) cuts (Pebble
@@ -1219,7 +1237,19 @@ func (sm *StateMachine) OuterSpan(rg Range) (Range, error) {
 // Lost may be gone and must be patched in turn (never served as absent).
 type ExciseLossError struct {
 	Lost []Range
-	Err  error
+	// Refused, if not nil, is what of Lost reads must not see (the rest
+	// of Lost holds the replica's rows intact, patched only so that an
+	// excise seeks in healthy blocks); nil: all of Lost.
+	Refused []Range
+	Err     error
+}
+
+// refused is what of Lost the replica refuses to read until its patch.
+func (e *ExciseLossError) refused() []Range {
+	if e.Refused != nil {
+		return e.Refused
+	}
+	return e.Lost
 }
 
 func (e *ExciseLossError) Error() string {
