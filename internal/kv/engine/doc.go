@@ -82,7 +82,8 @@
 // block (it ignores the iterator's error), so before an excise the engine
 // seeks there itself; on damage it does not excise and names the span
 // grown over the nearest damaged blocks of the cut tables (one range, so
-// its own excise seeks in healthy blocks). A read of the rows around the
+// its own excise seeks in healthy blocks), refusing reads only of the span
+// and those blocks (ExciseLossError.Refused: the rows between are intact). A read of the rows around the
 // span that meets damage after the excise is other damage, not a loss:
 // the cut tables' metadata must show their remainders kept. A span that
 // does not read back names only its damaged blocks' keys (the patch's own
