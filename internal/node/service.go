@@ -78,6 +78,11 @@ func (s *service) WriteChunks(stream nodepb.Node_WriteChunksServer) error {
 		err := s.writeChunk(req, batch)
 		w.Release()
 		if err != nil {
+			// The chunks before this one stay stored (not acknowledged,
+			// nor synced): their sums records go out.
+			if ferr := batch.Flush(); ferr != nil {
+				s.n.cfg.Logf("node %s: write stream failed (%v); its chunks' sums records: %v", s.n.id, err, ferr)
+			}
 			return wire.ToStatus(err)
 		}
 		if req.Info != nil {
@@ -91,7 +96,7 @@ func (s *service) WriteChunks(stream nodepb.Node_WriteChunksServer) error {
 // and records it, and records the blob's info when the request carries it.
 // With a batch (WriteChunks), a new chunk is written in it and the blob's
 // info is left to the caller, to record once the batch is durable.
-func (s *service) writeChunk(req *nodepb.WriteChunkRequest, batch objstore.Batch) error {
+func (s *service) writeChunk(req *nodepb.WriteChunkRequest, batch *objstore.ChunkBatch) error {
 	id, err := chunkID(req.Chunk)
 	if err != nil {
 		return err

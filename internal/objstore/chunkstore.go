@@ -161,30 +161,9 @@ func (c *ChunkStore) WriteChunk(id direct.ChunkID, data []byte, sums []uint32, r
 	return err
 }
 
-// NewBatch starts a batch of new chunk writes (WriteChunkIn) made durable
-// together by its Commit (objstore.Batch; on a store that cannot batch,
-// each write is durable when it returns).
-func (c *ChunkStore) NewBatch() Batch { return NewBatch(c.store) }
-
-// WriteChunkIn is WriteChunk of a new chunk (not a repair) in batch b: its
-// data and sums record are durable once b.Commit has returned nil. A crash
-// before that leaves them as a crash in the middle of WriteChunk does (a
-// chunk that does not verify or is missing, repaired from the other
-// copies), which is why only a write not yet acknowledged may be in a
-// batch.
-func (c *ChunkStore) WriteChunkIn(b Batch, id direct.ChunkID, data []byte, sums []uint32) error {
-	if b == nil {
-		return base.AssertionFailedf("chunk %s: write in a nil batch", id)
-	}
-	if err := c.checkRoom(len(data) + sumsrec.Size); err != nil {
-		return fmt.Errorf("chunk %s: %w", id, err)
-	}
-	return c.writeChunk(id, data, sums, false, b)
-}
-
 // writeChunk writes a chunk's data and sums record, in batch b when not nil
-// (a new chunk only).
-func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool, b Batch) error {
+// (a new chunk only: its record waits in b, see ChunkBatch).
+func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, repair bool, b *ChunkBatch) error {
 	if len(data) > direct.ChunkSize {
 		return base.InvalidArgumentf("chunk %s: %d bytes exceed the chunk size %d", id, len(data), direct.ChunkSize)
 	}
@@ -216,7 +195,7 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 			put = cr.Create
 		}
 		if b != nil {
-			put = b.Create
+			put = b.store.Create
 		}
 		if err := put(DataName(id), data); err != nil {
 			return err
@@ -231,10 +210,16 @@ func (c *ChunkStore) writeChunk(id direct.ChunkID, data []byte, sums []uint32, r
 		_ = invariants.Check(err == nil && n == len(data) && slices.Equal(back, sums),
 			"objstore: sums record of %s does not decode back before its write: %v", id, err)
 	}
-	if err := c.writeRecord(id, rec, b); err != nil {
-		return err
+	if b != nil {
+		if err := b.addRecord(id, rec); err != nil {
+			return err
+		}
+	} else {
+		if err := c.writeRecord(id, rec, nil); err != nil {
+			return err
+		}
+		crashpoint.Hit("chunk-sums")
 	}
-	crashpoint.Hit("chunk-sums")
 	c.c.chunksWritten.Add(1)
 	c.c.bytesWritten.Add(written)
 	if repair {

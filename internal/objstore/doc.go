@@ -80,7 +80,12 @@
 // made durable together by Batch.Commit, one fsync per file instead of two
 // per chunk; the node records the blob's local index entry and acknowledges
 // the stream only after Commit. Other stores write each chunk durably as
-// WriteChunk does. Durability before the acknowledgement is unchanged.
+// WriteChunk does. Durability before the acknowledgement is unchanged. The
+// batch (ChunkBatch) also holds each new chunk's sums record until its sums
+// file's group of seven is complete (or the batch commits) and writes the
+// group's records in one write: one sums write per seven chunks instead of
+// seven reads and seven rewrites of the growing file. Data still goes out
+// before the records that cover it.
 //
 // # Invariants
 //
