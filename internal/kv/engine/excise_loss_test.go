@@ -353,7 +353,13 @@ func TestExciseFailureNobodyLocatesPatchesTheSpanFirst(t *testing.T) {
 	if lost := lostOf(10); len(lost) != 1 || !lost[0].Equal(span) {
 		t.Fatalf("first failure lost %v, want only the span %v", lost, span)
 	}
-	lost := lostOf(11)
+	// Another span failing so in between does not make the first one's
+	// next failure a first again.
+	other := Range{Start: key(1500), End: key(1510)}
+	if err := sm.IngestRanges([]Range{other}, nil, 11, 1, nil); err == nil {
+		t.Fatal("the excise of another span did not fail")
+	}
+	lost := lostOf(12)
 	if !keyspan.Covers(lost, Range{Start: key(0), End: key(2000)}) {
 		t.Fatalf("second failure of the same span lost %v, want the cut table's rows around it too", lost)
 	}
@@ -363,7 +369,7 @@ func TestExciseFailureNobodyLocatesPatchesTheSpanFirst(t *testing.T) {
 		t.Fatalf("after failed excises: %d rows, %v", len(got), err)
 	}
 	fail = false
-	if err := sm.IngestRanges([]Range{span}, rows, 12, 1, nil); err != nil {
+	if err := sm.IngestRanges([]Range{span}, rows, 13, 1, nil); err != nil {
 		t.Fatalf("patch that goes in: %v", err)
 	}
 	got, _, err = Scan(sm.db, span.Start, span.End, 0)

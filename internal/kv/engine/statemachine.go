@@ -43,9 +43,11 @@ type StateMachine struct {
 	db   *pebble.DB
 	// ingestSeq names patch sstables uniquely.
 	ingestSeq atomic.Uint64
-	// unlocated is the span of the last patch whose excise failed on
-	// damage no isolation located (ingestSpan; apply worker only).
-	unlocated []byte
+	// unlocated holds the spans whose last patch's excise failed on damage
+	// no isolation located (ingestSpan; apply worker only): a span in it
+	// that fails so again takes the cut tables along. Bounded: cleared
+	// when it grows past maxUnlocated.
+	unlocated map[string]bool
 	// beforeReadBack, if set (tests), runs between a patch's ingest and its
 	// read-back, with the span.
 	beforeReadBack func(lo, hi []byte)
@@ -916,28 +918,32 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 			// replica (which would need a peer with no damage at all,
 			// and under persistent damage found none).
 			wLo, wHi, damaged, grew, derr := sm.damagedAround(before, lo, hi)
-			key := append(append(append([]byte(nil), lo...), 0xff), hi...)
+			key := string(lo) + "\xff" + string(hi)
 			switch {
 			case derr == nil && grew:
 				lost := []Range{userRange(wLo, wHi)}
-				sm.unlocated = nil
+				delete(sm.unlocated, key)
 				return &ExciseLossError{Lost: lost, Refused: damaged, Err: err}
-			case derr == nil && !bytes.Equal(sm.unlocated, key):
+			case derr == nil && !sm.unlocated[key]:
 				// Every data block of the cut tables verified: the
 				// damage is gone (a flip in the excise's read that its
 				// block no longer holds) or was never in a data block.
 				// Nothing was excised: only the span, still refused,
 				// is patched again, not every row of the tables it
 				// cuts (often the whole shard). The same span failing
-				// so twice in a row takes the tables along below.
-				sm.unlocated = key
+				// so again takes the tables along below.
+				if sm.unlocated == nil || len(sm.unlocated) >= maxUnlocated {
+					sm.unlocated = map[string]bool{}
+				}
+				sm.unlocated[key] = true
 				return &ExciseLossError{Lost: []Range{userRange(lo, hi)}, Err: err}
 			}
-			sm.unlocated = nil
+			delete(sm.unlocated, key)
 			return &ExciseLossError{Lost: append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi)), Err: err}
 		}
 		return err
 	}
+	delete(sm.unlocated, string(lo)+"\xff"+string(hi))
 	// Which cut tables lost a remainder (the table is damaged where Pebble
 	// sought the remainder's bound): their rows there are what to patch.
 	after, err := sm.Tables()
@@ -1107,6 +1113,9 @@ func (sm *StateMachine) damagedWithin(span Range) ([]Range, bool) {
 	}
 	return out, true
 }
+
+// maxUnlocated bounds StateMachine.unlocated.
+const maxUnlocated = 64
 
 // exciseHoldTimeout bounds how long an ingest waits for running
 // compactions to end (a shard's compactions take tens of milliseconds).
