@@ -119,6 +119,9 @@ type kvRunResult struct {
 	// DownAtEnd counts replicas still rebuilding (refusing reads) when the
 	// measured phase ended.
 	DownAtEnd int
+	// PendingAtEnd counts the patch requests the replicas still waited
+	// for when the run ended (kv.Replica status, PendingRepairs).
+	PendingAtEnd int
 	Flips     flipfs.Stats
 	// AtRest is what the flips at rest before the run did (AtRest runs).
 	AtRest bitrot.Report
@@ -323,8 +326,11 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 				res.Detected += st.CorruptionsDetected
 				res.Patches += st.PatchesApplied
 				res.Rebuilds += st.Rebuilds
-				if status, err := r.Status(); err == nil && strings.HasPrefix(status.State, "rebuilding") {
-					res.DownAtEnd++
+				if status, err := r.Status(); err == nil {
+					if strings.HasPrefix(status.State, "rebuilding") {
+						res.DownAtEnd++
+					}
+					res.PendingAtEnd += int(status.PendingRepairs)
 				}
 			}
 		}
