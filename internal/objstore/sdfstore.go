@@ -35,6 +35,13 @@ type SDFStoreOptions struct {
 	// copies through (flash.Options.StateIO; nil: the os): a fault
 	// injector's hook.
 	DeviceStateIO pagefile.StateIO
+	// PowerUnsafe turns off flash.Options.PowerSafe, which is on by
+	// default: the device's page file is then not fsynced when SDF syncs,
+	// so a process crash loses nothing acknowledged but a power loss of
+	// the host can (a synced chunk, or the SDF metadata that maps it).
+	// UNSAFE: for measurements of what the fsyncs cost, never for a store
+	// that keeps data (`--unsafe-no-device-sync`).
+	PowerUnsafe bool
 }
 
 // DevGeometry is the emulated device of a `flashmend dev` node: 8 channels x
@@ -101,6 +108,9 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	}
 	fopts := p.Options(flash.TimingNone, nil, opts.Seed)
 	fopts.StateIO = opts.DeviceStateIO
+	// Nothing acknowledged is lost, a host power loss included: SDF's
+	// syncs reach the page file's disk (internal/sdf doc, "Power loss").
+	fopts.PowerSafe = !opts.PowerUnsafe
 	dev, err := flash.OpenFile(devDir, opts.Geometry, fopts)
 	if err != nil {
 		return nil, fmt.Errorf("sdfstore: device: %w", err)
@@ -110,7 +120,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	}
 	marker := filepath.Join(dir, sdfFormattedMarker)
 	intent := filepath.Join(dir, sdfFormattingMarker)
-	info := SDFOpenInfo{Device: dev.OpenInfo()}
+	info := SDFOpenInfo{Device: dev.OpenInfo(), PowerSafe: fopts.PowerSafe}
 	dies := make(chan sdf.DieFailure, 64)
 	fsOpts := sdf.Options{OnDieFailure: func(f sdf.DieFailure) {
 		select {
@@ -181,6 +191,9 @@ type SDFOpenInfo struct {
 	// FormatResumed: a format of the blank device was cut short (its
 	// intent marker was there, no file system mounted) and was run again.
 	FormatResumed bool
+	// PowerSafe: the device fsyncs its page file when SDF syncs
+	// (SDFStoreOptions.PowerUnsafe not set).
+	PowerSafe bool
 }
 
 func (i SDFOpenInfo) String() string {
@@ -193,6 +206,9 @@ func (i SDFOpenInfo) String() string {
 	}
 	if i.FormatResumed {
 		s += " (an interrupted format run again)"
+	}
+	if !i.PowerSafe {
+		s += "; UNSAFE: device not fsynced at syncs, a power loss can lose acknowledged writes"
 	}
 	return s
 }
