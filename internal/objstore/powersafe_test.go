@@ -1,11 +1,15 @@
 package objstore_test
 
 import (
+	"bytes"
 	"fmt"
+	"math/rand"
 	"strings"
 	"testing"
 
 	"github.com/flashmend/flashmend/internal/direct"
+	"github.com/flashmend/flashmend/internal/flash"
+	"github.com/flashmend/flashmend/internal/fsys"
 	. "github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/objstore/filestore"
 )
@@ -75,4 +79,62 @@ func BenchmarkWriteChunk(b *testing.B) {
 			})
 		}
 	}
+}
+
+// A node's first start on a blank directory cut at every file-system
+// operation (the device's first state save, SDF's format, the markers),
+// as a power loss keeping only what was synced and as a process crash:
+// the store opens from what is left, formatted, and stores and reads a
+// chunk. Found by torture powerloss --store sdf: a cut while the new
+// device saved its first state left a device with state, no file system
+// and no format intent, refused at every start ("no format marker ... and
+// no SDF file system that mounts").
+func TestSDFStoreFirstOpenCutAtEveryOperation(t *testing.T) {
+	g := flash.Geometry{Channels: 2, DiesPerChannel: 2, BlocksPerDie: 24, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
+	open := func(m *fsys.Mem) (*SDFStore, error) {
+		return OpenSDFStore("/node/sdf", SDFStoreOptions{Geometry: g, Seed: 1, FS: m})
+	}
+	dry := fsys.NewMem()
+	s, err := open(dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ops := dry.Ops()
+	id := direct.ChunkID{Object: 7, Version: 1}
+	data := []byte("a chunk written after the restart")
+	for at := int64(1); at <= ops; at++ {
+		for _, keep := range []int{0, 100} {
+			m := fsys.NewMem()
+			var img *fsys.Mem
+			m.SetHook(func(op fsys.Op) {
+				if op.N == at {
+					img = m.Crash(fsys.CrashConfig{KeepPercent: keep, Rand: rand.New(rand.NewSource(at))})
+				}
+			})
+			if s, err := open(m); err == nil {
+				_ = s.Close()
+			}
+			if img == nil {
+				t.Fatalf("cut at operation %d of %d never happened", at, ops)
+			}
+			s, err := open(img)
+			if err != nil {
+				t.Fatalf("cut at operation %d of %d keeping %d%%: %v", at, ops, keep, err)
+			}
+			cs := NewChunkStore(s)
+			if err := cs.WriteChunk(id, data, direct.Sums(id, data), false); err != nil {
+				t.Fatalf("cut at operation %d keeping %d%%: write after the restart: %v", at, keep, err)
+			}
+			if r, err := cs.ReadChunk(id); err != nil || r.Corrupt || !bytes.Equal(r.Data, data) {
+				t.Fatalf("cut at operation %d keeping %d%%: read after the restart: %s %v", at, keep, r, err)
+			}
+			if err := s.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Logf("%d operations of a first open, each cut twice", ops)
 }
