@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client/devcluster"
@@ -39,6 +40,8 @@ type devOptions struct {
 	s3        s3Flags
 	dashboard dashboardFlag
 	tls       serverTLSFlags
+	// unsafeNoDeviceSync: --unsafe-no-device-sync.
+	unsafeNoDeviceSync bool
 }
 
 // newDevCmd is `flashmend dev`: a whole cluster in one process.
@@ -73,6 +76,7 @@ Ctrl-C stops it at once. Starting again on the same DIR keeps the data.`,
 	f.IntVar(&o.nodes, "nodes", 6, "number of storage nodes")
 	f.StringVar(&o.store, "store", "sdf", "node store: sdf (SDF extent files on an emulated flash device in each node's directory) or file (plain files)")
 	f.Var(&o.deviceSize, "device-size", "data capacity of each node's emulated flash device (sdf store)")
+	registerUnsafeNoDeviceSync(f, &o.unsafeNoDeviceSync)
 	f.StringVar(&o.readMode, "read-mode", "direct", "cluster read mode: direct or hdfs (baseline)")
 	f.StringVar(&o.dieRepair, "die-repair", "reparo", "what a failed flash die costs: reparo (repair only what the die held) or rebuild (baseline: retire the device, re-create all its data elsewhere)")
 	f.Var(&o.maxObject, "max-object", "largest object accepted")
@@ -110,7 +114,7 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 	if o.kv {
 		opts.KV, opts.KVSplits = &kv.Options{}, splitList(o.kvSplits)
 	}
-	store, err := devStore(o.store, o.deviceSize)
+	store, err := devStore(o.store, o.deviceSize, o.unsafeNoDeviceSync)
 	if err != nil {
 		return err
 	}
@@ -207,7 +211,9 @@ func runDev(ctx context.Context, o devOptions, out, errOut io.Writer, ready func
 
 // devStore returns how `flashmend dev` opens a node's store (nil: the
 // node's default plain-file store).
-func devStore(kind string, deviceSize base.Bytes) (func(dir string, i int) (objstore.Store, error), error) {
+// unsafeNoDeviceSync opts out of the device fsyncs that keep acknowledged
+// writes through a host power loss (objstore.SDFStoreOptions.PowerUnsafe).
+func devStore(kind string, deviceSize base.Bytes, unsafeNoDeviceSync bool) (func(dir string, i int) (objstore.Store, error), error) {
 	switch kind {
 	case "file":
 		return nil, nil
@@ -219,8 +225,15 @@ func devStore(kind string, deviceSize base.Bytes) (func(dir string, i int) (objs
 			return nil, base.InvalidArgumentf("--device-size %s outside [%s, %s]", deviceSize, 16*blockBytes, (1<<16)*blockBytes)
 		}
 		return func(dir string, i int) (objstore.Store, error) {
-			return objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Geometry: g, Seed: int64(i + 1)})
+			return objstore.OpenSDFStore(filepath.Join(dir, "sdf"), objstore.SDFStoreOptions{Geometry: g, Seed: int64(i + 1), PowerUnsafe: unsafeNoDeviceSync})
 		}, nil
 	}
 	return nil, base.InvalidArgumentf("unknown store %q (want sdf or file)", kind)
+}
+
+// registerUnsafeNoDeviceSync adds --unsafe-no-device-sync (off: every SDF
+// sync fsyncs the emulated device's page file, flash.Options.PowerSafe).
+func registerUnsafeNoDeviceSync(f *pflag.FlagSet, v *bool) {
+	f.BoolVar(v, "unsafe-no-device-sync", false, "UNSAFE, for measurements only: with --store sdf, do not fsync the emulated flash device's "+
+		"page file when SDF syncs; a process crash still loses nothing, but a power loss of the host can lose acknowledged writes")
 }

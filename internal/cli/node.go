@@ -27,6 +27,7 @@ func newNodeCmd() *cobra.Command {
 	var metricsF metricsFlag
 	var nemesisControl string
 	var storeKind string
+	var unsafeNoDeviceSync bool
 	deviceSize := base.Bytes(1) * base.GiB
 	var tlsF serverTLSFlags
 	cmd := &cobra.Command{
@@ -63,7 +64,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 				return fmt.Errorf("node in %s did not start: %w", cfg.Dir, err)
 			}
 			defer lock.Close()
-			open, err := devStore(storeKind, deviceSize)
+			open, err := devStore(storeKind, deviceSize, unsafeNoDeviceSync)
 			if err != nil {
 				return err
 			}
@@ -125,6 +126,7 @@ on a DIR. Ctrl-C (or SIGTERM) stops it cleanly and exits 0.`,
 	f.Uint64Var(&id, "id", 0, "node ID (0: from the identity file, or allocated)")
 	f.StringVar(&storeKind, "store", "file", "node store: file (plain files in DIR/store) or sdf (SDF extent files on an emulated flash device in DIR/sdf; the KV replicas live on it too)")
 	f.Var(&deviceSize, "device-size", "data capacity of the emulated flash device (sdf store)")
+	registerUnsafeNoDeviceSync(f, &unsafeNoDeviceSync)
 	f.BoolVar(&cfg.SyncWrites, "sync", true, "fsync every chunk write")
 	f.BoolVar(&withKV, "kv", true, "host the replicated KV store (replicas of the shards the coordinator places here)")
 	start.register(cmd)

@@ -18,6 +18,7 @@ import (
 	"github.com/flashmend/flashmend/internal/torture"
 	"github.com/flashmend/flashmend/internal/torture/helix"
 	"github.com/flashmend/flashmend/internal/torture/nemesis"
+	"github.com/flashmend/flashmend/internal/torture/powerloss"
 )
 
 // newTortureCmd is `flashmend torture`: the reliability harness
@@ -178,6 +179,20 @@ instead. Every run prints its seed; --seed repeats a run.`,
 					logf("%v", err)
 				}
 			}
+			if parts == "all" && only == "" {
+				// Power losses of a node's store: plain files, then SDF on
+				// emulated flash; each writes its own report.
+				for _, o := range tortureAllPowerLoss {
+					o.Seed, o.Logf = seed, logf
+					res, err := runPowerLoss(o, out, cmd.OutOrStdout())
+					if err != nil {
+						r.PowerLossErr = append(r.PowerLossErr, o.Store+": "+err.Error())
+						logf("powerloss %s: %v", o.Store, err)
+						continue
+					}
+					r.PowerLoss = append(r.PowerLoss, res)
+				}
+			}
 			r.Wall = time.Since(start)
 			if len(r.KVFlash) > 0 || parts == "cords-sdf" {
 				command := fmt.Sprintf("flashmend torture cords-sdf --seed %d --keys %d", seed, keys)
@@ -245,7 +260,7 @@ instead. Every run prints its seed; --seed repeats a run.`,
 		}
 	}
 	for _, sub := range []struct{ name, short string }{
-		{"all", "The whole harness: fuzz every decoder, the CORDS sweeps, the helix, the nemesis (plain files and flash) and every crash point; torture.md sums them up"},
+		{"all", "The whole harness: fuzz every decoder, the CORDS sweeps, the helix, the nemesis (plain files and flash), every crash point and the power-loss runs (plain files and flash); torture.md sums them up"},
 		{"fuzz", "Fuzz every decoder of stored or received bytes for --fuzztime each (from the repository root)"},
 		{"cords", "One fault at a time in one file of every kind: KV store (a child process per cell; on files and on emulated flash) and object store"},
 		{"cords-sdf", "One fault at a time in every file kind of a KV replica on emulated flash and in the SDF layer's own pages; writes cords-kv-sdf.md"},
@@ -286,6 +301,15 @@ instead. Every run prints its seed; --seed repeats a run.`,
 		},
 	})
 	return cmd
+}
+
+// tortureAllPowerLoss are the power-loss runs of `torture all` (its seed
+// filled in): the plain-file store cut before every operation, the SDF
+// store (thousands of device operations per workload) before 100 drawn
+// ones per workload and mode.
+var tortureAllPowerLoss = []powerloss.Options{
+	{Store: powerloss.StoreFile, Workloads: 8, Steps: 16, CrashesPerWorkload: 0},
+	{Store: powerloss.StoreSDF, Workloads: 8, Steps: 16, CrashesPerWorkload: 100},
 }
 
 // newNemesisCmd is `flashmend torture nemesis`: real processes, a seeded

@@ -39,6 +39,9 @@ type Emulator struct {
 	stateSeq uint64
 	// erasesSinceSave counts erases since the last state save.
 	erasesSinceSave atomic.Int64
+	// unsynced counts the programs and erases written to the backend
+	// since the last PowerSafe fsync began (syncPages).
+	unsynced atomic.Int64
 	// saveErr is the first error of an automatic state save, returned by
 	// the next Sync or Close.
 	saveErrMu sync.Mutex
@@ -273,6 +276,7 @@ func (e *Emulator) programAt(issue time.Time, a PageAddr, data, oob []byte) (tim
 		d.ctr.failedOps.Add(1)
 		return time.Time{}, opErr(op, a, err)
 	}
+	e.unsynced.Add(1) // before the program returns: see syncPages
 	if b.written == 0 {
 		b.programUnixNano = issue.UnixNano()
 	}
@@ -436,7 +440,7 @@ func (e *Emulator) eraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 		// before it (a journal page that unmapped this block's last live
 		// page, a checkpoint root): after a power loss the block would be
 		// gone and its new mapping with it.
-		if err := e.st.Sync(); err != nil {
+		if err := e.syncPages(); err != nil {
 			d.ctr.failedOps.Add(1)
 			return time.Time{}, opErr(op, pa, err)
 		}
@@ -445,6 +449,7 @@ func (e *Emulator) eraseAt(issue time.Time, a BlockAddr) (time.Time, error) {
 		d.ctr.failedOps.Add(1)
 		return time.Time{}, opErr(op, pa, err)
 	}
+	e.unsynced.Add(1)
 	b.eraseCount++
 	e.erasesSinceSave.Add(1)
 	b.written = 0
@@ -557,7 +562,24 @@ func (e *Emulator) SyncPrograms() error {
 	if !e.opts.PowerSafe || !e.st.Persistent() {
 		return nil
 	}
-	return e.st.Sync()
+	return e.syncPages()
+}
+
+// syncPages fsyncs the page file unless no program or erase completed
+// since the last fsync began (PowerSafe: SDF asks before and after each
+// journal flush, and often nothing was written in between). The count is
+// taken to zero before the fsync, so a write that completes during it
+// counts for the next; a program counts before it returns, so one that
+// returned before a SyncPrograms call is always covered.
+func (e *Emulator) syncPages() error {
+	if e.unsynced.Swap(0) == 0 {
+		return nil
+	}
+	if err := e.st.Sync(); err != nil {
+		e.unsynced.Add(1)
+		return err
+	}
+	return nil
 }
 
 // Sync makes programmed pages and the device state durable (file backend).

@@ -55,7 +55,11 @@ type Options struct {
 	// and SyncPrograms (which internal/sdf calls before a sync or journal
 	// flush returns) does. Without it, programs survive a process crash
 	// (the kernel keeps them) but only Sync and Close make them durable;
-	// with it, every sync of the host costs an fsync.
+	// with it, every sync of the host costs an fsync. Off in the zero
+	// value (tests and experiments that model the device, e.g. the SDF
+	// benchmarks, run without it); objstore.OpenSDFStore, the store of
+	// every node on emulated flash, turns it on unless
+	// SDFStoreOptions.PowerUnsafe.
 	PowerSafe bool
 }
 

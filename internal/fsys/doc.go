@@ -1,7 +1,8 @@
 // Package fsys is the file-system boundary of the stores that keep their
 // data in ordinary files: the plain-file object store
 // (internal/objstore/filestore) and the file-backed emulated flash device
-// (internal/flash/pagefile, flash.Options.FS). It has the few operations
+// (internal/flash/pagefile, flash.Options.FS) with the SDF store's format
+// markers (objstore.SDFStoreOptions.FS). It has the few operations
 // they do on their directory trees, with the operating system's
 // implementation (OS) and an in-memory one that can lose power (Mem), so
 // that a store can be crashed at any I/O step and reopened from what a
@@ -51,6 +52,11 @@
 //   - OS adds nothing to the os calls (behaviour of the store on real files
 //     is unchanged by the boundary).
 //   - A crash image is itself fully durable: crashing it again keeps it.
+//   - A file's Sync costs the sectors written since the previous one when
+//     its size did not change (a flash device's page file is megabytes
+//     and syncs at every SDF sync), a whole copy otherwise; either way the
+//     synced state is exactly the file's content at the Sync
+//     (TestMemSyncKeepsExactlyTheLastSyncedContent).
 //   - The hook runs without Mem's lock; an operation whose hook crashed the
 //     Mem is not applied and fails with ErrCrashed.
 //

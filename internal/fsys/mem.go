@@ -66,9 +66,14 @@ func NewMem() *Mem { return &Mem{root: newDir(), capacityBytes: 1 << 30} }
 type node struct {
 	dir          bool
 	data, synced []byte
-	children     map[string]*node
-	syncedKids   map[string]*node
-	log          []dirChange
+	// dirty are the sectors written since the last Sync, when data and
+	// synced have the same size and differ only there (allDirty: not
+	// known, Sync copies the whole file).
+	dirty      map[int]struct{}
+	allDirty   bool
+	children   map[string]*node
+	syncedKids map[string]*node
+	log        []dirChange
 }
 
 // dirChange sets names to nodes (nil: removed), atomically.
@@ -339,6 +344,7 @@ func (m *Mem) OpenFile(name string, flag int, perm fs.FileMode) (File, error) {
 	}
 	if flag&os.O_TRUNC != 0 && writable {
 		n.data = nil
+		n.allDirty = true
 	}
 	return &memFile{m: m, n: n, name: name, read: flag&os.O_WRONLY == 0, write: writable}, nil
 }
@@ -580,8 +586,17 @@ func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
 		grown := make([]byte, end)
 		copy(grown, f.n.data)
 		f.n.data = grown
+		f.n.allDirty = true
 	}
 	copy(f.n.data[off:], p)
+	if !f.n.allDirty && len(p) > 0 {
+		if f.n.dirty == nil {
+			f.n.dirty = map[int]struct{}{}
+		}
+		for s := int(off / SectorBytes); s <= int((off+int64(len(p))-1)/SectorBytes); s++ {
+			f.n.dirty[s] = struct{}{}
+		}
+	}
 	return len(p), nil
 }
 
@@ -606,6 +621,7 @@ func (f *memFile) Truncate(size int64) error {
 	next := make([]byte, size)
 	copy(next, f.n.data)
 	f.n.data = next
+	f.n.allDirty = true
 	return nil
 }
 
@@ -618,10 +634,23 @@ func (f *memFile) Sync() error {
 	if err := f.check("sync", false); err != nil && !errors.Is(err, fs.ErrPermission) {
 		return err
 	}
-	f.n.synced = bytes.Clone(f.n.data)
-	if f.n.synced == nil {
-		f.n.synced = []byte{}
+	n := f.n
+	if n.allDirty || len(n.synced) != len(n.data) || n.synced == nil {
+		n.synced = bytes.Clone(n.data)
+		if n.synced == nil {
+			n.synced = []byte{}
+		}
+	} else {
+		// Only the sectors written since the last Sync differ (the
+		// page file of a flash device: megabytes, synced at every SDF
+		// sync).
+		for s := range n.dirty {
+			off := s * SectorBytes
+			copy(n.synced[off:min(off+SectorBytes, len(n.data))], n.data[off:])
+		}
 	}
+	clear(n.dirty)
+	n.allDirty = false
 	return nil
 }
 

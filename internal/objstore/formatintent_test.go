@@ -10,6 +10,7 @@ import (
 	"github.com/flashmend/flashmend/internal/direct"
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/flash/catalog"
+	"github.com/flashmend/flashmend/internal/fsys"
 )
 
 // interruptFormat leaves dir as a crash in the middle of the first format
@@ -27,7 +28,7 @@ func interruptFormat(t *testing.T, dir string, g flash.Geometry, intent bool) {
 		t.Fatal(err)
 	}
 	if intent {
-		if err := writeMarker(filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
+		if err := writeMarker(fsys.OS{}, filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -80,7 +81,7 @@ func TestCrashAtSDFZoneEraseDuringFormat(t *testing.T) {
 	}
 	// A lingering intent (a crash between the markers' writes) beside the
 	// formatted marker: mounted, data kept, intent removed.
-	if err := writeMarker(filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
+	if err := writeMarker(fsys.OS{}, filepath.Join(dir, sdfFormattingMarker), "formatting\n"); err != nil {
 		t.Fatal(err)
 	}
 	s, err = OpenSDFStore(dir, opts)

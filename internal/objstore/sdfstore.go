@@ -15,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/flash/catalog"
 	"github.com/flashmend/flashmend/internal/flash/pagefile"
+	"github.com/flashmend/flashmend/internal/fsys"
 	"github.com/flashmend/flashmend/internal/sdf"
 )
 
@@ -35,6 +36,17 @@ type SDFStoreOptions struct {
 	// copies through (flash.Options.StateIO; nil: the os): a fault
 	// injector's hook.
 	DeviceStateIO pagefile.StateIO
+	// PowerUnsafe turns off flash.Options.PowerSafe, which is on by
+	// default: the device's page file is then not fsynced when SDF syncs,
+	// so a process crash loses nothing acknowledged but a power loss of
+	// the host can (a synced chunk, or the SDF metadata that maps it).
+	// UNSAFE: for measurements of what the fsyncs cost, never for a store
+	// that keeps data (`--unsafe-no-device-sync`).
+	PowerUnsafe bool
+	// FS, if set, is the file system dir is on: the device's page file and
+	// state copies and the format markers (nil: the os's). An fsys.Mem
+	// cuts the store's power in internal/torture/powerloss.
+	FS fsys.FS
 }
 
 // DevGeometry is the emulated device of a `flashmend dev` node: 8 channels x
@@ -96,11 +108,37 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		return nil, err
 	}
 	devDir := filepath.Join(dir, "flash")
-	if err := base.MkdirAllDurable(devDir, 0o755, nil); err != nil {
+	files := opts.FS
+	if files == nil {
+		files = fsys.OS{}
+	}
+	marker := filepath.Join(dir, sdfFormattedMarker)
+	intent := filepath.Join(dir, sdfFormattingMarker)
+	blank, err := deviceBlank(files, devDir)
+	if err != nil {
 		return nil, fmt.Errorf("sdfstore: %w", err)
+	}
+	if err := fsys.MkdirAllDurable(files, devDir, 0o755, nil); err != nil {
+		return nil, fmt.Errorf("sdfstore: %w", err)
+	}
+	if blank {
+		// The format intent goes first, before the device's files: a
+		// crash while the new device writes its first state, or before
+		// format, leaves a device with state and no file system, which is
+		// formatted again only with the intent (found by torture
+		// powerloss --store sdf; TestSDFStoreFirstOpenCutAtEveryOperation).
+		if _, err := files.Stat(marker); errors.Is(err, iofs.ErrNotExist) {
+			if err := writeMarker(files, intent, "formatting\n"); err != nil {
+				return nil, fmt.Errorf("sdfstore: format intent marker: %w", err)
+			}
+		}
 	}
 	fopts := p.Options(flash.TimingNone, nil, opts.Seed)
 	fopts.StateIO = opts.DeviceStateIO
+	// Nothing acknowledged is lost, a host power loss included: SDF's
+	// syncs reach the page file's disk (internal/sdf doc, "Power loss").
+	fopts.PowerSafe = !opts.PowerUnsafe
+	fopts.FS = opts.FS
 	dev, err := flash.OpenFile(devDir, opts.Geometry, fopts)
 	if err != nil {
 		return nil, fmt.Errorf("sdfstore: device: %w", err)
@@ -108,9 +146,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 	if opts.OnDevice != nil {
 		opts.OnDevice(dev)
 	}
-	marker := filepath.Join(dir, sdfFormattedMarker)
-	intent := filepath.Join(dir, sdfFormattingMarker)
-	info := SDFOpenInfo{Device: dev.OpenInfo()}
+	info := SDFOpenInfo{Device: dev.OpenInfo(), PowerSafe: fopts.PowerSafe}
 	dies := make(chan sdf.DieFailure, 64)
 	fsOpts := sdf.Options{OnDieFailure: func(f sdf.DieFailure) {
 		select {
@@ -118,7 +154,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		default: // nobody listens; FailedDies still lists it
 		}
 	}}
-	_, statErr := os.Stat(marker)
+	_, statErr := files.Stat(marker)
 	var fs *sdf.FS
 	switch {
 	case statErr == nil:
@@ -128,31 +164,31 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		} else {
 			// A crash between the two markers' writes leaves the intent
 			// behind; the format finished, so it goes.
-			err = removeIntent(dir, intent)
+			err = removeIntent(files, dir, intent)
 		}
 	case !errors.Is(statErr, iofs.ErrNotExist):
 		err = fmt.Errorf("sdfstore: format marker: %w", statErr)
 	case info.Device.New:
-		fs, err = format(dev, fsOpts, dir, devDir, marker, intent)
+		fs, err = format(files, dev, fsOpts, dir, devDir, marker, intent)
 		info.Formatted = true
 	default:
 		// State but no marker: the marker was lost, or a format never
 		// finished. Mount what is there; never erase it, unless the
 		// format intent says a format of a blank device was cut short.
 		fs, err = sdf.Open(dev, fsOpts)
-		_, intentErr := os.Stat(intent)
+		_, intentErr := files.Stat(intent)
 		switch {
 		case err != nil && intentErr == nil:
-			fs, err = format(dev, fsOpts, dir, devDir, marker, intent)
+			fs, err = format(files, dev, fsOpts, dir, devDir, marker, intent)
 			info.Formatted, info.FormatResumed = true, true
 		case err != nil:
 			err = fmt.Errorf("sdfstore: %s holds an emulated flash device (%s) but no format marker (%s) and no SDF file system that mounts: %w; "+
 				"refusing to format it implicitly: to erase it, remove %s and start again", dir, dev.OpenInfo(), sdfFormattedMarker, err, dir)
 		default:
-			if err = writeMarker(marker, "formatted\n"); err != nil {
+			if err = writeMarker(files, marker, "formatted\n"); err != nil {
 				err = fmt.Errorf("sdfstore: format marker: %w", err)
 			} else {
-				err = removeIntent(dir, intent)
+				err = removeIntent(files, dir, intent)
 			}
 			info.MarkerRestored = true
 		}
@@ -181,6 +217,9 @@ type SDFOpenInfo struct {
 	// FormatResumed: a format of the blank device was cut short (its
 	// intent marker was there, no file system mounted) and was run again.
 	FormatResumed bool
+	// PowerSafe: the device fsyncs its page file when SDF syncs
+	// (SDFStoreOptions.PowerUnsafe not set).
+	PowerSafe bool
 }
 
 func (i SDFOpenInfo) String() string {
@@ -194,6 +233,9 @@ func (i SDFOpenInfo) String() string {
 	if i.FormatResumed {
 		s += " (an interrupted format run again)"
 	}
+	if !i.PowerSafe {
+		s += "; UNSAFE: device not fsynced at syncs, a power loss can lose acknowledged writes"
+	}
 	return s
 }
 
@@ -202,34 +244,74 @@ func (s *SDFStore) OpenInfo() SDFOpenInfo { return s.info }
 
 // format formats the device after the format intent is durable, then
 // writes the formatted marker and removes the intent.
-func format(dev *flash.Emulator, opts sdf.Options, dir, devDir, marker, intent string) (*sdf.FS, error) {
-	if err := writeMarker(intent, "formatting\n"); err != nil {
+func format(files fsys.FS, dev *flash.Emulator, opts sdf.Options, dir, devDir, marker, intent string) (*sdf.FS, error) {
+	if err := writeMarker(files, intent, "formatting\n"); err != nil {
 		return nil, fmt.Errorf("sdfstore: format intent marker: %w", err)
 	}
 	fs, err := sdf.Format(dev, opts)
 	if err != nil {
 		return nil, fmt.Errorf("sdfstore: format %s: %w", devDir, err)
 	}
-	if err := writeMarker(marker, "formatted\n"); err != nil {
+	if err := writeMarker(files, marker, "formatted\n"); err != nil {
 		return fs, fmt.Errorf("sdfstore: format marker: %w", err)
 	}
-	return fs, removeIntent(dir, intent)
+	return fs, removeIntent(files, dir, intent)
+}
+
+// deviceBlank reports whether the device directory holds no device yet:
+// it does not exist, or holds nothing but the lock a device open takes.
+func deviceBlank(files fsys.FS, devDir string) (bool, error) {
+	ents, err := files.ReadDir(devDir)
+	if errors.Is(err, iofs.ErrNotExist) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, e := range ents {
+		if e.Name() != "LOCK" {
+			return false, nil
+		}
+	}
+	return true, nil
 }
 
 // removeIntent removes the format intent marker, if any, durably.
-func removeIntent(dir, intent string) error {
-	if err := os.Remove(intent); err != nil {
+func removeIntent(files fsys.FS, dir, intent string) error {
+	if err := files.Remove(intent); err != nil {
 		if errors.Is(err, iofs.ErrNotExist) {
 			return nil
 		}
 		return fmt.Errorf("sdfstore: format intent marker: %w", err)
 	}
-	return base.SyncDir(dir)
+	return files.SyncDir(dir)
 }
 
-// writeMarker writes marker with content durably.
-func writeMarker(marker, content string) error {
-	return base.WriteFileDurable(marker, []byte(content), 0o644)
+// writeMarker writes marker with content durably: a temporary file
+// written and synced, renamed over marker, the directory synced.
+func writeMarker(files fsys.FS, marker, content string) error {
+	if _, ok := files.(fsys.OS); ok {
+		return base.WriteFileDurable(marker, []byte(content), 0o644)
+	}
+	tmp := marker + ".tmp"
+	f, err := files.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write([]byte(content))
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = files.Rename(tmp, marker)
+	}
+	if err != nil {
+		return err
+	}
+	return files.SyncDir(filepath.Dir(marker))
 }
 
 // Name implements Store.

@@ -118,7 +118,10 @@
 //     a power loss of the host keeps the same guarantee
 //     (TestPowerLossSDFOnFileDevice). Without PowerSafe such a device
 //     keeps the guarantee through a process crash only: a power loss can
-//     leave a volume with no complete checkpoint.
+//     leave a volume with no complete checkpoint
+//     (TestPowerLossSDFWithoutPowerSafeLosesSyncedFiles). objstore's
+//     SDFStore (every node and dev cluster on --store sdf) turns PowerSafe
+//     on unless told it may lose data (--unsafe-no-device-sync).
 //   - Every zone that may hold pages whose extents are not journaled is
 //     unsealed in the journal, so replay scans it.
 

@@ -10,6 +10,7 @@ import (
 	"github.com/flashmend/flashmend/internal/report"
 	"github.com/flashmend/flashmend/internal/torture/helix"
 	"github.com/flashmend/flashmend/internal/torture/nemesis"
+	"github.com/flashmend/flashmend/internal/torture/powerloss"
 )
 
 // Run is everything one torture run measured.
@@ -39,6 +40,10 @@ type Run struct {
 	// Helix is the helix run (HelixErr: it could not finish).
 	Helix    *helix.Result
 	HelixErr string
+	// PowerLoss are the power-loss runs (plain-file store, SDF store) and
+	// PowerLossErr the runs that could not finish.
+	PowerLoss    []*powerloss.Result
+	PowerLossErr []string
 }
 
 // faultTitle names a fault column.
@@ -57,7 +62,7 @@ func title(f string) string {
 
 // Report renders the run as docs/results/torture.md.
 func (r Run) Report() (*report.Report, error) {
-	rep, err := report.New("torture", "Torture: fuzzed decoders, one fault at a time in every file kind (CORDS), nemesis, crash points")
+	rep, err := report.New("torture", "Torture: fuzzed decoders, one fault at a time in every file kind (CORDS), nemesis, crash points, power loss")
 	if err != nil {
 		return nil, err
 	}
@@ -91,6 +96,9 @@ func (r Run) Report() (*report.Report, error) {
 		return nil, err
 	}
 	if err := r.crashSection(rep); err != nil {
+		return nil, err
+	}
+	if err := r.powerLossSection(rep); err != nil {
 		return nil, err
 	}
 	return rep, nil

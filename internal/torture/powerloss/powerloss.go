@@ -10,6 +10,7 @@ import (
 
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/direct"
+	"github.com/flashmend/flashmend/internal/flash"
 	"github.com/flashmend/flashmend/internal/fsys"
 	"github.com/flashmend/flashmend/internal/objstore"
 	"github.com/flashmend/flashmend/internal/objstore/filestore"
@@ -32,8 +33,28 @@ type Options struct {
 	MaxChunks, MaxChunkBytes int
 	// Modes are the crash kinds tried (default AllModes).
 	Modes []Mode
+	// Store is the node store under test: StoreFile (default), the
+	// plain-file store, or StoreSDF, objstore's SDFStore on a file-backed
+	// emulated flash device (SDFGeometry) whose page file is on the
+	// power-cut file system; its Sync modes run it power-safe (the
+	// default), nosync with SDFStoreOptions.PowerUnsafe.
+	Store string
 	// Logf, when set, sees one line per failed trial.
 	Logf func(format string, args ...any)
+}
+
+// The stores a run can cut from power.
+const (
+	StoreFile = "file"
+	StoreSDF  = "sdf"
+)
+
+// SDFGeometry is the emulated device of a StoreSDF run: 2 channels x 2
+// dies x 24 blocks x 16 pages of 4 KiB (6 MiB), small enough that every
+// crash image is a cheap copy, large enough for SDF's metadata zones and
+// a workload's chunks several times over.
+func SDFGeometry() flash.Geometry {
+	return flash.Geometry{Channels: 2, DiesPerChannel: 2, BlocksPerDie: 24, PagesPerBlock: 16, PageSize: 4096, OOBSize: 128}
 }
 
 // Defaults for Options' zero fields.
@@ -65,7 +86,12 @@ func (o *Options) Validate() error {
 	if len(o.Modes) == 0 {
 		o.Modes = AllModes
 	}
+	if o.Store == "" {
+		o.Store = StoreFile
+	}
 	switch {
+	case o.Store != StoreFile && o.Store != StoreSDF:
+		return base.InvalidArgumentf("powerloss: store %q (want %s or %s)", o.Store, StoreFile, StoreSDF)
 	case o.Workloads < 1 || o.Workloads > 10000:
 		return base.InvalidArgumentf("powerloss: %d workloads (want 1..10000)", o.Workloads)
 	case o.CrashesPerWorkload < 0 || o.CrashesPerWorkload > 100000:
@@ -298,10 +324,11 @@ type blobSpec struct {
 type workload struct {
 	steps []step
 	blobs []blobSpec
+	store string // Options.Store
 }
 
 func drawWorkload(rng *rand.Rand, opts Options) *workload {
-	wl := &workload{}
+	wl := &workload{store: opts.Store}
 	put := func() {
 		b := blobSpec{object: rng.Uint64() | 1, version: uint64(1 + rng.Intn(3))}
 		for i := 0; i < 1+rng.Intn(opts.MaxChunks); i++ {
@@ -355,6 +382,31 @@ func (b blobSpec) info() objstore.BlobInfo {
 
 const root = "/node/store"
 
+// nodeStore is the store under test and what only the plain-file store
+// has: compaction and its packs' load statistics.
+type nodeStore struct {
+	objstore.Store
+	compact   func() error
+	packStats func() filestore.PackStats
+}
+
+// open opens the workload's store on m.
+func (wl *workload) open(m *fsys.Mem, mode Mode) (*nodeStore, error) {
+	if wl.store == StoreSDF {
+		s, err := objstore.OpenSDFStore(root, objstore.SDFStoreOptions{Geometry: SDFGeometry(), Seed: 1, FS: m, PowerUnsafe: !mode.Sync})
+		if err != nil {
+			return nil, err
+		}
+		// SDF reclaims space by itself (host GC): nothing to compact.
+		return &nodeStore{Store: s, compact: func() error { return nil }, packStats: func() filestore.PackStats { return filestore.PackStats{} }}, nil
+	}
+	s, err := filestore.OpenFS(m, root, mode.Sync)
+	if err != nil {
+		return nil, err
+	}
+	return &nodeStore{Store: s, compact: func() error { return s.Compact(0) }, packStats: s.PackStats}, nil
+}
+
 // state is what the workload knows about each blob when the crash hits.
 type state struct {
 	// ackedChunks[b][i]: chunk i of blob b acknowledged.
@@ -370,12 +422,19 @@ type state struct {
 
 // execute runs the workload on a store over m until a call fails with
 // fsys.ErrCrashed (then the interrupted step is recorded) or it ends.
-func (wl *workload) execute(m *fsys.Mem, mode Mode, st *state) error {
-	s, err := filestore.OpenFS(m, root, mode.Sync)
+func (wl *workload) execute(m *fsys.Mem, mode Mode, st *state) (err error) {
+	s, err := wl.open(m, mode)
 	if err != nil {
 		st.step = "reopen"
 		return err
 	}
+	defer func() {
+		if err != nil {
+			// The power is cut: what Close writes is lost, but the
+			// store's goroutines and memory go (an SDF device's).
+			_ = s.Close()
+		}
+	}()
 	cs := objstore.NewChunkStore(s)
 	st.inFlightBlob, st.inFlightChunk = -1, -1
 	for _, sp := range wl.steps {
@@ -414,7 +473,7 @@ func (wl *workload) execute(m *fsys.Mem, mode Mode, st *state) error {
 			}
 		case "compact":
 			st.step, st.inFlightBlob, st.inFlightChunk = "compact", -1, -1
-			if err := s.Compact(0); err != nil {
+			if err := s.compact(); err != nil {
 				return err
 			}
 		}
@@ -457,13 +516,23 @@ func (wl *workload) trial(mode Mode, at int64, keepSeed int64) (Tally, string, [
 	fail := func(format string, args ...any) {
 		fails = append(fails, fmt.Sprintf(format, args...))
 	}
+	if img == nil && wl.store == StoreSDF && err == nil {
+		// SDF's channel workers may interleave a run's operations
+		// otherwise than the dry run's, and this one made fewer: the power
+		// is cut at its end.
+		img = m.Crash(fsys.CrashConfig{KeepPercent: mode.Keep, Rand: keep})
+	}
 	if img == nil {
 		t.Failed, t.Errors = 1, 1
 		return t, st.step, []string{fmt.Sprintf("the crash at operation %d never happened (workload ended: %v)", at, err)}
 	}
 	// err is nil when the crash hit an operation whose failure the store
 	// ignores (removing an emptied directory) and nothing followed it.
-	if err != nil && !errors.Is(err, fsys.ErrCrashed) {
+	// SDF takes a program that fails after the cut for a bad block and
+	// retires its zone, so the workload may end on another error (no
+	// space, after the retirements): the image was taken at the cut, and
+	// nothing after it counts.
+	if err != nil && !errors.Is(err, fsys.ErrCrashed) && wl.store != StoreSDF {
 		t.Errors++
 		fail("the workload failed otherwise than by the crash: %v", err)
 	}
@@ -479,12 +548,13 @@ func (wl *workload) trial(mode Mode, at int64, keepSeed int64) (Tally, string, [
 // right after the first one's repairs) finds the same.
 func (wl *workload) check(img *fsys.Mem, mode Mode, st *state, fail func(string, ...any)) Tally {
 	var t Tally
-	s, err := filestore.OpenFS(img, root, mode.Sync)
+	s, err := wl.open(img, mode)
 	if err != nil {
 		t.Errors++
 		fail("reopen: %v", err)
 		return t
 	}
+	defer s.Close()
 	cs := objstore.NewChunkStore(s)
 	for b, spec := range wl.blobs {
 		for i, data := range spec.chunks {
@@ -562,7 +632,7 @@ func (wl *workload) check(img *fsys.Mem, mode Mode, st *state, fail func(string,
 		t.Errors++
 		fail("listing the index after the restart: %v", err)
 	}
-	ps := s.PackStats()
+	ps := s.packStats()
 	t.TornTails, t.DamagedRegions = ps.TornTails, ps.DamagedRegions
 	// The store takes writes again: the interrupted chunk is repaired
 	// (written out of place over whatever the crash left) and reads back.
@@ -580,12 +650,13 @@ func (wl *workload) check(img *fsys.Mem, mode Mode, st *state, fail func(string,
 	// A second restart, from exactly what the first one synced (with
 	// sync; everything without): the loads' cuts and the repairs hold.
 	again := img.Crash(fsys.CrashConfig{KeepPercent: map[bool]int{true: 0, false: 100}[mode.Sync]})
-	s2, err := filestore.OpenFS(again, root, mode.Sync)
+	s2, err := wl.open(again, mode)
 	if err != nil {
 		t.Errors++
 		fail("second reopen: %v", err)
 		return t
 	}
+	defer s2.Close()
 	cs2 := objstore.NewChunkStore(s2)
 	for b, spec := range wl.blobs {
 		if st.deleting[b] {
