@@ -122,7 +122,7 @@ type kvRunResult struct {
 	// PendingAtEnd counts the patch requests the replicas still waited
 	// for when the run ended (kv.Replica status, PendingRepairs).
 	PendingAtEnd int
-	Flips     flipfs.Stats
+	Flips        flipfs.Stats
 	// AtRest is what the flips at rest before the run did (AtRest runs).
 	AtRest bitrot.Report
 	// Repairs completed in the measured phase (kv.Options.OnRepair).
