@@ -1024,10 +1024,12 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 // that fails its checksum is damage like any other (the new table damaged
 // as soon as it was written, or as it was read): lost is then what must be
 // patched again, the key spans of the damaged data blocks (IsolateBlocks
-// of every table holding rows of span, clipped to it), or the whole span
-// where the damage cannot be located (a table's index damaged, or a flip
-// that a second read no longer meets but whose rows still differ), with
-// damage the error that found it. The rest of the span is in and settled:
+// of every table holding rows of span, clipped to it, plus any part of
+// the rest that then fails its checksum too), or the whole span where a
+// table's index or metadata cannot be read, with damage the error that
+// found it; none if a second read meets no damage (a transient flip) and
+// every row reads back as the patch. Rows that verify and differ are an
+// assertion failure, not damage. The rest of the span is in and settled:
 // naming the whole span lost for one damaged block (as it did) asked for
 // it again and again once it was large, since at UBER 1e-7 a patch of a
 // whole shard meets a flip in almost every read back (DIRECT's smallest
