@@ -67,32 +67,21 @@ func BenchmarkGet(b *testing.B) {
 // process's CPU seconds (client and nodes) per GB put: with -cpuprofile it
 // shows where a PUT's time goes (docs/results/datapath.md).
 func BenchmarkPut(b *testing.B) {
-	ctx := context.Background()
-	c := benchCluster(b, devcluster.Options{Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true})
-	data := make([]byte, 8<<20)
-	rand.New(rand.NewSource(1)).Read(data)
-	for _, red := range []objectpb.Redundancy{rep, ec} {
-		b.Run(red.String(), func(b *testing.B) {
-			b.SetBytes(int64(len(data)))
-			cpu0 := processCPUSeconds(b)
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				if _, err := c.Put(ctx, red.String(), data, red); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			b.ReportMetric((processCPUSeconds(b)-cpu0)/(float64(b.N)*float64(len(data))/1e9), "cpu-s/GB")
-		})
-	}
+	benchPuts(b, devcluster.Options{Dir: b.TempDir(), Nodes: 6, UnsafeNoFsync: true})
 }
 
 // BenchmarkPutSync is BenchmarkPut on nodes that fsync their writes (a
 // node's default, `flashmend node --sync`, and `flashmend dev`'s): a PUT is
 // acknowledged only once every replica's or shard's chunks are durable.
 func BenchmarkPutSync(b *testing.B) {
+	benchPuts(b, devcluster.Options{Dir: b.TempDir(), Nodes: 6, SyncWrites: true, UnsafeNoFsync: true})
+}
+
+// benchPuts puts an 8 MiB object, REP and EC, on a cluster started with
+// opts, reporting the whole process's CPU seconds per GB put.
+func benchPuts(b *testing.B, opts devcluster.Options) {
 	ctx := context.Background()
-	c := benchCluster(b, devcluster.Options{Dir: b.TempDir(), Nodes: 6, SyncWrites: true, UnsafeNoFsync: true})
+	c := benchCluster(b, opts)
 	data := make([]byte, 8<<20)
 	rand.New(rand.NewSource(1)).Read(data)
 	for _, red := range []objectpb.Redundancy{rep, ec} {
