@@ -1087,8 +1087,28 @@ func (sm *StateMachine) damagedWithin(span Range) ([]Range, bool) {
 		return nil, false
 	}
 	lo, hi := PebbleSpan(span.Start, span.End)
-	byBacking := map[uint64][]DamagedSpan{}
+	runs, err := sm.damagedRuns(tables, lo, hi)
+	if err != nil {
+		return nil, false
+	}
 	var out []Range
+	for _, table := range runs {
+		for _, r := range table {
+			if start, end := maxBytes(r[0], lo), minBytes(r[1], hi); bytes.Compare(start, end) < 0 {
+				out = append(out, userRange(start, end))
+			}
+		}
+	}
+	return out, true
+}
+
+// damagedRuns is, for each live table that overlaps [lo, hi) (Pebble
+// keys), the runs of its damaged data blocks (IsolateBlocks of its backing
+// file, read once per file) clipped to the table's bounds, [start, end).
+// An error means a table's index or metadata cannot be read.
+func (sm *StateMachine) damagedRuns(tables []tableBounds, lo, hi []byte) ([][][2][]byte, error) {
+	byBacking := map[uint64][]DamagedSpan{}
+	var out [][][2][]byte
 	for _, m := range tables {
 		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
 			continue
@@ -1096,24 +1116,27 @@ func (sm *StateMachine) damagedWithin(span Range) ([]Range, bool) {
 		spans, seen := byBacking[m.backing]
 		if !seen {
 			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", m.backing))
+			var err error
 			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
 			if err != nil {
-				return nil, false
+				return nil, err
 			}
 			byBacking[m.backing] = spans
 		}
 		tableEnd := append(bytes.Clone(m.largest), 0)
+		var runs [][2][]byte
 		for _, sp := range spans {
-			start, end := maxBytes(maxBytes(sp.Start, m.smallest), lo), minBytes(tableEnd, hi)
+			start, end := maxBytes(sp.Start, m.smallest), tableEnd
 			if sp.End != nil {
 				end = minBytes(sp.End, end)
 			}
-			if bytes.Compare(start, end) < 0 {
-				out = append(out, userRange(start, end))
+			if bytes.Compare(start, end) < 0 { // else outside this table (cut off earlier)
+				runs = append(runs, [2][]byte{start, end})
 			}
 		}
+		out = append(out, runs)
 	}
-	return out, true
+	return out, nil
 }
 
 // maxUnlocated bounds StateMachine.unlocated.
@@ -1159,33 +1182,17 @@ func (sm *StateMachine) seekProbe(outerLo, lo, hi, outerHi []byte) error {
 // each refused what the others asked for, and the shard stalled.) An
 // error means a table's index or metadata cannot be read.
 func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newLo, newHi []byte, damaged []Range, grew bool, err error) {
-	byBacking := map[uint64][]DamagedSpan{}
+	perTable, err := sm.damagedRuns(tables, lo, hi)
+	if err != nil {
+		return nil, nil, nil, false, err
+	}
 	newLo, newHi = lo, hi
 	var runs [][2][]byte // every damaged run of a cut table, clipped to it
-	for _, m := range tables {
-		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
-			continue // not cut
-		}
-		spans, ok := byBacking[m.backing]
-		if !ok {
-			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", m.backing))
-			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
-			if err != nil {
-				return nil, nil, nil, false, err
-			}
-			byBacking[m.backing] = spans
-		}
-		tableEnd := append(bytes.Clone(m.largest), 0)
+	for _, table := range perTable {
 		var below, above []byte // the nearest runs' outer edges
-		for _, sp := range spans {
-			start, end := maxBytes(sp.Start, m.smallest), tableEnd
-			if sp.End != nil {
-				end = minBytes(sp.End, end)
-			}
-			if bytes.Compare(start, end) >= 0 {
-				continue // outside this table (cut off earlier)
-			}
-			runs = append(runs, [2][]byte{start, end})
+		for _, r := range table {
+			start, end := r[0], r[1]
+			runs = append(runs, r)
 			if bytes.Compare(start, lo) < 0 && (below == nil || bytes.Compare(start, below) > 0) {
 				below = start
 			}
