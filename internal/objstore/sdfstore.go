@@ -47,6 +47,11 @@ type SDFStoreOptions struct {
 	// state copies and the format markers (nil: the os's). An fsys.Mem
 	// cuts the store's power in internal/torture/powerloss.
 	FS fsys.FS
+	// Serial runs the device's operations one after another (sdf.Options.
+	// Serial): a store used from one goroutine then makes the same
+	// sequence of file-system operations on every run, so power-loss
+	// trials cut at the n-th one repeat. Slower; for tests.
+	Serial bool
 }
 
 // DevGeometry is the emulated device of a `flashmend dev` node: 8 channels x
@@ -153,7 +158,7 @@ func OpenSDFStore(dir string, opts SDFStoreOptions) (*SDFStore, error) {
 		case dies <- f:
 		default: // nobody listens; FailedDies still lists it
 		}
-	}}
+	}, Serial: opts.Serial}
 	_, statErr := files.Stat(marker)
 	var fs *sdf.FS
 	switch {

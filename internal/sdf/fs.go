@@ -151,7 +151,11 @@ func newFS(dev flash.Device, opts Options) (*FS, error) {
 	fs.zones = zones.New(l, blocks)
 	fs.jr = journal.New(l, journalHost{fs}, fs.zones, opts.ReadOnly)
 	for c := 0; c < g.Channels; c++ {
-		fs.chans = append(fs.chans, channels.Start(c, dev, opts.QueueDepth))
+		start := channels.Start
+		if opts.Serial {
+			start = channels.StartSerial
+		}
+		fs.chans = append(fs.chans, start(c, dev, opts.QueueDepth))
 	}
 	return fs, nil
 }
@@ -414,11 +418,20 @@ func (fs *FS) dropLocked(e extmap.Extent) {
 	}
 }
 
-// doParallel runs ops on their channels, every channel at once.
+// doParallel runs ops on their channels, every channel at once (with
+// Options.Serial, one channel after the other, lowest first).
 func (fs *FS) doParallel(ops []*channels.Op) {
 	perChan := map[int][]*channels.Op{}
 	for _, op := range ops {
 		perChan[op.Addr.Channel] = append(perChan[op.Addr.Channel], op)
+	}
+	if fs.opts.Serial {
+		for c := range fs.chans {
+			if list := perChan[c]; len(list) > 0 {
+				fs.chans[c].Do(list...)
+			}
+		}
+		return
 	}
 	if len(perChan) == 1 {
 		for c, list := range perChan {

@@ -112,6 +112,15 @@ type Options struct {
 	// would change the file system fails with ErrReadOnly; what the layer
 	// learns meanwhile (a failed die) stays in memory.
 	ReadOnly bool
+	// Serial runs every device operation one after another: each
+	// channel's requests in order with their dies in turn, and the
+	// requests the layer spreads over channels one channel after the
+	// other (lowest first) instead of all at once. A caller that uses the
+	// layer from one goroutine at a time then gets the same sequence of
+	// device operations on every run: power-loss trials that cut the
+	// device at its n-th operation repeat (internal/torture/powerloss).
+	// Slower; not for serving.
+	Serial bool
 }
 
 const (

@@ -86,6 +86,9 @@ type Worker struct {
 	// closed queue. Guarded by mu: stopped.
 	mu      sync.RWMutex
 	stopped bool
+	// serial runs a request's operations one after another in their
+	// order instead of its dies in parallel (StartSerial).
+	serial bool
 }
 
 // Start starts the worker of channel id of dev with a queue of depth
@@ -103,6 +106,18 @@ func (c *Worker) run() {
 		c.execute(req.ops)
 		close(req.done)
 	}
+}
+
+// StartSerial is Start for a worker that runs each request's operations
+// one after another, in the order given, instead of its dies in parallel:
+// with one caller at a time, the device then sees the same sequence of
+// operations on every run (sdf.Options.Serial; deterministic power-loss
+// trials).
+func StartSerial(id int, dev flash.Device, depth int) *Worker {
+	c := &Worker{id: id, dev: dev, queue: make(chan *request, depth), serial: true}
+	c.wg.Add(1)
+	go c.run()
+	return c
 }
 
 // Stop ends the worker once the requests in flight are done; later
@@ -136,8 +151,10 @@ func (c *Worker) Do(ops ...*Op) {
 }
 
 func (c *Worker) execute(ops []*Op) {
-	if len(ops) == 1 {
-		c.one(ops[0])
+	if len(ops) == 1 || c.serial {
+		for _, op := range ops {
+			c.one(op)
+		}
 		return
 	}
 	// Group by die, keeping each die's order.

@@ -38,7 +38,10 @@
 // # Invariants
 //
 //   - Deterministic: the same Options give the same workloads, crash
-//     points, images and tallies (the store runs on one goroutine).
+//     points, images and tallies (the store runs on one goroutine; the
+//     SDF store runs its device serially, SDFStoreOptions.Serial, since
+//     SDF's channel workers would otherwise reach the file system in
+//     another order each run: TestSDFPowerLossTrialCountsVaryRunToRun).
 //   - A trial whose crash never happened, or whose workload failed for
 //     another reason than the crash, is a failure, not a pass (on SDF any
 //     error after the cut is the cut's: SDF retires a zone whose program

@@ -32,7 +32,7 @@ func (r *Result) Markdown() string {
 	compact := "the packs compacted"
 	if o.Store == StoreSDF {
 		g := SDFGeometry()
-		store = fmt.Sprintf("a node's SDF object store (objstore.SDFStore: SDF extent files on a file-backed emulated flash device of %d channels x %d dies x %d blocks x %d pages of %d B, power-safe as every node's is by default; `nosync` runs it with SDFStoreOptions.PowerUnsafe) whose page file, device state copies and format markers are on fsys.Mem, an in-memory file system that can lose power; the crash points are the device's page programs and erases, its fsyncs and state saves, and the markers' writes",
+		store = fmt.Sprintf("a node's SDF object store (objstore.SDFStore: SDF extent files on a file-backed emulated flash device of %d channels x %d dies x %d blocks x %d pages of %d B, power-safe as every node's is by default; `nosync` runs it with SDFStoreOptions.PowerUnsafe; its device operations run one after another, SDFStoreOptions.Serial, so a seed repeats the same operations, trials and outcome) whose page file, device state copies and format markers are on fsys.Mem, an in-memory file system that can lose power; the crash points are the device's page programs and erases, its fsyncs and state saves, and the markers' writes",
 			g.Channels, g.DiesPerChannel, g.BlocksPerDie, g.PagesPerBlock, g.PageSize)
 		compact = "a compaction step (nothing to do: SDF reclaims zones itself)"
 	}
