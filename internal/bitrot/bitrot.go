@@ -228,18 +228,38 @@ var kinds = []struct {
 	{regexp.MustCompile(`^marker\.`), "pebble marker"},
 	{regexp.MustCompile(`^CURRENT$`), "pebble CURRENT"},
 	{regexp.MustCompile(`^\d+\.log$`), "pebble WAL"},
+	// Pebble writes an OPTIONS file as "temporary.<n>.dbtmp" and renames it.
+	{regexp.MustCompile(`^temporary\.\d+\.dbtmp$`), "pebble OPTIONS"},
 	{regexp.MustCompile(`^(\d+|patch-\d+)\.sst$`), "sstable"},
 	{regexp.MustCompile(`^LOCK$`), "lock"},
 }
 
+// guardfsEntry is a guardfs reserved-directory entry: copy k of a framed
+// file, "m.<k>.<16 hex id>.<name>", or of an sstable's sidecar,
+// "s.<k>.<id>.<name>" (guardfs.ParseReserved; bitrot cannot import
+// guardfs, whose tests use bitrot).
+var guardfsEntry = regexp.MustCompile(`^([ms])\.\d\.[0-9a-f]{16}\.(.+)$`)
+
 // Kind names the type of the file at path by its name (and, for files in a
-// protection layer's reserved directory, says so).
+// protection layer's reserved directory, says so). A guardfs copy is of the
+// kind of the file it protects, whatever that file's number (".guardfs
+// pebble MANIFEST"; ".guardfs sstable sidecar"): a write fault of a kind
+// must meet the copies written after the fault, which have new numbers.
 func Kind(path string) string {
 	base := filepath.Base(path)
 	prefix := ""
 	for _, part := range strings.Split(filepath.ToSlash(filepath.Dir(path)), "/") {
 		if strings.HasPrefix(part, ".") && part != "." && part != ".." {
 			prefix = part + " "
+		}
+	}
+	if prefix == ".guardfs " {
+		if m := guardfsEntry.FindStringSubmatch(base); m != nil {
+			k := Kind(m[2])
+			if m[1] == "s" {
+				k += " sidecar"
+			}
+			return prefix + k
 		}
 	}
 	for _, k := range kinds {

@@ -117,6 +117,16 @@ func TestKind(t *testing.T) {
 		"n1/shard-1/pebble/marker.manifest.000002.MANIFEST-000001": "pebble marker",
 		"n1/shard-1/pebble/.guardfs/MANIFEST-000001.1":             ".guardfs *.1",
 		"n1/shard-1/pebble/OPTIONS-000003":                         "pebble OPTIONS",
+		"n1/shard-1/pebble/temporary.000011.dbtmp":                 "pebble OPTIONS",
+		// guardfs copies: the kind of the protected file, whatever its
+		// number (the CORDS write-error cells of the copies were never
+		// reached while each number was a kind of its own).
+		"n1/shard-1/pebble/.guardfs/m.2.36eb8466ea109eb5.OPTIONS-000008":                   ".guardfs pebble OPTIONS",
+		"n1/shard-1/pebble/.guardfs/m.0.36eb8466ea109eb5.temporary.000011.dbtmp":           ".guardfs pebble OPTIONS",
+		"n1/shard-1/pebble/.guardfs/m.1.5820b63103d82ac7.MANIFEST-000006":                  ".guardfs pebble MANIFEST",
+		"n1/shard-1/pebble/.guardfs/m.2.14817de59790e894.marker.format-version.000011.024": ".guardfs pebble marker",
+		"n1/shard-1/pebble/.guardfs/s.1.14817de59790e894.000010.sst":                       ".guardfs sstable sidecar",
+		".sdfvfs/dup/kv/n1/shard-1/pebble/MANIFEST-000006":                                 ".sdfvfs pebble MANIFEST",
 	} {
 		if got := Kind(path); got != want {
 			t.Errorf("Kind(%s) = %q, want %q", path, got, want)

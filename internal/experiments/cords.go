@@ -38,7 +38,7 @@ func KVCordsBase(ctx context.Context, dir string, keys int, seed int64) ([]strin
 	if err := bitrot.Copy(oldFS, cfg.Dir, vfs.Default, filepath.Join(dir, "old")); err != nil {
 		return nil, err
 	}
-	return kvSweepFiles(baseFS, cfg, p)
+	return kvSweepFiles(baseFS, oldFS, cfg, p)
 }
 
 // KVCordsCell runs one cell of the KV sweep on an in-memory copy of the

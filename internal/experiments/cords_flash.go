@@ -9,11 +9,13 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -49,13 +51,20 @@ import (
 //   - lost write (at rest): one page written by the second load reads back
 //     erased (its program was acknowledged and never made);
 //   - EIO read (run time): every read of the page under one 4 KiB block of
-//     the file reports uncorrectable (flash.Faults.FailRead);
+//     the file reports uncorrectable (flash.Faults.FailRead); a P2L page,
+//     read only when a die's data is identified, is read by identifying
+//     the dies of its channel under the fault (CDR*, which must list what
+//     the file-table scan lists);
 //   - write error (run time): every write, sync and create of the file's
 //     kind on n1 fails (faultfs over n1's sdfvfs); for the SDF layer's
-//     journal and P2L pages the device fails the next program of a page of
-//     their kind in one block of a zone it was writing (flash.Faults.
-//     FailProgram: the block is retired, a grown bad block);
-//     a page's OOB has no write of its own.
+//     journal pages the device fails the next program of a journal page in
+//     one block of a zone it was writing, for its P2L pages the first P2L
+//     program in any data zone not full (flash.Faults.FailProgram: the
+//     block is retired, a grown bad block); the device's state copies fail
+//     every write (n1's device saving after every erase);
+//     not applicable (n/a): a page's OOB has no write of its own, and
+//     sdfvfs writes its copies (.sdfvfs) straight into SDF, below any
+//     vfs.FS the harness wraps.
 
 // kvFlashGeometry is each node's device: 4 channels x 2 dies x 64 blocks x
 // 32 pages of 4 KiB (64 MiB; the page file is sparse).
@@ -101,6 +110,9 @@ type flashNodes struct {
 	wrap    func(id base.NodeID, fs vfs.FS) vfs.FS
 	stateIO func(id base.NodeID) pagefile.StateIO
 
+	// saveEvery is node 1's device's flash.Options.SaveStateEveryErases.
+	saveEvery int
+
 	mu   sync.Mutex
 	devs map[base.NodeID]*flash.Emulator
 	sfss map[base.NodeID]*sdf.FS
@@ -108,9 +120,14 @@ type flashNodes struct {
 }
 
 func (f *flashNodes) nodeFS(id base.NodeID) (vfs.FS, error) {
+	// Called once per node (kvcluster keeps each node's FS across its
+	// restarts: a restart reopens the KV store, not the device).
 	opts := flash.Options{Seed: int64(id)}
 	if f.stateIO != nil {
 		opts.StateIO = f.stateIO(id)
+	}
+	if id == 1 {
+		opts.SaveStateEveryErases = f.saveEvery
 	}
 	dev, err := flash.OpenFile(filepath.Join(f.dir, fmt.Sprintf("n%d", uint64(id))), kvFlashGeometry(), opts)
 	if err != nil {
@@ -226,7 +243,7 @@ func KVFlashCordsBase(ctx context.Context, dir string, keys int, seed int64) ([]
 	if err := kvFlashLoad(ctx, nodes, keys/2, keys, seed); err != nil {
 		return nil, fmt.Errorf("kv flash cords base: second load: %w", err)
 	}
-	targets, err := kvFlashTargets(baseDir)
+	targets, err := kvFlashTargets(baseDir, filepath.Join(dir, "old"))
 	if err != nil {
 		return nil, err
 	}
@@ -281,8 +298,10 @@ func kvFlashLoad(ctx context.Context, nodes *flashNodes, from, to int, seed int6
 	return nil
 }
 
-// kvFlashTargets lists the rows on n1's device in baseDir (stopped).
-func kvFlashTargets(baseDir string) ([]flashTarget, error) {
+// kvFlashTargets lists the rows on n1's device in baseDir (stopped): of
+// each kind the last file listed, or the last that changed since the first
+// load (oldDir), if any did, so that a lost write has a page to lose.
+func kvFlashTargets(baseDir, oldDir string) ([]flashTarget, error) {
 	g := kvFlashGeometry()
 	devDir := filepath.Join(baseDir, "n1")
 	dev, err := flash.OpenFile(devDir, g, flash.Options{Seed: 1})
@@ -294,6 +313,7 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 		return nil, errors.Join(err, dev.Close())
 	}
 	last := map[string]flashTarget{}
+	changed := map[string]bool{}
 	var kinds []string
 	var newestSST string
 	for _, name := range sfs.List() {
@@ -310,8 +330,15 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 			continue
 		}
 		k := bitrot.Kind(name)
-		if _, ok := last[k]; !ok {
+		fresh, err := freshPages(devDir, filepath.Join(oldDir, "n1"), g, pages)
+		if err != nil {
+			return nil, errors.Join(err, sfs.Close(), dev.Close())
+		}
+		changed[name] = len(fresh) > 0
+		if cur, ok := last[k]; !ok {
 			kinds = append(kinds, k)
+		} else if changed[cur.Name] && !changed[name] {
+			continue
 		}
 		last[k] = flashTarget{Name: name, Kind: k, Pages: pages}
 		if k == "sstable" {
@@ -345,7 +372,9 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 	epochOf := map[int64]uint64{}
 	var newest uint64
 	for _, z := range zones {
-		if !z.Meta && z.WritePointer > 0 && z.WritePointer < z.Capacity {
+		if !z.Meta && z.WritePointer < z.Capacity {
+			// Data zones not full (partly written or empty): where the
+			// next P2L pages will be programmed.
 			p2l.Open = append(p2l.Open, z.ID)
 			left[z.ID] = z.Capacity - z.WritePointer
 		}
@@ -381,8 +410,7 @@ func kvFlashTargets(baseDir string) ([]flashTarget, error) {
 			journal.Open = append(journal.Open, z.ID)
 		}
 	}
-	// The zone nearest full first: the one whose P2L page the cell's
-	// workload is likeliest to program.
+	// The zone nearest full first.
 	sort.SliceStable(p2l.Open, func(i, j int) bool { return left[p2l.Open[i]] < left[p2l.Open[j]] })
 	// The journal's faults land on the newest epoch's pages (its
 	// checkpoint and records, which the next open replays), not on an
@@ -489,7 +517,25 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 			}
 		}
 		cell.What = fmt.Sprintf("page %v (flat %d) reads uncorrectable", a, pg)
+		var reader func() (string, bool)
+		if t.P2L {
+			// Only the identification of a die's data reads P2L pages
+			// (CDR*, sdf.LostRanges): run it under the fault; it must
+			// list what the file-table scan lists.
+			// A die's P2L pages are kept on another die of its channel
+			// (entrustment): identify every die of the page's channel.
+			reader = func() (string, bool) {
+				var notes []string
+				wrong := false
+				for d := 0; d < g.DiesPerChannel; d++ {
+					note, w := identifyUnderFault(nodes, flash.DieAddr{Channel: a.Channel, Die: d})
+					notes, wrong = append(notes, note), wrong || w
+				}
+				return strings.Join(notes, "; "), wrong
+			}
+		}
 		under = &kvIOFault{
+			Reader: reader,
 			Injected: func() int64 {
 				if faults == nil {
 					return 0
@@ -508,6 +554,20 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 			cell.Converged = true
 			return cell, nil
 		}
+		if strings.HasPrefix(t.Kind, ".sdfvfs ") {
+			// sdfvfs writes its shadow and range copies straight into
+			// SDF (sdf.File.Write), under the vfs.FS the harness wraps
+			// with faultfs; below SDF a failed write is a failed page
+			// program, which SDF absorbs by retiring the block and
+			// writing the page elsewhere before the copy's write returns
+			// (the journal and P2L rows' write errors are such program
+			// failures). So no write error of a copy reaches sdfvfs from
+			// a fault of this kind; sdfvfs's own tests cover a copy whose
+			// writes fail (it drops the shadow: dropShadow).
+			cell.What = "not applicable: sdfvfs writes its copies straight into SDF, below the faultfs over n1's sdfvfs, and a failed program there is absorbed by SDF (block retired, page rewritten) as in the journal and P2L rows"
+			cell.Converged = true
+			return cell, nil
+		}
 		if t.Meta || t.P2L {
 			// Armed once SDF is mounted: a run-time fault, as on the
 			// other rows (a device whose metadata cannot be written at
@@ -517,32 +577,80 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 				cell.Converged = true
 				return cell, nil
 			}
-			// One block of a zone the device was writing, on one die.
+			// Journal: one block of a zone the device was writing, on
+			// one die. P2L: the first P2L page programmed in a block of
+			// the data zones not full (a P2L page is programmed when
+			// its block fills, and which zone the workload fills first
+			// is the SDF layer's choice: arming only the zone nearest
+			// full left the cell unreached).
 			l := onflash.Layout{Geometry: g}
 			z := t.Open[rng.Intn(len(t.Open))]
+			var blocks []flash.BlockAddr
 			if t.P2L {
-				z = t.Open[0] // nearest full
+				for _, z := range t.Open {
+					for d := 0; d < g.DiesPerChannel; d++ {
+						blocks = append(blocks, l.ZoneBlockAddr(z, d))
+					}
+				}
+				cell.What = fmt.Sprintf("n1's device fails the first program of a P2L page in any of the %d data zones not full (%d blocks): the block is retired",
+					len(t.Open), len(blocks))
+			} else {
+				b := flash.BlockAddr{Channel: l.ZoneChannel(z), Die: rng.Intn(g.DiesPerChannel), Block: l.ZoneBlock(z)}
+				blocks = []flash.BlockAddr{b}
+				cell.What = fmt.Sprintf("n1's device fails the next program of a journal page in block %v (zone %d, which it was writing): the block is retired",
+					b, z)
 			}
-			b := flash.BlockAddr{Channel: l.ZoneChannel(z), Die: rng.Intn(g.DiesPerChannel), Block: l.ZoneBlock(z)}
-			armed := 0
-			var faults *flash.Faults
+			var (
+				armed  int
+				faults *flash.Faults
+				fired  atomic.Int64 // programs failed when the rest was disarmed
+				done   = make(chan struct{})
+				once   sync.Once
+			)
+			stop := func() { once.Do(func() { close(done) }) }
 			nodes.wrap = func(id base.NodeID, fs vfs.FS) vfs.FS {
-				if id == 1 {
-					faults = nodes.device(1).Faults()
-					armed = armFlashProgramFaults(faults, g, t, b)
+				if id != 1 {
+					return fs
+				}
+				faults = nodes.device(1).Faults()
+				for _, b := range blocks {
+					armed += armFlashProgramFaults(faults, g, t, b)
+				}
+				if t.P2L {
+					// One grown bad block: once a P2L program failed,
+					// the others are disarmed (within a millisecond;
+					// P2L pages are programmed once per block filled).
+					go func() {
+						tick := time.NewTicker(time.Millisecond)
+						defer tick.Stop()
+						for {
+							select {
+							case <-done:
+								return
+							case <-tick.C:
+								if n := armed - faults.Pending(); n > 0 {
+									faults.Clear()
+									fired.Store(int64(n))
+									return
+								}
+							}
+						}
+					}()
 				}
 				return fs
 			}
-			cell.What = fmt.Sprintf("n1's device fails the next program of a %s page in block %v (zone %d, which it was writing): the block is retired",
-				map[bool]string{true: "journal", false: "P2L"}[t.Meta], b, z)
 			under = &kvIOFault{
 				Injected: func() int64 {
 					if faults == nil {
 						return 0
 					}
+					if n := fired.Load(); n > 0 {
+						return n
+					}
 					return int64(armed - faults.Pending())
 				},
 				Clear: func() {
+					stop()
 					if faults != nil {
 						faults.Clear()
 					}
@@ -595,7 +703,39 @@ func KVFlashCordsCell(ctx context.Context, dir, name, fault string, keys int, se
 			out.Outcome += "; n1's flash stack: " + ev
 		}
 	}
-	return out, errors.Join(err, nodes.close())
+	cerr := nodes.close()
+	if cerr != nil && t.State && errors.Is(cerr, syscall.EIO) {
+		// The device keeps a state save that failed under the fault
+		// and reports it at its next sync or close (after the fault was
+		// cleared, its close saved anew): the fault's, not the cell's.
+		out.What += "; n1's device reported a failed state save at close: " + cerr.Error()
+		cerr = nil
+	}
+	return out, errors.Join(err, cerr)
+}
+
+// identifyUnderFault lists the live file ranges of die d of n1's device
+// with CDR* (P2L pages) and with the file-table scan, and reports whether
+// they differ (wrong: the die's loss would go unrepaired in part).
+func identifyUnderFault(nodes *flashNodes, d flash.DieAddr) (string, bool) {
+	nodes.mu.Lock()
+	sfs := nodes.sfss[1]
+	nodes.mu.Unlock()
+	if sfs == nil {
+		return "n1 holds no SDF to identify", false
+	}
+	got, st, err := sfs.LostRanges(d)
+	want, _, serr := sfs.LostRangesScan(d)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("identifying die %v by its P2L pages failed: %v", d, err), true
+	case serr != nil:
+		return fmt.Sprintf("the file-table scan of die %v failed: %v", d, serr), true
+	case (len(got) > 0 || len(want) > 0) && !reflect.DeepEqual(got, want):
+		return fmt.Sprintf("identifying die %v by its P2L pages listed %d ranges, the file-table scan %d", d, len(got), len(want)), true
+	}
+	return fmt.Sprintf("die %v identified by its P2L pages (%d read, %d zones by the scan instead): the same %d file ranges as the file-table scan",
+		d, st.PagesRead, st.ZonesByScan, len(got)), false
 }
 
 // kvStateFault is an I/O fault on n1's device's state copies (its
@@ -651,7 +791,13 @@ func flashStateFault(nodes *flashNodes, devDir, oldDir, fault string, rng *rand.
 		if fault == "eio-read-4k" {
 			f.armed.Store(true)
 		} else {
-			what = "every write of the device's state copies fails (EIO) once SDF is mounted"
+			// The device saves its state when it opens and closes,
+			// when a block goes bad and every SaveStateEveryErases
+			// erases: the workload retires no block and the device
+			// stays open until the cell ends, after the fault is
+			// cleared, so n1's device saves after every erase here.
+			what = "every write of the device's state copies fails (EIO) once SDF is mounted; n1's device saves its state after every erase"
+			nodes.saveEvery = 1
 			nodes.wrap = func(id base.NodeID, fs vfs.FS) vfs.FS {
 				if id == 1 {
 					f.armed.Store(true)
@@ -734,34 +880,51 @@ func flashDamagePage(devDir string, g flash.Geometry, t flashTarget, fault strin
 	return fmt.Sprintf("page %v %s %s (device status clean)", a, where, what), nil
 }
 
-// flashLoseProgram makes one page of t that the second load programmed
-// (its slot differs from the device's state between the loads) read back
-// erased: a program the device acknowledged and never made.
-func flashLoseProgram(devDir, oldDir string, g flash.Geometry, t flashTarget, rng *rand.Rand) (string, error) {
+// freshPages are the pages (flat indexes) whose slots in devDir's page file
+// differ from oldDir's: programmed since.
+func freshPages(devDir, oldDir string, g flash.Geometry, pages []int64) ([]int64, error) {
 	slot := int64(pagefile.HeaderBytes + g.PageSize + g.OOBSize)
-	cur, err := os.OpenFile(filepath.Join(devDir, "pages"), os.O_RDWR, 0)
+	cur, err := os.Open(filepath.Join(devDir, "pages"))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer cur.Close()
 	old, err := os.Open(filepath.Join(oldDir, "pages"))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	defer old.Close()
 	a, b := make([]byte, slot), make([]byte, slot)
 	var fresh []int64
-	for _, pg := range t.Pages {
+	for _, pg := range pages {
 		if _, err := cur.ReadAt(a, pg*slot); err != nil {
-			return "", err
+			return nil, err
 		}
+		clear(b)
 		if _, err := old.ReadAt(b, pg*slot); err != nil && err != io.EOF {
-			return "", err
+			return nil, err
 		}
 		if string(a) != string(b) {
 			fresh = append(fresh, pg)
 		}
 	}
+	return fresh, nil
+}
+
+// flashLoseProgram makes one page of t that the second load programmed
+// (its slot differs from the device's state between the loads) read back
+// erased: a program the device acknowledged and never made.
+func flashLoseProgram(devDir, oldDir string, g flash.Geometry, t flashTarget, rng *rand.Rand) (string, error) {
+	slot := int64(pagefile.HeaderBytes + g.PageSize + g.OOBSize)
+	fresh, err := freshPages(devDir, oldDir, g, t.Pages)
+	if err != nil {
+		return "", err
+	}
+	cur, err := os.OpenFile(filepath.Join(devDir, "pages"), os.O_RDWR, 0)
+	if err != nil {
+		return "", err
+	}
+	defer cur.Close()
 	if len(fresh) == 0 {
 		return "no page programmed since the first load: nothing to lose", nil
 	}

@@ -1,6 +1,7 @@
 package experiments
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -268,7 +269,7 @@ func runKVFaultSweep(ctx context.Context, p kvSweepParams) ([]kvSweepCell, error
 	if err != nil {
 		return nil, fmt.Errorf("kv-fault-sweep base: %w", err)
 	}
-	files, err := kvSweepFiles(baseFS, cfg, p)
+	files, err := kvSweepFiles(baseFS, oldFS, cfg, p)
 	if err != nil {
 		return nil, err
 	}
@@ -290,8 +291,28 @@ func runKVFaultSweep(ctx context.Context, p kvSweepParams) ([]kvSweepCell, error
 	return cells, nil
 }
 
+// fileChanged reports whether the file at path differs between base and
+// old (or is not in old).
+func fileChanged(base, old vfs.FS, path string) bool {
+	a, err := readFS(base, path)
+	if err != nil {
+		return false
+	}
+	b, err := readFS(old, path)
+	return err != nil || !bytes.Equal(a, b)
+}
+
+func readFS(fs vfs.FS, path string) ([]byte, error) {
+	f, err := fs.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(f)
+}
+
 // kvSweepFiles lists the files of replica n1 the sweep damages.
-func kvSweepFiles(baseFS vfs.FS, cfg kvcluster.Config, p kvSweepParams) ([]string, error) {
+func kvSweepFiles(baseFS, oldFS vfs.FS, cfg kvcluster.Config, p kvSweepParams) ([]string, error) {
 	victimDir := baseFS.PathJoin(cfg.Dir, "n1")
 	files, err := bitrot.Files(baseFS, victimDir)
 	if err != nil {
@@ -299,13 +320,20 @@ func kvSweepFiles(baseFS vfs.FS, cfg kvcluster.Config, p kvSweepParams) ([]strin
 	}
 	if p.OnePerKind {
 		// The last file of each kind: the newest generation, sstable or
-		// MANIFEST (an older one may be unused).
+		// MANIFEST (an older one may be unused); of a kind whose names
+		// do not sort by age (guardfs copies), the last that changed
+		// since the first load, so that a lost write has a block to
+		// lose.
 		last := map[string]string{}
+		changed := map[string]bool{}
 		var kinds []string
 		for _, f := range files {
 			k := bitrot.Kind(f)
-			if _, ok := last[k]; !ok {
+			changed[f] = fileChanged(baseFS, oldFS, f)
+			if cur, ok := last[k]; !ok {
 				kinds = append(kinds, k)
+			} else if changed[cur] && !changed[f] {
+				continue
 			}
 			last[k] = f
 		}
@@ -329,6 +357,14 @@ func kvSweepFiles(baseFS vfs.FS, cfg kvcluster.Config, p kvSweepParams) ([]strin
 func runKVSweepCell(ctx context.Context, baseFS, oldFS vfs.FS, cfg kvcluster.Config, file, fault string, p kvSweepParams,
 	rng *rand.Rand) (kvSweepCell, error) {
 	cell := kvSweepCell{Kind: bitrot.Kind(file), File: strings.TrimPrefix(file, cfg.Dir+"/"), Fault: fault, Crash: p.Crash}
+	if cell.Kind == "lock" {
+		// Pebble's LOCK file is created empty and only locked
+		// (vfs.FS.Lock): no byte to damage or lose, no read or write to
+		// fail.
+		cell.What = "not applicable: LOCK holds no byte and Pebble only takes a lock on it (vfs.FS.Lock), never reading or writing it"
+		cell.Converged = true
+		return cell, nil
+	}
 	fs := vfs.NewMem()
 	if err := bitrot.Copy(baseFS, cfg.Dir, fs, cfg.Dir); err != nil {
 		return cell, err
@@ -374,6 +410,11 @@ type kvIOFault struct {
 	Injected func() int64
 	// Clear heals the device.
 	Clear func()
+	// Reader, if set, reads what the fault lies under once the cluster
+	// is up, before the workload, with the fault in place: for
+	// structures no workload reads (an SDF P2L page is read only when a die's data is
+	// identified). It returns what it found and whether that was wrong.
+	Reader func() (string, bool)
 }
 
 // runKVCellWorkload runs a cell once its fault is in place: the cluster
@@ -394,6 +435,13 @@ func runKVCellWorkload(ctx context.Context, cfg kvcluster.Config, cell kvSweepCe
 		return cell, err
 	}
 	defer cl.Close()
+	if io != nil && io.Reader != nil {
+		note, wrong := io.Reader()
+		cell.What += "; " + note
+		if wrong {
+			cell.Wrong++
+		}
+	}
 	if io != nil {
 		// The workload continues under the fault: new keys are written
 		// and every key is read; what fails is unavailability, as long as

@@ -58,7 +58,9 @@
 //
 //   - A cell's outcome is derived from what was measured (keys read back,
 //     replica checksums, the child's exit), never assumed; a fault that
-//     never fired is reported as such.
+//     never fired is reported as such (not reached), and a fault that
+//     cannot occur in a file kind (no byte to damage, no write the
+//     harness can fail) as n/a with the reason.
 //   - The same seed picks the same blocks and bits.
 //
 // # Failure model

@@ -19,7 +19,14 @@ const (
 	Unavailable Outcome = "unavailable" // did not start, or a replica never came back in step
 	NotReached  Outcome = "not reached" // the fault did not land (nothing to damage, never read or written)
 	NotRun      Outcome = "not run"     // the fault is not injected into this kind of store yet
+	// NotApplicable: the fault cannot occur in this file kind (what
+	// happened says why: e.g. no write of the kind passes any layer the
+	// harness can fail, or the file holds no byte and is never read).
+	NotApplicable Outcome = "n/a"
 )
+
+// notApplicable starts the What of a cell whose fault cannot occur.
+const notApplicable = "not applicable"
 
 // Bad reports whether o misses the harness's target (0 lost, 0 wrong, 0
 // crash, availability back after at most one restart).
@@ -34,6 +41,8 @@ func ClassifyKV(c experiments.KVSweepCell, ioFault bool) (Outcome, string) {
 		return Unavailable, "does not start: " + c.StartErr
 	case c.Missing > 0 || c.Errors > 0:
 		return Lost, c.What
+	case strings.HasPrefix(c.What, notApplicable):
+		return NotApplicable, c.What
 	case !c.Converged:
 		return Unavailable, "replica n1 not back in step with its peers: " + c.Outcome
 	case ioFault && c.Injected == 0:

@@ -72,7 +72,8 @@ func (r Run) Report() (*report.Report, error) {
 		"while the fault was in place and succeeded once it was cleared and the replica restarted), *lost* (a key or "+
 		"object not readable at the end), *wrong* (bytes other than those written), *crash* (the process died or hung), "+
 		"*unavailable* (the cluster did not start, or the faulty replica never came back in step), *not reached* (the "+
-		"fault did not land: nothing to damage, or the file was never read or written).",
+		"fault did not land: nothing to damage, or the file was never read or written), *n/a* (the fault cannot occur in that "+
+		"file kind; the cell says why).",
 		r.Seed, r.Wall.Round(time.Second))
 	for _, e := range r.Errors {
 		rep.Text("**Stopped early:** %s", escape(e))
@@ -201,17 +202,20 @@ func (r Run) kvFlashIntro() string {
 		"with every node's replicas on internal/sdfvfs over internal/sdf over its own file-backed emulated device "+
 		"(internal/flash: 4 channels x 2 dies x 64 blocks x 32 pages of 4 KiB, a page file of checksummed slots). Rows: the "+
 		"newest file of each kind replica n1 keeps on its device (sdfvfs's duplicate copies, .sdfvfs, and the protection "+
-		"layer's, .guardfs, included), then the SDF layer's own pages: journal pages (records and checkpoints; the zone "+
+		"layer's, .guardfs, included; of a kind, the last file the second load wrote, if it wrote one), then the SDF layer's own pages: journal pages (records and checkpoints; the zone "+
 		"table is in them), P2L pages, the OOB bytes of the newest sstable's pages, and the device's own state copies "+
 		"(state.0-2 beside its page file: damaged at rest, a lost write keeps a copy as it was between the loads, EIO read "+
-		"and write error through flash.Options.StateIO). A fault lands on the flash page "+
+		"and write error through flash.Options.StateIO, n1's device saving its state after every erase in the write-error "+
+		"cell). A fault lands on the flash page "+
 		"holding the bytes: zeros, junk and bit flip change the stored page (data, or OOB) with the slot checksum "+
 		"recomputed, so the device returns the damage with a clean status (silent corruption the layers above must catch); "+
 		"lost write makes a page programmed by the second load read back erased; EIO read makes every read of the page "+
-		"under one 4 KiB block of the file uncorrectable (the device's fault injector) while the workload continues; "+
-		"write error fails every write, sync and create of the file's kind on n1 (faultfs over its sdfvfs) or, for the "+
-		"SDF layer's journal and P2L pages, the next program of such a page in one block of a zone the device was writing "+
-		"(the block is retired). *n1's flash stack* lists what the device, the SDF layer and sdfvfs detected and repaired "+
+		"under one 4 KiB block of the file uncorrectable (the device's fault injector) while the workload continues (a P2L "+
+		"page, which only the identification of a die's data reads, is read by identifying the dies of its channel under "+
+		"the fault: the result must equal the file-table scan's); write error fails every write, sync and create of the "+
+		"file's kind on n1 (faultfs over its sdfvfs) or, for the SDF layer's journal pages, the next program of such a page "+
+		"in one block of a zone the device was writing, for its P2L pages the first P2L program in any data zone not full "+
+		"(the block is retired); sdfvfs's copies and the OOB bytes have no write of their own a fault could fail (n/a). *n1's flash stack* lists what the device, the SDF layer and sdfvfs detected and repaired "+
 		"in the cell (the KV layers' counters do not see it). The base store is not bit-identical "+
 		"between runs (raft timing decides placement), so a seed repeats the choices, not always the same page.", r.Keys)
 }
