@@ -99,3 +99,16 @@ func TestFlashDeviceStateIOFaults(t *testing.T) {
 		}
 	}
 }
+
+// A torture run's object cells on plain-file nodes failed when the
+// machine's shared disk was over 95% full: each node refused new puts to
+// keep its repair reserve (5% of the disk). The sweep's plain-file nodes
+// run without a reserve; SDF nodes, on devices of their own, keep it.
+func TestSweepPutsRefusedOnANearlyFullSharedDisk(t *testing.T) {
+	if o := sweepClusterOptions(t.TempDir(), "", 7, nil); o.RepairReserve >= 0 {
+		t.Fatalf("plain-file sweep nodes keep a repair reserve of %v of the shared disk", o.RepairReserve)
+	}
+	if o := sweepClusterOptions(t.TempDir(), "sdf", 7, &urNodeStores{}); o.RepairReserve != 0 {
+		t.Fatalf("sdf sweep nodes: reserve %v, want the default", o.RepairReserve)
+	}
+}
