@@ -88,7 +88,8 @@ func (OS) Space(path string) (capacity, free base.Bytes, err error) {
 	if err := syscall.Statfs(path, &st); err != nil {
 		return 0, 0, err
 	}
-	return base.Bytes(int64(st.Blocks) * st.Bsize), base.Bytes(int64(st.Bavail) * st.Bsize), nil
+	bsize := int64(st.Bsize) // int64 on linux/amd64, int32 on 32-bit linux, uint32 on darwin
+	return base.Bytes(int64(st.Blocks) * bsize), base.Bytes(int64(st.Bavail) * bsize), nil
 }
 
 // MkdirAll is os.MkdirAll on fsys.

@@ -52,7 +52,7 @@ func startProcEnv(name string, argv []string, logPath string, env []string, args
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = childAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		logf.Close()
