@@ -5,6 +5,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -87,7 +90,7 @@ func benchPuts(b *testing.B, opts devcluster.Options) {
 	for _, red := range []objectpb.Redundancy{rep, ec} {
 		b.Run(red.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
-			cpu0 := processCPUSeconds(b)
+			cpu0, io0 := processCPUSeconds(b), processIO(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				if _, err := c.Put(ctx, red.String(), data, red); err != nil {
@@ -96,6 +99,7 @@ func benchPuts(b *testing.B, opts devcluster.Options) {
 			}
 			b.StopTimer()
 			b.ReportMetric((processCPUSeconds(b)-cpu0)/(float64(b.N)*float64(len(data))/1e9), "cpu-s/GB")
+			reportIO(b, io0)
 		})
 	}
 }
@@ -117,7 +121,7 @@ func BenchmarkGetFiles(b *testing.B) {
 		b.Run(red.String(), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			var got bytes.Buffer
-			cpu0 := processCPUSeconds(b)
+			cpu0, io0 := processCPUSeconds(b), processIO(b)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				got.Reset()
@@ -130,6 +134,7 @@ func BenchmarkGetFiles(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric((processCPUSeconds(b)-cpu0)/(float64(b.N)*float64(len(data))/1e9), "cpu-s/GB")
+			reportIO(b, io0)
 		})
 	}
 }
@@ -141,6 +146,40 @@ func processCPUSeconds(b *testing.B) float64 {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
+}
+
+// processIO is the process's read and write system calls so far (syscr
+// and syscw of /proc/self/io: read, pread, readv, ... and write, pwrite,
+// writev, ..., files and sockets alike); nil where there is no such file.
+func processIO(b *testing.B) map[string]float64 {
+	text, err := os.ReadFile("/proc/self/io")
+	if err != nil {
+		return nil
+	}
+	m := map[string]float64{}
+	for _, line := range strings.Split(string(text), "\n") {
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			continue
+		}
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			b.Fatalf("/proc/self/io: %q: %v", line, err)
+		}
+		m[k] = n
+	}
+	return m
+}
+
+// reportIO reports the read and write system calls per operation since
+// io0 (processIO): the data path's calls per object, client and nodes.
+func reportIO(b *testing.B, io0 map[string]float64) {
+	io1 := processIO(b)
+	if io0 == nil || io1 == nil {
+		return
+	}
+	b.ReportMetric((io1["syscr"]-io0["syscr"])/float64(b.N), "reads/op")
+	b.ReportMetric((io1["syscw"]-io0["syscw"])/float64(b.N), "writes/op")
 }
 
 // benchCluster starts an in-process cluster and a client of it, both closed

@@ -35,8 +35,34 @@ func ParseRedundancy(s string) (objectpb.Redundancy, error) {
 // Put writes data as a new version of key and commits it once every chunk
 // is durable on every replica or shard. A node that fails during the write
 // is excluded and the write starts again on a new placement.
+//
+// data must not change until Put returns: a REP write sends its chunks
+// straight from it (sliceSource), without copying them into buffers of
+// its own.
 func (c *Client) Put(ctx context.Context, key string, data []byte, red objectpb.Redundancy) (*objectpb.ObjectRecord, error) {
-	return c.PutReader(ctx, key, bytes.NewReader(data), int64(len(data)), red)
+	return c.PutReader(ctx, key, &sliceSource{Reader: bytes.NewReader(data), data: data}, int64(len(data)), red)
+}
+
+// sliceSource is Put's source: a reader of data whose REP units alias data
+// instead of being read into the write's buffers (produceUnits). It seeks
+// as bytes.Reader does, so a write placed again starts over.
+type sliceSource struct {
+	*bytes.Reader
+	data []byte
+}
+
+// take returns the next n bytes of the source as a slice of data (fewer at
+// its end), advancing the reader past them as a read would.
+func (s *sliceSource) take(n int64) ([]byte, error) {
+	off, err := s.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, err
+	}
+	n = min(n, int64(len(s.data))-off)
+	if _, err := s.Seek(n, io.SeekCurrent); err != nil {
+		return nil, err
+	}
+	return s.data[off : off+n], nil
 }
 
 // PutReader writes the bytes of src as a new version of key, streaming: it
@@ -141,6 +167,9 @@ type unitBuf struct {
 	shards  [][]byte
 	pending atomic.Int32
 	free    chan *unitBuf
+	// alias: buf is the caller's data (sliceSource), not a buffer of the
+	// write's; it is never written to and never pooled.
+	alias bool
 }
 
 func (u *unitBuf) done() {
@@ -329,7 +358,25 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 	unit := l.UnitBytes()
 	ahead := c.unitsAhead(l)
 	free := make(chan *unitBuf, ahead)
+	// A REP write of a byte slice (Put) sends its chunks from the slice:
+	// no unit buffer is filled, only the window's count of units is kept.
+	slice, _ := src.(*sliceSource)
+	alias := slice != nil && known && !l.EC
 	allocated := 0
+	defer func() {
+		// The buffers back in the free list go to the next write's
+		// window (one still held by a stream that failed is left to the
+		// collector): an 8 MiB window is otherwise 8 MiB of new, zeroed
+		// memory per write.
+		for {
+			select {
+			case u := <-free:
+				putUnitBuf(l, u)
+			default:
+				return
+			}
+		}
+	}()
 	acquire := func() (*unitBuf, error) {
 		select {
 		case u := <-free:
@@ -338,7 +385,10 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 		}
 		if allocated < ahead {
 			allocated++
-			return newUnitBuf(l, free), nil
+			if alias {
+				return &unitBuf{free: free, alias: true}, nil
+			}
+			return getUnitBuf(l, free), nil
 		}
 		select {
 		case u := <-free:
@@ -362,7 +412,18 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 		if err != nil {
 			return total, err
 		}
-		n, err := io.ReadFull(src, u.buf[:want])
+		var n int
+		if u.alias {
+			u.buf, err = slice.take(want)
+			if n = len(u.buf); err == nil && int64(n) < want {
+				err = io.ErrUnexpectedEOF
+				if n == 0 {
+					err = io.EOF
+				}
+			}
+		} else {
+			n, err = io.ReadFull(src, u.buf[:want])
+		}
 		last := false
 		switch {
 		case err == nil:
@@ -437,13 +498,37 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 	return total, nil
 }
 
-// newUnitBuf allocates one unit's buffer for a write of layout l.
-func newUnitBuf(l objlayout.Layout, free chan *unitBuf) *unitBuf {
-	n := direct.ChunkSize
+// unitBufs hold the unit buffers of finished writes, by kind (REP: one
+// chunk, EC: a row's six shard chunks), for the next writes' windows.
+var unitBufs [2]sync.Pool
+
+// getUnitBuf returns one unit's buffer for a write of layout l: one a
+// finished write left (its bytes are stale: every unit is filled before it
+// is used), or a new one.
+func getUnitBuf(l objlayout.Layout, free chan *unitBuf) *unitBuf {
+	k, n := 0, direct.ChunkSize
 	if l.EC {
-		n = direct.TotalShards * direct.ChunkSize
+		k, n = 1, direct.TotalShards*direct.ChunkSize
+	}
+	if b, ok := unitBufs[k].Get().(*[]byte); ok && len(*b) == n {
+		return &unitBuf{buf: *b, free: free}
 	}
 	return &unitBuf{buf: make([]byte, n), free: free}
+}
+
+// putUnitBuf hands a unit's buffer to later writes. Only a unit whose
+// every task is done may be put: nothing refers to its buffer any more
+// (a stream's send copies the chunk, see writeReplica).
+func putUnitBuf(l objlayout.Layout, u *unitBuf) {
+	if u.alias {
+		return
+	}
+	k := 0
+	if l.EC {
+		k = 1
+	}
+	b := u.buf[:cap(u.buf)]
+	unitBufs[k].Put(&b)
 }
 
 // unitTasks checksums (REP) or encodes and checksums (EC) unit i, whose n

@@ -1,8 +1,10 @@
 package wire
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"google.golang.org/grpc/mem"
@@ -58,6 +60,7 @@ const (
 // appendChunkHeader appends the encoding of c without its data field,
 // followed by the data field's tag and length (the data follows).
 func appendChunkHeader(b []byte, c *nodepb.ReadChunkResponse) []byte {
+	b = slices.Grow(b, chunkHeaderSize(c))
 	if len(c.Sums) > 0 {
 		b = protowire.AppendTag(b, fieldChunkSums, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(4*len(c.Sums)))
@@ -75,6 +78,23 @@ func appendChunkHeader(b []byte, c *nodepb.ReadChunkResponse) []byte {
 	return b
 }
 
+// chunkHeaderSize is the length of appendChunkHeader's encoding of c.
+func chunkHeaderSize(c *nodepb.ReadChunkResponse) int {
+	n := 0
+	if len(c.Sums) > 0 {
+		n += protowire.SizeTag(fieldChunkSums) + protowire.SizeBytes(4*len(c.Sums))
+	}
+	for _, v := range []bool{c.SumsValid, c.Corrupt, c.Transient} {
+		if v {
+			n += 2 // the fields are below 16: one byte of tag, one of value
+		}
+	}
+	if len(c.Data) > 0 {
+		n += protowire.SizeTag(fieldChunkData) + protowire.SizeVarint(uint64(len(c.Data)))
+	}
+	return n
+}
+
 func appendBool(b []byte, field protowire.Number, v bool) []byte {
 	if !v {
 		return b
@@ -89,7 +109,14 @@ func marshalChunkFrame(f *ChunkFrame) (mem.BufferSlice, error) {
 	if r == nil {
 		return nil, errors.New("wire: chunk frame without a response")
 	}
-	var hdr []byte
+	// The header (index, missing, error, the chunk's fields) in one
+	// allocation: appended to a nil slice, the 128 sums of a chunk grew
+	// it seven times.
+	hdrMax := 3*(1+binary.MaxVarintLen64) + 2 + len(r.Error)
+	if r.Chunk != nil {
+		hdrMax += chunkHeaderSize(r.Chunk)
+	}
+	hdr := make([]byte, 0, hdrMax)
 	if r.Index != 0 {
 		hdr = protowire.AppendTag(hdr, fieldChunksIndex, protowire.VarintType)
 		hdr = protowire.AppendVarint(hdr, uint64(r.Index))
@@ -102,10 +129,9 @@ func marshalChunkFrame(f *ChunkFrame) (mem.BufferSlice, error) {
 	var data []byte
 	if c := r.Chunk; c != nil {
 		data = c.Data
-		inner := appendChunkHeader(nil, c)
 		hdr = protowire.AppendTag(hdr, fieldChunksChunk, protowire.BytesType)
-		hdr = protowire.AppendVarint(hdr, uint64(len(inner)+len(data)))
-		hdr = append(hdr, inner...)
+		hdr = protowire.AppendVarint(hdr, uint64(chunkHeaderSize(c)+len(data)))
+		hdr = appendChunkHeader(hdr, c)
 	}
 	out := mem.BufferSlice{mem.SliceBuffer(hdr)}
 	switch {
@@ -216,6 +242,7 @@ func unmarshalChunk(b []byte, c *nodepb.ReadChunkResponse) error {
 			if len(v)%4 != 0 {
 				return fmt.Errorf("wire: packed sums of %d bytes", len(v))
 			}
+			c.Sums = slices.Grow(c.Sums, len(v)/4)
 			for len(v) > 0 {
 				s, k := protowire.ConsumeFixed32(v)
 				if k < 0 {

@@ -47,6 +47,9 @@ func TestChunkFrameMatchesProto(t *testing.T) {
 			copy(*f.Buf, want.Chunk.Data)
 			f.Resp.Chunk.Data = *f.Buf
 		}
+		if c := want.Chunk; c != nil && chunkHeaderSize(c) != len(appendChunkHeader(nil, c)) {
+			t.Fatalf("message %d: chunkHeaderSize %d, appendChunkHeader wrote %d bytes", i, chunkHeaderSize(c), len(appendChunkHeader(nil, c)))
+		}
 		bs, err := ChunkCodec{}.Marshal(f)
 		if err != nil {
 			t.Fatal(err)
