@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -322,21 +323,41 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	}
 	phases.Gathered = r.opts.Clock.Now()
 	// Each covered range is excised over its wide span; the rows there
-	// outside the range (the separator key the replica still reads) come
-	// from the replica itself, as of this entry.
+	// outside the range (the separator key the replica still reads, or
+	// every key of a small damaged table's span but its own) come from the
+	// replica itself, as of this entry. Every range the replica refuses is
+	// left out of its own rows (it cannot vouch for them: what this excise
+	// drops there stays refused until its own patch), and a wide span
+	// shared by several ranges (one per key of a damaged table that lists
+	// its keys) is read and excised once.
 	covered, missing := patch.Assemble(pr, ranges, got)
+	r.mu.Lock()
+	refused := r.repair.Recovering()
+	r.mu.Unlock()
+	skip := append(slices.Clone(ranges), refused...)
 	var done, wide []Range
 	var doneBlocks []uint64
 	var rows, ownRows []*kvpb.KeyValue
+	ownOK := map[string]bool{}
 	for _, p := range covered {
-		own, err := r.ownRowsOutside(p.Wide, p.Range)
-		if err != nil {
+		w := p.Wide.String()
+		ok, read := ownOK[w]
+		if !read {
+			own, err := r.ownRowsOutside(p.Wide, skip)
+			ok = err == nil
+			ownOK[w] = ok
+			if ok {
+				wide = append(wide, p.Wide)
+				ownRows = append(ownRows, own...)
+			}
+		}
+		if !ok {
 			missing = append(missing, p)
 			continue
 		}
-		done, wide = append(done, p.Range), append(wide, p.Wide)
+		done = append(done, p.Range)
 		doneBlocks = append(doneBlocks, p.Blocks...)
-		rows, ownRows = append(rows, p.Rows...), append(ownRows, own...)
+		rows = append(rows, p.Rows...)
 	}
 	// Two covered ranges whose wide spans overlap both read the replica's
 	// own rows there, and one range's own rows may lie in the other range,
@@ -445,6 +466,11 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	if q := patch.Retry(pr, still, now, retryFirst, r.opts.PatchTimeout); q != nil {
 		r.proposeRepair(q)
 	}
+	// (After the requests for what is still damaged are in: a table they
+	// name stays one reads go around.)
+	r.mu.Lock()
+	r.settleHolesLocked()
+	r.mu.Unlock()
 	if len(done) > 0 && r.opts.OnRepair != nil {
 		r.opts.OnRepair(RepairEvent{Node: r.node, Shard: r.shard.ID, Detected: pr.Detected, Applied: now,
 			Bytes: got.Bytes, Rows: len(rows), Ranges: done, Phases: phases})
@@ -472,12 +498,12 @@ func uniqueRows(first, then []*kvpb.KeyValue) []*kvpb.KeyValue {
 }
 
 // ownRowsOutside reads this replica's own rows in the parts of wide outside
-// narrow (the separator key a patch excises but the replica did not lose).
-func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
+// skip (the rows a patch excises but the replica did not lose: the
+// separator key, or every key of a damaged table's span but the table's
+// own), past its damaged tables (engine.Around).
+func (r *Replica) ownRowsOutside(wide Range, skip []Range) ([]*kvpb.KeyValue, error) {
 	var out []*kvpb.KeyValue
-	r.mu.Lock()
-	points := append([]engine.AbsentPoint(nil), r.absent...)
-	r.mu.Unlock()
+	a := r.around()
 	r.smMu.RLock()
 	defer r.smMu.RUnlock()
 	// Outside the shard the engine holds no user row (toShardEdges widens
@@ -490,8 +516,8 @@ func (r *Replica) ownRowsOutside(wide, narrow Range) ([]*kvpb.KeyValue, error) {
 	if len(r.shard.Range.End) == 0 {
 		outside = outside[:len(outside)-1]
 	}
-	for _, part := range keyspan.Subtract(wide, append([]Range{narrow}, outside...)) {
-		rows, err := engine.ScanAround(r.sm.DB(), part, points)
+	for _, part := range keyspan.Subtract(wide, append(slices.Clone(skip), outside...)) {
+		rows, err := engine.ScanAround(r.sm.DB(), part, a)
 		if err != nil {
 			return nil, err
 		}
@@ -512,7 +538,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	}
 	r.mu.Lock()
 	own := r.repair.Recovering()
-	points := append([]engine.AbsentPoint(nil), r.absent...)
+	a := r.aroundLocked()
 	r.mu.Unlock()
 	var built []Range
 	var rows []*kvpb.KeyValue
@@ -521,7 +547,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 		for _, piece := range keyspan.Subtract(rg, own) {
 			// Damaged here too: the parts on either side of this
 			// replica's damage still help cover the range.
-			got, part := engine.ScanPieces(r.sm.DB(), piece, points)
+			got, part := engine.ScanPieces(r.sm.DB(), piece, a)
 			built = append(built, got...)
 			rows = append(rows, part...)
 		}
@@ -657,7 +683,7 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 		r.stats.LastRepair = r.opts.Clock.Now().Sub(r.detectedAt)
 	}
 	r.repair.Reset()
-	r.absent = nil
+	r.absent, r.holes = nil, nil
 	r.needRebuild = false
 	r.rebuildTarget = 0
 	r.down = false

@@ -143,6 +143,9 @@ func (r *Replica) handleCorruption(info pebble.DataCorruptionInfo) {
 		if spans[i].absent != nil {
 			r.noteAbsentLocked(*spans[i].absent)
 		}
+		if spans[i].hole != nil {
+			r.noteHoleLocked(info.Path, *spans[i].hole)
+		}
 	}
 	r.stats.CorruptionsDetected++
 	r.stats.LastDetection = "pending"
@@ -166,6 +169,44 @@ func (r *Replica) noteAbsentLocked(p engine.AbsentPoint) {
 		r.absent = r.absent[1:]
 	}
 	r.absent = append(r.absent, p)
+}
+
+// maxHoles bounds the damaged tables whose keys a replica remembers;
+// forgetting one only makes reads that would have gone around it read
+// through it (and wait for its patch if they meet the damage).
+const maxHoles = 256
+
+// hole is a damaged table whose keys the replica knows, with its file.
+type hole struct {
+	path string
+	keys engine.TableKeys
+}
+
+// noteHoleLocked remembers a damaged table's keys (once per table).
+func (r *Replica) noteHoleLocked(path string, h engine.TableKeys) {
+	for _, q := range r.holes {
+		if q.keys.Table == h.Table {
+			return
+		}
+	}
+	if len(r.holes) >= maxHoles {
+		r.holes = r.holes[1:]
+	}
+	r.holes = append(r.holes, hole{path: path, keys: h})
+}
+
+// settleHolesLocked forgets the tables of files no request is pending for:
+// their damaged runs are cut out of the live data (or the replica was
+// rebuilt), and reads no longer need to go around them.
+func (r *Replica) settleHolesLocked() {
+	kept := r.holes[:0]
+	for _, h := range r.holes {
+		if r.repair.Busy(h.path) {
+			kept = append(kept, h)
+		}
+	}
+	clear(r.holes[len(kept):])
+	r.holes = kept
 }
 
 // proposeRepair registers p under a new patch id and proposes it at once
@@ -291,6 +332,9 @@ type repairSpan struct {
 	// absent, if set, is the left separator of wide when the damaged table
 	// provably does not hold it (narrow then starts just past it).
 	absent *engine.AbsentPoint
+	// hole, if set, is the damaged table with every key it holds: the
+	// replica reads other keys with the table left out.
+	hole *engine.TableKeys
 }
 
 // isolate maps a corrupt file to the user key ranges to repair: one per run
@@ -318,6 +362,10 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 	if spans, _, err := engine.IsolateBlocks(r.fs, info.Path, readerOpts, fileStart, fileEnd); err == nil && len(spans) > 0 {
 		out := make([]repairSpan, 0, len(spans))
 		for _, sp := range spans {
+			if sp.KeysKnown {
+				out = append(out, r.isolateKeys(sp)...)
+				continue
+			}
 			wide := r.toUserRange(sp.Start, sp.End)
 			narrow := wide
 			wide = r.toShardEdges(wide)
@@ -356,6 +404,44 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		return nil // nothing live in the table's bounds
 	}
 	return []repairSpan{{Span: patch.Span{Narrow: rg, Wide: r.toShardEdges(rg)}}}
+}
+
+// isolateKeys maps a damaged run of a table that lists its keys to what the
+// replica lost: exactly the table's keys in the run (each refused and
+// patched on its own; a read of any other key leaves the table out, which
+// is exact), all excised over the run's wide span, whose other rows the
+// replica reads itself. A run that holds no user key (the applied record's
+// copies alone: a table flushed after a patch) lost nothing, but its
+// damaged block must still be cut out of the live data (every compaction
+// of the table fails on it): its patch asks for one key, the span's first,
+// and carries the rest from the replica.
+func (r *Replica) isolateKeys(sp engine.DamagedSpan) []repairSpan {
+	rg := r.toUserRange(sp.Start, sp.End)
+	if rg.End != nil && bytes.Compare(rg.Start, rg.End) >= 0 {
+		return nil // nothing of the shard in the run
+	}
+	wide := r.toShardEdges(rg)
+	hole := &engine.TableKeys{Table: sp.Table}
+	for _, pk := range sp.AllKeys {
+		if k, ok := engine.FromUserKey(pk); ok {
+			hole.Keys = append(hole.Keys, bytes.Clone(k))
+		}
+	}
+	var lost [][]byte
+	for _, pk := range sp.Keys {
+		if k, ok := engine.FromUserKey(pk); ok && rg.Contains(k) {
+			lost = append(lost, bytes.Clone(k))
+		}
+	}
+	if len(lost) == 0 {
+		lost = [][]byte{bytes.Clone(rg.Start)}
+	}
+	out := make([]repairSpan, 0, len(lost))
+	for _, k := range lost {
+		narrow := Range{Start: k, End: append(bytes.Clone(k), 0)}
+		out = append(out, repairSpan{Span: patch.Span{Narrow: narrow, Wide: wide, Blocks: sp.Offsets}, hole: hole})
+	}
+	return out
 }
 
 // toShardEdges extends an excise span that reaches a bound of the shard to

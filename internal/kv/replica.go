@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -192,7 +193,11 @@ type Replica struct {
 	// absent lists keys that damaged tables of this replica provably do not
 	// hold (engine/tableid.go): repair reads take them with the table left
 	// out.
-	absent      []engine.AbsentPoint
+	absent []engine.AbsentPoint
+	// holes lists damaged tables of this replica whose every key is known
+	// (engine/tablekeys.go), by file: reads of other keys leave them out
+	// until no request for the file is pending.
+	holes       []hole
 	detectedAt  time.Time
 	patchSig    chan struct{} // closed and replaced when a patch adds pieces
 	down        bool          // crash baseline: no reads until rebuilt
@@ -944,6 +949,25 @@ func (r *Replica) readable(rg Range) error {
 	return nil
 }
 
+// around is what the replica knows of its damaged tables' keys, for reads
+// past them (engine.Around).
+func (r *Replica) around() engine.Around {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.aroundLocked()
+}
+
+func (r *Replica) aroundLocked() engine.Around {
+	if len(r.absent) == 0 && len(r.holes) == 0 {
+		return engine.Around{}
+	}
+	a := engine.Around{Points: slices.Clone(r.absent)}
+	for _, h := range r.holes {
+		a.Tables = append(a.Tables, h.keys)
+	}
+	return a
+}
+
 // Get reads key with the given consistency.
 func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) ([]byte, bool, uint64, error) {
 	if err := r.prepareRead(ctx, opts); err != nil {
@@ -961,7 +985,7 @@ func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) (
 		return nil, false, 0, err
 	}
 	applied, _ := r.appliedIndex()
-	v, found, err := engine.Get(r.sm.DB(), key)
+	v, found, err := engine.GetWith(r.sm.DB(), key, r.around())
 	return v, found, applied, err
 }
 
@@ -981,7 +1005,7 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit, maxBytes i
 		return nil, false, 0, err
 	}
 	applied, _ := r.appliedIndex()
-	rows, more, err := engine.ScanBounded(r.sm.DB(), start, end, limit, maxBytes)
+	rows, more, err := engine.ScanBoundedWith(r.sm.DB(), start, end, limit, maxBytes, r.around())
 	return rows, more, applied, err
 }
 

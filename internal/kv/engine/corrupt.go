@@ -117,6 +117,36 @@ func (sm *StateMachine) corruptBlockOnce(key []byte, frac float64, damaged map[s
 	return "", 0, base.InvalidArgumentf("kv: no sstable holds key %q", key)
 }
 
+// CorruptSmallTable flips a byte in the middle of the data block holding
+// key of the engine's newest table of at most maxBytes that holds it (a
+// small L0 table from a flush, which CorruptBlock, compacting everything
+// first, cannot reach) and returns the table and the block's offset. A test
+// tool.
+func (sm *StateMachine) CorruptSmallTable(key []byte, maxBytes uint64) (string, uint64, error) {
+	levels, err := sm.db.SSTables()
+	if err != nil {
+		return "", 0, Classify(err)
+	}
+	pk := UserKey(key)
+	var newest uint64
+	for _, level := range levels {
+		for _, t := range level {
+			if t.Size <= maxBytes && bytes.Compare(pk, t.Smallest.UserKey) >= 0 && bytes.Compare(pk, t.Largest.UserKey) <= 0 {
+				newest = max(newest, uint64(t.BackingSSTNum))
+			}
+		}
+	}
+	if newest == 0 {
+		return "", 0, base.InvalidArgumentf("kv: no table of at most %d bytes holds key %q", maxBytes, key)
+	}
+	path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", newest))
+	off, err := sm.corruptBlockInFile(path, pk, 0.5)
+	if err == nil && !sm.liveTable(path) {
+		err = fmt.Errorf("kv: %s was compacted away while it was damaged", path)
+	}
+	return path, off, err
+}
+
 func (sm *StateMachine) corruptBlockInFile(path string, pk []byte, frac float64) (uint64, error) {
 	return corruptBlockInFile(sm.fs, sm.opts.MakeReaderOptions(), path, pk, frac)
 }

@@ -27,6 +27,16 @@
 //     scrubber's whole-table check), IsolateCorruption and IsolateBlocks
 //     (damaged blocks to key spans, from the table's index), TableLayout,
 //     and CorruptBlock/FlipByteAt (damage on purpose, for demos and tests).
+//   - Table key lists (tablekeys.go): every table of at most 128 distinct
+//     user keys lists them in a table property, so IsolateBlocks names
+//     exactly the keys a damaged run of such a table holds (DamagedSpan.
+//     Keys), not the key range its index gives (a small flushed table's
+//     bounds are the whole key space: the applied record's two copies).
+//   - Reads past damaged tables (around.go: Around, GetWith,
+//     ScanBoundedWith, ScanAround, ScanPieces): a key a damaged table
+//     provably does not hold (not in its list, or a separator it does not
+//     hold) is read with the table's blocks filtered out by its table id
+//     (tableid.go), which is exact; every other key through the table.
 //   - Reads that retry a transient flip (Get, Scan, ScanBounded re-read up
 //     to ReadAttempts times before reporting corruption) and RowsCRC, the
 //     checksum a patch piece travels with.
@@ -39,6 +49,9 @@
 //   - Invariant: a patch is installed only if, read back, the range holds
 //     exactly the patch's rows and every row outside the excised span is
 //     still there (checkExcise, keptCRC).
+//   - Invariant: a read leaves a table out only for keys the table holds
+//     no version of (its own list, or a separator sepAbsent proved), so
+//     a read past damage returns what a read of an undamaged engine would.
 //   - In invariants builds the applied record is decoded back before it is
 //     written (checksum before the write); both copies are verified when
 //     read (verify after the read).

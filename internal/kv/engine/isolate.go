@@ -170,6 +170,16 @@ type DamagedSpan struct {
 	StartAbsent bool
 	// Table is the table's id (tableid.go; 0 if it has none).
 	Table uint64
+	// KeysKnown is set when the table lists its keys (tablekeys.go): Keys
+	// are then exactly the user-space Pebble keys of the table within
+	// [Start, End), ascending (none: the run holds only the applied
+	// record), and the table holds no other key there.
+	KeysKnown bool
+	Keys      [][]byte
+	// AllKeys, when KeysKnown, are every user-space Pebble key of the
+	// table (of its backing file, for a virtual table): it holds no
+	// version of any other key, which is what a read around it needs.
+	AllKeys [][]byte
 }
 
 // IsolateBlocks finds every damaged data block of the sstable at path and
@@ -209,6 +219,7 @@ func IsolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 	}
 	defer raw.Close()
 	table := tableIDOf(r)
+	keys, keysKnown := tableKeysOf(r)
 	damaged := make([]bool, len(blocks))
 	for i, b := range blocks {
 		ok, err := BlockVerifies(raw, b.h)
@@ -246,6 +257,9 @@ func IsolateBlocks(fs vfs.FS, path string, readerOpts sstable.ReaderOptions, fil
 		}
 		if fileEnd != nil && (sp.End == nil || bytes.Compare(sp.End, fileEnd) > 0) {
 			sp.End = fileEnd
+		}
+		if keysKnown && table != 0 {
+			sp.KeysKnown, sp.Keys, sp.AllKeys = true, keysIn(keys, sp.Start, sp.End), keys
 		}
 		if sp.End == nil || bytes.Compare(sp.Start, sp.End) < 0 {
 			spans = append(spans, sp)

@@ -9,35 +9,36 @@ import (
 	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
-// ScanPieces reads rg for a patch a peer asked for, like ScanAround, and
-// when rg does not read back whole because this replica is damaged there
-// too (a block that fails its checksum on every attempt), it still answers
-// with what it can vouch for: the prefix of rg read forward up to the first
-// failure and the suffix read backward down to the last one, each a piece
-// [lo, hi) with every row of rg in it. The damaged replica assembles a range
-// from the pieces of all its peers (helix recovery), so two peers each
-// damaged once in a range still cover it between them, where a peer that
-// answered all or nothing left the range unrepaired until the next patch
-// entry and a scan that reads megabytes again.
+// ScanPieces reads rg for a patch a peer asked for, like ScanAround (past
+// the damaged tables a knows), and when rg does not read back whole because
+// this replica is damaged there too (a block that fails its checksum on
+// every attempt), it still answers with what it can vouch for: the prefix
+// of rg read forward up to the first failure and the suffix read backward
+// down to the last one, each a piece [lo, hi) with every row of rg in it.
+// The damaged replica assembles a range from the pieces of all its peers
+// (helix recovery), so two peers each damaged once in a range still cover
+// it between them, where a peer that answered all or nothing left the range
+// unrepaired until the next patch entry and a scan that reads megabytes
+// again.
 //
 // A piece is exact: a forward iterator returns every key below the one it
 // fails on, in order, so [rg.Start, last+"\x00") holds every row up to the
-// last key read; backward likewise [first, rg.End). Around absent points
-// (rows of this replica's own damaged tables, read around them) the range
-// is all or nothing, as in ScanAround. An error other than corruption
-// answers nothing.
-func ScanPieces(db pebble.Reader, rg Range, points []AbsentPoint) ([]Range, []*kvpb.KeyValue) {
-	for _, p := range points {
-		if rg.Contains(p.Key) {
-			rows, err := ScanAround(db, rg, points)
-			if err != nil {
-				return nil, nil
-			}
+// last key read; backward likewise [first, rg.End). The pieces are read
+// plainly, or with the listed tables left out when rg holds none of their
+// keys (both exact). An error other than corruption answers nothing.
+func ScanPieces(db pebble.Reader, rg Range, a Around) ([]Range, []*kvpb.KeyValue) {
+	if !a.Empty() {
+		rows, err := ScanAround(db, rg, a)
+		if err == nil {
 			return []Range{rg}, rows
 		}
+		if !base.IsCorruption(err) {
+			return nil, nil
+		}
+		if len(a.cuts(rg)) == 0 {
+			db = excluding(db, a.listed())
+		}
 	}
-	// No absent point in rg: ScanAround would be this very scan, which
-	// keeps the rows it read before a failure instead of dropping them.
 	pre, _, err := scanPartial(db, rg.Start, rg.End, 0, 0)
 	if err == nil {
 		return []Range{rg}, pre

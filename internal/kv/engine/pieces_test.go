@@ -59,7 +59,7 @@ func TestScanPiecesAroundDamage(t *testing.T) {
 
 	t.Run("undamaged", func(t *testing.T) {
 		sm := open(t)
-		pieces, rows := ScanPieces(sm.db, rg, nil)
+		pieces, rows := ScanPieces(sm.db, rg, Around{})
 		if len(pieces) != 1 || check(t, rg, pieces, rowMap(rows)) != 1000 {
 			t.Fatalf("pieces %v", pieces)
 		}
@@ -69,7 +69,7 @@ func TestScanPiecesAroundDamage(t *testing.T) {
 		if _, _, err := sm.CorruptBlock(key(1000)); err != nil {
 			t.Fatal(err)
 		}
-		pieces, rows := ScanPieces(sm.db, rg, nil)
+		pieces, rows := ScanPieces(sm.db, rg, Around{})
 		n := check(t, rg, pieces, rowMap(rows))
 		t.Logf("pieces %v: %d of 1000 rows", pieces, n)
 		if len(pieces) != 2 || n < 900 || n >= 1000 {
@@ -88,7 +88,7 @@ func TestScanPiecesAroundDamage(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		pieces, rows := ScanPieces(sm.db, rg, nil)
+		pieces, rows := ScanPieces(sm.db, rg, Around{})
 		n := check(t, rg, pieces, rowMap(rows))
 		t.Logf("pieces %v: %d of 1000 rows", pieces, n)
 		if len(pieces) != 2 || n < 300 || n > 500 {
@@ -102,7 +102,7 @@ func TestScanPiecesAroundDamage(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		pieces, rows := ScanPieces(sm.db, rg, nil)
+		pieces, rows := ScanPieces(sm.db, rg, Around{})
 		check(t, rg, pieces, rowMap(rows))
 		for _, p := range pieces {
 			if p.Contains(key(500)) || p.Contains(key(1499)) {

@@ -206,8 +206,9 @@ func PebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 	// with L0's depth instead (the threshold still triggers compactions).
 	opts.L0StopWritesThreshold = math.MaxInt32
 	// Every table carries an id, so a repair can read around a damaged
-	// table (tableid.go).
-	opts.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{newTableIDCollector}
+	// table (tableid.go); a small table lists its keys, so a damaged block
+	// of it costs its own keys only (tablekeys.go).
+	opts.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{newTableIDCollector, newTableKeysCollector}
 	opts.EnsureDefaults()
 	return opts
 }

@@ -4,13 +4,9 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
-	"errors"
-	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/sstable"
-
-	"github.com/flashmend/flashmend/internal/gen/kvpb"
 )
 
 // Every sstable a replica writes carries a random 64-bit table id as a
@@ -101,93 +97,4 @@ func (f *excludeTable) SyntheticSuffixIntersects(prop []byte, _ []byte) (bool, e
 type AbsentPoint struct {
 	Key   []byte // user key
 	Table uint64
-}
-
-// errNoTableID is returned when a point cannot be read around its table.
-var errNoTableID = errors.New("kv: table has no id")
-
-// GetAround reads user key k from db with the tables left out: its value,
-// or none.
-func GetAround(db pebble.Reader, k []byte, tables []uint64) ([]byte, bool, error) {
-	var filters []pebble.BlockPropertyFilter
-	for _, t := range tables {
-		if t == 0 {
-			return nil, false, errNoTableID
-		}
-		filters = append(filters, excludeTableFilter(t))
-	}
-	pk := UserKey(k)
-	upper := append(bytes.Clone(pk), 0)
-	it, err := db.NewIter(&pebble.IterOptions{
-		LowerBound:      pk,
-		UpperBound:      upper,
-		PointKeyFilters: filters,
-	})
-	if err != nil {
-		return nil, false, Classify(err)
-	}
-	var val []byte
-	found := it.First()
-	if found {
-		val = bytes.Clone(it.Value())
-	}
-	err = it.Error()
-	if cerr := it.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, false, Classify(err)
-	}
-	return val, found, nil
-}
-
-// ScanAround reads the user rows of rg from db for a repair (a patch this
-// replica sends, or its own rows around a range it patches): like scan,
-// except that each absent point in rg is read with its damaged table left
-// out (GetAround), so the damaged block next to it does not fail the read.
-func ScanAround(db pebble.Reader, rg Range, points []AbsentPoint) ([]*kvpb.KeyValue, error) {
-	if len(points) == 0 {
-		rows, _, err := Scan(db, rg.Start, rg.End, 0)
-		return rows, err
-	}
-	byKey := map[string][]uint64{}
-	var keys []string
-	for _, p := range points {
-		if !rg.Contains(p.Key) {
-			continue
-		}
-		if _, ok := byKey[string(p.Key)]; !ok {
-			keys = append(keys, string(p.Key))
-		}
-		byKey[string(p.Key)] = append(byKey[string(p.Key)], p.Table)
-	}
-	sort.Strings(keys)
-	var out []*kvpb.KeyValue
-	from := rg.Start
-	for _, k := range keys {
-		kb := []byte(k)
-		if bytes.Compare(from, kb) < 0 {
-			rows, _, err := Scan(db, from, kb, 0)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, rows...)
-		}
-		v, found, err := GetAround(db, kb, byKey[k])
-		if err != nil {
-			return nil, err
-		}
-		if found {
-			out = append(out, &kvpb.KeyValue{Key: kb, Value: v})
-		}
-		from = append(kb, 0)
-	}
-	if len(rg.End) == 0 || bytes.Compare(from, rg.End) < 0 {
-		rows, _, err := Scan(db, from, rg.End, 0)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rows...)
-	}
-	return out, nil
 }
