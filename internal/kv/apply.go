@@ -368,10 +368,23 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	// A range no peer could send is damaged on every replica (the same
 	// block of the same table, at different bytes): its blocks are put
 	// back together from the replicas' copies and written in place.
+	// The ranges of one damaged run of a table that lists its keys (one
+	// per key) share their blocks: those are merged once, and a merge that
+	// failed is not tried again for the run's other keys.
 	var merged []Range
 	var still []patch.Piece
+	mergedBlocks := map[string]bool{}
 	for _, p := range missing {
-		if r.mergeRange(pr.Path, p.Blocks, p.Range) {
+		key := fmt.Sprint(p.Blocks)
+		ok, tried := mergedBlocks[key]
+		switch {
+		case len(p.Blocks) == 0:
+			ok = false
+		case !tried:
+			ok = r.mergeRange(pr.Path, p.Blocks, p.Range)
+			mergedBlocks[key] = ok
+		}
+		if ok {
 			merged = append(merged, p.Range)
 		} else {
 			still = append(still, p)
