@@ -127,7 +127,9 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 		r.applyBarrier(cmd.Barrier)
 		return true
 	case cmd.Write != nil:
+		a := r.around()
 		r.smMu.RLock()
+		r.sm.SetAround(a)
 		err := r.sm.ApplyWrite(idx, term, cmd.Write)
 		digestLost := r.sm.Applied().Digest.Dirty
 		r.smMu.RUnlock()

@@ -108,11 +108,12 @@ func (r *Replica) TxnGet(id uint64, key []byte) ([]byte, bool, error) {
 	}
 	var v []byte
 	var found bool
+	a := r.around() // past damaged tables, like Get
 	t.mu.Lock()
 	if t.snap == nil {
 		err = kvapi.NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
-		v, found, err = engine.Get(t.snap, key)
+		v, found, err = engine.GetWith(t.snap, key, a)
 	}
 	t.mu.Unlock()
 	if err != nil {
@@ -133,11 +134,12 @@ func (r *Replica) TxnScan(id uint64, start, end []byte, limit int) ([]*kvpb.KeyV
 	}
 	var rows []*kvpb.KeyValue
 	var more bool
+	a := r.around() // past damaged tables, like Scan
 	t.mu.Lock()
 	if t.snap == nil {
 		err = kvapi.NewError(kvpb.ErrorDetail_TXN_ABORTED, "%s: transaction %d snapshot released", r, id)
 	} else {
-		rows, more, err = engine.Scan(t.snap, start, end, limit)
+		rows, more, err = engine.ScanBoundedWith(t.snap, start, end, limit, 0, a)
 	}
 	t.mu.Unlock()
 	if err != nil {

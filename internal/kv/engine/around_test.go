@@ -217,6 +217,30 @@ func TestSmallTableIsolatesToItsKeys(t *testing.T) {
 				}
 			}
 		}
+		// A write next to the damage, conditioned on a key the damaged
+		// table does not hold, evaluates its condition and keeps the
+		// Digest (its reads go around the table), where a plain read
+		// of the condition failed and the replica rebuilt.
+		for j := 0; j < n; j++ {
+			k := []byte(fmt.Sprintf("key-%05d", j))
+			if isLost(k) {
+				continue
+			}
+			if _, _, err := GetOnce(sm.db, k); err == nil {
+				continue // only a key whose plain read fails shows anything
+			}
+			sm.SetAround(a)
+			b := &kvpb.WriteBatch{
+				Conditions: []*kvpb.Condition{{Key: k, Exists: true, Value: []byte(model[string(k)])}},
+				Ops:        []*kvpb.Op{put(string(k), "conditioned")},
+			}
+			if err := sm.ApplyWrite(sm.Applied().Index+1, 1, b); err != nil || sm.Applied().Digest.Dirty {
+				t.Fatalf("seed %d: conditioned write of %s next to damage: %v, digest dirty %t", seed, k, err, sm.Applied().Digest.Dirty)
+			}
+			model[string(k)] = "conditioned"
+			sm.SetAround(Around{})
+			break
+		}
 		// A peer's patch read of the range between two lost keys is whole.
 		if len(lost) >= 2 {
 			rg := Range{Start: append(bytes.Clone(lost[0]), 0), End: lost[1]}

@@ -64,6 +64,8 @@ type StateMachine struct {
 	// appliedLost is set when no copy of the applied record read back at
 	// open.
 	appliedLost error
+	// around is what the replica knows of its damaged tables (SetAround).
+	around atomic.Pointer[Around]
 	// fail records a fatal error of Pebble's (Failed).
 	fail *failState
 }
@@ -448,16 +450,38 @@ func (sm *StateMachine) current(seen map[string]*[]byte, key []byte) (v []byte, 
 		}
 		return *p, true, true
 	}
-	v, found, err := Get(sm.db, key)
+	v, found, err := GetWith(sm.db, key, sm.Around())
 	if err != nil {
 		return nil, false, false
 	}
 	return v, found, true
 }
 
+// SetAround tells the state machine what its replica knows of its damaged
+// tables (Around): the reads a write makes (its conditions, the old values
+// the Digest needs) go past them like the replica's own reads, so a write
+// next to damage neither fails its conditions (a rebuild) nor loses the
+// Digest.
+func (sm *StateMachine) SetAround(a Around) {
+	if a.Empty() {
+		sm.around.Store(nil)
+		return
+	}
+	sm.around.Store(&a)
+}
+
+// Around returns what SetAround last set.
+func (sm *StateMachine) Around() Around {
+	if a := sm.around.Load(); a != nil {
+		return *a
+	}
+	return Around{}
+}
+
 func (sm *StateMachine) Check(b *kvpb.WriteBatch) (bool, error) {
+	a := sm.Around()
 	for _, c := range b.Conditions {
-		v, found, err := Get(sm.db, c.Key)
+		v, found, err := GetWith(sm.db, c.Key, a)
 		if err != nil {
 			return false, err
 		}
@@ -466,7 +490,7 @@ func (sm *StateMachine) Check(b *kvpb.WriteBatch) (bool, error) {
 		}
 	}
 	for _, s := range b.Scans {
-		rows, _, err := Scan(sm.db, s.Start, s.End, int(s.Limit))
+		rows, _, err := ScanBoundedWith(sm.db, s.Start, s.End, int(s.Limit), 0, a)
 		if err != nil {
 			return false, err
 		}
