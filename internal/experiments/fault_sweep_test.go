@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/flashmend/flashmend/internal/objstore"
+	"github.com/flashmend/flashmend/internal/objstore/filestore"
 	"github.com/flashmend/flashmend/internal/testseed"
 )
 
@@ -110,5 +112,32 @@ func TestSweepPutsRefusedOnANearlyFullSharedDisk(t *testing.T) {
 	}
 	if o := sweepClusterOptions(t.TempDir(), "sdf", 7, &urNodeStores{}); o.RepairReserve != 0 {
 		t.Fatalf("sdf sweep nodes: reserve %v, want the default", o.RepairReserve)
+	}
+}
+
+// The object cells' write errors and lost writes never fired once a
+// node's PUT stream wrote its chunks in one store batch: the victim's
+// fault store embedded the plain-file store, whose NewBatch was promoted,
+// so batched writes went around the fault. A batch of the fault store
+// meets the fault.
+func TestObjectWriteFaultsBypassedByBatchedPuts(t *testing.T) {
+	inner, err := filestore.Open(t.TempDir(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inner.Close()
+	for _, fault := range []sweepFault{faultWriteError, faultLostWrite} {
+		s := &objIOFaultStore{Store: inner, f: objIOFault{fault: fault, name: "d/victim"}}
+		b := objstore.NewBatch(s)
+		err := b.Create("d/new-chunk", []byte("chunk"))
+		if err == nil {
+			err = b.Commit()
+		}
+		if s.injected.Load() == 0 {
+			t.Fatalf("%s: a batched chunk write went around the fault (err %v)", fault, err)
+		}
+		if fault == faultWriteError && err == nil {
+			t.Fatalf("%s: the batched write succeeded", fault)
+		}
 	}
 }

@@ -204,6 +204,49 @@ func (s *objIOFaultStore) WriteFresh(name string, off int64, data []byte) error 
 	return err
 }
 
+// NewBatch is objstore.Batcher's: the plain-file store's batch, its writes
+// through the fault. Without it the embedded store's NewBatch was
+// promoted and a node's PUT streams, batched since objstore.ChunkBatch,
+// wrote around the fault: the object cells' write errors and lost writes
+// never fired.
+func (s *objIOFaultStore) NewBatch() objstore.Batch {
+	return &objIOFaultBatch{s: s, b: s.Store.NewBatch()}
+}
+
+// objIOFaultBatch is a batch of the victim node's store under its fault.
+type objIOFaultBatch struct {
+	s *objIOFaultStore
+	b objstore.Batch
+}
+
+func (b *objIOFaultBatch) Create(name string, data []byte) error {
+	if err := b.s.writeFails(name); err != nil {
+		return err
+	}
+	if b.s.drops(name) {
+		return nil
+	}
+	err := b.b.Create(name, data)
+	b.s.noteRewrite(name, err)
+	return err
+}
+
+func (b *objIOFaultBatch) WriteFresh(name string, off int64, data []byte) error {
+	if err := b.s.writeFails(name); err != nil {
+		return err
+	}
+	if b.s.drops(name) {
+		return nil
+	}
+	err := b.b.WriteFresh(name, off, data)
+	b.s.noteRewrite(name, err)
+	return err
+}
+
+func (b *objIOFaultBatch) Commit() error { return b.b.Commit() }
+
+var _ objstore.Batcher = (*objIOFaultStore)(nil)
+
 // sweepFileType is a type of file a node or the coordinator keeps: Store is
 // the node store it exists on ("file", "sdf", or "" for the coordinator),
 // Match picks files of the type by their path relative to the cluster dir.
