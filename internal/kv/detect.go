@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -413,7 +414,7 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 // replica reads itself. A run that holds no user key (the applied record's
 // copies alone: a table flushed after a patch) lost nothing, but its
 // damaged block must still be cut out of the live data (every compaction
-// of the table fails on it): its patch asks for one key, the span's first,
+// of the table fails on it): its patch asks for one key (below),
 // and carries the rest from the replica.
 func (r *Replica) isolateKeys(sp engine.DamagedSpan) []repairSpan {
 	rg := r.toUserRange(sp.Start, sp.End)
@@ -434,7 +435,16 @@ func (r *Replica) isolateKeys(sp engine.DamagedSpan) []repairSpan {
 		}
 	}
 	if len(lost) == 0 {
-		lost = [][]byte{bytes.Clone(rg.Start)}
+		// The key asked for is one no client is likely to use, just past
+		// the span's start and named after the table: replicas that each
+		// lost such a block ask for different keys, and none refuses the
+		// key another asks for (the same key on every replica was a
+		// patch no peer could send).
+		k := binary.BigEndian.AppendUint64(append(bytes.Clone(rg.Start), 0), sp.Table)
+		if !rg.Contains(k) {
+			k = bytes.Clone(rg.Start)
+		}
+		lost = [][]byte{k}
 	}
 	out := make([]repairSpan, 0, len(lost))
 	for _, k := range lost {
