@@ -127,9 +127,8 @@ func (r *Replica) applyEntry(e *pb.Entry) bool {
 		r.applyBarrier(cmd.Barrier)
 		return true
 	case cmd.Write != nil:
-		a := r.around()
 		r.smMu.RLock()
-		r.sm.SetAround(a)
+		r.sm.SetAround(r.aroundP.Load())
 		err := r.sm.ApplyWrite(idx, term, cmd.Write)
 		digestLost := r.sm.Applied().Digest.Dirty
 		r.smMu.RUnlock()
@@ -454,6 +453,7 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 	}
 	if r.repair.Settle(req.PatchId, pr.Path, done, merged, doneBlocks) {
 		r.absent = nil
+		r.publishAroundLocked()
 	}
 	r.mu.Unlock()
 	if ingested {
@@ -553,7 +553,7 @@ func (r *Replica) sendPatch(idx uint64, req *kvpb.PatchRequest, ranges []Range) 
 	}
 	r.mu.Lock()
 	own := r.repair.Recovering()
-	a := r.aroundLocked()
+	a := r.around()
 	r.mu.Unlock()
 	var built []Range
 	var rows []*kvpb.KeyValue
@@ -699,6 +699,7 @@ func (r *Replica) installState(resp *kvpb.FetchStateResponse) error {
 	}
 	r.repair.Reset()
 	r.absent, r.holes = nil, nil
+	r.publishAroundLocked()
 	r.needRebuild = false
 	r.rebuildTarget = 0
 	r.down = false

@@ -170,6 +170,7 @@ func (r *Replica) noteAbsentLocked(p engine.AbsentPoint) {
 		r.absent = r.absent[1:]
 	}
 	r.absent = append(r.absent, p)
+	r.publishAroundLocked()
 }
 
 // maxHoles bounds the damaged tables whose keys a replica remembers;
@@ -194,6 +195,7 @@ func (r *Replica) noteHoleLocked(path string, h engine.TableKeys) {
 		r.holes = r.holes[1:]
 	}
 	r.holes = append(r.holes, hole{path: path, keys: h})
+	r.publishAroundLocked()
 }
 
 // settleHolesLocked forgets the tables of files no request is pending for:
@@ -206,8 +208,12 @@ func (r *Replica) settleHolesLocked() {
 			kept = append(kept, h)
 		}
 	}
+	if len(kept) == len(r.holes) {
+		return
+	}
 	clear(r.holes[len(kept):])
 	r.holes = kept
+	r.publishAroundLocked()
 }
 
 // proposeRepair registers p under a new patch id and proposes it at once

@@ -197,7 +197,10 @@ type Replica struct {
 	// holes lists damaged tables of this replica whose every key is known
 	// (engine/tablekeys.go), by file: reads of other keys leave them out
 	// until no request for the file is pending.
-	holes       []hole
+	holes []hole
+	// aroundP is absent and holes as one immutable engine.Around
+	// (publishAroundLocked), read without r.mu by every read.
+	aroundP     atomic.Pointer[engine.Around]
 	detectedAt  time.Time
 	patchSig    chan struct{} // closed and replaced when a patch adds pieces
 	down        bool          // crash baseline: no reads until rebuilt
@@ -950,22 +953,26 @@ func (r *Replica) readable(rg Range) error {
 }
 
 // around is what the replica knows of its damaged tables' keys, for reads
-// past them (engine.Around).
+// past them (engine.Around): one atomic load, no lock, on the read path.
 func (r *Replica) around() engine.Around {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.aroundLocked()
+	if a := r.aroundP.Load(); a != nil {
+		return *a
+	}
+	return engine.Around{}
 }
 
-func (r *Replica) aroundLocked() engine.Around {
+// publishAroundLocked publishes absent and holes, after each change to
+// them, as a new immutable Around (nil when both are empty) for around.
+func (r *Replica) publishAroundLocked() {
 	if len(r.absent) == 0 && len(r.holes) == 0 {
-		return engine.Around{}
+		r.aroundP.Store(nil)
+		return
 	}
-	a := engine.Around{Points: slices.Clone(r.absent)}
+	a := &engine.Around{Points: slices.Clone(r.absent)}
 	for _, h := range r.holes {
 		a.Tables = append(a.Tables, h.keys)
 	}
-	return a
+	r.aroundP.Store(a)
 }
 
 // Get reads key with the given consistency.

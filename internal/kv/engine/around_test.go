@@ -229,7 +229,7 @@ func TestSmallTableIsolatesToItsKeys(t *testing.T) {
 			if _, _, err := GetOnce(sm.db, k); err == nil {
 				continue // only a key whose plain read fails shows anything
 			}
-			sm.SetAround(a)
+			sm.SetAround(&a)
 			b := &kvpb.WriteBatch{
 				Conditions: []*kvpb.Condition{{Key: k, Exists: true, Value: []byte(model[string(k)])}},
 				Ops:        []*kvpb.Op{put(string(k), "conditioned")},
@@ -238,7 +238,7 @@ func TestSmallTableIsolatesToItsKeys(t *testing.T) {
 				t.Fatalf("seed %d: conditioned write of %s next to damage: %v, digest dirty %t", seed, k, err, sm.Applied().Digest.Dirty)
 			}
 			model[string(k)] = "conditioned"
-			sm.SetAround(Around{})
+			sm.SetAround(nil)
 			break
 		}
 		// A peer's patch read of the range between two lost keys is whole.

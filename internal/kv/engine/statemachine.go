@@ -462,13 +462,9 @@ func (sm *StateMachine) current(seen map[string]*[]byte, key []byte) (v []byte, 
 // the Digest needs) go past them like the replica's own reads, so a write
 // next to damage neither fails its conditions (a rebuild) nor loses the
 // Digest.
-func (sm *StateMachine) SetAround(a Around) {
-	if a.Empty() {
-		sm.around.Store(nil)
-		return
-	}
-	sm.around.Store(&a)
-}
+// The replica passes its own immutable Around (nil: nothing known), so a
+// write costs one pointer store.
+func (sm *StateMachine) SetAround(a *Around) { sm.around.Store(a) }
 
 // Around returns what SetAround last set.
 func (sm *StateMachine) Around() Around {
