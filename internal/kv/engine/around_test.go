@@ -7,6 +7,7 @@ import (
 	"math/rand"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -33,6 +34,13 @@ func smallDamagedTable(t *testing.T, rng *rand.Rand, n int) (*StateMachine, map[
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { sm.Close() })
+	// No compaction runs while the test looks for, damages and reads the
+	// small table: one could delete it between the listing and the open.
+	release, quiet := sm.gate.Hold(time.Minute)
+	t.Cleanup(release)
+	if !quiet {
+		t.Fatal("compactions of an empty engine did not finish")
+	}
 	model := map[string]string{}
 	fillSM(t, sm, n)
 	for j := 0; j < n; j++ {
@@ -54,8 +62,7 @@ func smallDamagedTable(t *testing.T, rng *rand.Rand, n int) (*StateMachine, map[
 	if err := sm.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	// The small table is the one that lists small keys (a compaction may
-	// have merged the two already: then the test flushes another).
+	// The small table is the one that lists small keys.
 	path := ""
 	for attempt := 0; path == "" && attempt < 5; attempt++ {
 		levels, err := sm.db.SSTables()
