@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -67,28 +68,53 @@ var (
 
 // Fuzz runs `go test -fuzz` on each target for d, one at a time (parallel
 // workers each), in the module root dir.
+//
+// Each target fuzzes with its own cache of interesting inputs, a temporary
+// directory removed when the target is done, instead of the Go build
+// cache's shared fuzz directory: another process fuzzing the same target
+// (another session's run, `go clean -fuzzcache`) can remove files of the
+// shared directory while this run reads them, and the run then failed
+// with no failing input (torture all, seed 20261125: FuzzMetaPage: "open
+// .../go-build/fuzz/.../FuzzMetaPage/799008b8b472f869: no such file or
+// directory"). Inputs found are reported by count; a failing input is
+// still written to the package's testdata/fuzz.
 func Fuzz(ctx context.Context, dir string, targets []FuzzTarget, d time.Duration, parallel int, logf func(string, ...any)) []FuzzResult {
 	var out []FuzzResult
 	for _, t := range targets {
 		start := time.Now()
-		// NB: -fuzzminimizetime bounds the minimization of each new
-		// corpus entry (60 s by default), which can otherwise take the
-		// whole fuzzing time of a target with large inputs.
-		cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-fuzz", "^"+t.Name+"$", "-fuzztime", d.String(),
-			"-fuzzminimizetime", "2s", "-parallel", strconv.Itoa(parallel), t.Pkg)
-		cmd.Dir = dir
 		var buf bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &buf, &buf
-		err := cmd.Run()
+		cache, err := os.MkdirTemp("", "flashmend-fuzzcache-")
+		if err == nil {
+			cmd := fuzzCommand(ctx, dir, t, d, parallel, cache)
+			cmd.Stdout, cmd.Stderr = &buf, &buf
+			err = cmd.Run()
+			if rerr := os.RemoveAll(cache); rerr != nil && err == nil {
+				err = fmt.Errorf("removing the fuzz cache %s: %w", cache, rerr)
+			}
+		}
 		r := parseFuzzOutput(buf.String())
 		r.Target, r.Time, r.Wall = t, d, time.Since(start)
 		if err != nil && !r.Failed {
-			r.Failed, r.Failure = true, lastLines(buf.String(), 5)
+			r.Failed, r.Failure = true, lastLines(buf.String()+"\n"+err.Error(), 5)
 		}
 		logf("fuzz %s %s: %d execs, %d new, failed=%v %s", t.Pkg, t.Name, r.Execs, r.New, r.Failed, r.Failure)
 		out = append(out, r)
 	}
 	return out
+}
+
+// fuzzCommand is the `go test -fuzz` command of target t, its interesting
+// inputs kept in cache (the test binary's -test.fuzzcachedir, given after
+// -args so that it overrides the one `go test` sets to the shared cache).
+func fuzzCommand(ctx context.Context, dir string, t FuzzTarget, d time.Duration, parallel int, cache string) *exec.Cmd {
+	// NB: -fuzzminimizetime bounds the minimization of each new corpus
+	// entry (60 s by default), which can otherwise take the whole fuzzing
+	// time of a target with large inputs.
+	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-fuzz", "^"+t.Name+"$", "-fuzztime", d.String(),
+		"-fuzzminimizetime", "2s", "-parallel", strconv.Itoa(parallel), t.Pkg,
+		"-args", "-test.fuzzcachedir="+cache)
+	cmd.Dir = dir
+	return cmd
 }
 
 func parseFuzzOutput(s string) FuzzResult {
