@@ -13,8 +13,14 @@
 //     kv.ReplicaConfig.OnFail): it is closed, its files moved aside, and
 //     the fresh replica's open retried (100 ms doubling to 5 s) until it
 //     opens or the node stops. One set-aside copy is kept per shard (the
-//     newest), none when the failure was no space (the copy would take
-//     the room the fresh replica needs); meanwhile
+//     newest). A replica that fail-stopped because its device had no
+//     space is not replaced but reopened from its own files (intact: the
+//     refused write changed nothing synced), retried the same way until
+//     the device takes writes again; only if its files then do not open
+//     is it set aside (no copy kept: it would take the room the fresh
+//     replica needs) and replaced. (Replacing it at once left a shard
+//     whose devices filled on two of three nodes with two fresh replicas
+//     that vote for no one and no leader, for good.) Meanwhile
 //     requests for the shard on this node fail as unavailable and the
 //     shard's other replicas serve. Config.OnFailure hears of each.
 //   - The raft transport (Node implements kv.Transport): messages of all

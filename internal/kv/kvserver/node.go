@@ -137,6 +137,9 @@ type ReplicaFailure struct {
 	// its peers); otherwise the node runs without it.
 	Replaced   bool
 	ReplaceErr error
+	// Reopened is set if the replica, which fail-stopped because its
+	// device had no space, was opened again from its own files.
+	Reopened bool
 }
 
 func (f ReplicaFailure) String() string {
@@ -144,7 +147,9 @@ func (f ReplicaFailure) String() string {
 	if f.Quarantine != "" {
 		s += "; files kept in " + f.Quarantine
 	}
-	if f.Replaced {
+	if f.Reopened {
+		s += "; reopened from its files once the device took writes again"
+	} else if f.Replaced {
 		s += "; replaced by a fresh replica that rebuilds from its peers"
 	} else if f.ReplaceErr != nil {
 		s += fmt.Sprintf("; not replaced: %v", f.ReplaceErr)
@@ -248,8 +253,10 @@ const failedCloseTimeout = 30 * time.Second
 // a fresh replica opened in its place, which rejoins its group under a
 // vote floor and rebuilds from its peers (as one that could not open, see
 // NewNode). Opening the fresh one is retried (the device may still refuse
-// writes) until it opens or the node stops. Meanwhile the shard's other
-// replicas serve, and this node's other replicas are untouched.
+// writes) until it opens or the node stops. A replica that fail-stopped
+// on "no space" is reopened from its own files instead (reopen).
+// Meanwhile the shard's other replicas serve, and this node's other
+// replicas are untouched.
 func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 	n.mu.Lock()
 	select {
@@ -291,11 +298,15 @@ func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 		report()
 		return
 	}
+	backoff := 100 * time.Millisecond
+	if base.IsNoSpace(failErr) && n.reopen(s, r.ID(), dir, &f, &backoff) {
+		report()
+		return
+	}
 	if err := n.setAside(dir, &f); err != nil {
 		report()
 		return
 	}
-	backoff := 100 * time.Millisecond
 	for {
 		nr, err := kv.OpenReplica(n.replicaConfig(s, r.ID(), dir, true))
 		if err == nil {
@@ -328,6 +339,50 @@ func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 		case <-base.After(n.cfg.Clock, backoff):
 		}
 		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// reopen opens a replica that fail-stopped because its device had no
+// space again from its own files, as after a crash, trying until the
+// device takes writes again or the node stops; true once it has done so
+// (the replica is in place, or the node is stopping). Its files are
+// intact: a write the device refused changed nothing it had synced, and
+// the replica acknowledged nothing it had not synced (raftnode's
+// invariant). It must not be replaced by a fresh replica instead: a fresh
+// one votes for no one until it has rebuilt from a leader, so a fill of
+// two of a shard's three devices (the nemesis on flash, seed 20261125)
+// left the shard without a leader for good. A reopen that fails with
+// anything but "no space" (files that do not open) returns false with
+// f.ReplaceErr set: the replica is then set aside and replaced.
+func (n *Node) reopen(s kvapi.ShardSpec, rid base.ReplicaID, dir string, f *ReplicaFailure, backoff *time.Duration) bool {
+	for {
+		nr, err := kv.OpenReplica(n.replicaConfig(s, rid, dir, false))
+		if err == nil {
+			n.mu.Lock()
+			select {
+			case <-n.stop:
+				n.mu.Unlock()
+				_ = nr.Close()
+				return true
+			default:
+			}
+			n.mu.Unlock()
+			n.rmu.Lock()
+			n.replicas[s.ID] = nr
+			n.rmu.Unlock()
+			f.Reopened, f.ReplaceErr = true, nil
+			return true
+		}
+		f.ReplaceErr = err
+		if !base.IsNoSpace(err) {
+			return false
+		}
+		select {
+		case <-n.stop:
+			return true
+		case <-base.After(n.cfg.Clock, *backoff):
+		}
+		*backoff = min(2**backoff, 5*time.Second)
 	}
 }
 

@@ -9,7 +9,8 @@
 //     touches [Off, Off+Len) of a file the rule matches fails, as a bad
 //     sector would, until the rule is cleared.
 //   - A write error: every write, sync or create of a file the rule matches
-//     fails (the device refuses the file's kind of write).
+//     fails (the device refuses the file's kind of write), with EIO, or
+//     with "no space" as a full device refuses (Rule.NoSpace).
 //   - Counters of the faults injected, so a cell whose fault never fired is
 //     reported as such rather than as a pass.
 //
@@ -34,6 +35,8 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/flashmend/flashmend/internal/base"
 )
 
 // ErrInjected is wrapped by every injected error (with syscall.EIO).
@@ -65,6 +68,9 @@ type Rule struct {
 	Match func(path string) bool
 	// Off and Len bound a ReadError (Len 0: the whole file).
 	Off, Len int64
+	// NoSpace makes a WriteError the refusal of a full device: the error
+	// wraps base.ErrNoSpace and syscall.ENOSPC instead of syscall.EIO.
+	NoSpace bool
 }
 
 // FS wraps a vfs.FS with one fault rule at a time.
@@ -100,8 +106,11 @@ func (f *FS) current(path string, k Kind) *Rule {
 	return f.rule
 }
 
-func (f *FS) fail(op, path string) error {
+func (f *FS) fail(r *Rule, op, path string) error {
 	f.injected.Add(1)
+	if r.NoSpace {
+		return fmt.Errorf("%s %s: %w: %w: %w", op, path, ErrInjected, base.ErrNoSpace, syscall.ENOSPC)
+	}
 	return fmt.Errorf("%s %s: %w: %w", op, path, ErrInjected, syscall.EIO)
 }
 
@@ -114,8 +123,8 @@ func (f *FS) wrap(name string, file vfs.File, err error) (vfs.File, error) {
 
 // Create fails under a write rule.
 func (f *FS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	if f.current(name, WriteError) != nil {
-		return nil, f.fail("create", name)
+	if r := f.current(name, WriteError); r != nil {
+		return nil, f.fail(r, "create", name)
 	}
 	file, err := f.FS.Create(name, c)
 	return f.wrap(name, file, err)
@@ -143,8 +152,8 @@ func (f *FS) OpenDir(name string) (vfs.File, error) {
 
 // ReuseForWrite fails under a write rule.
 func (f *FS) ReuseForWrite(oldname, newname string, c vfs.DiskWriteCategory) (vfs.File, error) {
-	if f.current(newname, WriteError) != nil {
-		return nil, f.fail("reuse", newname)
+	if r := f.current(newname, WriteError); r != nil {
+		return nil, f.fail(r, "reuse", newname)
 	}
 	file, err := f.FS.ReuseForWrite(oldname, newname, c)
 	return f.wrap(newname, file, err)
@@ -170,14 +179,14 @@ func (ff *faultFile) readFails(off, n int64) bool {
 
 func (ff *faultFile) ReadAt(p []byte, off int64) (int, error) {
 	if ff.readFails(off, int64(len(p))) {
-		return 0, ff.fs.fail("read", ff.name)
+		return 0, ff.fs.fail(&Rule{Kind: ReadError}, "read", ff.name)
 	}
 	return ff.File.ReadAt(p, off)
 }
 
 func (ff *faultFile) Read(p []byte) (int, error) {
 	if ff.readFails(ff.pos, int64(len(p))) {
-		return 0, ff.fs.fail("read", ff.name)
+		return 0, ff.fs.fail(&Rule{Kind: ReadError}, "read", ff.name)
 	}
 	n, err := ff.File.Read(p)
 	ff.pos += int64(n)
@@ -185,36 +194,36 @@ func (ff *faultFile) Read(p []byte) (int, error) {
 }
 
 func (ff *faultFile) Write(p []byte) (int, error) {
-	if ff.fs.current(ff.name, WriteError) != nil {
-		return 0, ff.fs.fail("write", ff.name)
+	if r := ff.fs.current(ff.name, WriteError); r != nil {
+		return 0, ff.fs.fail(r, "write", ff.name)
 	}
 	return ff.File.Write(p)
 }
 
 func (ff *faultFile) WriteAt(p []byte, off int64) (int, error) {
-	if ff.fs.current(ff.name, WriteError) != nil {
-		return 0, ff.fs.fail("write", ff.name)
+	if r := ff.fs.current(ff.name, WriteError); r != nil {
+		return 0, ff.fs.fail(r, "write", ff.name)
 	}
 	return ff.File.WriteAt(p, off)
 }
 
 func (ff *faultFile) Sync() error {
-	if ff.fs.current(ff.name, WriteError) != nil {
-		return ff.fs.fail("sync", ff.name)
+	if r := ff.fs.current(ff.name, WriteError); r != nil {
+		return ff.fs.fail(r, "sync", ff.name)
 	}
 	return ff.File.Sync()
 }
 
 func (ff *faultFile) SyncData() error {
-	if ff.fs.current(ff.name, WriteError) != nil {
-		return ff.fs.fail("sync", ff.name)
+	if r := ff.fs.current(ff.name, WriteError); r != nil {
+		return ff.fs.fail(r, "sync", ff.name)
 	}
 	return ff.File.SyncData()
 }
 
 func (ff *faultFile) SyncTo(n int64) (bool, error) {
-	if ff.fs.current(ff.name, WriteError) != nil {
-		return false, ff.fs.fail("sync", ff.name)
+	if r := ff.fs.current(ff.name, WriteError); r != nil {
+		return false, ff.fs.fail(r, "sync", ff.name)
 	}
 	return ff.File.SyncTo(n)
 }
