@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"github.com/flashmend/flashmend/internal/base"
 	"github.com/flashmend/flashmend/internal/client/objlayout"
 	"github.com/flashmend/flashmend/internal/direct"
@@ -241,16 +243,24 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 		}()
 	}
 	send := func(ts []writeTask) bool {
-		for _, t := range ts {
+		for k, t := range ts {
 			select {
 			case queues[t.replica] <- t:
 			case <-ctx.Done():
+				// The tasks not queued are released here: no stream
+				// will see them.
+				for _, t := range ts[k:] {
+					if t.unit != nil {
+						t.unit.done()
+					}
+				}
 				return false
 			}
 		}
 		return true
 	}
-	size, err := c.produceUnits(ctx, l, src, known, send)
+	win := &unitWindow{free: make(chan *unitBuf, c.unitsAhead(l))}
+	size, err := c.produceUnits(ctx, l, src, known, send, win)
 	if err != nil {
 		setErr(err)
 		cancel()
@@ -259,6 +269,7 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 		close(q)
 	}
 	wg.Wait()
+	c.reclaimUnits(l, win)
 	mu.Lock()
 	defer mu.Unlock()
 	if firstErr == nil && ctx.Err() != nil {
@@ -275,9 +286,10 @@ func (c *Client) writeStream(ctx context.Context, rec *objectpb.ObjectRecord, sr
 
 // writeReplica sends every chunk of tasks to node nodeID on one
 // WriteChunks stream and waits until the node has stored them all. Each
-// task's unit is released as soon as gRPC has encoded its chunk (SendMsg
-// returns: the message no longer refers to the unit's buffer), so the
-// window bounds the units read ahead, not the chunks not yet stored; the
+// task's unit is released once gRPC's transport has written its chunk to
+// the connection (or dropped it): the chunk is sent from the unit's buffer,
+// not copied into the message (wire.ChunkSend), so the window bounds the
+// units read ahead and not yet sent, not the chunks not yet stored; the
 // stream's flow control bounds those. After a failure the remaining tasks
 // are released unsent. A stream that makes no progress for RPCTimeout (a
 // send blocked, or the final answer late) is cancelled and fails.
@@ -297,18 +309,30 @@ func (c *Client) writeReplica(ctx context.Context, nodeID uint64, tasks <-chan w
 		if err == nil && stream == nil {
 			stream, err = c.openWriteChunks(ctx, nodeID)
 		}
-		if err == nil {
-			watchdog.Reset(c.opts.RPCTimeout)
-			err = stream.Send(&nodepb.WriteChunkRequest{
-				Chunk: &nodepb.ChunkRef{Object: t.id.Object, Version: t.id.Version, Shard: t.id.Shard, Index: t.id.Index},
-				Data:  t.data, Sums: t.sums, Info: t.info,
-			})
-			watchdog.Stop()
-			sent++
+		if err != nil {
+			if t.unit != nil {
+				t.unit.done() // released unsent
+			}
+			continue
 		}
+		var release func()
 		if t.unit != nil {
-			t.unit.done()
+			release = t.unit.done
 		}
+		// The chunk goes out from the unit's buffer (or the caller's
+		// slice), not copied into the message: gRPC releases the unit
+		// once its transport wrote the chunk to the connection.
+		msg := wire.NewChunkSend(&nodepb.WriteChunkRequest{
+			Chunk: &nodepb.ChunkRef{Object: t.id.Object, Version: t.id.Version, Shard: t.id.Shard, Index: t.id.Index},
+			Sums:  t.sums, Info: t.info,
+		}, t.data, release)
+		watchdog.Reset(c.opts.RPCTimeout)
+		err = stream.SendMsg(msg)
+		watchdog.Stop()
+		if err != nil {
+			msg.ReleaseUnsent() // not taken by the codec: never released by gRPC
+		}
+		sent++
 	}
 	if stream == nil {
 		if err != nil {
@@ -334,12 +358,23 @@ func (c *Client) writeReplica(ctx context.Context, nodeID uint64, tasks <-chan w
 }
 
 // openWriteChunks opens a WriteChunks stream to a live node.
+//
+// NB: gRPC keeps a client stream's first messages (up to its retry buffer,
+// 256 KiB by default) for a transparent retry until the stream is
+// committed: the server's first answer, the stream's end, or more than the
+// buffer sent. Their chunks are sent from the write's units
+// (wire.ChunkSend), which come back only when gRPC lets go of them: with a
+// window smaller than that buffer the write waited for units the buffer
+// held while the buffer waited for more messages (TestStreamRoundTrip's
+// one-chunk window hung). A retry buffer of zero commits the stream at its
+// first message; the write's own placement retry is what recovers a failed
+// node.
 func (c *Client) openWriteChunks(ctx context.Context, nodeID uint64) (nodepb.Node_WriteChunksClient, error) {
 	nc, err := c.nodeClient(ctx, nodeID)
 	if err != nil {
 		return nil, err
 	}
-	return nc.WriteChunks(ctx)
+	return nc.WriteChunks(ctx, grpc.MaxRetryRPCBufferSize(0))
 }
 
 // writeStreamErr is the error of a WriteChunks stream that failed.
@@ -354,37 +389,22 @@ func (c *Client) writeStreamErr(nodeID uint64, stalled bool, err error) error {
 // the checksums (and EC parity), and sends each chunk's writes. It returns
 // the bytes read. An error is a hard one (the source, the size, a bug);
 // false from send means the write was stopped.
-func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Reader, known bool, send func([]writeTask) bool) (int64, error) {
+func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Reader, known bool, send func([]writeTask) bool, win *unitWindow) (int64, error) {
 	unit := l.UnitBytes()
-	ahead := c.unitsAhead(l)
-	free := make(chan *unitBuf, ahead)
+	ahead := cap(win.free)
+	free := win.free
 	// A REP write of a byte slice (Put) sends its chunks from the slice:
 	// no unit buffer is filled, only the window's count of units is kept.
 	slice, _ := src.(*sliceSource)
 	alias := slice != nil && known && !l.EC
-	allocated := 0
-	defer func() {
-		// The buffers back in the free list go to the next write's
-		// window (one still held by a stream that failed is left to the
-		// collector): an 8 MiB window is otherwise 8 MiB of new, zeroed
-		// memory per write.
-		for {
-			select {
-			case u := <-free:
-				putUnitBuf(l, u)
-			default:
-				return
-			}
-		}
-	}()
 	acquire := func() (*unitBuf, error) {
 		select {
 		case u := <-free:
 			return u, nil
 		default:
 		}
-		if allocated < ahead {
-			allocated++
+		if win.allocated < ahead {
+			win.allocated++
 			if alias {
 				return &unitBuf{free: free, alias: true}, nil
 			}
@@ -400,6 +420,17 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 	now := c.opts.Clock.Now().UnixMilli()
 	var total int64
 	var held []writeTask // unit 0 of an object of unknown size
+	// cur and heldUnit are units this producer holds, handed to no stream:
+	// back to the free list when it returns early (reclaimUnits waits for
+	// every unit).
+	var cur, heldUnit *unitBuf
+	defer func() {
+		for _, u := range []*unitBuf{cur, heldUnit} {
+			if u != nil {
+				free <- u
+			}
+		}
+	}()
 	for i := 0; ; i++ {
 		want := unit
 		if known {
@@ -412,6 +443,7 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 		if err != nil {
 			return total, err
 		}
+		cur = u
 		var n int
 		if u.alias {
 			u.buf, err = slice.take(want)
@@ -435,6 +467,7 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 			return total, fmt.Errorf("reading the object's bytes after %d: %w", total, err)
 		}
 		if n == 0 {
+			cur = nil
 			free <- u
 			break
 		}
@@ -446,9 +479,10 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 		if err != nil {
 			return total, err
 		}
+		cur = nil
 		switch {
 		case i == 0 && !known:
-			held = ts
+			held, heldUnit = ts, u
 		case i == 0:
 			for k := range ts {
 				ts[k].info = l.BlobInfo(int(ts[k].id.Shard), now)
@@ -476,6 +510,7 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 		for k := range held {
 			held[k].info = l.BlobInfo(int(held[k].id.Shard), now)
 		}
+		heldUnit = nil
 		if !send(held) {
 			return total, ctx.Err()
 		}
@@ -498,6 +533,50 @@ func (c *Client) produceUnits(ctx context.Context, l objlayout.Layout, src io.Re
 	return total, nil
 }
 
+// unitWindow is one write's window of units: free holds those no stream
+// refers to any more (its capacity is the window's size in units),
+// allocated counts the units made so far.
+type unitWindow struct {
+	free      chan *unitBuf
+	allocated int
+}
+
+// unitsReclaimWait bounds how long a finished write waits for gRPC to
+// release the units its transport still refers to (reclaimUnits).
+const unitsReclaimWait = 10 * time.Second
+
+// reclaimUnits waits, once every stream of a write has ended, until gRPC
+// released every unit of win (its transport writes a chunk from the unit's
+// buffer or the caller's slice, or drops it when its stream ends), and
+// hands their buffers to the next writes' windows: an 8 MiB window is
+// otherwise 8 MiB of new, zeroed memory per write. So no unit is referred
+// to once Put returns, and the caller may change its slice. NB: a unit
+// gRPC has not released after unitsReclaimWait (never seen; it frees a
+// stream's queued frames when the stream ends) is left to the collector,
+// and logged.
+func (c *Client) reclaimUnits(l objlayout.Layout, win *unitWindow) {
+	var timeout <-chan time.Time
+	for n := 0; n < win.allocated; n++ {
+		var u *unitBuf
+		select {
+		case u = <-win.free:
+		default:
+			if timeout == nil {
+				t := time.NewTimer(unitsReclaimWait)
+				defer t.Stop()
+				timeout = t.C
+			}
+			select {
+			case u = <-win.free:
+			case <-timeout:
+				c.opts.Logf("client: put: %d of %d units of the write still held by gRPC after %v; left to the collector", win.allocated-n, win.allocated, unitsReclaimWait)
+				return
+			}
+		}
+		putUnitBuf(l, u)
+	}
+}
+
 // unitBufs hold the unit buffers of finished writes, by kind (REP: one
 // chunk, EC: a row's six shard chunks), for the next writes' windows.
 var unitBufs [2]sync.Pool
@@ -518,7 +597,7 @@ func getUnitBuf(l objlayout.Layout, free chan *unitBuf) *unitBuf {
 
 // putUnitBuf hands a unit's buffer to later writes. Only a unit whose
 // every task is done may be put: nothing refers to its buffer any more
-// (a stream's send copies the chunk, see writeReplica).
+// (gRPC released it, see writeReplica).
 func putUnitBuf(l objlayout.Layout, u *unitBuf) {
 	if u.alias {
 		return

@@ -83,6 +83,10 @@ func (ChunkCodec) Marshal(v any) (mem.BufferSlice, error) {
 	if f, ok := v.(*ChunkFrame); ok {
 		return marshalChunkFrame(f)
 	}
+	if s, ok := v.(*ChunkSend); ok {
+		// The chunk's data referred to, not copied (chunksend.go).
+		return marshalChunkSend(s)
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("wire: cannot marshal %T: not a protobuf message", v)

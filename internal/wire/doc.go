@@ -23,6 +23,11 @@
 //     received by the node into one pooled buffer its data aliases, handed
 //     back once the chunk is stored (TestChunkWriteMatchesProto,
 //     FuzzUnmarshalChunkWrite).
+//   - ChunkSend (chunksend.go): the client's side of the streamed chunk
+//     write, encoded without copying the chunk's data: gRPC refers to the
+//     sender's bytes until its transport wrote them and then calls the
+//     sender's release function, once (TestChunkSendMatchesProto,
+//     TestChunkSendRelease).
 //   - The etcd key prefix shared by the coordinator's keys (KeyPrefix) and the
 //     nodes' leased liveness keys (LivePrefix, LiveKey).
 //
