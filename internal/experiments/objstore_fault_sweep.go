@@ -42,8 +42,8 @@ import (
 // the others; never a hang (every cell has a deadline), never a reformat,
 // never the whole cluster down, never wrong or lost data.
 //
-// Nodes run on both stores: plain files (where a node's chunks, sums files,
-// local index entries and identity are files of their own) and emulated
+// Nodes run on both stores: plain files (where a node's chunks, sums files
+// (with the local index entries) and identity are files of their own) and emulated
 // flash (where they live inside the device's page file, next to its state
 // copies and format marker).
 
@@ -89,6 +89,7 @@ type objIOFault struct {
 	fault   sweepFault
 	nodeDir string
 	name    string // store-relative file (a pack holds many store names: filestore.FileOf)
+	names   string // prefix of the store names whose writes are hit ("": name's directory's)
 }
 
 // objIOFaultStore is a node's plain-file store with one I/O fault.
@@ -107,6 +108,9 @@ type objIOFaultStore struct {
 // ofVictimType says whether name is a file of the victim's type (its store
 // directory: d/ chunk data, k/ sums, i/ index entries, node/ identity).
 func (s *objIOFaultStore) ofVictimType(name string) bool {
+	if s.f.names != "" {
+		return strings.HasPrefix(name, s.f.names)
+	}
 	return path.Dir(name) != "." && strings.SplitN(name, "/", 2)[0] == strings.SplitN(s.f.name, "/", 2)[0]
 }
 
@@ -256,10 +260,20 @@ type sweepFileType struct {
 	Match func(rel string) bool
 }
 
+// indexEntryNames is the prefix of the store names of the local index
+// entries, whose writes a write fault of their type hits: on plain files
+// they are members of the sums packs (filestore), not files of their own,
+// so the victim file's directory does not name them.
+const indexEntryNames = "i/"
+
 var sweepFileTypes = []sweepFileType{
 	{"chunk data", "file", func(r string) bool { return strings.Contains(r, "/store/d/") }},
 	{"sums file", "file", func(r string) bool { return strings.Contains(r, "/store/k/") }},
-	{"local index entry", "file", func(r string) bool { return strings.Contains(r, "/store/i/") }},
+	// The plain-file store keeps a blob's index entry copies in its sums
+	// pack (before, under i/, which an older store may still hold).
+	{"local index entry", "file", func(r string) bool {
+		return strings.Contains(r, "/store/i/") || strings.Contains(r, "/store/k/")
+	}},
 	{"node identity", "file", func(r string) bool { return strings.Contains(r, "/store/node/identity") }},
 	{"flash page file", "sdf", func(r string) bool { return strings.HasSuffix(r, "/sdf/flash/pages") }},
 	{"flash device state", "sdf", func(r string) bool { return strings.Contains(r, "/sdf/flash/state.") }},
@@ -463,6 +477,9 @@ func runSweepCell(ctx context.Context, tmp, golden, store string, ft sweepFileTy
 			return cell, nil
 		}
 		iof = &objIOFault{fault: fault, nodeDir: victim[:i], name: filepath.ToSlash(victim[i+len("/store/"):])}
+		if ft.Name == "local index entry" {
+			iof.names = indexEntryNames
+		}
 	default:
 		if err := applySweepFault(victim, fault, rng); err != nil {
 			return cell, err

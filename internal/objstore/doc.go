@@ -33,9 +33,10 @@
 //
 // On plain files (package filestore, which owns the format) the data and
 // sums names of a blob are members of two append-only pack files per blob
-// (d/<object>.<version>/<shard>.pack, k/<object>.<version>/<shard>.pack): a
-// member's write appends a checksummed record, a repair appends the member
-// anew (out of place), and a crash tears at most the record being appended.
+// (d/<object>.<version>/<shard>.pack, k/<object>.<version>/<shard>.pack),
+// and the index entry's copies members of the sums pack: a member's write
+// appends a checksummed record, a repair appends the member anew (out of
+// place), and a crash tears at most the record being appended.
 //
 // A sums record (package sumsrec) is 520 bytes: data length (4), 128
 // sector CRC32Cs (zero after the chunk's last sector), and a CRC32C over the

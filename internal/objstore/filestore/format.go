@@ -28,8 +28,23 @@ const (
 	packSuffix  = ".pack"
 )
 
+// indexMember starts the member names of a sums pack that hold the copies
+// of the blob's local index entry: i/<blob>/<shard>.<copy> is member
+// "i.<copy>" of pack k/<blob>/<shard>. No k/ name maps to such a member (a
+// member name holds no dot).
+const indexMember = "i."
+
 // packedName splits name into its pack key and member when it is packed.
 func packedName(name string) (key, member string, ok bool) {
+	if rest, ok := strings.CutPrefix(name, "i/"); ok {
+		// i/<blob>/<shard>.<copy>, exactly one directory deep.
+		slash := strings.IndexByte(rest, '/')
+		dot := strings.LastIndexByte(rest, '.')
+		if slash <= 0 || strings.IndexByte(rest[slash+1:], '/') >= 0 || dot <= slash+1 || dot == len(rest)-1 || len(indexMember)+len(rest)-dot-1 > 255 {
+			return "", "", false
+		}
+		return "k/" + rest[:dot], indexMember + rest[dot+1:], true
+	}
 	if !strings.HasPrefix(name, "d/") && !strings.HasPrefix(name, "k/") {
 		return "", "", false
 	}
@@ -39,6 +54,25 @@ func packedName(name string) (key, member string, ok bool) {
 		return "", "", false
 	}
 	return name[:dot], name[dot+1:], true
+}
+
+// memberName is the store name of member of pack key: packedName's
+// inverse.
+func memberName(key, member string) string {
+	if copyName, ok := strings.CutPrefix(member, indexMember); ok {
+		return "i/" + strings.TrimPrefix(key, "k/") + "." + copyName
+	}
+	return key + "." + member
+}
+
+// isIndexName reports whether name is a copy of a local index entry kept
+// as a member of its blob's sums pack (i/<blob>/<shard>.<copy>). The format
+// before index members kept each as a plain file of its own at that name
+// (written out of place): the store still reads, lists, damages and
+// deletes such a file there when the pack holds no such member.
+func isIndexName(name string) bool {
+	_, _, ok := packedName(name)
+	return ok && strings.HasPrefix(name, "i/")
 }
 
 // FileOf returns the file, relative to the store's root and with

@@ -808,7 +808,7 @@ func (s *Store) compactLocked(p *pack) error {
 		}
 		rec := encodeRecord(p.key, recordPut, m.name, data)
 		checkRecord(p.key, rec, recordPut, m.name, data)
-		if err := s.writeAt(f, p.key+"."+m.name, rec, off); err != nil {
+		if err := s.writeAt(f, memberName(p.key, m.name), rec, off); err != nil {
 			return fail(err)
 		}
 		live[m.name] = packEntry{off: off + recordHeaderSize + int64(len(m.name)), n: m.e.n}
@@ -897,7 +897,7 @@ func (s *Store) packMembers(rel string) ([]string, error) {
 	var names []string
 	_, err := s.readPack(key, func(p *pack) error {
 		for m := range p.live {
-			names = append(names, key+"."+m)
+			names = append(names, memberName(key, m))
 		}
 		return nil
 	})
@@ -927,6 +927,21 @@ func (s *Store) DeleteDir(prefix string) error {
 	if err := objstore.ValidName(rel); err != nil {
 		return err
 	}
+	if rest, ok := strings.CutPrefix(prefix, "i/"); ok {
+		// The index entries' copies in the sums packs (a blob's sums
+		// pack removed whole before, as ChunkStore.DeleteBlob does,
+		// leaves none); then the directory of the format before.
+		names, err := s.list("k/"+rest, prefix)
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
+			key, member, _ := packedName(n)
+			if err := s.packDelete(n, key, member); err != nil {
+				return err
+			}
+		}
+	}
 	dir := filepath.Join(s.root, filepath.FromSlash(rel))
 	ents, err := s.fs.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -943,7 +958,7 @@ func (s *Store) DeleteDir(prefix string) error {
 			continue
 		}
 		name := rel + "/" + e.Name()
-		if _, _, packed := packedName(name); packed && strings.HasSuffix(name, packSuffix) {
+		if _, _, packed := packedName(name); packed && !isIndexName(name) && strings.HasSuffix(name, packSuffix) {
 			if err := s.removePack(strings.TrimSuffix(name, packSuffix)); err != nil {
 				return err
 			}

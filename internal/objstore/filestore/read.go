@@ -24,8 +24,8 @@ func (s *Store) GetInto(name string, alloc func(n int) []byte) ([]byte, error) {
 		return nil, err
 	}
 	key, member, ok := packedName(name)
-	if !ok {
-		return s.Get(name)
+	if !ok || isIndexName(name) {
+		return s.Get(name) // small; perhaps of the format before index members
 	}
 	var out []byte
 	found, err := s.readPack(key, func(p *pack) error {
@@ -52,7 +52,11 @@ func (s *Store) GetRange(name string, off, n int64) ([]byte, error) {
 		return nil, err
 	}
 	if key, member, ok := packedName(name); ok {
-		return s.packGet(name, key, member, off, n)
+		b, err := s.packGet(name, key, member, off, n)
+		if !isIndexName(name) || !errors.Is(err, fs.ErrNotExist) {
+			return b, err
+		}
+		// The copy of the format before index members, if any.
 	}
 	f, err := s.fs.OpenFile(p, os.O_RDONLY, 0)
 	if err != nil {

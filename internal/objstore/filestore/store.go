@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -317,7 +318,13 @@ func (s *Store) Get(name string) ([]byte, error) {
 		return nil, err
 	}
 	if key, member, ok := packedName(name); ok {
-		return s.packGet(name, key, member, 0, -1)
+		b, err := s.packGet(name, key, member, 0, -1)
+		if isIndexName(name) && errors.Is(err, fs.ErrNotExist) {
+			if old, lerr := fsys.ReadFile(s.fs, p); lerr == nil {
+				return old, nil // the format before index members
+			}
+		}
+		return b, err
 	}
 	b, err := fsys.ReadFile(s.fs, p)
 	if err != nil {
@@ -333,7 +340,10 @@ func (s *Store) Delete(name string) error {
 		return err
 	}
 	if key, member, ok := packedName(name); ok {
-		return s.packDelete(name, key, member)
+		if err := s.packDelete(name, key, member); err != nil || !isIndexName(name) {
+			return err
+		}
+		// And the copy of the format before index members, if any.
 	}
 	if err := s.fs.Remove(p); err != nil && !os.IsNotExist(err) {
 		return fmt.Errorf("filestore: %w", err)
@@ -350,12 +360,34 @@ func (s *Store) Delete(name string) error {
 	return nil
 }
 
-// List implements objstore.Store.
+// List implements objstore.Store. The copies of local index entries
+// (i/...) are members of the sums packs (k/...): the walk of the directory
+// that can hold prefix finds those of the format before (plain files), a
+// walk of the sums packs' the others.
 func (s *Store) List(prefix string) ([]string, error) {
+	names, err := s.list(prefix, prefix)
+	if err != nil {
+		return nil, err
+	}
+	if rest, ok := strings.CutPrefix(prefix, "i/"); ok {
+		more, err := s.list("k/"+rest, prefix)
+		if err != nil {
+			return nil, err
+		}
+		names = append(names, more...)
+	}
+	sort.Strings(names)
+	return slices.Compact(names), nil
+}
+
+// list returns the names that start with prefix (pack members by their
+// store names, memberName) of the files a walk of the directory that can
+// hold the names starting with walk finds.
+func (s *Store) list(walk, prefix string) ([]string, error) {
 	// Walk only the directory that can hold the prefix.
 	start := s.root
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		start = filepath.Join(s.root, filepath.FromSlash(prefix[:i]))
+	if i := strings.LastIndex(walk, "/"); i >= 0 {
+		start = filepath.Join(s.root, filepath.FromSlash(walk[:i]))
 	}
 	var names []string
 	err := fsys.WalkDir(s.fs, start, func(p string, d fs.DirEntry, err error) error {
@@ -373,10 +405,10 @@ func (s *Store) List(prefix string) ([]string, error) {
 			return err
 		}
 		name := filepath.ToSlash(rel)
-		if _, _, packed := packedName(name); packed {
+		if _, _, packed := packedName(name); packed && !isIndexName(name) {
 			// A pack file (or a file of the format before packs, which
 			// this version does not read).
-			if !strings.HasSuffix(name, packSuffix) || !strings.HasPrefix(name, prefix[:min(len(prefix), strings.LastIndexByte(name, '/')+1)]) {
+			if !strings.HasSuffix(name, packSuffix) || !strings.HasPrefix(name, walk[:min(len(walk), strings.LastIndexByte(name, '/')+1)]) {
 				return nil
 			}
 			members, err := s.packMembers(name)
@@ -398,7 +430,6 @@ func (s *Store) List(prefix string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filestore: list %q: %w", prefix, err)
 	}
-	sort.Strings(names)
 	return names, nil
 }
 
@@ -410,7 +441,11 @@ func (s *Store) FlipBits(name string, bitOffset int64, count int) error {
 		return err
 	}
 	if key, member, ok := packedName(name); ok {
-		return s.packFlipBits(name, key, member, bitOffset, count)
+		err := s.packFlipBits(name, key, member, bitOffset, count)
+		if !isIndexName(name) || !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		// The copy of the format before index members, if any.
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
