@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -76,31 +77,117 @@ var (
 // shared directory while this run reads them, and the run then failed
 // with no failing input (torture all, seed 20261125: FuzzMetaPage: "open
 // .../go-build/fuzz/.../FuzzMetaPage/799008b8b472f869: no such file or
-// directory"). Inputs found are reported by count; a failing input is
-// still written to the package's testdata/fuzz.
+// directory"). The private cache starts as a copy of what the shared one
+// holds (files that vanish meanwhile are skipped), so a target does not
+// start cold, and the inputs the run found are added to the shared one
+// when it ends (copyCorpus).
+// A failing input is still written to the package's testdata/fuzz.
 func Fuzz(ctx context.Context, dir string, targets []FuzzTarget, d time.Duration, parallel int, logf func(string, ...any)) []FuzzResult {
 	var out []FuzzResult
 	for _, t := range targets {
-		start := time.Now()
-		var buf bytes.Buffer
-		cache, err := os.MkdirTemp("", "flashmend-fuzzcache-")
-		if err == nil {
-			cmd := fuzzCommand(ctx, dir, t, d, parallel, cache)
-			cmd.Stdout, cmd.Stderr = &buf, &buf
-			err = cmd.Run()
-			if rerr := os.RemoveAll(cache); rerr != nil && err == nil {
-				err = fmt.Errorf("removing the fuzz cache %s: %w", cache, rerr)
-			}
+		shared, err := sharedFuzzCache(ctx, dir, t)
+		if err != nil {
+			logf("fuzz %s %s: the Go build cache's fuzz directory: %v (starting from an empty cache)", t.Pkg, t.Name, err)
 		}
-		r := parseFuzzOutput(buf.String())
-		r.Target, r.Time, r.Wall = t, d, time.Since(start)
-		if err != nil && !r.Failed {
-			r.Failed, r.Failure = true, lastLines(buf.String()+"\n"+err.Error(), 5)
-		}
+		r := fuzzOne(ctx, dir, t, d, parallel, shared)
 		logf("fuzz %s %s: %d execs, %d new, failed=%v %s", t.Pkg, t.Name, r.Execs, r.New, r.Failed, r.Failure)
 		out = append(out, r)
 	}
 	return out
+}
+
+// sharedFuzzCache is where `go test -fuzz` keeps target t's interesting
+// inputs: the build cache's fuzz directory, by import path and target.
+func sharedFuzzCache(ctx context.Context, dir string, t FuzzTarget) (string, error) {
+	run := func(args ...string) (string, error) {
+		cmd := exec.CommandContext(ctx, "go", args...)
+		cmd.Dir = dir
+		b, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("go %s: %w", strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	cache, err := run("env", "GOCACHE")
+	if err != nil {
+		return "", err
+	}
+	if cache == "" || cache == "off" {
+		return "", fmt.Errorf("GOCACHE is %q", cache)
+	}
+	pkg, err := run("list", "-f", "{{.ImportPath}}", t.Pkg)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "fuzz", pkg, t.Name), nil
+}
+
+// fuzzOne fuzzes t with a private cache seeded from shared ("" for none)
+// and adds what it found to shared.
+func fuzzOne(ctx context.Context, dir string, t FuzzTarget, d time.Duration, parallel int, shared string) FuzzResult {
+	start := time.Now()
+	var buf bytes.Buffer
+	cache, err := os.MkdirTemp("", "flashmend-fuzzcache-")
+	if err == nil {
+		own := filepath.Join(cache, t.Name)
+		if shared != "" {
+			_, _ = copyCorpus(shared, own)
+		}
+		cmd := fuzzCommand(ctx, dir, t, d, parallel, cache)
+		cmd.Stdout, cmd.Stderr = &buf, &buf
+		err = cmd.Run()
+		if shared != "" {
+			_, _ = copyCorpus(own, shared)
+		}
+		if rerr := os.RemoveAll(cache); rerr != nil && err == nil {
+			err = fmt.Errorf("removing the fuzz cache %s: %w", cache, rerr)
+		}
+	}
+	r := parseFuzzOutput(buf.String())
+	r.Target, r.Time, r.Wall = t, d, time.Since(start)
+	if err != nil && !r.Failed {
+		r.Failed, r.Failure = true, lastLines(buf.String()+"\n"+err.Error(), 5)
+	}
+	return r
+}
+
+// copyCorpus copies the corpus files of from that to lacks into to (made
+// if need be), best effort: a file that vanishes or cannot be read is
+// skipped. Each is written in place, as the Go fuzzer writes its cache,
+// not under a temporary name renamed after: a reader of to may meet a
+// partial file, which the fuzzer skips as malformed, but never a file
+// that vanishes between its listing and its reading (the fault that
+// stopped FuzzMetaPage). It returns how many it copied.
+func copyCorpus(from, to string) (int, error) {
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		if os.IsNotExist(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if err := os.MkdirAll(to, 0o755); err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, e := range entries {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(from, e.Name()))
+		if err != nil {
+			continue
+		}
+		f, err := os.OpenFile(filepath.Join(to, e.Name()), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			continue // already there (or not writable)
+		}
+		_, werr := f.Write(b)
+		if cerr := f.Close(); werr == nil && cerr == nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // fuzzCommand is the `go test -fuzz` command of target t, its interesting

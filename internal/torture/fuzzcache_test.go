@@ -19,7 +19,9 @@ import (
 // (a dangling link): the fuzz run fails exactly as it did, which also
 // shows that the command's cache directory is the one the test binary
 // reads. The harness's runs each get a private cache directory that
-// nothing else knows and that is removed when the target is done.
+// nothing else knows and that is removed when the target is done, seeded
+// from the shared one (a listed file that is gone is skipped) and adding
+// what it found to it.
 func TestFuzzMetaPageCacheFileVanished(t *testing.T) {
 	root, err := filepath.Abs("../..")
 	if err != nil {
@@ -45,6 +47,34 @@ func TestFuzzMetaPageCacheFileVanished(t *testing.T) {
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err == nil || !strings.Contains(out.String(), "no such file or directory") {
 		t.Fatalf("a cache file that vanished under the fuzzer: err %v, output:\n%s", err, out.String())
+	}
+
+	// The harness's cache is seeded from the shared one, where a listed
+	// file that is gone is skipped, and what the run found is added to it.
+	shared := t.TempDir()
+	seed, err := os.ReadFile(filepath.Join(root, "internal/objstore/sumsrec/testdata/fuzz", target.Name, "197480bfef9b463b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(shared, "cached"), seed, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(shared, "vanished"), filepath.Join(shared, "799008b8b472f869")); err != nil {
+		t.Fatal(err)
+	}
+	r := fuzzOne(ctx, root, target, time.Second, 1, shared)
+	if r.Failed || r.Execs == 0 {
+		t.Fatalf("fuzzing %s seeded from a cache with a vanished file: %+v", target.Name, r)
+	}
+	after, err := os.ReadDir(shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.New > 0 && len(after) <= 2 {
+		t.Fatalf("the run found %d new inputs; the shared cache holds %d files, none of them", r.New, len(after))
+	}
+	if got, err := sharedFuzzCache(ctx, root, target); err != nil || !strings.HasSuffix(got, filepath.Join("fuzz", "github.com/flashmend/flashmend/internal/objstore/sumsrec", target.Name)) {
+		t.Fatalf("shared fuzz cache of %s: %q, %v", target.Name, got, err)
 	}
 
 	// The harness: its own cache directory, removed afterwards.
