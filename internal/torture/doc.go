@@ -9,7 +9,11 @@
 //     received bytes; the targets live next to their decoders in
 //     *_fuzz_test.go, their seed corpora in testdata/fuzz) and a runner
 //     that fuzzes each for a stated time with `go test -fuzz` and records
-//     its executions, new corpus entries and any failing input.
+//     its executions, new corpus entries and any failing input. Each
+//     target fuzzes with a private cache of interesting inputs (a
+//     temporary -test.fuzzcachedir seeded from the Go build cache's fuzz
+//     directory and added back to it), so concurrent runs never remove a
+//     file under it.
 //   - CORDS (FAST'17): one fault at a time in one file of each kind of one
 //     node. Rows are file kinds, columns are faults: a 4 KiB block zeroed,
 //     junk, one bit flipped, every read of a 4 KiB block failing with EIO,
