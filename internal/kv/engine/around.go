@@ -126,13 +126,15 @@ func (e *excludingReader) NewIterWithContext(ctx context.Context, o *pebble.Iter
 }
 
 // Get reads Pebble key k through a filtered iterator (pebble.Reader.Get
-// takes no filters).
+// takes no filters). The seek is a prefix seek (the whole key is the
+// prefix), so tables' bloom filters skip the tables that do not hold k, as
+// a plain Get does.
 func (e *excludingReader) Get(k []byte) ([]byte, io.Closer, error) {
 	it, err := e.NewIter(&pebble.IterOptions{LowerBound: k, UpperBound: append(bytes.Clone(k), 0)})
 	if err != nil {
 		return nil, nil, err
 	}
-	if !it.First() {
+	if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
 		err := it.Error()
 		if cerr := it.Close(); err == nil {
 			err = cerr

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
 	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -211,6 +212,16 @@ func PebbleOptions(fs vfs.FS, cache *pebble.Cache, memTableBytes int64, onCorrup
 	// table (tableid.go); a small table lists its keys, so a damaged block
 	// of it costs its own keys only (tablekeys.go).
 	opts.BlockPropertyCollectors = []func() pebble.BlockPropertyCollector{newTableIDCollector, newTableKeysCollector}
+	// A bloom filter (10 bits per key, about 1% false positives) in every
+	// table: a point read skips each table that does not hold its key
+	// without reading a data block of it. Every flush makes an L0 table
+	// whose bounds are the whole key space (the applied record's two
+	// copies), so without filters a read reads one data block of every
+	// L0 table, and on flash that decays as it is read every block read
+	// is another chance to meet (and, at UBER 1e-7 written back, to
+	// spread) damage. Filter blocks are metadata: guardfs keeps a second
+	// copy of them like the index (internal/guardfs/sstmeta).
+	opts.Levels[0].FilterPolicy = bloom.FilterPolicy(10)
 	opts.EnsureDefaults()
 	return opts
 }
