@@ -156,7 +156,10 @@
 //     fail as REPLICA_UNAVAILABLE saying why (Replica.Failed); its host
 //     (ReplicaConfig.OnFail, kvserver) closes it, sets its files aside and
 //     opens a fresh replica in its place, retried until the device takes
-//     writes again. The node's other replicas are untouched.
+//     writes again; a replica that failed because its device had no space
+//     is reopened from its own files instead (they are intact, and two
+//     fresh replicas of one shard would leave it with no leader). The
+//     node's other replicas are untouched.
 //  6. Baseline RepairCrash: the first corruption takes the replica down (no
 //     reads), its Pebble is deleted, and it is re-replicated whole.
 //

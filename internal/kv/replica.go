@@ -617,7 +617,9 @@ func (r *Replica) halt() { r.stopOnce.Do(func() { close(r.stopc) }) }
 // be trusted. The replica stops: its loops end (it takes no further part
 // in raft, applies nothing, serves no read, write or peer's state), and
 // its host is told (ReplicaConfig.OnFail), which closes it and starts a
-// fresh replica in its place that rebuilds from the peers. The node and
+// fresh replica in its place that rebuilds from the peers, or, when the
+// device had no space, reopens it from its own intact files once the device
+// takes writes again (kvserver's replicaFailed and reopen). The node and
 // its other replicas go on.
 func (r *Replica) failStop(err error) {
 	if !r.failed.CompareAndSwap(nil, &err) {
@@ -651,8 +653,11 @@ func (r *Replica) unavailable() error {
 // cannot persist a Ready (a write or sync the device refused: an I/O
 // error, no space). Then the replica fail-stops as on an engine failure:
 // it takes no further part, refuses requests saying why, and its host
-// replaces it with a fresh replica that rebuilds from the peers once the
-// device takes writes again. (It used to stop silently and stay out until
+// reopens it from its own files once the device takes writes again when
+// the device had no space (its files are intact: two fresh replicas of one
+// shard, each voting for no one until it has rebuilt, left the shard with
+// no leader for good), and otherwise replaces it with a fresh replica that
+// rebuilds from the peers. (It used to stop silently and stay out until
 // the node restarted: two such replicas of a shard, say on two devices a
 // burst of object writes filled, lost the shard's quorum for good.)
 func (r *Replica) raftLoop() {
