@@ -134,7 +134,7 @@ func (e *excludingReader) Get(k []byte) ([]byte, io.Closer, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if !it.SeekPrefixGE(k) || !bytes.Equal(it.Key(), k) {
+	if !it.SeekPrefixGE(k) { // the bounds hold k alone
 		err := it.Error()
 		if cerr := it.Close(); err == nil {
 			err = cerr

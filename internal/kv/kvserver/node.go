@@ -310,18 +310,9 @@ func (n *Node) replicaFailed(r *kv.Replica, failErr error) {
 	for {
 		nr, err := kv.OpenReplica(n.replicaConfig(s, r.ID(), dir, true))
 		if err == nil {
-			n.mu.Lock()
-			select {
-			case <-n.stop:
-				n.mu.Unlock()
-				_ = nr.Close()
+			if !n.install(s.ID, nr) {
 				return
-			default:
 			}
-			n.mu.Unlock()
-			n.rmu.Lock()
-			n.replicas[s.ID] = nr
-			n.rmu.Unlock()
 			f.Replaced, f.ReplaceErr = true, nil
 			report()
 			return
@@ -358,19 +349,9 @@ func (n *Node) reopen(s kvapi.ShardSpec, rid base.ReplicaID, dir string, f *Repl
 	for {
 		nr, err := kv.OpenReplica(n.replicaConfig(s, rid, dir, false))
 		if err == nil {
-			n.mu.Lock()
-			select {
-			case <-n.stop:
-				n.mu.Unlock()
-				_ = nr.Close()
-				return true
-			default:
+			if n.install(s.ID, nr) {
+				f.Reopened, f.ReplaceErr = true, nil
 			}
-			n.mu.Unlock()
-			n.rmu.Lock()
-			n.replicas[s.ID] = nr
-			n.rmu.Unlock()
-			f.Reopened, f.ReplaceErr = true, nil
 			return true
 		}
 		f.ReplaceErr = err
@@ -384,6 +365,24 @@ func (n *Node) reopen(s kvapi.ShardSpec, rid base.ReplicaID, dir string, f *Repl
 		}
 		*backoff = min(2**backoff, 5*time.Second)
 	}
+}
+
+// install puts nr in place as this node's replica of shard, unless the
+// node is stopping: then nr is closed and install returns false.
+func (n *Node) install(shard base.ShardID, nr *kv.Replica) bool {
+	n.mu.Lock()
+	select {
+	case <-n.stop:
+		n.mu.Unlock()
+		_ = nr.Close()
+		return false
+	default:
+	}
+	n.mu.Unlock()
+	n.rmu.Lock()
+	n.replicas[shard] = nr
+	n.rmu.Unlock()
+	return true
 }
 
 // GuardStats returns the protection layer's counters (what it repaired).
