@@ -89,6 +89,25 @@
 // dead bytes exceed its live bytes (and packCompactMinDead) is compacted
 // after the write that made it so; a pack with no live member is removed.
 //
+// # Recycling
+//
+// A store without sync (its writes survive a process crash, not a power
+// loss: `flashmend dev`'s and the benchmarks' nodes) does not unlink the
+// pack files and blob directories it deletes: it moves them, emptied, into
+// a pool (<root>/recycle.tmp, at most recycleMax of each) and makes a new
+// pack file or blob directory by renaming a pooled one into place
+// (renameat2 without replacement, so a pooled directory never takes the
+// place of one that exists). A PUT that replaces an object version then
+// allocates and frees no inode: on ext4 without a journal (this project's
+// machine) allocating one scans past every inode freed in the last minutes,
+// and that was about a tenth of a REP PUT's CPU (recycle.go). A pooled
+// file is empty and has no other name; a pooled directory is empty; Open
+// empties the pool an earlier process left (removing names only), and the
+// pool's names (".tmp") are never listed. With sync nothing is pooled: a
+// power loss may keep a rename's new name without the removal of its old
+// one, and a deleted pack's name could then come back naming a live pack's
+// file (TestRecycledFilesAndDirs, TestSyncedStoreDoesNotRecycle).
+//
 // # Failure model
 //
 // A crash tears at most the record being appended (writes of

@@ -35,11 +35,15 @@ type PackStats struct {
 	Compactions, ReclaimedBytes int64
 	// Removed counts packs deleted because no member was left.
 	Removed int64
+	// Pooled counts pack files and directories removed into the pool of
+	// recycle.go; Reused those taken from it for a new pack or directory.
+	PooledFiles, PooledDirs, ReusedFiles, ReusedDirs int64
 }
 
 func (s PackStats) String() string {
-	return fmt.Sprintf("loaded %d, torn tails %d, damaged regions %d, compactions %d (%s reclaimed), removed %d",
-		s.Loaded, s.TornTails, s.DamagedRegions, s.Compactions, base.Bytes(s.ReclaimedBytes), s.Removed)
+	return fmt.Sprintf("loaded %d, torn tails %d, damaged regions %d, compactions %d (%s reclaimed), removed %d, pooled %d files %d directories, reused %d files %d directories",
+		s.Loaded, s.TornTails, s.DamagedRegions, s.Compactions, base.Bytes(s.ReclaimedBytes), s.Removed,
+		s.PooledFiles, s.PooledDirs, s.ReusedFiles, s.ReusedDirs)
 }
 
 // packEntry locates a member's latest content in its pack file.
@@ -265,6 +269,8 @@ func (s *Store) createPackLocked(p *pack) error {
 	if err := s.ensureDir(dir); err != nil {
 		return err
 	}
+	// A pooled file (recycle.go) is as new: empty, and no other name.
+	s.takeFile(p.path)
 	f, err := s.fs.OpenFile(p.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
 	if err != nil {
 		if noSpace(err) {
@@ -708,7 +714,7 @@ func (s *Store) packDelete(name, key, member string) error {
 		return nil
 	}
 	if len(p.live) == 1 {
-		err := s.fs.Remove(p.path)
+		err := s.removePackFileLocked(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			p.mu.Unlock()
 			return fmt.Errorf("filestore: remove pack %s: %w", p.key, err)
@@ -909,10 +915,19 @@ func (s *Store) removeEmptyDir(dir string) {
 		return
 	}
 	s.mu.Lock()
-	if s.fs.Remove(dir) == nil {
+	if s.recycleDirLocked(dir) || s.fs.Remove(dir) == nil {
 		s.dirs.Delete(dir)
 	}
 	s.mu.Unlock()
+}
+
+// removePackFileLocked removes p's file (into the pool of recycle.go when
+// it can). The caller holds p.mu exclusively and forgets p after.
+func (s *Store) removePackFileLocked(p *pack) error {
+	if s.recycleFile(p.path, p.f) {
+		return nil
+	}
+	return s.fs.Remove(p.path)
 }
 
 var _ objstore.DirDeleter = (*Store)(nil)
@@ -981,7 +996,7 @@ func (s *Store) removePack(key string) error {
 			p.mu.Unlock()
 			continue
 		}
-		err := s.fs.Remove(p.path)
+		err := s.removePackFileLocked(p)
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			p.mu.Unlock()
 			return fmt.Errorf("filestore: remove pack %s: %w", key, err)

@@ -51,6 +51,10 @@ type Store struct {
 	// packs holds the packed names' files (see pack.go).
 	packs packs
 
+	// recycle is the pool of emptied pack files and directories (see
+	// recycle.go).
+	recycle recycler
+
 	usageMu sync.Mutex
 	usage   objstore.Usage
 	usageAt time.Time
@@ -81,6 +85,11 @@ func OpenFS(files fsys.FS, dir string, syncWrites bool) (*Store, error) {
 	if err := s.ensureDir(dir); err != nil {
 		return nil, err
 	}
+	if err := s.clearRecycled(); err != nil {
+		return nil, err
+	}
+	_, isOS := files.(fsys.OS)
+	s.recycle.on = !syncWrites && isOS
 	return s, nil
 }
 
@@ -162,6 +171,10 @@ func (s *Store) ensureDir(dir string) error {
 	if _, ok := s.dirs.Load(dir); ok {
 		return nil
 	}
+	if _, ok := s.dirs.Load(filepath.Dir(dir)); ok && s.takeDir(dir) {
+		s.dirs.Store(dir, true)
+		return nil
+	}
 	var err error
 	if s.sync {
 		err = fsys.MkdirAllDurable(s.fs, dir, 0o755, s.synced)
@@ -171,7 +184,13 @@ func (s *Store) ensureDir(dir string) error {
 	if err != nil {
 		return fmt.Errorf("filestore: %w", err)
 	}
-	s.dirs.Store(dir, true)
+	// Its parents exist too (up to the root): a blob directory's parent
+	// then lets the next one come from the pool (takeDir).
+	for d := dir; strings.HasPrefix(d, s.root); d = filepath.Dir(d) {
+		if _, had := s.dirs.LoadOrStore(d, true); had || d == s.root {
+			break
+		}
+	}
 	return nil
 }
 
@@ -351,11 +370,7 @@ func (s *Store) Delete(name string) error {
 	// Drop the directory when this was its last file, so deleted object
 	// versions leave nothing behind (a non-empty directory stays).
 	if dir := filepath.Dir(p); dir != s.root {
-		s.mu.Lock()
-		if s.fs.Remove(dir) == nil {
-			s.dirs.Delete(dir)
-		}
-		s.mu.Unlock()
+		s.removeEmptyDir(dir)
 	}
 	return nil
 }
