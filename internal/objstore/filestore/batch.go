@@ -26,7 +26,8 @@ func (s *Store) NewBatch() objstore.Batch {
 
 // batch is a Store's objstore.Batch. Invariant: every pack that holds a
 // record appended for the batch and not yet synced is in packs (and has
-// unsynced set).
+// unsynced set), and so is every pack written by the batch whose file may
+// run on past its records (stale).
 type batch struct {
 	s     *Store
 	packs []*pack
@@ -82,10 +83,14 @@ func (b *batch) Commit() error {
 	return first
 }
 
-// syncPack fsyncs p's file when records appended for a batch await it.
+// syncPack fsyncs p's file when records appended for a batch await it,
+// and cuts off the bytes a reused file held past them (stale).
 func (s *Store) syncPack(p *pack) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if !p.gone {
+		p.trimStaleLocked()
+	}
 	if p.gone || !p.unsynced {
 		return nil
 	}

@@ -93,20 +93,24 @@
 //
 // A store without sync (its writes survive a process crash, not a power
 // loss: `flashmend dev`'s and the benchmarks' nodes) does not unlink the
-// pack files and blob directories it deletes: it moves them, emptied, into
-// a pool (<root>/recycle.tmp, at most recycleMax of each) and makes a new
-// pack file or blob directory by renaming a pooled one into place
-// (renameat2 without replacement, so a pooled directory never takes the
-// place of one that exists). A PUT that replaces an object version then
-// allocates and frees no inode: on ext4 without a journal (this project's
-// machine) allocating one scans past every inode freed in the last minutes,
-// and that was about a tenth of a REP PUT's CPU (recycle.go). A pooled
-// file is empty and has no other name; a pooled directory is empty; Open
-// empties the pool an earlier process left (removing names only), and the
-// pool's names (".tmp") are never listed. With sync nothing is pooled: a
-// power loss may keep a rename's new name without the removal of its old
-// one, and a deleted pack's name could then come back naming a live pack's
-// file (TestRecycledFilesAndDirs, TestSyncedStoreDoesNotRecycle).
+// pack files and blob directories it deletes: it moves them into a pool
+// (<root>/recycle.tmp, at most recycleMax of each, recycleMaxBytes of file
+// content) and makes a new pack file or blob directory by renaming a pooled
+// one into place (renameat2 without replacement, so a pooled directory
+// never takes the place of one that exists). A PUT that replaces an object
+// version then allocates and frees no inode (on ext4 without a journal,
+// this project's machine, allocating one scans past every inode freed in
+// the last minutes), and its records are written over the pooled file's
+// pages instead of new ones (recycle.go has the profile). A pooled file
+// holds nothing or the records of one pack, and is never taken for a pack
+// of that key: what it held reads as bytes that hold no record in any
+// other pack, cut off when the batch writing the new pack commits, or by
+// the load after a crash as a torn tail (TestReusedFileCrash). Open empties
+// the pool an earlier process left (removing names only), and the pool's
+// names (".tmp") are never listed. With sync nothing is pooled: a power
+// loss may keep a rename's new name without the removal of its old one,
+// and a deleted pack's name could then come back naming a live pack's file
+// (TestRecycledFilesAndDirs, TestSyncedStoreDoesNotRecycle).
 //
 // # Failure model
 //

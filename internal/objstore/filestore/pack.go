@@ -95,7 +95,11 @@ type pack struct {
 	// unsynced is set while records appended for a batch (with sync)
 	// await the batch's Commit: the file is then kept open (touch does
 	// not close it) until a sync of the file clears it.
-	unsynced  bool
+	unsynced bool
+	// stale is set while the file may run on past size with the bytes of
+	// the pack whose file it was before (recycle.go: a pooled file reused
+	// as it is); trimStaleLocked cuts them off.
+	stale     bool
 	f         fsys.File
 	size      int64
 	live      map[string]packEntry
@@ -180,6 +184,7 @@ func (t *packs) touch(p *pack) {
 // closeFileLocked closes p's file; the caller holds p.mu and t.mu.
 func (p *pack) closeFileLocked(t *packs) {
 	if p.f != nil {
+		p.trimStaleLocked()
 		p.f.Close()
 		p.f = nil
 	}
@@ -220,6 +225,16 @@ func (t *packs) closeAll() {
 		t.mu.Unlock()
 		p.loaded = false
 		p.mu.Unlock()
+	}
+}
+
+// trimStaleLocked cuts off what p's file holds past size when it was a
+// pooled file reused as it was (stale); the caller holds p.mu exclusively.
+// A failed truncate leaves it to the next try, or to a load's scan (the
+// bytes are records of another pack, which do not verify in this one).
+func (p *pack) trimStaleLocked() {
+	if p.stale && p.f != nil && p.f.Truncate(p.size) == nil {
+		p.stale = false
 	}
 }
 
@@ -269,9 +284,17 @@ func (s *Store) createPackLocked(p *pack) error {
 	if err := s.ensureDir(dir); err != nil {
 		return err
 	}
-	// A pooled file (recycle.go) is as new: empty, and no other name.
-	s.takeFile(p.path)
-	f, err := s.fs.OpenFile(p.path, os.O_CREATE|os.O_RDWR|os.O_TRUNC, 0o644)
+	// A pooled file (recycle.go) has no other name; it holds records of
+	// another pack only, which do not verify in this one, and its pages
+	// are written over (not freed and allocated anew) by this pack's
+	// records. What it holds past them is cut off when the batch writing
+	// this pack commits (stale).
+	flags := os.O_CREATE | os.O_RDWR | os.O_TRUNC
+	reused := s.takeFile(p.path, p.key)
+	if reused {
+		flags = os.O_RDWR
+	}
+	f, err := s.fs.OpenFile(p.path, flags, 0o644)
 	if err != nil {
 		if noSpace(err) {
 			return base.NoSpaceErrorf("filestore: create pack %s: %w", p.key, err)
@@ -299,11 +322,13 @@ func (s *Store) createPackLocked(p *pack) error {
 	p.f, p.exists, p.loaded = f, true, true
 	p.size, p.liveBytes = packHeaderSize, 0
 	p.live = map[string]packEntry{}
+	p.stale = reused
 	return nil
 }
 
 // loadLocked scans p's file and builds its index, truncating a torn tail.
 func (s *Store) loadLocked(p *pack) error {
+	p.stale = false // a load cuts the file at its last verified record
 	p.live = map[string]packEntry{}
 	p.size, p.liveBytes = 0, 0
 	f, err := s.fs.OpenFile(p.path, os.O_RDWR, 0)
@@ -626,6 +651,12 @@ func (s *Store) packAppendLocked(p *pack, name string, kind byte, member string,
 	}
 	p.use(member, packEntry{off: p.size + recordHeaderSize + int64(len(member)), n: int64(len(data))}, kind == recordPut)
 	p.size += size
+	switch {
+	case p.stale && b != nil:
+		b.add(p) // its Commit cuts the stale bytes off
+	case p.stale:
+		p.trimStaleLocked()
+	}
 	return nil
 }
 
@@ -849,6 +880,7 @@ func (s *Store) swapPackFile(p *pack, f fsys.File, live map[string]packEntry, si
 	s.packs.mu.Unlock()
 	p.f, p.live, p.size = f, live, size
 	p.liveBytes = size - packHeaderSize
+	p.stale = false
 	if s.sync {
 		p.unsynced = false // the new file was synced before its rename
 	}
@@ -924,7 +956,7 @@ func (s *Store) removeEmptyDir(dir string) {
 // removePackFileLocked removes p's file (into the pool of recycle.go when
 // it can). The caller holds p.mu exclusively and forgets p after.
 func (s *Store) removePackFileLocked(p *pack) error {
-	if s.recycleFile(p.path, p.f) {
+	if s.recycleFile(p) {
 		return nil
 	}
 	return s.fs.Remove(p.path)
