@@ -109,7 +109,7 @@ func kvRunsTable(r *report.Report, runs []kvSeriesRun) error {
 	t := report.Table{
 		Caption: "The runs behind the distributions",
 		Header: []string{"series", "ops/s (median)", "reads", "read retries", "read errors seen by the app",
-			"flips at rest / applied in reads", "detected", "patches", "rebuilds", "patch requests pending at end", "replicas down at end"},
+			"flips at rest / applied in reads", "detected", "patches", "own rows carried (MiB) / pieces failed on them", "rebuilds", "patch requests pending at end", "replicas down at end"},
 	}
 	for _, run := range runs {
 		res := run.res
@@ -117,7 +117,8 @@ func kvRunsTable(r *report.Report, runs []kvSeriesRun) error {
 			run.label, fmt.Sprintf("%.0f", res.MedianOpsPerSecond()), fmt.Sprint(res.Reads),
 			pct(res.ReadRetries, res.Reads), pct(res.ReadErrors, res.Reads),
 			fmt.Sprintf("%d / %d", res.AtRest.Flips, res.Flips.Flips), fmt.Sprint(res.Detected),
-			fmt.Sprint(res.Patches), fmt.Sprint(res.Rebuilds), fmt.Sprint(res.PendingAtEnd),
+			fmt.Sprint(res.Patches), fmt.Sprintf("%.1f / %d", float64(res.OwnBytes)/(1<<20), res.OwnFailures),
+			fmt.Sprint(res.Rebuilds), fmt.Sprint(res.PendingAtEnd),
 			fmt.Sprint(res.DownAtEnd),
 		})
 	}

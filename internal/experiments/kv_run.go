@@ -116,6 +116,10 @@ type kvRunResult struct {
 	CPU time.Duration
 	// Replica counters summed over every replica.
 	Detected, Patches, Rebuilds uint64
+	// OwnBytes is what patches read of their replica's own rows to carry
+	// them through a wide excise; OwnFailures the patch pieces whose read
+	// met new damage and were requested again (kv.ReplicaStats).
+	OwnBytes, OwnFailures uint64
 	// DownAtEnd counts replicas still rebuilding (refusing reads) when the
 	// measured phase ended.
 	DownAtEnd int
@@ -326,6 +330,8 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 				res.Detected += st.CorruptionsDetected
 				res.Patches += st.PatchesApplied
 				res.Rebuilds += st.Rebuilds
+				res.OwnBytes += st.OwnBytesRead
+				res.OwnFailures += st.OwnReadFailures
 				if status, err := r.Status(); err == nil {
 					if strings.HasPrefix(status.State, "rebuilding") {
 						res.DownAtEnd++

@@ -23,7 +23,10 @@
 //     checksums find damage there; the KV store repairs it with patches).
 //     When the writer closes (or, for an sstable written elsewhere, at its
 //     first Open), guardfs writes a sidecar, ReservedDir/s.<k>.<id>.<name>,
-//     in max(1, Copies-1) copies: the sstable's size and verified copies of
+//     in max(1, Copies-1) copies (taken from the bytes the writer wrote,
+//     which it keeps the end of, not from a read of the new file that could
+//     meet damage the write did not make; from a read where the metadata is
+//     larger than what it keeps): the sstable's size and verified copies of
 //     its metadata ranges (index, filter, range-deletion, range-key, value
 //     index, blob reference index, properties and meta-index blocks with
 //     their trailers, and the footer, read and verified by

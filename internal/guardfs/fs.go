@@ -83,6 +83,7 @@ type counters struct {
 	zeroFilledBytes atomic.Int64
 	unrecoverable   atomic.Int64
 	sidecarsWritten atomic.Int64
+	sealsFromWrites atomic.Int64
 	sealErrors      atomic.Int64
 	copyErrors      atomic.Int64
 	readErrors      atomic.Int64
@@ -98,15 +99,16 @@ type Stats struct {
 	ZeroFilledBytes int64 // bytes past a sealed sstable's physical end served as zeros
 	Unrecoverable   int64 // ranges lost in every copy, returned as corruption
 	SidecarsWritten int64 // sidecars written (at close, lazily at open, by Verify)
+	SealsFromWrites int64 // sidecars whose copies came from the bytes written, not from a read of the new table
 	SealErrors      int64 // sstables that could not be sealed (their metadata did not verify)
 	CopyErrors      int64 // copy writes, syncs or restores that failed (the file itself is fine)
 	ReadErrors      int64 // underlying read errors met while merging or reading
 }
 
 func (s Stats) String() string {
-	return fmt.Sprintf("frames repaired %d, copies restored %d, files restored %d, range copy reads %d, range repairs %d, zero-filled %d B, unrecoverable %d, sidecars %d, seal errors %d, copy errors %d, read errors %d",
+	return fmt.Sprintf("frames repaired %d, copies restored %d, files restored %d, range copy reads %d, range repairs %d, zero-filled %d B, unrecoverable %d, sidecars %d (%d from writes), seal errors %d, copy errors %d, read errors %d",
 		s.FramesRepaired, s.CopiesRestored, s.FilesRestored, s.RangeCopyReads, s.RangeRepairs, s.ZeroFilledBytes,
-		s.Unrecoverable, s.SidecarsWritten, s.SealErrors, s.CopyErrors, s.ReadErrors)
+		s.Unrecoverable, s.SidecarsWritten, s.SealsFromWrites, s.SealErrors, s.CopyErrors, s.ReadErrors)
 }
 
 // Stats returns a snapshot of the counters.
@@ -115,7 +117,7 @@ func (fs *FS) Stats() Stats {
 	return Stats{FramesRepaired: c.framesRepaired.Load(), CopiesRestored: c.copiesRestored.Load(),
 		FilesRestored: c.filesRestored.Load(), RangeCopyReads: c.rangeCopyReads.Load(), RangeRepairs: c.rangeRepairs.Load(),
 		ZeroFilledBytes: c.zeroFilledBytes.Load(), Unrecoverable: c.unrecoverable.Load(),
-		SidecarsWritten: c.sidecarsWritten.Load(), SealErrors: c.sealErrors.Load(), CopyErrors: c.copyErrors.Load(),
+		SidecarsWritten: c.sidecarsWritten.Load(), SealsFromWrites: c.sealsFromWrites.Load(), SealErrors: c.sealErrors.Load(), CopyErrors: c.copyErrors.Load(),
 		ReadErrors: c.readErrors.Load()}
 }
 

@@ -428,6 +428,40 @@ func TestLazySeal(t *testing.T) {
 	}
 }
 
+// TestSealFromWrites: the sidecar of a new sstable is made from the bytes
+// its writer wrote, not from a read of the new file: a read there could
+// meet damage the write did not make (a flip on read that the device
+// keeps), and the table's metadata would then have no copy at all. Here
+// every read of the new table fails while it is written and sealed; it is
+// sealed all the same, and metadata damaged afterwards reads back from the
+// copy.
+func TestSealFromWrites(t *testing.T) {
+	mem := vfs.NewMem()
+	inner := guardtest.NewFS(mem)
+	g := newGuard(t, inner, guardfs.Options{})
+	_ = g.MkdirAll("/d", 0o755)
+	inner.SetRules(guardtest.Rule{Match: func(p string) bool { return p == "/d/000009.sst" }, ReadError: true})
+	writeSST(t, g, "/d/000009.sst", 3000)
+	inner.SetRules()
+	if s := g.Stats(); s.SidecarsWritten != 1 || s.SealsFromWrites != 1 || s.SealErrors != 0 {
+		t.Fatalf("sealing a table no read reaches: %s", s)
+	}
+	if side := find(t, mem, "/d/"+guardfs.ReservedDir, "s.", "000009.sst"); len(side) != 2 {
+		t.Fatalf("sidecars %v", side)
+	}
+	orig, _ := guardtest.ReadFile(mem, "/d/000009.sst")
+	dam := bytes.Clone(orig)
+	for i := len(dam) - 300; i < len(dam); i++ {
+		dam[i] ^= 0x5a
+	}
+	_ = guardtest.WriteFile(mem, "/d/000009.sst", dam)
+	g = newGuard(t, inner, guardfs.Options{})
+	mustRead(t, g, "/d/000009.sst", orig)
+	if s := g.Stats(); s.RangeCopyReads == 0 {
+		t.Fatalf("damaged metadata not served from the copy: %s", s)
+	}
+}
+
 // TestIngestThroughGuardfs: an sstable written through guardfs and
 // ingested (linked into the store) keeps its sidecar under its new name;
 // deleting it afterwards leaves a store that opens and reports corruption

@@ -15,6 +15,7 @@ import (
 	"github.com/flashmend/flashmend/internal/guardfs/frames"
 	"github.com/flashmend/flashmend/internal/guardfs/sstmeta"
 
+	"github.com/cockroachdb/pebble/v2/sstable"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/flashmend/flashmend/internal/base"
 )
@@ -185,12 +186,85 @@ func (fs *FS) dropSidecarLocked(p string) error {
 }
 
 // sealedWriter passes an sstable's writes through and seals it on Close.
+//
+// It keeps the last sealTailBytes it wrote (Pebble writes an sstable
+// front to back, its metadata last), and Close takes the sidecar's copies
+// from those bytes when they hold every metadata range: the copies are
+// what Pebble wrote, not what the device gives back. A read of the new
+// table at Close could meet damage the write did not make (a flip on
+// read, persisted by the device); then the sidecar could not be written
+// at all and the table's metadata would have no copy for the rest of its
+// life (every damaged index or filter block a whole-table repair).
 type sealedWriter struct {
 	vfs.File
 	fs     *FS
 	path   string
 	key    string
 	closed bool
+	// tail holds the written bytes from offset tailAt on (at most about
+	// 2 x sealTailBytes); written counts every byte; noTail is set by a
+	// write that is not an append (the tail no longer mirrors the file).
+	tail    []byte
+	tailAt  int64
+	written int64
+	noTail  bool
+}
+
+// sealTailBytes bounds what a sealedWriter keeps of an sstable's end: an
+// sstable's metadata (index, filter, properties, meta-index, footer) is a
+// few percent of it, so this covers tables of tens of MiB; larger ones are
+// sealed from a read of the file.
+const sealTailBytes = 2 << 20
+
+func (w *sealedWriter) Write(p []byte) (int, error) {
+	n, err := w.File.Write(p)
+	w.keep(p[:n])
+	return n, err
+}
+
+// WriteAt passes through; the tail stops mirroring the file.
+func (w *sealedWriter) WriteAt(p []byte, off int64) (int, error) {
+	w.noTail, w.tail = true, nil
+	return w.File.WriteAt(p, off)
+}
+
+// keep appends written bytes to the tail, dropping its front past
+// sealTailBytes.
+func (w *sealedWriter) keep(p []byte) {
+	w.written += int64(len(p))
+	if w.noTail {
+		return
+	}
+	w.tail = append(w.tail, p...)
+	if len(w.tail) > 2*sealTailBytes {
+		drop := len(w.tail) - sealTailBytes
+		w.tail = append(w.tail[:0], w.tail[drop:]...)
+		w.tailAt += int64(drop)
+	}
+}
+
+// tailReader reads the bytes a sealedWriter kept; a read before them
+// fails (the seal then reads the file).
+type tailReader struct {
+	at   int64
+	data []byte
+}
+
+var errBeforeTail = errors.New("guardfs: read before the kept tail")
+
+func (t tailReader) ReadAt(p []byte, off int64) (int, error) {
+	if off < t.at {
+		return 0, errBeforeTail
+	}
+	i := off - t.at
+	if i >= int64(len(t.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, t.data[i:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func (w *sealedWriter) String() string { return "guardfs.sealed(" + w.path + ")" }
@@ -213,7 +287,12 @@ func (w *sealedWriter) Close() error {
 	if err != nil {
 		return err
 	}
-	_, _ = fs.sealLocked(w.path)
+	var kept *tailReader
+	if !w.noTail {
+		kept = &tailReader{at: w.tailAt, data: w.tail}
+	}
+	w.tail = nil
+	_, _ = fs.sealFromLocked(w.path, kept, w.written)
 	return nil
 }
 
@@ -222,7 +301,24 @@ func (w *sealedWriter) Close() error {
 // Options.Copies copies under a new identity; then removes any older
 // sidecar. The caller holds fs.mu.
 func (fs *FS) sealLocked(p string) (*sidecarState, error) {
-	sc, err := fs.readSealLocked(p)
+	return fs.sealFromLocked(p, nil, 0)
+}
+
+// sealFromLocked is sealLocked taking the metadata from kept, the last
+// bytes written of the sstable's size bytes, when they hold all of it
+// (otherwise, or with kept nil, from a read of the file).
+func (fs *FS) sealFromLocked(p string, kept *tailReader, size int64) (*sidecarState, error) {
+	var sc *sidecarState
+	err := errBeforeTail
+	if kept != nil {
+		sc, err = readSeal(fs.opts.SSTReaderOptions, *kept, size, fs.inner.PathBase(p))
+		if err == nil {
+			fs.ctr.sealsFromWrites.Add(1)
+		}
+	}
+	if err != nil {
+		sc, err = fs.readSealLocked(p)
+	}
 	if err != nil {
 		fs.ctr.sealErrors.Add(1)
 		return nil, err
@@ -276,16 +372,25 @@ func (fs *FS) readSealLocked(p string) (*sidecarState, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := st.Size()
-	layout, err := sstmeta.ReadLayout(fs.opts.SSTReaderOptions, readableFile{r: f, size: size, name: fs.inner.PathBase(p)}, size)
+	sc, err := readSeal(fs.opts.SSTReaderOptions, f, st.Size(), fs.inner.PathBase(p))
 	if err != nil {
 		return nil, fmt.Errorf("guardfs: sealing %s: %w", p, err)
 	}
+	return sc, nil
+}
+
+// readSeal reads what a sidecar of the sstable in r (of size bytes) would
+// hold: its metadata ranges, each verified.
+func readSeal(ro sstable.ReaderOptions, r io.ReaderAt, size int64, name string) (*sidecarState, error) {
+	layout, err := sstmeta.ReadLayout(ro, readableFile{r: r, size: size, name: name}, size)
+	if err != nil {
+		return nil, err
+	}
 	sc := &sidecarState{size: size}
 	for _, reg := range layout.Regions {
-		data, err := layout.VerifiedBytes(f, reg)
+		data, err := layout.VerifiedBytes(r, reg)
 		if err != nil {
-			return nil, fmt.Errorf("guardfs: sealing %s: %w", p, err)
+			return nil, err
 		}
 		sc.ranges = append(sc.ranges, rangeCopy{Range: Range{Off: reg.Off, Len: reg.Len}, data: data})
 	}

@@ -40,7 +40,7 @@ func (s Stats) sub(o Stats) Stats {
 	return Stats{FramesRepaired: s.FramesRepaired - o.FramesRepaired, CopiesRestored: s.CopiesRestored - o.CopiesRestored,
 		FilesRestored: s.FilesRestored - o.FilesRestored, RangeCopyReads: s.RangeCopyReads - o.RangeCopyReads,
 		RangeRepairs: s.RangeRepairs - o.RangeRepairs, ZeroFilledBytes: s.ZeroFilledBytes - o.ZeroFilledBytes,
-		Unrecoverable: s.Unrecoverable - o.Unrecoverable, SidecarsWritten: s.SidecarsWritten - o.SidecarsWritten,
+		Unrecoverable: s.Unrecoverable - o.Unrecoverable, SidecarsWritten: s.SidecarsWritten - o.SidecarsWritten, SealsFromWrites: s.SealsFromWrites - o.SealsFromWrites,
 		SealErrors: s.SealErrors - o.SealErrors, CopyErrors: s.CopyErrors - o.CopyErrors, ReadErrors: s.ReadErrors - o.ReadErrors}
 }
 

@@ -347,6 +347,17 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 			own, err := r.ownRowsOutside(p.Wide, skip)
 			ok = err == nil
 			ownOK[w] = ok
+			var n uint64
+			for _, kv := range own {
+				n += uint64(len(kv.Key) + len(kv.Value))
+			}
+			r.mu.Lock()
+			r.stats.OwnRowsRead += uint64(len(own))
+			r.stats.OwnBytesRead += n
+			if !ok {
+				r.stats.OwnReadFailures++
+			}
+			r.mu.Unlock()
 			if ok {
 				wide = append(wide, p.Wide)
 				ownRows = append(ownRows, own...)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"time"
 
 	"github.com/flashmend/flashmend/internal/base"
@@ -366,7 +367,38 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 	r.smMu.RLock()
 	readerOpts := r.sm.Opts().MakeReaderOptions()
 	r.smMu.RUnlock()
-	if spans, _, err := engine.IsolateBlocks(r.fs, info.Path, readerOpts, fileStart, fileEnd); err == nil && len(spans) > 0 {
+	spans, _, err := engine.IsolateBlocks(r.fs, info.Path, readerOpts, fileStart, fileEnd)
+	if err == nil && len(spans) == 0 {
+		// Every data block in the table's live bounds verifies. If the
+		// block the report names is a data block, it lies outside them
+		// (the remainder of a table an excise cut: a reverse seek at the
+		// bound, a compaction or the scrubber read the backing file's
+		// block): nothing live is lost, and the block is remembered so
+		// later reports of it are dropped. Patching the table's bounds
+		// instead refused reads of up to the whole shard for nothing.
+		// The report's bounds are one table's; the backing file may back
+		// others (the two remainders of an excise), and the block may be
+		// live in one of those: then it is isolated within that table's
+		// bounds.
+		if h, ok := engine.CorruptBlockHandle(info.Details); ok {
+			if data, derr := engine.DataBlockAt(r.fs, info.Path, readerOpts, h.Offset); derr == nil && data {
+				for _, b := range r.tablesBackedBy(info.Path) {
+					other, _, oerr := engine.IsolateBlocks(r.fs, info.Path, readerOpts, b[0], b[1])
+					if oerr == nil && len(other) > 0 {
+						spans, fileStart, fileEnd = other, b[0], b[1]
+						break
+					}
+				}
+				if len(spans) == 0 {
+					r.mu.Lock()
+					r.repair.NoteDeadBlock(info.Path, h.Offset)
+					r.mu.Unlock()
+					return nil
+				}
+			}
+		}
+	}
+	if err == nil && len(spans) > 0 {
 		out := make([]repairSpan, 0, len(spans))
 		for _, sp := range spans {
 			if sp.KeysKnown {
@@ -411,6 +443,32 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		return nil // nothing live in the table's bounds
 	}
 	return []repairSpan{{Span: patch.Span{Narrow: rg, Wide: r.toShardEdges(rg)}}}
+}
+
+// tablesBackedBy lists the bounds (start, and end exclusive) of every
+// live table whose backing file is path: one for a physical table, one
+// per remainder for a file an excise cut. None if the engine is closed or
+// the file is no longer live.
+func (r *Replica) tablesBackedBy(path string) [][2][]byte {
+	r.smMu.RLock()
+	defer r.smMu.RUnlock()
+	if r.smClosed {
+		return nil
+	}
+	levels, err := r.sm.DB().SSTables()
+	if err != nil {
+		return nil
+	}
+	var out [][2][]byte
+	for _, level := range levels {
+		for _, t := range level {
+			if r.fs.PathJoin(r.dir, "pebble", fmt.Sprintf("%06d.sst", uint64(t.BackingSSTNum))) != path {
+				continue
+			}
+			out = append(out, [2][]byte{bytes.Clone(t.Smallest.UserKey), append(bytes.Clone(t.Largest.UserKey), 0)})
+		}
+	}
+	return out
 }
 
 // isolateKeys maps a damaged run of a table that lists its keys to what the

@@ -57,6 +57,13 @@ type ReplicaStats struct {
 	// not keep (a damaged table cut where Pebble seeks in the damage):
 	// patched in turn, not a rebuild.
 	RemaindersLost uint64
+	// OwnRowsRead and OwnBytesRead count the rows (and their key and value
+	// bytes) patches read from this replica itself to carry them through
+	// an excise wider than what was lost (a damaged table that lists its
+	// keys is cut out whole); OwnReadFailures counts patch pieces whose
+	// read of those rows met damage no one had reported yet: the piece is
+	// requested again later.
+	OwnRowsRead, OwnBytesRead, OwnReadFailures uint64
 	// LeaderHandoffs counts leaderships this replica gave away because it
 	// was about to wait for a patch of its own (see handOffLeadership).
 	LeaderHandoffs uint64
@@ -72,8 +79,8 @@ type ReplicaStats struct {
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d merged=%d remaindersLost=%d handoffs=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
-		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.BlocksMerged, s.RemaindersLost, s.LeaderHandoffs, s.Rebuilds, s.RebuildReasons,
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d ownRows=%d ownBytes=%d ownFailures=%d merged=%d remaindersLost=%d handoffs=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.OwnRowsRead, s.OwnBytesRead, s.OwnReadFailures, s.BlocksMerged, s.RemaindersLost, s.LeaderHandoffs, s.Rebuilds, s.RebuildReasons,
 		s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures, s.LogEntriesFilled, s.LastDetection)
 }
 

@@ -144,6 +144,29 @@ func TableLayout(fs vfs.FS, path string, ro sstable.ReaderOptions) (*sstable.Lay
 	return r.Layout()
 }
 
+// DataBlockAt reports whether a data block of the sstable at path starts
+// at offset (as its index says). A corruption report names a block; when
+// every data block in a table's live bounds verifies, a named data block
+// lies outside them (what an excise cut away), and a named block that is
+// no data block is the table's metadata.
+func DataBlockAt(fs vfs.FS, path string, ro sstable.ReaderOptions, offset uint64) (bool, error) {
+	r, err := openTable(fs, path, ro)
+	if err != nil {
+		return false, err
+	}
+	defer r.Close()
+	blocks, err := SSTDataBlocks(r)
+	if err != nil {
+		return false, Classify(err)
+	}
+	for _, b := range blocks {
+		if b.h.Offset == offset {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // openTable opens the sstable at path for reading outside the engine (the
 // caller closes it). A table whose footer or metadata does not read fails
 // as corruption.

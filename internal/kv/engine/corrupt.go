@@ -147,6 +147,14 @@ func (sm *StateMachine) CorruptSmallTable(key []byte, maxBytes uint64) (string, 
 	return path, off, err
 }
 
+// CorruptBlockInTable flips a byte in the middle of the data block of the
+// sstable at path that holds user key key, without flushing or compacting
+// first (a test tool: a table an excise cut keeps its backing file, which
+// CorruptBlock, compacting everything first, would rewrite).
+func (sm *StateMachine) CorruptBlockInTable(path string, key []byte) (uint64, error) {
+	return sm.corruptBlockInFile(path, UserKey(key), 0.5)
+}
+
 func (sm *StateMachine) corruptBlockInFile(path string, pk []byte, frac float64) (uint64, error) {
 	return corruptBlockInFile(sm.fs, sm.opts.MakeReaderOptions(), path, pk, frac)
 }

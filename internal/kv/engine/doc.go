@@ -25,7 +25,9 @@
 //     RereadBlock and BlockVerifies (our own CRC32C/xxhash check, without
 //     Pebble's search of every single-bit flip), VerifySSTable (the
 //     scrubber's whole-table check), IsolateCorruption and IsolateBlocks
-//     (damaged blocks to key spans, from the table's index), TableLayout,
+//     (damaged blocks to key spans, from the table's index), DataBlockAt
+//     (is a named block a data block: damage outside a table's live bounds
+//     or in its metadata), TableLayout,
 //     and CorruptBlock/FlipByteAt (damage on purpose, for demos and tests).
 //   - Table key lists (tablekeys.go): every table of at most 128 distinct
 //     user keys lists them in a table property, so IsolateBlocks names

@@ -383,6 +383,14 @@ func (sm *StateMachine) WriteApplied(w pebble.Writer, st AppliedState) error {
 	return Classify(w.Set(appliedKey2, v, pebble.NoSync))
 }
 
+// HoldCompactions starts no compaction until release is called, after
+// waiting up to timeout for the running ones: for tools and tests that
+// must see the engine's tables as they are (compactgate.Gate.Hold).
+func (sm *StateMachine) HoldCompactions(timeout time.Duration) (release func()) {
+	release, _ = sm.gate.Hold(timeout)
+	return release
+}
+
 // durableIndex flushes the memtable and returns an applied index that is
 // now durable (everything applied before the flush started).
 func (sm *StateMachine) FlushDurable() (uint64, error) {

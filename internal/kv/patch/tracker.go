@@ -135,6 +135,13 @@ func (t *Tracker) Admit(path string, detected time.Time, spans []Span) (*Request
 	return q, kept
 }
 
+// NoteDeadBlock remembers a damaged block of path that holds no live row
+// (outside the bounds of the table that uses it): BlockRepaired reports it
+// from now on, so its later reports are dropped.
+func (t *Tracker) NoteDeadBlock(path string, offset uint64) {
+	t.noteRepairedBlocks(path, []uint64{offset})
+}
+
 func (t *Tracker) noteRepairedBlocks(path string, blocks []uint64) {
 	if len(blocks) == 0 {
 		return
