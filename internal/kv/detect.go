@@ -224,9 +224,14 @@ func (r *Replica) proposeRepair(p *patch.Request) {
 	r.mu.Lock()
 	r.repair.Add(patchID, p)
 	r.mu.Unlock()
-	// Lead from a replica that will not wait at this patch's entry.
-	r.handOffLeadership()
+	// Lead from a replica that will not wait at this patch's entry, but
+	// propose first: a leader that is handing off drops proposals, and
+	// one proposed before the hand-off is in the log the new leader
+	// takes over (raft hands off only to a follower that holds the whole
+	// log). Proposed after it, the request waited for the new leader to
+	// be known and a resend: the tail of the proposed-to-committed step.
 	r.proposePending()
+	r.handOffLeadership()
 }
 
 // proposePending proposes the patch requests that are not in flight

@@ -261,6 +261,10 @@ func (n *Node) Run() error {
 			n.step(m)
 			n.takeQueued()
 		case <-n.handoffc:
+			// Proposals queued before the hand-off was asked for go
+			// into the log first (a leader that is handing off drops
+			// them).
+			n.takeQueued()
 			n.transferLeadership()
 		case req := <-n.readc:
 			n.takeReads(req)
