@@ -217,8 +217,20 @@ type sealedWriter struct {
 const sealTailBytes = 2 << 20
 
 func (w *sealedWriter) Write(p []byte) (int, error) {
+	// Kept before the write: a file may change p once it has taken it
+	// (Pebble's MemFS does in invariants builds).
+	w.keep(p)
 	n, err := w.File.Write(p)
-	w.keep(p[:n])
+	if n < len(p) && !w.noTail {
+		// What was not written is not in the file either.
+		short := len(p) - n
+		w.written -= int64(short)
+		if short > len(w.tail) {
+			w.noTail, w.tail = true, nil
+		} else {
+			w.tail = w.tail[:len(w.tail)-short]
+		}
+	}
 	return n, err
 }
 
