@@ -92,11 +92,11 @@
 // # Recycling
 //
 // A store without sync (its writes survive a process crash, not a power
-// loss: `flashmend dev`'s and the benchmarks' nodes) does not unlink the
-// pack files and blob directories it deletes: it moves them into a pool
-// (<root>/recycle.tmp, at most recycleMax of each, recycleMaxBytes of file
-// content) and makes a new pack file or blob directory by renaming a pooled
-// one into place (renameat2 without replacement, so a pooled directory
+// loss: devcluster's nodes unless SyncWrites, the benchmarks' and the
+// datapath experiment's) does not unlink the pack files and blob
+// directories it deletes: it moves them into a pool (<root>/recycle.tmp, at
+// most recycleMax of each, recycleMaxBytes of file content) and makes a new
+// pack file or blob directory by renaming a pooled one into place (renameat2 without replacement, so a pooled directory
 // never takes the place of one that exists). A PUT that replaces an object
 // version then allocates and frees no inode (on ext4 without a journal,
 // this project's machine, allocating one scans past every inode freed in
