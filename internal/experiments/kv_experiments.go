@@ -109,7 +109,7 @@ func kvRunsTable(r *report.Report, runs []kvSeriesRun) error {
 	t := report.Table{
 		Caption: "The runs behind the distributions",
 		Header: []string{"series", "ops/s (median)", "reads", "read retries", "read errors seen by the app",
-			"flips at rest / applied in reads", "detected", "patches", "own rows carried (MiB) / pieces failed on them", "rebuilds", "patch requests pending at end", "replicas down at end"},
+			"flips at rest / applied in reads", "detected", "patches", "own rows carried (MiB) / pieces failed on them", "patch waits that timed out", "rebuilds", "patch requests pending at end", "replicas down at end"},
 	}
 	for _, run := range runs {
 		res := run.res
@@ -118,7 +118,7 @@ func kvRunsTable(r *report.Report, runs []kvSeriesRun) error {
 			pct(res.ReadRetries, res.Reads), pct(res.ReadErrors, res.Reads),
 			fmt.Sprintf("%d / %d", res.AtRest.Flips, res.Flips.Flips), fmt.Sprint(res.Detected),
 			fmt.Sprint(res.Patches), fmt.Sprintf("%.1f / %d", float64(res.OwnBytes)/(1<<20), res.OwnFailures),
-			fmt.Sprint(res.Rebuilds), fmt.Sprint(res.PendingAtEnd),
+			fmt.Sprint(res.WaitTimeouts), fmt.Sprint(res.Rebuilds), fmt.Sprint(res.PendingAtEnd),
 			fmt.Sprint(res.DownAtEnd),
 		})
 	}

@@ -120,6 +120,9 @@ type kvRunResult struct {
 	// them through a wide excise; OwnFailures the patch pieces whose read
 	// met new damage and were requested again (kv.ReplicaStats).
 	OwnBytes, OwnFailures uint64
+	// WaitTimeouts counts patch entries at which a replica's apply worker
+	// waited a whole patch timeout for its peers (kv.ReplicaStats).
+	WaitTimeouts uint64
 	// DownAtEnd counts replicas still rebuilding (refusing reads) when the
 	// measured phase ended.
 	DownAtEnd int
@@ -332,6 +335,7 @@ func runKV(ctx context.Context, p kvRunParams) (kvRunResult, error) {
 				res.Rebuilds += st.Rebuilds
 				res.OwnBytes += st.OwnBytesRead
 				res.OwnFailures += st.OwnReadFailures
+				res.WaitTimeouts += st.PatchWaitTimeouts
 				if status, err := r.Status(); err == nil {
 					if strings.HasPrefix(status.State, "rebuilding") {
 						res.DownAtEnd++

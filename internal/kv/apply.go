@@ -634,6 +634,11 @@ func (r *Replica) waitPatch(id uint64, ranges []Range) patch.Parts {
 		select {
 		case <-sig:
 		case <-deadline:
+			// The apply worker waited a whole PatchTimeout here, and
+			// every entry after this one with it.
+			r.mu.Lock()
+			r.stats.PatchWaitTimeouts++
+			r.mu.Unlock()
 			return got
 		case <-r.stopc:
 			return got

@@ -64,6 +64,11 @@ type ReplicaStats struct {
 	// read of those rows met damage no one had reported yet: the piece is
 	// requested again later.
 	OwnRowsRead, OwnBytesRead, OwnReadFailures uint64
+	// PatchWaitTimeouts counts patch entries of this replica at which its
+	// apply worker waited the whole PatchTimeout for peers' pieces (not
+	// every range covered, not every peer answered): every later entry of
+	// the shard waited on this replica with it.
+	PatchWaitTimeouts uint64
 	// LeaderHandoffs counts leaderships this replica gave away because it
 	// was about to wait for a patch of its own (see handOffLeadership).
 	LeaderHandoffs uint64
@@ -79,8 +84,8 @@ type ReplicaStats struct {
 }
 
 func (s ReplicaStats) String() string {
-	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d ownRows=%d ownBytes=%d ownFailures=%d merged=%d remaindersLost=%d handoffs=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
-		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.OwnRowsRead, s.OwnBytesRead, s.OwnReadFailures, s.BlocksMerged, s.RemaindersLost, s.LeaderHandoffs, s.Rebuilds, s.RebuildReasons,
+	return fmt.Sprintf("detected=%d transient=%d patches=%d sent=%d skipped=%d patchBytes=%d ownRows=%d ownBytes=%d ownFailures=%d waitTimeouts=%d merged=%d remaindersLost=%d handoffs=%d rebuilds=%d%v rebuildBytes=%d txnsInvalidated=%d applyFailures=%d logFilled=%d last=%q",
+		s.CorruptionsDetected, s.TransientErrors, s.PatchesApplied, s.PatchesSent, s.PatchesSkipped, s.PatchBytesReceived, s.OwnRowsRead, s.OwnBytesRead, s.OwnReadFailures, s.PatchWaitTimeouts, s.BlocksMerged, s.RemaindersLost, s.LeaderHandoffs, s.Rebuilds, s.RebuildReasons,
 		s.RebuildBytes, s.TxnsInvalidated, s.ApplyFailures, s.LogEntriesFilled, s.LastDetection)
 }
 
