@@ -90,7 +90,8 @@ func runChameleonStates(ctx context.Context, cfg Config, m *simMemo) (*report.Re
 		"differ because our HCDS moves only what narrows the gap between the most and least worn servers, within "+
 		"a budget of %d remaps per epoch, and because hot objects, the ones worth moving, are written again within "+
 		"the hour and leave their EWO state at once; how much cold data the paper's swaps carried it does not "+
-		"say. The data in REP is what ARPT upgraded while the wear variance was above its trigger.",
+		"say. The data in REP is what ARPT upgraded, onto the least worn servers, while the wear variance was above "+
+		"its trigger and the upgrade lowered the estimated mean plus standard deviation of the erase counts.",
 		maxEWO, hourEWO, maxLate, wear.DefaultMaxRemapsPerEpoch)
 	return r, nil
 }

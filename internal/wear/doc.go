@@ -20,12 +20,15 @@
 //     one row per object, default rows dropped (Figure 3); a checksummed
 //     binary encoding of a row.
 //   - ARPT (Algorithm 1): hot objects (popularity >= l_hot, l_hot set each
-//     epoch at the HotFraction rank) become late-REP, cold ones late-EC;
-//     the conversion happens on the object's next write (PlanWrite). While
-//     the estimated wear variance exceeds sigma_ARPT, the hottest candidates
-//     go to the three least worn servers and the coldest to the six most
-//     worn; the others convert onto their default placement. A late state
-//     whose object changed sides before a write is cancelled.
+//     epoch at the HotFraction rank) are upgrade candidates (late-REP),
+//     cold ones downgrade candidates (late-EC); the conversion happens on
+//     the object's next write (PlanWrite). While the estimated wear
+//     variance exceeds sigma_ARPT, the hottest candidates go to the three
+//     least worn servers (when that lowers the upper tail of the estimated
+//     erase counts) and the coldest to the six most worn; the other cold
+//     candidates convert onto their default placement, the other hot ones
+//     stay EC. A late state whose object changed sides before a write is
+//     cancelled.
 //   - HCDS (Algorithm 2) with EWO: the hottest part on the most worn server
 //     and the coldest part on the least worn swap servers through the EWO
 //     states: the next write of each lands on its new server (write
@@ -72,14 +75,26 @@
 //
 //   - The thresholds sigma_ARPT and sigma_HCDS are the paper's, in erase
 //     counts (Options.SigmaARPT, SigmaHCDS), but by default they are
-//     coefficients of variation (SigmaARPTRatio 0.1, SigmaHCDSRatio 0.05).
+//     coefficients of variation (SigmaARPTRatio 0.03, SigmaHCDSRatio 0.05).
 //     NB: the paper gives no values, and a count fitted to one workload,
 //     device size and run length fires at once or never on another, and
 //     tightens as erase counts grow over a run; a fraction of the mean
 //     serves every workload and fleet size (testdata/thresholds.txt shows
-//     the erase form). The default order (ARPT's trigger above HCDS's) is
-//     not the paper's: its Figure 8 starts ARPT before HCDS as the
-//     imbalance grows (see Options.SigmaARPTRatio).
+//     the erase form). The order is Figure 8's (ARPT starts at hour 3,
+//     HCDS at hour 5 as the imbalance grows, so sigma_ARPT < sigma_HCDS),
+//     the proportion its 3 to 5 (see Options.SigmaARPTRatio). EDM takes
+//     sigma_HCDS, the threshold of the algorithm it shares (it has one).
+//   - ARPT upgrades (EC to REP) only in step 2, onto the three least worn
+//     servers, and only when that lowers the estimated mean plus one
+//     standard deviation of the erase counts (estimate.lowersUpperTail);
+//     upgrade candidates step 2 does not place stay EC (section III-B1:
+//     conversions are "delayed as long as the wear variance remains
+//     tolerable"; the paper does not say where a candidate its loop does
+//     not reach goes). A REP write programs more pages than EC's, so a
+//     test on sigma alone would take any upgrade onto the least worn
+//     servers, whatever it costs. Downgrade candidates step 2 does not
+//     place convert onto their default placement (EC lowers the erase
+//     overhead).
 //   - The variance estimate projects HorizonEpochs of each object's current
 //     write rate through eq. 2 and moves a part's share off its old server
 //     as well as onto its new one (the algorithms only add). W_t of eq. 2
@@ -87,8 +102,8 @@
 //     stripe row a write touches (a one-page update costs it a page, as a
 //     REP copy), and a conversion or an offload also charges the whole
 //     part it will write on its new server.
-//   - ARPT's step 2 maps a candidate to the least (most) worn servers only
-//     when that lowers the estimated variance more than its default
+//   - ARPT's step 2 maps a downgrade candidate to the most worn servers
+//     only when that lowers the estimated variance more than its default
 //     placement would; otherwise step 1 converts it onto its default
 //     placement. A converted object is not converted back before
 //     MinResidenceEpochs (a conversion rewrites the whole object; eq. 1's
