@@ -388,6 +388,9 @@ func (r *Replica) isolate(info pebble.DataCorruptionInfo) []repairSpan {
 		if h, ok := engine.CorruptBlockHandle(info.Details); ok {
 			if data, derr := engine.DataBlockAt(r.fs, info.Path, readerOpts, h.Offset); derr == nil && data {
 				for _, b := range r.tablesBackedBy(info.Path) {
+					if bytes.Equal(b[0], fileStart) && bytes.Equal(b[1], fileEnd) {
+						continue // the report's own table: isolated above
+					}
 					other, _, oerr := engine.IsolateBlocks(r.fs, info.Path, readerOpts, b[0], b[1])
 					if oerr == nil && len(other) > 0 {
 						spans, fileStart, fileEnd = other, b[0], b[1]

@@ -360,18 +360,11 @@ func (e *estimate) lowersUpperTail(ds []serverDelta) bool {
 // cvAfter is the estimated coefficient of variation if the deltas were
 // applied.
 func (e *estimate) cvAfter(ds []serverDelta) float64 {
-	sum, sumSq := e.sum, e.sumSq
-	for _, d := range ds {
-		old := e.est[d.k]
-		sum += d.v
-		sumSq += (old+d.v)*(old+d.v) - old*old
-	}
-	n := float64(len(e.nodes))
-	if n == 0 || sum <= 0 {
+	mean, sigma := e.meanSigmaAfter(ds)
+	if mean <= 0 {
 		return 0
 	}
-	mean := sum / n
-	return math.Sqrt(math.Max(0, sumSq/n-mean*mean)) / mean
+	return sigma / mean
 }
 
 func (e *estimate) add(k int, v float64) {
