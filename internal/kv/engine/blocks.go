@@ -20,6 +20,29 @@ import (
 // ("block <offset>/<length>: crc32c checksum mismatch ...").
 var blockHandleRE = regexp.MustCompile(`block (\d+)/(\d+)`)
 
+// tableBlockRE matches the backing file and the block of a Pebble block
+// checksum error ("pebble: file 000123: block 4096/1774: ...").
+var tableBlockRE = regexp.MustCompile(`file (\d+): block (\d+)/(\d+)`)
+
+// corruptTableBlock returns the backing file number and the block a Pebble
+// corruption error names, if it names both.
+func corruptTableBlock(err error) (file uint64, h block.Handle, ok bool) {
+	if err == nil {
+		return 0, block.Handle{}, false
+	}
+	m := tableBlockRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return 0, block.Handle{}, false
+	}
+	file, err1 := strconv.ParseUint(m[1], 10, 64)
+	off, err2 := strconv.ParseUint(m[2], 10, 64)
+	n, err3 := strconv.ParseUint(m[3], 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil || n == 0 || n > maxBlockBytes {
+		return 0, block.Handle{}, false
+	}
+	return file, block.Handle{Offset: off, Length: n}, true
+}
+
 // CorruptBlockHandle returns the handle of the block a Pebble corruption
 // error names, if it names one.
 func CorruptBlockHandle(err error) (block.Handle, bool) {

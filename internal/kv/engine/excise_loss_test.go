@@ -67,14 +67,17 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 	if _, err := sm.corruptBlockInFile(path, UserKey(key(1150)), 0.5); err != nil {
 		t.Fatal(err)
 	}
-	// The table below it (every key, compacted) is damaged further down,
-	// where its nearest damaged run below the span is: the span grows
-	// over it too, and the rows between the two runs are intact.
+	// The table below it (every key, compacted) is damaged far above the
+	// span, where its nearest damaged run above the span is. Pebble's
+	// excise seeks only next to the span (the last key below it, the
+	// first at or above its end, in each table it cuts): the span does
+	// not grow over that run. (It did: under persistent flips every cut
+	// table had a run somewhere, and patches grew to most of a shard.)
 	var bottom string
 	for _, tbl := range levels[len(levels)-1] {
 		bottom = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
 	}
-	if _, err := sm.corruptBlockInFile(bottom, UserKey(key(1050)), 0.5); err != nil {
+	if _, err := sm.corruptBlockInFile(bottom, UserKey(key(1500)), 0.5); err != nil {
 		t.Fatal(err)
 	}
 	span := Range{Start: key(1150), End: key(1160)}
@@ -102,9 +105,9 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 			union.End = l.End
 		}
 	}
-	// Only the damaged blocks' ranges, the span and what lies between: not
-	// the tables' rows beyond.
-	if bytes.Compare(union.Start, key(1000)) < 0 || bytes.Compare(union.End, key(1200)) > 0 {
+	// Only the damaged block's range and the span: not the tables' rows
+	// beyond.
+	if bytes.Compare(union.Start, key(1100)) < 0 || bytes.Compare(union.End, key(1200)) > 0 {
 		t.Fatalf("lost %v: more than the span and the damaged block", el.Lost)
 	}
 	// What it cannot read stays refused (held, and kept when released):
@@ -118,8 +121,8 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 			t.Fatalf("refused range %v is not kept refused (kept %v)", l, kept)
 		}
 	}
-	if !union.Contains(key(1050)) || keyspan.Covers(kept, Range{Start: key(1120), End: key(1121)}) {
-		t.Fatalf("lost %v, kept %v: want the span grown over both damaged runs, the rows between them not refused", el.Lost, kept)
+	if bytes.Compare(union.Start, key(1150)) >= 0 || union.Contains(key(1500)) {
+		t.Fatalf("lost %v, kept %v: want the span grown over the damaged block at its edge, not over the run far from it", el.Lost, kept)
 	}
 	// Nothing outside it was lost: every row of the table reads back.
 	check := func(lo, hi int) {
@@ -134,7 +137,6 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 	fmt.Sscanf(string(union.End), "key-%05d", &last)
 	check(1000, first)
 	check(last+1, 1300)
-	check(1100, 1140) // between the damaged runs, inside what is patched next: intact
 	// The union's patch goes in whole: its excise seeks in healthy blocks.
 	rows = rows[:0]
 	for i := 1000; i < 1300; i++ {
@@ -375,5 +377,84 @@ func TestExciseFailureNobodyLocatesPatchesTheSpanFirst(t *testing.T) {
 	got, _, err = Scan(sm.db, span.Start, span.End, 0)
 	if err != nil || len(got) != len(rows) || string(got[0].Value) != "patched-01100" {
 		t.Fatalf("patched span: %v, %v", got, err)
+	}
+}
+
+// TestExciseGrowsOverEachDamagedBlockItsSeeksMeet: the span grown over the
+// damaged block next to it has, at its new edge, a damaged block of
+// another table the excise cuts (where Pebble would seek next). The span
+// grows over that one too, and only as far: one run per seek that fails.
+func TestExciseGrowsOverEachDamagedBlockItsSeeksMeet(t *testing.T) {
+	fs := vfs.NewMem()
+	sm := openFilled(t, fs, 2000)
+	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
+		t.Fatal(err)
+	}
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
+	newValue := func(i int) []byte { return []byte(fmt.Sprintf("new-%05d-%0300d", i, i)) }
+	for i := 1000; i < 1300; i++ {
+		if err := sm.db.Set(UserKey(key(i)), newValue(i), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sm.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := sm.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := func(level int) string {
+		var p string
+		for _, tbl := range levels[level] {
+			p = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+		}
+		return p
+	}
+	top, bottom := path(0), path(len(levels)-1)
+	if _, err := sm.corruptBlockInFile(top, UserKey(key(1150)), 0.5); err != nil {
+		t.Fatal(err)
+	}
+	runs, _, err := IsolateBlocks(fs, top, sm.opts.MakeReaderOptions(), nil, nil)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("isolate the top table: %v, %v", runs, err)
+	}
+	// The last key below the top run: where the grown span's excise
+	// seeks in the bottom table. Damage it there.
+	below := 1149
+	for bytes.Compare(UserKey(key(below)), runs[0].Start) >= 0 {
+		below--
+	}
+	if _, err := sm.corruptBlockInFile(bottom, UserKey(key(below)), 0.5); err != nil {
+		t.Fatal(err)
+	}
+	span := Range{Start: key(1150), End: key(1160)}
+	var rows []*kvpb.KeyValue
+	for i := 1150; i < 1160; i++ {
+		rows = append(rows, &kvpb.KeyValue{Key: key(i), Value: newValue(i)})
+	}
+	err = sm.IngestRanges([]Range{span}, rows, 10, 1, nil)
+	t.Logf("ingest: %v", err)
+	var el *ExciseLossError
+	if !errors.As(err, &el) || len(el.Lost) != 1 {
+		t.Fatalf("want an ExciseLossError naming one range, got %v", err)
+	}
+	union := el.Lost[0]
+	if !union.Contains(key(below)) || bytes.Compare(union.Start, key(1050)) < 0 || bytes.Compare(union.End, key(1200)) > 0 {
+		t.Fatalf("lost %v: want the span grown over the top table's damaged block and the bottom table's next to it (key %d), no further", el.Lost, below)
+	}
+	// The union's patch goes in whole: its excise seeks in healthy blocks.
+	rows = rows[:0]
+	for i := 1000; i < 1300; i++ {
+		if union.Contains(key(i)) {
+			rows = append(rows, &kvpb.KeyValue{Key: key(i), Value: newValue(i)})
+		}
+	}
+	if err := sm.IngestRanges([]Range{union}, rows, 11, 1, nil); err != nil {
+		t.Fatalf("patch of %v: %v", union, err)
+	}
+	got, _, err := Scan(sm.db, key(1000), key(1300), 0)
+	if err != nil || len(got) != 300 {
+		t.Fatalf("rows [1000, 1300): %d, %v", len(got), err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -902,7 +903,7 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 		// refused ranges then overlapped and no replica could patch
 		// another: a shard unreadable for the rest of a run.)
 		if err := sm.seekProbe(outerLo, lo, hi, outerHi); err != nil && base.IsCorruption(err) {
-			if wLo, wHi, damaged, grew, derr := sm.damagedAround(before, lo, hi); derr == nil && grew {
+			if wLo, wHi, damaged, grew, derr := sm.damagedWhereSeeksFail(before, lo, hi, err); derr == nil && grew {
 				lost := []Range{userRange(wLo, wHi)}
 				if hold != nil {
 					hold(lost)(damaged)
@@ -957,7 +958,12 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 			// tables whole. Either instead of a rebuild of the whole
 			// replica (which would need a peer with no damage at all,
 			// and under persistent damage found none).
-			wLo, wHi, damaged, grew, derr := sm.damagedAround(before, lo, hi)
+			wLo, wHi, damaged, grew, derr := sm.damagedWhereSeeksFail(before, lo, hi, err)
+			if derr != nil || !grew {
+				// The error names no block that IsolateBlocks finds
+				// damaged: every cut table's nearest damaged runs.
+				wLo, wHi, damaged, grew, derr = sm.damagedAround(before, lo, hi)
+			}
 			key := string(lo) + "\xff" + string(hi)
 			switch {
 			case derr == nil && grew:
@@ -1257,6 +1263,96 @@ func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newL
 	}
 	return newLo, newHi, keyspan.Merge(damaged), bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
 }
+
+// damagedWhereSeeksFail is damagedAround for the runs an excise of [lo, hi)
+// really seeks into: starting from hit, the corruption error of a seek at
+// the span's edges (it names the backing file and the block), it grows the
+// span over the damaged run holding that block (IsolateBlocks of that file,
+// clipped to its live tables), seeks again at the grown span's edges
+// (seekProbe), and so on until the seeks meet no damage, at most
+// maxSeekGrowth times (then every cut table's nearest runs: damagedAround).
+// It reports false if the block hit names is not damaged on disk (a
+// transient flip) or names no block: the excise goes ahead.
+//
+// damagedAround alone grew the span to the nearest damaged run of every
+// table the excise cut, however far from the span: under persistent flips
+// at UBER 1e-7 every table had one somewhere, so a patch next to one
+// damaged block grew to the farthest of them, patch after patch (spans of
+// 3-5 MB, most of a shard, in the kv-recovery-latency runs), while Pebble
+// seeks only next to the span (the last key below lo, the first at or
+// above hi, in each cut table).
+func (sm *StateMachine) damagedWhereSeeksFail(tables []tableBounds, lo, hi []byte, hit error) (newLo, newHi []byte, damaged []Range, grew bool, err error) {
+	newLo, newHi = lo, hi
+	isolated := map[uint64][]DamagedSpan{}
+	var runs [][2][]byte
+	for step := 0; hit != nil; step++ {
+		if step == maxSeekGrowth {
+			return sm.damagedAround(tables, lo, hi)
+		}
+		file, h, ok := corruptTableBlock(hit)
+		if !ok {
+			break
+		}
+		spans, seen := isolated[file]
+		if !seen {
+			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", file))
+			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+			if err != nil {
+				return nil, nil, nil, false, err
+			}
+			isolated[file] = spans
+		}
+		var run *DamagedSpan
+		for i := range spans {
+			if slices.Contains(spans[i].Offsets, h.Offset) {
+				run = &spans[i]
+			}
+		}
+		if run == nil {
+			break // not damaged on disk: a transient flip
+		}
+		moved := false
+		for _, m := range tables {
+			if m.backing != file || bytes.Compare(m.largest, newLo) < 0 || bytes.Compare(m.smallest, newHi) >= 0 {
+				continue // another file, or a table the excise does not cut (it seeks in none)
+			}
+			start, end := maxBytes(run.Start, m.smallest), append(bytes.Clone(m.largest), 0)
+			if run.End != nil {
+				end = minBytes(run.End, end)
+			}
+			if bytes.Compare(start, end) >= 0 {
+				continue // the run is outside this table of the file
+			}
+			runs = append(runs, [2][]byte{start, end})
+			if bytes.Compare(start, newLo) < 0 {
+				newLo, moved = start, true
+			}
+			if bytes.Compare(end, newHi) > 0 {
+				newHi, moved = end, true
+			}
+		}
+		newLo, newHi = maxBytes(newLo, UserPrefix), minBytes(newHi, UserEnd)
+		if !moved {
+			break // the seek failed inside the span: not at an edge
+		}
+		outerLo, outerHi := outerSpan(tables, newLo, newHi)
+		if hit = sm.seekProbe(outerLo, newLo, newHi, outerHi); hit != nil && !base.IsCorruption(hit) {
+			return nil, nil, nil, false, hit
+		}
+	}
+	damaged = []Range{userRange(lo, hi)}
+	for _, r := range runs {
+		start, end := maxBytes(r[0], newLo), minBytes(r[1], newHi)
+		if bytes.Compare(start, end) < 0 {
+			damaged = append(damaged, userRange(start, end))
+		}
+	}
+	return newLo, newHi, keyspan.Merge(damaged), bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
+}
+
+// maxSeekGrowth bounds how many damaged runs damagedWhereSeeksFail grows a
+// span over, one per seek that fails.
+const maxSeekGrowth = 8
 
 // outerSpan is the span of the tables an excise of [lo, hi) cuts (Pebble
 // keys, within the user key space).
