@@ -50,7 +50,11 @@
 //     entries.
 //   - Invariant: a patch is installed only if, read back, the range holds
 //     exactly the patch's rows and every row outside the excised span is
-//     still there (checkExcise, keptCRC).
+//     still there: every table the excise cut (those listed before it and
+//     those a flush it forced wrote, flushLog) keeps its remainders
+//     (exciseLosses), checked from the tables' metadata when no compaction
+//     ran meanwhile (the compaction gate), else by reading the rows around
+//     the span before and after (keptCRC).
 //   - Invariant: a read leaves a table out only for keys the table holds
 //     no version of (its own list, or a separator sepAbsent proved), so
 //     a read past damage returns what a read of an undamaged engine would.
@@ -96,11 +100,14 @@
 // whole remainder when its seek for the remainder's bound meets a damaged
 // block (it ignores the iterator's error), so before an excise the engine
 // seeks there itself; on damage it does not excise and names the span
-// grown over the nearest damaged blocks of the cut tables (one range, so
-// its own excise seeks in healthy blocks), refusing reads only of the span
-// and those blocks (ExciseLossError.Refused: the rows between are intact). A read of the rows around the
-// span that meets damage after the excise is other damage, not a loss:
-// the cut tables' metadata must show their remainders kept. A span that
+// grown over the damaged run each failing seek names, seeking again at the
+// new edges until the seeks meet no damage (damagedWhereSeeksFail; one
+// range, so its own excise seeks in healthy blocks; not over damage
+// elsewhere in the cut tables, where no seek goes), refusing reads only of
+// the span and those blocks (ExciseLossError.Refused: the rows between are
+// intact). A read of the rows around the span that meets damage after the
+// excise is other damage, not a loss: the cut tables' metadata must show
+// their remainders kept. A span that
 // does not read back names only its damaged blocks' keys (the patch's own
 // table isolated, DIRECT 000 section 4.1.3); the rest of the span is in.
 // An excise that fails on damage no isolation locates names only its span

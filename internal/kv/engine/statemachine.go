@@ -42,7 +42,9 @@ type StateMachine struct {
 	opts *pebble.Options
 	// gate is the engine's compaction scheduler (ingestSpan holds it).
 	gate *compactgate.Gate
-	db   *pebble.DB
+	// flushes records the tables memtable flushes write (ingestSpan).
+	flushes *flushLog
+	db      *pebble.DB
 	// ingestSeq names patch sstables uniquely.
 	ingestSeq atomic.Uint64
 	// unlocated holds the spans whose last patch's excise failed on damage
@@ -266,6 +268,8 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	gate := compactgate.New(nil)
 	opts.Experimental.CompactionScheduler = gate
 	opts.EventListener.BackgroundError = gate.Failed
+	flushes := &flushLog{}
+	opts.EventListener.FlushEnd = flushes.flushEnd
 	ffs.opening.Store(true)
 	db, err := openPebble(dir, opts)
 	ffs.opening.Store(false)
@@ -284,7 +288,7 @@ func Open(fs vfs.FS, dir string, cacheBytes, memTableBytes int64, onCorruption f
 	if err != nil {
 		return nil, Classify(fmt.Errorf("kv: open pebble in %s: %w", dir, err))
 	}
-	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db, fail: fail, gate: gate}
+	sm := &StateMachine{fs: fs, dir: dir, opts: opts, db: db, fail: fail, gate: gate, flushes: flushes}
 	st, err := ReadApplied(db)
 	switch {
 	case base.IsCorruption(err):
@@ -842,7 +846,7 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 	// again. A compaction still running after exciseHoldTimeout is not
 	// waited for (the check then may name rows lost that were not: a
 	// needless patch, never a silent loss).
-	release, _ := sm.gate.Hold(exciseHoldTimeout)
+	release, quiet := sm.gate.Hold(exciseHoldTimeout)
 	defer release()
 	exciseLo, exciseHi := lo, hi
 	var record []byte
@@ -881,14 +885,30 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 		}
 		paths = append(paths, path)
 	}
+	flushMark := sm.flushes.mark()
 	before, err := sm.Tables()
 	if err != nil {
 		return err
 	}
 	// The rows outside the span that the excise must keep: those of the
-	// tables it cuts. Read them before and after (the apply worker is the
-	// only writer, and compactions do not change what reads return).
+	// tables it cuts. With no compaction running (quiet), the tables
+	// before and after the excise (and those flushes wrote in between:
+	// flushLog) say which remainders it kept (exciseLosses), without a
+	// read. Otherwise a compaction may rewrite a cut table meanwhile,
+	// which would look like a lost remainder: the rows around the span
+	// are read before and after instead (the apply worker is the only
+	// writer, and compactions do not change what reads return). That read
+	// covered every table the excise cut, often the whole shard: under
+	// persistent flips each one made new damage (a tenth of what the
+	// replicas read in the kv-recovery-latency runs), and it evicted the
+	// blocks the seek probe below had read, so that the excise's own
+	// seeks read them again and could meet a fresh flip (and drop a
+	// remainder).
 	outerLo, outerHi := outerSpan(before, lo, hi)
+	keptBefore, keptErr := uint32(0), errKeptNotRead
+	if !quiet {
+		keptBefore, keptErr = sm.keptCRC(outerLo, lo, hi, outerHi)
+	}
 	if patching {
 		// Pebble finds the bounds of a cut table's remainders by seeking
 		// in it next to the span, and a seek that meets a damaged block
@@ -919,7 +939,6 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 			// it kept below.
 		}
 	}
-	keptBefore, keptErr := sm.keptCRC(outerLo, lo, hi, outerHi)
 	if hold != nil {
 		around := append(userRanges(outerLo, lo, hi, outerHi), userRange(lo, hi))
 		release := hold(around)
@@ -996,7 +1015,19 @@ func (sm *StateMachine) ingestSpan(lo, hi []byte, rows []*kvpb.KeyValue, applied
 	if err != nil {
 		return err
 	}
-	lostSpans := exciseLosses(before, after, lo, hi)
+	flushed, complete := sm.flushes.since(flushMark)
+	lostSpans := exciseLosses(append(before, flushed...), after, lo, hi)
+	if !complete && keptErr != nil {
+		// More flushes than flushLog keeps, and no rows read: what the
+		// excise kept is unknown. Everything it cut is patched again
+		// (needless, never a silent loss).
+		lostSpans = nil
+		for _, sp := range [][2][]byte{{maxBytes(outerLo, UserPrefix), lo}, {hi, minBytes(outerHi, UserEnd)}} {
+			if bytes.Compare(sp[0], sp[1]) < 0 {
+				lostSpans = append(lostSpans, sp)
+			}
+		}
+	}
 	loss := func(err error) error {
 		var lost []Range
 		for _, sp := range lostSpans {
@@ -1191,6 +1222,10 @@ const maxUnlocated = 64
 // exciseHoldTimeout bounds how long an ingest waits for running
 // compactions to end (a shard's compactions take tens of milliseconds).
 const exciseHoldTimeout = 2 * time.Second
+
+// errKeptNotRead stands for the rows around a span that ingestSpan did not
+// read (no compaction ran: the tables say what the excise kept).
+var errKeptNotRead = errors.New("kv: rows around the span not read")
 
 // seekProbe seeks, through the DB, where an excise of [lo, hi) seeks for
 // the bounds of the tables it cuts (the last key below lo, the first at or
