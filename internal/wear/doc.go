@@ -109,10 +109,25 @@
 //     MinResidenceEpochs (a conversion rewrites the whole object; eq. 1's
 //     noise alone would flip objects written about once an epoch).
 //   - HCDS makes a swap only when it narrows the gap between the two
-//     servers, and passes over a hot part too large for the gap. A most
-//     worn server with no part to give is set aside for the epoch and the
-//     loop goes on with the next one (Algorithm 2 loops on the variance,
-//     not on one server; testdata/hcds-next.txt). EDM does the same.
+//     servers counting what the swap costs (estimate.narrows): the most
+//     worn server's estimate must fall, and the two must end closer than
+//     they were, each part charged its future writes and its rewrite on
+//     its new server. A hot part that would overshoot is passed over for
+//     a cooler one; the cold part goes to the most worn server only when
+//     the hot part takes more off it than the cold part's rewrite puts on
+//     it, else the hot part is offloaded alone (testdata/hcds-cost.txt).
+//     NB: the paper swaps the two parts whatever they cost. Before
+//     2026-11-26 the cold half was always taken: with eq. 2 over one
+//     epoch (the paper's form) most hot parts take less off the most worn
+//     server per epoch than a part's rewrite costs it, and on web-1 HCDS
+//     made 128 swaps every epoch, most of which put more on the most worn
+//     server than they took off (without ARPT sigma 326 against EDM's
+//     12.1 in chameleon-wear's paper form; 12.1 since). A
+//     most worn server with no part to give is set aside for the epoch and
+//     the loop goes on with the next one (Algorithm 2 loops on the
+//     variance, not on one server; testdata/hcds-next.txt). EDM does the
+//     same, and moves a part when its gain is below the gap (its copy's
+//     cost on the destination is not weighed: the baseline as before).
 //   - EDM's migrations are recorded as EWO states while their copy runs.
 //   - EDM is the paper's [19]/[30] (Ou et al., IPDPS'14), of which the paper
 //     says only that it "moves data from the flash servers with higher

@@ -980,8 +980,11 @@ func (b *Balancer) offload(est *estimate, i int32, p int, n base.NodeID) {
 // x with the coldest object's part on y. The swap is an endurance-aware
 // write offload: both objects enter their EWO state and move on their next
 // write (or by the migration fallback). A swap is made only when it narrows
-// the gap between x and y; a hot part too large for the gap is passed over
-// for a cooler one. A server x with no part to give (its hot parts already
+// the gap between x and y counting its costs (estimate.narrows: each part
+// that changes server is written whole there); a hot part that would
+// overshoot is passed over for a cooler one, and a cold part whose rewrite
+// on x costs x more than the hot part takes off is left on y (the hot part
+// is offloaded alone, as when y has no colder part). A server x with no part to give (its hot parts already
 // swapped this epoch, all on y, too large for the gap, or none) is set
 // aside for the epoch and the loop goes on with the next most worn server:
 // the algorithm's loop runs while the variance exceeds the threshold, and
@@ -1010,9 +1013,14 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 		}
 		xNode, yNode := est.nodes[x], est.nodes[y]
 		gap := est.est[x] - est.est[y]
+		var hds []serverDelta
 		h, ok := b.pick(est, hot, x, yNode, func(r relocation) bool {
 			o := &b.objs[r.obj]
-			return r.gain > 0 && r.gain < gap && est.room(y, o.entry.Dst.Redundancy.PartBytes(o.size))
+			if !(r.gain > 0 && r.gain < gap && est.room(y, o.entry.Dst.Redundancy.PartBytes(o.size))) {
+				return false
+			}
+			hds = est.offloadDelta(o, r.part, yNode)
+			return est.narrows(x, y, hds)
 		})
 		if !ok {
 			pairs.setAside(x)
@@ -1021,6 +1029,11 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 		c, haveCold := b.pick(est, cold, y, xNode, func(r relocation) bool {
 			return r.obj != h.obj && r.gain < h.gain
 		})
+		if haveCold && !est.narrows(x, y, append(hds, est.offloadDelta(&b.objs[c.obj], c.part, xNode)...)) {
+			// The cold part's rewrite on x costs it more than the hot part
+			// takes off: the hot part goes alone.
+			haveCold = false
+		}
 		b.offload(est, h.obj, h.part, yNode)
 		remaps++
 		if haveCold {
@@ -1029,6 +1042,34 @@ func (b *Balancer) hcds(d *Decisions, est *estimate) {
 		}
 		d.Swapped++
 	}
+}
+
+// offloadDelta is the change to the estimate that offloading part p of o
+// to node n would make (see offload).
+func (e *estimate) offloadDelta(o *object, p int, n base.NodeID) []serverDelta {
+	src := o.entry.Dst
+	state := StateECEWO
+	if src.Redundancy == REP {
+		state = StateREPEWO
+	}
+	return e.retargetDelta(o, src, src.With(p, n), state)
+}
+
+// narrows reports whether the deltas take wear off server x and leave x and
+// y closer than they were (|x' - y'| < x - y), counting every erase the
+// change costs: the parts' future writes and the rewrite of each part on
+// its new server. Deltas to other servers are not looked at.
+func (e *estimate) narrows(x, y int, ds []serverDelta) bool {
+	xv, yv := e.est[x], e.est[y]
+	for _, d := range ds {
+		switch d.k {
+		case x:
+			xv += d.v
+		case y:
+			yv += d.v
+		}
+	}
+	return xv < e.est[x] && math.Abs(xv-yv) < e.est[x]-e.est[y]
 }
 
 // wornPairs hands out the (most worn, least worn) pairs of HCDS and EDM
