@@ -414,6 +414,10 @@ func (r *Replica) applyPatchEntry(idx, term uint64, req *kvpb.PatchRequest) bool
 			r.mu.Lock()
 			r.repair.Hold(around)
 			r.mu.Unlock()
+			// Reads that found these ranges readable before the hold
+			// finish before the excise (see Replica.readMu).
+			r.readMu.Lock()
+			r.readMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
 			return func(keep []Range) {
 				r.mu.Lock()
 				r.repair.Release(around, keep)

@@ -34,3 +34,10 @@ func (r *Replica) Repairing() (recovering, pending int) {
 	defer r.mu.Unlock()
 	return len(r.repair.Recovering()), r.repair.Requests()
 }
+
+// HoldReads stands for a client read in flight on the replica (one that
+// found its range readable and has not finished reading) until release.
+func (r *Replica) HoldReads() (release func()) {
+	r.readMu.RLock()
+	return r.readMu.RUnlock
+}

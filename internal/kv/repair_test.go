@@ -197,3 +197,50 @@ func TestCorruptBlockRepairedThroughLog(t *testing.T) {
 		})
 	}
 }
+
+// TestPatchWaitsForReadsInFlight: a patch does not excise while a read that
+// found its range readable before the patch refused it is still reading.
+// Pebble installs an excise before it publishes the patch's rows, and a
+// read that opened its iterator in between read the span's rows as absent
+// (found by TestCorruptBlockRepairedThroughLog under the race detector).
+func TestPatchWaitsForReadsInFlight(t *testing.T) {
+	c, cl := startCluster(t, kv.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	loadKeys(t, cl, 2000)
+	leader, err := c.WaitLeader(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := c.Node(leader%3 + 1).Replica(1) // a follower
+	waitAllCaughtUp(t, c, 1)
+	target := testKey(1000)
+	corruptReplica(t, victim, target)
+	release := victim.HoldReads()
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	// The read meets the damage and starts the repair.
+	if _, _, _, err := victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL}); !base.IsCorruption(err) {
+		t.Fatalf("read of the damaged block: %v, want corruption", err)
+	}
+	// With a read in flight the patch waits before its excise (a patch
+	// takes tens of milliseconds here; this waits 300).
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		if st := victim.Stats(); st.PatchesApplied > 0 {
+			t.Fatalf("patch applied while a read was in flight: %v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	release()
+	released = true
+	waitFor(t, "patch applied", func() bool { return victim.Stats().PatchesApplied == 1 })
+	v, found, _, err := victim.Get(ctx, target, &kvpb.ReadOptions{Consistency: kvpb.Consistency_EVENTUAL})
+	if err != nil || !found || string(v) != string(testValue(1000)) {
+		t.Fatalf("repaired read: %q %v %v", v, found, err)
+	}
+}

@@ -194,6 +194,17 @@ type Replica struct {
 	smMu     sync.RWMutex
 	sm       *engine.StateMachine
 	smClosed bool // set by close; requests still in flight then fail
+	// readMu is held shared by a client read (Get, Scan) from its check
+	// that the range is readable to the end of its read. A patch that is
+	// about to excise refuses reads around its span (repair.Hold), then
+	// takes readMu exclusively once: a read that passed the check before
+	// the refusal must be done before the excise lands. Pebble installs an
+	// excise before it publishes the ingested table's sequence number, and
+	// a read that opened its iterator between the two saw the span's rows
+	// neither in the cut tables nor in the patch: a row read as absent
+	// (TestCorruptBlockRepairedThroughLog under the race detector, once
+	// the check before an excise stopped reading the rows around it).
+	readMu sync.RWMutex
 
 	mu        sync.Mutex
 	applied   uint64
@@ -1005,6 +1016,8 @@ func (r *Replica) Get(ctx context.Context, key []byte, opts *kvpb.ReadOptions) (
 	if r.smClosed {
 		return nil, false, 0, r.unavailable()
 	}
+	r.readMu.RLock()
+	defer r.readMu.RUnlock()
 	if err := r.readable(Range{Start: key, End: append(append([]byte(nil), key...), 0)}); err != nil {
 		return nil, false, 0, err
 	}
@@ -1025,6 +1038,8 @@ func (r *Replica) Scan(ctx context.Context, start, end []byte, limit, maxBytes i
 	if r.smClosed {
 		return nil, false, 0, r.unavailable()
 	}
+	r.readMu.RLock()
+	defer r.readMu.RUnlock()
 	if err := r.readable(Range{Start: start, End: end}); err != nil {
 		return nil, false, 0, err
 	}
