@@ -38,33 +38,8 @@ func openFilled(t *testing.T, fs vfs.FS, n int) *StateMachine {
 // lost remainders that were most of a shard on several replicas at once,
 // and a shard stayed unreadable for the rest of the run.)
 func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
-	fs := vfs.NewMem()
-	sm := openFilled(t, fs, 2000)
-	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
-		t.Fatal(err)
-	}
-	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
-	newValue := func(i int) []byte { return []byte(fmt.Sprintf("new-%05d-%0300d", i, i)) }
-	for i := 1000; i < 1300; i++ {
-		if err := sm.db.Set(UserKey(key(i)), newValue(i), pebble.NoSync); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sm.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	levels, err := sm.db.SSTables()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var path string
-	for _, tbl := range levels[0] {
-		path = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-	}
-	if path == "" {
-		t.Fatalf("no L0 table: %v", levels)
-	}
-	if _, err := sm.corruptBlockInFile(path, UserKey(key(1150)), 0.5); err != nil {
+	sm, top, bottom := openRewritten(t)
+	if _, err := sm.corruptBlockInFile(top, UserKey(key(1150)), 0.5); err != nil {
 		t.Fatal(err)
 	}
 	// The table below it (every key, compacted) is damaged far above the
@@ -73,10 +48,6 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 	// first at or above its end, in each table it cuts): the span does
 	// not grow over that run. (It did: under persistent flips every cut
 	// table had a run somewhere, and patches grew to most of a shard.)
-	var bottom string
-	for _, tbl := range levels[len(levels)-1] {
-		bottom = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-	}
 	if _, err := sm.corruptBlockInFile(bottom, UserKey(key(1500)), 0.5); err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +61,7 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 		held = append(held, around...)
 		return func(keep []Range) { kept = append(kept, keep...) }
 	}
-	err = sm.IngestRanges([]Range{span}, rows, 10, 1, hold)
+	err := sm.IngestRanges([]Range{span}, rows, 10, 1, hold)
 	t.Logf("ingest: %v", err)
 	var el *ExciseLossError
 	if !errors.As(err, &el) {
@@ -150,6 +121,46 @@ func TestExciseNextToDamageTakesTheDamageAlong(t *testing.T) {
 	check(1000, 1300)
 }
 
+func key(i int) []byte      { return []byte(fmt.Sprintf("key-%05d", i)) }
+func newValue(i int) []byte { return []byte(fmt.Sprintf("new-%05d-%0300d", i, i)) }
+
+// openRewritten opens an engine whose 2000 rows (key) are compacted into
+// the bottom level, with keys 1000-1299 rewritten (newValue) in one L0 table
+// above them; it returns the paths of the L0 table and of a bottom table
+// holding those keys.
+func openRewritten(t *testing.T) (sm *StateMachine, top, bottom string) {
+	t.Helper()
+	fs := vfs.NewMem()
+	sm = openFilled(t, fs, 2000)
+	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1000; i < 1300; i++ {
+		if err := sm.db.Set(UserKey(key(i)), newValue(i), pebble.NoSync); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sm.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	levels, err := sm.db.SSTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := func(level int) string {
+		var p string
+		for _, tbl := range levels[level] {
+			p = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
+		}
+		return p
+	}
+	top, bottom = path(0), path(len(levels)-1)
+	if top == "" || bottom == "" {
+		t.Fatalf("want an L0 table over a bottom level: %v", levels)
+	}
+	return sm, top, bottom
+}
+
 func slicesContain(rs []Range, r Range) bool {
 	for _, q := range rs {
 		if q.String() == r.String() {
@@ -169,7 +180,6 @@ func slicesContain(rs []Range, r Range) bool {
 func TestPatchThatDoesNotReadBackIsPatchedAgain(t *testing.T) {
 	fs := vfs.NewMem()
 	sm := openFilled(t, fs, 2000)
-	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
 	damaged := 0
 	sm.beforeReadBack = func(lo, hi []byte) {
 		levels, err := sm.db.SSTables()
@@ -288,7 +298,6 @@ func TestWholeSpanPatchPastDamageAtBothEnds(t *testing.T) {
 	if len(paths) != 1 {
 		t.Fatalf("want one table after the compaction, have %v", paths)
 	}
-	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
 	for _, i := range []int{0, 1999} {
 		if _, err := sm.corruptBlockInFile(paths[0], UserKey(key(i)), 0.5); err != nil {
 			t.Fatal(err)
@@ -330,7 +339,6 @@ func TestExciseFailureNobodyLocatesPatchesTheSpanFirst(t *testing.T) {
 	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
 		t.Fatal(err)
 	}
-	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
 	span := Range{Start: key(1100), End: key(1110)}
 	var rows []*kvpb.KeyValue
 	for i := 1100; i < 1110; i++ {
@@ -385,37 +393,11 @@ func TestExciseFailureNobodyLocatesPatchesTheSpanFirst(t *testing.T) {
 // another table the excise cuts (where Pebble would seek next). The span
 // grows over that one too, and only as far: one run per seek that fails.
 func TestExciseGrowsOverEachDamagedBlockItsSeeksMeet(t *testing.T) {
-	fs := vfs.NewMem()
-	sm := openFilled(t, fs, 2000)
-	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
-		t.Fatal(err)
-	}
-	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
-	newValue := func(i int) []byte { return []byte(fmt.Sprintf("new-%05d-%0300d", i, i)) }
-	for i := 1000; i < 1300; i++ {
-		if err := sm.db.Set(UserKey(key(i)), newValue(i), pebble.NoSync); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := sm.db.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	levels, err := sm.db.SSTables()
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := func(level int) string {
-		var p string
-		for _, tbl := range levels[level] {
-			p = fs.PathJoin("sm", fmt.Sprintf("%06d.sst", uint64(tbl.BackingSSTNum)))
-		}
-		return p
-	}
-	top, bottom := path(0), path(len(levels)-1)
+	sm, top, bottom := openRewritten(t)
 	if _, err := sm.corruptBlockInFile(top, UserKey(key(1150)), 0.5); err != nil {
 		t.Fatal(err)
 	}
-	runs, _, err := IsolateBlocks(fs, top, sm.opts.MakeReaderOptions(), nil, nil)
+	runs, _, err := IsolateBlocks(sm.fs, top, sm.opts.MakeReaderOptions(), nil, nil)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("isolate the top table: %v, %v", runs, err)
 	}

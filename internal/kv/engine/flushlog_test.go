@@ -86,7 +86,6 @@ func TestQuietPatchReadsNoRowsAround(t *testing.T) {
 	if err := sm.db.Compact(context.Background(), []byte{0}, UserEnd, false); err != nil {
 		t.Fatal(err)
 	}
-	key := func(i int) []byte { return []byte(fmt.Sprintf("key-%05d", i)) }
 	for _, i := range []int{10, 1505, 2990} { // one in the span, two around it
 		if err := sm.db.Set(UserKey(key(i)), []byte("memtable"), pebble.NoSync); err != nil {
 			t.Fatal(err)

@@ -1190,30 +1190,58 @@ func (sm *StateMachine) damagedRuns(tables []tableBounds, lo, hi []byte) ([][][2
 		if bytes.Compare(m.largest, lo) < 0 || bytes.Compare(m.smallest, hi) >= 0 {
 			continue
 		}
-		spans, seen := byBacking[m.backing]
-		if !seen {
-			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", m.backing))
-			var err error
-			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
-			if err != nil {
-				return nil, err
-			}
-			byBacking[m.backing] = spans
+		spans, err := sm.isolateBacking(byBacking, m.backing)
+		if err != nil {
+			return nil, err
 		}
-		tableEnd := append(bytes.Clone(m.largest), 0)
 		var runs [][2][]byte
 		for _, sp := range spans {
-			start, end := maxBytes(sp.Start, m.smallest), tableEnd
-			if sp.End != nil {
-				end = minBytes(sp.End, end)
-			}
-			if bytes.Compare(start, end) < 0 { // else outside this table (cut off earlier)
-				runs = append(runs, [2][]byte{start, end})
+			if r, ok := clipRun(sp, m); ok { // else outside this table (cut off earlier)
+				runs = append(runs, r)
 			}
 		}
 		out = append(out, runs)
 	}
 	return out, nil
+}
+
+// isolateBacking returns IsolateBlocks of the backing file numbered backing,
+// remembered in cache.
+func (sm *StateMachine) isolateBacking(cache map[uint64][]DamagedSpan, backing uint64) ([]DamagedSpan, error) {
+	if spans, seen := cache[backing]; seen {
+		return spans, nil
+	}
+	path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", backing))
+	spans, _, err := IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	cache[backing] = spans
+	return spans, nil
+}
+
+// clipRun is the part of the damaged run sp (of m's backing file) within
+// the live table m; false if none.
+func clipRun(sp DamagedSpan, m tableBounds) ([2][]byte, bool) {
+	start, end := maxBytes(sp.Start, m.smallest), append(bytes.Clone(m.largest), 0)
+	if sp.End != nil {
+		end = minBytes(sp.End, end)
+	}
+	return [2][]byte{start, end}, bytes.Compare(start, end) < 0
+}
+
+// grownSpan is what damagedAround and damagedWhereSeeksFail return for a
+// span [lo, hi) grown to [newLo, newHi) over runs: the damaged part (the
+// span and the runs within the result, user ranges) and whether it grew.
+func grownSpan(lo, hi, newLo, newHi []byte, runs [][2][]byte) ([]byte, []byte, []Range, bool, error) {
+	damaged := []Range{userRange(lo, hi)}
+	for _, r := range runs {
+		start, end := maxBytes(r[0], newLo), minBytes(r[1], newHi)
+		if bytes.Compare(start, end) < 0 {
+			damaged = append(damaged, userRange(start, end))
+		}
+	}
+	return newLo, newHi, keyspan.Merge(damaged), bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
 }
 
 // maxUnlocated bounds StateMachine.unlocated.
@@ -1289,14 +1317,7 @@ func (sm *StateMachine) damagedAround(tables []tableBounds, lo, hi []byte) (newL
 		}
 	}
 	newLo, newHi = maxBytes(newLo, UserPrefix), minBytes(newHi, UserEnd)
-	damaged = []Range{userRange(lo, hi)}
-	for _, r := range runs {
-		start, end := maxBytes(r[0], newLo), minBytes(r[1], newHi)
-		if bytes.Compare(start, end) < 0 {
-			damaged = append(damaged, userRange(start, end))
-		}
-	}
-	return newLo, newHi, keyspan.Merge(damaged), bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
+	return grownSpan(lo, hi, newLo, newHi, runs)
 }
 
 // damagedWhereSeeksFail is damagedAround for the runs an excise of [lo, hi)
@@ -1328,14 +1349,9 @@ func (sm *StateMachine) damagedWhereSeeksFail(tables []tableBounds, lo, hi []byt
 		if !ok {
 			break
 		}
-		spans, seen := isolated[file]
-		if !seen {
-			path := sm.fs.PathJoin(sm.dir, fmt.Sprintf("%06d.sst", file))
-			spans, _, err = IsolateBlocks(sm.fs, path, sm.opts.MakeReaderOptions(), nil, nil)
-			if err != nil {
-				return nil, nil, nil, false, err
-			}
-			isolated[file] = spans
+		spans, err := sm.isolateBacking(isolated, file)
+		if err != nil {
+			return nil, nil, nil, false, err
 		}
 		var run *DamagedSpan
 		for i := range spans {
@@ -1351,14 +1367,12 @@ func (sm *StateMachine) damagedWhereSeeksFail(tables []tableBounds, lo, hi []byt
 			if m.backing != file || bytes.Compare(m.largest, newLo) < 0 || bytes.Compare(m.smallest, newHi) >= 0 {
 				continue // another file, or a table the excise does not cut (it seeks in none)
 			}
-			start, end := maxBytes(run.Start, m.smallest), append(bytes.Clone(m.largest), 0)
-			if run.End != nil {
-				end = minBytes(run.End, end)
-			}
-			if bytes.Compare(start, end) >= 0 {
+			r, ok := clipRun(*run, m)
+			if !ok {
 				continue // the run is outside this table of the file
 			}
-			runs = append(runs, [2][]byte{start, end})
+			runs = append(runs, r)
+			start, end := r[0], r[1]
 			if bytes.Compare(start, newLo) < 0 {
 				newLo, moved = start, true
 			}
@@ -1375,14 +1389,7 @@ func (sm *StateMachine) damagedWhereSeeksFail(tables []tableBounds, lo, hi []byt
 			return nil, nil, nil, false, hit
 		}
 	}
-	damaged = []Range{userRange(lo, hi)}
-	for _, r := range runs {
-		start, end := maxBytes(r[0], newLo), minBytes(r[1], newHi)
-		if bytes.Compare(start, end) < 0 {
-			damaged = append(damaged, userRange(start, end))
-		}
-	}
-	return newLo, newHi, keyspan.Merge(damaged), bytes.Compare(newLo, lo) < 0 || bytes.Compare(newHi, hi) > 0, nil
+	return grownSpan(lo, hi, newLo, newHi, runs)
 }
 
 // maxSeekGrowth bounds how many damaged runs damagedWhereSeeksFail grows a
